@@ -1,0 +1,6 @@
+"""specplan: analytical performance modeling and planning for speculative decoding of LLMs.
+
+Kept import-light on purpose: the CLI and the GPU harness import submodules directly.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Profiles: what a device and a model are (data in, validated)."""

@@ -1,0 +1,111 @@
+"""HardwareProfile: peak FLOPS per dtype, memory, links, overheads and efficiencies of one device."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from specplan.dtypes import canonical_dtype
+from specplan.errors import SpecplanError
+
+Positive = Field(gt=0)
+Fraction = Field(gt=0, le=1)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class KernelEfficiency(_Frozen):
+    """Achievable fractions of the spec sheet for one compute dtype (GEMMs and element-wise kernels)."""
+
+    mem_bw_fraction: float = Field(0.80, gt=0, le=1)
+    compute_max_fraction: float = Field(0.75, gt=0, le=1)
+    # GEMM FLOPs at which compute efficiency reaches half of its saturation level (eff = max * f / (f + half)).
+    compute_half_flops: float = Field(1.0e9, ge=0)
+    # Extra seconds per GEMM for activation quantization (fp8/fp4 paths of some frameworks).
+    quant_overhead_s: float = Field(0.0, ge=0)
+
+
+class AttentionEfficiency(_Frozen):
+    """Achievable fractions for decode/verify attention kernels."""
+
+    mem_bw_fraction: float = Field(0.75, gt=0, le=1)
+    compute_fraction: float = Field(0.45, gt=0, le=1)
+    # Fraction of a re-read K/V tile served from L2 in the `reread` kernel style.
+    l2_hit_fraction: float = Field(0.5, ge=0, le=1)
+    tile_rows: int = Field(128, gt=0)
+
+
+class AllReduceParams(_Frozen):
+    """All-reduce cost parameters: latency (s) plus bytes over an effective bus bandwidth."""
+
+    algorithm: Literal["custom", "nccl"] = "custom"
+    custom_latency_s: float = Field(3.5e-6, ge=0)
+    custom_bw_fraction: float = Field(0.45, gt=0, le=1)
+    custom_max_bytes: float = Field(8.0e6, gt=0)
+    nccl_latency_s: float = Field(10.0e-6, ge=0)
+    nccl_bw_fraction: float = Field(0.75, gt=0, le=1)
+
+
+class HardwareProfile(_Frozen):
+    """One device: spec-sheet numbers (dense, never sparse) plus calibrated efficiencies; every number sourced."""
+
+    id: str
+    name: str
+    kind: Literal["gpu", "lpu", "cpu"] = "gpu"
+    vendor: str = ""
+    peak_flops: dict[str, float]  # dense FLOP/s per compute dtype
+    mem_capacity_bytes: float = Field(gt=0)  # HBM per device (LPU: on-chip SRAM per chip)
+    mem_bandwidth_bytes_s: float = Field(gt=0)  # HBM (LPU: SRAM) bandwidth per device
+    l2_bytes: float = Field(0.0, ge=0)
+    scaleup_bandwidth_bytes_s: float = Field(1.0e9, gt=0)  # per direction, per device
+    scaleup_latency_s: float = Field(2.0e-6, ge=0)
+    scaleup_domain: int = Field(1, ge=1)
+    kernel_overhead_s: float = Field(3.0e-6, ge=0)  # fixed cost per kernel (launch, prologue)
+    chip_hop_latency_s: float = Field(0.0, ge=0)  # LPU: pipeline hop between chips
+    efficiency: dict[str, KernelEfficiency] = Field(default_factory=lambda: {"default": KernelEfficiency()})
+    attention: AttentionEfficiency = AttentionEfficiency()
+    allreduce: AllReduceParams = AllReduceParams()
+    sources: dict[str, str] = Field(default_factory=dict)
+    notes: str = ""
+    calibration: dict | None = None
+
+    @field_validator("peak_flops")
+    @classmethod
+    def _check_peaks(cls, v: dict[str, float]) -> dict[str, float]:
+        out = {}
+        for k, val in v.items():
+            key = canonical_dtype(k, where=f"peak_flops.{k}")
+            if not (val > 0):
+                raise ValueError(f"peak_flops.{k}: must be > 0, got {val}")
+            out[key] = float(val)
+        if not out:
+            raise ValueError("peak_flops: needs at least one dtype")
+        return out
+
+    @model_validator(mode="after")
+    def _check_eff(self) -> "HardwareProfile":
+        if "default" not in self.efficiency:
+            raise ValueError("efficiency: needs a 'default' entry")
+        return self
+
+    def kernel_eff(self, dtype: str) -> KernelEfficiency:
+        """Efficiency block for a compute dtype (falls back to 'default')."""
+        return self.efficiency.get(canonical_dtype(dtype), self.efficiency["default"])
+
+    def peak(self, dtype: str) -> float:
+        """Dense peak FLOP/s in a compute dtype, or a one-line error if the device cannot compute in it."""
+        key = canonical_dtype(dtype)
+        if key not in self.peak_flops:
+            have = ", ".join(sorted(self.peak_flops))
+            raise SpecplanError(f"hardware {self.id}: cannot compute in {key} (supports {have})")
+        return self.peak_flops[key]
+
+    def ridge_flops_per_byte(self, dtype: str, effective: bool = False) -> float:
+        """GEMM ridge point in FLOP/byte: peak / bandwidth, or with saturated efficiencies when effective."""
+        if not effective:
+            return self.peak(dtype) / self.mem_bandwidth_bytes_s
+        e = self.kernel_eff(dtype)
+        return self.peak(dtype) * e.compute_max_fraction / (self.mem_bandwidth_bytes_s * e.mem_bw_fraction)

@@ -1,0 +1,179 @@
+"""ModelProfile: the architecture of a target model or draft head (layers, heads, FFN/MoE, MLA, hybrids, MTP)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from specplan.dtypes import canonical_dtype
+from specplan.errors import SpecplanError
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class MoE(_Frozen):
+    """Mixture of experts: routed experts, top-k, shared experts, leading dense layers."""
+
+    num_experts: int = Field(gt=0)
+    top_k: int = Field(gt=0)
+    expert_ffn_size: int = Field(gt=0)
+    num_shared_experts: int = Field(0, ge=0)
+    shared_expert_ffn_size: int = Field(0, ge=0)  # total intermediate size of all shared experts
+    dense_layers: int = Field(0, ge=0)  # leading layers with a dense FFN of `ffn_size`
+
+    @model_validator(mode="after")
+    def _k(self) -> "MoE":
+        if self.top_k > self.num_experts:
+            raise ValueError(f"moe.top_k: must be <= num_experts ({self.num_experts}), got {self.top_k}")
+        return self
+
+
+class MLA(_Frozen):
+    """Multi-head latent attention (DeepSeek): LoRA ranks and head dims."""
+
+    q_lora_rank: int = Field(0, ge=0)  # 0 = no query compression
+    kv_lora_rank: int = Field(gt=0)
+    qk_rope_head_dim: int = Field(gt=0)
+    qk_nope_head_dim: int = Field(gt=0)
+    v_head_dim: int = Field(gt=0)
+
+
+class LinearAttention(_Frozen):
+    """Gated DeltaNet-style linear attention: heads and dims of its recurrent state."""
+
+    num_k_heads: int = Field(gt=0)
+    num_v_heads: int = Field(gt=0)
+    head_k_dim: int = Field(gt=0)
+    head_v_dim: int = Field(gt=0)
+    conv_kernel: int = Field(4, ge=1)
+
+
+class Mamba(_Frozen):
+    """Mamba-2 mixer: heads, head dim, state size, groups, conv kernel."""
+
+    num_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    d_state: int = Field(gt=0)
+    n_groups: int = Field(1, gt=0)
+    conv_kernel: int = Field(4, ge=1)
+
+
+Mixer = Literal["full", "sliding", "linear", "mamba", "none"]
+Ffn = Literal["dense", "moe", "none"]
+
+
+class LayerGroup(_Frozen):
+    """`count` layers with the same token mixer and FFN kind (order does not matter for cost)."""
+
+    mixer: Mixer
+    ffn: Ffn
+    count: int = Field(gt=0)
+
+
+class MTP(_Frozen):
+    """Multi-token-prediction modules: each one decoder layer plus a 2h -> h projection; shares the LM head."""
+
+    num_layers: int = Field(gt=0)
+    mixer: Mixer = "full"
+    ffn: Ffn = "moe"
+
+
+class ModelProfile(_Frozen):
+    """Architecture of one model or draft head; every number names its source in `sources`."""
+
+    id: str
+    name: str = ""
+    hf_repo: str = ""
+    kind: Literal["model", "eagle3_head", "medusa_heads"] = "model"
+    num_layers: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    num_q_heads: int = Field(gt=0)
+    num_kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    ffn_size: int = Field(0, ge=0)  # dense FFN intermediate size (gated: 3 matrices)
+    vocab_size: int = Field(gt=0)
+    draft_vocab_size: int | None = Field(None, gt=0)  # EAGLE-3 heads predict over a reduced vocabulary
+    tie_embeddings: bool = False
+    attn_output_gate: bool = False  # query projection doubled for an output gate (Qwen3-Next / Qwen3.5)
+    moe: MoE | None = None
+    mla: MLA | None = None
+    sliding_window: int | None = Field(None, gt=0)
+    linear_attention: LinearAttention | None = None
+    mamba: Mamba | None = None
+    layer_groups: list[LayerGroup] | None = None  # None: every layer full attention (+ MoE if moe)
+    mtp: MTP | None = None
+    weight_dtype: str = "bf16"
+    module_dtypes: dict[str, str] = Field(default_factory=dict)  # attention, ffn, moe, lm_head, embedding
+    sources: dict[str, str] = Field(default_factory=dict)
+    notes: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> "ModelProfile":
+        if self.num_q_heads % self.num_kv_heads != 0:
+            raise ValueError(
+                f"num_q_heads: must be a multiple of num_kv_heads ({self.num_kv_heads}), got {self.num_q_heads}"
+            )
+        canonical_dtype(self.weight_dtype, where="weight_dtype")
+        for k, v in self.module_dtypes.items():
+            canonical_dtype(v, where=f"module_dtypes.{k}")
+        groups = self.groups()
+        n = sum(g.count for g in groups)
+        if n != self.num_layers:
+            raise ValueError(f"layer_groups: counts sum to {n}, but num_layers is {self.num_layers}")
+        for g in groups:
+            if g.mixer == "sliding" and self.sliding_window is None:
+                raise ValueError("sliding_window: required when a layer group uses mixer 'sliding'")
+            if g.mixer == "linear" and self.linear_attention is None:
+                raise ValueError("linear_attention: required when a layer group uses mixer 'linear'")
+            if g.mixer == "mamba" and self.mamba is None:
+                raise ValueError("mamba: required when a layer group uses mixer 'mamba'")
+            if g.ffn == "moe" and self.moe is None:
+                raise ValueError("moe: required when a layer group uses ffn 'moe'")
+            if g.ffn == "dense" and self.ffn_size <= 0:
+                raise ValueError("ffn_size: must be > 0 when a layer group uses a dense FFN")
+        return self
+
+    def groups(self) -> list[LayerGroup]:
+        """Layer groups, with the default (all full attention; leading dense layers for MoE) filled in."""
+        if self.layer_groups is not None:
+            return list(self.layer_groups)
+        if self.moe is None:
+            return [LayerGroup(mixer="full", ffn="dense", count=self.num_layers)]
+        out = []
+        if self.moe.dense_layers:
+            out.append(LayerGroup(mixer="full", ffn="dense", count=self.moe.dense_layers))
+        out.append(LayerGroup(mixer="full", ffn="moe", count=self.num_layers - self.moe.dense_layers))
+        return out
+
+    @property
+    def group_size(self) -> int:
+        """GQA group size G on one device without TP (query heads per KV head)."""
+        return self.num_q_heads // self.num_kv_heads
+
+    def dtype_of(self, module: str) -> str:
+        """Weight dtype of one module (attention, ffn, moe, lm_head, embedding, mtp, ...)."""
+        return canonical_dtype(self.module_dtypes.get(module, self.weight_dtype))
+
+    def check_tp(self, tp: int) -> None:
+        """Raise a one-line error unless TP splits the query heads evenly."""
+        if tp < 1:
+            raise SpecplanError(f"tp: must be >= 1, got {tp}")
+        if self.num_q_heads % tp != 0:
+            raise SpecplanError(f"tp: {tp} does not divide the {self.num_q_heads} query heads of {self.id}")
+
+    def heads_per_device(self, tp: int) -> tuple[int, int]:
+        """(query heads, KV heads) on one device under TP; KV heads fewer than TP are replicated."""
+        self.check_tp(tp)
+        q = self.num_q_heads // tp
+        kv = max(1, self.num_kv_heads // tp)
+        return q, kv
+
+    def g_dev(self, tp: int = 1) -> int:
+        """Per-device GQA group size: query heads per KV head on one device (MLA: all heads share one latent)."""
+        q, kv = self.heads_per_device(tp)
+        if self.mla is not None:
+            return q
+        return max(1, q // kv)

@@ -1,0 +1,135 @@
+"""Built-in profile ids, YAML loading with one-line errors, and close-match suggestions."""
+
+from __future__ import annotations
+
+import difflib
+from functools import lru_cache
+from pathlib import Path
+from typing import TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from specplan.errors import SpecplanError
+from specplan.profiles.hardware import HardwareProfile
+from specplan.profiles.model import ModelProfile
+
+T = TypeVar("T", bound=BaseModel)
+
+_PKG = Path(__file__).resolve().parents[1]
+
+
+def _builtin_dir(name: str) -> Path:
+    """Folder of built-in profiles: the repository's top-level folder, else the copy inside the wheel."""
+    repo = _PKG.parent / name
+    if repo.is_dir():
+        return repo
+    return _PKG / "builtin" / name
+
+
+def hardware_dir() -> Path:
+    """Folder holding the built-in hardware profiles."""
+    return _builtin_dir("hardware_profiles")
+
+
+def model_dir() -> Path:
+    """Folder holding the built-in model profiles."""
+    return _builtin_dir("model_profiles")
+
+
+def format_validation_error(err: ValidationError, where: str) -> str:
+    """One line: file, dotted field path, message and offending value."""
+    e = err.errors()[0]
+    loc = ".".join(str(p) for p in e.get("loc", ())) or "(top level)"
+    msg = e.get("msg", "invalid").removeprefix("Value error, ")
+    val = e.get("input")
+    got = "" if isinstance(val, dict) or "got" in msg else f", got {val!r}"
+    if e.get("type") == "missing":
+        got = ""
+    return f"{where}: {loc}: {msg}{got}"
+
+
+def read_yaml(path: Path) -> dict:
+    """Read a YAML mapping, or raise a one-line error naming the file."""
+    if not path.is_file():
+        raise SpecplanError(f"{path}: file not found")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" (line {mark.line + 1})" if mark is not None else ""
+        raise SpecplanError(f"{path}: malformed YAML{at}: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise SpecplanError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
+    return data
+
+
+def build(cls: type[T], data: dict, where: str) -> T:
+    """Validate a mapping into a profile, turning the first validation error into one line."""
+    try:
+        return cls.model_validate(data)
+    except ValidationError as err:
+        raise SpecplanError(format_validation_error(err, where)) from None
+    except SpecplanError as err:
+        raise SpecplanError(f"{where}: {err}") from None
+
+
+def _ids(folder: Path) -> list[str]:
+    return sorted(p.stem for p in folder.glob("*.yaml"))
+
+
+def hardware_ids() -> list[str]:
+    """Ids of the built-in hardware profiles."""
+    return _ids(hardware_dir())
+
+
+def model_ids() -> list[str]:
+    """Ids of the built-in model profiles."""
+    return _ids(model_dir())
+
+
+def _resolve(ref: str, folder: Path, kind: str) -> Path:
+    p = Path(ref)
+    if p.suffix in (".yaml", ".yml") or p.exists() or "/" in ref:
+        if not p.is_file():
+            raise SpecplanError(f"{ref}: file not found")
+        return p
+    cand = folder / f"{ref}.yaml"
+    if cand.is_file():
+        return cand
+    ids = _ids(folder)
+    close = difflib.get_close_matches(ref, ids, n=1, cutoff=0.4)
+    hint = f"; did you mean '{close[0]}'?" if close else f"; known: {', '.join(ids)}"
+    raise SpecplanError(f"unknown {kind} id '{ref}'{hint}")
+
+
+@lru_cache(maxsize=256)
+def _load_cached(cls_name: str, path: str, mtime: float):
+    cls = HardwareProfile if cls_name == "hardware" else ModelProfile
+    return build(cls, read_yaml(Path(path)), path)
+
+
+def load_hardware(ref: str | HardwareProfile) -> HardwareProfile:
+    """A hardware profile from a built-in id or a YAML path."""
+    if isinstance(ref, HardwareProfile):
+        return ref
+    p = _resolve(str(ref), hardware_dir(), "hardware")
+    return _load_cached("hardware", str(p), p.stat().st_mtime)
+
+
+def load_model(ref: str | ModelProfile) -> ModelProfile:
+    """A model profile from a built-in id or a YAML path."""
+    if isinstance(ref, ModelProfile):
+        return ref
+    p = _resolve(str(ref), model_dir(), "model")
+    return _load_cached("model", str(p), p.stat().st_mtime)
+
+
+def write_profile_yaml(profile: BaseModel, path: Path | None = None) -> str:
+    """Serialize a profile to YAML text (and to `path` when given), dropping unset defaults."""
+    text = yaml.safe_dump(profile.model_dump(exclude_defaults=True, mode="json"), sort_keys=False)
+    if path is not None:
+        from specplan.io import atomic_write_text
+
+        atomic_write_text(Path(path), text)
+    return text
