@@ -45,7 +45,8 @@ class AllReduceParams(_Frozen):
     custom_latency_s: float = Field(3.5e-6, ge=0)
     custom_bw_fraction: float = Field(0.45, gt=0, le=1)
     custom_max_bytes: float = Field(8.0e6, gt=0)
-    nccl_latency_s: float = Field(10.0e-6, ge=0)
+    nccl_latency_s: float = Field(4.65e-6, ge=0)  # base latency
+    nccl_latency_per_peer_s: float = Field(1.55e-6, ge=0)  # added per extra device in the ring
     nccl_bw_fraction: float = Field(0.75, gt=0, le=1)
 
 
