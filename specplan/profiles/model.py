@@ -23,6 +23,8 @@ class MoE(_Frozen):
     num_shared_experts: int = Field(0, ge=0)
     shared_expert_ffn_size: int = Field(0, ge=0)  # total intermediate size of all shared experts
     dense_layers: int = Field(0, ge=0)  # leading layers with a dense FFN of `ffn_size`
+    router_bias: bool = False  # a per-expert bias vector (gpt-oss router bias, DeepSeek/Nemotron score-correction bias)
+    shared_expert_gate: bool = False  # Qwen3-Next / Qwen3.5: a sigmoid gate (h -> 1) on the shared expert's output
 
     @model_validator(mode="after")
     def _k(self) -> "MoE":
@@ -77,7 +79,7 @@ class MTP(_Frozen):
     """Multi-token-prediction modules: each one decoder layer plus a 2h -> h projection; shares the LM head."""
 
     num_layers: int = Field(gt=0)
-    mixer: Mixer = "full"
+    mixer: Mixer = "full"  # "full" means the model's own full attention (MLA when `mla` is set, gated when attn_output_gate)
     ffn: Ffn = "moe"
 
 
@@ -98,6 +100,11 @@ class ModelProfile(_Frozen):
     draft_vocab_size: int | None = Field(None, gt=0)  # EAGLE-3 heads predict over a reduced vocabulary
     tie_embeddings: bool = False
     attn_output_gate: bool = False  # query projection doubled for an output gate (Qwen3-Next / Qwen3.5)
+    gated_ffn: bool = True  # FFN and experts gated (SwiGLU: gate, up, down = 3 matrices); False: up, down (Nemotron relu^2)
+    attention_bias: bool = False  # biases on q/k/v/o projections (gpt-oss)
+    mlp_bias: bool = False  # biases on FFN / expert projections (gpt-oss)
+    qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3, Qwen3-Next, Qwen3.5): 2 * head_dim weights per layer
+    attention_sinks: bool = False  # one learned sink logit per query head and layer (gpt-oss)
     moe: MoE | None = None
     mla: MLA | None = None
     sliding_window: int | None = Field(None, gt=0)
@@ -106,7 +113,12 @@ class ModelProfile(_Frozen):
     layer_groups: list[LayerGroup] | None = None  # None: every layer full attention (+ MoE if moe)
     mtp: MTP | None = None
     weight_dtype: str = "bf16"
-    module_dtypes: dict[str, str] = Field(default_factory=dict)  # attention, ffn, moe, lm_head, embedding
+    # Per-module weight formats overriding weight_dtype. Keys: attention (q/k/v/o of full and sliding layers, MLA
+    # projections), linear_attention (Gated DeltaNet projections), mamba (Mamba-2 in_proj/out_proj), ffn (dense FFN),
+    # moe (routed and shared experts), lm_head, embedding, mtp (the MTP modules as a whole).
+    module_dtypes: dict[str, str] = Field(default_factory=dict)
+    kv_cache_dtype: str | None = None  # KV-cache format the checkpoint was calibrated for (e.g. fp8), if it names one
+    architecture: str = ""  # Hugging Face model_type the profile was imported from (informational)
     sources: dict[str, str] = Field(default_factory=dict)
     notes: str = ""
 
@@ -119,6 +131,8 @@ class ModelProfile(_Frozen):
         canonical_dtype(self.weight_dtype, where="weight_dtype")
         for k, v in self.module_dtypes.items():
             canonical_dtype(v, where=f"module_dtypes.{k}")
+        if self.kv_cache_dtype is not None:
+            canonical_dtype(self.kv_cache_dtype, where="kv_cache_dtype")
         groups = self.groups()
         n = sum(g.count for g in groups)
         if n != self.num_layers:
