@@ -94,6 +94,8 @@ class HardwareProfile(_Frozen):
 
     def kernel_eff(self, dtype: str) -> KernelEfficiency:
         """Efficiency block for a compute dtype (falls back to 'default')."""
+        if dtype == "default":
+            return self.efficiency["default"]
         return self.efficiency.get(canonical_dtype(dtype), self.efficiency["default"])
 
     def peak(self, dtype: str) -> float:

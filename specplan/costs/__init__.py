@@ -1,0 +1,1 @@
+"""Roofline kernel costs: one kernel family per module, numpy arrays in and out (broadcasting)."""

@@ -1,0 +1,101 @@
+"""Decode/verify attention roofline: G_dev * q_len query rows per KV head, processed in 128-row tiles.
+
+Model assumption (see docs/cost_model.md): the query block of one KV head has G_dev * q_len rows; rows are
+processed in tiles of `tile_rows` (128) and a partly filled tile costs a full one.
+- `shared` (default): one pass over K and V serves all row tiles:
+      time = max(KV read time, tiles * one tile's compute time) + overhead
+- `reread`: each row tile streams K and V again, a fraction `l2_hit_fraction` of the re-reads served by L2.
+Either way the runtime is flat while G_dev * q_len <= 128 and steps up at multiples of 128 once compute binds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specplan.costs.roofline import KernelCost, roofline
+from specplan.dtypes import canonical_dtype, dtype_bytes
+from specplan.profiles.hardware import HardwareProfile
+
+
+def attention_flops(batch, q_len, kv_len, n_q_heads, head_dim_qk, head_dim_v=None) -> np.ndarray:
+    """Useful FLOPs: 2*B*H*q*kv*(d_qk + d_v) (= 4*B*H*q*kv*d when d_qk = d_v)."""
+    dv = head_dim_qk if head_dim_v is None else head_dim_v
+    return 2.0 * np.asarray(batch, dtype=float) * n_q_heads * q_len * kv_len * (head_dim_qk + dv)
+
+
+def row_tiles(g_dev, q_len, tile_rows: int = 128) -> np.ndarray:
+    """Number of row tiles per KV head: ceil(G_dev * q_len / tile_rows)."""
+    return np.ceil(np.asarray(g_dev, dtype=float) * q_len / tile_rows)
+
+
+def attention_math_dtype(hw: HardwareProfile, kv_dtype: str, compute_dtype: str) -> str:
+    """Math dtype of the attention kernel: the KV format if the device computes in it (FP8 KV), else compute."""
+    kv = canonical_dtype(kv_dtype)
+    return kv if kv in hw.peak_flops else canonical_dtype(compute_dtype)
+
+
+def attention_cost(
+    hw: HardwareProfile,
+    batch,
+    q_len,
+    kv_len,
+    n_q_heads: int,
+    n_kv_heads: int,
+    head_dim: int,
+    kv_dtype: str = "bf16",
+    compute_dtype: str = "bf16",
+    style: str = "shared",
+    head_dim_v: int | None = None,
+    latent: bool = False,
+) -> KernelCost:
+    """One attention kernel over `batch` sequences with `q_len` new tokens each attending to `kv_len` keys.
+
+    `n_q_heads`, `n_kv_heads` are per device. For MLA set `latent=True`: all query heads share one latent
+    KV head (n_kv_heads = 1), K is the `head_dim`-wide latent (+rope) and V its first `head_dim_v` columns,
+    read once.
+    """
+    if style not in ("shared", "reread"):
+        from specplan.errors import SpecplanError
+
+        raise SpecplanError(f"attention style: must be 'shared' or 'reread', got '{style}'")
+    att = hw.attention
+    dv = head_dim if head_dim_v is None else head_dim_v
+    b = np.asarray(batch, dtype=float)
+    q = np.asarray(q_len, dtype=float)
+    kv = np.asarray(kv_len, dtype=float)
+    g = n_q_heads / n_kv_heads
+    tiles = row_tiles(g, q, att.tile_rows)
+    b_kv = dtype_bytes(kv_dtype)
+    kv_width = head_dim if latent else head_dim + dv  # latent: K and V are views of one cached vector
+    kv_bytes = b * n_kv_heads * kv * kv_width * b_kv
+    qo_bytes = b * n_q_heads * q * (head_dim + dv) * 2.0  # Q in, O out (16-bit)
+    if style == "reread":
+        kv_bytes = kv_bytes * (1.0 + (tiles - 1.0) * (1.0 - att.l2_hit_fraction))
+    math = attention_math_dtype(hw, kv_dtype, compute_dtype)
+    tile_flops = 2.0 * att.tile_rows * kv * (head_dim + dv)
+    padded_flops = b * n_kv_heads * tiles * tile_flops
+    compute_s = padded_flops / (hw.peak(math) * att.compute_fraction)
+    memory_s = (kv_bytes + qo_bytes) / (hw.mem_bandwidth_bytes_s * att.mem_bw_fraction)
+    return roofline(compute_s, memory_s, hw.kernel_overhead_s)
+
+
+def attention_time_s(hw: HardwareProfile, batch, q_len, kv_len, n_q_heads, n_kv_heads, head_dim, **kw):
+    """Seconds of one decode/verify attention kernel (arrays broadcast)."""
+    return attention_cost(hw, batch, q_len, kv_len, n_q_heads, n_kv_heads, head_dim, **kw).time_s
+
+
+def recurrent_state_cost(
+    hw: HardwareProfile, batch, q_len, state_bytes_per_seq: float, flops_per_token: float, checkpoint: bool = True
+) -> KernelCost:
+    """Linear-attention / Mamba decode kernel: read the state once, update it q_len times in registers, write it.
+
+    With `checkpoint` (speculative verification, q_len > 1) the state after every position is written so
+    that a rejected suffix can be rolled back: write traffic = q_len x state (a documented assumption).
+    """
+    b = np.asarray(batch, dtype=float)
+    q = np.asarray(q_len, dtype=float)
+    writes = np.where(checkpoint & (q > 1), q, 1.0)
+    nbytes = b * state_bytes_per_seq * (1.0 + writes)
+    compute_s = b * q * flops_per_token / (hw.peak("fp32" if "fp32" in hw.peak_flops else next(iter(hw.peak_flops))) * 0.5)
+    memory_s = nbytes / (hw.mem_bandwidth_bytes_s * hw.attention.mem_bw_fraction)
+    return roofline(compute_s, memory_s, hw.kernel_overhead_s)

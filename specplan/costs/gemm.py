@@ -1,0 +1,67 @@
+"""GEMM roofline: FLOPs = 2MNK, bytes = MK*b_act + NK*b_w + MN*b_out, compute efficiency rising with size."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specplan.costs.roofline import KernelCost, roofline
+from specplan.dtypes import canonical_dtype, dtype_bytes
+from specplan.profiles.hardware import HardwareProfile
+
+LOW_PRECISION = {"fp8", "fp4", "int8", "int4"}
+
+
+def gemm_flops(m, n, k) -> np.ndarray:
+    """FLOPs of y[M,N] = x[M,K] * W[N,K]^T."""
+    return 2.0 * np.asarray(m, dtype=float) * n * k
+
+
+def gemm_bytes(m, n, k, b_act: float, b_w: float, b_out: float) -> np.ndarray:
+    """Bytes moved by one GEMM: activations in, weights, activations out."""
+    m = np.asarray(m, dtype=float)
+    return m * k * b_act + float(n) * k * b_w + m * n * b_out
+
+
+def compute_dtype_for(hw: HardwareProfile, weight_dtype: str, compute_dtype: str) -> str:
+    """Math dtype of a GEMM: the weight format if the device computes in it, else the activation dtype."""
+    w = canonical_dtype(weight_dtype)
+    return w if w in hw.peak_flops else canonical_dtype(compute_dtype)
+
+
+def gemm_cost(
+    hw: HardwareProfile,
+    m,
+    n,
+    k,
+    weight_dtype: str = "bf16",
+    compute_dtype: str = "bf16",
+    out_dtype: str = "bf16",
+    count: float = 1.0,
+) -> KernelCost:
+    """Roofline cost of `count` GEMMs of shape (M, N, K); M may be an array (tokens).
+
+    The math runs in the weight format when the device supports it (FP8, NVFP4), else weights are
+    up-converted in the kernel (weight-only quantization such as W4A16) and the math runs in `compute_dtype`.
+    """
+    c = compute_dtype_for(hw, weight_dtype, compute_dtype)
+    peak = hw.peak(c)
+    eff = hw.kernel_eff(c)
+    flops = gemm_flops(m, n, k)
+    nbytes = gemm_bytes(m, n, k, dtype_bytes(c), dtype_bytes(weight_dtype), dtype_bytes(out_dtype))
+    # eff_c = max * f / (f + half)  =>  t_c = (f + half) / (peak * max); zero-size GEMMs cost nothing.
+    compute_s = np.where(flops > 0, (flops + eff.compute_half_flops) / (peak * eff.compute_max_fraction), 0.0)
+    memory_s = nbytes / (hw.mem_bandwidth_bytes_s * eff.mem_bw_fraction)
+    overhead = hw.kernel_overhead_s + (eff.quant_overhead_s if c in LOW_PRECISION else 0.0)
+    return roofline(compute_s, memory_s, overhead).scaled(count)
+
+
+def gemm_time_s(hw: HardwareProfile, m, n, k, weight_dtype="bf16", compute_dtype="bf16", out_dtype="bf16"):
+    """Seconds of one GEMM (array over M, N, K)."""
+    return gemm_cost(hw, m, n, k, weight_dtype, compute_dtype, out_dtype).time_s
+
+
+def elementwise_cost(hw: HardwareProfile, nbytes, count: float = 1.0) -> KernelCost:
+    """A memory-speed kernel (norm, activation, residual, RoPE) moving `nbytes`."""
+    eff = hw.kernel_eff("default")
+    memory_s = np.asarray(nbytes, dtype=float) / (hw.mem_bandwidth_bytes_s * eff.mem_bw_fraction)
+    return roofline(np.zeros_like(memory_s), memory_s, hw.kernel_overhead_s).scaled(count)

@@ -1,0 +1,149 @@
+"""Memory of a deployment per device: weights + KV cache + recurrent state + activations, against capacity."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from specplan.dtypes import dtype_bytes
+from specplan.precision import Precision
+from specplan.profiles.hardware import HardwareProfile
+from specplan.profiles.model import ModelProfile
+from specplan.shapes import layer_gemms, lm_head_gemm
+
+DEFAULT_RESERVE = 0.10
+
+
+def weight_bytes(model: ModelProfile, tp: int, prec: Precision) -> float:
+    """Weight bytes held by one device under TP (embedding and LM head split over TP; MTP modules are the
+    drafter's and counted by the MTP mechanism, not here)."""
+    total = 0.0
+    for g in model.groups():
+        layer = sum(s.n * s.k * dtype_bytes(prec.w(s.module)) for s in layer_gemms(model, g, tp))
+        if g.ffn == "moe":
+            moe = model.moe
+            layer += moe.num_experts * 3.0 * model.hidden_size * moe.expert_ffn_size / tp * dtype_bytes(prec.w("moe"))
+        total += g.count * layer
+    lm = lm_head_gemm(model, tp)
+    total += lm.n * lm.k * dtype_bytes(prec.w("lm_head"))
+    if not model.tie_embeddings:
+        total += model.vocab_size * model.hidden_size / tp * dtype_bytes(prec.w("embedding"))
+    return total
+
+
+def mtp_weight_bytes(model: ModelProfile, tp: int, prec: Precision) -> float:
+    """Weights of the model's MTP modules (decoder layer + 2h -> h projection each; LM head shared)."""
+    from specplan.profiles.model import LayerGroup
+
+    g = LayerGroup(mixer=model.mtp.mixer, ffn=model.mtp.ffn, count=1)
+    layer = sum(s.n * s.k * dtype_bytes(prec.w("mtp")) for s in layer_gemms(model, g, tp))
+    if g.ffn == "moe":
+        moe = model.moe
+        layer += moe.num_experts * 3.0 * model.hidden_size * moe.expert_ffn_size / tp * dtype_bytes(prec.w("mtp"))
+    layer += 2.0 * model.hidden_size * model.hidden_size / tp * dtype_bytes(prec.w("mtp"))
+    return model.mtp.num_layers * layer
+
+
+def kv_bytes_per_token(model: ModelProfile, tp: int, kv_dtype: str, mixer: str = "full") -> float:
+    """KV-cache bytes per token per device for all layers of one mixer kind (MLA latent replicated over TP)."""
+    n = sum(g.count for g in model.groups() if g.mixer == mixer)
+    if n == 0 or mixer not in ("full", "sliding"):
+        return 0.0
+    if model.mla is not None:
+        per_layer = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim
+    else:
+        _, kv_dev = model.heads_per_device(tp)
+        per_layer = 2 * kv_dev * model.head_dim
+    return n * per_layer * dtype_bytes(kv_dtype)
+
+
+def state_bytes_per_seq(model: ModelProfile, tp: int) -> float:
+    """Recurrent state (fp32) + conv state (16-bit) per sequence per device, over all linear/Mamba layers."""
+    total = 0.0
+    for g in model.groups():
+        if g.mixer == "linear":
+            la = model.linear_attention
+            s = la.num_v_heads * la.head_k_dim * la.head_v_dim * 4.0
+            s += (la.conv_kernel - 1) * (2 * la.num_k_heads * la.head_k_dim + la.num_v_heads * la.head_v_dim) * 2.0
+            total += g.count * s / tp
+        elif g.mixer == "mamba":
+            m = model.mamba
+            s = m.num_heads * m.head_dim * m.d_state * 4.0
+            s += (m.conv_kernel - 1) * (m.num_heads * m.head_dim + 2 * m.n_groups * m.d_state) * 2.0
+            total += g.count * s / tp
+    return total
+
+
+def kv_bytes_per_seq(model: ModelProfile, tp: int, kv_dtype: str, context_len) -> np.ndarray:
+    """KV bytes of one sequence of `context_len` tokens per device (sliding layers capped at the window)."""
+    ctx = np.asarray(context_len, dtype=float)
+    full = kv_bytes_per_token(model, tp, kv_dtype, "full") * ctx
+    if model.sliding_window:
+        full = full + kv_bytes_per_token(model, tp, kv_dtype, "sliding") * np.minimum(ctx, model.sliding_window)
+    return full
+
+
+def activation_bytes(model: ModelProfile, tp: int, tokens) -> np.ndarray:
+    """Transient activations of one step: a few hidden-size buffers, the widest FFN buffer and fp32 logits."""
+    t = np.asarray(tokens, dtype=float)
+    widest = max(model.ffn_size, (model.moe.expert_ffn_size * model.moe.top_k) if model.moe else 0) / tp
+    return t * (4.0 * model.hidden_size * 2.0 + 3.0 * widest * 2.0 + model.vocab_size / tp * 4.0)
+
+
+@dataclass
+class MemoryResult:
+    """Bytes per device and whether the deployment fits (arrays over the batch/context grid)."""
+
+    weights_bytes: float
+    kv_bytes: np.ndarray
+    state_bytes: np.ndarray
+    activation_bytes: np.ndarray
+    extra_bytes: np.ndarray
+    total_bytes: np.ndarray
+    capacity_bytes: float
+    fits: np.ndarray
+    max_batch: np.ndarray
+
+
+def memory_usage(
+    model: ModelProfile,
+    hw: HardwareProfile,
+    tp: int,
+    batch,
+    context_len,
+    prec: Precision,
+    q_len=1,
+    reserve: float = DEFAULT_RESERVE,
+    extra_fixed_bytes: float = 0.0,
+    extra_per_seq_bytes=0.0,
+) -> MemoryResult:
+    """Per-device memory at `batch` sequences of `context_len` tokens (+ q_len new ones), with a reserve.
+
+    `extra_*` carry a drafter's weights (fixed) and its per-sequence KV/state. On an LPU the capacity is
+    one chip's SRAM; callers size the chip count from `total_bytes` instead of testing `fits`.
+    """
+    b = np.asarray(batch, dtype=float)
+    ctx = np.asarray(context_len, dtype=float) + np.asarray(q_len, dtype=float)
+    w = weight_bytes(model, tp, prec) + extra_fixed_bytes
+    per_seq = kv_bytes_per_seq(model, tp, prec.kv, ctx) + np.asarray(extra_per_seq_bytes, dtype=float)
+    state = state_bytes_per_seq(model, tp) * np.asarray(q_len, dtype=float)  # one checkpoint per new token
+    act_per_seq = activation_bytes(model, tp, np.asarray(q_len, dtype=float))
+    kv = b * per_seq
+    st = b * state
+    act = b * act_per_seq
+    total = w + kv + st + act
+    cap = hw.mem_capacity_bytes * (1.0 - reserve)
+    seq_bytes = per_seq + state + act_per_seq
+    max_b = np.floor(np.maximum(cap - w, 0.0) / np.maximum(seq_bytes, 1e-9))
+    return MemoryResult(
+        weights_bytes=w,
+        kv_bytes=kv,
+        state_bytes=st,
+        activation_bytes=act,
+        extra_bytes=np.asarray(extra_fixed_bytes + b * np.asarray(extra_per_seq_bytes, dtype=float)),
+        total_bytes=total,
+        capacity_bytes=cap,
+        fits=total <= cap,
+        max_batch=max_b,
+    )

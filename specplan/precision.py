@@ -1,0 +1,59 @@
+"""Precision of a deployment: GEMM math dtype, KV-cache dtype and the weight dtype of every module."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from specplan.dtypes import canonical_dtype
+from specplan.profiles.hardware import HardwareProfile
+from specplan.profiles.model import ModelProfile
+
+MODULES = ("attention", "ffn", "moe", "router", "lm_head", "embedding", "mtp")
+
+
+@dataclass(frozen=True)
+class Precision:
+    """compute: activation/math dtype of GEMMs; kv: KV-cache dtype; weights: module -> weight dtype."""
+
+    compute: str
+    kv: str
+    weights: dict[str, str] = field(default_factory=dict)
+
+    def w(self, module: str) -> str:
+        """Weight dtype of a module."""
+        return self.weights.get(module, self.compute)
+
+
+def resolve_precision(
+    model: ModelProfile,
+    hw: HardwareProfile,
+    dtype: str | None = None,
+    kv_dtype: str | None = None,
+    weight_dtype: str | None = None,
+) -> Precision:
+    """Precision from CLI-style choices.
+
+    - `dtype` given: weights and GEMM math in that dtype (the device must compute in it, else a one-line
+      error); `weight_dtype` may still set a narrower weight format (W4A16: dtype bf16, weight_dtype int4).
+    - no `dtype`: the checkpoint's own weight dtypes per module; math in the weight format where the device
+      supports it, else in bf16 (fp16 on devices without bf16).
+    - `kv_dtype` defaults to 16-bit.
+    """
+    sixteen = "bf16" if "bf16" in hw.peak_flops else "fp16"
+    if dtype is not None:
+        compute = canonical_dtype(dtype, where="dtype")
+        hw.peak(compute)  # raises if the device cannot compute in it
+        w = canonical_dtype(weight_dtype, where="weight_dtype") if weight_dtype else compute
+        weights = {m: w for m in MODULES}
+        weights["router"] = compute if compute in ("bf16", "fp16", "fp32") else sixteen
+    else:
+        native = canonical_dtype(model.weight_dtype)
+        compute = native if native in hw.peak_flops and native in ("bf16", "fp16", "fp8", "fp4", "int8") else sixteen
+        if weight_dtype:
+            w = canonical_dtype(weight_dtype, where="weight_dtype")
+            weights = {m: w for m in MODULES}
+        else:
+            weights = {m: model.dtype_of(m) for m in MODULES}
+        weights["router"] = model.module_dtypes.get("router", sixteen) if model.module_dtypes else sixteen
+    kv = canonical_dtype(kv_dtype, where="kv_dtype") if kv_dtype else sixteen
+    return Precision(compute=compute, kv=kv, weights=weights)

@@ -1,0 +1,215 @@
+"""One decode (or verify) step of a model on a device: the sum of its kernel costs, by kernel class.
+
+`step_time` is vectorized: batch, q_len and context_len broadcast together (arrays of any shape).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from specplan.costs.attention import attention_cost, recurrent_state_cost
+from specplan.costs.comm import allreduce_cost, hop_latency_s
+from specplan.costs.gemm import elementwise_cost, gemm_cost
+from specplan.costs.moe import moe_experts_cost
+from specplan.costs.roofline import COMPUTE, MEMORY, OVERHEAD, REGIME_NAMES, KernelCost
+from specplan.errors import SpecplanError
+from specplan.precision import Precision, resolve_precision
+from specplan.profiles.hardware import HardwareProfile
+from specplan.profiles.model import LayerGroup, ModelProfile
+from specplan.profiles.registry import load_hardware, load_model
+from specplan.shapes import layer_gemms, lm_head_gemm
+
+CLASSES = ("gemm", "attention", "moe", "elementwise", "communication", "overhead")
+ACT_BYTES = 2.0  # activations between kernels are 16-bit
+
+
+@dataclass
+class StepResult:
+    """Seconds of one step per point, broken down by kernel class, with each class's regime."""
+
+    total_s: np.ndarray
+    breakdown_s: dict[str, np.ndarray]
+    regime_codes: dict[str, np.ndarray]
+    kernels: int
+    devices: int
+    precision: Precision
+    extra: dict = field(default_factory=dict)
+
+    def regime(self, cls: str) -> np.ndarray:
+        """Regime names ('memory', 'compute', 'overhead', 'latency', 'bandwidth', '-') of one class."""
+        codes = self.regime_codes[cls]
+        if cls == "communication":
+            names = {MEMORY: "bandwidth", COMPUTE: "bandwidth", OVERHEAD: "latency", -1: "-"}
+        else:
+            names = {**REGIME_NAMES, -1: "-"}
+        return np.vectorize(names.get, otypes=[object])(codes)
+
+
+class _Acc:
+    """Accumulates kernel costs per class: busy time split into compute-/memory-bound, plus overheads."""
+
+    def __init__(self, shape):
+        self.busy = {c: np.zeros(shape) for c in CLASSES}
+        self.comp = {c: np.zeros(shape) for c in CLASSES}
+        self.mem = {c: np.zeros(shape) for c in CLASSES}
+        self.overhead = np.zeros(shape)
+        self.comm_latency = np.zeros(shape)
+        self.kernels = 0
+
+    def add(self, cls: str, cost: KernelCost, launches: float) -> None:
+        busy = np.maximum(cost.compute_s, cost.memory_s)
+        self.busy[cls] = self.busy[cls] + busy
+        self.comp[cls] = self.comp[cls] + np.where(cost.compute_s > cost.memory_s, busy, 0.0)
+        self.mem[cls] = self.mem[cls] + np.where(cost.compute_s > cost.memory_s, 0.0, busy)
+        if cls == "communication":
+            self.comm_latency = self.comm_latency + cost.overhead_s
+        else:
+            self.overhead = self.overhead + cost.overhead_s
+        self.kernels += int(round(launches))
+
+
+def _regimes(acc: _Acc) -> dict[str, np.ndarray]:
+    out = {}
+    for c in CLASSES:
+        if c == "overhead":
+            out[c] = np.where(acc.overhead > 0, OVERHEAD, -1)
+            continue
+        if c == "communication":
+            out[c] = np.where(acc.busy[c] + acc.comm_latency <= 0, -1,
+                              np.where(acc.comm_latency >= acc.busy[c], OVERHEAD, MEMORY))
+            continue
+        out[c] = np.where(acc.busy[c] <= 0, -1, np.where(acc.comp[c] > acc.mem[c], COMPUTE, MEMORY))
+    return out
+
+
+def _mixer(acc, model, hw, g: LayerGroup, tp, prec, b, q, ctx, style):
+    """Attention / recurrent kernel of one layer group (the projections are added with the GEMMs)."""
+    n = g.count
+    tokens = b * q
+    if g.mixer in ("full", "sliding"):
+        kv_len = ctx + q
+        if g.mixer == "sliding":
+            kv_len = np.minimum(kv_len, model.sliding_window)
+        if model.mla is not None:
+            a = model.mla
+            cost = attention_cost(hw, b, q, kv_len, model.num_q_heads // tp, 1, a.kv_lora_rank + a.qk_rope_head_dim,
+                                  prec.kv, prec.compute, style, head_dim_v=a.kv_lora_rank, latent=True)
+        else:
+            qh, kvh = model.heads_per_device(tp)
+            cost = attention_cost(hw, b, q, kv_len, qh, kvh, model.head_dim, prec.kv, prec.compute, style)
+        acc.add("attention", cost.scaled(n), n)
+        acc.add("elementwise", elementwise_cost(hw, tokens * model.hidden_size * ACT_BYTES * 2, n), n)  # RoPE
+    elif g.mixer == "linear":
+        la = model.linear_attention
+        nv = la.num_v_heads / tp
+        conv = (la.conv_kernel - 1) * (2 * la.num_k_heads * la.head_k_dim + la.num_v_heads * la.head_v_dim) / tp
+        state = nv * la.head_k_dim * la.head_v_dim * 4.0 + conv * ACT_BYTES
+        cost = recurrent_state_cost(hw, b, q, state, 6.0 * nv * la.head_k_dim * la.head_v_dim)
+        acc.add("attention", cost.scaled(n), n)
+    elif g.mixer == "mamba":
+        m = model.mamba
+        nh = m.num_heads / tp
+        conv = (m.conv_kernel - 1) * (m.num_heads * m.head_dim + 2 * m.n_groups * m.d_state) / tp
+        state = nh * m.head_dim * m.d_state * 4.0 + conv * ACT_BYTES
+        cost = recurrent_state_cost(hw, b, q, state, 6.0 * nh * m.head_dim * m.d_state)
+        acc.add("attention", cost.scaled(n), n)
+
+
+def _layer_group(acc, model, hw, g: LayerGroup, tp, prec, b, q, ctx, style, routing, allreduce):
+    n = g.count
+    tokens = b * q
+    h = model.hidden_size
+    for s in layer_gemms(model, g, tp):
+        acc.add("gemm", gemm_cost(hw, tokens, s.n, s.k, prec.w(s.module), prec.compute, count=n), n)
+    _mixer(acc, model, hw, g, tp, prec, b, q, ctx, style)
+    if g.ffn == "dense":
+        acc.add("elementwise", elementwise_cost(hw, tokens * 3 * model.ffn_size / tp * ACT_BYTES, n), n)  # act*mul
+    elif g.ffn == "moe":
+        moe = model.moe
+        cost = moe_experts_cost(hw, tokens, h, moe.expert_ffn_size, moe.num_experts, moe.top_k,
+                                prec.w("moe"), prec.compute, routing, tp)
+        acc.add("moe", cost.scaled(n), 3 * n)
+    parts = (g.mixer != "none") + (g.ffn != "none")
+    acc.add("elementwise", elementwise_cost(hw, tokens * h * ACT_BYTES * 3, parts * n), parts * n)  # norm+residual
+    if tp > 1:
+        acc.add("communication", allreduce_cost(hw, tokens * h * ACT_BYTES, tp, parts * n, allreduce), parts * n)
+
+
+def lpu_chip_count(total_bytes: float, hw: HardwareProfile) -> int:
+    """Chips an LPU deployment needs: ceil(weights + KV + state / SRAM per chip)."""
+    return max(1, int(math.ceil(total_bytes / hw.mem_capacity_bytes)))
+
+
+def step_time(
+    model: ModelProfile | str,
+    hardware: HardwareProfile | str,
+    tp: int = 1,
+    batch=1,
+    q_len=1,
+    context_len=1024,
+    dtype: str | None = None,
+    kv_dtype: str | None = None,
+    weight_dtype: str | None = None,
+    attention_style: str = "shared",
+    routing: str = "random",
+    allreduce: str | None = None,
+    precision: Precision | None = None,
+    lpu_chips: int | None = None,
+) -> StepResult:
+    """Seconds of one decode step with `q_len` new tokens per sequence (q_len = 1 + D when verifying).
+
+    Sums every layer (projections, attention or recurrent mixer, FFN or MoE, norms and element-wise kernels,
+    all-reduces), the final norm and the LM head. On an LPU the model is pipelined over `lpu_chips` chips
+    (default: as many as its weights need), statically scheduled (no launch overhead), plus
+    (chips - 1) hop latencies.
+    """
+    model = load_model(model)
+    hw = load_hardware(hardware)
+    model.check_tp(tp)
+    b = np.asarray(batch, dtype=float)
+    q = np.asarray(q_len, dtype=float)
+    ctx = np.asarray(context_len, dtype=float)
+    for name, arr, low in (("batch", b, 1), ("q_len", q, 1), ("context_len", ctx, 0)):
+        if arr.size and (not np.all(np.isfinite(arr)) or np.min(arr) < low):
+            raise SpecplanError(f"{name}: must be >= {low}, got {np.min(arr):g}")
+    prec = precision or resolve_precision(model, hw, dtype, kv_dtype, weight_dtype)
+    devices = tp
+    hops = 0.0
+    if hw.kind == "lpu":
+        if tp != 1:
+            raise SpecplanError(f"tp: LPU {hw.id} pipelines layers over chips; use tp 1, got {tp}")
+        from specplan.memory import weight_bytes
+
+        chips = lpu_chips or lpu_chip_count(weight_bytes(model, 1, prec), hw)
+        # Layers spread over chips: each chip streams its share of the weights from its own SRAM.
+        per_layer_chips = max(1.0, chips / (model.num_layers + 1))
+        hw = hw.model_copy(update={
+            "peak_flops": {k: v * per_layer_chips for k, v in hw.peak_flops.items()},
+            "mem_bandwidth_bytes_s": hw.mem_bandwidth_bytes_s * per_layer_chips,
+            "kernel_overhead_s": 0.0,
+        })
+        devices = chips
+        hops = hop_latency_s(hw, chips)
+    shape = np.broadcast(b, q, ctx).shape
+    acc = _Acc(shape)
+    for g in model.groups():
+        _layer_group(acc, model, hw, g, tp, prec, b, q, ctx, attention_style, routing, allreduce)
+    tokens = b * q
+    acc.add("elementwise", elementwise_cost(hw, tokens * model.hidden_size * ACT_BYTES * 3, 2), 2)  # embed, final norm
+    lm = lm_head_gemm(model, tp)
+    acc.add("gemm", gemm_cost(hw, tokens, lm.n, lm.k, prec.w("lm_head"), prec.compute), 1)
+    breakdown = {c: acc.busy[c] for c in CLASSES if c not in ("overhead", "communication")}
+    breakdown["communication"] = acc.busy["communication"] + acc.comm_latency
+    breakdown["overhead"] = acc.overhead + hops
+    total = sum(breakdown.values())
+    return StepResult(
+        total_s=np.broadcast_to(total, shape).astype(float),
+        breakdown_s={k: np.broadcast_to(v, shape).astype(float) for k, v in breakdown.items()},
+        regime_codes=_regimes(acc),
+        kernels=acc.kernels,
+        devices=devices,
+        precision=prec,
+    )
