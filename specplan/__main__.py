@@ -1,0 +1,3 @@
+from specplan.cli import main
+
+main()

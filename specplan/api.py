@@ -1,0 +1,103 @@
+"""Python API used by the CLI and notebooks: one call per question, plain dicts and DataFrames out."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specplan.errors import SpecplanError
+from specplan.memory import DEFAULT_RESERVE, memory_usage
+from specplan.profiles.registry import load_hardware, load_model
+from specplan.step import CLASSES, lpu_chip_count, step_time
+
+
+def _positive_int(name: str, value, low: int = 1) -> int:
+    if value is None or int(value) != value or value < low:
+        raise SpecplanError(f"{name}: must be an integer >= {low}, got {value}")
+    return int(value)
+
+
+def step_summary(
+    model,
+    hardware,
+    tp: int = 1,
+    batch: int = 1,
+    q_len: int = 1,
+    context_len: int = 1024,
+    dtype: str | None = None,
+    kv_dtype: str | None = None,
+    weight_dtype: str | None = None,
+    attention_style: str = "shared",
+    routing: str = "random",
+    reserve: float = DEFAULT_RESERVE,
+) -> dict:
+    """One decode step as a dict: step_ms, breakdown_ms and regimes by kernel class, memory (GB, fits, max batch)."""
+    _positive_int("tp", tp)
+    _positive_int("batch", batch)
+    _positive_int("q_len", q_len)
+    _positive_int("context", context_len, 0)
+    if not 0 <= reserve < 1:
+        raise SpecplanError(f"reserve: must be in [0, 1), got {reserve}")
+    m = load_model(model)
+    hw = load_hardware(hardware)
+    r = step_time(m, hw, tp, batch, q_len, context_len, dtype, kv_dtype, weight_dtype, attention_style, routing)
+    mem = memory_usage(m, hw, tp, batch, context_len, r.precision, q_len=q_len, reserve=reserve)
+    memory = {
+        "weights_gb": mem.weights_bytes / 1e9,
+        "kv_cache_gb": float(mem.kv_bytes) / 1e9,
+        "state_gb": float(mem.state_bytes) / 1e9,
+        "activations_gb": float(mem.activation_bytes) / 1e9,
+        "total_gb": float(mem.total_bytes) / 1e9,
+        "capacity_gb": mem.capacity_bytes / 1e9,
+        "reserve": reserve,
+        "fits": bool(mem.fits),
+        "max_batch": int(mem.max_batch),
+    }
+    if hw.kind == "lpu":
+        chips = lpu_chip_count(float(mem.total_bytes) / (1 - reserve) * (1 - reserve), hw)
+        memory.update({"fits": True, "max_batch": None, "chips": max(chips, r.devices)})
+    return {
+        "model": m.id,
+        "hardware": hw.id,
+        "tp": tp,
+        "devices": r.devices,
+        "batch": batch,
+        "q_len": q_len,
+        "context_len": context_len,
+        "precision": {"compute": r.precision.compute, "kv": r.precision.kv, "weights": r.precision.weights},
+        "g_dev": m.g_dev(tp),
+        "step_ms": float(r.total_s) * 1e3,
+        "breakdown_ms": {c: float(r.breakdown_s[c]) * 1e3 for c in CLASSES},
+        "regimes": {c: str(r.regime(c)) for c in CLASSES},
+        "kernels_per_step": r.kernels,
+        "memory": memory,
+    }
+
+
+def profiles_table() -> dict:
+    """Built-in hardware and model profiles as two lists of summary dicts."""
+    from specplan.profiles.registry import hardware_ids, model_ids
+
+    hws = []
+    for i in hardware_ids():
+        h = load_hardware(i)
+        hws.append({
+            "id": h.id, "name": h.name, "kind": h.kind,
+            "bf16_tflops": (h.peak_flops.get("bf16") or h.peak_flops.get("fp16") or 0) / 1e12,
+            "dtypes": ",".join(sorted(h.peak_flops)),
+            "mem_gb": h.mem_capacity_bytes / 1e9, "mem_bw_tb_s": h.mem_bandwidth_bytes_s / 1e12,
+        })
+    models = []
+    for i in model_ids():
+        m = load_model(i)
+        kinds = sorted({g.mixer for g in m.groups()} | ({"moe"} if m.moe else set()) | ({"mla"} if m.mla else set()))
+        models.append({
+            "id": m.id, "kind": m.kind, "layers": m.num_layers, "hidden": m.hidden_size,
+            "q_heads": m.num_q_heads, "kv_heads": m.num_kv_heads, "G": m.group_size,
+            "features": ",".join(kinds), "mtp": m.mtp.num_layers if m.mtp else 0, "weights": m.weight_dtype,
+        })
+    return {"hardware": hws, "models": models}
+
+
+def as_array(x) -> np.ndarray:
+    """Helper for notebooks: a float array."""
+    return np.asarray(x, dtype=float)

@@ -1,0 +1,15 @@
+"""The typer application object shared by every command module."""
+
+import typer
+
+app = typer.Typer(
+    name="specplan",
+    help="Plan speculative decoding: roofline costs, speedup, Pareto frontiers, recommendations.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+profiles_app = typer.Typer(help="List and show built-in hardware and model profiles.", no_args_is_help=True)
+model_app = typer.Typer(help="Model profile tools (import a Hugging Face config).", no_args_is_help=True)
+app.add_typer(profiles_app, name="profiles")
+app.add_typer(model_app, name="model")

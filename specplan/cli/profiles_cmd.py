@@ -1,0 +1,70 @@
+"""`specplan profiles list|show` and `specplan model import`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from specplan.cli.app import model_app, profiles_app
+from specplan.cli.output import print_json, table
+
+
+@profiles_app.command("list")
+def profiles_list(json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables.")) -> None:
+    """List built-in hardware and model profiles (two tables)."""
+    from specplan.api import profiles_table
+
+    data = profiles_table()
+    if json_out:
+        print_json(data)
+        return
+    for title, rows in (("Hardware", data["hardware"]), ("Models", data["models"])):
+        print(f"{title} ({len(rows)})")
+        if rows:
+            header = list(rows[0])
+            print(table([[r[k] for k in header] for r in rows], header))
+        print()
+
+
+@profiles_app.command("show")
+def profiles_show(ref: str = typer.Argument(..., help="A built-in id or a path to a profile YAML.")) -> None:
+    """Print one hardware or model profile as YAML."""
+    from specplan.errors import SpecplanError
+    from specplan.profiles.registry import hardware_ids, load_hardware, load_model, model_ids, write_profile_yaml
+
+    if ref in hardware_ids():
+        print(write_profile_yaml(load_hardware(ref)), end="")
+    elif ref in model_ids():
+        print(write_profile_yaml(load_model(ref)), end="")
+    elif Path(ref).is_file():
+        from specplan.profiles.registry import read_yaml
+
+        data = read_yaml(Path(ref))
+        loader = load_hardware if "peak_flops" in data else load_model
+        print(write_profile_yaml(loader(ref)), end="")
+    else:
+        import difflib
+
+        ids = hardware_ids() + model_ids()
+        close = difflib.get_close_matches(ref, ids, n=1, cutoff=0.4)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise SpecplanError(f"unknown profile id '{ref}'{hint}")
+
+
+@model_app.command("import")
+def model_import(
+    config: Path = typer.Argument(..., help="A Hugging Face config.json."),
+    out: Optional[Path] = typer.Option(None, "-o", "--out", help="Write the profile YAML here."),
+) -> None:
+    """Import a Hugging Face config.json (nested text_config too) into a model profile YAML."""
+    from specplan.profiles.hf_import import import_hf_config
+    from specplan.profiles.registry import write_profile_yaml
+
+    profile = import_hf_config(config)
+    text = write_profile_yaml(profile, out)
+    if out is None:
+        print(text, end="")
+    else:
+        print(f"wrote {out}")

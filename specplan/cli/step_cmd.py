@@ -1,0 +1,52 @@
+"""`specplan step`: one decode step (time, breakdown with regimes, memory)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from specplan.cli.app import app
+from specplan.cli.output import print_json, table
+
+
+@app.command("step")
+def step(
+    model: str = typer.Option(..., "--model", "-m", help="Model id or profile YAML path."),
+    hardware: str = typer.Option(..., "--hardware", "-H", help="Hardware id or profile YAML path."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel devices."),
+    batch: int = typer.Option(..., "--batch", "-b", help="Concurrent sequences."),
+    q_len: int = typer.Option(1, "--q-len", help="New tokens per sequence (1 + D when verifying)."),
+    context: int = typer.Option(..., "--context", "-c", help="Tokens already in the KV cache per sequence."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math: bf16|fp16|fp8|fp4|int8 (default: checkpoint's)."),
+    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype (default 16-bit)."),
+    weight_dtype: Optional[str] = typer.Option(None, "--weight-dtype", help="Narrower weight format, e.g. int4 for W4A16."),
+    attention_style: str = typer.Option("shared", "--attention-style", help="shared | reread (see docs/cost_model.md)."),
+    routing: str = typer.Option("random", "--routing", help="MoE routing: random | balanced."),
+    reserve: float = typer.Option(0.10, "--reserve", help="Fraction of memory kept free."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Time and memory of one decode step."""
+    from specplan.api import step_summary
+
+    r = step_summary(model, hardware, tp, batch, q_len, context, dtype, kv_dtype, weight_dtype,
+                     attention_style, routing, reserve)
+    if json_out:
+        print_json(r)
+        return
+    p = r["precision"]
+    print(f"{r['model']} on {r['hardware']} x{r['devices']} (tp {r['tp']}), batch {r['batch']}, q_len {r['q_len']}, "
+          f"context {r['context_len']}; compute {p['compute']}, kv {p['kv']}, G_dev {r['g_dev']}")
+    print(f"step time: {r['step_ms']:.4f} ms   ({r['kernels_per_step']} kernels)")
+    rows = [[c, ms, 100 * ms / r["step_ms"] if r["step_ms"] else 0, r["regimes"][c]]
+            for c, ms in r["breakdown_ms"].items() if ms > 0]
+    print(table(rows, ["class", "ms", "%", "regime"]))
+    m = r["memory"]
+    line = (f"memory per device: {m['total_gb']:.2f} GB of {m['capacity_gb']:.2f} GB usable "
+            f"(weights {m['weights_gb']:.2f}, KV {m['kv_cache_gb']:.2f}, state {m['state_gb']:.3f}, "
+            f"activations {m['activations_gb']:.3f}); fits: {str(m['fits']).lower()}")
+    if m.get("chips"):
+        line += f"; LPU chips needed: {m['chips']}"
+    else:
+        line += f"; max batch: {m['max_batch']}"
+    print(line)
