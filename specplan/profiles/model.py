@@ -98,6 +98,7 @@ class ModelProfile(_Frozen):
     ffn_size: int = Field(0, ge=0)  # dense FFN intermediate size (gated: 3 matrices)
     vocab_size: int = Field(gt=0)
     draft_vocab_size: int | None = Field(None, gt=0)  # EAGLE-3 heads predict over a reduced vocabulary
+    num_draft_heads: int | None = Field(None, gt=0)  # medusa_heads: number of heads (each num_layers ResBlocks + LM head)
     tie_embeddings: bool = False
     attn_output_gate: bool = False  # query projection doubled for an output gate (Qwen3-Next / Qwen3.5)
     gated_ffn: bool = True  # FFN and experts gated (SwiGLU: gate, up, down = 3 matrices); False: up, down (Nemotron relu^2)
