@@ -1,0 +1,382 @@
+"""Built-in hardware profiles: they load, every number has a source, and the spec-sheet numbers match
+reference/hardware_specs.csv (the project's copy of the sourced reference table)."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import re
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from specplan.errors import SpecplanError
+from specplan.profiles.hardware import HardwareProfile
+from specplan.profiles.registry import hardware_dir, hardware_ids, load_hardware
+
+REPO = Path(__file__).resolve().parents[2]
+SPECS_CSV = REPO / "reference" / "hardware_specs.csv"
+ALLREDUCE_CSV = REPO / "reference" / "measured" / "allreduce_h100_a100.csv.gz"
+
+# Built-in id -> row id in reference/hardware_specs.csv (None: no row, e.g. the CPU example).
+CSV_ROW = {
+    "h100-sxm": "h100_sxm",
+    "h200-sxm": "h200_sxm",
+    "b200": "b200_hgx",
+    "gb200": "gb200_nvl72",
+    "a100-sxm-80gb": "a100_sxm_80gb",
+    "mi300x": "mi300x",
+    "groq-lpu": "groq_lpu_v1",
+    "groq-3-lpu": "groq3_lpu_lp30",
+    "cpu-generic": None,
+}
+BUILTIN_IDS = sorted(CSV_ROW)
+
+# Compute dtype -> csv column (TFLOPS or TOPS, dense). fp6 has a column but no specplan dtype.
+DTYPE_COLUMN = {
+    "fp32": "fp32_tflops",
+    "tf32": "tf32_tflops_dense",
+    "bf16": "bf16_tflops_dense",
+    "fp16": "fp16_tflops_dense",
+    "fp8": "fp8_tflops_dense",
+    "fp4": "fp4_tflops_dense",
+    "int8": "int8_tops_dense",
+}
+
+# Top-level fields that hold numbers (directly or in a nested block): each one set in a YAML needs a source.
+NUMERIC_FIELDS = {
+    "peak_flops",
+    "mem_capacity_bytes",
+    "mem_bandwidth_bytes_s",
+    "l2_bytes",
+    "scaleup_bandwidth_bytes_s",
+    "scaleup_latency_s",
+    "scaleup_domain",
+    "kernel_overhead_s",
+    "chip_hop_latency_s",
+    "efficiency",
+    "attention",
+    "allreduce",
+    "calibration",
+}
+# Sourced in every profile, set or left at the schema default (the defaults are numbers too).
+ALWAYS_SOURCED = {
+    "peak_flops",
+    "mem_capacity_bytes",
+    "mem_bandwidth_bytes_s",
+    "kernel_overhead_s",
+    "efficiency",
+    "attention",
+    "allreduce",
+}
+
+_NUM = re.compile(r"^[~≈]?\s*([0-9][0-9,]*(?:\.[0-9]+)?)")
+
+
+def leading_number(cell: str) -> float | None:
+    """The leading number of a csv cell ("180 (HGX ...)" -> 180, "~1230 per chip" -> 1230), else None."""
+    m = _NUM.match((cell or "").strip())
+    return float(m.group(1).replace(",", "")) if m else None
+
+
+@pytest.fixture(scope="module")
+def specs() -> dict[str, dict[str, str]]:
+    with SPECS_CSV.open(newline="") as f:
+        return {row["id"]: row for row in csv.DictReader(f)}
+
+
+def raw_yaml(hw_id: str) -> dict:
+    return yaml.safe_load((hardware_dir() / f"{hw_id}.yaml").read_text())
+
+
+def close(a: float, b: float, rel: float = 0.01) -> bool:
+    return abs(a - b) <= rel * abs(b)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def test_leading_number_parses_the_csv_cells():
+    assert leading_number("180 (HGX datasheet 1.44 TB/8; 192 GB HBM3e physical)") == 180
+    assert leading_number("7700 (HGX per-GPU) / 8000 (marketing)") == 7700
+    assert leading_number("~1230 per chip (315 PF / 256; ~1.2 PF reported)") == 1230
+    assert leading_number("163.4 (vector & matrix)") == 163.4
+    assert leading_number("n/a (no FP8)") is None
+    assert leading_number("not found") is None
+    assert leading_number("") is None
+
+
+# ---------------------------------------------------------------- loading and sources
+
+
+def test_every_builtin_id_is_listed():
+    assert set(BUILTIN_IDS) <= set(hardware_ids())
+
+
+@pytest.mark.parametrize("hw_id", BUILTIN_IDS)
+def test_builtin_loads_and_id_matches_file(hw_id):
+    hw = load_hardware(hw_id)
+    assert isinstance(hw, HardwareProfile)
+    assert hw.id == hw_id
+    assert hw.name and hw.vendor
+
+
+@pytest.mark.parametrize("hw_id", BUILTIN_IDS)
+def test_every_numeric_field_set_has_a_source(hw_id):
+    raw = raw_yaml(hw_id)
+    sources = raw.get("sources") or {}
+    set_numeric = NUMERIC_FIELDS & set(raw)
+    required = set_numeric | ALWAYS_SOURCED
+    if raw.get("kind") == "lpu":
+        required.add("chip_hop_latency_s")
+    if int(raw.get("scaleup_domain", 1)) > 1:
+        required |= {"scaleup_bandwidth_bytes_s", "scaleup_latency_s", "scaleup_domain"}
+    missing = sorted(f for f in required if not str(sources.get(f, "")).strip())
+    assert not missing, f"{hw_id}: numeric fields without a source: {missing}"
+
+
+@pytest.mark.parametrize("hw_id", BUILTIN_IDS)
+def test_sources_name_real_fields_and_say_where_from(hw_id):
+    sources = raw_yaml(hw_id)["sources"]
+    unknown = sorted(set(sources) - set(HardwareProfile.model_fields))
+    assert not unknown, f"{hw_id}: sources for fields that do not exist: {unknown}"
+    for field, text in sources.items():
+        # Either a cited reference file or a named assumption with its reason.
+        cited = "reference/" in text or "docs/validation" in text
+        assumed = text.startswith("assumption:") and "because" in text
+        assert cited or assumed, f"{hw_id}: sources.{field} neither cites a reference nor names an assumption"
+
+
+# ---------------------------------------------------------------- spec-sheet numbers against the csv
+
+
+@pytest.mark.parametrize("hw_id", [i for i in BUILTIN_IDS if CSV_ROW[i]])
+def test_peaks_match_reference_csv(hw_id, specs):
+    hw = load_hardware(hw_id)
+    row = specs[CSV_ROW[hw_id]]
+    csv_peaks = {d: leading_number(row[col]) for d, col in DTYPE_COLUMN.items()}
+    csv_peaks = {d: v * 1e12 for d, v in csv_peaks.items() if v}
+    # Exactly the dtypes the csv gives a number for, each within 1%.
+    assert set(hw.peak_flops) == set(csv_peaks), f"{hw_id}: dtypes {sorted(hw.peak_flops)} vs csv {sorted(csv_peaks)}"
+    for dtype, want in csv_peaks.items():
+        assert close(hw.peak(dtype), want), f"{hw_id} {dtype}: {hw.peak(dtype):.4g} vs csv {want:.4g}"
+
+
+@pytest.mark.parametrize("hw_id", [i for i in BUILTIN_IDS if CSV_ROW[i]])
+def test_memory_matches_reference_csv(hw_id, specs):
+    hw = load_hardware(hw_id)
+    row = specs[CSV_ROW[hw_id]]
+    if hw.kind == "lpu":  # weights live in on-chip SRAM: capacity is the SRAM per chip
+        cap = leading_number(row["on_chip_sram_mb"]) * 1e6
+    else:
+        cap = leading_number(row["mem_capacity_gb"]) * 1e9
+    assert close(hw.mem_capacity_bytes, cap)
+    assert close(hw.mem_bandwidth_bytes_s, leading_number(row["mem_bw_gbps"]) * 1e9)
+    l2 = leading_number(row["l2_cache_mb"])
+    if l2 is not None:
+        assert close(hw.l2_bytes, l2 * 1e6)
+
+
+@pytest.mark.parametrize("hw_id", [i for i in BUILTIN_IDS if CSV_ROW[i]])
+def test_scaleup_bandwidth_is_per_direction(hw_id, specs):
+    cell = specs[CSV_ROW[hw_id]]["scaleup_bw_per_device_gbps"]
+    if "bidir" not in cell:
+        pytest.skip("csv cell does not state the direction")
+    hw = load_hardware(hw_id)
+    assert close(hw.scaleup_bandwidth_bytes_s, leading_number(cell) * 1e9 / 2)
+
+
+def test_no_sparse_headlines():
+    # The sparse headlines (2x) must never appear: H100 bf16 1979, B200 fp4 18 PF, MI300X fp8 5230.
+    assert close(load_hardware("h100-sxm").peak("bf16"), 989.4e12)
+    assert close(load_hardware("b200").peak("fp4"), 9.0e15)
+    assert close(load_hardware("mi300x").peak("fp8"), 2614.9e12)
+
+
+def test_h100_ridge_point():
+    hw = load_hardware("h100-sxm")
+    assert hw.ridge_flops_per_byte("bf16") == pytest.approx(989.4e12 / 3.35e12, rel=1e-9)
+    assert hw.ridge_flops_per_byte("bf16") == pytest.approx(295.3, abs=0.05)
+    e = hw.kernel_eff("bf16")
+    want = 989.4e12 * e.compute_max_fraction / (3.35e12 * e.mem_bw_fraction)
+    assert hw.ridge_flops_per_byte("bf16", effective=True) == pytest.approx(want, rel=1e-9)
+
+
+# ---------------------------------------------------------------- dtypes each device computes in
+
+
+@pytest.mark.parametrize(
+    "hw_id, dtype",
+    [
+        ("a100-sxm-80gb", "fp8"),
+        ("a100-sxm-80gb", "fp4"),
+        ("h100-sxm", "fp4"),
+        ("h200-sxm", "fp4"),
+        ("mi300x", "fp4"),
+        ("groq-lpu", "bf16"),
+        ("groq-lpu", "fp8"),
+        ("groq-3-lpu", "bf16"),
+        ("groq-3-lpu", "fp4"),
+        ("cpu-generic", "fp8"),
+    ],
+)
+def test_unsupported_dtype_is_an_error(hw_id, dtype):
+    hw = load_hardware(hw_id)
+    with pytest.raises(SpecplanError, match=rf"{hw_id}: cannot compute in {dtype}"):
+        hw.peak(dtype)
+
+
+def test_dtype_sets_per_device():
+    assert set(load_hardware("mi300x").peak_flops) == {"fp32", "tf32", "bf16", "fp16", "fp8", "int8"}
+    assert set(load_hardware("groq-lpu").peak_flops) == {"fp16", "int8"}
+    assert set(load_hardware("groq-3-lpu").peak_flops) == {"fp8"}
+    for hw_id in ("b200", "gb200"):
+        assert "fp4" in load_hardware(hw_id).peak_flops
+    assert "fp8" not in load_hardware("a100-sxm-80gb").peak_flops
+    # Aliases resolve to the canonical names.
+    assert load_hardware("h100-sxm").peak("bfloat16") == load_hardware("h100-sxm").peak("bf16")
+
+
+# ---------------------------------------------------------------- LPU and CPU specifics
+
+
+@pytest.mark.parametrize("hw_id", ["groq-lpu", "groq-3-lpu"])
+def test_lpu_is_statically_scheduled_with_a_named_hop_latency(hw_id):
+    hw = load_hardware(hw_id)
+    assert hw.kind == "lpu"
+    assert hw.kernel_overhead_s == 0.0
+    assert 0.1e-6 <= hw.chip_hop_latency_s <= 10e-6
+    src = raw_yaml(hw_id)["sources"]
+    assert src["chip_hop_latency_s"].startswith("assumption:")
+    assert "statically scheduled" in src["kernel_overhead_s"]
+    assert hw.mem_capacity_bytes < 1e9  # SRAM per chip, not a rack
+
+
+def test_cpu_example_follows_the_documented_formulas():
+    hw = load_hardware("cpu-generic")
+    assert hw.kind == "cpu"
+    cores, clock = 32, 3.0e9
+    assert hw.peak("fp32") == pytest.approx(cores * clock * 64)  # 2 FMA units x 16 lanes x 2 FLOP
+    assert hw.mem_bandwidth_bytes_s == pytest.approx(8 * 4800e6 * 8)  # channels x MT/s x 8 B
+
+
+# ---------------------------------------------------------------- all-reduce latencies from the measured table
+
+
+def _allreduce_floors() -> dict[tuple[str, str, str, int], float]:
+    """(device, 'custom'|'nccl', framework, gpus) -> fastest time (s) at messages <= 8 KB, graph-mode kernels."""
+    bytes_per = {"half": 2, "bfloat16": 2, "int8": 1}
+    times: dict[tuple, list[float]] = defaultdict(list)
+    with gzip.open(ALLREDUCE_CSV, "rt", newline="") as f:
+        for r in csv.DictReader(f):
+            if r["dtype"] == "int8" or "eager" in r["kernel"]:
+                continue
+            if int(r["message_elems"]) * bytes_per[r["dtype"]] > 8192:
+                continue
+            algo = "nccl" if r["kernel"] == "NCCL" else "custom"
+            times[(r["device"], algo, r["framework"], int(r["num_gpus"]))].append(float(r["time_us"]) * 1e-6)
+    return {k: min(v) for k, v in times.items()}
+
+
+@pytest.mark.parametrize("hw_id", ["h100-sxm", "a100-sxm-80gb"])
+def test_allreduce_latencies_match_measured_floors(hw_id):
+    hw = load_hardware(hw_id)
+    floors = _allreduce_floors()
+    p = hw.allreduce
+    # NCCL: base + per peer x (GPUs - 1) reproduces the floor of every NCCL version within 10%.
+    nccl = {k: v for k, v in floors.items() if k[0] == hw_id and k[1] == "nccl"}
+    assert nccl
+    for (_, _, _, n), t in nccl.items():
+        model = p.nccl_latency_s + p.nccl_latency_per_peer_s * (n - 1)
+        assert model == pytest.approx(t, rel=0.10), f"{hw_id} NCCL at {n} GPUs"
+    # Custom one-shot: the median floor of the newest version of each engine, within 5%.
+    custom = {k: v for k, v in floors.items() if k[0] == hw_id and k[1] == "custom"}
+    newest: dict[str, tuple[tuple[int, ...], str]] = {}
+    for _, _, fw, _ in custom:
+        engine, version = fw.split(" ", 1)
+        key = tuple(int(x) for x in re.findall(r"\d+", version))  # 1.3.0rc20 -> (1, 3, 0, 20)
+        if engine not in newest or key > newest[engine][0]:
+            newest[engine] = (key, fw)
+    picked = [t for (_, _, fw, _), t in custom.items() if fw in {f for _, f in newest.values()}]
+    assert len(picked) == 9  # 3 engines x 2/4/8 GPUs
+    assert p.custom_latency_s == pytest.approx(statistics.median(picked), rel=0.05)
+    assert min(picked) <= p.custom_latency_s <= max(picked)
+
+
+def test_allreduce_nccl_line_is_a_least_squares_fit_h100():
+    floors = _allreduce_floors()
+    pts = [(n - 1, t) for (d, a, _, n), t in floors.items() if d == "h100-sxm" and a == "nccl"]
+    x, y = np.array(pts).T
+    slope, base = np.polyfit(x, y, 1)
+    p = load_hardware("h100-sxm").allreduce
+    assert p.nccl_latency_s == pytest.approx(base, rel=0.02)
+    assert p.nccl_latency_per_peer_s == pytest.approx(slope, rel=0.02)
+
+
+# ---------------------------------------------------------------- bad input: one line naming file and field
+
+
+def _write(tmp_path: Path, text: str, name: str = "bad.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def _good_text() -> str:
+    return (hardware_dir() / "h100-sxm.yaml").read_text()
+
+
+def test_malformed_yaml_names_the_file(tmp_path):
+    p = _write(tmp_path, "id: x\npeak_flops: {bf16: 1e12\nmem_capacity_bytes: [\n")
+    with pytest.raises(SpecplanError) as exc:
+        load_hardware(str(p))
+    msg = str(exc.value)
+    assert str(p) in msg and "malformed YAML" in msg
+    assert "\n" not in msg
+
+
+def test_unknown_field_names_the_file_and_field(tmp_path):
+    p = _write(tmp_path, _good_text() + "mem_bandwith_bytes_s: 3.0e+12\n")
+    with pytest.raises(SpecplanError) as exc:
+        load_hardware(str(p))
+    msg = str(exc.value)
+    assert str(p) in msg and "mem_bandwith_bytes_s" in msg
+    assert "\n" not in msg
+
+
+def test_negative_bandwidth_names_the_file_and_field(tmp_path):
+    text = _good_text().replace("mem_bandwidth_bytes_s: 3.35e12", "mem_bandwidth_bytes_s: -3.35e+12")
+    assert "-3.35e+12" in text
+    p = _write(tmp_path, text)
+    with pytest.raises(SpecplanError) as exc:
+        load_hardware(str(p))
+    msg = str(exc.value)
+    assert str(p) in msg and "mem_bandwidth_bytes_s" in msg and "greater than 0" in msg
+    assert "\n" not in msg
+
+
+def test_negative_peak_names_the_file_and_dtype(tmp_path):
+    text = _good_text().replace("  fp8: 1978.9e12", "  fp8: -1.0")
+    p = _write(tmp_path, text)
+    with pytest.raises(SpecplanError) as exc:
+        load_hardware(str(p))
+    msg = str(exc.value)
+    assert str(p) in msg and "peak_flops" in msg and "fp8" in msg
+
+
+def test_unknown_dtype_in_peaks_names_the_file(tmp_path):
+    text = _good_text().replace("  fp8: 1978.9e12", "  fp9: 1978.9e12")
+    p = _write(tmp_path, text)
+    with pytest.raises(SpecplanError) as exc:
+        load_hardware(str(p))
+    msg = str(exc.value)
+    assert str(p) in msg and "fp9" in msg
+
+
+def test_unknown_id_suggests_the_closest():
+    with pytest.raises(SpecplanError, match="did you mean 'h100-sxm'"):
+        load_hardware("h100-sx")
