@@ -608,7 +608,7 @@ def profile_to_yaml(profile: ModelProfile, path: str | Path | None = None) -> st
             out[k] = v
         elif k in short or k in _ALWAYS:
             out[k] = short.get(k, v)
-    text = yaml.safe_dump(out, sort_keys=False, width=100)
+    text = yaml.safe_dump(out, sort_keys=False, width=4096, allow_unicode=True)
     if path is not None:
         from specplan.io import atomic_write_text
 
