@@ -7,7 +7,7 @@ import numpy as np
 from specplan.errors import SpecplanError
 from specplan.memory import DEFAULT_RESERVE, memory_usage
 from specplan.profiles.registry import load_hardware, load_model
-from specplan.step import CLASSES, lpu_chip_count, step_time
+from specplan.step import CLASSES, step_time
 
 
 def _positive_int(name: str, value, low: int = 1) -> int:
@@ -52,14 +52,13 @@ def step_summary(
         "fits": bool(mem.fits),
         "max_batch": int(mem.max_batch),
     }
-    if hw.kind == "lpu":
-        chips = lpu_chip_count(float(mem.total_bytes) / (1 - reserve) * (1 - reserve), hw)
-        memory.update({"fits": True, "max_batch": None, "chips": max(chips, r.devices)})
+    if hw.kind == "lpu":  # SRAM-only: the deployment grows to as many chips as weights + KV + state need
+        memory.update({"fits": True, "max_batch": None, "chips": int(r.devices)})
     return {
         "model": m.id,
         "hardware": hw.id,
         "tp": tp,
-        "devices": r.devices,
+        "devices": int(r.devices),
         "batch": batch,
         "q_len": q_len,
         "context_len": context_len,

@@ -39,7 +39,7 @@ def resolve_precision(
       supports it, else in bf16 (fp16 on devices without bf16).
     - `kv_dtype` defaults to 16-bit.
     """
-    sixteen = "bf16" if "bf16" in hw.peak_flops else "fp16"
+    sixteen = _device_activation_dtype(hw)
     if dtype is not None:
         compute = canonical_dtype(dtype, where="dtype")
         hw.peak(compute)  # raises if the device cannot compute in it
@@ -54,6 +54,16 @@ def resolve_precision(
             weights = {m: w for m in MODULES}
         else:
             weights = {m: model.dtype_of(m) for m in MODULES}
+        if sixteen not in ("bf16", "fp16"):  # 8-bit-only device (Groq 3 LPU): weights served in its format
+            weights = {m: (sixteen if d in ("bf16", "fp16", "fp32") else d) for m, d in weights.items()}
         weights["router"] = model.module_dtypes.get("router", sixteen) if model.module_dtypes else sixteen
     kv = canonical_dtype(kv_dtype, where="kv_dtype") if kv_dtype else sixteen
     return Precision(compute=compute, kv=kv, weights=weights)
+
+
+def _device_activation_dtype(hw: HardwareProfile) -> str:
+    """The device's activation format: bf16, else fp16, else its own 8-bit format (e.g. fp8 on Groq 3)."""
+    for d in ("bf16", "fp16", "fp8", "int8"):
+        if d in hw.peak_flops:
+            return d
+    return next(iter(hw.peak_flops))

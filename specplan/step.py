@@ -34,7 +34,7 @@ class StepResult:
     breakdown_s: dict[str, np.ndarray]
     regime_codes: dict[str, np.ndarray]
     kernels: int
-    devices: int
+    devices: np.ndarray | int  # target devices (LPU: chips, which may vary with batch and context)
     precision: Precision
     extra: dict = field(default_factory=dict)
 
@@ -138,9 +138,26 @@ def _layer_group(acc, model, hw, g: LayerGroup, tp, prec, b, q, ctx, style, rout
         acc.add("communication", allreduce_cost(hw, tokens * h * ACT_BYTES, tp, parts * n, allreduce), parts * n)
 
 
-def lpu_chip_count(total_bytes: float, hw: HardwareProfile) -> int:
-    """Chips an LPU deployment needs: ceil(weights + KV + state / SRAM per chip)."""
-    return max(1, int(math.ceil(total_bytes / hw.mem_capacity_bytes)))
+def _lpu_pipeline(model, hw, prec, b, q, ctx, lpu_chips):
+    """LPU: chips = ceil((weights + KV + state) / SRAM per chip); layers pipelined over them.
+
+    Each layer's weights are spread over chips / layers chips that stream them from their own SRAM in
+    parallel; no launch overhead (statically scheduled); a step pays (chips - 1) hop latencies.
+    """
+    from specplan.memory import memory_usage, weight_bytes
+
+    if lpu_chips is None:
+        total = memory_usage(model, hw, 1, b, ctx, prec, q_len=q, reserve=0.0).total_bytes
+        chips = np.maximum(1.0, np.ceil(total / hw.mem_capacity_bytes))
+    else:
+        chips = np.asarray(float(lpu_chips))
+    per_layer = max(1.0, math.ceil(weight_bytes(model, 1, prec) / hw.mem_capacity_bytes) / (model.num_layers + 1))
+    fast = hw.model_copy(update={
+        "peak_flops": {k: v * per_layer for k, v in hw.peak_flops.items()},
+        "mem_bandwidth_bytes_s": hw.mem_bandwidth_bytes_s * per_layer,
+        "kernel_overhead_s": 0.0,
+    })
+    return fast, chips, (chips - 1.0) * hw.chip_hop_latency_s
 
 
 def step_time(
@@ -181,18 +198,7 @@ def step_time(
     if hw.kind == "lpu":
         if tp != 1:
             raise SpecplanError(f"tp: LPU {hw.id} pipelines layers over chips; use tp 1, got {tp}")
-        from specplan.memory import weight_bytes
-
-        chips = lpu_chips or lpu_chip_count(weight_bytes(model, 1, prec), hw)
-        # Layers spread over chips: each chip streams its share of the weights from its own SRAM.
-        per_layer_chips = max(1.0, chips / (model.num_layers + 1))
-        hw = hw.model_copy(update={
-            "peak_flops": {k: v * per_layer_chips for k, v in hw.peak_flops.items()},
-            "mem_bandwidth_bytes_s": hw.mem_bandwidth_bytes_s * per_layer_chips,
-            "kernel_overhead_s": 0.0,
-        })
-        devices = chips
-        hops = hop_latency_s(hw, chips)
+        hw, devices, hops = _lpu_pipeline(model, hw, prec, b, q, ctx, lpu_chips)
     shape = np.broadcast(b, q, ctx).shape
     acc = _Acc(shape)
     for g in model.groups():
@@ -205,6 +211,7 @@ def step_time(
     breakdown["communication"] = acc.busy["communication"] + acc.comm_latency
     breakdown["overhead"] = acc.overhead + hops
     total = sum(breakdown.values())
+    shape = np.broadcast(total, *breakdown.values()).shape
     return StepResult(
         total_s=np.broadcast_to(total, shape).astype(float),
         breakdown_s={k: np.broadcast_to(v, shape).astype(float) for k, v in breakdown.items()},

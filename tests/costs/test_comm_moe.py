@@ -1,0 +1,62 @@
+"""All-reduce and MoE routing closed forms."""
+
+import numpy as np
+import pytest
+
+from specplan.costs.comm import allreduce_time_s, custom_allreduce_s, nccl_allreduce_s
+from specplan.costs.moe import per_expert_m, touched_experts
+from specplan.errors import SpecplanError
+from specplan.profiles.registry import load_hardware
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return load_hardware("h100-sxm")
+
+
+def test_tp1_is_free(h100):
+    assert allreduce_time_s(h100, 1e6, 1) == 0
+
+
+def test_nccl_ring_formula(h100):
+    p = h100.allreduce
+    for tp in (2, 4, 8):
+        by_hand = (p.nccl_latency_s + (tp - 1) * p.nccl_latency_per_peer_s
+                   + 2 * (tp - 1) / tp * 1e8 / (450e9 * p.nccl_bw_fraction))
+        assert nccl_allreduce_s(h100, 1e8, tp) == pytest.approx(by_hand)
+
+
+def test_custom_one_shot_scales_with_bytes_and_tp(h100):
+    p = h100.allreduce
+    small = 8192.0
+    for tp in (2, 4, 8):
+        by_hand = p.custom_latency_s + (tp - 1) * small / (450e9 * p.custom_bw_fraction)
+        assert custom_allreduce_s(h100, small, tp) == pytest.approx(by_hand)
+    # Beyond the one-shot limit it falls back to the ring.
+    big = p.custom_max_bytes * 4
+    assert custom_allreduce_s(h100, big, 8) == pytest.approx(nccl_allreduce_s(h100, big, 8))
+    # Time grows with bytes and with TP.
+    b = np.array([1e3, 1e5, 1e7])
+    assert np.all(np.diff(allreduce_time_s(h100, b, 8)) > 0)
+    assert allreduce_time_s(h100, 1e6, 8) > allreduce_time_s(h100, 1e6, 2)
+
+
+def test_small_message_latency_matches_measured_range(h100):
+    # Measured: custom all-reduce 3-4 us at 8 KB on 2-8 H100s; NCCL 7-16 us.
+    assert 2e-6 < allreduce_time_s(h100, 8192, 8, "custom") < 5e-6
+    assert 5e-6 < allreduce_time_s(h100, 8192, 2, "nccl") < 17e-6
+
+
+def test_tp_beyond_domain_is_an_error(h100):
+    with pytest.raises(SpecplanError, match="scale-up domain"):
+        allreduce_time_s(h100, 1e6, 16)
+
+
+def test_touched_experts_closed_forms():
+    e, k = 128, 8
+    assert touched_experts(1, e, k) == pytest.approx(8.0)
+    assert touched_experts(2, e, k) == pytest.approx(128 * (1 - (1 - 8 / 128) ** 2))
+    assert touched_experts(1000, e, k) == pytest.approx(128.0, rel=1e-6)
+    assert touched_experts(4, e, k, "balanced") == 32
+    assert touched_experts(100, e, k, "balanced") == 128
+    assert per_expert_m(100, e, k, "balanced") == pytest.approx(100 * 8 / 128)

@@ -1,0 +1,73 @@
+"""GEMM roofline checked by hand."""
+
+import numpy as np
+import pytest
+
+from specplan.costs.gemm import gemm_bytes, gemm_cost, gemm_flops, gemm_time_s
+from specplan.errors import SpecplanError
+from specplan.profiles.registry import load_hardware
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return load_hardware("h100-sxm")
+
+
+def test_flops_and_bytes_closed_form():
+    assert gemm_flops(64, 4096, 4096) == 2 * 64 * 4096 * 4096
+    assert gemm_bytes(64, 4096, 1024, 2, 1, 2) == 64 * 1024 * 2 + 4096 * 1024 * 1 + 64 * 4096 * 2
+
+
+def test_ridge_point_spec_and_effective(h100):
+    assert h100.ridge_flops_per_byte("bf16") == pytest.approx(989.4e12 / 3.35e12, rel=1e-9)
+    e = h100.kernel_eff("bf16")
+    eff = 989.4e12 * e.compute_max_fraction / (3.35e12 * e.mem_bw_fraction)
+    assert h100.ridge_flops_per_byte("bf16", effective=True) == pytest.approx(eff, rel=1e-9)
+
+
+def test_memory_bound_small_m_equals_bytes_over_bandwidth(h100):
+    e = h100.kernel_eff("bf16")
+    t = gemm_time_s(h100, 1, 4096, 4096)
+    by_hand = (4096 * 2 + 4096 * 4096 * 2 + 4096 * 2) / (3.35e12 * e.mem_bw_fraction) + h100.kernel_overhead_s
+    assert t == pytest.approx(by_hand, rel=1e-9)
+
+
+def test_compute_bound_large_m(h100):
+    c = gemm_cost(h100, 8192, 8192, 8192)
+    assert c.regime == 1  # compute
+    e = h100.kernel_eff("bf16")
+    f = 2 * 8192**3
+    assert c.time_s == pytest.approx((f + e.compute_half_flops) / (989.4e12 * e.compute_max_fraction) + h100.kernel_overhead_s)
+
+
+def test_time_monotone_in_m_and_vectorized(h100):
+    m = np.arange(1, 4097)
+    t = gemm_time_s(h100, m, 4096, 4096)
+    assert t.shape == m.shape
+    assert np.all(np.diff(t) >= -1e-15)
+
+
+def test_weight_only_quantization_reads_fewer_bytes(h100):
+    w16 = gemm_time_s(h100, 1, 8192, 8192, weight_dtype="bf16")
+    w4 = gemm_time_s(h100, 1, 8192, 8192, weight_dtype="int4", compute_dtype="bf16")
+    assert w4 < 0.4 * w16
+
+
+def test_unsupported_dtype_is_an_error():
+    a100 = load_hardware("a100-sxm-80gb") if _has("a100-sxm-80gb") else None
+    if a100 is None:
+        pytest.skip("a100 profile not present")
+    with pytest.raises(SpecplanError, match="cannot compute in fp8"):
+        gemm_time_s(a100, 1, 1024, 1024, weight_dtype="fp8", compute_dtype="fp8")
+
+
+def test_more_bandwidth_never_slower(h100):
+    fast = h100.model_copy(update={"mem_bandwidth_bytes_s": h100.mem_bandwidth_bytes_s * 1.5})
+    m = np.array([1, 16, 256, 4096])
+    assert np.all(gemm_time_s(fast, m, 4096, 4096) <= gemm_time_s(h100, m, 4096, 4096))
+
+
+def _has(i):
+    from specplan.profiles.registry import hardware_ids
+
+    return i in hardware_ids()
