@@ -1,0 +1,1 @@
+"""Torch microbenchmark harness (optional extra: pip install 'specplan[bench]')."""
