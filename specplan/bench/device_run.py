@@ -156,6 +156,8 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=285.0,
                     help="total wall budget; part deadlines scale with it")
     ap.add_argument("--smoke", action="store_true", help="tiny grid (CPU test of this script)")
+    ap.add_argument("--no-abort", action="store_true",
+                    help="go on (with torch_packed) when the Triton kernel fails its check")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
     scale = args.budget_s / 285.0
@@ -201,6 +203,13 @@ def main(argv=None) -> int:
         log(env["correctness_error"])
     dump_env()
     log(f"t={time.monotonic() - t0:.1f}s correctness done")
+    if dev.type == "cuda" and packed_attention.HAVE_TRITON and not args.smoke and not args.no_abort:
+        bad = [r for r in env.get("correctness", [])
+               if "triton_packed_error" in r or r.get("triton_packed_rel_l2", 1.0) > 2e-2
+               or not r.get("triton_packed_finite", False)]
+        if bad or "correctness_error" in env:
+            log(f"ABORT: Triton packed kernel failed its correctness check: {bad}")
+            return 3
 
     if args.smoke:
         main_blocks = [dict(batch=1, kv_len=256, n_kv_heads=2, head_dim=64, group=[1, 4, 8],
