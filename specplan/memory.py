@@ -23,11 +23,11 @@ def weight_bytes(model: ModelProfile, tp: int, prec: Precision) -> float:
         layer = sum(s.n * s.k * dtype_bytes(prec.w(s.module)) for s in layer_gemms(model, g, tp))
         if g.ffn == "moe":
             moe = model.moe
-            layer += moe.num_experts * 3.0 * model.hidden_size * moe.expert_ffn_size / tp * dtype_bytes(prec.w("moe"))
+            layer += moe.num_experts * (3.0 if model.gated_ffn else 2.0) * model.hidden_size * moe.expert_ffn_size / tp * dtype_bytes(prec.w("moe"))
         total += g.count * layer
     lm = lm_head_gemm(model, tp)
     total += lm.n * lm.k * dtype_bytes(prec.w("lm_head"))
-    if not model.tie_embeddings:
+    if not model.tie_embeddings and model.kind == "model":  # draft heads share the target's embedding
         total += model.vocab_size * model.hidden_size / tp * dtype_bytes(prec.w("embedding"))
     return total
 
@@ -40,7 +40,7 @@ def mtp_weight_bytes(model: ModelProfile, tp: int, prec: Precision) -> float:
     layer = sum(s.n * s.k * dtype_bytes(prec.w("mtp")) for s in layer_gemms(model, g, tp))
     if g.ffn == "moe":
         moe = model.moe
-        layer += moe.num_experts * 3.0 * model.hidden_size * moe.expert_ffn_size / tp * dtype_bytes(prec.w("mtp"))
+        layer += moe.num_experts * (3.0 if model.gated_ffn else 2.0) * model.hidden_size * moe.expert_ffn_size / tp * dtype_bytes(prec.w("mtp"))
     layer += 2.0 * model.hidden_size * model.hidden_size / tp * dtype_bytes(prec.w("mtp"))
     return model.mtp.num_layers * layer
 

@@ -44,6 +44,12 @@ def mixer_gemms(model: ModelProfile, mixer: str, tp: int) -> list[GemmShape]:
         q_dev, kv_dev = model.heads_per_device(tp)
         d = model.head_dim
         q_cols = q_dev * d * (2 if model.attn_output_gate else 1)
+        if model.kind == "eagle3_head":  # q/k/v read [token embedding ++ fused hidden state] = 2h inputs
+            return [
+                GemmShape("fc", h, 3 * h, "fc"),  # fuses three target hidden states 3h -> h
+                GemmShape("qkv", q_cols + 2 * kv_dev * d, 2 * h, "attention"),
+                GemmShape("o", h, q_dev * d, "attention"),
+            ]
         return [
             GemmShape("qkv", q_cols + 2 * kv_dev * d, h, "attention"),
             GemmShape("o", h, q_dev * d, "attention"),
@@ -52,16 +58,16 @@ def mixer_gemms(model: ModelProfile, mixer: str, tp: int) -> list[GemmShape]:
         la = model.linear_attention
         n_in = 2 * la.num_k_heads * la.head_k_dim + 2 * la.num_v_heads * la.head_v_dim + 2 * la.num_v_heads
         return [
-            GemmShape("la_in", n_in // tp, h, "attention"),
-            GemmShape("la_out", h, la.num_v_heads * la.head_v_dim // tp, "attention"),
+            GemmShape("la_in", n_in // tp, h, "linear_attention"),
+            GemmShape("la_out", h, la.num_v_heads * la.head_v_dim // tp, "linear_attention"),
         ]
     if mixer == "mamba":
         m = model.mamba
         d_inner = m.num_heads * m.head_dim
         n_in = 2 * d_inner + 2 * m.n_groups * m.d_state + m.num_heads
         return [
-            GemmShape("mamba_in", n_in // tp, h, "attention"),
-            GemmShape("mamba_out", h, d_inner // tp, "attention"),
+            GemmShape("mamba_in", n_in // tp, h, "mamba"),
+            GemmShape("mamba_out", h, d_inner // tp, "mamba"),
         ]
     return []
 
@@ -70,15 +76,16 @@ def ffn_gemms(model: ModelProfile, ffn: str, tp: int) -> list[GemmShape]:
     """Dense GEMMs of one FFN: the gated MLP, or for MoE the router and the shared experts (routed experts
     are costed by costs.moe)."""
     h = model.hidden_size
+    up = 2 if model.gated_ffn else 1  # gated (SwiGLU): gate and up; else up only
     if ffn == "dense":
         f = model.ffn_size // tp
-        return [GemmShape("gate_up", 2 * f, h, "ffn"), GemmShape("down", h, f, "ffn")]
+        return [GemmShape("gate_up", up * f, h, "ffn"), GemmShape("down", h, f, "ffn")]
     if ffn == "moe":
         moe = model.moe
         out = [GemmShape("router", moe.num_experts, h, "router")]
         fs = moe.shared_expert_ffn_size or moe.num_shared_experts * moe.expert_ffn_size
         if fs:
-            out += [GemmShape("shared_gate_up", 2 * fs // tp, h, "ffn"), GemmShape("shared_down", h, fs // tp, "ffn")]
+            out += [GemmShape("shared_gate_up", up * fs // tp, h, "moe"), GemmShape("shared_down", h, fs // tp, "moe")]
         return out
     return []
 

@@ -126,11 +126,11 @@ def _layer_group(acc, model, hw, g: LayerGroup, tp, prec, b, q, ctx, style, rout
         acc.add("gemm", gemm_cost(hw, tokens, s.n, s.k, prec.w(s.module), prec.compute, count=n), n)
     _mixer(acc, model, hw, g, tp, prec, b, q, ctx, style)
     if g.ffn == "dense":
-        acc.add("elementwise", elementwise_cost(hw, tokens * 3 * model.ffn_size / tp * ACT_BYTES, n), n)  # act*mul
+        acc.add("elementwise", elementwise_cost(hw, tokens * 3 * model.ffn_size / tp * ACT_BYTES, n), n)  # activation
     elif g.ffn == "moe":
         moe = model.moe
         cost = moe_experts_cost(hw, tokens, h, moe.expert_ffn_size, moe.num_experts, moe.top_k,
-                                prec.w("moe"), prec.compute, routing, tp)
+                                prec.w("moe"), prec.compute, routing, tp, gated=model.gated_ffn)
         acc.add("moe", cost.scaled(n), 3 * n)
     parts = (g.mixer != "none") + (g.ffn != "none")
     acc.add("elementwise", elementwise_cost(hw, tokens * h * ACT_BYTES * 3, parts * n), parts * n)  # norm+residual

@@ -44,6 +44,7 @@ def moe_experts_cost(
     routing: str = "random",
     tp: int = 1,
     ep: int = 1,
+    gated: bool = True,
 ) -> KernelCost:
     """Fused grouped-GEMM MoE layer (gate+up and down of every touched expert; TP splits each expert's FFN).
 
@@ -53,14 +54,15 @@ def moe_experts_cost(
     c = compute_dtype_for(hw, weight_dtype, compute_dtype)
     eff = hw.kernel_eff(c)
     f = expert_ffn / tp
+    mats = 3.0 if gated else 2.0  # gate, up, down (or up, down)
     touched = touched_experts(tokens, num_experts, top_k, routing) / ep
     m_e = per_expert_m(tokens, num_experts, top_k, routing)
     n_rows = np.asarray(tokens, dtype=float) * top_k / ep
-    w_bytes = touched * 3.0 * hidden * f * dtype_bytes(weight_dtype)
-    a_bytes = n_rows * (hidden * dtype_bytes(c) * 2 + 3.0 * f * 2.0) + n_rows * hidden * 2.0
-    flops = gemm_flops(n_rows, 3.0 * f, hidden)
+    w_bytes = touched * mats * hidden * f * dtype_bytes(weight_dtype)
+    a_bytes = n_rows * (hidden * dtype_bytes(c) * 2 + mats * f * 2.0) + n_rows * hidden * 2.0
+    flops = gemm_flops(n_rows, mats * f, hidden)
     # Efficiency of one expert's GEMMs (gate_up: 2f x h, down: h x f), applied to all touched experts.
-    per_expert_flops = gemm_flops(m_e, 3.0 * f, hidden)
+    per_expert_flops = gemm_flops(m_e, mats * f, hidden)
     compute_s = np.where(
         flops > 0,
         flops * (1.0 + eff.compute_half_flops / np.maximum(per_expert_flops, 1.0)) / (hw.peak(c) * eff.compute_max_fraction),
