@@ -1,0 +1,280 @@
+"""Figures (matplotlib, Agg canvas, no pyplot state): one function per figure, each returning the Figure.
+
+1. `plot_frontier`: tokens/s per GPU against tokens/s per user, with and without speculation, a thinned set
+   of frontier points labelled (B, D, TP) with overlapping labels dropped.
+2. `plot_speedup_heatmap`: speedup over batch x D for one (device, TP, mechanism, context).
+3. `plot_attention_tiles`: attention runtime and normalized throughput against D for several G (128-row tiles).
+4. `plot_acceptance`: acceptance length against D per mechanism.
+5. `plot_breakdown`: step time by kernel class against D.
+
+`save_figure` writes PNG and SVG atomically; SVG is deterministic (fixed hash salt, no date).
+Import this module lazily: it imports matplotlib.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import matplotlib
+import matplotlib.patches  # noqa: F401
+import matplotlib.ticker  # noqa: F401
+
+matplotlib.use("Agg", force=False)
+import numpy as np  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.colors import TwoSlopeNorm  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+
+from specplan.io import atomic_write_bytes  # noqa: E402
+
+RC = {"svg.hashsalt": "specplan", "svg.fonttype": "path", "font.size": 9, "axes.titlesize": 10}
+CLASS_COLORS = {"gemm": "#4C72B0", "attention": "#DD8452", "moe": "#55A868", "elementwise": "#8172B3",
+                "communication": "#C44E52", "overhead": "#937860"}
+
+
+def _figure(w: float = 8.0, h: float = 5.2, ncols: int = 1):
+    with matplotlib.rc_context(RC):
+        fig = Figure(figsize=(w, h), dpi=110, layout="constrained")
+        FigureCanvasAgg(fig)
+        axes = fig.subplots(1, ncols)
+    return fig, axes
+
+
+def save_figure(fig, stem, formats=("png", "svg")) -> list[Path]:
+    """Write `stem.png` / `stem.svg` atomically; SVG and PNG carry no date, SVG ids use a fixed salt."""
+    out = []
+    for fmt in formats:
+        buf = io.BytesIO()
+        meta = {"Date": None} if fmt == "svg" else ({"Software": None} if fmt == "png" else None)
+        with matplotlib.rc_context(RC):
+            fig.savefig(buf, format=fmt, metadata=meta)
+        p = Path(f"{stem}.{fmt}")
+        atomic_write_bytes(p, buf.getvalue())
+        out.append(p)
+    return out
+
+
+def _thin_labels(fig, ax, texts, avoid=()) -> None:
+    """Remove labels that overlap a kept label, leave the axes or touch an `avoid` artist (e.g. legend)."""
+    renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()
+    frame = ax.get_window_extent(renderer)
+    blocked = [a.get_window_extent(renderer).expanded(1.02, 1.05) for a in avoid if a is not None]
+    kept = []
+    for t in texts:
+        bb = t.get_window_extent(renderer).expanded(1.06, 1.15)
+        inside = (bb.x0 >= frame.x0 and bb.x1 <= frame.x1 and bb.y0 >= frame.y0 and bb.y1 <= frame.y1)
+        if not inside or any(bb.overlaps(k) for k in kept + blocked):
+            t.remove()
+        else:
+            kept.append(bb)
+
+
+def plot_frontier(df, title: str | None = None, max_labels: int = 10, label_hardware: bool | None = None):
+    """Figure 1: frontier with (solid) and without (dashed) speculation for each device; labelled (B, D, TP)."""
+    from specplan.frontier import frontier
+
+    fig, ax = _figure(8.4, 5.4)
+    hws = [h for h in df["hardware"].astype(str).unique()]
+    label_hardware = len(hws) > 1 if label_hardware is None else label_hardware
+    colors = matplotlib.colormaps["tab10"]
+    labelled = []
+    for i, h in enumerate(hws):
+        f = frontier(df[df["hardware"].astype(str) == h], sets=["baseline", "overall"])
+        base = f[f["set"] == "baseline"]
+        spec = f[f["set"] == "overall"]
+        c = colors(i % 10)
+        ax.plot(base["tok_s_user"], base["tok_s_gpu"], "--", color=c, lw=1.3, alpha=0.8,
+                label=f"{h}: without speculation (D = 0)")
+        ax.plot(spec["tok_s_user"], spec["tok_s_gpu"], "-", color=c, lw=2.0, marker="o", ms=3,
+                label=f"{h}: with speculation (best D)")
+        labelled.append(spec)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("interactivity (tokens/s per user)")
+    ax.set_ylabel("throughput (tokens/s per GPU)")
+    ax.set_title(title or "Throughput vs interactivity frontier, with and without speculation")
+    ax.grid(True, which="major", alpha=0.3)
+    leg = ax.legend(loc="lower left", fontsize=7.5, framealpha=0.9,
+                    title="label = (B, D, TP)", title_fontsize=7.5)
+    texts = []
+    for spec in labelled:
+        if spec.empty:
+            continue
+        x = np.log(spec["tok_s_user"].to_numpy(dtype=float))
+        span = max(x.max() - x.min(), 1e-9)
+        marks = np.linspace(x.min(), x.max(), max_labels)
+        idx = np.unique([int(np.argmin(np.abs(x - mk))) for mk in marks])
+        for j in idx:
+            r = spec.iloc[j]
+            if span < 1e-6 and j > 0:
+                break
+            txt = f"({int(r['batch'])}, {int(r['draft_len'])}, {int(r['tp'])})"
+            texts.append(ax.annotate(txt, (r["tok_s_user"], r["tok_s_gpu"]), xytext=(4, 5),
+                                     textcoords="offset points", fontsize=7))
+    _thin_labels(fig, ax, texts, avoid=[leg])
+    return fig
+
+
+def _pick(df, hardware, mechanism, tp, context_len):
+    d = df
+    hardware = hardware or str(d["hardware"].iloc[0])
+    d = d[d["hardware"].astype(str) == hardware]
+    context_len = int(d["context_len"].min()) if context_len is None else int(context_len)
+    d = d[d["context_len"] == context_len]
+    if tp is None:
+        fitting = d[d["fits"]]
+        tp = int((fitting if not fitting.empty else d)["tp"].min())
+    d = d[d["tp"] == tp]
+    spec = d[d["draft_len"] >= 1]
+    if mechanism is None:
+        mechanism = (str(spec.loc[spec["speedup"].idxmax(), "mechanism"]) if not spec.empty else "none")
+    return d, hardware, mechanism, int(tp), context_len
+
+
+def plot_speedup_heatmap(df, hardware=None, mechanism=None, tp=None, context_len=None, title=None):
+    """Figure 2: speedup over batch (rows) x D (columns); infeasible points grey; break-even contour."""
+    d, hardware, mechanism, tp, context_len = _pick(df, hardware, mechanism, tp, context_len)
+    sub = d[(d["mechanism"].astype(str) == mechanism) | (d["draft_len"] == 0)]
+    batches = np.sort(sub["batch"].unique())
+    drafts = np.sort(sub["draft_len"].unique())
+    grid = np.full((batches.size, drafts.size), np.nan)
+    fit = np.zeros_like(grid, dtype=bool)
+    bi = np.searchsorted(batches, sub["batch"].to_numpy())
+    di = np.searchsorted(drafts, sub["draft_len"].to_numpy())
+    grid[bi, di] = sub["speedup"].to_numpy(dtype=float)
+    fit[bi, di] = sub["fits"].to_numpy(dtype=bool)
+    fig, ax = _figure(7.6, 5.6)
+    shown = np.where(fit, grid, np.nan)
+    lo, hi = np.nanmin(grid), np.nanmax(grid)
+    norm = TwoSlopeNorm(vcenter=1.0, vmin=min(lo, 0.99), vmax=max(hi, 1.01))
+    cmap = matplotlib.colormaps["RdBu_r"].copy()
+    cmap.set_bad("#bbbbbb")
+    im = ax.imshow(shown, origin="lower", aspect="auto", cmap=cmap, norm=norm, interpolation="nearest",
+                   extent=(-0.5, drafts.size - 0.5, -0.5, batches.size - 0.5))
+    cb = fig.colorbar(im, ax=ax)
+    cb.set_label("speedup over D = 0 at the same batch (x)")
+    handles = []
+    if drafts.size > 1 and batches.size > 1 and lo < 1 < hi:
+        ax.contour(np.arange(drafts.size), np.arange(batches.size), grid, levels=[1.0], colors="k",
+                   linewidths=1.2)
+        handles.append(Line2D([], [], color="k", lw=1.2, label="speedup = 1 (break-even)"))
+    best = np.nanargmax(np.where(fit, grid, -np.inf), axis=1)
+    has = fit.any(axis=1)
+    ax.plot(best[has], np.arange(batches.size)[has], "k.", ms=4)
+    handles.append(Line2D([], [], color="k", marker=".", ls="", label="best D at each batch"))
+    handles.append(matplotlib.patches.Patch(color="#bbbbbb", label="does not fit in memory"))
+    ax.legend(handles=handles, loc="upper right", fontsize=7.5, framealpha=0.9)
+    step_d = max(1, drafts.size // 12)
+    ax.set_xticks(np.arange(0, drafts.size, step_d), [str(v) for v in drafts[::step_d]])
+    step_b = max(1, batches.size // 12)
+    ax.set_yticks(np.arange(0, batches.size, step_b), [str(v) for v in batches[::step_b]])
+    ax.set_xlabel("draft length D (tokens per iteration)")
+    ax.set_ylabel("batch B (concurrent sequences)")
+    ax.set_title(title or f"Speedup: {mechanism} on {hardware}, TP {tp}, context {context_len:,} tokens")
+    return fig
+
+
+def attention_tile_curves(hw, groups=(4, 8, 16, 32), context_len=32768, batch=8, head_dim=128, kv_heads=8,
+                          max_draft_len=40, kv_dtype="bf16"):
+    """(D, {G: runtime_s}) of one decode/verify attention kernel (costs.attention) as D grows."""
+    from specplan.costs.attention import attention_time_s
+    from specplan.profiles.registry import load_hardware
+
+    hw = load_hardware(hw)
+    d = np.arange(0, max_draft_len + 1)
+    out = {}
+    for g in groups:
+        q = 1 + d
+        out[g] = attention_time_s(hw, batch, q, context_len + q, g * kv_heads, kv_heads, head_dim,
+                                  kv_dtype=kv_dtype, compute_dtype="bf16")
+    return d, out
+
+
+def plot_attention_tiles(hw, groups=(4, 8, 16, 32), contexts=(32768, 131072), batch=8, head_dim=128,
+                         kv_heads=8, max_draft_len=40, title=None):
+    """Figure 3 (after Figures 4-5 of the source): attention runtime against D for several G, stepping up
+    each time G x (1 + D) crosses a multiple of 128 rows; right: throughput normalized to D = 0."""
+    from specplan.profiles.registry import load_hardware
+
+    hw = load_hardware(hw)
+    fig, (a1, a2) = _figure(10.5, 4.6, ncols=2)
+    colors = matplotlib.colormaps["tab10"]
+    styles = ["-", "--", ":", "-."]
+    for ci, ctx in enumerate(contexts):
+        d, curves = attention_tile_curves(hw, groups, ctx, batch, head_dim, kv_heads, max_draft_len)
+        for i, (g, t) in enumerate(curves.items()):
+            ls = styles[ci % len(styles)]
+            lab = f"G = {g}, {ctx // 1024}K"
+            a1.step(d, t * 1e6, where="mid", ls=ls, color=colors(i), label=lab)
+            thr = (1 + d) / t
+            a2.plot(d, thr / thr[0], ls=ls, color=colors(i), label=lab)
+    for i, g in enumerate(groups):
+        knee = 128 / g - 1
+        if knee <= max_draft_len:
+            a2.axvline(knee, color=colors(i), lw=0.8, alpha=0.5)
+    a1.set_yscale("log")
+    a1.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    a1.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    a1.set_xlabel("draft length D (tokens per iteration)")
+    a1.set_ylabel("attention kernel runtime per layer (µs)")
+    a1.set_title(f"Runtime per layer ({hw.id}, B = {batch}, {kv_heads} KV heads, head dim {head_dim})")
+    a2.set_xlabel("draft length D (tokens per iteration)")
+    a2.set_ylabel("attention throughput, normalized to D = 0 (x)")
+    a2.set_title("Normalized throughput; thin lines: D = 128/G - 1")
+    for a in (a1, a2):
+        a.grid(True, alpha=0.3)
+        a.legend(fontsize=7, ncol=2, loc="upper left")
+    fig.suptitle(title or "Decode attention with speculation: 128-row tiles (runtime steps at G(1+D) = k x 128)")
+    return fig
+
+
+def plot_acceptance(df, title=None):
+    """Figure 4: acceptance length against D for each mechanism in the grid (AL = 1 + D bound dashed)."""
+    fig, ax = _figure(7.0, 4.8)
+    spec = df[df["draft_len"] >= 1]
+    dmax = int(df["draft_len"].max()) if len(df) else 1
+    ax.plot([0, dmax], [1, 1 + dmax], ls="--", color="grey", lw=1, label="upper bound AL = 1 + D")
+    for mech in sorted(spec["mechanism"].astype(str).unique()):
+        s = spec[spec["mechanism"].astype(str) == mech]
+        g = s.groupby("draft_len", observed=True)["acceptance_length"].mean()
+        ax.plot(np.r_[0, g.index.to_numpy()], np.r_[1.0, g.to_numpy()], marker="o", ms=3, label=mech)
+    ax.set_xlabel("draft length D (tokens per iteration)")
+    ax.set_ylabel("acceptance length AL (tokens per iteration)")
+    ax.set_title(title or "Acceptance length vs draft length, per mechanism")
+    top = float(spec["acceptance_length"].max()) if not spec.empty else 2.0
+    ax.set_ylim(0.8, max(2.0, top * 1.25))
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    return fig
+
+
+def plot_breakdown(model, hw, tp=1, batch=8, context_len=8192, draft_lens=(0, 1, 2, 3, 4, 7, 8, 15, 16),
+                   title=None, **kw):
+    """Figure 5: step time of the target by kernel class as D grows (q_len = 1 + D), stacked bars."""
+    from specplan.profiles.registry import load_hardware, load_model
+    from specplan.step import CLASSES, step_time
+
+    m, h = load_model(model), load_hardware(hw)
+    d = np.asarray(draft_lens)
+    r = step_time(m, h, tp, batch, 1 + d, context_len, **kw)
+    fig, ax = _figure(7.6, 4.8)
+    x = np.arange(d.size)
+    bottom = np.zeros(d.size)
+    for c in CLASSES:
+        v = np.broadcast_to(r.breakdown_s[c], d.shape) * 1e3
+        if not np.any(v > 0):
+            continue
+        ax.bar(x, v, bottom=bottom, color=CLASS_COLORS.get(c), label=c, width=0.7)
+        bottom = bottom + v
+    ax.set_xticks(x, [str(v) for v in d])
+    ax.set_xlabel("draft length D (verified tokens per sequence = 1 + D)")
+    ax.set_ylabel("target step time (ms)")
+    ax.set_title(title or f"Step-time breakdown: {m.id} on {h.id}, TP {tp}, B = {batch}, "
+                          f"context {context_len:,}")
+    ax.legend(fontsize=8, loc="upper left", title="kernel class", title_fontsize=8)
+    ax.set_ylim(0, bottom.max() * 1.35 if bottom.max() > 0 else 1)
+    ax.grid(True, axis="y", alpha=0.3)
+    return fig

@@ -1,0 +1,270 @@
+"""Grid sweep: every (device, TP, mechanism) combination evaluated over a whole batch x D x context grid.
+
+The only Python loop is over (device, TP, mechanism); `specplan.speculation.speedup.evaluate` is called once
+per combination on broadcast arrays (chunked along batch so memory stays bounded). Memory-infeasible points
+are kept with `fits = False`. The D = 0 baseline is evaluated once per (device, TP) as mechanism `none`;
+each speculative mechanism is evaluated for D = 1 ... max with its own acceptance.
+
+Columns (see `COLUMNS` for units) are float32 for measures, small ints for grid coordinates and categoricals
+for names; `sweep` returns a pandas DataFrame.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from specplan.errors import SpecplanError
+from specplan.profiles.registry import load_hardware, load_model
+
+COLUMNS: dict[str, str] = {
+    "hardware": "target device id",
+    "mechanism": "draft mechanism ('none' = no speculation, D = 0)",
+    "tp": "tensor-parallel degree of the target (devices)",
+    "context_len": "tokens already in the KV cache per sequence (tokens)",
+    "batch": "concurrent sequences B",
+    "draft_len": "draft length D, tokens proposed per iteration",
+    "step_ms": "baseline decode step of the target at this batch and context, D = 0 (ms)",
+    "verify_ms": "target verification step over 1 + D tokens per sequence (ms)",
+    "draft_ms": "drafting time per iteration (ms)",
+    "iter_ms": "one speculation iteration, verify + draft (ms); = step_ms when D = 0",
+    "acceptance_length": "AL, tokens produced per iteration (1 ... 1 + D)",
+    "break_even_al": "AL at which speculation breaks even at this point (tokens)",
+    "speedup": "tok_s_user relative to D = 0 at the same batch (x)",
+    "tok_s_user": "interactivity: tokens/s per user = AL / iter time (tokens/s)",
+    "tok_s_gpu": "system throughput per target GPU: B x tok_s_user / target devices (tokens/s)",
+    "tok_s_device": "throughput per device counting draft devices too (tokens/s)",
+    "target_devices": "devices serving the target (TP, or LPU chips)",
+    "draft_devices": "extra devices serving an external draft (0 when co-located)",
+    "memory_gb": "memory per target device (GB, 1e9 bytes)",
+    "fits": "True when the point fits in device memory (infeasible points are kept, marked False)",
+}
+
+# evaluate() key -> (column, scale)
+_KEYS = {
+    "baseline_step_s": ("step_ms", 1e3),
+    "verify_s": ("verify_ms", 1e3),
+    "draft_s": ("draft_ms", 1e3),
+    "iter_s": ("iter_ms", 1e3),
+    "acceptance_length": ("acceptance_length", 1.0),
+    "break_even_al": ("break_even_al", 1.0),
+    "speedup": ("speedup", 1.0),
+    "tokens_per_s_per_user": ("tok_s_user", 1.0),
+    "tokens_per_s_per_gpu": ("tok_s_gpu", 1.0),
+    "tokens_per_s_per_device": ("tok_s_device", 1.0),
+    "target_devices": ("target_devices", 1.0),
+    "draft_devices": ("draft_devices", 1.0),
+    "memory_total_bytes": ("memory_gb", 1e-9),
+}
+TP_CHOICES = (1, 2, 4, 8)
+BATCH_CAP = 1024
+
+
+def parse_acceptance(spec):
+    """An Acceptance from a user value: an Acceptance, a rate in (0, 1) ('0.8'), a length 'AL@D' ('3.2@4'),
+    per-position rates '0.9,0.8,0.7', or a profile name. None stays None (the mechanism's default)."""
+    from specplan.speculation.acceptance import Acceptance
+
+    if spec is None or isinstance(spec, Acceptance):
+        return spec
+    if isinstance(spec, dict):
+        kind, val = next(iter(spec.items()))
+        if kind == "rate":
+            return Acceptance.from_rate(float(val))
+        if kind == "length":
+            al, at = str(val).split("@") if isinstance(val, str) else val
+            return Acceptance.from_length(float(al), int(at))
+        if kind == "per_position":
+            return Acceptance.from_per_position([float(v) for v in val])
+        if kind == "profile":
+            return Acceptance.from_profile(str(val))
+        raise SpecplanError(f"acceptance: unknown kind '{kind}' (rate, length, per_position, profile)")
+    if isinstance(spec, (int, float)):
+        return Acceptance.from_rate(float(spec))
+    s = str(spec).strip()
+    try:
+        if "@" in s:
+            al, at = s.split("@", 1)
+            return Acceptance.from_length(float(al), int(at))
+        if "," in s:
+            return Acceptance.from_per_position([float(v) for v in s.split(",") if v.strip()])
+        return Acceptance.from_rate(float(s))
+    except ValueError as exc:
+        if isinstance(exc, SpecplanError):
+            raise
+    return Acceptance.from_profile(s)
+
+
+def tp_choices(model, hw, tps=None) -> list[int]:
+    """TP degrees to sweep: 1, 2, 4, 8 (or `tps`) that divide the query heads and fit the scale-up domain;
+    an LPU pipelines over chips and only takes TP 1."""
+    model, hw = load_model(model), load_hardware(hw)
+    if hw.kind == "lpu":
+        return [1]
+    out = []
+    for t in tps or TP_CHOICES:
+        if model.num_q_heads % t == 0 and t <= max(hw.scaleup_domain, 1):
+            out.append(int(t))
+    return out or [1]
+
+
+def batch_grid(batch_max: int, points: int = 128) -> np.ndarray:
+    """1 ... batch_max: every integer when there are at most `points`, else ~`points` geometric steps."""
+    batch_max = max(1, int(batch_max))
+    if batch_max <= points:
+        return np.arange(1, batch_max + 1)
+    g = np.unique(np.round(np.geomspace(1, batch_max, points)).astype(int))
+    return np.unique(np.concatenate([g, [batch_max]]))
+
+
+def largest_fitting_batch(model, hardware_list, tps_of, context_len, dtype=None, kv_dtype=None) -> int:
+    """Largest batch that fits on any of the (device, TP) combos at `context_len`, D = 0 (capped)."""
+    from specplan.memory import memory_usage
+    from specplan.precision import resolve_precision
+
+    model = load_model(model)
+    best = 1
+    for hw in hardware_list:
+        hw = load_hardware(hw)
+        if hw.kind == "lpu":
+            best = max(best, 256)
+            continue
+        prec = resolve_precision(model, hw, dtype, kv_dtype)
+        for t in tps_of(hw):
+            mb = memory_usage(model, hw, t, 1, context_len, prec).max_batch
+            best = max(best, int(min(float(mb), BATCH_CAP)))
+    return best
+
+
+@dataclass
+class _Combo:
+    hw: object
+    tp: int
+    mechanism: str
+    drafts: np.ndarray
+    acceptance: object
+
+
+def sweep(
+    model,
+    hardware,
+    *,
+    batch=None,
+    batch_max: int | None = None,
+    batch_points: int = 128,
+    draft_lens=None,
+    max_draft_len: int = 8,
+    mechanisms=None,
+    acceptance: dict | None = None,
+    tp=None,
+    contexts=(1024,),
+    dtype: str | None = None,
+    kv_dtype: str | None = None,
+    draft_model=None,
+    draft_hardware=None,
+    draft_dtype: str | None = None,
+    attention_style: str = "shared",
+    routing: str = "random",
+    chunk_points: int = 1 << 18,
+    progress: bool | None = None,
+    as_frame: bool = True,
+):
+    """Evaluate the grid and return a DataFrame with the columns of `COLUMNS`.
+
+    hardware: one id/profile or a list. batch: explicit values, else 1 ... batch_max (default: the largest
+    that fits at the smallest context). D: `draft_lens`, else 0 ... max_draft_len. mechanisms: names
+    (default: every mechanism of the speculation layer); acceptance: {mechanism: spec} (see
+    `parse_acceptance`). tp: list (default 1, 2, 4, 8 where heads divide). contexts: list of tokens.
+    """
+    from specplan.progress import Progress
+    from specplan.speculation.speedup import evaluate, mechanism_names
+
+    m = load_model(model)
+    hws = [load_hardware(h) for h in (hardware if isinstance(hardware, (list, tuple)) else [hardware])]
+    if not hws:
+        raise SpecplanError("hardware: give at least one device")
+    ctx = np.unique(np.asarray(list(np.atleast_1d(contexts)), dtype=np.int64))
+    if ctx.size == 0 or ctx.min() < 0:
+        raise SpecplanError(f"context: must be >= 0, got {list(np.atleast_1d(contexts))}")
+    tps_of = (lambda h: tp_choices(m, h, None if tp is None else list(np.atleast_1d(tp))))
+    if batch is not None:
+        b = np.unique(np.asarray(list(np.atleast_1d(batch)), dtype=np.int64))
+        if b.min() < 1:
+            raise SpecplanError(f"batch: must be >= 1, got {int(b.min())}")
+    else:
+        bmax = batch_max or largest_fitting_batch(m, hws, tps_of, int(ctx.min()), dtype, kv_dtype)
+        b = batch_grid(bmax, batch_points)
+    d = (np.unique(np.asarray(list(np.atleast_1d(draft_lens)), dtype=np.int64)) if draft_lens is not None
+         else np.arange(0, int(max_draft_len) + 1))
+    if d.min() < 0:
+        raise SpecplanError(f"draft_len: must be >= 0, got {int(d.min())}")
+    known = list(mechanism_names())
+    mechs = [x for x in (mechanisms if mechanisms is not None else known) if x != "none"]
+    for x in mechs:
+        if x not in known:
+            raise SpecplanError(f"mechanism: unknown '{x}' (known: {', '.join(known)})")
+    acc = {k: parse_acceptance(v) for k, v in (acceptance or {}).items()}
+    for k in acc:
+        if k not in mechs:
+            raise SpecplanError(f"acceptance: '{k}' is not one of the swept mechanisms ({', '.join(mechs)})")
+    spec_d = d[d >= 1]
+    combos: list[_Combo] = []
+    for h in hws:
+        for t in tps_of(h):
+            if 0 in d or not mechs:
+                combos.append(_Combo(h, t, "none", np.array([0]), None))
+            if spec_d.size:
+                combos.extend(_Combo(h, t, x, spec_d, acc.get(x)) for x in mechs)
+    hw_names = [h.id for h in hws]
+    mech_names = ["none", *mechs]
+    cols: dict[str, list] = {c: [] for c in COLUMNS if c not in ("hardware", "mechanism")}
+    hw_codes, mech_codes = [], []
+    step = max(1, int(chunk_points) // max(1, ctx.size * d.size))
+    common = dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model, draft_hardware=draft_hardware,
+                  draft_dtype=draft_dtype, attention_style=attention_style, routing=routing)
+    total = sum(math.ceil(b.size / step) for _ in combos)
+    with Progress(total, "sweep", enabled=progress) as bar:
+        for c in combos:
+            for lo in range(0, b.size, step):
+                bb = b[lo:lo + step]
+                shape = (ctx.size, bb.size, c.drafts.size)
+                r = evaluate(m, c.hw, tp=c.tp, batch=bb[None, :, None], context_len=ctx[:, None, None],
+                             draft_len=c.drafts[None, None, :], mechanism=c.mechanism, acceptance=c.acceptance,
+                             **common)
+                n = int(np.prod(shape))
+                cols["context_len"].append(np.repeat(ctx.astype(np.int32), bb.size * c.drafts.size))
+                cols["batch"].append(np.tile(np.repeat(bb.astype(np.int32), c.drafts.size), ctx.size))
+                cols["draft_len"].append(np.tile(c.drafts.astype(np.int16), ctx.size * bb.size))
+                cols["tp"].append(np.full(n, c.tp, dtype=np.int16))
+                for key, (col, scale) in _KEYS.items():
+                    v = np.broadcast_to(np.asarray(r[key], dtype=np.float64), shape)
+                    cols[col].append((v * scale if scale != 1.0 else v).astype(np.float32).ravel())
+                cols["fits"].append(np.broadcast_to(np.asarray(r["fits"], dtype=bool), shape).ravel())
+                hw_codes.append(np.full(n, hw_names.index(c.hw.id), dtype=np.int8))
+                mech_codes.append(np.full(n, mech_names.index(c.mechanism), dtype=np.int8))
+                bar.update(1)
+    out = {k: np.concatenate(v) for k, v in cols.items()}
+    for k in ("target_devices", "draft_devices"):
+        out[k] = out[k].astype(np.int32)
+    hw_c, mech_c = np.concatenate(hw_codes), np.concatenate(mech_codes)
+    if not as_frame:
+        out["hardware"] = np.asarray(hw_names, dtype=object)[hw_c]
+        out["mechanism"] = np.asarray(mech_names, dtype=object)[mech_c]
+        return {k: out[k] for k in COLUMNS}
+    import pandas as pd
+
+    data = {
+        "hardware": pd.Categorical.from_codes(hw_c, categories=hw_names),
+        "mechanism": pd.Categorical.from_codes(mech_c, categories=mech_names),
+    }
+    data.update(out)
+    return pd.DataFrame({k: data[k] for k in COLUMNS})
+
+
+def columns_doc() -> str:
+    """Markdown table of the grid columns and their units."""
+    lines = ["| column | meaning (unit) |", "|---|---|"]
+    lines += [f"| `{k}` | {v} |" for k, v in COLUMNS.items()]
+    return "\n".join(lines)
