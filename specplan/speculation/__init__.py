@@ -1,0 +1,7 @@
+"""Speculative decoding: acceptance, draft mechanisms, speedup, guideline diagnostics and engine overheads."""
+
+from specplan.speculation.acceptance import Acceptance
+from specplan.speculation.serving import ServingProfile
+from specplan.speculation.speedup import evaluate, mechanism_names
+
+__all__ = ["Acceptance", "ServingProfile", "evaluate", "mechanism_names"]

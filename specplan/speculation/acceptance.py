@@ -1,0 +1,239 @@
+"""Acceptance: AL(D) from an i.i.d. rate, per-position probabilities, one measured AL, or a shipped profile table.
+
+AL counts the tokens produced per target iteration (accepted drafts plus the bonus token), 1 <= AL <= 1 + D.
+- rate α:            AL(D) = (1 − α^(D+1)) / (1 − α), and 1 + D at α = 1
+- per position p_i:  AL(D) = 1 + Σ_{i<=D} Π_{j<=i} p_j (each p_i conditional on the previous accepted)
+- one AL at one D:   the α that reproduces it, then the closed form
+- a table AL vs D:   monotone (PCHIP) interpolation through (0, 1) and the table points
+Beyond the known range (`d_max`) per-position lists repeat their last p and tables continue with the closed form
+of the α implied by their last point; callers that must not extrapolate check `d_max`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from specplan.errors import SpecplanError
+
+PROFILE_DIR = Path(__file__).resolve().parents[1] / "data" / "acceptance_profiles"
+
+
+def al_from_rate(alpha, d) -> np.ndarray:
+    """Closed form AL(D) = (1 − α^(D+1)) / (1 − α); 1 + D at α = 1."""
+    a = np.asarray(alpha, dtype=float)
+    d = np.asarray(d, dtype=float)
+    one = np.isclose(a, 1.0)
+    safe = np.where(one, 0.5, a)
+    return np.where(one, 1.0 + d, (1.0 - safe ** (d + 1.0)) / (1.0 - safe))
+
+
+def al_from_per_position(probs, d) -> np.ndarray:
+    """AL(D) = 1 + Σ_{i<=D} Π_{j<=i} p_j; positions past the list repeat its last probability."""
+    p = np.asarray(probs, dtype=float)
+    d = np.asarray(d, dtype=float)
+    n_max = int(max(np.max(d), len(p))) if d.size else len(p)
+    full = np.concatenate([p, np.full(max(0, n_max - len(p)), p[-1])])
+    cum = np.concatenate([[1.0], 1.0 + np.cumsum(np.cumprod(full))])
+    idx = np.clip(np.floor(d).astype(int), 0, n_max)
+    frac = d - np.floor(d)
+    nxt = np.clip(idx + 1, 0, n_max)
+    return cum[idx] + frac * (cum[nxt] - cum[idx])
+
+
+def rate_from_length(al: float, at_d: float) -> float:
+    """The i.i.d. α whose closed-form AL at `at_d` equals `al` (bisection)."""
+    if at_d <= 0:
+        return 0.0
+    if al >= 1.0 + at_d - 1e-12:
+        return 1.0
+    lo, hi = 0.0, 1.0
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        if al_from_rate(mid, at_d) < al:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def check_rate(alpha: float, where: str = "acceptance rate") -> float:
+    """α must be a number in [0, 1]."""
+    if not (0.0 <= float(alpha) <= 1.0):
+        raise SpecplanError(f"{where}: α must be in [0, 1], got {alpha}")
+    return float(alpha)
+
+
+def check_length(al: float, at_d: float, where: str = "acceptance length") -> None:
+    """A measured AL must lie in [1, 1 + D]."""
+    if at_d < 0:
+        raise SpecplanError(f"{where}: draft length must be >= 0, got {at_d}")
+    if not (1.0 <= al <= 1.0 + at_d + 1e-9):
+        raise SpecplanError(f"{where}: AL must be in [1, 1 + D] = [1, {1 + at_d:g}], got {al}")
+
+
+def _pchip(x: np.ndarray, y: np.ndarray, xq: np.ndarray) -> np.ndarray:
+    """Monotone piecewise-cubic interpolation (scipy's PCHIP; imported lazily)."""
+    from scipy.interpolate import PchipInterpolator
+
+    return PchipInterpolator(x, y, extrapolate=False)(xq)
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """How many tokens one target iteration produces, as a function of the draft length D."""
+
+    kind: str  # rate | length | per_position | table
+    alpha: float | None = None
+    probs: tuple[float, ...] = ()
+    table_d: tuple[float, ...] = ()
+    table_al: tuple[float, ...] = ()
+    d_max: float | None = None  # largest D the input covers (None: the closed form holds everywhere)
+    source: str = ""
+    name: str = ""
+    meta: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @classmethod
+    def from_rate(cls, alpha: float) -> "Acceptance":
+        """i.i.d. acceptance rate α in [0, 1]."""
+        a = check_rate(alpha)
+        return cls(kind="rate", alpha=a, source=f"acceptance rate α = {a:g}", name=f"α={a:g}")
+
+    @classmethod
+    def from_length(cls, al: float, at_d: float) -> "Acceptance":
+        """A measured AL at one D: the implied i.i.d. α extends it to other D."""
+        check_length(float(al), float(at_d))
+        a = rate_from_length(float(al), float(at_d))
+        return cls(kind="length", alpha=a, table_d=(float(at_d),), table_al=(float(al),),
+                   source=f"AL {al:g} at D = {at_d:g} (implied α = {a:.4f})", name=f"AL={al:g}@{at_d:g}")
+
+    @classmethod
+    def from_per_position(cls, probs) -> "Acceptance":
+        """Per-position acceptance probabilities p_1..p_n, each conditional on the previous accepted."""
+        p = tuple(float(x) for x in probs)
+        if not p:
+            raise SpecplanError("acceptance per position: needs at least one probability")
+        for i, x in enumerate(p, 1):
+            check_rate(x, where=f"acceptance per position p_{i}")
+        return cls(kind="per_position", probs=p, d_max=float(len(p)),
+                   source="per-position " + ",".join(f"{x:g}" for x in p), name="per-position")
+
+    @classmethod
+    def from_table(cls, d, al, source: str = "", name: str = "table") -> "Acceptance":
+        """A table of AL against D (monotone interpolation; (0, 1) is added)."""
+        pts = sorted({float(x): float(y) for x, y in zip(d, al)}.items())
+        if not pts:
+            raise SpecplanError(f"acceptance table {name}: no points")
+        for x, y in pts:
+            check_length(y, x, where=f"acceptance table {name} at D = {x:g}")
+        ys = [y for _, y in pts]
+        if any(b < a - 1e-9 for a, b in zip(ys, ys[1:])):
+            raise SpecplanError(f"acceptance table {name}: AL must not decrease with D")
+        if len(pts) == 1:
+            base = cls.from_length(pts[0][1], pts[0][0])
+            return cls(kind="length", alpha=base.alpha, table_d=base.table_d, table_al=base.table_al,
+                       d_max=pts[0][0], source=source or base.source, name=name)
+        if pts[0][0] > 0:
+            pts = [(0.0, 1.0)] + pts
+        return cls(kind="table", table_d=tuple(x for x, _ in pts), table_al=tuple(y for _, y in pts),
+                   d_max=pts[-1][0], source=source, name=name)
+
+    @classmethod
+    def from_profile(cls, name: str) -> "Acceptance":
+        """A shipped acceptance profile (specplan/data/acceptance_profiles/<name>.yaml)."""
+        prof = load_profile(name)
+        d, al = zip(*prof["points"])
+        acc = cls.from_table(d, al, source=prof.get("source", ""), name=prof["id"])
+        return cls(**{**acc.__dict__, "meta": prof})
+
+    def al(self, d) -> np.ndarray:
+        """AL at draft length(s) D (array), clipped to [1, 1 + D]; 1 at D = 0."""
+        d = np.asarray(d, dtype=float)
+        if d.size and np.min(d) < 0:
+            raise SpecplanError(f"draft length: must be >= 0, got {np.min(d):g}")
+        if self.kind in ("rate", "length"):
+            out = al_from_rate(self.alpha, d)
+        elif self.kind == "per_position":
+            out = al_from_per_position(self.probs, d)
+        else:
+            out = self._table_al(d)
+        return np.clip(out, 1.0, 1.0 + d)
+
+    def _table_al(self, d: np.ndarray) -> np.ndarray:
+        x = np.asarray(self.table_d)
+        y = np.asarray(self.table_al)
+        inside = _pchip(x, y, np.clip(d, x[0], x[-1]))
+        a_tail = rate_from_length(y[-1], x[-1])
+        tail = y[-1] + al_from_rate(a_tail, d) - al_from_rate(a_tail, x[-1])
+        return np.where(d > x[-1], tail, inside)
+
+
+def tree_tokens(widths) -> int:
+    """Verified tokens of a draft tree with `widths[i]` candidates at depth i+1: 1 + Σ widths (root included)."""
+    w = [int(x) for x in widths]
+    if any(x < 1 for x in w):
+        raise SpecplanError(f"tree widths: each must be >= 1, got {w}")
+    return 1 + sum(w)
+
+
+def tree_per_position(alpha: float, branching) -> tuple[float, ...]:
+    """Per-depth acceptance of a tree keeping `branching[i]` independent candidates: 1 − (1 − α)^k."""
+    a = check_rate(alpha)
+    return tuple(1.0 - (1.0 - a) ** int(k) for k in branching)
+
+
+def simulate_al(probs, n_iter: int = 100_000, seed: int = 0) -> tuple[float, float]:
+    """Monte Carlo of the draft/verify loop with synthetic acceptance: (mean AL, its standard error).
+
+    Each iteration drafts len(probs) tokens; position i is accepted with probability p_i if all before it were;
+    the target adds one token (correction or bonus) after the accepted prefix.
+    """
+    p = np.asarray(probs, dtype=float)
+    rng = np.random.default_rng(seed)
+    accepted = np.cumprod(rng.random((n_iter, p.size)) < p, axis=1).sum(axis=1) if p.size else np.zeros(n_iter)
+    tokens = 1.0 + accepted
+    return float(tokens.mean()), float(tokens.std(ddof=1) / np.sqrt(n_iter))
+
+
+def simulate_generation(probs, n_tokens: int = 10_000, seed: int = 0) -> float:
+    """Tokens per iteration when generating `n_tokens` tokens (the last iteration truncated), as a serving loop sees."""
+    p = np.asarray(probs, dtype=float)
+    rng = np.random.default_rng(seed)
+    made, iters = 0, 0
+    while made < n_tokens:
+        acc = int(np.cumprod(rng.random(p.size) < p).sum()) if p.size else 0
+        made += min(acc + 1, n_tokens - made)
+        iters += 1
+    return made / iters
+
+
+@lru_cache(maxsize=64)
+def load_profile(name: str) -> dict:
+    """A shipped acceptance profile by id, or a YAML path; one-line error listing the known ids."""
+    import yaml
+
+    p = Path(name)
+    path = p if p.suffix in (".yaml", ".yml") else PROFILE_DIR / f"{name}.yaml"
+    if not path.is_file():
+        raise SpecplanError(f"unknown acceptance profile '{name}' (known: {', '.join(profile_ids())})")
+    data = yaml.safe_load(path.read_text())
+    if not isinstance(data, dict) or "points" not in data or "mechanism" not in data:
+        raise SpecplanError(f"{path}: an acceptance profile needs 'mechanism' and 'points' ([D, AL] pairs)")
+    data.setdefault("id", path.stem)
+    return data
+
+
+def profile_ids() -> list[str]:
+    """Ids of the shipped acceptance profiles."""
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
+
+
+def find_profile(mechanism: str, target: str) -> str | None:
+    """Id of the shipped profile for (mechanism, target model), if exactly one default exists."""
+    hits = [i for i in profile_ids()
+            if load_profile(i)["mechanism"] == mechanism and load_profile(i).get("target") == target]
+    preferred = [i for i in hits if load_profile(i).get("default", False)]
+    return (preferred or hits or [None])[0]

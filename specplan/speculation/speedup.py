@@ -1,0 +1,130 @@
+"""Speedup of speculative decoding on a whole (batch, context, D) grid at once.
+
+    speedup = T_verif(B) · AL / (T_verif(B·(1+D)) + T_draft(B, D))
+
+T_verif(B·(1+D)) is the target step with q_len = 1 + D (or the tree's verified tokens) per sequence: every
+sequence's KV is read once for all its 1 + D query rows (not B·(1+D) independent decodes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specplan.errors import SpecplanError
+from specplan.memory import DEFAULT_RESERVE, memory_usage
+from specplan.profiles.registry import load_hardware, load_model
+from specplan.speculation.acceptance import Acceptance, find_profile
+from specplan.speculation.drafters import DRAFTERS, DraftInput, get_drafter
+from specplan.speculation.serving import get_serving
+from specplan.step import step_time
+
+KEYS = ("baseline_step_s", "verify_s", "draft_s", "iter_s", "acceptance_length", "speedup", "tokens_per_s_per_user",
+        "tokens_per_s_per_gpu", "tokens_per_s_per_device", "memory_total_bytes", "fits", "break_even_al",
+        "target_devices", "draft_devices", "rho", "rho_d")
+
+
+def mechanism_names() -> list[str]:
+    """The draft mechanisms evaluate() understands."""
+    return list(DRAFTERS)
+
+
+def resolve_acceptance(mechanism: str, model_id: str, acceptance) -> Acceptance | None:
+    """The acceptance to use: the given one, else the shipped profile for (mechanism, model), else an error."""
+    if mechanism == "none":
+        return None
+    if acceptance is None:
+        prof = find_profile(mechanism, model_id)
+        if prof is None:
+            raise SpecplanError(f"mechanism {mechanism}: no acceptance given and no shipped acceptance profile for "
+                                f"{model_id}; pass an acceptance rate, length, per-position list or profile")
+        return Acceptance.from_profile(prof)
+    if not isinstance(acceptance, Acceptance):
+        raise SpecplanError(f"mechanism {mechanism}: acceptance must be an Acceptance, got {type(acceptance).__name__}")
+    return acceptance
+
+
+def _grid(batch, context_len, draft_len):
+    b = np.asarray(batch, dtype=float)
+    ctx = np.asarray(context_len, dtype=float)
+    d = np.asarray(draft_len, dtype=float)
+    if d.size and (np.min(d) < 0 or not np.all(np.isfinite(d))):
+        raise SpecplanError(f"draft length: must be >= 0, got {np.min(d):g}")
+    if d.size and np.any(d != np.round(d)):
+        raise SpecplanError("draft length: must be whole tokens")
+    shape = np.broadcast(b, ctx, d).shape
+    return b, ctx, d, shape
+
+
+def verify_tokens(draft_len, tree_tokens=None) -> np.ndarray:
+    """Tokens verified per sequence: 1 + D for a chain, the tree's tokens with tree verification, 1 at D = 0."""
+    d = np.asarray(draft_len, dtype=float)
+    if tree_tokens is None:
+        return 1.0 + d
+    t = np.asarray(tree_tokens, dtype=float)
+    if np.any(t < 1 + d):
+        raise SpecplanError(f"tree tokens: must be >= 1 + D (root + one node per depth), got {np.min(t):g}")
+    return np.where(d > 0, t, 1.0)
+
+
+def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, mechanism="none",
+             acceptance=None, dtype=None, kv_dtype=None, draft_model=None, draft_hardware=None,
+             draft_dtype=None, draft_kv_budget=None, tree_tokens=None, serving=None,
+             attention_style="shared", routing="random", reserve=DEFAULT_RESERVE) -> dict[str, np.ndarray]:
+    """Baseline and speculative step times, AL, speedup, throughputs, memory and ρ over a broadcast grid."""
+    m = load_model(model)
+    hw = load_hardware(hardware)
+    drafter = get_drafter(mechanism)
+    acc = resolve_acceptance(mechanism, m.id, acceptance)
+    b, ctx, d, shape = _grid(batch, context_len, draft_len)
+    if mechanism == "none":
+        d = np.zeros_like(d)
+    srv = get_serving(serving)
+    base = step_time(m, hw, tp, b, 1, ctx, dtype, kv_dtype, attention_style=attention_style, routing=routing)
+    prec = base.precision
+    q = verify_tokens(d, tree_tokens)
+    ver = step_time(m, hw, tp, b, q, ctx, precision=prec, attention_style=attention_style, routing=routing)
+    inp = DraftInput(m, hw, tp, prec, b, d, ctx, dtype=dtype, kv_dtype=kv_dtype,
+                     draft_model=None if draft_model is None else load_model(draft_model),
+                     draft_hardware=None if draft_hardware is None else load_hardware(draft_hardware),
+                     draft_dtype=draft_dtype, draft_kv_budget=draft_kv_budget,
+                     attention_style=attention_style, routing=routing)
+    dc = drafter(inp)
+    spec = d > 0
+    verify_s = ver.total_s + np.where(spec, srv.iteration_overhead_s, 0.0)
+    draft_s = np.where(spec, dc.time_s + dc.serial_steps * srv.draft_step_overhead_s, 0.0)
+    iter_s = verify_s + draft_s
+    al = np.ones(shape) if acc is None else np.broadcast_to(acc.al(d), shape)
+    if np.any(al > 1 + d + 1e-9):
+        raise SpecplanError(f"acceptance length: AL must be <= 1 + D, got {np.max(al - d - 1) + 1:g} above")
+    mem = memory_usage(m, hw, tp, b, ctx, prec, q_len=q, reserve=reserve, extra_fixed_bytes=dc.fixed_bytes,
+                       extra_per_seq_bytes=dc.per_seq_bytes)
+    fits = mem.fits & np.asarray(dc.fits)
+    if hw.kind == "lpu":
+        fits = np.ones(shape, dtype=bool)
+    dev_t = np.asarray(base.devices, dtype=float)
+    dev_d = np.asarray(dc.devices, dtype=float) * (d > 0)
+    out = {
+        "baseline_step_s": base.total_s,
+        "verify_s": verify_s,
+        "draft_s": draft_s,
+        "iter_s": iter_s,
+        "acceptance_length": al,
+        "speedup": base.total_s * al / iter_s,
+        "tokens_per_s_per_user": al / iter_s,
+        "tokens_per_s_per_gpu": b * al / (iter_s * dev_t),
+        "tokens_per_s_per_device": b * al / (iter_s * (dev_t + dev_d)),
+        "memory_total_bytes": mem.total_bytes,
+        "memory_state_bytes": mem.state_bytes,
+        "fits": fits,
+        "break_even_al": iter_s / base.total_s,
+        "target_devices": dev_t,
+        "draft_devices": dev_d,
+        "rho": np.asarray(dc.rho, dtype=float),
+        "rho_d": np.asarray(dc.rho, dtype=float) * d,
+        "verify_tokens": q,
+    }
+    out = {k: np.broadcast_to(np.asarray(v, dtype=float if k != "fits" else bool), shape) for k, v in out.items()}
+    out["notes"] = dc.notes
+    out["acceptance_source"] = "" if acc is None else acc.source
+    out["acceptance_d_max"] = None if acc is None else acc.d_max
+    return out
