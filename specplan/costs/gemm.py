@@ -19,7 +19,7 @@ def gemm_flops(m, n, k) -> np.ndarray:
 def gemm_bytes(m, n, k, b_act: float, b_w: float, b_out: float) -> np.ndarray:
     """Bytes moved by one GEMM: activations in, weights, activations out."""
     m = np.asarray(m, dtype=float)
-    return m * k * b_act + float(n) * k * b_w + m * n * b_out
+    return m * k * b_act + np.asarray(n, dtype=float) * k * b_w + m * n * b_out
 
 
 def compute_dtype_for(hw: HardwareProfile, weight_dtype: str, compute_dtype: str) -> str:

@@ -1,0 +1,177 @@
+"""Fit a hardware profile's efficiencies to measured kernel times: least squares on log time.
+
+- GEMM rows: per compute dtype mem_bw_fraction, compute_max_fraction, compute_half_flops; the profile's
+  kernel_overhead_s (shared by all dtypes); for fp8/fp4/int8 the activation-quantization overhead
+  quant_overhead_s where the measured framework's kernel includes it (families.QUANT_IN_KERNEL_PREFIXES).
+- Decode-attention rows: attention.mem_bw_fraction and attention.compute_fraction (rows a framework serves
+  with a fallback kernel excluded, see `fallback_attention_rows`).
+- All-reduce rows: custom and NCCL latencies and bandwidth fractions.
+The fitted profile records what it was fitted on in `calibration` and `sources`.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import least_squares
+
+from specplan.bench.families import attention_kv_bytes, detect_family, predict_table, quant_in_kernel
+from specplan.costs.gemm import LOW_PRECISION
+from specplan.dtypes import canonical_dtype
+from specplan.profiles.hardware import HardwareProfile
+
+MAX_FIT_ROWS = 20000  # rows used per fit (a seeded random subset of larger tables)
+FALLBACK_TB_S = 0.2  # decode attention below this KV bandwidth (TB/s) at G >= 48 = fallback kernel
+
+
+def fallback_attention_rows(df: pd.DataFrame) -> np.ndarray:
+    """Boolean mask of attention rows served by a fallback kernel: G >= 48 and KV read below 0.2 TB/s."""
+    g = (df["n_q_heads"] / df["n_kv_heads"]).to_numpy()
+    tb_s = attention_kv_bytes(df) / df["time_us"].to_numpy(float) * 1e-6
+    big = attention_kv_bytes(df) > 8e6  # ignore tiny KV, where the launch floor dominates anyway
+    return (g >= 48) & (tb_s < FALLBACK_TB_S) & big
+
+
+def _subset(df: pd.DataFrame, n: int = MAX_FIT_ROWS, seed: int = 0) -> pd.DataFrame:
+    """At most n rows, a seeded random subset."""
+    return df if len(df) <= n else df.sample(n=n, random_state=seed)
+
+
+def _update(hw: HardwareProfile, **blocks) -> HardwareProfile:
+    """A copy of `hw` with whole fields replaced (validated through the schema)."""
+    data = hw.model_dump()
+    data.update(blocks)
+    return HardwareProfile.model_validate(data)
+
+
+def _solve(residual, x0, lo, hi) -> np.ndarray:
+    """Robust least squares (soft-L1 on log-time residuals) within bounds."""
+    x0 = np.clip(np.asarray(x0, float), np.asarray(lo) + 1e-9, np.asarray(hi) - 1e-9)
+    r = least_squares(residual, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1, x_scale="jac", max_nfev=200)
+    return r.x
+
+
+def _log_resid(df: pd.DataFrame, hw: HardwareProfile, family: str) -> np.ndarray:
+    """log(predicted / measured) for every row."""
+    p = predict_table(df, hw, family)
+    return np.log(np.maximum(p["predicted_us"].to_numpy(), 1e-3) / p["measured_us"].to_numpy())
+
+
+def fit_gemm(df: pd.DataFrame, hw: HardwareProfile) -> tuple[HardwareProfile, dict]:
+    """Fit per-dtype GEMM efficiencies, kernel_overhead_s and quant overheads on GEMM rows."""
+    df = _subset(df)
+    dtypes = sorted({canonical_dtype(d) for d in df["dtype"].astype(str)})
+    quant_seen = bool(quant_in_kernel(df["framework"]).any()) if "framework" in df else False
+    # x = [overhead_us, then per dtype: mbw, cmax, log10(half_flops), (quant_us if low precision)]
+    x0, lo, hi, layout = [hw.kernel_overhead_s * 1e6], [0.0], [50.0], []
+    for d in dtypes:
+        e = hw.kernel_eff(d)
+        q = d in LOW_PRECISION and quant_seen
+        layout.append((d, q))
+        x0 += [e.mem_bw_fraction, e.compute_max_fraction, np.log10(max(e.compute_half_flops, 1e3))]
+        lo += [0.05, 0.02, 3.0]
+        hi += [1.0, 1.0, 13.0]
+        if q:
+            x0.append(max(e.quant_overhead_s * 1e6, 1.0))
+            lo.append(0.0)
+            hi.append(50.0)
+
+    def build(x) -> HardwareProfile:
+        eff = {k: v.model_dump() for k, v in hw.efficiency.items()}
+        i = 1
+        for d, q in layout:
+            blk = dict(eff.get(d, eff["default"]))
+            blk.update(mem_bw_fraction=x[i], compute_max_fraction=x[i + 1], compute_half_flops=10 ** x[i + 2])
+            i += 3
+            if q:
+                blk["quant_overhead_s"] = x[i] * 1e-6
+                i += 1
+            eff[d] = blk
+        return _update(hw, efficiency=eff, kernel_overhead_s=x[0] * 1e-6)
+
+    x = _solve(lambda x: _log_resid(df, build(x), "gemm"), x0, lo, hi)
+    out = build(x)
+    info = {"kernel_overhead_us": round(x[0], 3), "dtypes": dtypes, "rows": int(len(df))}
+    return out, info
+
+
+def fit_attention(df: pd.DataFrame, hw: HardwareProfile) -> tuple[HardwareProfile, dict]:
+    """Fit attention.mem_bw_fraction and compute_fraction on decode-attention rows (fallback rows excluded)."""
+    fb = fallback_attention_rows(df)
+    df = _subset(df[~fb])
+    a = hw.attention
+
+    def build(x) -> HardwareProfile:
+        return _update(hw, attention={**a.model_dump(), "mem_bw_fraction": x[0], "compute_fraction": x[1]})
+
+    x = _solve(lambda x: _log_resid(df, build(x), "attention"), [a.mem_bw_fraction, a.compute_fraction],
+               [0.05, 0.02], [1.0, 1.0])
+    return build(x), {"rows": int(len(df)), "fallback_rows_excluded": int(fb.sum())}
+
+
+def fit_allreduce(df: pd.DataFrame, hw: HardwareProfile) -> tuple[HardwareProfile, dict]:
+    """Fit custom/NCCL latencies (us) and bandwidth fractions on all-reduce rows of 2-8 GPUs."""
+    df = df[df["num_gpus"] <= hw.scaleup_domain] if hw.scaleup_domain > 1 else df
+    nccl = df["kernel"].astype(str).str.upper() == "NCCL"
+    p = hw.allreduce
+    names = []
+    x0, lo, hi = [], [], []
+    if (~nccl).any():
+        names += ["custom_latency_s", "custom_bw_fraction"]
+        x0 += [p.custom_latency_s * 1e6, p.custom_bw_fraction]
+        lo += [0.0, 0.01]
+        hi += [50.0, 1.0]
+    if nccl.any():
+        names += ["nccl_latency_s", "nccl_latency_per_peer_s", "nccl_bw_fraction"]
+        x0 += [p.nccl_latency_s * 1e6, p.nccl_latency_per_peer_s * 1e6, p.nccl_bw_fraction]
+        lo += [0.0, 0.0, 0.01]
+        hi += [100.0, 50.0, 1.0]
+
+    def build(x) -> HardwareProfile:
+        blk = p.model_dump()
+        for n, v in zip(names, x):
+            blk[n] = v * 1e-6 if n.endswith("_s") else v
+        return _update(hw, allreduce=blk)
+
+    x = _solve(lambda x: _log_resid(df, build(x), "allreduce"), x0, lo, hi)
+    return build(x), {"rows": int(len(df))}
+
+
+FITTERS = {"gemm": fit_gemm, "attention": fit_attention, "allreduce": fit_allreduce}
+
+
+def describe_rows(df: pd.DataFrame) -> str:
+    """Short text naming the devices, frameworks and row count of a table."""
+    dev = ",".join(sorted(df["device"].astype(str).unique())) if "device" in df else "?"
+    fw = ",".join(sorted(df["framework"].astype(str).unique())) if "framework" in df else "?"
+    return f"{len(df)} rows; device {dev}; framework {fw}"
+
+
+def calibrate(tables: list[tuple[str, pd.DataFrame]], hw: HardwareProfile, new_id: str | None = None) -> HardwareProfile:
+    """Fit every family present in `tables` ([(name, df)]), GEMM first; return the fitted profile."""
+    order = {"gemm": 0, "attention": 1, "allreduce": 2}
+    fams = sorted(((detect_family(df.columns), name, df) for name, df in tables), key=lambda t: order.get(t[0], 9))
+    record, sources = {"date": str(date.today()), "base_profile": hw.id, "fits": {}}, dict(hw.sources)
+    for fam, name, df in fams:
+        if fam not in FITTERS or df.empty:
+            continue
+        hw, info = FITTERS[fam](df, hw)
+        what = f"fitted by specplan calibrate (least squares on log time) on {name}: {describe_rows(df)}"
+        record["fits"][fam] = {"file": name, **info, "rows_described": describe_rows(df)}
+        keys = {"gemm": ("efficiency", "kernel_overhead_s"), "attention": ("attention",), "allreduce": ("allreduce",)}[fam]
+        for k in keys:
+            sources[k] = what
+    data = hw.model_dump()
+    data.update(calibration=record, sources=sources)
+    if new_id:
+        data.update(id=new_id, name=f"{hw.name} (calibrated)")
+    return HardwareProfile.model_validate(data)
+
+
+def profile_yaml(hw: HardwareProfile) -> str:
+    """The profile as YAML text (floats in plain notation)."""
+    import yaml
+
+    return yaml.safe_dump(hw.model_dump(mode="json"), sort_keys=False, width=120)

@@ -1,0 +1,249 @@
+"""Kernel families of measured tables: detect from columns, normalize, predict every row with specplan.costs.
+
+Families (the tables of reference/measured/ and the harness's CSVs): gemm, attention (decode/verify),
+allreduce, moe, mla, linear_attention. `predict_table` returns one row per measured row with columns
+kind, dtype, regime, framework, kernel, device, measured_us, predicted_us (vectorized per dtype group).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from specplan.costs.attention import attention_cost, recurrent_state_cost
+from specplan.costs.comm import custom_allreduce_s, nccl_allreduce_s
+from specplan.costs.gemm import LOW_PRECISION, compute_dtype_for, gemm_cost
+from specplan.costs.moe import moe_experts_cost
+from specplan.costs.roofline import REGIME_NAMES
+from specplan.dtypes import canonical_dtype, dtype_bytes
+from specplan.errors import SpecplanError
+from specplan.profiles.hardware import HardwareProfile
+
+FAMILIES = ("gemm", "attention", "allreduce", "moe", "mla", "linear_attention")
+
+# Frameworks whose measured fp8 GEMM includes the activation-quantization kernel (bf16 -> fp8 per call).
+# TRT-LLM's torch_flow fp8 op quantizes x inside the op (a ~6 us floor above vLLM/SGLang at M = 1);
+# vLLM's CutlassFP8ScaledMMLinearKernel and SGLang's sgl_kernel fp8_scaled_mm are timed on fp8 inputs.
+QUANT_IN_KERNEL_PREFIXES = ("trtllm",)
+
+# MLA (DeepSeek-V3 dims): latent 512 + rope 64 read per cached token, V = first 512 columns.
+MLA_KV_WIDTH, MLA_V_WIDTH = 576, 512
+# Linear-attention state dtypes: recurrent state fp32, conv state bf16; FLOPs per token per state element.
+GDN_STATE_BYTES, CONV_STATE_BYTES, GDN_FLOPS_PER_ELEM = 4.0, 2.0, 8.0
+
+
+def detect_family(columns) -> str:
+    """Kernel family of a measured table from its column names (one-line error when unknown)."""
+    c = set(columns)
+    if "message_elems" in c:
+        return "allreduce"
+    if "num_experts" in c:
+        return "moe"
+    if {"isl", "step"} <= c:
+        return "mla"
+    if "op_name" in c or "kernel_source" in c:
+        return "linear_attention"
+    if {"kv_len", "n_kv_heads", "batch"} <= c:
+        return "attention"
+    if {"m", "n", "k"} <= c:
+        return "gemm"
+    raise SpecplanError(f"measured table: cannot tell the kernel family from columns {sorted(c)}")
+
+
+def read_measured(path) -> pd.DataFrame:
+    """Read a measured CSV (.csv or .csv.gz) into a DataFrame."""
+    return pd.read_csv(path)
+
+
+def _dtype_col(s: pd.Series) -> pd.Series:
+    """Canonical dtype names ('bfloat16' -> 'bf16', 'fp8_block' -> 'fp8')."""
+    return s.astype(str).map(lambda x: canonical_dtype(x))
+
+
+def quant_in_kernel(framework: pd.Series) -> np.ndarray:
+    """True where the framework's measured fp8 GEMM includes activation quantization."""
+    f = framework.astype(str).str.lower()
+    return f.str.startswith(QUANT_IN_KERNEL_PREFIXES).to_numpy()
+
+
+def _base(df: pd.DataFrame, kind, dtype) -> pd.DataFrame:
+    """Common output columns."""
+    out = pd.DataFrame(index=df.index)
+    out["device"] = df.get("device", pd.Series("?", index=df.index)).astype(str)
+    out["framework"] = df.get("framework", pd.Series("?", index=df.index)).astype(str)
+    kern = df["kernel"] if "kernel" in df else df.get("kernel_source", pd.Series("?", index=df.index))
+    out["kernel"] = kern.astype(str)
+    out["kind"] = kind
+    out["dtype"] = dtype
+    out["measured_us"] = df["time_us"].astype(float)
+    return out
+
+
+def _regime_names(codes) -> np.ndarray:
+    return np.vectorize(REGIME_NAMES.get)(np.asarray(codes))
+
+
+def predict_gemm(df: pd.DataFrame, hw: HardwareProfile) -> pd.DataFrame:
+    """GEMM rows: gemm_cost per dtype; fp8 quantization overhead only where the framework's kernel has it."""
+    dt = _dtype_col(df["dtype"])
+    out = _base(df, "gemm", dt)
+    pred = np.zeros(len(df))
+    reg = np.empty(len(df), dtype=object)
+    quant = quant_in_kernel(out["framework"])
+    for d in dt.unique():
+        sel = (dt == d).to_numpy()
+        g = df[sel]
+        cost = gemm_cost(hw, g["m"].to_numpy(), g["n"].to_numpy(), g["k"].to_numpy(), d, d, "bf16")
+        t = np.asarray(cost.time_s, dtype=float)
+        c = compute_dtype_for(hw, d, d)
+        if c in LOW_PRECISION:
+            t = t - np.where(quant[sel], 0.0, hw.kernel_eff(c).quant_overhead_s)
+        pred[sel] = t
+        reg[sel] = _regime_names(cost.regime)
+    out["predicted_us"] = pred * 1e6
+    out["regime"] = reg
+    out["n_min_k"] = np.minimum(df["n"], df["k"]).to_numpy()
+    return out
+
+
+def attention_kv_bytes(df: pd.DataFrame) -> np.ndarray:
+    """KV bytes of a decode-attention row: batch * kv_len * n_kv_heads * head_dim * 2 * bytes(kv_dtype)."""
+    b = _dtype_col(df["kv_dtype"]).map(dtype_bytes).to_numpy()
+    return (df["batch"] * df["kv_len"] * df["n_kv_heads"] * df["head_dim"]).to_numpy(float) * 2.0 * b
+
+
+def predict_attention(df: pd.DataFrame, hw: HardwareProfile, style: str = "shared") -> pd.DataFrame:
+    """Decode/verify attention rows: attention_cost per (dtype, kv_dtype)."""
+    kvd = _dtype_col(df["kv_dtype"])
+    cd = _dtype_col(df["dtype"])
+    out = _base(df, "attention", "kv_" + kvd)
+    pred = np.zeros(len(df))
+    reg = np.empty(len(df), dtype=object)
+    key = cd + "|" + kvd
+    for k in key.unique():
+        sel = (key == k).to_numpy()
+        g = df[sel]
+        c, kv = k.split("|")
+        cost = attention_cost(hw, g["batch"].to_numpy(), g["q_len"].to_numpy(), g["kv_len"].to_numpy(),
+                              g["n_q_heads"].to_numpy(), g["n_kv_heads"].to_numpy(), g["head_dim"].to_numpy(),
+                              kv_dtype=kv, compute_dtype=c, style=style)
+        pred[sel] = cost.time_s
+        reg[sel] = _regime_names(cost.regime)
+    out["predicted_us"] = pred * 1e6
+    out["regime"] = reg
+    out["kv_bytes"] = attention_kv_bytes(df)
+    out["group"] = (df["n_q_heads"] / df["n_kv_heads"]).to_numpy()
+    out["g_q"] = out["group"] * df["q_len"].to_numpy()
+    out["achieved_tb_s"] = out["kv_bytes"] / out["measured_us"] * 1e-6
+    return out
+
+
+def predict_allreduce(df: pd.DataFrame, hw: HardwareProfile) -> pd.DataFrame:
+    """All-reduce rows: NCCL ring for kernel NCCL, one-shot custom kernel otherwise."""
+    nccl = (df["kernel"].astype(str).str.upper() == "NCCL").to_numpy()
+    out = _base(df, np.where(nccl, "allreduce_nccl", "allreduce_custom"), _dtype_col(df["dtype"]))
+    nbytes = df["message_elems"].to_numpy(float) * out["dtype"].map(dtype_bytes).to_numpy()
+    tp = df["num_gpus"].to_numpy(float)
+    t = np.where(nccl, nccl_allreduce_s(hw, nbytes, tp), custom_allreduce_s(hw, nbytes, tp))
+    p = hw.allreduce
+    lat = np.where(nccl, p.nccl_latency_s + (tp - 1) * p.nccl_latency_per_peer_s, p.custom_latency_s)
+    out["predicted_us"] = t * 1e6
+    out["regime"] = np.where(t < 2 * lat, "latency", "bandwidth")
+    out["message_bytes"] = nbytes
+    out["num_gpus"] = tp.astype(int)
+    return out
+
+
+def predict_moe(df: pd.DataFrame, hw: HardwareProfile) -> pd.DataFrame:
+    """Fused-MoE rows (balanced routing as collected); non-gated kernels read 2 of the 3 expert matrices."""
+    dt = _dtype_col(df["dtype"])
+    out = _base(df, "moe", dt)
+    gated = ~df["kernel"].astype(str).str.contains("nongated").to_numpy()
+    inter = df["inter"].to_numpy(float) * np.where(gated, 1.0, 2.0 / 3.0)
+    pred = np.zeros(len(df))
+    reg = np.empty(len(df), dtype=object)
+    cols = ["hidden", "num_experts", "topk", "moe_tp", "moe_ep"]
+    keyframe = df[cols].astype(int).assign(dtype=dt, inter=inter)
+    for key, g in keyframe.groupby(cols + ["dtype", "inter"], sort=False):
+        h, e, k, tp, ep, d, f = key
+        sel = df.index.isin(g.index)
+        cost = moe_experts_cost(hw, df.loc[sel, "num_tokens"].to_numpy(float), h, f, e, k, d, d,
+                                routing="balanced", tp=tp, ep=ep)
+        pred[sel] = cost.time_s
+        reg[sel] = _regime_names(cost.regime)
+    out["predicted_us"] = pred * 1e6
+    out["regime"] = reg
+    return out
+
+
+def predict_mla(df: pd.DataFrame, hw: HardwareProfile) -> pd.DataFrame:
+    """MLA decode rows: latent attention, num_heads per device over one 576-wide latent KV of isl+step tokens."""
+    kvd = _dtype_col(df["kv_dtype"])
+    cd = _dtype_col(df["dtype"])
+    out = _base(df, "mla", "kv_" + kvd)
+    out["kernel"] = "trtllm_mla"
+    pred = np.zeros(len(df))
+    reg = np.empty(len(df), dtype=object)
+    kv_len = (df["isl"] + df["step"]).to_numpy(float)
+    for k in (cd + "|" + kvd).unique():
+        sel = ((cd + "|" + kvd) == k).to_numpy()
+        c, kv = k.split("|")
+        g = df[sel]
+        cost = attention_cost(hw, g["batch"].to_numpy(), 1, kv_len[sel], g["num_heads"].to_numpy(), 1,
+                              MLA_KV_WIDTH, kv_dtype=kv, compute_dtype=c, head_dim_v=MLA_V_WIDTH, latent=True)
+        pred[sel] = cost.time_s
+        reg[sel] = _regime_names(cost.regime)
+    out["predicted_us"] = pred * 1e6
+    out["regime"] = reg
+    return out
+
+
+def linear_state(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(kind, state bytes per sequence, FLOPs per token) of linear-attention rows."""
+    src = df["kernel_source"].astype(str)
+    conv = src.str.contains("conv1d").to_numpy()
+    mamba = (df["op_name"].astype(str) == "mamba2").to_numpy()
+    nk, dk = df["num_k_heads"].fillna(0).to_numpy(float), df["head_k_dim"].fillna(0).to_numpy(float)
+    nv, dv = df["num_v_heads"].fillna(0).to_numpy(float), df["head_v_dim"].fillna(0).to_numpy(float)
+    get = lambda c: df[c].fillna(0).to_numpy(float) if c in df else np.zeros(len(df))  # noqa: E731
+    conv_dim = np.where(mamba, get("nheads") * get("head_dim") + 2 * get("n_groups") * get("d_state"),
+                        2 * nk * dk + nv * dv)
+    d_conv = df["d_conv"].fillna(4).to_numpy(float)
+    conv_bytes = conv_dim * (d_conv - 1) * CONV_STATE_BYTES
+    rec_elems = nv * dk * dv
+    state = np.where(conv, conv_bytes, rec_elems * GDN_STATE_BYTES)
+    flops = np.where(conv, 2.0 * conv_dim * d_conv, GDN_FLOPS_PER_ELEM * rec_elems)
+    kind = np.where(conv, np.where(mamba, "mamba2_conv1d", "gdn_conv1d"), "gdn_recurrent")
+    return kind, state, flops
+
+
+def predict_linear_attention(df: pd.DataFrame, hw: HardwareProfile) -> pd.DataFrame:
+    """Linear-attention decode rows (one token): recurrent_state_cost over the state each kernel updates."""
+    kind, state, flops = linear_state(df)
+    out = _base(df, kind, "bf16")
+    cost = recurrent_state_cost(hw, df["batch_size"].to_numpy(float), 1, state, flops, checkpoint=False)
+    out["predicted_us"] = np.asarray(cost.time_s) * 1e6
+    out["regime"] = _regime_names(cost.regime)
+    out["state_bytes"] = state * df["batch_size"].to_numpy(float)
+    return out
+
+
+PREDICTORS = {
+    "gemm": predict_gemm,
+    "attention": predict_attention,
+    "allreduce": predict_allreduce,
+    "moe": predict_moe,
+    "mla": predict_mla,
+    "linear_attention": predict_linear_attention,
+}
+
+
+def predict_table(df: pd.DataFrame, hw: HardwareProfile, family: str | None = None) -> pd.DataFrame:
+    """Predict every row of a measured table; adds ape_pct = |pred - meas| / meas * 100."""
+    family = family or detect_family(df.columns)
+    if family not in PREDICTORS:
+        raise SpecplanError(f"kernel family: must be one of {', '.join(FAMILIES)}, got '{family}'")
+    out = PREDICTORS[family](df, hw)
+    out.insert(0, "family", family)
+    out["ape_pct"] = np.abs(out["predicted_us"] - out["measured_us"]) / out["measured_us"] * 100.0
+    return out
