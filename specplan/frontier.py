@@ -18,21 +18,29 @@ import numpy as np
 def frontier_indices(user, gpu) -> np.ndarray:
     """Indices of the non-dominated points (maximize both), ordered by increasing interactivity.
 
-    NaN points are ignored; of exact duplicates the first (lowest index) is kept.
+    NaN points are ignored; of exact duplicates one is kept. One argsort on interactivity (descending), a
+    running maximum of throughput, then ties in interactivity resolved by keeping the highest throughput.
     """
-    u = np.asarray(user, dtype=np.float64).ravel()
-    g = np.asarray(gpu, dtype=np.float64).ravel()
-    ok = np.flatnonzero(np.isfinite(u) & np.isfinite(g))
-    if ok.size == 0:
+    u = np.asarray(user).ravel()
+    g = np.asarray(gpu).ravel()
+    ok = np.isfinite(u) & np.isfinite(g)
+    if not ok.all():
+        sel = np.flatnonzero(ok)
+        return sel[frontier_indices(u[sel], g[sel])] if sel.size else np.zeros(0, dtype=np.int64)
+    if u.size == 0:
         return np.zeros(0, dtype=np.int64)
-    uu, gg = u[ok], g[ok]
-    # Primary key user desc, secondary gpu desc, tertiary index asc (lexsort: last key is primary).
-    order = np.lexsort((ok, -gg, -uu))
-    gs = gg[order]
-    prev_max = np.maximum.accumulate(np.concatenate(([-np.inf], gs[:-1])))
-    keep = gs > prev_max
-    idx = ok[order[keep]]
-    return idx[::-1].copy()
+    order = np.argsort(-u)
+    gs = g[order]
+    run = np.maximum.accumulate(gs)
+    keep = np.empty(gs.size, dtype=bool)
+    keep[0] = True
+    keep[1:] = gs[1:] > run[:-1]
+    idx = order[keep]
+    uk = u[idx]
+    # Equal interactivity: throughput increases along `idx`, so only the last of each tie group survives.
+    last = np.ones(idx.size, dtype=bool)
+    last[:-1] = uk[1:] != uk[:-1]
+    return idx[last][::-1].copy()
 
 
 def frontier_mask(user, gpu) -> np.ndarray:
@@ -75,14 +83,26 @@ def envelope(f_user, f_gpu, levels) -> np.ndarray:
     return np.where(pos < fu.size, suf[np.minimum(pos, fu.size - 1)], np.nan)
 
 
-def _subsets(df) -> list[tuple[str, np.ndarray]]:
-    fits = df["fits"].to_numpy(dtype=bool)
-    d = df["draft_len"].to_numpy()
-    out = [("baseline", fits & (d == 0)), ("speculation", fits & (d >= 1))]
-    mech = df["mechanism"]
-    for name in sorted(set(mech[d >= 1].astype(str).unique())):
-        out.append((f"mechanism:{name}", fits & (d >= 1) & (mech.astype(str).to_numpy() == name)))
-    out.append(("overall", fits))
+def frontier_sets(fits, draft_len, mech_codes, user, gpu, mech_names) -> dict[str, np.ndarray]:
+    """Row indices of each frontier set (see module doc) from plain arrays; exact, using
+    frontier(A u B) = frontier(frontier(A) u frontier(B)) so each point is sorted once."""
+    fits = np.asarray(fits, dtype=bool)
+    d = np.asarray(draft_len)
+    codes = np.asarray(mech_codes)
+    u = np.asarray(user)
+    g = np.asarray(gpu)
+
+    def front(sel):
+        return sel[frontier_indices(u[sel], g[sel])] if sel.size else sel
+
+    out = {"baseline": front(np.flatnonzero(fits & (d == 0)))}
+    spec = fits & (d >= 1)
+    per = {}
+    for c in np.unique(codes[spec]):
+        per[f"mechanism:{mech_names[int(c)]}"] = front(np.flatnonzero(spec & (codes == c)))
+    out["speculation"] = front(np.sort(np.concatenate(list(per.values())))) if per else np.zeros(0, np.int64)
+    out.update(dict(sorted(per.items())))
+    out["overall"] = front(np.sort(np.concatenate([out["baseline"], out["speculation"]])))
     return out
 
 
@@ -93,21 +113,23 @@ def frontier(df, sets: list[str] | None = None):
     """
     import pandas as pd
 
-    u = df["tok_s_user"].to_numpy(dtype=np.float64)
-    g = df["tok_s_gpu"].to_numpy(dtype=np.float64)
+    mech = df["mechanism"]
+    if not isinstance(mech.dtype, pd.CategoricalDtype):
+        mech = mech.astype("category")
+    names = [str(c) for c in mech.cat.categories]
+    found = frontier_sets(df["fits"].to_numpy(dtype=bool), df["draft_len"].to_numpy(), mech.cat.codes.to_numpy(),
+                          df["tok_s_user"].to_numpy(), df["tok_s_gpu"].to_numpy(), names)
     parts = []
-    for name, mask in _subsets(df):
-        if sets is not None and name not in sets:
+    for name, idx in found.items():
+        if (sets is not None and name not in sets) or idx.size == 0:
             continue
-        sel = np.flatnonzero(mask)
-        if sel.size == 0:
-            continue
-        idx = sel[frontier_indices(u[sel], g[sel])]
         part = df.iloc[idx].reset_index(drop=True)
         part.insert(0, "set", name)
         parts.append(part)
     if not parts:
-        return df.iloc[0:0].assign(set=pd.Series(dtype=str))
+        out = df.iloc[0:0].copy()
+        out.insert(0, "set", pd.Series(dtype=str))
+        return out
     return pd.concat(parts, ignore_index=True)
 
 

@@ -138,6 +138,19 @@ def largest_fitting_batch(model, hardware_list, tps_of, context_len, dtype=None,
     return best
 
 
+def applicable(model, hw, mechanism: str, acceptance, max_d: int, common: dict) -> bool:
+    """True when `mechanism` evaluates for this model with the inputs given (e.g. MTP needs an MTP module,
+    external a draft model, every mechanism an acceptance or a shipped profile)."""
+    from specplan.speculation.speedup import evaluate
+
+    try:
+        evaluate(model, hw, tp=1, batch=1, context_len=1024, draft_len=max(1, max_d), mechanism=mechanism,
+                 acceptance=acceptance, **common)
+    except SpecplanError:
+        return False
+    return True
+
+
 @dataclass
 class _Combo:
     hw: object
@@ -206,6 +219,10 @@ def sweep(
         if x not in known:
             raise SpecplanError(f"mechanism: unknown '{x}' (known: {', '.join(known)})")
     acc = {k: parse_acceptance(v) for k, v in (acceptance or {}).items()}
+    common = dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model, draft_hardware=draft_hardware,
+                  draft_dtype=draft_dtype, attention_style=attention_style, routing=routing)
+    if mechanisms is None:  # default: every mechanism that applies to this model with the given inputs
+        mechs = [x for x in mechs if applicable(m, hws[0], x, acc.get(x), int(d.max()) if d.size else 1, common)]
     for k in acc:
         if k not in mechs:
             raise SpecplanError(f"acceptance: '{k}' is not one of the swept mechanisms ({', '.join(mechs)})")
@@ -222,8 +239,6 @@ def sweep(
     cols: dict[str, list] = {c: [] for c in COLUMNS if c not in ("hardware", "mechanism")}
     hw_codes, mech_codes = [], []
     step = max(1, int(chunk_points) // max(1, ctx.size * d.size))
-    common = dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model, draft_hardware=draft_hardware,
-                  draft_dtype=draft_dtype, attention_style=attention_style, routing=routing)
     total = sum(math.ceil(b.size / step) for _ in combos)
     with Progress(total, "sweep", enabled=progress) as bar:
         for c in combos:
@@ -268,3 +283,21 @@ def columns_doc() -> str:
     lines = ["| column | meaning (unit) |", "|---|---|"]
     lines += [f"| `{k}` | {v} |" for k, v in COLUMNS.items()]
     return "\n".join(lines)
+
+
+def write_table(df, stem, parquet: bool = True) -> list:
+    """Write `stem.csv` (6 significant digits) and optionally `stem.parquet`, each atomically."""
+    import io
+    from pathlib import Path
+
+    from specplan.io import atomic_write_bytes, atomic_write_text
+
+    stem = Path(stem)
+    atomic_write_text(stem.with_suffix(".csv"), df.to_csv(index=False, float_format="%.6g", lineterminator="\n"))
+    out = [stem.with_suffix(".csv")]
+    if parquet:
+        buf = io.BytesIO()
+        df.to_parquet(buf, index=False)
+        atomic_write_bytes(stem.with_suffix(".parquet"), buf.getvalue())
+        out.append(stem.with_suffix(".parquet"))
+    return out

@@ -1,0 +1,223 @@
+"""Outputs of a study: results and frontier tables, comparison plots, summary.md / summary.json.
+
+Metrics per variant (all over memory-feasible points):
+- best speedup: highest `speedup` and where (B, D, TP, mechanism, context);
+- frontier shift: throughput of the speculation frontier (best of D >= 0) at reference interactivity levels,
+  as a ratio to the same variant without speculation and to the base (first) variant;
+- recommended D: at each report batch, the D (and mechanism, TP) with the best speedup at `summary_context`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from specplan.frontier import envelope, frontier
+from specplan.io import atomic_write_text
+
+
+def _best(df):
+    fit = df[df["fits"]]
+    if fit.empty:
+        return None
+    r = fit.loc[fit["speedup"].idxmax()]
+    return {"speedup": float(r["speedup"]), "batch": int(r["batch"]), "draft_len": int(r["draft_len"]),
+            "tp": int(r["tp"]), "mechanism": str(r["mechanism"]), "context_len": int(r["context_len"]),
+            "hardware": str(r["hardware"])}
+
+
+def _recommend(df, batches, context):
+    out = {}
+    fit = df[df["fits"] & (df["context_len"] == context)]
+    for b in batches:
+        s = fit[fit["batch"] == b]
+        if s.empty:
+            out[str(b)] = None
+            continue
+        r = s.loc[s["speedup"].idxmax()]
+        out[str(b)] = {"draft_len": int(r["draft_len"]), "mechanism": str(r["mechanism"]), "tp": int(r["tp"]),
+                       "speedup": float(r["speedup"])}
+    return out
+
+
+def _levels(front0) -> list[float]:
+    """Three round interactivity levels inside the base variant's speculation frontier (log-spaced)."""
+    f = front0[front0["set"] == "overall"]
+    if f.empty:
+        return []
+    lo, hi = np.log10(f["tok_s_user"].min()), np.log10(f["tok_s_user"].max())
+    out = []
+    for q in (0.25, 0.5, 0.75):
+        v = 10 ** (lo + q * (hi - lo))
+        mag = 10 ** np.floor(np.log10(v))
+        out.append(float(np.floor(v / mag) * mag))
+    return sorted(set(out))
+
+
+def summarize(st, scenarios, grids, fronts) -> dict:
+    """Per-variant metrics (JSON-ready)."""
+    levels = _levels(fronts[0]) if fronts else []
+    ref_env = None
+    rows = []
+    for sc, df, fr in zip(scenarios, grids, fronts):
+        ctx = st.summary_context if st.summary_context is not None else int(df["context_len"].min())
+        base = fr[fr["set"] == "baseline"]
+        spec = fr[fr["set"] == "overall"]
+        env_s = envelope(spec["tok_s_user"], spec["tok_s_gpu"], levels)
+        env_b = envelope(base["tok_s_user"], base["tok_s_gpu"], levels)
+        if ref_env is None:
+            ref_env = env_s
+        m = sc["model"]
+        rows.append({
+            "variant": sc["name"],
+            "model": m.id, "G": m.group_size, "kv_heads": m.num_kv_heads, "layers": m.num_layers,
+            "hardware": [h.id for h in sc["hardware"]],
+            "mem_bandwidth_tb_s": [h.mem_bandwidth_bytes_s / 1e12 for h in sc["hardware"]],
+            "draft": (f"{sc['draft_model'].id}" if sc["draft_model"] else "") +
+                     (f" on {sc['draft_hardware'].id}" if sc["draft_hardware"] else ""),
+            "mechanisms": sorted(set(df["mechanism"].astype(str)) - {"none"}),
+            "points": int(len(df)), "feasible_points": int(df["fits"].sum()),
+            "best": _best(df[df["draft_len"] >= 1]),
+            "max_tok_s_user": {"baseline": float(base["tok_s_user"].max()) if len(base) else None,
+                               "speculation": float(spec["tok_s_user"].max()) if len(spec) else None},
+            "max_tok_s_gpu": {"baseline": float(base["tok_s_gpu"].max()) if len(base) else None,
+                              "speculation": float(spec["tok_s_gpu"].max()) if len(spec) else None},
+            "frontier_at": [{"tok_s_user": lv, "tok_s_gpu": _f(es), "vs_no_spec": _ratio(es, eb),
+                             "vs_base_variant": _ratio(es, er)}
+                            for lv, es, eb, er in zip(levels, env_s, env_b, ref_env)],
+            "recommended_d": _recommend(df, st.report_batches, ctx),
+            "summary_context": ctx,
+        })
+    return {"study": st.name, "description": st.description, "levels_tok_s_user": levels, "variants": rows}
+
+
+def _f(x):
+    return None if x is None or not np.isfinite(x) else float(x)
+
+
+def _ratio(a, b):
+    return None if not (np.isfinite(a) and np.isfinite(b) and b > 0) else float(a / b)
+
+
+def _num(x, fmt="{:.3g}"):
+    return "-" if x is None else fmt.format(x)
+
+
+def markdown(summary: dict) -> str:
+    """summary.md: variants side by side (one column each)."""
+    vs = summary["variants"]
+    head = "| | " + " | ".join(f"**{v['variant']}**" for v in vs) + " |"
+    sep = "|---|" + "---|" * len(vs)
+    lines = [f"# Study: {summary['study']}", "", summary["description"].strip(), "", head, sep]
+
+    def row(label, fn):
+        lines.append(f"| {label} | " + " | ".join(fn(v) for v in vs) + " |")
+
+    row("model (G, KV heads, layers)", lambda v: f"{v['model']} (G {v['G']}, {v['kv_heads']}, {v['layers']})")
+    row("hardware", lambda v: ", ".join(v["hardware"]))
+    row("memory bandwidth (TB/s)", lambda v: ", ".join(f"{x:.3g}" for x in v["mem_bandwidth_tb_s"]))
+    row("external draft", lambda v: v["draft"] or "-")
+    row("mechanisms", lambda v: ", ".join(v["mechanisms"]))
+    row("grid points (feasible)", lambda v: f"{v['points']:,} ({v['feasible_points']:,})")
+    row("best speedup (x)", lambda v: _num(v["best"] and v["best"]["speedup"], "{:.2f}"))
+    row("... at (B, D, TP)", lambda v: "-" if not v["best"] else
+        f"({v['best']['batch']}, {v['best']['draft_len']}, {v['best']['tp']})")
+    row("... mechanism, context", lambda v: "-" if not v["best"] else
+        f"{v['best']['mechanism']}, {v['best']['context_len']:,}")
+    row("max tok/s/user, no spec → spec", lambda v: f"{_num(v['max_tok_s_user']['baseline'], '{:.0f}')} → "
+        f"{_num(v['max_tok_s_user']['speculation'], '{:.0f}')}")
+    row("max tok/s/GPU, no spec → spec", lambda v: f"{_num(v['max_tok_s_gpu']['baseline'], '{:.0f}')} → "
+        f"{_num(v['max_tok_s_gpu']['speculation'], '{:.0f}')}")
+    for i, lv in enumerate(summary["levels_tok_s_user"]):
+        row(f"tok/s/GPU at ≥ {lv:g} tok/s/user (x no spec; x base)", lambda v, i=i: (
+            f"{_num(v['frontier_at'][i]['tok_s_gpu'], '{:.0f}')} "
+            f"(x{_num(v['frontier_at'][i]['vs_no_spec'], '{:.2f}')}; "
+            f"x{_num(v['frontier_at'][i]['vs_base_variant'], '{:.2f}')})"))
+    for b in (vs[0]["recommended_d"] if vs else {}):
+        row(f"recommended D at B = {b} (mechanism, TP, speedup)", lambda v, b=b: "-" if not v["recommended_d"][b]
+            else (f"{v['recommended_d'][b]['draft_len']} ({v['recommended_d'][b]['mechanism']}, "
+                  f"TP {v['recommended_d'][b]['tp']}, x{v['recommended_d'][b]['speedup']:.2f})"))
+    ctx = vs[0]["summary_context"] if vs else 0
+    lines += ["", f"Recommended D at context {ctx:,} tokens. Frontier throughput is the best tokens/s per GPU "
+              "among feasible points at or above the given interactivity; \"x no spec\" compares with the same "
+              "variant at D = 0, \"x base\" with the first variant's speculation frontier.", ""]
+    return "\n".join(lines)
+
+
+def _plots(st, scenarios, grids, fronts, outdir: Path) -> list[str]:
+    from specplan import plots as P
+
+    written = []
+    if "frontier" in st.plots:
+        fig, ax = P._figure(8.4, 5.4)
+        cm = P.matplotlib.colormaps["tab10"]
+        for i, (sc, fr) in enumerate(zip(scenarios, fronts)):
+            b, s = fr[fr["set"] == "baseline"], fr[fr["set"] == "overall"]
+            ax.plot(b["tok_s_user"], b["tok_s_gpu"], "--", color=cm(i % 10), lw=1.2, alpha=0.8)
+            ax.plot(s["tok_s_user"], s["tok_s_gpu"], "-", color=cm(i % 10), lw=2, label=sc["name"])
+        ax.plot([], [], "--", color="grey", label="without speculation (D = 0)")
+        ax.set_xscale("log"), ax.set_yscale("log")
+        ax.set_xlabel("interactivity (tokens/s per user)")
+        ax.set_ylabel("throughput (tokens/s per GPU)")
+        ax.set_title(f"{st.name}: frontier per variant (solid: with speculation)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, loc="lower left")
+        written += P.save_figure(fig, outdir / "frontier_variants")
+    per_batch = []
+    for sc, df in zip(scenarios, grids):
+        fit = df[df["fits"] & (df["draft_len"] >= 1)]
+        if fit.empty:
+            continue
+        ctx = st.summary_context if st.summary_context is not None else int(df["context_len"].min())
+        fit = fit[fit["context_len"] == ctx]
+        idx = fit.groupby("batch")["speedup"].idxmax()
+        per_batch.append((sc["name"], fit.loc[idx.to_numpy()].sort_values("batch"), ctx))
+    for key, col, ylabel, ttl in (("speedup", "speedup", "best speedup over D = 0 (x)", "best speedup vs batch"),
+                                  ("recommended_d", "draft_len", "recommended D (tokens per iteration)",
+                                   "recommended D (best speedup) vs batch")):
+        if key not in st.plots or not per_batch:
+            continue
+        fig, ax = P._figure(7.6, 4.8)
+        for name, s, ctx in per_batch:
+            ax.plot(s["batch"], s[col], marker="o", ms=3, label=name, drawstyle="steps-mid" if key != "speedup"
+                    else "default")
+        if key == "speedup":
+            ax.axhline(1.0, color="grey", lw=0.8, ls=":", label="break-even")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch B (concurrent sequences)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{st.name}: {ttl} (context {per_batch[0][2]:,} tokens)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+        written += P.save_figure(fig, outdir / key)
+    if "attention" in st.plots:
+        sc = scenarios[0]
+        gs = sorted({s["model"].group_size for s in scenarios})
+        m = sc["model"]
+        fig = P.plot_attention_tiles(sc["hardware"][0], groups=tuple(gs), head_dim=m.head_dim,
+                                     kv_heads=max(1, min(s["model"].num_kv_heads for s in scenarios)))
+        written += P.save_figure(fig, outdir / "attention_tiles")
+    return [str(p) for p in written]
+
+
+def write_outputs(st, scenarios, grids, outdir: Path) -> dict:
+    """Write results.csv/.parquet, frontier.csv, summary.md/.json and plots; return the summary."""
+    import pandas as pd
+
+    outdir.mkdir(parents=True, exist_ok=True)
+    fronts = []
+    for df in grids:
+        fronts.append(frontier(df))
+    allg = pd.concat(grids, ignore_index=True)
+    allf = pd.concat(fronts, ignore_index=True)
+    from specplan.sweep import write_table
+
+    write_table(allg, outdir / "results", parquet=True)
+    write_table(allf, outdir / "frontier", parquet=False)
+    summary = summarize(st, scenarios, grids, fronts)
+    summary["plots"] = [Path(p).name for p in _plots(st, scenarios, grids, fronts, outdir)]
+    atomic_write_text(outdir / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(outdir / "summary.md", markdown(summary))
+    return summary
