@@ -157,8 +157,10 @@ def plot_speedup_heatmap(df, hardware=None, mechanism=None, tp=None, context_len
     cb = fig.colorbar(im, ax=ax)
     cb.set_label("speedup over D = 0 at the same batch (x)")
     handles = []
-    if drafts.size > 1 and batches.size > 1 and lo < 1 < hi:
-        ax.contour(np.arange(drafts.size), np.arange(batches.size), grid, levels=[1.0], colors="k",
+    spec_cols = drafts >= 1
+    sg = grid[:, spec_cols]
+    if spec_cols.sum() > 1 and batches.size > 1 and np.nanmin(sg) < 1 < np.nanmax(sg):
+        ax.contour(np.flatnonzero(spec_cols), np.arange(batches.size), sg, levels=[1.0], colors="k",
                    linewidths=1.2)
         handles.append(Line2D([], [], color="k", lw=1.2, label="speedup = 1 (break-even)"))
     best = np.nanargmax(np.where(fit, grid, -np.inf), axis=1)
@@ -166,7 +168,8 @@ def plot_speedup_heatmap(df, hardware=None, mechanism=None, tp=None, context_len
     ax.plot(best[has], np.arange(batches.size)[has], "k.", ms=4)
     handles.append(Line2D([], [], color="k", marker=".", ls="", label="best D at each batch"))
     handles.append(matplotlib.patches.Patch(color="#bbbbbb", label="does not fit in memory"))
-    ax.legend(handles=handles, loc="upper right", fontsize=7.5, framealpha=0.9)
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.11), ncol=3, fontsize=7.5,
+              frameon=False)
     step_d = max(1, drafts.size // 12)
     ax.set_xticks(np.arange(0, drafts.size, step_d), [str(v) for v in drafts[::step_d]])
     step_b = max(1, batches.size // 12)

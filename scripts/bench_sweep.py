@@ -1,0 +1,76 @@
+"""Benchmark: grid points per second of `specplan.sweep.sweep` + `specplan.frontier.frontier`, file writing
+excluded, for qwen3.5-122b-a10b and deepseek-v3 on ~4.7 million points each:
+128 batch x 33 D (0..32) x 7 mechanisms x 4 TP x 8 contexts x 5 devices (the D = 0 baseline is evaluated
+once per device/TP/context/batch, so 128 x (1 + 32 x 7) x 4 x 8 x 5 = 4.6 M rows).
+
+Run single-threaded: `OMP_NUM_THREADS=1 python scripts/bench_sweep.py` (the script also pins BLAS threads and,
+on Linux, the CPU affinity to one core). Reports seconds, points/s and peak RSS (ru_maxrss).
+"""
+
+from __future__ import annotations
+
+import os
+
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import resource  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+CONTEXTS = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
+DEVICES = ["h100-sxm", "h200-sxm", "b200", "gb200", "mi300x"]
+CASES = {
+    "qwen3.5-122b-a10b": dict(
+        mechanisms=["eagle3", "mtp", "dflash", "dspark", "ngram", "self", "external"],
+        acceptance={"eagle3": 0.7, "mtp": 0.8, "dflash": 0.75, "dspark": 0.78, "ngram": 0.4, "self": 0.6},
+        draft_model="qwen3.5-35b-a3b"),
+    "deepseek-v3": dict(
+        mechanisms=["eagle3", "mtp", "dflash", "dspark", "ngram", "self", "medusa"],
+        acceptance={"eagle3": 0.7, "mtp": 0.8, "dflash": 0.75, "dspark": 0.78, "ngram": 0.4, "self": 0.6,
+                    "medusa": 0.6}),
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="*", default=list(CASES))
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--max-draft-len", type=int, default=32)
+    ap.add_argument("--json", action="store_true", help="print one JSON line per model")
+    args = ap.parse_args()
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    from specplan.frontier import frontier
+    from specplan.sweep import sweep
+
+    # Warm-up (imports, profile loading) outside the timing.
+    sweep("llama-3.1-8b", "h100-sxm", batch=[1, 2], max_draft_len=1, mechanisms=["ngram"],
+          acceptance={"ngram": 0.5}, tp=[1], progress=False)
+    for model in args.models:
+        case = CASES[model]
+        t0 = time.perf_counter()
+        df = sweep(model, DEVICES, batch=list(range(1, args.batch + 1)), max_draft_len=args.max_draft_len,
+                   tp=[1, 2, 4, 8], contexts=CONTEXTS, progress=False, **case)
+        t1 = time.perf_counter()
+        front = frontier(df)
+        t2 = time.perf_counter()
+        peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
+        n = len(df)
+        rec = {"model": model, "points": n, "sweep_s": round(t1 - t0, 3), "frontier_s": round(t2 - t1, 3),
+               "total_s": round(t2 - t0, 3), "points_per_s": round(n / (t2 - t0)), "frontier_rows": len(front),
+               "feasible": int(df["fits"].sum()), "peak_rss_gb": round(peak_gb, 2)}
+        if args.json:
+            print(json.dumps(rec))
+        else:
+            print(f"{model}: {n:,} points ({rec['feasible']:,} feasible) in {rec['total_s']:.2f} s "
+                  f"(sweep {rec['sweep_s']:.2f} s, frontier {rec['frontier_s']:.2f} s) = "
+                  f"{rec['points_per_s'] / 1e6:.2f} M points/s; peak RSS {peak_gb:.2f} GB")
+        del df, front
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

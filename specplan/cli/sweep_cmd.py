@@ -1,0 +1,137 @@
+"""`specplan pareto` (grid sweep, frontier, plots) and `specplan study` (YAML what-if studies).
+
+pandas and matplotlib are imported inside the commands so that `specplan --help` starts fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from specplan.cli.app import app
+from specplan.errors import SpecplanError
+
+
+def _ints(values: Optional[List[str]], name: str) -> list[int] | None:
+    if not values:
+        return None
+    out = []
+    for v in values:
+        for part in str(v).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            try:
+                out.append(int(float(part.lower().replace("k", "e3"))) if part.lower().endswith("k")
+                           else int(part))
+            except ValueError:
+                raise SpecplanError(f"{name}: expected integers, got '{part}'") from None
+    return out
+
+
+def _acceptance(values: Optional[List[str]]) -> dict:
+    out = {}
+    for v in values or []:
+        if "=" not in v:
+            raise SpecplanError(f"--acceptance: expected MECH=VALUE (rate 0.8, AL@D 3.2@4, p1,p2,.. or a profile), "
+                                f"got '{v}'")
+        k, val = v.split("=", 1)
+        out[k.strip()] = val.strip()
+    return out
+
+
+def write_pareto(df, front, outdir: Path, model_id: str, plots: bool = True) -> list[Path]:
+    """Grid CSV+Parquet, frontier CSV, best-at-interactivity CSV, columns doc and the five plots."""
+    from specplan.frontier import best_at, interactivity_levels
+    from specplan.io import atomic_write_text
+    from specplan.sweep import columns_doc, write_table
+
+    written = write_table(df, outdir / "grid", parquet=True)
+    written += write_table(front, outdir / "frontier", parquet=False)
+    written += write_table(best_at(front, interactivity_levels(front)), outdir / "best_at_interactivity",
+                           parquet=False)
+    atomic_write_text(outdir / "columns.md", columns_doc() + "\n")
+    written.append(outdir / "columns.md")
+    if not plots:
+        return written
+    from specplan import plots as P
+
+    hw = str(df["hardware"].iloc[0])
+    ctx_max = int(df["context_len"].max())
+    written += P.save_figure(P.plot_frontier(df, title=f"{model_id}: throughput vs interactivity, "
+                                                       "with and without speculation"), outdir / "frontier")
+    written += P.save_figure(P.plot_speedup_heatmap(df), outdir / "speedup_heatmap")
+    from specplan.profiles.registry import load_model
+
+    m = load_model(model_id)
+    tp_min = int(df["tp"].min())
+    written += P.save_figure(P.plot_attention_tiles(hw, head_dim=m.head_dim,
+                                                    kv_heads=max(1, m.heads_per_device(tp_min)[1])),
+                             outdir / "attention_tiles")
+    written += P.save_figure(P.plot_acceptance(df), outdir / "acceptance")
+    fit = df[df["fits"] & (df["hardware"].astype(str) == hw)]
+    tp = int(fit["tp"].min()) if not fit.empty else tp_min
+    dmax = int(df["draft_len"].max())
+    ds = sorted({0, 1, 2, 3, 4, 7, 8, 15, 16, dmax} & set(range(dmax + 1)))
+    written += P.save_figure(P.plot_breakdown(m, hw, tp, batch=16, context_len=ctx_max, draft_lens=ds),
+                             outdir / "breakdown")
+    return written
+
+
+@app.command("pareto")
+def pareto(
+    model: str = typer.Option(..., "--model", "-m", help="Target model id or profile YAML."),
+    hardware: List[str] = typer.Option(..., "--hardware", "-H", help="Device id or YAML; repeat for several."),
+    batch_max: Optional[int] = typer.Option(None, "--batch-max", help="Largest batch (default: largest that fits)."),
+    batch_points: int = typer.Option(128, "--batch-points", help="Batch values when batch-max is larger."),
+    max_draft_len: int = typer.Option(8, "--max-draft-len", help="D from 0 to this."),
+    mechanisms: Optional[List[str]] = typer.Option(None, "--mechanisms", help="Comma list or repeat (default: all that apply)."),
+    acceptance: Optional[List[str]] = typer.Option(None, "--acceptance", help="MECH=VALUE: rate 0.8, AL@D 3.2@4, "
+                                                   "per-position 0.9,0.8 or a profile id; repeat."),
+    tp: Optional[List[str]] = typer.Option(None, "--tp", help="TP degrees, comma list (default 1,2,4,8 where heads divide)."),
+    context: Optional[List[str]] = typer.Option(None, "--context", "-c", help="Context lengths, comma list (default 1024)."),
+    draft_model: Optional[str] = typer.Option(None, "--draft-model", help="External draft model (mechanism external)."),
+    draft_hardware: Optional[str] = typer.Option(None, "--draft-hardware", help="Device of an external draft."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math dtype."),
+    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype."),
+    no_plots: bool = typer.Option(False, "--no-plots", help="Skip the figures."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on a terminal."),
+    outdir: Path = typer.Option(..., "--out", "-o", help="Output folder."),
+) -> None:
+    """Sweep batch x D x mechanism x TP x context x device; write grid, frontier and plots."""
+    from specplan.frontier import frontier
+    from specplan.profiles.registry import load_model
+    from specplan.sweep import sweep
+
+    mechs = [x.strip() for v in (mechanisms or []) for x in v.split(",") if x.strip()] or None
+    df = sweep(model, list(hardware), batch_max=batch_max, batch_points=batch_points, max_draft_len=max_draft_len,
+               mechanisms=mechs, acceptance=_acceptance(acceptance), tp=_ints(tp, "--tp"),
+               contexts=_ints(context, "--context") or [1024], draft_model=draft_model,
+               draft_hardware=draft_hardware, dtype=dtype, kv_dtype=kv_dtype, progress=None if progress else False)
+    front = frontier(df)
+    written = write_pareto(df, front, Path(outdir), load_model(model).id, plots=not no_plots)
+    n_fit = int(df["fits"].sum())
+    print(f"{len(df):,} grid points ({n_fit:,} fit in memory), {len(front):,} frontier rows")
+    for p in written:
+        print(f"wrote {p}")
+
+
+@app.command("study")
+def study(
+    path: Path = typer.Argument(..., help="Study YAML (see docs/studies.md)."),
+    outdir: Path = typer.Option(..., "--out", "-o", help="Output folder."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on a terminal."),
+) -> None:
+    """Run a YAML what-if study: base scenario + variants; results, plots and summary.md."""
+    from specplan.study import run_study
+
+    summary = run_study(path, outdir, progress=None if progress else False)
+    print(f"study {summary['study']}: {len(summary['variants'])} variants")
+    for v in summary["variants"]:
+        b = v["best"]
+        best = f"best speedup x{b['speedup']:.2f} at (B {b['batch']}, D {b['draft_len']}, TP {b['tp']}, " \
+               f"{b['mechanism']})" if b else "no feasible speculative point"
+        print(f"  {v['variant']}: {best}")
+    print(f"wrote {Path(outdir) / 'summary.md'} and {len(summary['plots'])} plot files")
