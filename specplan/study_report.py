@@ -31,14 +31,16 @@ def _best(df):
 def _recommend(df, batches, context):
     out = {}
     fit = df[df["fits"] & (df["context_len"] == context)]
+    grid_b = np.sort(df["batch"].unique())
     for b in batches:
-        s = fit[fit["batch"] == b]
+        near = int(grid_b[np.argmin(np.abs(np.log(grid_b) - np.log(b)))])  # nearest batch of the grid
+        s = fit[fit["batch"] == near]
         if s.empty:
             out[str(b)] = None
             continue
         r = s.loc[s["speedup"].idxmax()]
-        out[str(b)] = {"draft_len": int(r["draft_len"]), "mechanism": str(r["mechanism"]), "tp": int(r["tp"]),
-                       "speedup": float(r["speedup"])}
+        out[str(b)] = {"batch": near, "draft_len": int(r["draft_len"]), "mechanism": str(r["mechanism"]),
+                       "tp": int(r["tp"]), "speedup": float(r["speedup"])}
     return out
 
 
@@ -75,7 +77,7 @@ def summarize(st, scenarios, grids, fronts) -> dict:
             "model": m.id, "G": m.group_size, "kv_heads": m.num_kv_heads, "layers": m.num_layers,
             "hardware": [h.id for h in sc["hardware"]],
             "mem_bandwidth_tb_s": [h.mem_bandwidth_bytes_s / 1e12 for h in sc["hardware"]],
-            "draft": (f"{sc['draft_model'].id}" if sc["draft_model"] else "") +
+            "draft": "" if "external" not in set(df["mechanism"].astype(str)) else (f"{sc['draft_model'].id}" if sc["draft_model"] else "") +
                      (f" on {sc['draft_hardware'].id}" if sc["draft_hardware"] else ""),
             "mechanisms": sorted(set(df["mechanism"].astype(str)) - {"none"}),
             "points": int(len(df)), "feasible_points": int(df["fits"].sum()),
@@ -99,6 +101,10 @@ def _f(x):
 
 def _ratio(a, b):
     return None if not (np.isfinite(a) and np.isfinite(b) and b > 0) else float(a / b)
+
+
+def _near(r, b) -> str:
+    return "" if str(r["batch"]) == str(b) else f"B = {r['batch']}, "
 
 
 def _num(x, fmt="{:.3g}"):
@@ -137,12 +143,15 @@ def markdown(summary: dict) -> str:
             f"x{_num(v['frontier_at'][i]['vs_base_variant'], '{:.2f}')})"))
     for b in (vs[0]["recommended_d"] if vs else {}):
         row(f"recommended D at B = {b} (mechanism, TP, speedup)", lambda v, b=b: "-" if not v["recommended_d"][b]
-            else (f"{v['recommended_d'][b]['draft_len']} ({v['recommended_d'][b]['mechanism']}, "
+            else (f"{v['recommended_d'][b]['draft_len']} ({_near(v['recommended_d'][b], b)}"
+                  f"{v['recommended_d'][b]['mechanism']}, "
                   f"TP {v['recommended_d'][b]['tp']}, x{v['recommended_d'][b]['speedup']:.2f})"))
     ctx = vs[0]["summary_context"] if vs else 0
-    lines += ["", f"Recommended D at context {ctx:,} tokens. Frontier throughput is the best tokens/s per GPU "
-              "among feasible points at or above the given interactivity; \"x no spec\" compares with the same "
-              "variant at D = 0, \"x base\" with the first variant's speculation frontier.", ""]
+    lines += ["", f"Recommended D at context {ctx:,} tokens (at the nearest batch of the grid). Frontier "
+              "throughput is the best tokens/s per GPU among feasible points at or above the given interactivity; "
+              "\"x no spec\" compares with the same variant at D = 0 (\"x-\": D = 0 cannot reach that "
+              "interactivity), \"x base\" with the first variant's speculation frontier. \"-\" for a "
+              "recommended D: no feasible point at that batch (memory).", ""]
     return "\n".join(lines)
 
 
