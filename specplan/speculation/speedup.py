@@ -69,8 +69,10 @@ def verify_tokens(draft_len, tree_tokens=None) -> np.ndarray:
 def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, mechanism="none",
              acceptance=None, dtype=None, kv_dtype=None, draft_model=None, draft_hardware=None,
              draft_dtype=None, draft_kv_budget=None, tree_tokens=None, serving=None,
-             attention_style="shared", routing="random", reserve=DEFAULT_RESERVE) -> dict[str, np.ndarray]:
-    """Baseline and speculative step times, AL, speedup, throughputs, memory and ρ over a broadcast grid."""
+             attention_style="shared", routing="random", reserve=DEFAULT_RESERVE,
+             guidelines=False) -> dict[str, np.ndarray]:
+    """Baseline and speculative step times, AL, speedup, throughputs, memory and ρ over a broadcast grid
+    (with `guidelines`, also the guideline diagnostics under the key 'guidelines')."""
     m = load_model(model)
     hw = load_hardware(hardware)
     drafter = get_drafter(mechanism)
@@ -122,8 +124,16 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
         "rho": np.asarray(dc.rho, dtype=float),
         "rho_d": np.asarray(dc.rho, dtype=float) * d,
         "verify_tokens": q,
+        "verify_attention_s": ver.breakdown_s["attention"],
+        "verify_gemm_s": ver.breakdown_s["gemm"] + ver.breakdown_s["moe"],
+        "memory_capacity_bytes": mem.capacity_bytes,
     }
     out = {k: np.broadcast_to(np.asarray(v, dtype=float if k != "fits" else bool), shape) for k, v in out.items()}
+    if guidelines:
+        from specplan.speculation.guidelines import diagnostics
+
+        out["guidelines"] = diagnostics(m, hw, tp, b, ctx, d, prec, base, ver, dc.rho, attention_style)
+    out["precision"] = prec
     out["notes"] = dc.notes
     out["acceptance_source"] = "" if acc is None else acc.source
     out["acceptance_d_max"] = None if acc is None else acc.d_max

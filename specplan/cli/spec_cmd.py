@@ -1,0 +1,126 @@
+"""`specplan predict` (one speculative configuration) and `specplan recommend` (best mechanism and D)."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+from specplan.cli.app import app
+from specplan.cli.output import print_json, table
+
+MECHS = "none|external|eagle3|mtp|medusa|dflash|dspark|ngram|self"
+
+
+@app.command("predict")
+def predict(
+    model: str = typer.Option(..., "--model", "-m", help="Target model id or profile YAML path."),
+    hardware: str = typer.Option(..., "--hardware", "-H", help="Hardware id or profile YAML path."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel devices of the target."),
+    batch: int = typer.Option(..., "--batch", "-b", help="Concurrent sequences."),
+    context: int = typer.Option(..., "--context", "-c", help="Tokens in the KV cache per sequence."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math dtype (default: checkpoint's)."),
+    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype (default 16-bit)."),
+    mechanism: str = typer.Option("none", "--mechanism", help=MECHS),
+    draft_len: int = typer.Option(0, "--draft-len", "-D", help="Draft length D (tree: depth)."),
+    tree_tokens: Optional[int] = typer.Option(None, "--tree-tokens", help="Verified tokens per step (tree)."),
+    draft_model: Optional[str] = typer.Option(None, "--draft-model", help="Draft model / head id or YAML path."),
+    draft_hardware: Optional[str] = typer.Option(None, "--draft-hardware", help="Run the draft on this hardware."),
+    draft_dtype: Optional[str] = typer.Option(None, "--draft-dtype", help="Dtype of an external draft."),
+    draft_kv_budget: Optional[int] = typer.Option(None, "--draft-kv-budget", help="KV tokens the draft reads."),
+    acceptance_length: Optional[float] = typer.Option(None, "--acceptance-length", help="Measured AL at --draft-len."),
+    acceptance_rate: Optional[float] = typer.Option(None, "--acceptance-rate", help="i.i.d. acceptance rate α."),
+    acceptance_per_position: Optional[str] = typer.Option(None, "--acceptance-per-position", help="p1,p2,..."),
+    acceptance_profile: Optional[str] = typer.Option(None, "--acceptance-profile", help="Shipped profile id."),
+    serving: Optional[str] = typer.Option(None, "--serving", help="Engine overheads: roofline | vllm-v1-eagle-2025."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Baseline vs speculative step, AL, speedup, throughputs, memory and guideline diagnostics of one point."""
+    from specplan.recommend import cli_acceptance, predict_summary
+
+    acc = cli_acceptance(acceptance_length, acceptance_rate, acceptance_per_position, acceptance_profile, draft_len)
+    r = predict_summary(model, hardware, tp=tp, batch=batch, context_len=context, mechanism=mechanism,
+                        draft_len=draft_len, acceptance=acc, dtype=dtype, kv_dtype=kv_dtype,
+                        draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
+                        draft_kv_budget=draft_kv_budget, tree_tokens=tree_tokens, serving=serving)
+    if json_out:
+        print_json(r)
+        return
+    print(f"{r['model']} on {r['hardware']} (tp {r['tp']}), batch {r['batch']}, context {r['context_len']}; "
+          f"{r['mechanism']} D = {r['draft_len']} ({r['verify_tokens']:g} verified tokens); "
+          f"compute {r['precision']['compute']}, kv {r['precision']['kv']}")
+    if r["acceptance_source"]:
+        print(f"acceptance: {r['acceptance_source']}")
+    b, s = r["baseline"], r["speculative"]
+    rows = [["baseline (D = 0)", b["step_ms"], "-", b["step_ms"], 1.0, b["tokens_per_s_per_user"],
+             b["tokens_per_s_per_gpu"]],
+            ["speculative", s["step_ms"], s["draft_ms"], s["verify_ms"], r["acceptance_length"],
+             r["tokens_per_s_per_user"], r["tokens_per_s_per_gpu"]]]
+    print(table(rows, ["", "iter ms", "draft ms", "verify ms", "AL", "tok/s/user", "tok/s/GPU"]))
+    mem = r["memory"]
+    print(f"speedup {r['speedup']:.3f}  (break-even AL {r['break_even_al']:.3f}); memory {mem['total_gb']:.2f} GB "
+          f"of {mem['capacity_gb']:.2f} GB per device (state {mem['state_gb']:.2f}), fits: {str(mem['fits']).lower()}")
+    g = r["guidelines"]
+    print(f"guidelines: G_dev {g['g_dev']}, attention tile D {g['attention_tile_d']}, tile aligned "
+          f"{str(g['tile_aligned']).lower()}, verify GEMMs {g['gemm_regime']} (compute-bound from D = "
+          f"{g['gemm_compute_bound_from_d']}; spec sheet {g['gemm_compute_bound_from_d_spec_sheet']}), attention "
+          f"share {100 * g['attention_share']:.0f}%, ρ {g['rho']:.4f}, ρD {g['rho_d']:.3f}, binding {g['binding']}")
+    for n in r["notes"]:
+        print(f"note: {n}")
+
+
+@app.command("recommend")
+def recommend(
+    model: str = typer.Option(..., "--model", "-m", help="Target model id or profile YAML path."),
+    hardware: str = typer.Option(..., "--hardware", "-H", help="Hardware id or profile YAML path."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel devices of the target."),
+    batch: Optional[int] = typer.Option(None, "--batch", "-b", help="Concurrent sequences (fixed)."),
+    target_tps: Optional[float] = typer.Option(None, "--target-tps-per-user", help="Min tokens/s/user; batch free."),
+    context: int = typer.Option(..., "--context", "-c", help="Tokens in the KV cache per sequence."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math dtype."),
+    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype."),
+    mechanisms: Optional[str] = typer.Option(None, "--mechanisms", help="Comma-separated mechanisms."),
+    acceptance: Optional[List[str]] = typer.Option(None, "--acceptance", help="mech=value (0.8, 3.1@4, 0.9/0.8, profile)."),
+    max_draft_len: int = typer.Option(32, "--max-draft-len", help="Largest D searched."),
+    extrapolate: bool = typer.Option(False, "--extrapolate", help="Search past the acceptance data's D range."),
+    draft_model: Optional[str] = typer.Option(None, "--draft-model", help="Draft model for external / heads."),
+    serving: Optional[str] = typer.Option(None, "--serving", help="Engine overheads: roofline | vllm-v1-eagle-2025."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Best (mechanism, D) with runners-up, and the guideline that bound the choice."""
+    from specplan.errors import SpecplanError
+    from specplan.recommend import recommend as run
+
+    acc = {}
+    for item in acceptance or []:
+        if "=" not in item:
+            raise SpecplanError(f"--acceptance: expected mechanism=value, got '{item}'")
+        k, v = item.split("=", 1)
+        acc[k.strip()] = v.strip()
+    mechs = [x.strip() for x in mechanisms.split(",") if x.strip()] if mechanisms else None
+    r = run(model, hardware, tp=tp, batch=batch, target_tps_per_user=target_tps, context_len=context,
+            mechanisms=mechs, acceptance=acc, max_draft_len=max_draft_len, extrapolate=extrapolate, dtype=dtype,
+            kv_dtype=kv_dtype, draft_model=draft_model, serving=serving)
+    if json_out:
+        print_json(r)
+        return
+    where = f"batch {batch}" if batch is not None else f"tokens/s/user >= {target_tps:g}"
+    print(f"{r['model']} on {r['hardware']} (tp {r['tp']}), context {r['context_len']}, {where}")
+    rows = [[x["mechanism"], x["draft_len"], x["batch"], x["acceptance_length"], x["speedup"],
+             x["tokens_per_s_per_user"], x["tokens_per_s_per_gpu"], 1e3 * x["draft_s"], 1e3 * x["verify_s"],
+             "yes" if x["feasible"] else "no"] for x in r["ranked"]]
+    print(table(rows, ["mechanism", "D", "batch", "AL", "speedup", "tok/s/user", "tok/s/GPU", "draft ms",
+                       "verify ms", "feasible"]))
+    for n in r["notes"]:
+        print(f"note: {n}")
+    if r["best"] is None:
+        print(f"infeasible: {r['infeasible']}")
+        raise typer.Exit(1)
+    b, g = r["best"], r["guidelines"]
+    print(f"best: {b['mechanism']} D = {b['draft_len']} at batch {b['batch']} "
+          f"(speedup {b['speedup']:.3f}, {b['tokens_per_s_per_gpu']:.1f} tok/s/GPU)")
+    print(f"why: [{r['binding']['guideline']}] {r['binding']['line']}")
+    print(f"guidelines: G_dev {g['g_dev']} -> G2 start D = 128/G − 1 = {g['attention_tile_d']} (full attention "
+          f"{100 * g['attention_share']:.0f}% of the D = 0 step); G1 verify GEMMs compute-bound from D = "
+          f"{g['gemm_compute_bound_from_d']} (effective ridge {g['ridge_tokens_effective']:.0f} tokens; spec sheet "
+          f"{g['ridge_tokens_spec_sheet']:.0f} -> D = {g['gemm_compute_bound_from_d_spec_sheet']})")

@@ -1,0 +1,230 @@
+"""`predict` one speculative configuration and `recommend` the best (mechanism, D): plain dicts for the CLI."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specplan.errors import SpecplanError
+from specplan.profiles.registry import load_hardware, load_model
+from specplan.speculation.acceptance import Acceptance, find_profile
+from specplan.speculation.guidelines import binding_line
+from specplan.speculation.speedup import evaluate, mechanism_names
+
+BATCH_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, 384, 512, 768, 1024, 1536, 2048)
+
+
+def parse_acceptance(value, at_d: float | None = None) -> Acceptance:
+    """A rate '0.8', a length 'AL@D' (or 'AL' with `at_d`), per-position '0.9/0.8/0.7' or '0.9,0.8', or a profile."""
+    if isinstance(value, Acceptance):
+        return value
+    s = str(value).strip()
+    if "@" in s:
+        al, d = s.split("@", 1)
+        return Acceptance.from_length(_num(al, s), _num(d, s))
+    if "/" in s or "," in s:
+        return Acceptance.from_per_position([_num(x, s) for x in s.replace("/", ",").split(",") if x.strip()])
+    try:
+        x = float(s)
+    except ValueError:
+        return Acceptance.from_profile(s)
+    if at_d is not None and x > 1:
+        return Acceptance.from_length(x, at_d)
+    return Acceptance.from_rate(x)
+
+
+def _num(x: str, whole: str) -> float:
+    try:
+        return float(x)
+    except ValueError:
+        raise SpecplanError(f"acceptance: cannot read '{whole}' (rate 0.8, length 3.1@4, per-position 0.9/0.8, "
+                            f"or a profile name)") from None
+
+
+def cli_acceptance(length=None, rate=None, per_position=None, profile=None, draft_len=0) -> Acceptance | None:
+    """At most one of the predict command's acceptance options, as an Acceptance (None when none is given)."""
+    given = [(k, v) for k, v in (("length", length), ("rate", rate), ("per-position", per_position),
+                                 ("profile", profile)) if v is not None]
+    if len(given) > 1:
+        raise SpecplanError("acceptance: give one of --acceptance-length/-rate/-per-position/-profile, got "
+                            + ", ".join(k for k, _ in given))
+    if not given:
+        return None
+    kind, v = given[0]
+    if kind == "length":
+        return Acceptance.from_length(float(v), float(draft_len))
+    if kind == "rate":
+        return Acceptance.from_rate(float(v))
+    if kind == "per-position":
+        return parse_acceptance(str(v) if ("," in str(v) or "/" in str(v)) else f"{v},")
+    return Acceptance.from_profile(str(v))
+
+
+def _f(x) -> float:
+    return float(np.asarray(x).reshape(-1)[0])
+
+
+def predict_summary(model, hardware, *, tp=1, batch=1, context_len=1024, mechanism="none", draft_len=0,
+                    acceptance=None, **kw) -> dict:
+    """One point as a dict: baseline and speculative step (ms), AL, speedup, throughputs, memory, guidelines."""
+    if mechanism != "none" and draft_len < 1:
+        raise SpecplanError(f"draft length: mechanism {mechanism} needs --draft-len >= 1, got {draft_len}")
+    r = evaluate(model, hardware, tp=tp, batch=batch, context_len=context_len, draft_len=draft_len,
+                 mechanism=mechanism, acceptance=acceptance, guidelines=True, **kw)
+    g = r["guidelines"]
+    diag = {k: (v.item() if isinstance(v, np.ndarray) and v.size == 1 else v) for k, v in g.items()}
+    diag = {k: (np.asarray(v).reshape(-1)[0].item() if isinstance(v, np.ndarray) else v) for k, v in diag.items()}
+    prec = r["precision"]
+    return {
+        "model": load_model(model).id, "hardware": load_hardware(hardware).id, "tp": tp, "batch": batch,
+        "context_len": context_len, "mechanism": mechanism, "draft_len": draft_len,
+        "verify_tokens": _f(r["verify_tokens"]),
+        "precision": {"compute": prec.compute, "kv": prec.kv},
+        "acceptance_source": r["acceptance_source"],
+        "baseline": {"step_ms": 1e3 * _f(r["baseline_step_s"]),
+                     "tokens_per_s_per_user": 1.0 / _f(r["baseline_step_s"]),
+                     "tokens_per_s_per_gpu": batch / (_f(r["baseline_step_s"]) * _f(r["target_devices"]))},
+        "speculative": {"step_ms": 1e3 * _f(r["iter_s"]), "draft_ms": 1e3 * _f(r["draft_s"]),
+                        "verify_ms": 1e3 * _f(r["verify_s"])},
+        "acceptance_length": _f(r["acceptance_length"]),
+        "speedup": _f(r["speedup"]),
+        "break_even_al": _f(r["break_even_al"]),
+        "tokens_per_s_per_user": _f(r["tokens_per_s_per_user"]),
+        "tokens_per_s_per_gpu": _f(r["tokens_per_s_per_gpu"]),
+        "tokens_per_s_per_device": _f(r["tokens_per_s_per_device"]),
+        "devices": {"target": _f(r["target_devices"]), "draft": _f(r["draft_devices"])},
+        "memory": {"total_gb": _f(r["memory_total_bytes"]) / 1e9, "state_gb": _f(r["memory_state_bytes"]) / 1e9,
+                   "capacity_gb": _f(r["memory_capacity_bytes"]) / 1e9, "fits": bool(np.asarray(r["fits"]).all())},
+        "guidelines": diag,
+        "notes": r["notes"],
+    }
+
+
+def _mechanisms(model_id: str, mechanisms, acceptance: dict) -> list[str]:
+    known = mechanism_names()
+    if mechanisms:
+        for m in mechanisms:
+            if m not in known:
+                raise SpecplanError(f"unknown mechanism '{m}' (known: {', '.join(known)})")
+        return [m for m in mechanisms if m != "none"]
+    found = [m for m in known if m != "none" and (m in acceptance or find_profile(m, model_id))]
+    if not found:
+        raise SpecplanError(f"no mechanism has acceptance data for {model_id}: pass --acceptance mechanism=value")
+    return found
+
+
+def _draft_range(acc: Acceptance | None, max_d: int, extrapolate: bool, notes: list, mech: str) -> np.ndarray:
+    top = max_d
+    if acc is not None and acc.d_max is not None and not extrapolate and acc.d_max < max_d:
+        top = int(acc.d_max)
+        notes.append(f"{mech}: acceptance data cover D <= {top}; larger D not searched (--extrapolate to search)")
+    return np.arange(0, top + 1)
+
+
+def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, context_len=1024, mechanisms=None,
+              acceptance=None, max_draft_len=32, extrapolate=False, top=10, **kw) -> dict:
+    """Best (mechanism, D) by tokens/s/GPU at a batch, or over batch subject to tokens/s/user >= a target."""
+    if (batch is None) == (target_tps_per_user is None):
+        raise SpecplanError("recommend: give exactly one of --batch or --target-tps-per-user")
+    if max_draft_len < 0:
+        raise SpecplanError(f"max draft length: must be >= 0, got {max_draft_len}")
+    m = load_model(model)
+    acceptance = {k: parse_acceptance(v) for k, v in (acceptance or {}).items()}
+    mechs = _mechanisms(m.id, mechanisms, acceptance)
+    for k in acceptance:
+        if k not in mechs:
+            raise SpecplanError(f"acceptance: '{k}' is not among the mechanisms ({', '.join(mechs)})")
+    bs = np.array([batch] if batch is not None else BATCH_GRID, dtype=float)
+    notes, rows, curves = [], [], {}
+    for mech in mechs:
+        acc = acceptance.get(mech)
+        d = _draft_range(acc, max_draft_len, extrapolate, notes, mech)
+        r = evaluate(m, hardware, tp=tp, batch=bs[:, None], context_len=context_len, draft_len=d[None, :],
+                     mechanism=mech, acceptance=acc, guidelines=True, **kw)
+        if acc is None and r["acceptance_d_max"] is not None and not extrapolate:
+            keep = d <= r["acceptance_d_max"]
+            if not keep.all():
+                notes.append(f"{mech}: shipped profile covers D <= {r['acceptance_d_max']:g}; larger D not searched")
+                d = d[keep]
+                r = {k: (v[:, keep] if isinstance(v, np.ndarray) and v.ndim == 2 else v) for k, v in r.items()}
+        curves[mech] = (d, r)
+        notes += _memory_notes(mech, d, r, bs)
+        ok = r["fits"] & (r["tokens_per_s_per_user"] >= (target_tps_per_user or 0.0))
+        obj = np.where(ok, r["tokens_per_s_per_gpu"], -np.inf)
+        for j, dd in enumerate(d):
+            i = int(np.argmax(obj[:, j]))
+            rows.append(_row(mech if dd > 0 else "none", int(dd), r, i, j, bool(ok[i, j]), bs))
+    rows = _dedupe(rows)
+    rows.sort(key=lambda x: (x["feasible"], x["tokens_per_s_per_gpu"] if x["feasible"] else -1), reverse=True)
+    feasible = [x for x in rows if x["feasible"]]
+    out = {"model": m.id, "hardware": load_hardware(hardware).id, "tp": tp, "context_len": context_len,
+           "batch": batch, "target_tps_per_user": target_tps_per_user, "mechanisms": mechs,
+           "ranked": rows[:top], "notes": notes, "best": feasible[0] if feasible else None}
+    if not feasible:
+        out["infeasible"] = _explain(rows, curves, target_tps_per_user)
+        return out
+    best = feasible[0]
+    mech = best["mechanism"] if best["mechanism"] != "none" else mechs[0]
+    d, r = curves[mech]
+    i = int(np.argmin(np.abs(bs - best["batch"])))
+    step = {k: r[k][i] for k in ("verify_attention_s", "verify_gemm_s", "draft_s", "acceptance_length", "speedup")}
+    shape = r["speedup"].shape
+    diag = {k: (np.broadcast_to(v, shape)[i, 0] if isinstance(v, np.ndarray) else v)
+            for k, v in r["guidelines"].items() if k not in ("tile_aligned", "gemm_regime", "binding", "rho", "rho_d")}
+    d_max = r["acceptance_d_max"]
+    guideline, line = binding_line(best["draft_len"], step, diag, d_max, extrapolate)
+    out["binding"] = {"guideline": guideline, "line": line}
+    out["guidelines"] = _summary(diag, best["batch"])
+    return out
+
+
+def _row(mech, d, r, i, j, feasible, bs) -> dict:
+    return {"mechanism": mech, "draft_len": d, "batch": int(bs[i]), "feasible": feasible,
+            **{k: float(r[k][i, j]) for k in ("acceptance_length", "speedup", "tokens_per_s_per_user",
+                                              "tokens_per_s_per_gpu", "iter_s", "draft_s", "verify_s",
+                                              "memory_total_bytes", "rho_d")}}
+
+
+def _memory_notes(mech: str, d: np.ndarray, r: dict, bs: np.ndarray) -> list[str]:
+    """One line per batch whose speculative configurations stop fitting from some D on (with the bytes)."""
+    out = []
+    cap = float(np.asarray(r["memory_capacity_bytes"]).reshape(-1)[0]) / 1e9
+    for i, b in enumerate(bs):
+        bad = np.nonzero(~r["fits"][i] & (d > 0))[0]
+        if bad.size and (len(bs) == 1 or r["fits"][i, 0]):
+            j = bad[0]
+            state = float(r["memory_state_bytes"][i, j]) / 1e9
+            extra = f", of which {state:.1f} GB recurrent-state checkpoints" if state > 0 else ""
+            out.append(f"{mech}: at batch {int(b)}, D >= {int(d[j])} does not fit: "
+                       f"{float(r['memory_total_bytes'][i, j]) / 1e9:.1f} GB per device > {cap:.1f} GB usable{extra}")
+    return out[:3]
+
+
+def _dedupe(rows: list[dict]) -> list[dict]:
+    """One D = 0 baseline row (identical for every mechanism); batches filled in from the index."""
+    out, seen = [], False
+    for x in rows:
+        if x["mechanism"] == "none":
+            if seen:
+                continue
+            seen = True
+        out.append(x)
+    return out
+
+
+def _explain(rows, curves, target) -> str:
+    """Why nothing qualified: memory, or the tokens/s/user target out of reach."""
+    any_fit = any(bool(np.any(r["fits"])) for _, r in curves.values())
+    if not any_fit:
+        mech, (d, r) = next(iter(curves.items()))
+        need = float(np.min(r["memory_total_bytes"])) / 1e9
+        cap = float(r["memory_capacity_bytes"].reshape(-1)[0]) / 1e9
+        return f"nothing fits in memory: the smallest configuration needs {need:.1f} GB per device > {cap:.1f} GB usable"
+    best = max(float(np.max(np.where(r["fits"], r["tokens_per_s_per_user"], 0))) for _, r in curves.values())
+    return f"no fitting configuration reaches {target:g} tokens/s/user; the best reachable is {best:.1f}"
+
+
+def _summary(diag: dict, batch) -> dict:
+    """Guideline diagnostics at the chosen batch as plain numbers."""
+    keep = ("g_dev", "attention_tile_d", "gemm_compute_bound_from_d", "gemm_compute_bound_from_d_spec_sheet",
+            "ridge_tokens_effective", "ridge_tokens_spec_sheet", "attention_share")
+    return {"batch": batch, **{k: np.asarray(diag[k]).reshape(-1)[0].item() for k in keep}}

@@ -1,0 +1,140 @@
+"""The five guidelines made computable: per-point diagnostics and the guideline that binds a choice of D.
+
+- G1: verify GEMMs turn compute-bound when B·(1+D) crosses the ridge (weight-streaming GEMM: 2·M / bytes per
+  weight FLOP/byte; = M for 16-bit weights, so 64·5 = 320 > 295 on an H100 in bf16).
+- G2: when attention dominates, D = 128/G_dev − 1 fills one 128-row tile per KV head.
+- G3: past that, prefer G_dev·(1 + D) a multiple of 128.
+- G4: at low latency the draft overhead ρ·D must be paid for by the AL gain.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specplan.costs.attention import attention_cost
+from specplan.costs.gemm import compute_dtype_for
+from specplan.dtypes import dtype_bytes
+from specplan.precision import Precision
+from specplan.profiles.hardware import HardwareProfile
+from specplan.profiles.model import ModelProfile
+
+ATTENTION_DOMINATES = 0.5  # full-attention share of the D = 0 step above which G2/G3 lead
+
+
+def attention_tile_d(g_dev: int, tile_rows: int = 128) -> int:
+    """Guideline 2: D = floor(tile_rows / G_dev) − 1 (at least 0)."""
+    return max(0, tile_rows // max(1, int(g_dev)) - 1)
+
+
+def tile_aligned(g_dev: int, draft_len, tile_rows: int = 128) -> np.ndarray:
+    """Guideline 3: G_dev · (1 + D) is a multiple of the tile rows."""
+    return (g_dev * (1 + np.asarray(draft_len, dtype=int))) % tile_rows == 0
+
+
+def gemm_dtype(model: ModelProfile, hw: HardwareProfile, prec: Precision) -> tuple[str, float]:
+    """(math dtype, bytes per weight) of the model's main linear layers (dense FFN, else experts)."""
+    module = "ffn" if model.ffn_size > 0 else ("moe" if model.moe else "attention")
+    w = prec.w(module)
+    return compute_dtype_for(hw, w, prec.compute), dtype_bytes(w)
+
+
+def ridge_tokens(model: ModelProfile, hw: HardwareProfile, prec: Precision, effective: bool) -> float:
+    """GEMM-M (tokens) at which a weight-streaming GEMM reaches the ridge: ridge · bytes-per-weight / 2."""
+    math, b_w = gemm_dtype(model, hw, prec)
+    return hw.ridge_flops_per_byte(math, effective=effective) * b_w / 2.0
+
+
+def compute_bound_from_d(batch, m_ridge: float) -> np.ndarray:
+    """Smallest D >= 0 with B · (1 + D) > m_ridge (0 when already compute-bound without speculation)."""
+    b = np.asarray(batch, dtype=float)
+    return np.maximum(0, np.floor(m_ridge / b)).astype(int)
+
+
+def attention_share(model: ModelProfile, hw: HardwareProfile, tp: int, batch, context_len, prec: Precision,
+                    total_s, style: str = "shared") -> np.ndarray:
+    """Share of the D = 0 step spent in the attention kernels of full (and sliding) attention layers."""
+    t = 0.0
+    for g in model.groups():
+        if g.mixer not in ("full", "sliding"):
+            continue
+        kv = np.asarray(context_len, dtype=float) + 1.0
+        if g.mixer == "sliding":
+            kv = np.minimum(kv, model.sliding_window)
+        if model.mla is not None:
+            a = model.mla
+            c = attention_cost(hw, batch, 1, kv, model.num_q_heads // tp, 1, a.kv_lora_rank + a.qk_rope_head_dim,
+                               prec.kv, prec.compute, style, head_dim_v=a.kv_lora_rank, latent=True)
+        else:
+            qh, kvh = model.heads_per_device(tp)
+            c = attention_cost(hw, batch, 1, kv, qh, kvh, model.head_dim, prec.kv, prec.compute, style)
+        t = t + g.count * c.time_s
+    return np.asarray(t, dtype=float) / np.asarray(total_s, dtype=float)
+
+
+def diagnostics(model, hw, tp, batch, context_len, draft_len, prec, base, verify, rho, style="shared") -> dict:
+    """Guideline diagnostics per grid point (arrays broadcast to the grid; scalars where they do not vary)."""
+    g = model.g_dev(tp)
+    tile = hw.attention.tile_rows
+    d = np.asarray(draft_len, dtype=float)
+    m_eff = ridge_tokens(model, hw, prec, effective=True)
+    m_spec = ridge_tokens(model, hw, prec, effective=False)
+    return {
+        "g_dev": g,
+        "attention_tile_d": attention_tile_d(g, tile),
+        "tile_aligned": tile_aligned(g, d, tile),
+        "gemm_regime": verify.regime("gemm"),
+        "gemm_compute_bound_from_d": compute_bound_from_d(batch, m_eff),
+        "gemm_compute_bound_from_d_spec_sheet": compute_bound_from_d(batch, m_spec),
+        "ridge_tokens_effective": m_eff,
+        "ridge_tokens_spec_sheet": m_spec,
+        "attention_share": attention_share(model, hw, tp, batch, context_len, prec, base.total_s, style),
+        "rho": np.asarray(rho, dtype=float),
+        "rho_d": np.asarray(rho, dtype=float) * d,
+        "binding": binding_at(base, verify, d),
+    }
+
+
+def binding_at(base, verify, draft_len) -> np.ndarray:
+    """Per point: the kernel class whose time grew most from the D = 0 step to the verify step."""
+    dg = (verify.breakdown_s["gemm"] + verify.breakdown_s["moe"]) - (base.breakdown_s["gemm"] + base.breakdown_s["moe"])
+    da = verify.breakdown_s["attention"] - base.breakdown_s["attention"]
+    lab = np.where(da > dg, "G2/G3 attention", "G1 gemm")
+    return np.where(np.asarray(draft_len) > 0, lab, "-")
+
+
+def binding_line(best_d: int, step: dict, diag: dict, d_max=None, extrapolate: bool = False) -> tuple[str, str]:
+    """(guideline, sentence) naming what bound the choice of D, from the cost growth one step past it.
+
+    `step` holds 1-D arrays over D (index = D) for one mechanism at the chosen batch: verify_attention_s,
+    verify_gemm_s, draft_s, acceptance_length, speedup.
+    """
+    g, tile_d = diag["g_dev"], diag["attention_tile_d"]
+    share = float(diag["attention_share"])
+    d_cb = int(diag["gemm_compute_bound_from_d"])
+    n = len(step["speedup"])
+    if d_max is not None and not extrapolate and best_d >= d_max:
+        return "range", (f"acceptance data end at D = {d_max:g}: larger D not considered "
+                         f"(pass --extrapolate to continue the curve)")
+    if best_d + 1 >= n:
+        return "range", f"largest D searched ({best_d}); raise --max-draft-len"
+    if best_d == 0:
+        return "G5", "no draft length pays for its draft and verify cost here: speculation off"
+    nxt = best_d + 1
+    grow = {
+        "attention": step["verify_attention_s"][nxt] - step["verify_attention_s"][best_d],
+        "gemm": step["verify_gemm_s"][nxt] - step["verify_gemm_s"][best_d],
+        "draft": step["draft_s"][nxt] - step["draft_s"][best_d],
+    }
+    top = max(grow, key=grow.get)
+    if top == "attention" and best_d == tile_d:
+        return "G2", (f"attention dominates ({100 * share:.0f}% of the D = 0 step): D = 128/G − 1 = 128/{g} − 1 "
+                      f"= {tile_d}; D = {nxt} opens a second 128-row tile")
+    if top == "attention":
+        return "G3", (f"attention tiles: G·(1 + D) = {g * (1 + best_d)} rows; D = {nxt} adds "
+                      f"{1e3 * grow['attention']:.3f} ms of attention per step")
+    if top == "gemm":
+        return "G1", (f"verify GEMMs turn compute-bound at D = {d_cb} (B·(1 + D) crosses the effective ridge of "
+                      f"{diag['ridge_tokens_effective']:.0f} tokens)")
+    gain = step["acceptance_length"][nxt] - step["acceptance_length"][best_d]
+    return "G4", (f"draft overhead ρD outweighs the AL gain beyond D = {best_d} (D = {nxt} adds "
+                  f"{1e3 * grow['draft']:.3f} ms of drafting for +{gain:.2f} AL)")
