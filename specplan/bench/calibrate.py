@@ -111,23 +111,27 @@ def fit_attention(df: pd.DataFrame, hw: HardwareProfile) -> tuple[HardwareProfil
     return build(x), {"rows": int(len(df)), "fallback_rows_excluded": int(fb.sum())}
 
 
-def fit_allreduce(df: pd.DataFrame, hw: HardwareProfile) -> tuple[HardwareProfile, dict]:
-    """Fit custom/NCCL latencies (us) and bandwidth fractions on all-reduce rows of 2-8 GPUs."""
+def fit_allreduce(df: pd.DataFrame, hw: HardwareProfile, fit_latency: bool = True) -> tuple[HardwareProfile, dict]:
+    """Fit custom/NCCL latencies (us; kept when not fit_latency) and bandwidth fractions on all-reduce rows."""
     df = df[df["num_gpus"] <= hw.scaleup_domain] if hw.scaleup_domain > 1 else df
     nccl = df["kernel"].astype(str).str.upper() == "NCCL"
     p = hw.allreduce
     names = []
     x0, lo, hi = [], [], []
     if (~nccl).any():
-        names += ["custom_latency_s", "custom_bw_fraction"]
-        x0 += [p.custom_latency_s * 1e6, p.custom_bw_fraction]
-        lo += [0.0, 0.01]
-        hi += [50.0, 1.0]
+        names += ["custom_bw_fraction"] + (["custom_latency_s"] if fit_latency else [])
+        x0 += [p.custom_bw_fraction, p.custom_latency_s * 1e6]
+        lo += [0.01, 0.0]
+        hi += [1.0, 50.0]
     if nccl.any():
-        names += ["nccl_latency_s", "nccl_latency_per_peer_s", "nccl_bw_fraction"]
-        x0 += [p.nccl_latency_s * 1e6, p.nccl_latency_per_peer_s * 1e6, p.nccl_bw_fraction]
-        lo += [0.0, 0.0, 0.01]
-        hi += [100.0, 50.0, 1.0]
+        names += ["nccl_bw_fraction"] + (["nccl_latency_s", "nccl_latency_per_peer_s"] if fit_latency else [])
+        x0 += [p.nccl_bw_fraction, p.nccl_latency_s * 1e6, p.nccl_latency_per_peer_s * 1e6]
+        lo += [0.01, 0.0, 0.0]
+        hi += [1.0, 100.0, 50.0]
+    keep = [i for i, n in enumerate(["custom_bw_fraction", "custom_latency_s"] * bool((~nccl).any())
+                                    + ["nccl_bw_fraction", "nccl_latency_s", "nccl_latency_per_peer_s"] * bool(nccl.any()))
+            if n in names]
+    x0, lo, hi = [x0[i] for i in keep], [lo[i] for i in keep], [hi[i] for i in keep]
 
     def build(x) -> HardwareProfile:
         blk = p.model_dump()
