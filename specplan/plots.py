@@ -42,6 +42,16 @@ def _figure(w: float = 8.0, h: float = 5.2, ncols: int = 1):
     return fig, axes
 
 
+def plain_log_axes(ax, x: bool = True, y: bool = True) -> None:
+    """Log axes with plain numbers (1000, 2000) instead of 10^x labels."""
+    fmt = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}")
+    for on, axis in ((x, ax.xaxis), (y, ax.yaxis)):
+        if on:
+            axis.set_major_formatter(fmt)
+            axis.set_minor_formatter(matplotlib.ticker.FuncFormatter(
+                lambda v, _: f"{v:,.0f}" if str(int(round(v / 10 ** np.floor(np.log10(v)))))[0] in "25" else ""))
+
+
 def save_figure(fig, stem, formats=("png", "svg")) -> list[Path]:
     """Write `stem.png` / `stem.svg` atomically; SVG and PNG carry no date, SVG ids use a fixed salt."""
     out = []
@@ -93,6 +103,7 @@ def plot_frontier(df, title: str | None = None, max_labels: int = 10, label_hard
         labelled.append(spec)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain_log_axes(ax)
     ax.set_xlabel("interactivity (tokens/s per user)")
     ax.set_ylabel("throughput (tokens/s per GPU)")
     ax.set_title(title or "Throughput vs interactivity frontier, with and without speculation")
@@ -150,8 +161,7 @@ def plot_speedup_heatmap(df, hardware=None, mechanism=None, tp=None, context_len
     shown = np.where(fit, grid, np.nan)
     lo, hi = np.nanmin(grid), np.nanmax(grid)
     norm = TwoSlopeNorm(vcenter=1.0, vmin=min(lo, 0.99), vmax=max(hi, 1.01))
-    cmap = matplotlib.colormaps["RdBu_r"].copy()
-    cmap.set_bad("#bbbbbb")
+    cmap = matplotlib.colormaps["RdBu_r"].with_extremes(bad="#bbbbbb")
     im = ax.imshow(shown, origin="lower", aspect="auto", cmap=cmap, norm=norm, interpolation="nearest",
                    extent=(-0.5, drafts.size - 0.5, -0.5, batches.size - 0.5))
     cb = fig.colorbar(im, ax=ax)

@@ -69,6 +69,7 @@ class Study(_Strict):
     base: Scenario
     variants: list[Variant] = Field(default_factory=list)
     include_base: bool = True
+    base_name: str = Field("base", min_length=1)
     report_batches: list[int] = Field(default_factory=lambda: [1, 16, 64])
     summary_context: int | None = Field(None, ge=0)
     plots: list[str] = Field(default_factory=lambda: ["frontier", "speedup", "recommended_d"])
@@ -194,7 +195,7 @@ def load_study(path_or_dict) -> Study:
             raise SpecplanError(f"plots[{i}]: must be one of {', '.join(PLOTS)}, got {p!r}")
     names = [v.name for v in st.variants]
     for i, n in enumerate(names):
-        if n in names[:i] or (st.include_base and n == "base"):
+        if n in names[:i] or (st.include_base and n == st.base_name):
             raise SpecplanError(f"variants[{i}].name: must be unique, got {n!r}")
     return st
 
@@ -209,7 +210,7 @@ def expand(st: Study) -> list[dict]:
     base_dm = resolve_profile(st.base.draft_model, ModelProfile, "base.draft_model")
     base_dh = resolve_profile(st.base.draft_hardware, HardwareProfile, "base.draft_hardware")
     base_grid = {k: getattr(st.base, k) for k in GRID_FIELDS}
-    items = ([("base", None, "base")] if st.include_base else []) + [
+    items = ([(st.base_name, None, "base")] if st.include_base else []) + [
         (v.name, v, f"variants[{i}]") for i, v in enumerate(st.variants)]
     for name, v, where in items:
         m, hws, dm, dh, grid = base_m, base_h, base_dm, base_dh, dict(base_grid)

@@ -168,6 +168,7 @@ def _plots(st, scenarios, grids, fronts, outdir: Path) -> list[str]:
             ax.plot(s["tok_s_user"], s["tok_s_gpu"], "-", color=cm(i % 10), lw=2, label=sc["name"])
         ax.plot([], [], "--", color="grey", label="without speculation (D = 0)")
         ax.set_xscale("log"), ax.set_yscale("log")
+        P.plain_log_axes(ax)
         ax.set_xlabel("interactivity (tokens/s per user)")
         ax.set_ylabel("throughput (tokens/s per GPU)")
         ax.set_title(f"{st.name}: frontier per variant (solid: with speculation)")
@@ -195,6 +196,7 @@ def _plots(st, scenarios, grids, fronts, outdir: Path) -> list[str]:
         if key == "speedup":
             ax.axhline(1.0, color="grey", lw=0.8, ls=":", label="break-even")
         ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(P.matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
         ax.set_xlabel("batch B (concurrent sequences)")
         ax.set_ylabel(ylabel)
         ax.set_title(f"{st.name}: {ttl} (context {per_batch[0][2]:,} tokens)")

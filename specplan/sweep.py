@@ -244,14 +244,14 @@ def sweep(
         for c in combos:
             for lo in range(0, b.size, step):
                 bb = b[lo:lo + step]
-                shape = (ctx.size, bb.size, c.drafts.size)
-                r = evaluate(m, c.hw, tp=c.tp, batch=bb[None, :, None], context_len=ctx[:, None, None],
+                shape = (bb.size, ctx.size, c.drafts.size)  # batch-major, so chunks concatenate in order
+                r = evaluate(m, c.hw, tp=c.tp, batch=bb[:, None, None], context_len=ctx[None, :, None],
                              draft_len=c.drafts[None, None, :], mechanism=c.mechanism, acceptance=c.acceptance,
                              **common)
                 n = int(np.prod(shape))
-                cols["context_len"].append(np.repeat(ctx.astype(np.int32), bb.size * c.drafts.size))
-                cols["batch"].append(np.tile(np.repeat(bb.astype(np.int32), c.drafts.size), ctx.size))
-                cols["draft_len"].append(np.tile(c.drafts.astype(np.int16), ctx.size * bb.size))
+                cols["batch"].append(np.repeat(bb.astype(np.int32), ctx.size * c.drafts.size))
+                cols["context_len"].append(np.tile(np.repeat(ctx.astype(np.int32), c.drafts.size), bb.size))
+                cols["draft_len"].append(np.tile(c.drafts.astype(np.int16), bb.size * ctx.size))
                 cols["tp"].append(np.full(n, c.tp, dtype=np.int16))
                 for key, (col, scale) in _KEYS.items():
                     v = np.broadcast_to(np.asarray(r[key], dtype=np.float64), shape)
