@@ -9,6 +9,7 @@ of profile field -> value, `{set: value}` or `{scale: factor}`; nested fields by
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Union
 
@@ -123,7 +124,11 @@ def format_error(err: ValidationError, prefix: str = "") -> str:
     e = err.errors()[0]
     msg = _message(e)
     got = "" if e.get("type") == "missing" or "got" in msg else f", got {_val(e.get('input'))}"
-    return f"{_path(prefix, e.get('loc', ()))}: {msg}{got}"
+    path = _path(prefix, e.get("loc", ()))
+    head, sep, rest = msg.partition(": ")
+    if sep and re.fullmatch(r"[A-Za-z_][\w.]*", head):  # a model validator naming its own field
+        return f"{path}.{head}: {rest}" if path else msg
+    return f"{path}: {msg}{got}"
 
 
 # ---------------------------------------------------------------- overrides

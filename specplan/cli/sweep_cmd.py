@@ -24,8 +24,8 @@ def _ints(values: Optional[List[str]], name: str) -> list[int] | None:
             if not part:
                 continue
             try:
-                out.append(int(float(part.lower().replace("k", "e3"))) if part.lower().endswith("k")
-                           else int(part))
+                low = part.lower()
+                out.append(int(low[:-1]) * 1024 if low.endswith("k") else int(part))  # 8k = 8192 tokens
             except ValueError:
                 raise SpecplanError(f"{name}: expected integers, got '{part}'") from None
     return out
@@ -91,7 +91,7 @@ def pareto(
     acceptance: Optional[List[str]] = typer.Option(None, "--acceptance", help="MECH=VALUE: rate 0.8, AL@D 3.2@4, "
                                                    "per-position 0.9,0.8 or a profile id; repeat."),
     tp: Optional[List[str]] = typer.Option(None, "--tp", help="TP degrees, comma list (default 1,2,4,8 where heads divide)."),
-    context: Optional[List[str]] = typer.Option(None, "--context", "-c", help="Context lengths, comma list (default 1024)."),
+    context: Optional[List[str]] = typer.Option(None, "--context", "-c", help="Context lengths, comma list; 8k = 8192 (default 1024)."),
     draft_model: Optional[str] = typer.Option(None, "--draft-model", help="External draft model (mechanism external)."),
     draft_hardware: Optional[str] = typer.Option(None, "--draft-hardware", help="Device of an external draft."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math dtype."),

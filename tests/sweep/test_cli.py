@@ -1,0 +1,61 @@
+"""`specplan pareto` and `specplan study`: files written, byte-identical reruns, one-line errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from specplan.cli import app
+
+ARGS = ["pareto", "--model", "llama-3.1-8b", "-H", "h100-sxm", "-H", "b200", "--batch-max", "16",
+        "--max-draft-len", "4", "--mechanisms", "eagle3,ngram", "--acceptance", "ngram=0.5", "--tp", "1,2",
+        "--context", "1024,8k", "--no-progress"]
+
+
+def test_pareto_writes_everything_identically(tmp_path):
+    r = CliRunner()
+    for d in ("a", "b"):
+        res = r.invoke(app, [*ARGS, "-o", str(tmp_path / d)])
+        assert res.exit_code == 0, res.output
+    names = sorted(p.name for p in (tmp_path / "a").iterdir())
+    for stem in ("frontier", "speedup_heatmap", "attention_tiles", "acceptance", "breakdown"):
+        assert f"{stem}.png" in names and f"{stem}.svg" in names
+    for f in ("grid.csv", "grid.parquet", "frontier.csv", "best_at_interactivity.csv", "columns.md"):
+        assert f in names
+    for n in names:
+        if n.endswith((".csv", ".svg", ".md")):
+            assert (tmp_path / "a" / n).read_bytes() == (tmp_path / "b" / n).read_bytes(), n
+    import pandas as pd
+
+    grid = pd.read_parquet(tmp_path / "a" / "grid.parquet")
+    assert set(grid["context_len"]) == {1024, 8192}
+    assert len(grid) == 2 * 2 * 2 * 16 * (1 + 2 * 4)
+
+
+def test_pareto_bad_input_is_one_line(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "specplan", *ARGS[:-1], "--acceptance", "eagle3",
+                          "-o", str(tmp_path)], capture_output=True, text=True)
+    assert res.returncode == 2
+    assert res.stderr.strip().startswith("error: --acceptance: expected MECH=VALUE")
+    assert "Traceback" not in res.stderr
+
+
+def test_study_command(tmp_path):
+    repo = Path(__file__).resolve().parents[2]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nbase: {model: llama-3.1-8b, hardware: h100-sxm}\n"
+                   "variants:\n  - {name: a}\n  - {name: b}\n  - {name: c, hardware: {mem_bandwidth_bytes_s: -1}}\n")
+    res = subprocess.run([sys.executable, "-m", "specplan", "study", str(bad), "-o", str(tmp_path / "o")],
+                         capture_output=True, text=True)
+    assert res.returncode == 2
+    assert res.stderr.strip() == "error: variants[2].hardware.mem_bandwidth_bytes_s: must be > 0, got -1"
+    assert (repo / "examples" / "studies").is_dir()
+
+
+def test_cli_start_does_not_import_pandas_or_matplotlib():
+    code = "import sys, specplan.cli; print(any(m in sys.modules for m in ('pandas', 'matplotlib')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr
