@@ -46,17 +46,37 @@ def _update(hw: HardwareProfile, **blocks) -> HardwareProfile:
     return HardwareProfile.model_validate(data)
 
 
-def _solve(residual, x0, lo, hi) -> np.ndarray:
-    """Robust least squares (soft-L1 on log-time residuals) within bounds."""
-    x0 = np.clip(np.asarray(x0, float), np.asarray(lo) + 1e-9, np.asarray(hi) - 1e-9)
-    r = least_squares(residual, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1, x_scale="jac", max_nfev=200)
-    return r.x
+def _solve(residual, x0, lo, hi, extra_starts=()) -> np.ndarray:
+    """Robust least squares (soft-L1 on log-time residuals) within bounds; best of several starts."""
+    best = None
+    for start in [x0, *extra_starts]:
+        x = np.clip(np.asarray(start, float), np.asarray(lo) + 1e-9, np.asarray(hi) - 1e-9)
+        r = least_squares(residual, x, bounds=(lo, hi), loss="soft_l1", f_scale=0.1, x_scale="jac", max_nfev=200)
+        if best is None or r.cost < best.cost:
+            best = r
+    return best.x
 
 
 def _log_resid(df: pd.DataFrame, hw: HardwareProfile, family: str) -> np.ndarray:
     """log(predicted / measured) for every row."""
     p = predict_table(df, hw, family)
     return np.log(np.maximum(p["predicted_us"].to_numpy(), 1e-3) / p["measured_us"].to_numpy())
+
+
+def _gemm_data_start(df: pd.DataFrame, hw: HardwareProfile, layout) -> list[float]:
+    """A start read off the data: overhead = half the fastest row, bandwidth from small M, compute from large M."""
+    t = df["time_us"].to_numpy(float) * 1e-6
+    ovh = 0.5 * float(t.min())
+    x = [ovh * 1e6]
+    for d, q in layout:
+        sel = (df["dtype"].astype(str).map(canonical_dtype) == d).to_numpy()
+        m, n, k = (df.loc[sel, c].to_numpy(float) for c in ("m", "n", "k"))
+        ts = np.maximum(t[sel] - ovh, 1e-7)
+        small, large = m <= np.percentile(m, 25), m >= np.percentile(m, 75)
+        bw = np.median((n * k * 2.0 + m * k * 2.0 + m * n * 2.0)[small] / ts[small]) / hw.mem_bandwidth_bytes_s
+        cf = np.median((2.0 * m * n * k)[large] / ts[large]) / hw.peak(d)
+        x += [float(np.clip(bw, 0.02, 0.99)), float(np.clip(cf, 0.003, 0.99)), 8.0] + ([1.0] if q else [])
+    return x
 
 
 def fit_gemm(df: pd.DataFrame, hw: HardwareProfile) -> tuple[HardwareProfile, dict]:
@@ -71,7 +91,7 @@ def fit_gemm(df: pd.DataFrame, hw: HardwareProfile) -> tuple[HardwareProfile, di
         q = d in LOW_PRECISION and quant_seen
         layout.append((d, q))
         x0 += [e.mem_bw_fraction, e.compute_max_fraction, np.log10(max(e.compute_half_flops, 1e3))]
-        lo += [0.05, 0.02, 3.0]
+        lo += [0.01, 0.002, 3.0]
         hi += [1.0, 1.0, 13.0]
         if q:
             x0.append(max(e.quant_overhead_s * 1e6, 1.0))
@@ -91,7 +111,7 @@ def fit_gemm(df: pd.DataFrame, hw: HardwareProfile) -> tuple[HardwareProfile, di
             eff[d] = blk
         return _update(hw, efficiency=eff, kernel_overhead_s=x[0] * 1e-6)
 
-    x = _solve(lambda x: _log_resid(df, build(x), "gemm"), x0, lo, hi)
+    x = _solve(lambda x: _log_resid(df, build(x), "gemm"), x0, lo, hi, [_gemm_data_start(df, hw, layout)])
     out = build(x)
     info = {"kernel_overhead_us": round(x[0], 3), "dtypes": dtypes, "rows": int(len(df))}
     return out, info
