@@ -1,0 +1,114 @@
+"""Acceptance: closed forms by hand, per-position, tables, Monte Carlo, bad inputs."""
+
+import numpy as np
+import pytest
+
+from specplan.errors import SpecplanError
+from specplan.speculation.acceptance import (Acceptance, al_from_rate, load_profile, profile_ids, rate_from_length,
+                                             simulate_al, simulate_generation, tree_per_position, tree_tokens)
+
+
+def test_closed_form_by_hand():
+    # α = 0.8, D = 4: (1 − 0.8^5) / 0.2 = (1 − 0.32768) / 0.2 = 3.3616
+    assert Acceptance.from_rate(0.8).al(4) == pytest.approx(3.3616)
+    assert Acceptance.from_rate(0.5).al(2) == pytest.approx(1 + 0.5 + 0.25)
+    assert Acceptance.from_rate(1.0).al(7) == pytest.approx(8.0)
+    assert Acceptance.from_rate(0.0).al(7) == pytest.approx(1.0)
+    assert Acceptance.from_rate(0.8).al(0) == pytest.approx(1.0)
+
+
+def test_per_position_by_hand():
+    acc = Acceptance.from_per_position([0.9, 0.8, 0.5])
+    assert acc.al(1) == pytest.approx(1.9)
+    assert acc.al(2) == pytest.approx(1 + 0.9 + 0.72)
+    assert acc.al(3) == pytest.approx(1 + 0.9 + 0.72 + 0.36)
+    assert acc.d_max == 3
+
+
+def test_per_position_equal_rates_match_closed_form():
+    d = np.arange(0, 9)
+    np.testing.assert_allclose(Acceptance.from_per_position([0.7] * 8).al(d), al_from_rate(0.7, d))
+
+
+def test_length_round_trip():
+    acc = Acceptance.from_length(3.08, 4)
+    assert acc.al(4) == pytest.approx(3.08, abs=1e-9)
+    assert rate_from_length(al_from_rate(0.83, 6), 6) == pytest.approx(0.83, abs=1e-9)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.3, 0.6, 0.9, 1.0])
+def test_al_within_bounds(alpha):
+    d = np.arange(0, 33)
+    al = Acceptance.from_rate(alpha).al(d)
+    assert np.all(al >= 1 - 1e-12) and np.all(al <= 1 + d + 1e-12)
+    assert np.all(np.diff(al) >= -1e-12)
+
+
+def test_table_interpolation_is_monotone_and_exact_at_points():
+    acc = Acceptance.from_profile("eagle3-llama-3.1-8b-mtbench")
+    for d, al in [(2, 2.36), (4, 3.08), (7, 3.54)]:
+        assert acc.al(d) == pytest.approx(al)
+    grid = np.linspace(0, 12, 241)
+    al = acc.al(grid)
+    assert np.all(np.diff(al) >= -1e-12)
+    assert np.all(al <= 1 + grid + 1e-12) and np.all(al >= 1)
+    assert acc.d_max == 7 and acc.al(12) > acc.al(7)  # extrapolation continues, monotonically
+
+
+def test_table_rejects_decreasing_and_impossible():
+    with pytest.raises(SpecplanError, match="must not decrease"):
+        Acceptance.from_table([1, 2], [1.8, 1.5])
+    with pytest.raises(SpecplanError, match=r"\[1, 1 \+ D\]"):
+        Acceptance.from_table([2], [3.5])
+
+
+@pytest.mark.parametrize("probs", [[0.8] * 5, [0.95, 0.8, 0.6, 0.4], [0.5] * 10])
+def test_monte_carlo_agrees_with_closed_form(probs):
+    mean, se = simulate_al(probs, n_iter=200_000, seed=1)
+    exact = float(Acceptance.from_per_position(probs).al(len(probs)))
+    assert abs(mean - exact) < 4 * se
+    assert 1 <= mean <= 1 + len(probs)
+
+
+def test_generation_loop_tokens_per_iteration():
+    # truncation of the last iteration only lowers the mean slightly
+    exact = float(al_from_rate(0.8, 4))
+    assert simulate_generation([0.8] * 4, n_tokens=50_000, seed=2) == pytest.approx(exact, rel=0.02)
+
+
+def test_tree_helpers():
+    assert tree_tokens([4, 8, 8, 4]) == 25
+    p = tree_per_position(0.6, [1, 2, 4])
+    assert p == pytest.approx((0.6, 1 - 0.4 ** 2, 1 - 0.4 ** 4))
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5])
+def test_rate_outside_unit_interval(bad):
+    with pytest.raises(SpecplanError, match=r"α must be in \[0, 1\]"):
+        Acceptance.from_rate(bad)
+
+
+def test_length_above_one_plus_d():
+    with pytest.raises(SpecplanError, match=r"AL must be in \[1, 1 \+ D\]"):
+        Acceptance.from_length(6.0, 4)
+
+
+def test_negative_draft_length():
+    with pytest.raises(SpecplanError, match="draft length"):
+        Acceptance.from_rate(0.5).al(-1)
+
+
+def test_shipped_profiles_are_sourced_and_consistent():
+    assert len(profile_ids()) >= 5
+    for pid in profile_ids():
+        p = load_profile(pid)
+        assert p["source"] and p["mechanism"] and p["target"]
+        acc = Acceptance.from_profile(pid)
+        for d, al in p["points"]:
+            assert 1 <= al <= 1 + d
+            assert acc.al(d) == pytest.approx(al)
+
+
+def test_unknown_profile():
+    with pytest.raises(SpecplanError, match="unknown acceptance profile"):
+        Acceptance.from_profile("no-such-profile")

@@ -1,0 +1,115 @@
+"""Guideline diagnostics and recommend, checked against hand calculations (Must-show 3)."""
+
+import numpy as np
+import pytest
+
+from specplan.errors import SpecplanError
+from specplan.profiles.registry import load_hardware, load_model
+from specplan.recommend import parse_acceptance, predict_summary, recommend
+from specplan.speculation.guidelines import attention_tile_d, compute_bound_from_d, tile_aligned
+
+
+@pytest.mark.parametrize("g,d", [(4, 31), (8, 15), (16, 7), (32, 3), (64, 1)])
+def test_attention_tile_d(g, d):
+    assert attention_tile_d(g) == d  # guidelines_recovered.md: derived 128/G − 1
+
+
+def test_tile_aligned():
+    np.testing.assert_array_equal(tile_aligned(16, [6, 7, 8, 15]), [False, True, False, True])
+
+
+def test_spec_sheet_ridge_by_hand():
+    hw = load_hardware("h100-sxm")
+    ridge = hw.ridge_flops_per_byte("bf16")
+    assert ridge == pytest.approx(989.4e12 / 3.35e12)  # 295.3 FLOP/B
+    # bf16 weight-streaming GEMM intensity = M: 64·(1 + D) > 295 first at D = 4 (64·5 = 320; 64·4 = 256)
+    assert int(compute_bound_from_d(64, ridge)) == 4
+    assert int(compute_bound_from_d(8, ridge)) == 36
+    assert int(compute_bound_from_d(512, ridge)) == 0
+
+
+def test_llama_batch64_names_compute_bound_d4():
+    r = recommend("llama-3.1-8b", "h100-sxm", batch=64, context_len=1024, mechanisms=["eagle3"],
+                  acceptance={"eagle3": "0.8"}, max_draft_len=16)
+    g = r["guidelines"]
+    assert g["gemm_compute_bound_from_d_spec_sheet"] == 4
+    assert g["gemm_compute_bound_from_d"] == 4
+    assert g["ridge_tokens_spec_sheet"] == pytest.approx(295.3, abs=0.1)
+    assert r["best"]["draft_len"] == 4
+    assert r["binding"]["guideline"] == "G1"
+    assert "compute-bound at D = 4" in r["binding"]["line"]
+
+
+def test_predict_llama_gemm_regime_flips_at_d4():
+    at3 = predict_summary("llama-3.1-8b", "h100-sxm", batch=64, context_len=1024, mechanism="eagle3", draft_len=3,
+                          acceptance=parse_acceptance("0.8"))
+    at4 = predict_summary("llama-3.1-8b", "h100-sxm", batch=64, context_len=1024, mechanism="eagle3", draft_len=4,
+                          acceptance=parse_acceptance("0.8"))
+    assert at3["guidelines"]["gemm_regime"] == "memory"
+    assert at4["guidelines"]["gemm_regime"] == "compute"
+
+
+QWEN = dict(tp=2, context_len=131072, dtype="fp4", kv_dtype="fp8")
+
+
+def test_qwen35_gdev16_tile_d7():
+    assert load_model("qwen3.5-122b-a10b").g_dev(2) == 16
+    r = recommend("qwen3.5-122b-a10b", "b200", batch=64, mechanisms=["mtp"], acceptance={"mtp": "0.8"},
+                  max_draft_len=16, **QWEN)
+    assert r["guidelines"]["g_dev"] == 16 and r["guidelines"]["attention_tile_d"] == 7
+
+
+def test_qwen35_attention_bound_cheap_draft_picks_tile_d7():
+    # with a drafter that costs nothing on the GPU, the attention tile binds: D = 128/G − 1 = 7
+    r = recommend("qwen3.5-122b-a10b", "b200", batch=64, mechanisms=["ngram"], acceptance={"ngram": "0.8"},
+                  max_draft_len=16, **QWEN)
+    assert r["best"]["draft_len"] == 7
+    assert r["binding"]["guideline"] == "G2"
+    assert "128/G − 1" in r["binding"]["line"] and "= 7" in r["binding"]["line"]
+
+
+def test_qwen35_mtp_long_context_draft_cost_binds():
+    # MTP drafts serially through a full-attention layer over the 131K-token context: each draft step costs
+    # ~1/12 of the target's attention, so the draft (G4) stops D just short of the tile (model finding; see
+    # docs/speculation.md, "Must-show 3")
+    r = recommend("qwen3.5-122b-a10b", "b200", batch=64, mechanisms=["mtp"], acceptance={"mtp": "0.8"},
+                  max_draft_len=16, **QWEN)
+    assert r["best"]["mechanism"] == "mtp"
+    assert 5 <= r["best"]["draft_len"] <= 7
+    ranked = {x["draft_len"]: x for x in r["ranked"]}
+    assert ranked[8]["speedup"] < 0.95 * ranked[7]["speedup"]  # the second attention tile
+    assert r["binding"]["guideline"] in ("G2", "G4")
+
+
+def test_infeasible_rows_are_explained():
+    r = recommend("qwen3.5-122b-a10b", "b200", batch=128, mechanisms=["mtp"], acceptance={"mtp": "0.8"},
+                  max_draft_len=8, **QWEN)
+    assert any("does not fit" in n and "checkpoints" in n for n in r["notes"])
+    assert any(not x["feasible"] for x in r["ranked"])
+
+
+def test_target_tps_mode_respects_interactivity():
+    r = recommend("llama-3.1-8b", "h100-sxm", target_tps_per_user=150, context_len=2048, mechanisms=["eagle3"],
+                  acceptance={"eagle3": "0.8"}, max_draft_len=10)
+    assert r["best"]["tokens_per_s_per_user"] >= 150
+    impossible = recommend("llama-3.1-8b", "h100-sxm", target_tps_per_user=1e6, context_len=2048,
+                           mechanisms=["eagle3"], acceptance={"eagle3": "0.8"}, max_draft_len=4)
+    assert impossible["best"] is None and "reaches" in impossible["infeasible"]
+
+
+def test_profile_range_respected_unless_extrapolate():
+    r = recommend("llama-3.1-8b", "h100-sxm", batch=1, context_len=1024, mechanisms=["eagle3"], max_draft_len=12)
+    assert max(x["draft_len"] for x in r["ranked"]) <= 7 and any("D <= 7" in n for n in r["notes"])
+    r2 = recommend("llama-3.1-8b", "h100-sxm", batch=1, context_len=1024, mechanisms=["eagle3"], max_draft_len=12,
+                   extrapolate=True, top=20)
+    assert max(x["draft_len"] for x in r2["ranked"]) > 7
+
+
+def test_recommend_bad_inputs():
+    with pytest.raises(SpecplanError, match="exactly one"):
+        recommend("llama-3.1-8b", "h100-sxm", context_len=1024, mechanisms=["eagle3"])
+    with pytest.raises(SpecplanError, match="unknown mechanism"):
+        recommend("llama-3.1-8b", "h100-sxm", batch=1, context_len=1024, mechanisms=["eagle4"])
+    with pytest.raises(SpecplanError, match="α must be"):
+        recommend("llama-3.1-8b", "h100-sxm", batch=1, context_len=1024, mechanisms=["eagle3"],
+                  acceptance={"eagle3": "1.2"})

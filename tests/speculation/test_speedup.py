@@ -1,0 +1,181 @@
+"""evaluate(): the speedup formula, invariants, limits by hand, memory of drafts and hybrid checkpoints."""
+
+import numpy as np
+import pytest
+
+from specplan.errors import SpecplanError
+from specplan.memory import state_bytes_per_seq
+from specplan.profiles.registry import load_hardware, load_model
+from specplan.speculation import Acceptance, ServingProfile, evaluate, mechanism_names
+from specplan.step import step_time
+
+A8 = Acceptance.from_rate(0.8)
+
+
+def fast_memory_hw():
+    """h100-sxm with no launch overhead and 1000x the compute: every kernel memory-bound."""
+    hw = load_hardware("h100-sxm")
+    return hw.model_copy(update={"kernel_overhead_s": 0.0,
+                                 "peak_flops": {k: v * 1e3 for k, v in hw.peak_flops.items()}})
+
+
+def overhead_bound_hw():
+    """h100-sxm with 1e6x the bandwidth and compute: every kernel costs only its launch overhead."""
+    hw = load_hardware("h100-sxm")
+    return hw.model_copy(update={"mem_bandwidth_bytes_s": hw.mem_bandwidth_bytes_s * 1e6,
+                                 "peak_flops": {k: v * 1e6 for k, v in hw.peak_flops.items()}})
+
+
+def test_mechanisms_listed():
+    assert set(mechanism_names()) == {"none", "external", "eagle3", "mtp", "medusa", "dflash", "dspark", "ngram",
+                                      "self"}
+
+
+def test_formula_by_hand():
+    r = evaluate("llama-3.1-8b", "h100-sxm", batch=8, context_len=2048, draft_len=3, mechanism="eagle3",
+                 acceptance=A8)
+    base = step_time("llama-3.1-8b", "h100-sxm", 1, 8, 1, 2048).total_s
+    ver = step_time("llama-3.1-8b", "h100-sxm", 1, 8, 4, 2048).total_s
+    assert r["baseline_step_s"] == pytest.approx(base)
+    assert r["verify_s"] == pytest.approx(ver)
+    al = 1 + 0.8 + 0.64 + 0.512
+    assert r["speedup"] == pytest.approx(base * al / (ver + r["draft_s"]))
+    assert r["tokens_per_s_per_gpu"] == pytest.approx(8 * al / r["iter_s"])
+    assert r["break_even_al"] == pytest.approx(r["iter_s"] / base)
+
+
+def test_vectorized_grid_matches_points():
+    b = np.array([1, 16, 64])[:, None, None]
+    ctx = np.array([512, 8192])[None, :, None]
+    d = np.arange(0, 5)[None, None, :]
+    r = evaluate("llama-3.1-8b", "h100-sxm", batch=b, context_len=ctx, draft_len=d, mechanism="eagle3",
+                 acceptance=A8)
+    assert r["speedup"].shape == (3, 2, 5)
+    np.testing.assert_allclose(r["speedup"][:, :, 0], 1.0)
+    one = evaluate("llama-3.1-8b", "h100-sxm", batch=16, context_len=8192, draft_len=3, mechanism="eagle3",
+                   acceptance=A8)
+    assert r["speedup"][1, 1, 3] == pytest.approx(float(one["speedup"]))
+
+
+@pytest.mark.parametrize("mech", ["eagle3", "dflash", "dspark", "ngram", "self", "medusa"])
+def test_invariants(mech):
+    d = np.arange(0, 9)
+    r = evaluate("llama-3.1-8b", "h100-sxm", batch=np.array([[1], [32]]), context_len=4096, draft_len=d,
+                 mechanism=mech, acceptance=A8)
+    al = r["acceptance_length"]
+    assert np.all(al >= 1) and np.all(al <= 1 + d)
+    assert np.all(r["speedup"] <= al + 1e-9)
+    assert np.all(r["draft_s"] >= 0) and np.all(r["draft_s"][:, 0] == 0)
+
+
+def test_zero_draft_memory_bound_speedup_equals_al():
+    hw = fast_memory_hw()
+    for d in (2, 4, 7):
+        r = evaluate("llama-3.1-8b", hw, batch=1, context_len=1024, draft_len=d, mechanism="ngram", acceptance=A8)
+        assert float(r["speedup"]) == pytest.approx(float(r["acceptance_length"]), rel=0.01)
+
+
+def test_ngram_draft_cost_near_zero():
+    r = evaluate("llama-3.1-8b", "h100-sxm", batch=1, context_len=1024, draft_len=5, mechanism="ngram",
+                 acceptance=A8)
+    assert float(r["draft_s"]) < 1e-3 * float(r["baseline_step_s"])
+    assert float(r["memory_total_bytes"]) == pytest.approx(
+        float(evaluate("llama-3.1-8b", "h100-sxm", batch=1, context_len=1024, draft_len=5, mechanism="medusa",
+                       acceptance=A8)["memory_total_bytes"]) - 5 * (4096 * 4096 + 128256 * 4096) * 2.0, rel=1e-9)
+
+
+def test_seed_example_draft_overhead():
+    # D = 11: a one-layer MTP head runs 11 serial steps (O_d = 11 / L); a five-layer DFlash head one pass (5 / L)
+    for model in ("deepseek-v3", "qwen3.5-122b-a10b"):
+        L = load_model(model).num_layers
+        mtp = evaluate(model, "b200", tp=8, batch=1, context_len=1024, draft_len=11, mechanism="mtp",
+                       acceptance=A8, dtype="fp8")
+        dfl = evaluate(model, "b200", tp=8, batch=1, context_len=1024, draft_len=11, mechanism="dflash",
+                       acceptance=A8, dtype="fp8")
+        assert float(mtp["rho_d"]) == pytest.approx(11 / L)
+        assert float(dfl["rho_d"]) == pytest.approx(5 / L)
+
+
+def test_low_latency_limit_self_exact():
+    # every kernel overhead-bound and a draft with the target's layer structure (ρ = 1): AL / (1 + ρD) exactly
+    hw = overhead_bound_hw()
+    for d in (1, 3, 6):
+        r = evaluate("llama-3.1-8b", hw, batch=1, context_len=1024, draft_len=d, mechanism="self", acceptance=A8)
+        assert float(r["speedup"]) == pytest.approx(float(r["acceptance_length"]) / (1 + 1.0 * d), rel=1e-3)
+
+
+@pytest.mark.parametrize("model,mech,tol", [("llama-3.1-405b", "eagle3", 0.05), ("llama-3.3-70b", "eagle3", 0.1),
+                                            ("deepseek-v3", "mtp", 0.1)])
+def test_low_latency_limit_one_layer_drafts(model, mech, tol):
+    # a one-layer head also launches its LM head, embedding and final norm: ≈ AL / (1 + ρD), closer as L grows
+    hw = overhead_bound_hw()
+    for d in (2, 5, 11):
+        r = evaluate(model, hw, batch=1, context_len=1024, draft_len=d, mechanism=mech, acceptance=A8)
+        limit = float(r["acceptance_length"]) / (1 + float(r["rho_d"]))
+        assert float(r["speedup"]) == pytest.approx(limit, rel=tol)
+
+
+def test_hybrid_verify_memory_includes_state_checkpoints():
+    m = load_model("qwen3.5-35b-a3b")
+    per_seq = state_bytes_per_seq(m, 1)
+    assert per_seq > 0
+    r = evaluate(m, "h200-sxm", batch=4, context_len=4096, draft_len=np.array([0, 3]), mechanism="ngram",
+                 acceptance=A8)
+    np.testing.assert_allclose(r["memory_state_bytes"], 4 * per_seq * np.array([1, 4]))
+    assert r["memory_total_bytes"][1] - r["memory_total_bytes"][0] >= 3 * 4 * per_seq
+    # and the verify step writes (1 + D) checkpoints: attention-class time grows with D even at short context
+    assert r["verify_s"][1] > r["verify_s"][0]
+
+
+def test_draft_memory_counts_weights_and_kv():
+    base = evaluate("llama-3.1-8b", "h100-sxm", batch=8, context_len=8192, draft_len=0, mechanism="none")
+    ext = evaluate("llama-3.1-8b", "h100-sxm", batch=8, context_len=8192, draft_len=4, mechanism="external",
+                   acceptance=A8, draft_model="llama-3.2-1b")
+    extra = float(ext["memory_total_bytes"] - base["memory_total_bytes"])
+    assert extra > 2.4e9  # llama-3.2-1b weights (~2.5 GB bf16) + its KV for 8 x 8K tokens
+
+
+def test_external_draft_on_other_hardware_counts_its_devices():
+    r = evaluate("llama-3.3-70b", "h100-sxm", tp=4, batch=1, context_len=2048, draft_len=4, mechanism="external",
+                 acceptance=A8, draft_model="llama-3.2-1b", draft_hardware="groq-lpu")
+    assert float(r["draft_devices"]) >= 1
+    assert float(r["tokens_per_s_per_device"]) < float(r["tokens_per_s_per_gpu"])
+    assert float(r["target_devices"]) == 4
+
+
+def test_tree_verification_costs_verified_tokens():
+    chain = evaluate("llama-3.1-8b", "h100-sxm", batch=32, context_len=1024, draft_len=4, mechanism="medusa",
+                     acceptance=A8)
+    tree = evaluate("llama-3.1-8b", "h100-sxm", batch=32, context_len=1024, draft_len=4, mechanism="medusa",
+                    acceptance=A8, tree_tokens=64)
+    assert float(tree["verify_tokens"]) == 64
+    assert float(tree["verify_s"]) > float(chain["verify_s"])
+    with pytest.raises(SpecplanError, match="tree tokens"):
+        evaluate("llama-3.1-8b", "h100-sxm", draft_len=4, mechanism="medusa", acceptance=A8, tree_tokens=3)
+
+
+def test_serving_parameters_add_to_the_iteration():
+    srv = ServingProfile(iteration_overhead_s=1e-3, draft_step_overhead_s=5e-4)
+    a = evaluate("llama-3.1-8b", "h100-sxm", draft_len=np.array([0, 3]), mechanism="eagle3", acceptance=A8)
+    b = evaluate("llama-3.1-8b", "h100-sxm", draft_len=np.array([0, 3]), mechanism="eagle3", acceptance=A8,
+                 serving=srv)
+    assert b["iter_s"][0] == pytest.approx(a["iter_s"][0])
+    assert b["iter_s"][1] - a["iter_s"][1] == pytest.approx(1e-3 + 3 * 5e-4)
+
+
+def test_bad_inputs():
+    with pytest.raises(SpecplanError, match="unknown mechanism 'foo'"):
+        evaluate("llama-3.1-8b", "h100-sxm", draft_len=2, mechanism="foo", acceptance=A8)
+    with pytest.raises(SpecplanError, match="mechanism dflash"):
+        evaluate("llama-3.1-8b", "h100-sxm", draft_len=2, mechanism="dflash")
+    with pytest.raises(SpecplanError, match="draft length"):
+        evaluate("llama-3.1-8b", "h100-sxm", draft_len=-1, mechanism="eagle3", acceptance=A8)
+    with pytest.raises(SpecplanError, match="no MTP module"):
+        evaluate("llama-3.1-8b", "h100-sxm", draft_len=2, mechanism="mtp", acceptance=A8)
+    with pytest.raises(SpecplanError, match="draft model"):
+        evaluate("llama-3.1-8b", "h100-sxm", draft_len=2, mechanism="external", acceptance=A8)
+
+
+def test_shipped_profile_used_when_no_acceptance():
+    r = evaluate("llama-3.1-8b", "h100-sxm", draft_len=np.arange(2, 8), mechanism="eagle3")
+    np.testing.assert_allclose(r["acceptance_length"], [2.36, 2.79, 3.08, 3.32, 3.46, 3.54])
