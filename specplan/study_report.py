@@ -190,16 +190,19 @@ def _plots(st, scenarios, grids, fronts, outdir: Path) -> list[str]:
         if key not in st.plots or not per_batch:
             continue
         fig, ax = P._figure(7.6, 4.8)
-        for name, s, ctx in per_batch:
-            ax.plot(s["batch"], s[col], marker="o", ms=3, label=name, drawstyle="steps-mid" if key != "speedup"
-                    else "default")
+        marks = "osv^D<>p"
+        for i, (name, s, ctx) in enumerate(per_batch):
+            ax.plot(s["batch"], s[col], marker=marks[i % len(marks)], ms=6 - i, lw=2.2 - 0.4 * (i % 4),
+                    label=name, drawstyle="steps-mid" if key != "speedup" else "default")
+        if key == "recommended_d":
+            ax.yaxis.set_major_locator(P.matplotlib.ticker.MaxNLocator(integer=True))
         if key == "speedup":
             ax.axhline(1.0, color="grey", lw=0.8, ls=":", label="break-even")
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(P.matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
         ax.set_xlabel("batch B (concurrent sequences)")
         ax.set_ylabel(ylabel)
-        ax.set_title(f"{st.name}: {ttl} (context {per_batch[0][2]:,} tokens)")
+        ax.set_title(f"{st.name}: {ttl}\n(context {per_batch[0][2]:,} tokens; feasible points only)")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
         written += P.save_figure(fig, outdir / key)
