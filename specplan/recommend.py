@@ -172,6 +172,8 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
             for k, v in r["guidelines"].items() if k not in ("tile_aligned", "gemm_regime", "binding", "rho", "rho_d")}
     d_max = r["acceptance_d_max"]
     guideline, line = binding_line(best["draft_len"], step, diag, d_max, extrapolate)
+    if best["draft_len"] == 0 and any(x["draft_len"] > 0 and not x["feasible"] for x in rows):
+        guideline, line = "memory", "speculative configurations do not fit in memory at this batch (see the notes)"
     out["binding"] = {"guideline": guideline, "line": line}
     out["guidelines"] = _summary(diag, best["batch"])
     return out
