@@ -66,3 +66,28 @@ def test_default_mechanisms_are_those_that_apply():
     mechs = set(df["mechanism"].astype(str))
     assert "eagle3" in mechs  # a shipped acceptance profile exists for llama-3.1-8b
     assert "mtp" not in mechs  # llama-3.1-8b has no MTP module
+
+
+def test_progress_bar_silent_off_tty_and_draws_on_tty():
+    import io
+
+    from specplan.progress import Progress
+
+    buf = io.StringIO()  # not a TTY: silent
+    with Progress(3, "sweep", stream=buf) as p:
+        p.update(3)
+    assert buf.getvalue() == ""
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Tty()
+    with Progress(2, "sweep", stream=tty) as p:
+        p.update(1)
+        p.update(1)
+    assert "100% 2/2" in tty.getvalue() and tty.getvalue().endswith("\n")
+    quiet = Tty()
+    with Progress(2, "sweep", stream=quiet, enabled=False) as p:
+        p.update(2)
+    assert quiet.getvalue() == ""
