@@ -316,5 +316,46 @@ def summarize(att_rows, gemm_rows) -> None:
             log(f"gemm {r['dtype']} m={r['m']} n={r['n']} k={r['k']} {r['time_us']:.1f}us")
 
 
+def qlen_report(csv_path: str) -> str:
+    """Markdown tables of an attention CSV: t(q_len)/t(1) per G and kernel, steps at 128 rows.
+
+    ``python3 specplan/bench/device_run.py --report bench_data/h200_attention_qlen.csv``
+    """
+    rows = harness.read_csv(csv_path)
+    fams: dict = {}
+    for r in rows:
+        key = (r["batch"], r["kv_len"], r["n_kv_heads"], r["head_dim"])
+        g = r["n_q_heads"] // r["n_kv_heads"]
+        fams.setdefault(key, {}).setdefault(r["kernel"], {})[(g, r["q_len"])] = r["time_us"]
+    out = []
+    qs = list(range(1, 18))
+    for key in sorted(fams):
+        b, s, hkv, d = key
+        kv_mb = b * s * hkv * d * 4 / 1e6
+        out.append(f"\n#### batch {b}, kv_len {s}, n_kv_heads {hkv}, head_dim {d} (KV {kv_mb:.0f} MB)\n")
+        out.append("| kernel | G | t(1) us | " + " | ".join(str(q) for q in qs) + " |")
+        out.append("|---|---|---|" + "---|" * len(qs))
+        for kernel in sorted(fams[key]):
+            t = fams[key][kernel]
+            for g in GROUPS:
+                if (g, 1) not in t:
+                    continue
+                t1 = t[(g, 1)]
+                cells = []
+                for q in qs:
+                    if (g, q) not in t:
+                        cells.append("")
+                        continue
+                    c = f"{t[(g, q)] / t1:.2f}"
+                    if kernel.endswith("packed") and (g * q) > 128 and (g * (q - 1)) <= 128:
+                        c = f"**{c}**"
+                    cells.append(c)
+                out.append(f"| {kernel} | {g} | {t1:.1f} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--report":
+        sys.stdout.write(qlen_report(sys.argv[2]))
+        sys.exit(0)
     sys.exit(main())
