@@ -30,6 +30,9 @@ OUT = ROOT / "docs" / "validation"
 H100 = "h100-sxm"
 
 
+NARRATIVE = (Path(__file__).with_name("validation_narrative.md")).read_text()
+
+
 def spec_sheet(hw: HardwareProfile) -> HardwareProfile:
     """The profile with schema-default efficiencies (spec sheet x textbook fractions, nothing fitted)."""
     d = hw.model_dump()
@@ -160,9 +163,91 @@ def main() -> None:
         md += table_by(pt, keys)
         scatter_plot(pt, OUT / (name.split("_h100")[0] + "_h100.png"), f"H100 {fam}")
         fit_record[f"validate_{name.split('_h100')[0]}"] = metrics(pt["ape_pct"])
+    md += other_devices()
     (OUT / "h100_fit.json").write_text(json.dumps(fit_record, indent=1, default=float))
-    (OUT / "tables.md").write_text("\n".join(md) + "\n")
+    (OUT / "README.md").write_text(NARRATIVE + "\n".join(md) + "\n")
     print("\n".join(md))
+
+
+def other_devices() -> list[str]:
+    """A100 (H100-learned defaults, never fitted on A100) and specplan's own H200 runs in bench_data/."""
+    md = ["## Devices the fit never saw: A100 with the H100-learned defaults", "",
+          "`a100-sxm-80gb.yaml` carries the H100 fractions (of its own spec-sheet peaks); scored on every A100 row.", ""]
+    a100 = load_hardware("a100-sxm-80gb")
+    g = pd.read_csv(MEAS / "gemm_h100_a100.csv.gz")
+    g = g[(g.device == "a100-sxm-80gb") & (g.n >= 1024) & (g.k >= 1024) & (g.m <= 4096) & (g.time_us >= 5)]
+    pg = predict_table(g, a100)
+    a = pd.read_csv(MEAS / "attention_decode_h100_a100.csv.gz")
+    a = a[(a.device == "a100-sxm-80gb")]
+    a = a[(attention_kv_bytes(a) > a100.l2_bytes) & ~fallback_attention_rows(a)]
+    pa = predict_table(a, a100)
+    md += [HEAD, *[row(f"A100 GEMM layer-like, {f} {d}", x["ape_pct"]) for (f, d), x in pg.groupby(["framework", "dtype"])],
+           *[row(f"A100 attention KV > L2, {f} {d}", x["ape_pct"]) for (f, d), x in pa.groupby(["framework", "dtype"])], ""]
+    bd = ROOT / "bench_data"
+    if not (bd / "h200_attention_qlen.csv").is_file():
+        return md
+    h200 = load_hardware("h200-sxm")
+    md += ["## specplan's own harness on an H200 (bench_data/, H100-learned defaults)", ""]
+    if (bd / "h200_gemm.csv").is_file():
+        pg = predict_table(pd.read_csv(bd / "h200_gemm.csv"), h200)
+        md += table_by(pg, ["dtype", "regime"], "GEMM (llama-3.1-8b shapes, M 1-4096; torch linear / torch._scaled_mm, "
+                       "fp8 timed on pre-quantized inputs):")
+        scatter_plot(pg.assign(kind=pg["dtype"]), OUT / "gemm_h200.png", "H200 GEMM (specplan harness)")
+    at = pd.read_csv(bd / "h200_attention_qlen.csv")
+    pa = predict_table(at, h200)
+    pa["g_q"] = (at.n_q_heads / at.n_kv_heads * at.q_len).to_numpy()
+    md += table_by(pa.assign(q=np.where(at.q_len.to_numpy() > 1, "q_len>1", "q_len=1")), ["kernel", "q", "regime"],
+                   "Decode/verify attention, q_len 1-17 (sdpa_flash = torch SDPA flash; triton_packed = G*q_len rows "
+                   "packed in 128-row tiles):")
+    md += attention_steps(at, pa)
+    return md
+
+
+def attention_steps(at: pd.DataFrame, pa: pd.DataFrame) -> list[str]:
+    """Measured vs modeled step when G*q_len crosses 128 (packed kernel), plus a plot of time vs G*q_len."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d = at.assign(G=at.n_q_heads // at.n_kv_heads, pred=pa["predicted_us"].to_numpy(), gq=pa["g_q"].to_numpy())
+    d = d[d.kernel == "triton_packed"]
+    keys = ["batch", "n_kv_heads", "head_dim", "kv_len", "G"]
+    lines = ["Step when G*q_len crosses 128 (triton_packed): time at the first q_len with G*q_len > 128 over the "
+             "time at the last q_len with G*q_len <= 128.", "",
+             "| batch | n_kv | head_dim | kv_len | G | q_len below -> above | measured step | model step |",
+             "|---|---|---|---|---|---|---|---|"]
+    steps = []
+    for k, x in d.groupby(keys):
+        lo, hi = x[x.gq <= 128], x[x.gq > 128]
+        if lo.empty or hi.empty:
+            continue
+        a, b = lo.loc[lo.q_len.idxmax()], hi.loc[hi.q_len.idxmin()]
+        steps.append((*k, f"{a.q_len} -> {b.q_len}", b.time_us / a.time_us, b.pred / a.pred))
+    for s in steps:
+        lines.append("| " + " | ".join(str(v) for v in s[:6]) + f" | {s[6]:.2f} | {s[7]:.2f} |")
+    if steps:
+        ms, mm = np.array([s[6] for s in steps]), np.array([s[7] for s in steps])
+        lines += ["", f"Median measured step {np.median(ms):.2f}x, modeled {np.median(mm):.2f}x over {len(steps)} "
+                  "configurations.", ""]
+    big = d.groupby(keys[:-1]).size().idxmax()
+    x = d[(d[keys[:-1]] == pd.Series(dict(zip(keys[:-1], big)))).all(axis=1)]
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for G, y in x.groupby("G"):
+        y = y.sort_values("gq")
+        line = ax.plot(y.gq, y.time_us, "o", ms=3, label=f"G={G} measured")[0]
+        ax.plot(y.gq, y.pred, "-", color=line.get_color(), lw=1)
+    for m in (128, 256, 384, 512):
+        ax.axvline(m, color="gray", lw=0.5, ls=":")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("G * q_len (query rows per KV head)")
+    ax.set_ylabel("time (us)")
+    ax.set_title(f"H200 triton_packed, batch {big[0]}, n_kv {big[1]}, d {big[2]}, kv {big[3]} (lines: model)", fontsize=8)
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(OUT / "attention_qlen_h200.png", dpi=110)
+    plt.close(fig)
+    return lines + ["![attention step](attention_qlen_h200.png)", ""]
 
 
 if __name__ == "__main__":

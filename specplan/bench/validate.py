@@ -117,8 +117,9 @@ def scatter_plot(rows: pd.DataFrame, path, title: str = "", color_by: str = "kin
 
     fig, ax = plt.subplots(figsize=(6, 5.5))
     for key, g in rows.groupby(color_by, sort=True):
-        g = g.sample(n=min(len(g), 6000), random_state=0)
-        ax.scatter(g["measured_us"], g["predicted_us"], s=3, alpha=0.35, label=f"{key} ({len(g)})")
+        n = len(g)
+        g = g.sample(n=min(n, 6000), random_state=0)  # plotted points; the label counts all rows
+        ax.scatter(g["measured_us"], g["predicted_us"], s=3, alpha=0.35, label=f"{key} ({n} rows)")
     lo = float(min(rows["measured_us"].min(), rows["predicted_us"].min()))
     hi = float(max(rows["measured_us"].max(), rows["predicted_us"].max()))
     xs = np.array([lo, hi])
