@@ -175,6 +175,9 @@ def m_values(max_m: int | None = None, values: Iterable[int] | None = None) -> l
     return vals
 
 
+_m_values = m_values  # bench_gemm's argument shadows the function name
+
+
 def device_slug(name: str) -> str:
     """Short device id in the style of the reference tables ('h100-sxm', 'h200-sxm', 'cpu')."""
     n = name.lower()
@@ -433,14 +436,14 @@ def _note(notes: list | None, msg: str) -> None:
     sys.stderr.write(f"[specplan.bench] {msg}\n")
 
 
-def bench_gemm(shapes: Sequence, m_values_: Sequence[int] | None = None, *, device: str = "cpu",
+def bench_gemm(shapes: Sequence, m_values: Sequence[int] | None = None, *, device: str = "cpu",
                dtype: str = "bf16", reps: int | None = None, progress: bool = True,
                max_m: int | None = None, warmup: int = 3, flush_bytes: int | None = None,
                use_graph: bool = True, deadline: float | None = None,
                notes: list | None = None, seed: int = 0) -> list[dict]:
     """Time y = x[M,K] @ W[N,K]^T for each (n, k, name) in ``shapes`` and each M.
 
-    ``m_values_`` defaults to 1, 2, ..., 4096 (capped by ``max_m``).  ``deadline`` is a
+    ``m_values`` defaults to 1, 2, ..., 4096 (capped by ``max_m``).  ``deadline`` is a
     ``time.monotonic()`` value after which no new measurement starts.  Returns rows with the
     columns :data:`GEMM_COLUMNS`; skipped cases (fp8 unsupported, out of memory) are
     reported in ``notes``.
@@ -450,7 +453,7 @@ def bench_gemm(shapes: Sequence, m_values_: Sequence[int] | None = None, *, devi
     dname = normalize_dtype(dtype)
     info = device_info(torch, dev)
     shapes_l = _gemm_shapes(shapes)
-    ms = m_values(max_m, m_values_)
+    ms = _m_values(max_m, m_values)
     if reps is None:
         reps = 20 if dev.type == "cuda" else 5
     gen = torch.Generator(device="cpu").manual_seed(seed)
