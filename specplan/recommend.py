@@ -122,9 +122,10 @@ def _draft_range(acc: Acceptance | None, max_d: int, extrapolate: bool, notes: l
 
 def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, context_len=1024, mechanisms=None,
               acceptance=None, max_draft_len=32, extrapolate=False, top=10, **kw) -> dict:
-    """Best (mechanism, D) by tokens/s/GPU at a batch, or over batch subject to tokens/s/user >= a target."""
-    if (batch is None) == (target_tps_per_user is None):
-        raise SpecplanError("recommend: give exactly one of --batch or --target-tps-per-user")
+    """Best (mechanism, D) by tokens/s/GPU at a batch, or over batch subject to tokens/s/user >= a target
+    (neither given: over every batch that fits, i.e. the throughput end of the frontier)."""
+    if batch is not None and target_tps_per_user is not None:
+        raise SpecplanError("recommend: give at most one of --batch or --target-tps-per-user")
     if max_draft_len < 0:
         raise SpecplanError(f"max draft length: must be >= 0, got {max_draft_len}")
     m = load_model(model)
@@ -166,7 +167,8 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
     mech = best["mechanism"] if best["mechanism"] != "none" else mechs[0]
     d, r = curves[mech]
     i = int(np.argmin(np.abs(bs - best["batch"])))
-    step = {k: r[k][i] for k in ("verify_attention_s", "verify_gemm_s", "draft_s", "acceptance_length", "speedup")}
+    step = {k: r[k][i] for k in ("verify_attention_s", "verify_gemm_s", "draft_s", "acceptance_length", "speedup",
+                                 "fits", "memory_total_bytes")}
     shape = r["speedup"].shape
     diag = {k: (np.broadcast_to(v, shape)[i, 0] if isinstance(v, np.ndarray) else v)
             for k, v in r["guidelines"].items() if k not in ("tile_aligned", "gemm_regime", "binding", "rho", "rho_d")}

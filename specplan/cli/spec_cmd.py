@@ -104,7 +104,8 @@ def recommend(
     if json_out:
         print_json(r)
         return
-    where = f"batch {batch}" if batch is not None else f"tokens/s/user >= {target_tps:g}"
+    where = (f"batch {batch}" if batch is not None else f"tokens/s/user >= {target_tps:g}" if target_tps is not None
+             else "best tokens/s/GPU over every batch that fits")
     print(f"{r['model']} on {r['hardware']} (tp {r['tp']}), context {r['context_len']}, {where}")
     rows = [[x["mechanism"], x["draft_len"], x["batch"], x["acceptance_length"], x["speedup"],
              x["tokens_per_s_per_user"], x["tokens_per_s_per_gpu"], 1e3 * x["draft_s"], 1e3 * x["verify_s"],

@@ -106,7 +106,7 @@ def binding_line(best_d: int, step: dict, diag: dict, d_max=None, extrapolate: b
     """(guideline, sentence) naming what bound the choice of D, from the cost growth one step past it.
 
     `step` holds 1-D arrays over D (index = D) for one mechanism at the chosen batch: verify_attention_s,
-    verify_gemm_s, draft_s, acceptance_length, speedup.
+    verify_gemm_s, draft_s, acceptance_length, speedup, and optionally fits and memory_total_bytes.
     """
     g, tile_d = diag["g_dev"], diag["attention_tile_d"]
     share = float(diag["attention_share"])
@@ -120,6 +120,10 @@ def binding_line(best_d: int, step: dict, diag: dict, d_max=None, extrapolate: b
     if best_d == 0:
         return "G5", "no draft length pays for its draft and verify cost here: speculation off"
     nxt = best_d + 1
+    if "fits" in step and not bool(step["fits"][nxt]):
+        return "memory", (f"D = {nxt} does not fit in memory at this batch "
+                          f"({float(step['memory_total_bytes'][nxt]) / 1e9:.1f} GB per device: KV cache, weights and "
+                          f"the verify-time state of {nxt + 1} tokens)")
     grow = {
         "attention": step["verify_attention_s"][nxt] - step["verify_attention_s"][best_d],
         "gemm": step["verify_gemm_s"][nxt] - step["verify_gemm_s"][best_d],

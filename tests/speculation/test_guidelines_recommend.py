@@ -106,10 +106,28 @@ def test_profile_range_respected_unless_extrapolate():
 
 
 def test_recommend_bad_inputs():
-    with pytest.raises(SpecplanError, match="exactly one"):
-        recommend("llama-3.1-8b", "h100-sxm", context_len=1024, mechanisms=["eagle3"])
+    with pytest.raises(SpecplanError, match="at most one"):
+        recommend("llama-3.1-8b", "h100-sxm", batch=8, target_tps_per_user=100, context_len=1024,
+                  mechanisms=["eagle3"])
     with pytest.raises(SpecplanError, match="unknown mechanism"):
         recommend("llama-3.1-8b", "h100-sxm", batch=1, context_len=1024, mechanisms=["eagle4"])
     with pytest.raises(SpecplanError, match="α must be"):
         recommend("llama-3.1-8b", "h100-sxm", batch=1, context_len=1024, mechanisms=["eagle3"],
                   acceptance={"eagle3": "1.2"})
+
+
+def test_recommend_without_batch_maximizes_throughput_over_batches_that_fit():
+    r = recommend("llama-3.1-8b", "h100-sxm", context_len=2048, mechanisms=["eagle3"], acceptance={"eagle3": 0.8},
+                  max_draft_len=8)
+    fixed = [recommend("llama-3.1-8b", "h100-sxm", batch=b, context_len=2048, mechanisms=["eagle3"],
+                       acceptance={"eagle3": 0.8}, max_draft_len=8)["best"] for b in (1, 64, 128)]
+    assert r["best"]["tokens_per_s_per_gpu"] >= max(f["tokens_per_s_per_gpu"] for f in fixed) - 1e-6
+
+
+def test_memory_binds_when_the_next_draft_length_does_not_fit():
+    r = recommend("qwen3.5-122b-a10b", "b200", tp=2, batch=96, dtype="fp4", kv_dtype="fp8", context_len=131072,
+                  mechanisms=["mtp"], acceptance={"mtp": 0.8})
+    d = r["best"]["draft_len"]
+    nxt = [x for x in r["ranked"] if x["draft_len"] == d + 1]
+    assert r["binding"]["guideline"] == "memory"
+    assert not nxt or not nxt[0]["feasible"]
