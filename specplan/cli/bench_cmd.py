@@ -14,14 +14,6 @@ from specplan.cli.output import print_json
 INSTALL_HINT = "torch is not installed: pip install 'specplan[bench]'  (CPU wheel: pip install torch==2.13.0)"
 
 
-def _split_out(out: str, suffix: str) -> str:
-    """measured.csv -> measured_gemm.csv (for `bench all`)."""
-    for ext in (".csv.gz", ".csv"):
-        if out.endswith(ext):
-            return out[: -len(ext)] + f"_{suffix}" + ext
-    return f"{out}_{suffix}.csv"
-
-
 @app.command("bench")
 def bench(
     what: str = typer.Argument("all", help="gemm | attention | all"),
@@ -59,14 +51,14 @@ def bench(
     if what in ("gemm", "all") and gemm_shapes:
         rows = harness.bench_gemm(gemm_shapes, data.get("m"), device=device, dtype=dtype, reps=reps, max_m=max_m,
                                   notes=notes)
-        path = out if what == "gemm" else _split_out(out, "gemm")
+        path = out if what == "gemm" else harness.split_path(out, "gemm")
         harness.write_csv(rows, path, harness.GEMM_COLUMNS)
         print(f"wrote {len(rows)} GEMM rows to {path}", file=sys.stderr)
     if what in ("attention", "all"):
         configs = data.get("attention", list(harness.DEFAULT_ATTENTION_CONFIGS))
         adt = "bf16" if dtype == "fp8" else dtype
         rows = harness.bench_attention(configs, device=device, dtype=adt, kv_dtype=kv_dtype, reps=reps, notes=notes)
-        path = out if what == "attention" else _split_out(out, "attention")
+        path = out if what == "attention" else harness.split_path(out, "attention")
         harness.write_csv(rows, path, harness.ATTENTION_COLUMNS)
         print(f"wrote {len(rows)} attention rows to {path}", file=sys.stderr)
     for n in notes:
