@@ -1,0 +1,125 @@
+"""Architecture blocks of a Hugging Face config: attention dims (MLA), MoE, MTP, linear-attention / Mamba, flags."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specplan.profiles.hf_fields import HfFields
+
+
+def attention_dims(c: HfFields, fam: str, h: int, nq: int) -> dict[str, Any]:
+    """{'mla': ..., 'head_dim': ...} for DeepSeek MLA, else {'head_dim': ...} (given or hidden_size / heads)."""
+    if fam == "deepseek":
+        mla = {
+            "q_lora_rank": c.int("q_lora_rank", default=0, minimum=0),
+            "kv_lora_rank": c.int("kv_lora_rank"),
+            "qk_rope_head_dim": c.int("qk_rope_head_dim"),
+            "qk_nope_head_dim": c.int("qk_nope_head_dim"),
+            "v_head_dim": c.int("v_head_dim"),
+        }
+        return {"mla": mla, "head_dim": mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]}
+    if c.has("head_dim"):
+        return {"head_dim": c.int("head_dim")}
+    if h % nq:
+        raise c.fail("head_dim", f"missing field, and hidden_size {h} is not a multiple of {nq} heads")
+    return {"head_dim": h // nq}
+
+
+def moe_block(c: HfFields, fam: str, mt: str) -> dict | None:
+    """The MoE fields (experts, top-k, expert FFN size, shared experts, router bias), None for dense models."""
+    n_exp = c.int("n_routed_experts", "num_experts", "num_local_experts", default=0, minimum=0)
+    if n_exp <= 0:
+        return None
+    top_k = c.int("num_experts_per_tok", "experts_per_token", "moe_topk")
+    if fam in ("mixtral", "gpt_oss"):
+        eff = c.int("intermediate_size")
+    else:
+        eff = c.int("moe_intermediate_size")
+    moe = {"num_experts": n_exp, "top_k": top_k, "expert_ffn_size": eff}
+    if fam == "deepseek":
+        ns = c.int("n_shared_experts", default=0, minimum=0)
+        if ns:
+            moe.update(num_shared_experts=ns, shared_expert_ffn_size=ns * eff)
+        if c.get("topk_method") == "noaux_tc" or mt == "deepseek_v3":
+            moe["router_bias"] = True
+    elif fam == "qwen_hybrid" or fam == "qwen_moe":
+        sf = c.int("shared_expert_intermediate_size", default=0, minimum=0)
+        if sf:
+            moe.update(num_shared_experts=1, shared_expert_ffn_size=sf, shared_expert_gate=True)
+    elif fam == "nemotron_h":
+        ns = c.int("n_shared_experts", default=0, minimum=0)
+        sf = c.int("moe_shared_expert_intermediate_size", default=0, minimum=0)
+        if ns or sf:
+            moe.update(num_shared_experts=max(ns, 1), shared_expert_ffn_size=sf or ns * eff)
+        moe["router_bias"] = True
+        if c.get("moe_latent_size") is not None:
+            raise c.fail("moe_latent_size", "LatentMoE is not supported")
+    elif fam == "gpt_oss":
+        moe["router_bias"] = True
+    return moe
+
+
+def mtp_block(c: HfFields, mt: str, moe: dict | None) -> tuple[dict | None, str]:
+    """(MTP fields or None, a note when the layer count is assumed rather than read)."""
+    n_mtp = c.int("mtp_num_hidden_layers", "num_nextn_predict_layers", default=0, minimum=0)
+    note = ""
+    if n_mtp == 0 and mt == "qwen3_next":
+        n_mtp = 1  # Qwen3-Next checkpoints carry one MTP layer, but the config has no field for it
+        note = "MTP: one layer assumed (Qwen3-Next checkpoints carry mtp.* weights; the config has no field)."
+    if not n_mtp:
+        return None, note
+    mtp = {"num_layers": n_mtp, "mixer": "full", "ffn": "moe" if moe is not None else "dense"}
+    blocks = c.list("mtp_layers_block_type")
+    if blocks:
+        names = [str(b) for b in blocks]
+        mixer = next((x for x in names if x in ("attention", "mamba")), None)
+        ffn = next((x for x in names if x in ("moe", "mlp")), None)
+        mtp["mixer"] = {"attention": "full", "mamba": "mamba", None: "none"}[mixer]
+        mtp["ffn"] = {"moe": "moe", "mlp": "dense", None: "none"}[ffn]
+    if mtp["ffn"] == "moe" and moe is None:
+        raise c.fail("num_experts", "missing field (the MTP layer has an MoE FFN)")
+    return mtp, note
+
+
+def mixer_blocks(c: HfFields, mixer_kinds: set[str]) -> dict[str, Any]:
+    """sliding_window, linear_attention and mamba fields for the mixer kinds present."""
+    d: dict[str, Any] = {}
+    if "sliding" in mixer_kinds:
+        d["sliding_window"] = c.int("sliding_window", "sliding_window_size")
+    if "linear" in mixer_kinds:
+        d["linear_attention"] = {
+            "num_k_heads": c.int("linear_num_key_heads"),
+            "num_v_heads": c.int("linear_num_value_heads"),
+            "head_k_dim": c.int("linear_key_head_dim"),
+            "head_v_dim": c.int("linear_value_head_dim"),
+            "conv_kernel": c.int("linear_conv_kernel_dim", default=4),
+        }
+    if "mamba" in mixer_kinds:
+        d["mamba"] = {
+            "num_heads": c.int("mamba_num_heads"),
+            "head_dim": c.int("mamba_head_dim"),
+            "d_state": c.int("ssm_state_size", "mamba_d_state"),
+            "n_groups": c.int("n_groups", "mamba_n_groups", default=1),
+            "conv_kernel": c.int("conv_kernel", "mamba_d_conv", default=4),
+        }
+    return d
+
+
+def arch_flags(c: HfFields, fam: str, mt: str, eagle: bool) -> dict[str, Any]:
+    """Small architecture flags: tied embeddings, gates, qk-norm, biases, sinks, EAGLE-3 draft vocabulary."""
+    d: dict[str, Any] = {"tie_embeddings": c.bool("tie_word_embeddings", False)}
+    if fam == "qwen_hybrid":
+        d["attn_output_gate"] = c.bool("attn_output_gate", True)
+    if fam in ("qwen_moe", "qwen_hybrid") or mt == "qwen3":
+        d["qk_norm"] = True
+    if fam == "nemotron_h":
+        d["gated_ffn"] = False  # Nemotron-H MLPs and experts are up/down only (relu^2), whatever the activation
+    d["attention_bias"] = c.bool("attention_bias", False)
+    d["mlp_bias"] = c.bool("mlp_bias", fam == "gpt_oss")
+    if fam == "gpt_oss":
+        d["attention_sinks"] = True
+    if eagle:
+        dv = c.int("draft_vocab_size", default=None)
+        if dv is not None:
+            d["draft_vocab_size"] = dv
+    return d
