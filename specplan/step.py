@@ -102,20 +102,25 @@ def _mixer(acc, model, hw, g: LayerGroup, tp, prec, b, q, ctx, style):
             cost = attention_cost(hw, b, q, kv_len, qh, kvh, model.head_dim, prec.kv, prec.compute, style)
         acc.add("attention", cost.scaled(n), n)
         acc.add("elementwise", elementwise_cost(hw, tokens * model.hidden_size * ACT_BYTES * 2, n), n)  # RoPE
-    elif g.mixer == "linear":
+    elif g.mixer == "linear":  # two kernels: causal-conv1d update (bf16 conv state), gated-delta recurrent update
         la = model.linear_attention
         nv = la.num_v_heads / tp
-        conv = (la.conv_kernel - 1) * (2 * la.num_k_heads * la.head_k_dim + la.num_v_heads * la.head_v_dim) / tp
-        state = nv * la.head_k_dim * la.head_v_dim * 4.0 + conv * ACT_BYTES
-        cost = recurrent_state_cost(hw, b, q, state, 6.0 * nv * la.head_k_dim * la.head_v_dim)
-        acc.add("attention", cost.scaled(n), n)
-    elif g.mixer == "mamba":
+        conv_dim = (2 * la.num_k_heads * la.head_k_dim + la.num_v_heads * la.head_v_dim) / tp
+        _conv_and_state(acc, hw, b, q, n, conv_dim, la.conv_kernel, nv * la.head_k_dim * la.head_v_dim)
+    elif g.mixer == "mamba":  # two kernels: causal-conv1d update, selective-state (SSM) update
         m = model.mamba
         nh = m.num_heads / tp
-        conv = (m.conv_kernel - 1) * (m.num_heads * m.head_dim + 2 * m.n_groups * m.d_state) / tp
-        state = nh * m.head_dim * m.d_state * 4.0 + conv * ACT_BYTES
-        cost = recurrent_state_cost(hw, b, q, state, 6.0 * nh * m.head_dim * m.d_state)
-        acc.add("attention", cost.scaled(n), n)
+        conv_dim = (m.num_heads * m.head_dim + 2 * m.n_groups * m.d_state) / tp
+        _conv_and_state(acc, hw, b, q, n, conv_dim, m.conv_kernel, nh * m.head_dim * m.d_state)
+
+
+def _conv_and_state(acc, hw, b, q, n, conv_dim, conv_kernel, state_elems):
+    """A linear-attention / Mamba mixer's two decode kernels: the conv-state update (bf16, 2 FLOPs per weight)
+    and the fp32 recurrent-state update (6 FLOPs per state element per token)."""
+    conv = recurrent_state_cost(hw, b, q, (conv_kernel - 1) * conv_dim * ACT_BYTES, 2.0 * conv_dim * conv_kernel)
+    rec = recurrent_state_cost(hw, b, q, state_elems * 4.0, 6.0 * state_elems)
+    acc.add("attention", conv.scaled(n), n)
+    acc.add("attention", rec.scaled(n), n)
 
 
 def _layer_group(acc, model, hw, g: LayerGroup, tp, prec, b, q, ctx, style, routing, allreduce):

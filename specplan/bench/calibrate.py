@@ -117,18 +117,38 @@ def fit_gemm(df: pd.DataFrame, hw: HardwareProfile) -> tuple[HardwareProfile, di
     return out, info
 
 
-def fit_attention(df: pd.DataFrame, hw: HardwareProfile) -> tuple[HardwareProfile, dict]:
-    """Fit attention.mem_bw_fraction and compute_fraction on decode-attention rows (fallback rows excluded)."""
+def fit_attention(df: pd.DataFrame, hw: HardwareProfile, per_kv_dtype: bool = True) -> tuple[HardwareProfile, dict]:
+    """Fit decode-attention bandwidth (one per KV dtype present when `per_kv_dtype`) and, when the profile has
+    an SM count, the per-CTA fixed cost, on decode-attention rows (fallback rows excluded).
+
+    compute_fraction is kept: decode rows (q_len = 1) never bind on compute, so it is not identifiable.
+    """
     fb = fallback_attention_rows(df)
     df = _subset(df[~fb])
     a = hw.attention
+    kvs = sorted({canonical_dtype(d) for d in df["kv_dtype"].astype(str)}) if per_kv_dtype else []
+    cta = bool(hw.sm_count)
+    # x = [mem_bw_fraction, (cta_overhead_us), (bw fraction per kv dtype ...)]
+    x0, lo, hi = [a.mem_bw_fraction], [0.05], [1.0]
+    if cta:
+        x0, lo, hi = x0 + [max(a.cta_overhead_s * 1e6, 0.5)], lo + [0.0], hi + [50.0]
+    for d in kvs:
+        x0, lo, hi = x0 + [a.bw_fraction(d)], lo + [0.05], hi + [1.0]
 
     def build(x) -> HardwareProfile:
-        return _update(hw, attention={**a.model_dump(), "mem_bw_fraction": x[0], "compute_fraction": x[1]})
+        blk = {**a.model_dump(), "mem_bw_fraction": x[0]}
+        i = 1
+        if cta:
+            blk["cta_overhead_s"] = x[1] * 1e-6
+            i = 2
+        blk["kv_mem_bw_fraction"] = {d: x[i + j] for j, d in enumerate(kvs)}
+        return _update(hw, attention=blk)
 
-    x = _solve(lambda x: _log_resid(df, build(x), "attention"), [a.mem_bw_fraction, a.compute_fraction],
-               [0.05, 0.02], [1.0, 1.0])
-    return build(x), {"rows": int(len(df)), "fallback_rows_excluded": int(fb.sum())}
+    x = _solve(lambda x: _log_resid(df, build(x), "attention"), x0, lo, hi)
+    out = build(x)
+    if kvs and "bf16" in kvs:  # the default bandwidth is the 16-bit KV one
+        out = _update(out, attention={**out.attention.model_dump(), "mem_bw_fraction": out.attention.bw_fraction("bf16")})
+    return out, {"rows": int(len(df)), "fallback_rows_excluded": int(fb.sum()), "kv_dtypes": kvs}
 
 
 def fit_allreduce(df: pd.DataFrame, hw: HardwareProfile, fit_latency: bool = True) -> tuple[HardwareProfile, dict]:

@@ -12,7 +12,7 @@ import pandas as pd
 
 from specplan.costs.attention import attention_cost, recurrent_state_cost
 from specplan.costs.comm import custom_allreduce_s, nccl_allreduce_s
-from specplan.costs.gemm import LOW_PRECISION, compute_dtype_for, gemm_cost
+from specplan.costs.gemm import LOW_PRECISION, compute_dtype_for, elementwise_cost, gemm_cost
 from specplan.costs.moe import moe_experts_cost
 from specplan.costs.roofline import REGIME_NAMES
 from specplan.dtypes import canonical_dtype, dtype_bytes
@@ -177,7 +177,8 @@ def predict_moe(df: pd.DataFrame, hw: HardwareProfile) -> pd.DataFrame:
 
 
 def predict_mla(df: pd.DataFrame, hw: HardwareProfile) -> pd.DataFrame:
-    """MLA decode rows: latent attention, num_heads per device over one 576-wide latent KV of isl+step tokens."""
+    """MLA decode rows: latent attention, num_heads per device over one 576-wide latent KV of isl+step tokens,
+    plus the RoPE + KV-cache-append kernel of the op (an element-wise kernel, as the step model counts it)."""
     kvd = _dtype_col(df["kv_dtype"])
     cd = _dtype_col(df["dtype"])
     out = _base(df, "mla", "kv_" + kvd)
@@ -191,7 +192,8 @@ def predict_mla(df: pd.DataFrame, hw: HardwareProfile) -> pd.DataFrame:
         g = df[sel]
         cost = attention_cost(hw, g["batch"].to_numpy(), 1, kv_len[sel], g["num_heads"].to_numpy(), 1,
                               MLA_KV_WIDTH, kv_dtype=kv, compute_dtype=c, head_dim_v=MLA_V_WIDTH, latent=True)
-        pred[sel] = cost.time_s
+        rope = elementwise_cost(hw, g["batch"].to_numpy(float) * (g["num_heads"].to_numpy(float) + 1) * MLA_KV_WIDTH * 2.0 * 2)
+        pred[sel] = cost.time_s + rope.time_s
         reg[sel] = _regime_names(cost.regime)
     out["predicted_us"] = pred * 1e6
     out["regime"] = reg

@@ -6,6 +6,12 @@ processed in tiles of `tile_rows` (128) and a partly filled tile costs a full on
       time = max(KV read time, tiles * one tile's compute time) + overhead
 - `reread`: each row tile streams K and V again, a fraction `l2_hit_fraction` of the re-reads served by L2.
 Either way the runtime is flat while G_dev * q_len <= 128 and steps up at multiples of 128 once compute binds.
+
+Per-CTA work: the kernel runs one CTA per (sequence, KV head, row tile); each has a fixed cost
+`attention.cta_overhead_s` (load Q, the first KV tile, write O) whatever kv_len is, and `sm_count` run at a
+time, so the memory term gets ceil(CTAs / sm_count) x cta_overhead_s. It sets the time of short-KV,
+large-batch decode (many CTAs, few bytes each) and gives few-CTA batch-1 kernels a one-wave floor.
+It does not depend on q_len within a tile, so the 128-row rule above is unchanged.
 """
 
 from __future__ import annotations
@@ -15,6 +21,12 @@ import numpy as np
 from specplan.costs.roofline import KernelCost, roofline
 from specplan.dtypes import canonical_dtype, dtype_bytes
 from specplan.profiles.hardware import HardwareProfile
+
+
+# MLA decode runs the latent attention as a split-KV kernel plus the combine kernel that merges the splits
+# (FlashMLA / TRT-LLM's MLA generation kernels); its RoPE + KV-cache append kernel is costed by the caller
+# (step.py adds it as an element-wise kernel), and the absorb BMMs are GEMMs (shapes.mixer_gemms).
+MLA_ATTENTION_KERNELS = 2
 
 
 def attention_flops(batch, q_len, kv_len, n_q_heads, head_dim_qk, head_dim_v=None) -> np.ndarray:
@@ -52,7 +64,7 @@ def attention_cost(
 
     `n_q_heads`, `n_kv_heads` are per device. For MLA set `latent=True`: all query heads share one latent
     KV head (n_kv_heads = 1), K is the `head_dim`-wide latent (+rope) and V its first `head_dim_v` columns,
-    read once.
+    read once, by MLA_ATTENTION_KERNELS launches (split-KV attention + combine).
     """
     if style not in ("shared", "reread"):
         from specplan.errors import SpecplanError
@@ -75,8 +87,17 @@ def attention_cost(
     tile_flops = 2.0 * att.tile_rows * kv * (head_dim + dv)
     padded_flops = b * n_kv_heads * tiles * tile_flops
     compute_s = padded_flops / (hw.peak(math) * att.compute_fraction)
-    memory_s = (kv_bytes + qo_bytes) / (hw.mem_bandwidth_bytes_s * att.mem_bw_fraction)
-    return roofline(compute_s, memory_s, hw.kernel_overhead_s)
+    memory_s = (kv_bytes + qo_bytes) / (hw.mem_bandwidth_bytes_s * att.bw_fraction(kv_dtype))
+    launches = MLA_ATTENTION_KERNELS if latent else 1
+    return roofline(compute_s, memory_s + cta_time_s(hw, b * n_kv_heads * tiles), launches * hw.kernel_overhead_s)
+
+
+def cta_time_s(hw: HardwareProfile, ctas) -> np.ndarray:
+    """Fixed per-CTA work of an attention kernel: ceil(CTAs / sm_count) waves x cta_overhead_s (0 if unknown)."""
+    ctas = np.asarray(ctas, dtype=float)
+    if not hw.sm_count or not hw.attention.cta_overhead_s:
+        return np.zeros_like(ctas)
+    return np.ceil(ctas / hw.sm_count) * hw.attention.cta_overhead_s
 
 
 def attention_time_s(hw: HardwareProfile, batch, q_len, kv_len, n_q_heads, n_kv_heads, head_dim, **kw):

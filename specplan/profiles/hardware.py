@@ -36,6 +36,25 @@ class AttentionEfficiency(_Frozen):
     # Fraction of a re-read K/V tile served from L2 in the `reread` kernel style.
     l2_hit_fraction: float = Field(0.5, ge=0, le=1)
     tile_rows: int = Field(128, gt=0)
+    # Per-KV-dtype override of mem_bw_fraction (e.g. {"fp8": 0.62}); dtypes not listed use mem_bw_fraction.
+    kv_mem_bw_fraction: dict[str, float] = Field(default_factory=dict)
+    # Fixed seconds of one CTA (one sequence x KV head x row tile: load Q, first KV tile, write O), whatever
+    # kv_len is; CTAs run `sm_count` at a time, so it adds ceil(CTAs / sm_count) x this (needs sm_count).
+    cta_overhead_s: float = Field(0.0, ge=0)
+
+    @field_validator("kv_mem_bw_fraction")
+    @classmethod
+    def _check_kv_bw(cls, v: dict[str, float]) -> dict[str, float]:
+        out = {}
+        for k, val in v.items():
+            if not (0 < val <= 1):
+                raise ValueError(f"attention.kv_mem_bw_fraction.{k}: must be in (0, 1], got {val}")
+            out[canonical_dtype(k, where=f"attention.kv_mem_bw_fraction.{k}")] = float(val)
+        return out
+
+    def bw_fraction(self, kv_dtype: str) -> float:
+        """Fraction of HBM bandwidth for reading KV of `kv_dtype`."""
+        return self.kv_mem_bw_fraction.get(canonical_dtype(kv_dtype), self.mem_bw_fraction)
 
 
 class AllReduceParams(_Frozen):
@@ -61,6 +80,7 @@ class HardwareProfile(_Frozen):
     mem_capacity_bytes: float = Field(gt=0)  # HBM per device (LPU: on-chip SRAM per chip)
     mem_bandwidth_bytes_s: float = Field(gt=0)  # HBM (LPU: SRAM) bandwidth per device
     l2_bytes: float = Field(0.0, ge=0)
+    sm_count: int | None = Field(None, gt=0)  # streaming multiprocessors (GPU); None = unknown / not a GPU
     scaleup_bandwidth_bytes_s: float = Field(1.0e9, gt=0)  # per direction, per device
     scaleup_latency_s: float = Field(2.0e-6, ge=0)
     scaleup_domain: int = Field(1, ge=1)
