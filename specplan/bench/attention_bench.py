@@ -20,19 +20,13 @@ from typing import Any, Iterable, Sequence
 
 if __package__:
     from .csvio import ATTENTION_COLUMNS
-else:  # loaded from the bench folder on sys.path (device_run.py)
-    from csvio import ATTENTION_COLUMNS  # type: ignore[no-redef]
-if __package__:
     from .progress import Progress, note
-else:  # loaded from the bench folder on sys.path (device_run.py)
-    from progress import Progress, note  # type: ignore[no-redef]
-if __package__:
     from .timing import measure, source_label
-else:  # loaded from the bench folder on sys.path (device_run.py)
-    from timing import measure, source_label  # type: ignore[no-redef]
-if __package__:
     from .torch_env import device_info, framework_name, normalize_dtype, require_torch, torch_dtype
 else:  # loaded from the bench folder on sys.path (device_run.py)
+    from csvio import ATTENTION_COLUMNS  # type: ignore[no-redef]
+    from progress import Progress, note  # type: ignore[no-redef]
+    from timing import measure, source_label  # type: ignore[no-redef]
     from torch_env import device_info, framework_name, normalize_dtype, require_torch, torch_dtype  # type: ignore[no-redef]
 
 DEFAULT_ATTENTION_CONFIGS: tuple[dict, ...] = (
