@@ -7,6 +7,7 @@ from typing import Optional
 import typer
 
 from specplan.cli.app import app
+from specplan.cli.parsing import comma_list
 from specplan.cli.output import print_json, table
 
 
@@ -38,7 +39,7 @@ def adaptive(
     except ValueError:
         raise SpecplanError(f"tiers: expected integers like 1,3,7, got '{tiers}'") from None
     segs = parse_trace(trace)
-    rows = compare_policies(model, hardware, segs, [p.strip() for p in policies.split(",") if p.strip()],
+    rows = compare_policies(model, hardware, segs, comma_list(policies),
                             max_d=max_draft_len, mechanism=mechanism, tiers=tier_list,
                             slo_tpot_s=None if slo_tpot_ms is None else slo_tpot_ms / 1e3, seed=seed,
                             tp=tp, context_len=context, draft_model=draft_model, dtype=dtype)

@@ -7,6 +7,7 @@ from typing import List, Optional
 import typer
 
 from specplan.cli.app import app
+from specplan.cli.parsing import comma_list, mech_values
 from specplan.cli.output import print_json, table
 
 MECHS = "none|external|eagle3|mtp|medusa|dflash|dspark|ngram|self"
@@ -88,16 +89,10 @@ def recommend(
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Best (mechanism, D) with runners-up, and the guideline that bound the choice."""
-    from specplan.errors import SpecplanError
     from specplan.recommend import recommend as run
 
-    acc = {}
-    for item in acceptance or []:
-        if "=" not in item:
-            raise SpecplanError(f"--acceptance: expected mechanism=value, got '{item}'")
-        k, v = item.split("=", 1)
-        acc[k.strip()] = v.strip()
-    mechs = [x.strip() for x in mechanisms.split(",") if x.strip()] if mechanisms else None
+    acc = mech_values(acceptance, "mechanism=value")
+    mechs = comma_list(mechanisms) if mechanisms else None
     r = run(model, hardware, tp=tp, batch=batch, target_tps_per_user=target_tps, context_len=context,
             mechanisms=mechs, acceptance=acc, max_draft_len=max_draft_len, extrapolate=extrapolate, dtype=dtype,
             kv_dtype=kv_dtype, draft_model=draft_model, serving=serving)

@@ -11,35 +11,10 @@ from typing import List, Optional
 import typer
 
 from specplan.cli.app import app
-from specplan.errors import SpecplanError
+from specplan.cli.parsing import comma_list, int_list, mech_values
 
 
-def _ints(values: Optional[List[str]], name: str) -> list[int] | None:
-    if not values:
-        return None
-    out = []
-    for v in values:
-        for part in str(v).split(","):
-            part = part.strip()
-            if not part:
-                continue
-            try:
-                low = part.lower()
-                out.append(int(low[:-1]) * 1024 if low.endswith("k") else int(part))  # 8k = 8192 tokens
-            except ValueError:
-                raise SpecplanError(f"{name}: expected integers, got '{part}'") from None
-    return out
-
-
-def _acceptance(values: Optional[List[str]]) -> dict:
-    out = {}
-    for v in values or []:
-        if "=" not in v:
-            raise SpecplanError(f"--acceptance: expected MECH=VALUE (rate 0.8, AL@D 3.2@4, p1,p2,.. or a profile), "
-                                f"got '{v}'")
-        k, val = v.split("=", 1)
-        out[k.strip()] = val.strip()
-    return out
+_ACCEPTANCE_FORM = "MECH=VALUE (rate 0.8, AL@D 3.2@4, p1,p2,.. or a profile)"
 
 
 def write_pareto(df, front, outdir: Path, model_id: str, plots: bool = True) -> list[Path]:
@@ -105,10 +80,10 @@ def pareto(
     from specplan.profiles.registry import load_model
     from specplan.sweep import sweep
 
-    mechs = [x.strip() for v in (mechanisms or []) for x in v.split(",") if x.strip()] or None
+    mechs = comma_list(mechanisms) or None
     df = sweep(model, list(hardware), batch_max=batch_max, batch_points=batch_points, max_draft_len=max_draft_len,
-               mechanisms=mechs, acceptance=_acceptance(acceptance), tp=_ints(tp, "--tp"),
-               contexts=_ints(context, "--context") or [1024], draft_model=draft_model,
+               mechanisms=mechs, acceptance=mech_values(acceptance, _ACCEPTANCE_FORM), tp=int_list(tp, "--tp"),
+               contexts=int_list(context, "--context") or [1024], draft_model=draft_model,
                draft_hardware=draft_hardware, dtype=dtype, kv_dtype=kv_dtype, progress=None if progress else False)
     front = frontier(df)
     written = write_pareto(df, front, Path(outdir), load_model(model).id, plots=not no_plots)
