@@ -330,20 +330,23 @@ def _good_text() -> str:
     return (hardware_dir() / "h100-sxm.yaml").read_text()
 
 
-def test_malformed_yaml_names_the_file(tmp_path):
-    p = _write(tmp_path, "id: x\npeak_flops: {bf16: 1e12\nmem_capacity_bytes: [\n")
+def _load_error(p: Path) -> str:
+    """The SpecplanError message of loading the hardware profile at `p` (fails the test when it loads)."""
     with pytest.raises(SpecplanError) as exc:
         load_hardware(str(p))
-    msg = str(exc.value)
+    return str(exc.value)
+
+
+def test_malformed_yaml_names_the_file(tmp_path):
+    p = _write(tmp_path, "id: x\npeak_flops: {bf16: 1e12\nmem_capacity_bytes: [\n")
+    msg = _load_error(p)
     assert str(p) in msg and "malformed YAML" in msg
     assert "\n" not in msg
 
 
 def test_unknown_field_names_the_file_and_field(tmp_path):
     p = _write(tmp_path, _good_text() + "mem_bandwith_bytes_s: 3.0e+12\n")
-    with pytest.raises(SpecplanError) as exc:
-        load_hardware(str(p))
-    msg = str(exc.value)
+    msg = _load_error(p)
     assert str(p) in msg and "mem_bandwith_bytes_s" in msg
     assert "\n" not in msg
 
@@ -352,9 +355,7 @@ def test_negative_bandwidth_names_the_file_and_field(tmp_path):
     text = _good_text().replace("mem_bandwidth_bytes_s: 3.35e12", "mem_bandwidth_bytes_s: -3.35e+12")
     assert "-3.35e+12" in text
     p = _write(tmp_path, text)
-    with pytest.raises(SpecplanError) as exc:
-        load_hardware(str(p))
-    msg = str(exc.value)
+    msg = _load_error(p)
     assert str(p) in msg and "mem_bandwidth_bytes_s" in msg and "greater than 0" in msg
     assert "\n" not in msg
 
@@ -362,18 +363,14 @@ def test_negative_bandwidth_names_the_file_and_field(tmp_path):
 def test_negative_peak_names_the_file_and_dtype(tmp_path):
     text = _good_text().replace("  fp8: 1978.9e12", "  fp8: -1.0")
     p = _write(tmp_path, text)
-    with pytest.raises(SpecplanError) as exc:
-        load_hardware(str(p))
-    msg = str(exc.value)
+    msg = _load_error(p)
     assert str(p) in msg and "peak_flops" in msg and "fp8" in msg
 
 
 def test_unknown_dtype_in_peaks_names_the_file(tmp_path):
     text = _good_text().replace("  fp8: 1978.9e12", "  fp9: 1978.9e12")
     p = _write(tmp_path, text)
-    with pytest.raises(SpecplanError) as exc:
-        load_hardware(str(p))
-    msg = str(exc.value)
+    msg = _load_error(p)
     assert str(p) in msg and "fp9" in msg
 
 
