@@ -51,36 +51,39 @@ def frontier_mask(user, gpu) -> np.ndarray:
     return m
 
 
-def dominated_by(user, gpu, f_user, f_gpu) -> np.ndarray:
-    """For each point, True when some frontier point dominates it (>= on both, > on one)."""
+def _sorted_suffix_best(f_user, f_gpu) -> tuple[np.ndarray, np.ndarray]:
+    """Frontier tok/s/user ascending, and the best tok/s/GPU among points at or above each (suffix max)."""
     fu = np.asarray(f_user, dtype=np.float64)
     fg = np.asarray(f_gpu, dtype=np.float64)
     order = np.argsort(fu, kind="stable")
     fu, fg = fu[order], fg[order]
+    return fu, np.maximum.accumulate(fg[::-1])[::-1]
+
+
+def _best_at(fu, suf, pos, fill) -> np.ndarray:
+    """suf[pos] where pos indexes the sorted frontier, `fill` past its end."""
+    return np.where(pos < fu.size, suf[np.minimum(pos, fu.size - 1)], fill)
+
+
+def dominated_by(user, gpu, f_user, f_gpu) -> np.ndarray:
+    """For each point, True when some frontier point dominates it (>= on both, > on one)."""
     # Best throughput among frontier points with interactivity >= u: suffix max.
-    suf = np.maximum.accumulate(fg[::-1])[::-1]
+    fu, suf = _sorted_suffix_best(f_user, f_gpu)
     u = np.asarray(user, dtype=np.float64)
     g = np.asarray(gpu, dtype=np.float64)
-    pos = np.searchsorted(fu, u, side="left")
-    best = np.where(pos < fu.size, suf[np.minimum(pos, fu.size - 1)], -np.inf)
+    best = _best_at(fu, suf, np.searchsorted(fu, u, side="left"), -np.inf)
     # Strictly better interactivity: first frontier point with fu > u.
-    pos_s = np.searchsorted(fu, u, side="right")
-    best_s = np.where(pos_s < fu.size, suf[np.minimum(pos_s, fu.size - 1)], -np.inf)
+    best_s = _best_at(fu, suf, np.searchsorted(fu, u, side="right"), -np.inf)
     return (best > g) | (best_s >= g)
 
 
 def envelope(f_user, f_gpu, levels) -> np.ndarray:
     """Frontier throughput at interactivity `levels`: the best tok/s/GPU among frontier points with
     tok/s/user >= level (a step function); NaN above the frontier's highest interactivity."""
-    fu = np.asarray(f_user, dtype=np.float64)
-    fg = np.asarray(f_gpu, dtype=np.float64)
-    order = np.argsort(fu, kind="stable")
-    fu, fg = fu[order], fg[order]
+    fu, suf = _sorted_suffix_best(f_user, f_gpu)
     if fu.size == 0:
         return np.full(np.shape(levels), np.nan)
-    suf = np.maximum.accumulate(fg[::-1])[::-1]
-    pos = np.searchsorted(fu, np.asarray(levels, dtype=np.float64), side="left")
-    return np.where(pos < fu.size, suf[np.minimum(pos, fu.size - 1)], np.nan)
+    return _best_at(fu, suf, np.searchsorted(fu, np.asarray(levels, dtype=np.float64), side="left"), np.nan)
 
 
 def frontier_sets(fits, draft_len, mech_codes, user, gpu, mech_names) -> dict[str, np.ndarray]:
