@@ -14,20 +14,36 @@ from specplan.bench.validate import validate  # noqa: E402
 from specplan.profiles.registry import load_hardware  # noqa: E402
 
 # Interleaved (N, K) grid: every other shape is held out, so validation shapes lie inside the fitted range.
-GRID = [(n, k) for n in (256, 512, 1024, 2048) for k in (256, 512, 1024, 2048)]
+# No N or K below 512: a 256 x 256 GEMV takes a few microseconds on a CPU, where one scheduler hiccup on a
+# loaded runner is a large fraction of the time.
+GRID = [(n, k) for n in (512, 1024, 1536, 2048) for k in (512, 1024, 1536, 2048)]
 FIT = [s for i, s in enumerate(GRID) if (i + i // 4) % 2 == 0]
 HOLD = [s for s in GRID if s not in FIT]
 M_VALUES = [1, 8, 32, 128, 256]
-MEDIAN_APE_BOUND = 35.0  # percent; loose on purpose: CI CPUs are shared and noisy
+PASSES = 3  # independent timing passes; each row keeps the minimum of its per-pass medians
+# Bound on the held-out median APE, percent. A 4-parameter roofline (bandwidth, peak fraction, half-efficiency
+# FLOPs, launch overhead) fitted on one CPU's own timings leaves a systematic 10-20 % median on held-out shapes
+# (cache effects it does not model: a 2048 x 2048 fp32 weight is 16 MB, beyond most L2 and some L3); the bound
+# allows that plus the timing noise left after min-of-medians, and is still far below what a wrong profile
+# scores (test_loop_can_fail: > 80 %).
+MEDIAN_APE_BOUND = 35.0
 
 
 @pytest.fixture(scope="module")
 def measured() -> pd.DataFrame:
-    """Time the grid once on the CPU (fp32, median of repeats)."""
-    torch.set_num_threads(min(4, torch.get_num_threads()))
-    shapes = [{"n": n, "k": k, "name": f"{n}x{k}"} for n, k in GRID]
-    rows = harness.bench_gemm(shapes, M_VALUES, device="cpu", dtype="fp32", reps=7, progress=False)
-    df = pd.DataFrame(rows)
+    """Time the grid on the CPU (fp32, one thread): per row the minimum over PASSES passes of the median of
+    7 repeats. Load on a shared runner only ever adds time, so the minimum of medians is the robust estimate;
+    one thread keeps the timing independent of how many cores other jobs leave free."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        shapes = [{"n": n, "k": k, "name": f"{n}x{k}"} for n, k in GRID]
+        passes = [pd.DataFrame(harness.bench_gemm(shapes, M_VALUES, device="cpu", dtype="fp32", reps=7, progress=False))
+                  for _ in range(PASSES)]
+    finally:
+        torch.set_num_threads(threads)
+    df = passes[0].copy()
+    df["time_us"] = np.min(np.stack([p["time_us"].to_numpy(float) for p in passes]), axis=0)
     assert set(harness.GEMM_COLUMNS) <= set(df.columns)
     assert len(df) == len(GRID) * len(M_VALUES)
     return df
@@ -60,5 +76,5 @@ def test_loop_can_fail(measured):
     d["kernel_overhead_s"] = 0.0
     wrong = type(base).model_validate(d)
     _, s, _ = validate(_select(measured, HOLD), wrong)
-    assert s["median_ape"] > MEDIAN_APE_BOUND
+    assert s["median_ape"] > 80.0 > MEDIAN_APE_BOUND
     assert np.isfinite(s["mape"])
