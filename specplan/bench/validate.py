@@ -43,6 +43,18 @@ def metrics(ape) -> dict:
             "p90_ape": float(np.percentile(a, 90))}
 
 
+def oracle_ape(scored: pd.DataFrame, reference: pd.DataFrame, keys: list[str]) -> np.ndarray:
+    """APE (percent) of the oracle that predicts each scored row with the reference rows' own measured time for
+    the same shape (`keys`; median over duplicates); NaN where the reference has no row of that shape.
+
+    With the TRT-LLM rows as reference it is what a model reproducing TRT-LLM exactly, shape by shape, would
+    score on the vLLM / SGLang rows: the best any model fitted only on TRT-LLM can expect to do.
+    """
+    ref = reference.groupby(keys)["time_us"].median().rename("_oracle_us")
+    t = scored[keys + ["time_us"]].join(ref, on=keys)
+    return (np.abs(t["_oracle_us"] - t["time_us"]) / t["time_us"] * 100.0).to_numpy()
+
+
 def apply_filters(df: pd.DataFrame, family: str, hw: HardwareProfile, f: Filters) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(kept rows, excluded fallback rows) of a measured table after the filters."""
     keep = np.ones(len(df), dtype=bool)
