@@ -35,3 +35,18 @@ def test_committed_report_lists_every_row():
     text = (ROOT / "docs" / "eagle3_llama8b_validation.md").read_text()
     for d in range(2, 8):
         assert f"\n| {d} | " in text
+
+
+def test_shipped_serving_profile_is_the_all_row_fit():
+    """The built-in vllm-v1-eagle-2025 profile must be what the script fits on all six rows (no stale numbers)."""
+    from specplan.speculation.serving import VLLM_V1_EAGLE_2025
+
+    s = load_script()
+    rs = s.rows()
+    d = np.array([float(r["draft_len"]) for r in rs])
+    al = np.array([float(r["acceptance_length"]) for r in rs])
+    meas = np.array([float(r["speedup"]) for r in rs])
+    base = s.model_speedup(d, al, None)
+    sp = s.fit(d, al, meas, {k: v for k, v in base.items() if isinstance(v, np.ndarray)})
+    assert abs(sp.iteration_overhead_s - VLLM_V1_EAGLE_2025.iteration_overhead_s) < 0.01e-3
+    assert abs(sp.draft_step_overhead_s - VLLM_V1_EAGLE_2025.draft_step_overhead_s) < 0.01e-3
