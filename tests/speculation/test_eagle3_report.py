@@ -15,12 +15,15 @@ def load_script():
     return mod
 
 
+def sweep_rows(s):
+    """(D, measured AL, measured speedup) arrays of the published sweep."""
+    rs = s.rows()
+    return tuple(np.array([float(r[k]) for r in rs]) for k in ("draft_len", "acceptance_length", "speedup"))
+
+
 def test_leave_one_out_within_20_percent_and_best_d_within_one():
     s = load_script()
-    rs = s.rows()
-    d = np.array([float(r["draft_len"]) for r in rs])
-    al = np.array([float(r["acceptance_length"]) for r in rs])
-    meas = np.array([float(r["speedup"]) for r in rs])
+    d, al, meas = sweep_rows(s)
     assert len(d) == 6
     base = s.model_speedup(d, al, None)
     for i in range(len(d)):
@@ -42,10 +45,7 @@ def test_shipped_serving_profile_is_the_all_row_fit():
     from specplan.speculation.serving import VLLM_V1_EAGLE_2025
 
     s = load_script()
-    rs = s.rows()
-    d = np.array([float(r["draft_len"]) for r in rs])
-    al = np.array([float(r["acceptance_length"]) for r in rs])
-    meas = np.array([float(r["speedup"]) for r in rs])
+    d, al, meas = sweep_rows(s)
     base = s.model_speedup(d, al, None)
     sp = s.fit(d, al, meas, {k: v for k, v in base.items() if isinstance(v, np.ndarray)})
     assert abs(sp.iteration_overhead_s - VLLM_V1_EAGLE_2025.iteration_overhead_s) < 0.01e-3
