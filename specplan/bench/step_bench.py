@@ -198,7 +198,6 @@ def sdpa_label(m: StepModel) -> str:
 
 def check_kernels(m: StepModel, batch: int, q_len: int, context: int, kernels) -> dict:
     """Layer-0 attention of each kernel vs the float64 reference (max abs error), same inputs."""
-    torch = m.torch
     out: dict = {"batch": batch, "q_len": q_len, "context": context}
     r0 = StepRunner(m, batch, q_len, context, kernels[0])
     r0.qkv.normal_()
@@ -244,7 +243,8 @@ def main(argv=None) -> int:
             json.dump(env, fh, indent=1, default=str)
 
     if args.smoke:
-        cfg, dtype, batches, qlens, contexts = TINY, ("bf16" if args.device != "cpu" else "fp32"), (1, 3), (1, 4), (16, 40)
+        dtype = "bf16" if args.device != "cpu" else "fp32"
+        cfg, batches, qlens, contexts = TINY, (1, 3), (1, 4), (16, 40)
     else:
         cfg, dtype, batches, qlens, contexts = LLAMA31_8B, "bf16", BATCHES, QLENS, CONTEXTS
     max_kv = max(contexts) + max(qlens)
