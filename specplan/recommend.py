@@ -7,7 +7,7 @@ import numpy as np
 from specplan.errors import SpecplanError
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation.acceptance import Acceptance, find_profile
-from specplan.speculation.guidelines import binding_line
+from specplan.speculation.guidelines import binding_line, g1_sentence
 from specplan.speculation.speedup import evaluate, mechanism_names
 
 BATCH_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, 384, 512, 768, 1024, 1536, 2048)
@@ -171,7 +171,7 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
                                  "fits", "memory_total_bytes")}
     shape = r["speedup"].shape
     diag = {k: (np.broadcast_to(v, shape)[i, 0] if isinstance(v, np.ndarray) else v)
-            for k, v in r["guidelines"].items() if k not in ("tile_aligned", "gemm_regime", "binding", "rho", "rho_d")}
+            for k, v in r["guidelines"].items() if k not in ("tile_aligned", "gemm_regime", "moe_regime", "binding", "rho", "rho_d")}
     d_max = r["acceptance_d_max"]
     guideline, line = binding_line(best["draft_len"], step, diag, d_max, extrapolate)
     if best["draft_len"] == 0 and any(x["draft_len"] > 0 and not x["feasible"] for x in rows):
@@ -229,6 +229,10 @@ def _explain(rows, curves, target) -> str:
 
 def _summary(diag: dict, batch) -> dict:
     """Guideline diagnostics at the chosen batch as plain numbers."""
-    keep = ("g_dev", "attention_tile_d", "gemm_compute_bound_from_d", "gemm_compute_bound_from_d_spec_sheet",
-            "ridge_tokens_effective", "ridge_tokens_spec_sheet", "attention_share")
-    return {"batch": batch, **{k: np.asarray(diag[k]).reshape(-1)[0].item() for k in keep}}
+    keep = ("g_dev", "attention_tile_d", "gemm_compute_bound_applies_to", "gemm_compute_bound_from_d",
+            "gemm_compute_bound_from_d_spec_sheet", "ridge_tokens_effective", "ridge_tokens_spec_sheet",
+            "dense_gemm_compute_bound_from_d", "dense_gemm_compute_bound_from_d_spec_sheet",
+            "dense_ridge_tokens_effective", "dense_ridge_tokens_spec_sheet", "attention_share")
+    out = {"batch": batch, **{k: np.asarray(diag[k]).reshape(-1)[0].item() for k in keep}}
+    out["g1_line"] = g1_sentence(out)
+    return out

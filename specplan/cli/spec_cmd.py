@@ -9,6 +9,7 @@ import typer
 from specplan.cli.app import app
 from specplan.cli.parsing import comma_list, mech_values
 from specplan.cli.output import print_json, table
+from specplan.speculation.guidelines import g1_phrase
 
 MECHS = "none|external|eagle3|mtp|medusa|dflash|dspark|ngram|self"
 
@@ -62,9 +63,16 @@ def predict(
     print(f"speedup {r['speedup']:.3f}  (break-even AL {r['break_even_al']:.3f}); memory {mem['total_gb']:.2f} GB "
           f"of {mem['capacity_gb']:.2f} GB per device (state {mem['state_gb']:.2f}), fits: {str(mem['fits']).lower()}")
     g = r["guidelines"]
+    if g["gemm_compute_bound_applies_to"] == "experts":
+        g1 = (f"expert GEMMs {g['moe_regime']} (compute-bound from {g1_phrase(g)}; spec sheet "
+              f"{g1_phrase(g, 'gemm_compute_bound_from_d_spec_sheet')}), dense GEMMs {g['gemm_regime']} "
+              f"(compute-bound from D = {g['dense_gemm_compute_bound_from_d']}; spec sheet "
+              f"{g['dense_gemm_compute_bound_from_d_spec_sheet']})")
+    else:
+        g1 = (f"verify GEMMs {g['gemm_regime']} (compute-bound from D = {g['gemm_compute_bound_from_d']}; spec sheet "
+              f"{g['gemm_compute_bound_from_d_spec_sheet']})")
     print(f"guidelines: G_dev {g['g_dev']}, attention tile D {g['attention_tile_d']}, tile aligned "
-          f"{str(g['tile_aligned']).lower()}, verify GEMMs {g['gemm_regime']} (compute-bound from D = "
-          f"{g['gemm_compute_bound_from_d']}; spec sheet {g['gemm_compute_bound_from_d_spec_sheet']}), attention "
+          f"{str(g['tile_aligned']).lower()}, {g1}, attention "
           f"share {100 * g['attention_share']:.0f}%, ρ {g['rho']:.4f}, ρD {g['rho_d']:.3f}, binding {g['binding']}")
     for n in r["notes"]:
         print(f"note: {n}")
@@ -117,6 +125,5 @@ def recommend(
           f"(speedup {b['speedup']:.3f}, {b['tokens_per_s_per_gpu']:.1f} tok/s/GPU)")
     print(f"why: [{r['binding']['guideline']}] {r['binding']['line']}")
     print(f"guidelines: G_dev {g['g_dev']} -> G2 start D = 128/G − 1 = {g['attention_tile_d']} (full attention "
-          f"{100 * g['attention_share']:.0f}% of the D = 0 step); G1 verify GEMMs compute-bound from D = "
-          f"{g['gemm_compute_bound_from_d']} (effective ridge {g['ridge_tokens_effective']:.0f} tokens; spec sheet "
-          f"{g['ridge_tokens_spec_sheet']:.0f} -> D = {g['gemm_compute_bound_from_d_spec_sheet']})")
+          f"{100 * g['attention_share']:.0f}% of the D = 0 step); G1 {g['g1_line']} (spec-sheet ridge "
+          f"{g['ridge_tokens_spec_sheet']:.0f} tokens -> {g1_phrase(g, 'gemm_compute_bound_from_d_spec_sheet')})")

@@ -1,7 +1,8 @@
 """The five guidelines made computable: per-point diagnostics and the guideline that binds a choice of D.
 
 - G1: verify GEMMs turn compute-bound when B·(1+D) crosses the ridge (weight-streaming GEMM: 2·M / bytes per
-  weight FLOP/byte; = M for 16-bit weights, so 64·5 = 320 > 295 on an H100 in bf16).
+  weight FLOP/byte; = M for 16-bit weights, so 64·5 = 320 > 295 on an H100 in bf16). For MoE layers the GEMM-M
+  of each expert is B·(1+D)·k / touched experts (`costs.moe.per_expert_m`), which crosses the ridge far later.
 - G2: when attention dominates, D = 128/G_dev − 1 fills one 128-row tile per KV head.
 - G3: past that, prefer G_dev·(1 + D) a multiple of 128.
 - G4: at low latency the draft overhead ρ·D must be paid for by the AL gain.
@@ -13,12 +14,15 @@ import numpy as np
 
 from specplan.costs.attention import attention_cost
 from specplan.costs.gemm import compute_dtype_for
+from specplan.costs.moe import per_expert_m
 from specplan.dtypes import dtype_bytes
 from specplan.precision import Precision
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import ModelProfile
 
 ATTENTION_DOMINATES = 0.5  # full-attention share of the D = 0 step above which G2/G3 lead
+MOE_D_SEARCH_MAX = 65536  # largest D searched for the experts' compute-bound D
+NEVER = -1  # compute-bound D sentinel: not reached for any D <= MOE_D_SEARCH_MAX
 
 
 def attention_tile_d(g_dev: int, tile_rows: int = 128) -> int:
@@ -31,16 +35,22 @@ def tile_aligned(g_dev: int, draft_len, tile_rows: int = 128) -> np.ndarray:
     return (g_dev * (1 + np.asarray(draft_len, dtype=int))) % tile_rows == 0
 
 
-def gemm_dtype(model: ModelProfile, hw: HardwareProfile, prec: Precision) -> tuple[str, float]:
-    """(math dtype, bytes per weight) of the model's main linear layers (dense FFN, else experts)."""
-    module = "ffn" if model.ffn_size > 0 else ("moe" if model.moe else "attention")
-    w = prec.w(module)
+def dense_module(model: ModelProfile) -> str:
+    """Precision module of the model's main dense GEMMs: the dense FFN when it has one, else the attention
+    projections (an MoE model's dense FFN layers and projections; its experts are module 'moe')."""
+    return "ffn" if model.ffn_size > 0 else "attention"
+
+
+def gemm_dtype(model: ModelProfile, hw: HardwareProfile, prec: Precision, module: str | None = None) -> tuple[str, float]:
+    """(math dtype, bytes per weight) of one precision module's GEMMs (default: the dense GEMMs, `dense_module`)."""
+    w = prec.w(module or dense_module(model))
     return compute_dtype_for(hw, w, prec.compute), dtype_bytes(w)
 
 
-def ridge_tokens(model: ModelProfile, hw: HardwareProfile, prec: Precision, effective: bool) -> float:
+def ridge_tokens(model: ModelProfile, hw: HardwareProfile, prec: Precision, effective: bool,
+                 module: str | None = None) -> float:
     """GEMM-M (tokens) at which a weight-streaming GEMM reaches the ridge: ridge · bytes-per-weight / 2."""
-    math, b_w = gemm_dtype(model, hw, prec)
+    math, b_w = gemm_dtype(model, hw, prec, module)
     return hw.ridge_flops_per_byte(math, effective=effective) * b_w / 2.0
 
 
@@ -48,6 +58,58 @@ def compute_bound_from_d(batch, m_ridge: float) -> np.ndarray:
     """Smallest D >= 0 with B · (1 + D) > m_ridge (0 when already compute-bound without speculation)."""
     b = np.asarray(batch, dtype=float)
     return np.maximum(0, np.floor(m_ridge / b)).astype(int)
+
+
+def moe_compute_bound_from_d(batch, m_ridge: float, num_experts: int, top_k: int, routing: str = "random",
+                             d_max: int = MOE_D_SEARCH_MAX) -> np.ndarray:
+    """Smallest D >= 0 with per-expert GEMM-M = B·(1+D)·k / touched experts >= m_ridge (`per_expert_m`).
+
+    per_expert_m is increasing in tokens, so a vectorized bisection over integer D in [0, d_max] finds it;
+    NEVER (-1) where even D = d_max stays below the ridge.
+    """
+    b = np.asarray(batch, dtype=float)
+    ok = lambda d: per_expert_m(b * (1.0 + d), num_experts, top_k, routing) >= m_ridge  # noqa: E731
+    lo = np.full(b.shape, -1.0)  # largest D known below the ridge (-1: none)
+    hi = np.full(b.shape, float(d_max))  # smallest D known at or above it
+    never = ~ok(hi)
+    while np.any(hi - lo > 1):
+        mid = np.floor((lo + hi) / 2.0)
+        good = ok(mid)
+        step = hi - lo > 1
+        hi = np.where(step & good, mid, hi)
+        lo = np.where(step & ~good, mid, lo)
+    return np.where(never, NEVER, hi).astype(int)
+
+
+def g1_targets(model: ModelProfile, hw: HardwareProfile, prec: Precision, batch, routing: str = "random") -> dict:
+    """Guideline 1 for the dense GEMMs and, for MoE models, the experts: their compute-bound D and ridges.
+
+    `gemm_compute_bound_from_d` (and its spec-sheet twin and ridges) are those of the bulk of the weights: the
+    experts for MoE models, else the dense GEMMs; `gemm_compute_bound_applies_to` says which.
+    """
+    dense_eff = ridge_tokens(model, hw, prec, True)
+    dense_spec = ridge_tokens(model, hw, prec, False)
+    out = {"dense_gemm_compute_bound_from_d": compute_bound_from_d(batch, dense_eff),
+           "dense_gemm_compute_bound_from_d_spec_sheet": compute_bound_from_d(batch, dense_spec),
+           "dense_ridge_tokens_effective": dense_eff, "dense_ridge_tokens_spec_sheet": dense_spec}
+    if model.moe is None:
+        return {"gemm_compute_bound_applies_to": "dense GEMMs",
+                "gemm_compute_bound_from_d": out["dense_gemm_compute_bound_from_d"],
+                "gemm_compute_bound_from_d_spec_sheet": out["dense_gemm_compute_bound_from_d_spec_sheet"],
+                "ridge_tokens_effective": dense_eff, "ridge_tokens_spec_sheet": dense_spec, **out}
+    e, k = model.moe.num_experts, model.moe.top_k
+    moe_eff = ridge_tokens(model, hw, prec, True, "moe")
+    moe_spec = ridge_tokens(model, hw, prec, False, "moe")
+    return {"gemm_compute_bound_applies_to": "experts",
+            "gemm_compute_bound_from_d": moe_compute_bound_from_d(batch, moe_eff, e, k, routing),
+            "gemm_compute_bound_from_d_spec_sheet": moe_compute_bound_from_d(batch, moe_spec, e, k, routing),
+            "ridge_tokens_effective": moe_eff, "ridge_tokens_spec_sheet": moe_spec, **out}
+
+
+def g1_phrase(diag: dict, key: str = "gemm_compute_bound_from_d") -> str:
+    """'D = 4', or 'no D <= 65536' for the NEVER sentinel."""
+    d = int(np.asarray(diag[key]).reshape(-1)[0])
+    return f"no D <= {MOE_D_SEARCH_MAX}" if d == NEVER else f"D = {d}"
 
 
 def attention_share(model: ModelProfile, hw: HardwareProfile, tp: int, batch, context_len, prec: Precision,
@@ -71,22 +133,19 @@ def attention_share(model: ModelProfile, hw: HardwareProfile, tp: int, batch, co
     return np.asarray(t, dtype=float) / np.asarray(total_s, dtype=float)
 
 
-def diagnostics(model, hw, tp, batch, context_len, draft_len, prec, base, verify, rho, style="shared") -> dict:
+def diagnostics(model, hw, tp, batch, context_len, draft_len, prec, base, verify, rho, style="shared",
+                routing="random") -> dict:
     """Guideline diagnostics per grid point (arrays broadcast to the grid; scalars where they do not vary)."""
     g = model.g_dev(tp)
     tile = hw.attention.tile_rows
     d = np.asarray(draft_len, dtype=float)
-    m_eff = ridge_tokens(model, hw, prec, effective=True)
-    m_spec = ridge_tokens(model, hw, prec, effective=False)
     return {
         "g_dev": g,
         "attention_tile_d": attention_tile_d(g, tile),
         "tile_aligned": tile_aligned(g, d, tile),
         "gemm_regime": verify.regime("gemm"),
-        "gemm_compute_bound_from_d": compute_bound_from_d(batch, m_eff),
-        "gemm_compute_bound_from_d_spec_sheet": compute_bound_from_d(batch, m_spec),
-        "ridge_tokens_effective": m_eff,
-        "ridge_tokens_spec_sheet": m_spec,
+        "moe_regime": verify.regime("moe"),
+        **g1_targets(model, hw, prec, batch, routing),
         "attention_share": attention_share(model, hw, tp, batch, context_len, prec, base.total_s, style),
         "rho": np.asarray(rho, dtype=float),
         "rho_d": np.asarray(rho, dtype=float) * d,
@@ -110,7 +169,6 @@ def binding_line(best_d: int, step: dict, diag: dict, d_max=None, extrapolate: b
     """
     g, tile_d = diag["g_dev"], diag["attention_tile_d"]
     share = float(diag["attention_share"])
-    d_cb = int(diag["gemm_compute_bound_from_d"])
     n = len(step["speedup"])
     if d_max is not None and not extrapolate and best_d >= d_max:
         return "range", (f"acceptance data end at D = {d_max:g}: larger D not considered "
@@ -137,8 +195,19 @@ def binding_line(best_d: int, step: dict, diag: dict, d_max=None, extrapolate: b
         return "G3", (f"attention tiles: G·(1 + D) = {g * (1 + best_d)} rows; D = {nxt} adds "
                       f"{1e3 * grow['attention']:.3f} ms of attention per step")
     if top == "gemm":
-        return "G1", (f"verify GEMMs turn compute-bound at D = {d_cb} (B·(1 + D) crosses the effective ridge of "
-                      f"{diag['ridge_tokens_effective']:.0f} tokens)")
+        return "G1", g1_sentence(diag)
     gain = step["acceptance_length"][nxt] - step["acceptance_length"][best_d]
     return "G4", (f"draft overhead ρD outweighs the AL gain beyond D = {best_d} (D = {nxt} adds "
                   f"{1e3 * grow['draft']:.3f} ms of drafting for +{gain:.2f} AL)")
+
+
+def g1_sentence(diag: dict) -> str:
+    """Guideline 1 in words: where the bulk of the weights' verify GEMMs turn compute-bound, saying which GEMMs
+    (for MoE models the experts first, then the dense GEMMs)."""
+    dense = (f"compute-bound at {g1_phrase(diag, 'dense_gemm_compute_bound_from_d')} (B·(1 + D) crosses the "
+             f"effective ridge of {float(diag['dense_ridge_tokens_effective']):.0f} tokens)")
+    if diag.get("gemm_compute_bound_applies_to", "dense GEMMs") != "experts":
+        return f"verify GEMMs turn {dense}"
+    return (f"expert GEMMs (the bulk of the weights) turn compute-bound at {g1_phrase(diag)} (per-expert GEMM-M "
+            f"B·(1 + D)·k / touched experts crosses the effective ridge of "
+            f"{float(diag['ridge_tokens_effective']):.0f} tokens); the dense GEMMs turn {dense}")

@@ -132,7 +132,7 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
     if guidelines:
         from specplan.speculation.guidelines import diagnostics
 
-        out["guidelines"] = diagnostics(m, hw, tp, b, ctx, d, prec, base, ver, dc.rho, attention_style)
+        out["guidelines"] = diagnostics(m, hw, tp, b, ctx, d, prec, base, ver, dc.rho, attention_style, routing)
     out["precision"] = prec
     out["notes"] = dc.notes
     out["acceptance_source"] = "" if acc is None else acc.source

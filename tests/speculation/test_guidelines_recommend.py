@@ -131,3 +131,59 @@ def test_memory_binds_when_the_next_draft_length_does_not_fit():
     nxt = [x for x in r["ranked"] if x["draft_len"] == d + 1]
     assert r["binding"]["guideline"] == "memory"
     assert not nxt or not nxt[0]["feasible"]
+
+
+# --- Guideline 1 on MoE models: the experts' GEMM-M is B·(1+D)·k / touched experts, not B·(1+D) ---
+
+def test_moe_compute_bound_from_d_balanced_by_hand():
+    from specplan.speculation.guidelines import NEVER, moe_compute_bound_from_d
+
+    # balanced routing, E = 256, k = 8, B = 64: every expert touched (64·8 = 512 >= 256), so per-expert
+    # M = 64·(1+D)·8 / 256 = 2·(1+D); >= 100 first at D = 49 (2·50 = 100; 2·49 = 98)
+    assert int(moe_compute_bound_from_d(64, 100.0, 256, 8, "balanced")) == 49
+    assert int(moe_compute_bound_from_d(64, 1.0, 256, 8, "balanced")) == 0  # M = 2 already
+    assert int(moe_compute_bound_from_d(64, 1e9, 256, 8, "balanced")) == NEVER == -1  # not within D <= 65536
+    np.testing.assert_array_equal(moe_compute_bound_from_d(np.array([64, 128]), 100.0, 256, 8, "balanced"),
+                                  [49, 24])  # 128: 4·(1+D) >= 100 at D = 24
+
+
+def test_deepseek_v3_g1_reports_experts_not_dense_gemms():
+    from specplan.costs.moe import per_expert_m
+    from specplan.step import step_time
+
+    r = predict_summary("deepseek-v3", "h100-sxm", tp=8, batch=64, context_len=4096, mechanism="mtp", draft_len=3,
+                        acceptance=parse_acceptance("0.8"))
+    g = r["guidelines"]
+    assert g["gemm_compute_bound_applies_to"] == "experts"
+    assert g["dense_gemm_compute_bound_from_d"] == 3  # the old (dense-ridge) answer, now labelled as such
+    d, ridge = g["gemm_compute_bound_from_d"], g["ridge_tokens_effective"]
+    assert d > 16  # the step model's experts stay memory-bound over q_len 1..16
+    assert set(step_time("deepseek-v3", "h100-sxm", 8, 64, np.arange(1, 17), 4096).regime("moe")) == {"memory"}
+    assert g["moe_regime"] == "memory"
+    # smallest D: per-expert M = 64·(1+D)·8 / touched(64·(1+D)) crosses the ridge at D, not at D − 1
+    assert per_expert_m(64 * (1 + d), 256, 8) >= ridge > per_expert_m(64 * d, 256, 8)
+
+
+def test_g1_sentence_says_which_gemms():
+    from specplan.speculation.guidelines import g1_sentence
+
+    dense = {"gemm_compute_bound_applies_to": "dense GEMMs", "gemm_compute_bound_from_d": 4,
+             "ridge_tokens_effective": 276.0, "dense_gemm_compute_bound_from_d": 4,
+             "dense_ridge_tokens_effective": 276.0}
+    assert g1_sentence(dense) == ("verify GEMMs turn compute-bound at D = 4 (B·(1 + D) crosses the effective "
+                                  "ridge of 276 tokens)")
+    moe = {**dense, "gemm_compute_bound_applies_to": "experts", "gemm_compute_bound_from_d": -1,
+           "ridge_tokens_effective": 150.0, "dense_gemm_compute_bound_from_d": 2}
+    s = g1_sentence(moe)
+    assert s.startswith("expert GEMMs (the bulk of the weights) turn compute-bound at no D <= 65536")
+    assert s.endswith("the dense GEMMs turn compute-bound at D = 2 (B·(1 + D) crosses the effective ridge of 276 tokens)")
+
+
+def test_recommend_moe_g1_line_names_experts():
+    r = recommend("deepseek-v3", "h200-sxm", tp=8, batch=64, context_len=4096, mechanisms=["mtp"],
+                  acceptance={"mtp": "0.8"}, max_draft_len=8)
+    g = r["guidelines"]
+    assert g["gemm_compute_bound_applies_to"] == "experts"
+    assert g["g1_line"].startswith(f"expert GEMMs (the bulk of the weights) turn compute-bound at "
+                                   f"D = {g['gemm_compute_bound_from_d']} ")
+    assert f"dense GEMMs turn compute-bound at D = {g['dense_gemm_compute_bound_from_d']} " in g["g1_line"]
