@@ -2,8 +2,8 @@
 
 from specplan.errors import SpecplanError
 
-# fp4 counts the 4-bit element only; block-scale overhead (one fp8 scale per 16 elements for NVFP4,
-# +6%) is added by BLOCK_SCALE_OVERHEAD below for the formats that carry it.
+# 4-bit formats count the element only; the block scales are added by BLOCK_SCALE_OVERHEAD below:
+# fp4 = NVFP4 (one fp8 scale per 16 elements, +12.5%), mxfp4 = OCP MXFP4 (one E8M0 scale per 32, +6.25%).
 BYTES_PER_ELEMENT = {
     "fp32": 4.0,
     "tf32": 4.0,
@@ -12,11 +12,15 @@ BYTES_PER_ELEMENT = {
     "fp8": 1.0,
     "int8": 1.0,
     "fp4": 0.5,
+    "mxfp4": 0.5,
     "int4": 0.5,
 }
 
 # Extra bytes per element for block scales (NVFP4: 1 byte per 16 elements; MXFP4: 1 per 32).
-BLOCK_SCALE_OVERHEAD = {"fp4": 1.0 / 16.0, "int4": 1.0 / 32.0}
+BLOCK_SCALE_OVERHEAD = {"fp4": 1.0 / 16.0, "mxfp4": 1.0 / 32.0, "int4": 1.0 / 32.0}
+
+# Storage formats whose math runs on another format's tensor cores (MXFP4 uses the FP4 units).
+MATH_FORMAT = {"mxfp4": "fp4"}
 
 ALIASES = {
     "bfloat16": "bf16",
@@ -29,7 +33,6 @@ ALIASES = {
     "float8_e4m3fn": "fp8",
     "fp8_block": "fp8",
     "nvfp4": "fp4",
-    "mxfp4": "fp4",
     "w4a16": "int4",
 }
 
@@ -42,6 +45,12 @@ def canonical_dtype(name: str, where: str = "dtype") -> str:
         known = ", ".join(sorted(BYTES_PER_ELEMENT))
         raise SpecplanError(f"{where}: unknown dtype '{name}' (known: {known})")
     return key
+
+
+def math_dtype(name: str) -> str:
+    """The tensor-core format a storage format computes in (mxfp4 -> fp4; others unchanged)."""
+    key = canonical_dtype(name)
+    return MATH_FORMAT.get(key, key)
 
 
 def dtype_bytes(name: str) -> float:

@@ -94,3 +94,19 @@ def test_lpu_needs_enough_chips_and_no_launch_overhead():
     total = memory_usage(m, lpu, 1, 1, 2048, p, reserve=0).total_bytes
     assert int(r.devices) == int(np.ceil(total / lpu.mem_capacity_bytes))
     assert float(r.breakdown_s["overhead"]) == pytest.approx((int(r.devices) - 1) * lpu.chip_hop_latency_s)
+
+
+def test_step_never_faster_with_more_batch_or_tokens_under_tp():
+    m = load_model("llama-3.3-70b")
+    hw = load_hardware("h100-sxm")
+    for tp in (2, 4, 8):
+        b = np.arange(1, 1025)[:, None]
+        q = np.arange(1, 17)[None, :]
+        t = step_time(m, hw, tp, b, q, 1024).total_s
+        assert np.all(np.diff(t, axis=0) >= -1e-12) and np.all(np.diff(t, axis=1) >= -1e-12)
+
+
+def test_communication_regime_is_latency_at_batch_1_and_bandwidth_at_large_batch():
+    m = load_model("llama-3.3-70b")
+    r = step_time(m, load_hardware("h100-sxm"), 8, np.array([1, 4096]), 1, 1024)
+    assert list(r.regime("communication")) == ["latency", "bandwidth"]

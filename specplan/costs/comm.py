@@ -1,10 +1,15 @@
 """Tensor-parallel all-reduce and chip-to-chip hops.
 
-Two algorithms, selectable per hardware profile (`allreduce.algorithm`):
-- `custom` (one-shot, as vLLM / SGLang / TRT-LLM custom all-reduce kernels): every device reads the other
-  TP-1 buffers over its link: t = custom_latency + (TP-1) * bytes / (link_bw * custom_bw_fraction).
-  Used up to `custom_max_bytes`; larger messages fall back to the ring.
-- `nccl` (ring): t = nccl_latency + (TP-1) * nccl_latency_per_peer + 2 (TP-1)/TP * bytes / (link_bw * nccl_bw_fraction).
+Algorithms, selectable per hardware profile (`allreduce.algorithm`):
+- `custom` (the serving engines' custom all-reduce kernels, vLLM / SGLang / TRT-LLM): the cheaper of
+  one-shot (every device reads the other TP-1 buffers: latency + (TP-1) * bytes / (link * fraction)) and
+  two-shot (reduce-scatter + all-gather: 2 * latency + 2 (TP-1)/TP * bytes / (link * fraction)), up to
+  `custom_max_bytes` (the kernel's buffer); beyond it the engines call NCCL, priced as the larger of the ring
+  and two-shot so that time never falls as messages grow.
+- `nccl` (ring): nccl_latency + (TP-1) * nccl_latency_per_peer + 2 (TP-1)/TP * bytes / (link * nccl_fraction).
+`link` is the per-direction scale-up bandwidth a device can use for a TP group: the full figure behind a switch
+(NVSwitch), (TP-1)/(domain-1) of it on a full mesh of point-to-point links (MI300X Infinity Fabric).
+Each algorithm is a latency term plus a transfer term; the step reports which dominates.
 """
 
 from __future__ import annotations
@@ -16,41 +21,75 @@ from specplan.errors import SpecplanError
 from specplan.profiles.hardware import HardwareProfile
 
 
-def nccl_allreduce_s(hw: HardwareProfile, nbytes, tp: int) -> np.ndarray:
-    """Ring all-reduce seconds for a message of `nbytes` over `tp` devices."""
+def link_bandwidth_bytes_s(hw: HardwareProfile, tp: int) -> float:
+    """Per-direction bytes/s one device can use towards a TP group of `tp` devices."""
+    if hw.scaleup_topology == "mesh" and hw.scaleup_domain > 1:
+        return hw.scaleup_bandwidth_bytes_s * (tp - 1) / (hw.scaleup_domain - 1)
+    return hw.scaleup_bandwidth_bytes_s
+
+
+def nccl_terms(hw: HardwareProfile, nbytes, tp: int) -> tuple[np.ndarray, np.ndarray]:
+    """(latency s, transfer s) of a ring all-reduce."""
     p = hw.allreduce
     nbytes = np.asarray(nbytes, dtype=float)
-    lat = p.nccl_latency_s + (tp - 1) * p.nccl_latency_per_peer_s
-    return lat + 2.0 * (tp - 1) / tp * nbytes / (hw.scaleup_bandwidth_bytes_s * p.nccl_bw_fraction)
+    lat = np.full(nbytes.shape, p.nccl_latency_s + (tp - 1) * p.nccl_latency_per_peer_s)
+    return lat, 2.0 * (tp - 1) / tp * nbytes / (link_bandwidth_bytes_s(hw, tp) * p.nccl_bw_fraction)
+
+
+def custom_terms(hw: HardwareProfile, nbytes, tp: int) -> tuple[np.ndarray, np.ndarray]:
+    """(latency s, transfer s) of the engines' custom all-reduce (one-shot / two-shot / NCCL beyond the buffer)."""
+    p = hw.allreduce
+    nbytes = np.asarray(nbytes, dtype=float)
+    bw = link_bandwidth_bytes_s(hw, tp) * p.custom_bw_fraction
+    one = (np.full(nbytes.shape, p.custom_latency_s), (tp - 1) * nbytes / bw)
+    two = (np.full(nbytes.shape, 2.0 * p.custom_latency_s), 2.0 * (tp - 1) / tp * nbytes / bw)
+    ring = nccl_terms(hw, nbytes, tp)
+    use_one = one[0] + one[1] <= two[0] + two[1]
+    small = tuple(np.where(use_one, a, b) for a, b in zip(one, two))
+    use_ring = ring[0] + ring[1] >= two[0] + two[1]
+    large = tuple(np.where(use_ring, a, b) for a, b in zip(ring, two))
+    fits_buffer = nbytes <= p.custom_max_bytes
+    return tuple(np.where(fits_buffer, a, b) for a, b in zip(small, large))
+
+
+def nccl_allreduce_s(hw: HardwareProfile, nbytes, tp: int) -> np.ndarray:
+    """Ring all-reduce seconds for a message of `nbytes` over `tp` devices."""
+    return sum(nccl_terms(hw, nbytes, tp))
 
 
 def custom_allreduce_s(hw: HardwareProfile, nbytes, tp: int) -> np.ndarray:
-    """One-shot custom all-reduce seconds (ring beyond `custom_max_bytes`)."""
-    p = hw.allreduce
-    nbytes = np.asarray(nbytes, dtype=float)
-    one_shot = p.custom_latency_s + (tp - 1) * nbytes / (hw.scaleup_bandwidth_bytes_s * p.custom_bw_fraction)
-    return np.where(nbytes <= p.custom_max_bytes, one_shot, nccl_allreduce_s(hw, nbytes, tp))
+    """Custom all-reduce seconds (one-shot or two-shot; NCCL beyond `custom_max_bytes`)."""
+    return sum(custom_terms(hw, nbytes, tp))
 
 
-def allreduce_time_s(hw: HardwareProfile, nbytes, tp: int, algorithm: str | None = None) -> np.ndarray:
-    """All-reduce seconds; 0 when tp == 1. `algorithm` overrides the profile's choice."""
+def _check_tp(hw: HardwareProfile, tp: int) -> None:
+    if tp > hw.scaleup_domain and hw.kind != "lpu":
+        raise SpecplanError(f"tp: {tp} exceeds the scale-up domain of {hw.id} ({hw.scaleup_domain} devices)")
+
+
+def allreduce_terms(hw: HardwareProfile, nbytes, tp: int, algorithm: str | None = None):
+    """(latency s, transfer s) of one all-reduce; zeros when tp == 1. `algorithm` overrides the profile's."""
     nbytes = np.asarray(nbytes, dtype=float)
     if tp == 1:
-        return np.zeros_like(nbytes)
-    if tp > hw.scaleup_domain and hw.kind == "gpu":
-        raise SpecplanError(f"tp: {tp} exceeds the scale-up domain of {hw.id} ({hw.scaleup_domain} devices)")
+        return np.zeros_like(nbytes), np.zeros_like(nbytes)
+    _check_tp(hw, tp)
     algo = algorithm or hw.allreduce.algorithm
     if algo == "custom":
-        return custom_allreduce_s(hw, nbytes, tp)
+        return custom_terms(hw, nbytes, tp)
     if algo == "nccl":
-        return nccl_allreduce_s(hw, nbytes, tp)
+        return nccl_terms(hw, nbytes, tp)
     raise SpecplanError(f"allreduce algorithm: must be 'custom' or 'nccl', got '{algo}'")
 
 
+def allreduce_time_s(hw: HardwareProfile, nbytes, tp: int, algorithm: str | None = None) -> np.ndarray:
+    """All-reduce seconds; 0 when tp == 1."""
+    return sum(allreduce_terms(hw, nbytes, tp, algorithm))
+
+
 def allreduce_cost(hw: HardwareProfile, nbytes, tp: int, count: float = 1.0, algorithm: str | None = None) -> KernelCost:
-    """`count` all-reduces as a KernelCost (all time counted as latency/link time, no fixed launch term)."""
-    t = allreduce_time_s(hw, nbytes, tp, algorithm)
-    return roofline(np.zeros_like(t), t, 0.0).scaled(count)
+    """`count` all-reduces as a KernelCost: transfer time as the memory term, latency as the fixed term."""
+    lat, xfer = allreduce_terms(hw, nbytes, tp, algorithm)
+    return roofline(np.zeros_like(xfer), xfer, lat).scaled(count)
 
 
 def hop_latency_s(hw: HardwareProfile, stages: int) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from specplan.costs.roofline import KernelCost, roofline
-from specplan.dtypes import canonical_dtype, dtype_bytes
+from specplan.dtypes import canonical_dtype, dtype_bytes, math_dtype
 from specplan.profiles.hardware import HardwareProfile
 
 LOW_PRECISION = {"fp8", "fp4", "int8", "int4"}
@@ -24,7 +24,7 @@ def gemm_bytes(m, n, k, b_act: float, b_w: float, b_out: float) -> np.ndarray:
 
 def compute_dtype_for(hw: HardwareProfile, weight_dtype: str, compute_dtype: str) -> str:
     """Math dtype of a GEMM: the weight format if the device computes in it, else the activation dtype."""
-    w = canonical_dtype(weight_dtype)
+    w = math_dtype(weight_dtype)
     return w if w in hw.peak_flops else canonical_dtype(compute_dtype)
 
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from specplan.dtypes import canonical_dtype
+from specplan.dtypes import canonical_dtype, math_dtype
 from specplan.errors import SpecplanError
 
 Positive = Field(gt=0)
@@ -84,6 +84,9 @@ class HardwareProfile(_Frozen):
     scaleup_bandwidth_bytes_s: float = Field(1.0e9, gt=0)  # per direction, per device
     scaleup_latency_s: float = Field(2.0e-6, ge=0)
     scaleup_domain: int = Field(1, ge=1)
+    # switch: every device reaches the group at the full figure (NVSwitch); mesh: point-to-point links to each
+    # of the other domain devices, so a TP group of t devices uses (t-1)/(domain-1) of it (MI300X).
+    scaleup_topology: Literal["switch", "mesh"] = "switch"
     kernel_overhead_s: float = Field(3.0e-6, ge=0)  # fixed cost per kernel (launch, prologue)
     chip_hop_latency_s: float = Field(0.0, ge=0)  # LPU: pipeline hop between chips
     efficiency: dict[str, KernelEfficiency] = Field(default_factory=lambda: {"default": KernelEfficiency()})
@@ -116,11 +119,11 @@ class HardwareProfile(_Frozen):
         """Efficiency block for a compute dtype (falls back to 'default')."""
         if dtype == "default":
             return self.efficiency["default"]
-        return self.efficiency.get(canonical_dtype(dtype), self.efficiency["default"])
+        return self.efficiency.get(math_dtype(dtype), self.efficiency["default"])
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s in a compute dtype, or a one-line error if the device cannot compute in it."""
-        key = canonical_dtype(dtype)
+        key = math_dtype(dtype)
         if key not in self.peak_flops:
             have = ", ".join(sorted(self.peak_flops))
             raise SpecplanError(f"hardware {self.id}: cannot compute in {key} (supports {have})")

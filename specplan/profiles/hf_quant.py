@@ -21,10 +21,10 @@ _QUANT_ALGOS = {
     "w4a16_nvfp4": "fp4",
     "w4a8_nvfp4_fp8": "fp4",
     "nvfp4_awq": "fp4",
-    "mxfp4": "fp4",
-    "w4a16_mxfp4": "fp4",
-    "w4a8_mxfp4_fp8": "fp4",
-    "w4a8_mxfp4_mxfp8": "fp4",
+    "mxfp4": "mxfp4",
+    "w4a16_mxfp4": "mxfp4",
+    "w4a8_mxfp4_fp8": "mxfp4",
+    "w4a8_mxfp4_mxfp8": "mxfp4",
     "w4a16_awq": "int4",
     "w4a8_awq": "int4",
     "int4_awq": "int4",
@@ -133,7 +133,7 @@ def embedded_quantization(c: HfFields, family: str, base: str) -> tuple[str, dic
         return "fp8", {"embedding": base, "lm_head": base}
     if method == "mxfp4":
         # gpt-oss: MXFP4 experts; attention, router, embedding and LM head are not converted
-        return base, {"moe": "fp4"}
+        return base, {"moe": "mxfp4"}
     if method in ("awq", "gptq"):
         bits = qc.get("bits", qc.get("w_bit"))
         fmt = {4: "int4", 8: "int8"}.get(bits)

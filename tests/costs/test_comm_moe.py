@@ -60,3 +60,37 @@ def test_touched_experts_closed_forms():
     assert touched_experts(4, e, k, "balanced") == 32
     assert touched_experts(100, e, k, "balanced") == 128
     assert per_expert_m(100, e, k, "balanced") == pytest.approx(100 * 8 / 128)
+
+
+@pytest.mark.parametrize("tp", [2, 4, 8])
+@pytest.mark.parametrize("algo", ["custom", "nccl"])
+def test_allreduce_never_cheaper_for_a_larger_message(h100, tp, algo):
+    b = np.geomspace(1e2, 1e9, 3000)
+    assert np.all(np.diff(allreduce_time_s(h100, b, tp, algo)) >= 0)
+
+
+def test_custom_picks_the_cheaper_of_one_shot_and_two_shot(h100):
+    p = h100.allreduce
+    bw = 450e9 * p.custom_bw_fraction
+    b = 4e6  # inside the buffer; two-shot is cheaper at TP 8 by hand
+    one = p.custom_latency_s + 7 * b / bw
+    two = 2 * p.custom_latency_s + 2 * 7 / 8 * b / bw
+    assert two < one
+    assert custom_allreduce_s(h100, b, 8) == pytest.approx(two)
+
+
+def test_mesh_topology_uses_only_the_groups_links():
+    from specplan.costs.comm import link_bandwidth_bytes_s
+
+    mi = load_hardware("mi300x")
+    assert mi.scaleup_topology == "mesh"
+    assert link_bandwidth_bytes_s(mi, 2) == pytest.approx(mi.scaleup_bandwidth_bytes_s / 7)
+    assert link_bandwidth_bytes_s(mi, 8) == pytest.approx(mi.scaleup_bandwidth_bytes_s)
+    h = load_hardware("h100-sxm")
+    assert link_bandwidth_bytes_s(h, 2) == h.scaleup_bandwidth_bytes_s
+
+
+def test_cpu_tp_beyond_its_domain_is_an_error():
+    cpu = load_hardware("cpu-generic")
+    with pytest.raises(SpecplanError, match="scale-up domain"):
+        allreduce_time_s(cpu, 1e6, 8)

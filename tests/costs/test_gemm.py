@@ -71,3 +71,14 @@ def _has(i):
     from specplan.profiles.registry import hardware_ids
 
     return i in hardware_ids()
+
+
+def test_mxfp4_has_its_own_scale_overhead_and_computes_on_fp4_units():
+    from specplan.dtypes import dtype_bytes
+
+    assert dtype_bytes("mxfp4") == 0.5 + 1 / 32  # one E8M0 scale per 32 elements
+    assert dtype_bytes("fp4") == 0.5 + 1 / 16  # NVFP4: one fp8 scale per 16 elements
+    b200 = load_hardware("b200")
+    assert b200.peak("mxfp4") == b200.peak("fp4")
+    h = load_hardware("h100-sxm")  # no fp4 units: weight-only MXFP4, math in bf16
+    assert gemm_cost(h, 1, 2880, 2880, "mxfp4", "bf16").compute_s > 0

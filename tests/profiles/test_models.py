@@ -202,7 +202,7 @@ def test_module_dtypes():
     assert ds.dtype_of("embedding") == "bf16" and ds.dtype_of("lm_head") == "bf16" and ds.dtype_of("mtp") == "fp8"
     for mid in ("gpt-oss-20b", "gpt-oss-120b"):
         g = load_model(mid)
-        assert g.dtype_of("moe") == "fp4" and g.dtype_of("attention") == "bf16" and g.dtype_of("lm_head") == "bf16"
+        assert g.dtype_of("moe") == "mxfp4" and g.dtype_of("attention") == "bf16" and g.dtype_of("lm_head") == "bf16"
     n = load_model("nemotron-3.5-lightning-30b-a3b")
     assert n.dtype_of("moe") == "fp4" and n.dtype_of("lm_head") == "fp4" and n.dtype_of("mamba") == "fp8"
     assert n.dtype_of("attention") == "bf16" and n.dtype_of("embedding") == "bf16" and n.dtype_of("mtp") == "bf16"
@@ -234,7 +234,7 @@ def test_weight_bytes_use_module_dtypes():
     g = load_model("gpt-oss-120b")
     pc = param_counts(g)
     wb = weight_bytes(g)
-    assert wb["moe"] == pytest.approx(pc["by_module"]["moe"] * (0.5 + 1 / 16))
+    assert wb["moe"] == pytest.approx(pc["by_module"]["moe"] * (0.5 + 1 / 32))  # MXFP4: one E8M0 scale per 32
     assert wb["attention"] == pytest.approx(pc["by_module"]["attention"] * 2)
 
 
