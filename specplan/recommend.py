@@ -82,7 +82,7 @@ def predict_summary(model, hardware, *, tp=1, batch=1, context_len=1024, mechani
         "acceptance_source": r["acceptance_source"],
         "baseline": {"step_ms": 1e3 * _f(r["baseline_step_s"]),
                      "tokens_per_s_per_user": 1.0 / _f(r["baseline_step_s"]),
-                     "tokens_per_s_per_gpu": batch / (_f(r["baseline_step_s"]) * _f(r["target_devices"]))},
+                     "tokens_per_s_per_gpu": batch / (_f(r["baseline_step_s"]) * _f(r["baseline_devices"]))},
         "speculative": {"step_ms": 1e3 * _f(r["iter_s"]), "draft_ms": 1e3 * _f(r["draft_s"]),
                         "verify_ms": 1e3 * _f(r["verify_s"])},
         "acceptance_length": _f(r["acceptance_length"]),

@@ -116,6 +116,9 @@ def draft_external(inp: DraftInput) -> DraftCost:
     devices = np.asarray(step.devices, dtype=float) if separate else 0
     t = d * step.total_s
     notes = [f"draft {dm.id} on {dhw.id} (tp {tp_d}), {prec_d.compute}"]
+    if inp.draft_hardware is not None and not separate:
+        notes.append(f"draft hardware {dhw.id} is the target's: the draft shares the target's devices (its weights "
+                     f"and KV count against their memory; no transfer)")
     if separate:
         t = t + _active(d) * CROSS_DEVICE_TRANSFER_S
         notes.append(f"transfer {CROSS_DEVICE_TRANSFER_S * 1e6:g} us per iteration (assumption)")

@@ -20,7 +20,7 @@ from specplan.step import step_time
 
 KEYS = ("baseline_step_s", "verify_s", "draft_s", "iter_s", "acceptance_length", "speedup", "tokens_per_s_per_user",
         "tokens_per_s_per_gpu", "tokens_per_s_per_device", "memory_total_bytes", "fits", "break_even_al",
-        "target_devices", "draft_devices", "rho", "rho_d")
+        "target_devices", "baseline_devices", "draft_devices", "rho", "rho_d")
 
 
 def mechanism_names() -> list[str]:
@@ -101,10 +101,17 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
     mem = memory_usage(m, hw, tp, b, ctx, prec, q_len=q, reserve=reserve, extra_fixed_bytes=dc.fixed_bytes,
                        extra_per_seq_bytes=dc.per_seq_bytes)
     fits = mem.fits & np.asarray(dc.fits)
-    if hw.kind == "lpu":
-        fits = np.ones(shape, dtype=bool)
-    dev_t = np.asarray(base.devices, dtype=float)
+    dev_base = np.asarray(base.devices, dtype=float)
+    dev_t = dev_base
     dev_d = np.asarray(dc.devices, dtype=float) * (d > 0)
+    if hw.kind == "lpu":
+        # SRAM-only chips: the target needs the chips of its own bytes at q_len = 1 + D (the verify step's);
+        # a draft on the same LPU adds the chips its weights and KV/state need on top (mem.total_bytes holds
+        # target + draft + verify-time KV/state; a draft on separate hardware brings dc.devices instead).
+        fits = np.ones(shape, dtype=bool)
+        dev_t = np.asarray(ver.devices, dtype=float)
+        chips = np.maximum(1.0, np.ceil(mem.total_bytes / hw.mem_capacity_bytes))
+        dev_d = dev_d + np.maximum(0.0, chips - dev_t) * (d > 0)
     out = {
         "baseline_step_s": base.total_s,
         "verify_s": verify_s,
@@ -120,6 +127,7 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
         "fits": fits,
         "break_even_al": iter_s / base.total_s,
         "target_devices": dev_t,
+        "baseline_devices": dev_base,
         "draft_devices": dev_d,
         "rho": np.asarray(dc.rho, dtype=float),
         "rho_d": np.asarray(dc.rho, dtype=float) * d,

@@ -143,6 +143,40 @@ def test_external_draft_on_other_hardware_counts_its_devices():
     assert float(r["target_devices"]) == 4
 
 
+LPU_EXT = dict(batch=1, context_len=4096, draft_len=4, mechanism="external", acceptance=Acceptance.from_rate(0.7),
+               draft_model="llama-3.2-1b")
+
+
+def test_lpu_draft_on_the_same_lpu_gets_its_own_chips():
+    from specplan.memory import memory_usage
+
+    hw = load_hardware("groq-3-lpu")
+    r = evaluate("llama-3.1-8b", "groq-3-lpu", **LPU_EXT)
+    # target alone at q_len = 1 + D = 5: ceil(its bytes / 0.5 GB of SRAM per chip)
+    own = memory_usage(load_model("llama-3.1-8b"), hw, 1, 1, 4096, r["precision"], q_len=5).total_bytes
+    assert hw.mem_capacity_bytes == 0.5e9
+    assert float(r["target_devices"]) == np.ceil(float(own) / 0.5e9) == 17
+    # target + draft weights + draft KV: 9.60 GB -> ceil(19.2) = 20 chips, 3 of them for the draft
+    total = float(r["memory_total_bytes"])
+    assert total == pytest.approx(9.605e9, rel=1e-3)
+    assert float(r["draft_devices"]) == np.ceil(total / 0.5e9) - 17 == 3
+    per_dev = float(r["acceptance_length"]) / (float(r["iter_s"]) * 20)  # B = 1 over 17 + 3 chips
+    assert float(r["tokens_per_s_per_device"]) == pytest.approx(per_dev)
+    assert float(r["tokens_per_s_per_gpu"]) == pytest.approx(per_dev * 20 / 17)
+    none = evaluate("llama-3.1-8b", "groq-3-lpu", batch=1, context_len=4096)
+    assert float(none["draft_devices"]) == 0 and float(none["baseline_devices"]) == float(none["target_devices"])
+
+
+def test_draft_hardware_equal_to_target_shares_devices_and_says_so():
+    plain = evaluate("llama-3.1-8b", "groq-3-lpu", **LPU_EXT)
+    same = evaluate("llama-3.1-8b", "groq-3-lpu", draft_hardware="groq-3-lpu", **LPU_EXT)
+    assert float(same["draft_devices"]) == float(plain["draft_devices"]) == 3
+    assert any("shares the target's devices" in n for n in same["notes"])
+    assert not any("shares" in n for n in plain["notes"])
+    gpu = evaluate("llama-3.1-8b", "h100-sxm", draft_hardware="h100-sxm", **LPU_EXT)
+    assert float(gpu["draft_devices"]) == 0 and any("shares the target's devices" in n for n in gpu["notes"])
+
+
 def test_tree_verification_costs_verified_tokens():
     chain = evaluate("llama-3.1-8b", "h100-sxm", batch=32, context_len=1024, draft_len=4, mechanism="medusa",
                      acceptance=A8)
