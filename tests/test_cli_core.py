@@ -76,3 +76,24 @@ def test_malformed_and_wrong_field_yaml(tmp_path):
     extra.write_text(src + "\nmem_bandwith: 1\n")
     r = run("step", "--model", "llama-3.1-8b", "--hardware", str(extra), "--batch", "1", "--context", "10")
     assert r.returncode != 0 and "mem_bandwith" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["step", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "-b", "abc", "-c", "10"], "Invalid value for '--batch'"),
+        (["step", "--model", "llama-3.1-8b"], "Missing option '--hardware'"),
+        (["nosuch"], "No such command 'nosuch'"),
+        (["step", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "-b", "1", "-c", "1", "--bogus", "3"], "No such option"),
+    ],
+)
+def test_usage_errors_are_one_line(args, needle):
+    r = run(*args)
+    assert r.returncode == 2
+    lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0], r.stderr
+
+
+def test_bare_command_prints_help():
+    r = run()
+    assert r.returncode == 0 and "step" in r.stdout and "recommend" in r.stdout

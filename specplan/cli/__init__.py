@@ -22,10 +22,37 @@ for _optional in ("spec_cmd", "sweep_cmd", "bench_cmd", "adaptive_cmd"):
             raise
 
 
+def _click_exceptions(name: str) -> tuple:
+    """The click exception class `name` from click and from typer's vendored copy, whichever exist."""
+    out = []
+    for mod in ("click.exceptions", "typer._click.exceptions"):
+        try:
+            cls = getattr(__import__(mod, fromlist=[name]), name, None)
+        except ImportError:
+            continue
+        if cls is not None:
+            out.append(cls)
+    return tuple(out)
+
+
 def main() -> None:
     """Entry point: run the app; bad input is one line on stderr and exit code 2, never a traceback."""
+    no_args, usage, abort = (_click_exceptions(n) for n in ("NoArgsIsHelpError", "UsageError", "Abort"))
     try:
-        app(standalone_mode=True)
+        rc = app(standalone_mode=False)
+        sys.exit(rc if isinstance(rc, int) else 0)
+    except no_args as exc:  # bare `specplan` or a bare group: show the help
+        ctx = getattr(exc, "ctx", None)
+        print(ctx.get_help() if ctx else str(exc))
+        sys.exit(0)
+    except usage as exc:
+        ctx = getattr(exc, "ctx", None)
+        where = f"{ctx.command_path}: " if ctx else ""
+        print(f"error: {where}{' '.join(exc.format_message().split())}", file=sys.stderr)
+        sys.exit(2)
+    except abort:
+        print("error: aborted", file=sys.stderr)
+        sys.exit(1)
     except SpecplanError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
