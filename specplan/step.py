@@ -190,7 +190,11 @@ def step_time(
     """
     model = load_model(model)
     hw = load_hardware(hardware)
-    model.check_tp(tp)
+    model.heads_per_device(tp)  # TP must split the query heads and split or replicate the KV heads
+    if routing not in ("random", "balanced"):
+        raise SpecplanError(f"routing: must be 'random' or 'balanced', got '{routing}'")
+    if attention_style not in ("shared", "reread"):
+        raise SpecplanError(f"attention style: must be 'shared' or 'reread', got '{attention_style}'")
     b = np.asarray(batch, dtype=float)
     q = np.asarray(q_len, dtype=float)
     ctx = np.asarray(context_len, dtype=float)
@@ -215,6 +219,7 @@ def step_time(
     breakdown = {c: acc.busy[c] for c in CLASSES if c not in ("overhead", "communication")}
     breakdown["communication"] = acc.busy["communication"] + acc.comm_latency
     breakdown["overhead"] = acc.overhead + hops
+    acc.overhead = acc.overhead + hops  # so that the overhead class reports its regime on an LPU too
     total = sum(breakdown.values())
     shape = np.broadcast(total, *breakdown.values()).shape
     return StepResult(

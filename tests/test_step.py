@@ -110,3 +110,20 @@ def test_communication_regime_is_latency_at_batch_1_and_bandwidth_at_large_batch
     m = load_model("llama-3.3-70b")
     r = step_time(m, load_hardware("h100-sxm"), 8, np.array([1, 4096]), 1, 1024)
     assert list(r.regime("communication")) == ["latency", "bandwidth"]
+
+
+def test_kv_heads_must_split_or_replicate_evenly():
+    from specplan.errors import SpecplanError
+
+    m = load_model("llama-3.1-8b").model_copy(update={"num_kv_heads": 4, "num_q_heads": 48})
+    assert m.heads_per_device(8) == (6, 1)  # 4 KV heads replicated over 8 devices
+    odd = load_model("llama-3.1-8b").model_copy(update={"num_kv_heads": 12, "num_q_heads": 48})
+    with pytest.raises(SpecplanError, match="neither divides nor is a multiple of the 12 KV heads"):
+        odd.heads_per_device(8)
+
+
+def test_unknown_routing_is_an_error_even_on_a_dense_model(llama, h100):
+    from specplan.errors import SpecplanError
+
+    with pytest.raises(SpecplanError, match="routing"):
+        step_time(llama, h100, batch=1, routing="foo")

@@ -42,11 +42,11 @@ def step(
             for c, ms in r["breakdown_ms"].items() if ms > 0]
     print(table(rows, ["class", "ms", "%", "regime"]))
     m = r["memory"]
-    line = (f"memory per device: {m['total_gb']:.2f} GB of {m['capacity_gb']:.2f} GB usable "
-            f"(weights {m['weights_gb']:.2f}, KV {m['kv_cache_gb']:.2f}, state {m['state_gb']:.3f}, "
-            f"activations {m['activations_gb']:.3f}); fits: {str(m['fits']).lower()}")
-    if m.get("chips"):
-        line += f"; LPU chips needed: {m['chips']}"
+    parts = (f"weights {m['weights_gb']:.2f}, KV {m['kv_cache_gb']:.2f}, state {m['state_gb']:.3f}, "
+             f"activations {m['activations_gb']:.3f}")
+    if m.get("chips"):  # LPU: SRAM only; the deployment is sized in chips
+        print(f"memory: {m['total_gb']:.2f} GB in SRAM ({parts}) -> {m['chips']} chips of "
+              f"{m['capacity_gb'] / (1 - m['reserve']):.2f} GB")
     else:
-        line += f"; max batch: {m['max_batch']}"
-    print(line)
+        print(f"memory per device: {m['total_gb']:.2f} GB of {m['capacity_gb']:.2f} GB usable ({parts}); "
+              f"fits: {str(m['fits']).lower()}; max batch: {m['max_batch']}")

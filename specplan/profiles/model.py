@@ -182,8 +182,11 @@ class ModelProfile(_Frozen):
     def heads_per_device(self, tp: int) -> tuple[int, int]:
         """(query heads, KV heads) on one device under TP; KV heads fewer than TP are replicated."""
         self.check_tp(tp)
+        kv_heads = self.num_kv_heads
+        if self.mla is None and kv_heads % tp and tp % kv_heads:
+            raise SpecplanError(f"tp: {tp} neither divides nor is a multiple of the {kv_heads} KV heads of {self.id}")
         q = self.num_q_heads // tp
-        kv = max(1, self.num_kv_heads // tp)
+        kv = max(1, kv_heads // tp)
         return q, kv
 
     def g_dev(self, tp: int = 1) -> int:
