@@ -11,7 +11,8 @@ Policies (the engine picks one D per iteration for the whole batch):
                of SGLang's rule: keep one token of headroom so that a rising acceptance is seen).
 - `model`      AdaSpec-style: estimate α from observed acceptance (EMA of the per-position MLE) and choose
                the D that maximizes expected tokens/s with the performance model, subject to an optional
-               TPOT SLO.
+               TPOT SLO. While it runs at D = 0 it learns nothing, so every `probe_every` iterations it
+               drafts one token to re-measure α (otherwise a low estimate would switch speculation off for good).
 - `oracle`     knows the true α of the iteration and picks the best D (an upper bound).
 """
 
@@ -96,6 +97,7 @@ def simulate(
     ema_beta: float = 0.8,
     slo_tpot_s: float | None = None,
     seed: int = 0,
+    probe_every: int = 16,
 ) -> dict:
     """Run one policy over the trace; `iter_s[batch][D]` are iteration seconds (D = 0 is no speculation).
 
@@ -109,6 +111,7 @@ def simulate(
     tiers = tuple(t for t in tiers if t <= max_d) or (max_d,)
     ema_acc = float(tiers[-1])  # optimistic start
     alpha_hat = 0.5
+    since_seen = 0
     time_s = tokens = 0.0
     chosen = []
     for seg in trace:
@@ -120,12 +123,15 @@ def simulate(
                 d = next((t for t in tiers if t >= ema_acc + 1.0), tiers[-1])
             elif name == "model":
                 d = best_d(alpha_hat, costs, slo_tpot_s)
+                if d == 0 and since_seen >= probe_every:
+                    d = 1  # probe: one drafted token re-measures α
             else:
                 d = best_d(seg.alpha, costs, slo_tpot_s)
             acc = draw_accepted(rng, seg.alpha, d, seg.batch)
             tokens += float(np.mean(acc + 1))
             time_s += float(costs[d])
             chosen.append(d)
+            since_seen = 0 if d > 0 else since_seen + 1
             if d > 0:
                 ema_acc = ema_beta * ema_acc + (1 - ema_beta) * float(np.mean(acc))
                 trials = float(np.sum(np.minimum(acc + 1, d)))  # positions tested

@@ -51,3 +51,15 @@ def test_oracle_beats_static_when_acceptance_shifts():
     assert d[350:400].mean() > d[-50:].mean()
     # The EMA policy only uses its tiers.
     assert set(np.unique(r["ema"]["chosen_d"])) <= {1, 3, 7}
+
+
+def test_model_policy_recovers_when_acceptance_rises_again():
+    """A low-acceptance start must not switch speculation off for good: probes re-measure α."""
+    costs = {4: 1 + 0.15 * np.arange(9)}
+    trace = parse_trace("0.05@4x300,0.95@4x600")
+    r = simulate(trace, costs, "model", seed=1)
+    d = r["chosen_d"]
+    assert d[:300].mean() < 0.5  # speculation (mostly) off while nothing is accepted
+    assert d[-300:].mean() > 3  # back on once acceptance is high
+    o = simulate(trace, costs, "oracle", seed=1)
+    assert r["tokens_per_s_per_user"] > 0.85 * o["tokens_per_s_per_user"]
