@@ -99,15 +99,21 @@ def parse_acceptance(spec):
 
 def tp_choices(model, hw, tps=None) -> list[int]:
     """TP degrees to sweep: 1, 2, 4, 8 (or `tps`) that divide the query heads and fit the scale-up domain;
-    an LPU pipelines over chips and only takes TP 1."""
+    an LPU pipelines over chips and only takes TP 1. A given TP that is not a positive divisor of the query
+    heads is an error; given TPs none of which fit the scale-up domain are an error too (never a silent TP 1)."""
     model, hw = load_model(model), load_hardware(hw)
+    if tps:
+        for t in tps:
+            if int(t) < 1 or model.num_q_heads % int(t) != 0:
+                raise SpecplanError(f"tp: {int(t)} does not divide the {model.num_q_heads} query heads of {model.id}")
     if hw.kind == "lpu":
         return [1]
-    out = []
-    for t in tps or TP_CHOICES:
-        if model.num_q_heads % t == 0 and t <= max(hw.scaleup_domain, 1):
-            out.append(int(t))
-    return out or [1]
+    out = [int(t) for t in tps or TP_CHOICES
+           if model.num_q_heads % int(t) == 0 and int(t) <= max(hw.scaleup_domain, 1)]
+    if not out:
+        raise SpecplanError(f"tp: none of {', '.join(str(int(t)) for t in tps)} fits the scale-up domain of "
+                            f"{hw.id} ({max(hw.scaleup_domain, 1)} devices)")
+    return out
 
 
 def batch_grid(batch_max: int, points: int = 128) -> np.ndarray:
@@ -209,8 +215,12 @@ def sweep(
     else:
         bmax = batch_max or largest_fitting_batch(m, hws, tps_of, int(ctx.min()), dtype, kv_dtype)
         b = batch_grid(bmax, batch_points)
+    if draft_lens is None and int(max_draft_len) < 0:
+        raise SpecplanError(f"max draft length: must be >= 0, got {int(max_draft_len)}")
     d = (np.unique(np.asarray(list(np.atleast_1d(draft_lens)), dtype=np.int64)) if draft_lens is not None
          else np.arange(0, int(max_draft_len) + 1))
+    if d.size == 0:
+        raise SpecplanError("draft_len: give at least one draft length")
     if d.min() < 0:
         raise SpecplanError(f"draft_len: must be >= 0, got {int(d.min())}")
     known = list(mechanism_names())

@@ -59,3 +59,24 @@ def test_cli_start_does_not_import_pandas_or_matplotlib():
     code = "import sys, specplan.cli; print(any(m in sys.modules for m in ('pandas', 'matplotlib')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def _pareto_error(tmp_path, *extra):
+    res = subprocess.run([sys.executable, "-m", "specplan", "pareto", "-m", "llama-3.1-8b", "-H", "h100-sxm",
+                          "--no-plots", "--no-progress", "--batch-max", "2", "-o", str(tmp_path), *extra],
+                         capture_output=True, text=True)
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "grid.csv").exists()
+    return res.stderr.strip()
+
+
+def test_pareto_tp_not_dividing_heads_is_an_error(tmp_path):
+    # 32 query heads: TP 3 used to become TP 1 silently
+    assert _pareto_error(tmp_path, "--tp", "3") == "error: tp: 3 does not divide the 32 query heads of llama-3.1-8b"
+    assert _pareto_error(tmp_path, "--tp", "16") == ("error: tp: none of 16 fits the scale-up domain of h100-sxm "
+                                                     "(8 devices)")
+
+
+def test_pareto_negative_max_draft_len_is_an_error(tmp_path):
+    assert _pareto_error(tmp_path, "--max-draft-len", "-3") == "error: max draft length: must be >= 0, got -3"

@@ -91,3 +91,15 @@ def test_progress_bar_silent_off_tty_and_draws_on_tty():
     with Progress(2, "sweep", stream=quiet, enabled=False) as p:
         p.update(2)
     assert quiet.getvalue() == ""
+
+
+def test_explicit_tp_is_checked_not_replaced():
+    assert tp_choices("llama-3.1-8b", "h100-sxm", [2, 8]) == [2, 8]
+    assert tp_choices("llama-3.1-8b", "b200", [1, 2, 4, 8, 16]) == [1, 2, 4, 8]  # 16 > the NVL8 domain: skipped
+    with pytest.raises(SpecplanError, match=r"^tp: 3 does not divide the 32 query heads of llama-3.1-8b$"):
+        tp_choices("llama-3.1-8b", "h100-sxm", [3])
+    with pytest.raises(SpecplanError, match=r"^tp: none of 16 fits the scale-up domain of h100-sxm \(8 devices\)$"):
+        tp_choices("llama-3.1-8b", "h100-sxm", [16])
+    with pytest.raises(SpecplanError, match=r"^max draft length: must be >= 0, got -3$"):
+        sweep("llama-3.1-8b", "h100-sxm", batch=[1], max_draft_len=-3, mechanisms=["ngram"],
+              acceptance={"ngram": 0.5}, progress=False)
