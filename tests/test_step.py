@@ -77,7 +77,7 @@ def test_memory_closed_forms(llama, h100):
     m = memory_usage(llama, h100, 1, np.array([1, 10_000]), 1024, p)
     assert list(m.fits) == [True, False]
     per_seq = (m.total_bytes[1] - m.weights_bytes) / 10_000
-    assert float(m.max_batch) == np.floor((80e9 * 0.9 - m.weights_bytes) / per_seq)
+    assert float(m.max_batch) == np.floor((h100.mem_capacity_bytes * 0.9 - m.weights_bytes) / per_seq)
 
 
 def test_kv_heads_replicated_when_tp_exceeds_them():

@@ -172,6 +172,8 @@ def test_memory_matches_reference_csv(hw_id, specs):
     row = specs[CSV_ROW[hw_id]]
     if hw.kind == "lpu":  # weights live in on-chip SRAM: capacity is the SRAM per chip
         cap = leading_number(row["on_chip_sram_mb"]) * 1e6
+    elif hw.kind == "gpu":  # HBM datasheet "GB" are GiB (power-of-two stacks); readings may be up to 1% below
+        cap = leading_number(row["mem_capacity_gb"]) * 2**30
     else:
         cap = leading_number(row["mem_capacity_gb"]) * 1e9
     assert close(hw.mem_capacity_bytes, cap)

@@ -125,7 +125,7 @@ def test_recommend_without_batch_maximizes_throughput_over_batches_that_fit():
 
 
 def test_memory_binds_when_the_next_draft_length_does_not_fit():
-    r = recommend("qwen3.5-122b-a10b", "b200", tp=2, batch=96, dtype="fp4", kv_dtype="fp8", context_len=131072,
+    r = recommend("qwen3.5-122b-a10b", "b200", tp=2, batch=112, dtype="fp4", kv_dtype="fp8", context_len=131072,
                   mechanisms=["mtp"], acceptance={"mtp": 0.8})
     d = r["best"]["draft_len"]
     nxt = [x for x in r["ranked"] if x["draft_len"] == d + 1]
