@@ -50,9 +50,71 @@ def detect_family(columns) -> str:
     raise SpecplanError(f"measured table: cannot tell the kernel family from columns {sorted(c)}")
 
 
+# Numeric columns of each family: required (no blanks) and optional (blank allowed; linear-attention rows of
+# one kernel kind leave the other kind's dimensions empty). All must be numbers >= 0; time_us must be > 0.
+SHAPE_COLUMNS = {
+    "gemm": ("m", "n", "k"),
+    "attention": ("batch", "q_len", "kv_len", "n_q_heads", "n_kv_heads", "head_dim"),
+    "allreduce": ("message_elems", "num_gpus"),
+    "moe": ("num_tokens", "hidden", "inter", "topk", "num_experts", "moe_tp", "moe_ep"),
+    "mla": ("batch", "num_heads", "isl", "step"),
+    "linear_attention": ("batch_size",),
+}
+OPTIONAL_COLUMNS = {
+    "linear_attention": ("d_conv", "num_k_heads", "head_k_dim", "num_v_heads", "head_v_dim", "d_state", "nheads",
+                         "head_dim", "n_groups"),
+}
+
+
 def read_measured(path) -> pd.DataFrame:
-    """Read a measured CSV (.csv or .csv.gz) into a DataFrame."""
-    return pd.read_csv(path)
+    """Read a measured CSV (.csv or .csv.gz) into a DataFrame; an empty file is a one-line error."""
+    try:
+        df = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise SpecplanError(f"{path}: empty file (no header, no rows)") from None
+    except pd.errors.ParserError as exc:
+        raise SpecplanError(f"{path}: not a readable CSV ({str(exc).strip().splitlines()[-1]})") from None
+    if df.empty:
+        raise SpecplanError(f"{path}: no data rows")
+    return df
+
+
+def check_measured(df: pd.DataFrame, family: str, source: str = "measured table") -> pd.DataFrame:
+    """The table with its numeric columns as floats, or a one-line error naming `source`, the column and the first
+    bad data row (1 = the first row under the header, line 2 of the file; assumes `df` is the file as read, before
+    any filtering): a non-numeric or blank value, a negative size, or a non-positive or blank time_us (such rows
+    are an error, not dropped: a measurement of 0 us is a broken one and would make the APE infinite)."""
+    out = df.copy()
+
+    def bad(col: str, mask: np.ndarray, what: str, show: bool = True):
+        i = int(np.argmax(mask))
+        got = f", got '{df[col].iloc[i]}'" if show else ""
+        raise SpecplanError(f"{source}: column '{col}', data row {i + 1} (line {i + 2}): {what}{got} "
+                            f"({int(mask.sum())} bad row{'s' if mask.sum() > 1 else ''})")
+
+    cols = [(c, True) for c in (*SHAPE_COLUMNS.get(family, ()), "time_us")]
+    cols += [(c, False) for c in OPTIONAL_COLUMNS.get(family, ())]
+    for col, required in cols:
+        if col not in df:
+            if required:
+                raise SpecplanError(f"{source}: missing column '{col}' of a {family} table")
+            continue
+        raw = df[col]
+        num = pd.to_numeric(raw, errors="coerce")
+        blank = raw.isna().to_numpy() | raw.astype(str).str.strip().eq("").to_numpy()
+        v = num.to_numpy(dtype=float)
+        if np.any(~blank & np.isnan(v)):
+            bad(col, ~blank & np.isnan(v), "not a number")
+        if required and np.any(blank):
+            bad(col, blank, "blank", show=False)
+        if col == "time_us":
+            if np.any(~(v > 0)):
+                bad(col, ~(v > 0), "time must be > 0 us")
+        elif np.any(v < 0) or np.any(np.isinf(v)):
+            bad(col, (v < 0) | np.isinf(v), "must be a finite number >= 0")
+        if not pd.api.types.is_numeric_dtype(raw):
+            out[col] = num.astype(float)  # e.g. ' 12' read as text; numeric columns keep their dtype
+    return out
 
 
 def _dtype_col(s: pd.Series) -> pd.Series:

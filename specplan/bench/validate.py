@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from specplan.bench.calibrate import fallback_attention_rows
-from specplan.bench.families import attention_kv_bytes, detect_family, predict_table
+from specplan.bench.families import attention_kv_bytes, check_measured, detect_family, predict_table
 from specplan.dtypes import canonical_dtype
 from specplan.errors import SpecplanError
 from specplan.profiles.hardware import HardwareProfile
@@ -95,9 +95,16 @@ def summarize(rows: pd.DataFrame) -> dict:
     return out
 
 
-def validate(df: pd.DataFrame, hw: HardwareProfile, filters: Filters | None = None) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
-    """(per-row predictions, summary dict, excluded fallback rows) for one measured table."""
+def validate(df: pd.DataFrame, hw: HardwareProfile, filters: Filters | None = None,
+             source: str = "measured table") -> tuple[pd.DataFrame, dict, pd.DataFrame]:
+    """(per-row predictions, summary dict, excluded fallback rows) for one measured table.
+
+    The table is checked first (`families.check_measured`): a non-numeric or blank value, a negative size or a
+    non-positive time_us is a one-line error naming `source` (the file), the column and the first bad row."""
+    if df.empty:
+        raise SpecplanError(f"{source}: no data rows")
     family = detect_family(df.columns)
+    df = check_measured(df, family, source)
     kept, fallback = apply_filters(df, family, hw, filters or Filters())
     if kept.empty:
         raise SpecplanError("validate: no rows left after the filters")

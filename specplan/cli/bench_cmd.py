@@ -67,9 +67,9 @@ def bench(
 
 def _read_filtered(path: Path, device: Optional[str], framework: Optional[str]):
     """Read a measured table and keep the rows of one device / framework (substring)."""
-    import pandas as pd
+    from specplan.bench.families import read_measured
 
-    df = pd.read_csv(path)
+    df = read_measured(path)
     if device and "device" in df:
         df = df[df["device"].astype(str).str.lower() == device.lower()]
     if framework and "framework" in df:
@@ -121,14 +121,13 @@ def validate_cmd(
     keep_fallback: bool = typer.Option(False, "--keep-fallback", help="Attention: keep fallback-kernel rows."),
 ) -> None:
     """Predict every measured row; print MAPE / median / p90 APE per kernel class, dtype and regime."""
-    import pandas as pd
-
+    from specplan.bench.families import read_measured
     from specplan.bench.validate import Filters, format_summary, validate, write_report_dir
     from specplan.profiles.registry import load_hardware
 
     hw = load_hardware(hardware)
     f = Filters(device, framework, kernel, dtype, min_time_us, min_nk, max_m, kv_exceeds_l2, not keep_fallback)
-    rows, summary, fallback = validate(pd.read_csv(measured), hw, f)
+    rows, summary, fallback = validate(read_measured(measured), hw, f, source=str(measured))
     if out_dir is not None:
         write_report_dir(rows, summary, fallback, out_dir)
     if json_out:

@@ -130,3 +130,40 @@ def test_cli_bench_without_torch_says_how_to_install(monkeypatch, tmp_path):
                                  str(tmp_path / "x.csv")])
     assert r.exit_code == 2
     assert "pip install 'specplan[bench]'" in r.output
+
+
+GEMM_HEADER = "device,dtype,m,n,k,time_us\n"
+GOOD = "h100-sxm,bf16,1,4096,4096,10\n"
+
+
+@pytest.mark.parametrize("body,message", [
+    (GOOD + "h100-sxm,bf16,abc,4096,4096,10\n", "column 'm', data row 2 (line 3): not a number, got 'abc' (1 bad row)"),
+    (GOOD + GOOD + "h100-sxm,bf16,1,-4096,4096,10\n",
+     "column 'n', data row 3 (line 4): must be a finite number >= 0, got '-4096' (1 bad row)"),
+    (GOOD + "h100-sxm,bf16,2,4096,4096,0\nh100-sxm,bf16,2,4096,4096,-1\n",
+     "column 'time_us', data row 2 (line 3): time must be > 0 us, got '0' (2 bad rows)"),
+    (GOOD + "h100-sxm,bf16,2,4096,4096,\n", "column 'time_us', data row 2 (line 3): blank (1 bad row)"),
+    (GOOD + "h100-sxm,bf16,,4096,4096,3\n", "column 'm', data row 2 (line 3): blank (1 bad row)"),
+    ("", "empty file (no header, no rows)"),
+    ("device,dtype,m,n,k,time_us\n", "no data rows"),
+])
+def test_cli_validate_bad_csv_is_one_line(tmp_path, body, message):
+    import subprocess
+    import sys
+
+    p = tmp_path / "g.csv"
+    p.write_text(body if body == "" or body.startswith("device") else GEMM_HEADER + body)
+    res = subprocess.run([sys.executable, "-m", "specplan", "validate", str(p), "-H", "h100-sxm"],
+                         capture_output=True, text=True)
+    assert res.returncode == 2
+    assert res.stderr == f"error: {p}: {message}\n"
+
+
+def test_validate_checks_the_table_before_predicting():
+    from specplan.bench.families import check_measured
+
+    df = pd.DataFrame({"m": [1, 2], "n": [8, 8], "k": [8, 8], "time_us": [1.0, 0.0], "dtype": "bf16"})
+    with pytest.raises(SpecplanError, match=r"^t\.csv: column 'time_us', data row 2 \(line 3\): time must be > 0"):
+        validate(df, load_hardware("h100-sxm"), source="t.csv")
+    ok = check_measured(df.assign(time_us=[1.0, 2.0], m=["1", " 2"]), "gemm")
+    assert list(ok["m"]) == [1.0, 2.0]  # numbers read as text become numbers
