@@ -128,6 +128,8 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
         raise SpecplanError("recommend: give at most one of --batch or --target-tps-per-user")
     if max_draft_len < 0:
         raise SpecplanError(f"max draft length: must be >= 0, got {max_draft_len}")
+    if target_tps_per_user is not None and not (target_tps_per_user > 0):  # also rejects NaN
+        raise SpecplanError(f"target tokens/s/user (--target-tps-per-user): must be > 0, got {target_tps_per_user:g}")
     m = load_model(model)
     acceptance = {k: parse_acceptance(v) for k, v in (acceptance or {}).items()}
     mechs = _mechanisms(m.id, mechanisms, acceptance)

@@ -245,7 +245,7 @@ def draft_ngram(inp: DraftInput) -> DraftCost:
 
 def draft_self(inp: DraftInput) -> DraftCost:
     """Self-speculation (MagicDec-style): the target drafts D tokens reading only a KV budget (sink + window)."""
-    budget = inp.draft_kv_budget or SELF_DEFAULT_KV_BUDGET
+    budget = SELF_DEFAULT_KV_BUDGET if inp.draft_kv_budget is None else inp.draft_kv_budget
     d = inp.draft_len
     ctx_d = np.minimum(inp.context_len, budget)
     t = d * _step(inp.model, inp.hw, inp.tp, inp.batch, 1, ctx_d, inp.prec, inp)

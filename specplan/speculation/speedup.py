@@ -73,6 +73,8 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
              guidelines=False) -> dict[str, np.ndarray]:
     """Baseline and speculative step times, AL, speedup, throughputs, memory and ρ over a broadcast grid
     (with `guidelines`, also the guideline diagnostics under the key 'guidelines')."""
+    if draft_kv_budget is not None and not (draft_kv_budget >= 0):
+        raise SpecplanError(f"draft KV budget (--draft-kv-budget): must be >= 0 tokens, got {draft_kv_budget:g}")
     m = load_model(model)
     hw = load_hardware(hardware)
     drafter = get_drafter(mechanism)

@@ -38,6 +38,8 @@ def test_recommend_llama_names_d4():
     (["--mechanism", "eagle3", "--draft-len", "3", "--acceptance-length", "5"], "AL must be in [1, 1 + D]"),
     (["--mechanism", "eagle9", "--draft-len", "3", "--acceptance-rate", "0.5"], "unknown mechanism 'eagle9'"),
     (["--mechanism", "dflash", "--draft-len", "3"], "mechanism dflash"),
+    (["--mechanism", "self", "--draft-len", "2", "--acceptance-rate", "0.7", "--draft-kv-budget", "-5"],
+     "error: draft KV budget (--draft-kv-budget): must be >= 0 tokens, got -5"),
 ])
 def test_bad_inputs_one_line_exit_2(args, msg):
     p = run("predict", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--batch", "1", "--context", "1024",
@@ -45,3 +47,19 @@ def test_bad_inputs_one_line_exit_2(args, msg):
     assert p.returncode == 2
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and msg in lines[0]
+
+
+def test_recommend_negative_target_tps_one_line_exit_2():
+    p = run("recommend", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--context", "1024",
+            "--target-tps-per-user", "-10", "--mechanisms", "eagle3", "--acceptance", "eagle3=0.8")
+    assert p.returncode == 2
+    assert p.stderr == "error: target tokens/s/user (--target-tps-per-user): must be > 0, got -10\n"
+
+
+def test_predict_lpu_same_lpu_draft_counts_its_chips():
+    p = run("predict", "-m", "llama-3.1-8b", "-H", "groq-3-lpu", "-b", "1", "-c", "4096", "--mechanism", "external",
+            "--draft-model", "llama-3.2-1b", "--draft-len", "4", "--acceptance-rate", "0.7", "--json")
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert r["devices"] == {"target": 17.0, "draft": 3.0}  # ceil(9.60 GB / 0.5 GB) = 20 chips in all
+    assert r["tokens_per_s_per_device"] == pytest.approx(r["tokens_per_s_per_gpu"] * 17 / 20, rel=1e-5)

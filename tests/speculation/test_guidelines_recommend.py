@@ -187,3 +187,10 @@ def test_recommend_moe_g1_line_names_experts():
     assert g["g1_line"].startswith(f"expert GEMMs (the bulk of the weights) turn compute-bound at "
                                    f"D = {g['gemm_compute_bound_from_d']} ")
     assert f"dense GEMMs turn compute-bound at D = {g['dense_gemm_compute_bound_from_d']} " in g["g1_line"]
+
+
+def test_recommend_rejects_non_positive_target_tps():
+    for bad in (-10, 0):
+        with pytest.raises(SpecplanError, match=rf"^target tokens/s/user \(--target-tps-per-user\): must be > 0, got {bad}$"):
+            recommend("llama-3.1-8b", "h100-sxm", target_tps_per_user=bad, context_len=1024, mechanisms=["eagle3"],
+                      acceptance={"eagle3": "0.8"}, max_draft_len=4)

@@ -213,3 +213,14 @@ def test_bad_inputs():
 def test_shipped_profile_used_when_no_acceptance():
     r = evaluate("llama-3.1-8b", "h100-sxm", draft_len=np.arange(2, 8), mechanism="eagle3")
     np.testing.assert_allclose(r["acceptance_length"], [2.36, 2.79, 3.08, 3.32, 3.46, 3.54])
+
+
+def test_draft_kv_budget_is_named_in_its_error_and_zero_is_honoured():
+    with pytest.raises(SpecplanError, match=r"^draft KV budget \(--draft-kv-budget\): must be >= 0 tokens, got -5$"):
+        evaluate("llama-3.1-8b", "h100-sxm", context_len=4096, draft_len=2, mechanism="self", acceptance=A8,
+                 draft_kv_budget=-5)
+    zero = evaluate("llama-3.1-8b", "h100-sxm", context_len=4096, draft_len=2, mechanism="self", acceptance=A8,
+                    draft_kv_budget=0)
+    assert zero["notes"] == ["self-draft with a KV budget of 0 tokens"]  # was silently the 2048 default
+    # the draft reads no KV: 2 draft steps at context 0
+    assert float(zero["draft_s"]) == pytest.approx(2 * float(step_time("llama-3.1-8b", "h100-sxm", 1, 1, 1, 0).total_s))
