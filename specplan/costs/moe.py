@@ -61,13 +61,9 @@ def moe_experts_cost(
     w_bytes = touched * mats * hidden * f * dtype_bytes(weight_dtype)
     a_bytes = n_rows * (hidden * dtype_bytes(c) * 2 + mats * f * 2.0) + n_rows * hidden * 2.0
     flops = gemm_flops(n_rows, mats * f, hidden)
-    # Efficiency of one expert's GEMMs (gate_up: 2f x h, down: h x f), applied to all touched experts.
-    per_expert_flops = gemm_flops(m_e, mats * f, hidden)
-    compute_s = np.where(
-        flops > 0,
-        flops * (1.0 + eff.compute_half_flops / np.maximum(per_expert_flops, 1.0)) / (hw.peak(c) * eff.compute_max_fraction),
-        0.0,
-    )
+    # Grouped GEMMs: the experts run side by side in two kernels (gate_up, down), so the small-GEMM term
+    # (compute_half_flops, see costs/gemm.py) is paid once per kernel, not once per expert.
+    compute_s = np.where(flops > 0, (flops + 2.0 * eff.compute_half_flops) / (hw.peak(c) * eff.compute_max_fraction), 0.0)
     memory_s = (w_bytes + a_bytes) / (hw.mem_bandwidth_bytes_s * eff.mem_bw_fraction)
     overhead = 3.0 * hw.kernel_overhead_s  # routing/permute, gate_up, down
     return roofline(compute_s, memory_s, overhead)
