@@ -180,7 +180,19 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
         guideline, line = "memory", "speculative configurations do not fit in memory at this batch (see the notes)"
     out["binding"] = {"guideline": guideline, "line": line}
     out["guidelines"] = _summary(diag, best["batch"])
+    out["near_best"] = near_best(feasible, best)
     return out
+
+
+NEAR_BEST = 0.02  # configurations this close to the best are not separable at the model's accuracy
+
+
+def near_best(feasible: list[dict], best: dict, within: float = NEAR_BEST) -> list[dict]:
+    """Runners-up whose tokens/s/GPU is within `within` of the best (the model cannot rank them apart)."""
+    top = best["tokens_per_s_per_gpu"]
+    return [{"mechanism": x["mechanism"], "draft_len": x["draft_len"], "batch": x["batch"],
+             "below_best_pct": 100.0 * (1.0 - x["tokens_per_s_per_gpu"] / top)}
+            for x in feasible[1:] if x["tokens_per_s_per_gpu"] >= (1.0 - within) * top]
 
 
 def _row(mech, d, r, i, j, feasible, bs) -> dict:

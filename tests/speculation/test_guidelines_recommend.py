@@ -194,3 +194,13 @@ def test_recommend_rejects_non_positive_target_tps():
         with pytest.raises(SpecplanError, match=rf"^target tokens/s/user \(--target-tps-per-user\): must be > 0, got {bad}$"):
             recommend("llama-3.1-8b", "h100-sxm", target_tps_per_user=bad, context_len=1024, mechanisms=["eagle3"],
                       acceptance={"eagle3": "0.8"}, max_draft_len=4)
+
+
+def test_near_best_lists_runners_up_within_two_percent():
+    r = recommend("qwen3.5-122b-a10b", "b200", tp=2, batch=64, dtype="fp4", kv_dtype="fp8", context_len=131072,
+                  mechanisms=["mtp"], acceptance={"mtp": 0.8})
+    top = r["best"]["tokens_per_s_per_gpu"]
+    near = {x["draft_len"] for x in r["near_best"]}
+    for x in r["ranked"]:
+        if x["feasible"] and x is not r["best"] and x["draft_len"] != r["best"]["draft_len"]:
+            assert (x["draft_len"] in near) == (x["tokens_per_s_per_gpu"] >= 0.98 * top)
