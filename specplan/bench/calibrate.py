@@ -1,6 +1,7 @@
 """Fit a hardware profile's efficiencies to measured kernel times: least squares on log time.
 
-- GEMM rows: per compute dtype mem_bw_fraction, compute_max_fraction, compute_half_flops; the profile's
+- GEMM rows: per compute dtype mem_bw_fraction, compute_max_fraction, compute_half_flops, roofline_sharpness,
+  k_latency_s; the profile's
   kernel_overhead_s (shared by all dtypes); for fp8/fp4/int8 the activation-quantization overhead
   quant_overhead_s where the measured framework's kernel includes it (families.QUANT_IN_KERNEL_PREFIXES).
 - Decode-attention rows: attention.mem_bw_fraction and attention.compute_fraction (rows a framework serves
@@ -75,7 +76,7 @@ def _gemm_data_start(df: pd.DataFrame, hw: HardwareProfile, layout) -> list[floa
         small, large = m <= np.percentile(m, 25), m >= np.percentile(m, 75)
         bw = np.median((n * k * 2.0 + m * k * 2.0 + m * n * 2.0)[small] / ts[small]) / hw.mem_bandwidth_bytes_s
         cf = np.median((2.0 * m * n * k)[large] / ts[large]) / hw.peak(d)
-        x += [float(np.clip(bw, 0.02, 0.99)), float(np.clip(cf, 0.003, 0.99)), 8.0] + ([1.0] if q else [])
+        x += [float(np.clip(bw, 0.02, 0.99)), float(np.clip(cf, 0.003, 0.99)), 8.0, 4.0, 0.1] + ([1.0] if q else [])
     return x
 
 
@@ -84,15 +85,17 @@ def fit_gemm(df: pd.DataFrame, hw: HardwareProfile) -> tuple[HardwareProfile, di
     df = _subset(df)
     dtypes = sorted({canonical_dtype(d) for d in df["dtype"].astype(str)})
     quant_seen = bool(quant_in_kernel(df["framework"]).any()) if "framework" in df else False
-    # x = [overhead_us, then per dtype: mbw, cmax, log10(half_flops), (quant_us if low precision)]
+    # x = [overhead_us, then per dtype: mbw, cmax, log10(half_flops), roofline sharpness p, K latency (ns per
+    #      element of K), (quant_us if low precision)]
     x0, lo, hi, layout = [hw.kernel_overhead_s * 1e6], [0.0], [50.0], []
     for d in dtypes:
         e = hw.kernel_eff(d)
         q = d in LOW_PRECISION and quant_seen
         layout.append((d, q))
-        x0 += [e.mem_bw_fraction, e.compute_max_fraction, np.log10(max(e.compute_half_flops, 1e3))]
-        lo += [0.01, 0.002, 3.0]
-        hi += [1.0, 1.0, 13.0]
+        x0 += [e.mem_bw_fraction, e.compute_max_fraction, np.log10(max(e.compute_half_flops, 1e3)),
+               e.roofline_sharpness or 4.0, e.k_latency_s * 1e9]
+        lo += [0.01, 0.002, 3.0, 1.0, 0.0]
+        hi += [1.0, 1.0, 13.0, 50.0, 20.0]
         if q:
             x0.append(max(e.quant_overhead_s * 1e6, 1.0))
             lo.append(0.0)
@@ -103,8 +106,9 @@ def fit_gemm(df: pd.DataFrame, hw: HardwareProfile) -> tuple[HardwareProfile, di
         i = 1
         for d, q in layout:
             blk = dict(eff.get(d, eff["default"]))
-            blk.update(mem_bw_fraction=x[i], compute_max_fraction=x[i + 1], compute_half_flops=10 ** x[i + 2])
-            i += 3
+            blk.update(mem_bw_fraction=x[i], compute_max_fraction=x[i + 1], compute_half_flops=10 ** x[i + 2],
+                       roofline_sharpness=x[i + 3], k_latency_s=x[i + 4] * 1e-9)
+            i += 5
             if q:
                 blk["quant_overhead_s"] = x[i] * 1e-6
                 i += 1

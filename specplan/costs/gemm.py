@@ -1,4 +1,5 @@
-"""GEMM roofline: FLOPs = 2MNK, bytes = MK*b_act + NK*b_w + MN*b_out, compute efficiency rising with size."""
+"""GEMM roofline: FLOPs = 2MNK, bytes = MK*b_act + NK*b_w + MN*b_out, compute efficiency rising with size,
+optionally a soft roofline corner and a per-K latency (KernelEfficiency)."""
 
 from __future__ import annotations
 
@@ -51,8 +52,22 @@ def gemm_cost(
     # eff_c = max * f / (f + half)  =>  t_c = (f + half) / (peak * max); zero-size GEMMs cost nothing.
     compute_s = np.where(flops > 0, (flops + eff.compute_half_flops) / (peak * eff.compute_max_fraction), 0.0)
     memory_s = nbytes / (hw.mem_bandwidth_bytes_s * eff.mem_bw_fraction)
-    overhead = hw.kernel_overhead_s + (eff.quant_overhead_s if c in LOW_PRECISION else 0.0)
+    compute_s, memory_s = soft_corner(compute_s, memory_s, eff.roofline_sharpness)
+    k_lat = np.where(flops > 0, eff.k_latency_s * np.asarray(k, dtype=float), 0.0)
+    overhead = hw.kernel_overhead_s + (eff.quant_overhead_s if c in LOW_PRECISION else 0.0) + k_lat
     return roofline(compute_s, memory_s, overhead).scaled(count)
+
+
+def soft_corner(compute_s, memory_s, p: float):
+    """(compute, memory) with the binding one raised to (compute^p + memory^p)^(1/p): near the ridge the two
+    overlap imperfectly; far from it the smaller term vanishes. p = 0 keeps the hard max (terms unchanged)."""
+    if not p:
+        return compute_s, memory_s
+    c, m = np.broadcast_arrays(np.asarray(compute_s, dtype=float), np.asarray(memory_s, dtype=float))
+    hi = np.maximum(c, m)
+    safe = np.where(hi > 0, hi, 1.0)
+    busy = hi * ((c / safe) ** p + (m / safe) ** p) ** (1.0 / p)
+    return np.where(c > m, busy, c), np.where(c > m, m, busy)
 
 
 def gemm_time_s(hw: HardwareProfile, m, n, k, weight_dtype="bf16", compute_dtype="bf16", out_dtype="bf16"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specplan.costs.gemm import compute_dtype_for, gemm_flops
+from specplan.costs.gemm import compute_dtype_for, gemm_flops, soft_corner
 from specplan.costs.roofline import KernelCost, roofline
 from specplan.dtypes import dtype_bytes
 from specplan.errors import SpecplanError
@@ -65,5 +65,7 @@ def moe_experts_cost(
     # (compute_half_flops, see costs/gemm.py) is paid once per kernel, not once per expert.
     compute_s = np.where(flops > 0, (flops + 2.0 * eff.compute_half_flops) / (hw.peak(c) * eff.compute_max_fraction), 0.0)
     memory_s = (w_bytes + a_bytes) / (hw.mem_bandwidth_bytes_s * eff.mem_bw_fraction)
-    overhead = 3.0 * hw.kernel_overhead_s  # routing/permute, gate_up, down
+    compute_s, memory_s = soft_corner(compute_s, memory_s, eff.roofline_sharpness)
+    # routing/permute, gate_up, down; each GEMM kernel's serial K loop (K = hidden, then f)
+    overhead = 3.0 * hw.kernel_overhead_s + np.where(flops > 0, eff.k_latency_s * (hidden + f), 0.0)
     return roofline(compute_s, memory_s, overhead)

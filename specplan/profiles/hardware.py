@@ -26,6 +26,12 @@ class KernelEfficiency(_Frozen):
     compute_half_flops: float = Field(1.0e9, ge=0)
     # Extra seconds per GEMM for activation quantization (fp8/fp4 paths of some frameworks).
     quant_overhead_s: float = Field(0.0, ge=0)
+    # Sharpness p of the roofline corner: busy = (compute^p + memory^p)^(1/p) (memory and compute overlap
+    # imperfectly near the ridge); 0 = the hard max(compute, memory).
+    roofline_sharpness: float = Field(0.0, ge=0)
+    # Seconds per element of the reduction dimension K added to a GEMM (the serial K loop of a CTA: latency of
+    # its load -> MMA pipeline that bandwidth does not hide); 0 = none.
+    k_latency_s: float = Field(0.0, ge=0)
 
 
 class AttentionEfficiency(_Frozen):
