@@ -39,8 +39,8 @@ PURE_ROOFLINE = ServingProfile()
 # Fitted on all six rows of the vLLM V1 EAGLE-3 llama-3.1-8b batch-1 sweep on H100 (reference/specdec_public.csv
 # rows vllm20780-l31-8b-eagle3-k2..k7) by scripts/eagle3_sweep_report.py; see docs/eagle3_llama8b_validation.md.
 VLLM_V1_EAGLE_2025 = ServingProfile(
-    iteration_overhead_s=1.114e-3,
-    draft_step_overhead_s=0.615e-3,
+    iteration_overhead_s=1.075e-3,
+    draft_step_overhead_s=0.592e-3,
     source="fitted: vLLM V1 mid-2025, EAGLE-3 on llama-3.1-8b, H100, batch 1 (docs/eagle3_llama8b_validation.md)",
 )
 
