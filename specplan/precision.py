@@ -37,7 +37,7 @@ def resolve_precision(
       error); `weight_dtype` may still set a narrower weight format (W4A16: dtype bf16, weight_dtype int4).
     - no `dtype`: the checkpoint's own weight dtypes per module; math in the weight format where the device
       supports it, else in bf16 (fp16 on devices without bf16).
-    - `kv_dtype` defaults to 16-bit.
+    - `kv_dtype` defaults to the checkpoint's KV format when the profile names one, else 16-bit.
     """
     sixteen = _device_activation_dtype(hw)
     if dtype is not None:
@@ -57,7 +57,12 @@ def resolve_precision(
         if sixteen not in ("bf16", "fp16"):  # 8-bit-only device (Groq 3 LPU): weights served in its format
             weights = {m: (sixteen if d in ("bf16", "fp16", "fp32") else d) for m, d in weights.items()}
         weights["router"] = model.module_dtypes.get("router", sixteen) if model.module_dtypes else sixteen
-    kv = canonical_dtype(kv_dtype, where="kv_dtype") if kv_dtype else sixteen
+    if kv_dtype:
+        kv = canonical_dtype(kv_dtype, where="kv_dtype")
+    elif model.kv_cache_dtype:  # the checkpoint names the KV format it was calibrated for (e.g. NVFP4 + fp8 KV)
+        kv = canonical_dtype(model.kv_cache_dtype)
+    else:
+        kv = sixteen
     return Precision(compute=compute, kv=kv, weights=weights)
 
 

@@ -127,3 +127,11 @@ def test_unknown_routing_is_an_error_even_on_a_dense_model(llama, h100):
 
     with pytest.raises(SpecplanError, match="routing"):
         step_time(llama, h100, batch=1, routing="foo")
+
+
+def test_kv_dtype_defaults_to_the_checkpoints():
+    m = load_model("nemotron-3.5-lightning-30b-a3b")
+    assert m.kv_cache_dtype == "fp8"
+    assert resolve_precision(m, load_hardware("b200")).kv == "fp8"
+    assert resolve_precision(m, load_hardware("b200"), kv_dtype="bf16").kv == "bf16"
+    assert resolve_precision(load_model("llama-3.1-8b"), load_hardware("h100-sxm")).kv == "bf16"
