@@ -81,7 +81,7 @@ def profiles_table() -> dict:
         h = load_hardware(i)
         hws.append({
             "id": h.id, "name": h.name, "kind": h.kind,
-            "bf16_tflops": (h.peak_flops.get("bf16") or h.peak_flops.get("fp16") or 0) / 1e12,
+            "tflops_16bit": (h.peak_flops.get("bf16") or h.peak_flops.get("fp16") or 0) / 1e12,
             "dtypes": ",".join(sorted(h.peak_flops)),
             "mem_gb": h.mem_capacity_bytes / 1e9, "mem_bw_tb_s": h.mem_bandwidth_bytes_s / 1e12,
         })
@@ -91,10 +91,17 @@ def profiles_table() -> dict:
         kinds = sorted({g.mixer for g in m.groups()} | ({"moe"} if m.moe else set()) | ({"mla"} if m.mla else set()))
         models.append({
             "id": m.id, "kind": m.kind, "layers": m.num_layers, "hidden": m.hidden_size,
-            "q_heads": m.num_q_heads, "kv_heads": m.num_kv_heads, "G": m.group_size,
-            "features": ",".join(kinds), "mtp": m.mtp.num_layers if m.mtp else 0, "weights": m.weight_dtype,
+            "q_heads": m.num_q_heads, "kv_heads": m.num_kv_heads, "G": m.g_dev(1),
+            "features": ",".join(k for k in kinds if k != "none"), "mtp": m.mtp.num_layers if m.mtp else 0,
+            "weights": _weights_label(m),
         })
     return {"hardware": hws, "models": models}
+
+
+def _weights_label(m) -> str:
+    """The checkpoint's weight dtype, with the modules stored in another format (e.g. 'bf16; moe fp4')."""
+    other = sorted(f"{k} {v}" for k, v in m.module_dtypes.items() if v != m.weight_dtype)
+    return m.weight_dtype + (f" ({', '.join(other)})" if other else "")
 
 
 def as_array(x) -> np.ndarray:
