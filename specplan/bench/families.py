@@ -155,7 +155,8 @@ def predict_gemm(df: pd.DataFrame, hw: HardwareProfile) -> pd.DataFrame:
     for d in dt.unique():
         sel = (dt == d).to_numpy()
         g = df[sel]
-        cost = gemm_cost(hw, g["m"].to_numpy(), g["n"].to_numpy(), g["k"].to_numpy(), d, d, "bf16")
+        cost = gemm_cost(hw, g["m"].to_numpy(), g["n"].to_numpy(), g["k"].to_numpy(), d, d, "bf16",
+                         activation_quant=True)
         t = np.asarray(cost.time_s, dtype=float)
         c = compute_dtype_for(hw, d, d)
         if c in LOW_PRECISION:

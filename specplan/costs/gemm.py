@@ -38,11 +38,15 @@ def gemm_cost(
     compute_dtype: str = "bf16",
     out_dtype: str = "bf16",
     count: float = 1.0,
+    activation_quant: bool = False,
 ) -> KernelCost:
     """Roofline cost of `count` GEMMs of shape (M, N, K); M may be an array (tokens).
 
     The math runs in the weight format when the device supports it (FP8, NVFP4), else weights are
     up-converted in the kernel (weight-only quantization such as W4A16) and the math runs in `compute_dtype`.
+    With `activation_quant` a low-precision GEMM also pays the profile's separate activation-quantization cost,
+    as a framework's stand-alone fp8 linear op does (validation); by default it is fused into the preceding
+    norm / activation kernel, as serving engines do in a decode step.
     """
     c = compute_dtype_for(hw, weight_dtype, compute_dtype)
     peak = hw.peak(c)
@@ -54,7 +58,8 @@ def gemm_cost(
     memory_s = nbytes / (hw.mem_bandwidth_bytes_s * eff.mem_bw_fraction)
     compute_s, memory_s = soft_corner(compute_s, memory_s, eff.roofline_sharpness)
     k_lat = np.where(flops > 0, eff.k_latency_s * np.asarray(k, dtype=float), 0.0)
-    overhead = hw.kernel_overhead_s + (eff.quant_overhead_s if c in LOW_PRECISION else 0.0) + k_lat
+    quant = eff.quant_overhead_s if (activation_quant and c in LOW_PRECISION) else 0.0
+    overhead = hw.kernel_overhead_s + quant + k_lat
     return roofline(compute_s, memory_s, overhead).scaled(count)
 
 
