@@ -10,7 +10,9 @@ from specplan.speculation.acceptance import Acceptance, find_profile
 from specplan.speculation.guidelines import binding_line, g1_sentence
 from specplan.speculation.speedup import evaluate, mechanism_names
 
-BATCH_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, 384, 512, 768, 1024, 1536, 2048)
+BATCH_MAX = 2048  # largest batch recommend searches (every integer batch 1 ... the largest that fits, up to this)
+STEP_KEYS = ("verify_attention_s", "verify_gemm_s", "verify_s", "draft_s", "acceptance_length", "speedup", "fits",
+             "memory_total_bytes", "rho", "rho_time")
 
 
 def parse_acceptance(value, at_d: float | None = None) -> Acceptance:
@@ -70,12 +72,30 @@ def predict_summary(model, hardware, *, tp=1, batch=1, context_len=1024, mechani
         raise SpecplanError(f"draft length: mechanism {mechanism} needs --draft-len >= 1, got {draft_len}")
     r = evaluate(model, hardware, tp=tp, batch=batch, context_len=context_len, draft_len=draft_len,
                  mechanism=mechanism, acceptance=acceptance, guidelines=True, **kw)
+    hw = load_hardware(hardware)
     g = r["guidelines"]
     diag = {k: (v.item() if isinstance(v, np.ndarray) and v.size == 1 else v) for k, v in g.items()}
     diag = {k: (np.asarray(v).reshape(-1)[0].item() if isinstance(v, np.ndarray) else v) for k, v in diag.items()}
+    diag["rho_time"] = _f(r["rho_time"])
+    guideline, line = _predict_binding(model, hardware, tp, batch, context_len, mechanism, draft_len, acceptance,
+                                       diag, r, kw)
+    diag["binding"] = guideline
+    diag["binding_line"] = line
     prec = r["precision"]
+    lpu = hw.kind == "lpu"
+    dev_t, dev_d = _f(r["target_devices"]), _f(r["draft_devices"])
+    memory = {"total_gb": _f(r["memory_total_bytes"]) / 1e9, "state_gb": _f(r["memory_state_bytes"]) / 1e9,
+              "capacity_gb": _f(r["memory_capacity_bytes"]) / 1e9, "fits": bool(np.asarray(r["fits"]).all())}
+    if lpu:  # SRAM-only chips: the deployment takes as many chips as its bytes need
+        memory.update({"chips": int(dev_t + (dev_d if draft_hardware_is_same(kw) else 0)),
+                       "chip_sram_gb": hw.mem_capacity_bytes / 1e9})
+    notes = list(r["notes"])
+    if not memory["fits"]:
+        why = mla_tp_note(load_model(model), hw, tp, context_len, prec)
+        if why:
+            notes.append(why)
     return {
-        "model": load_model(model).id, "hardware": load_hardware(hardware).id, "tp": tp, "batch": batch,
+        "model": load_model(model).id, "hardware": hw.id, "hardware_kind": hw.kind, "tp": tp, "batch": batch,
         "context_len": context_len, "mechanism": mechanism, "draft_len": draft_len,
         "verify_tokens": _f(r["verify_tokens"]),
         "precision": {"compute": prec.compute, "kv": prec.kv},
@@ -88,15 +108,52 @@ def predict_summary(model, hardware, *, tp=1, batch=1, context_len=1024, mechani
         "acceptance_length": _f(r["acceptance_length"]),
         "speedup": _f(r["speedup"]),
         "break_even_al": _f(r["break_even_al"]),
+        "rho": _f(r["rho"]), "rho_d": _f(r["rho_d"]), "rho_time": _f(r["rho_time"]),
         "tokens_per_s_per_user": _f(r["tokens_per_s_per_user"]),
         "tokens_per_s_per_gpu": _f(r["tokens_per_s_per_gpu"]),
         "tokens_per_s_per_device": _f(r["tokens_per_s_per_device"]),
-        "devices": {"target": _f(r["target_devices"]), "draft": _f(r["draft_devices"])},
-        "memory": {"total_gb": _f(r["memory_total_bytes"]) / 1e9, "state_gb": _f(r["memory_state_bytes"]) / 1e9,
-                   "capacity_gb": _f(r["memory_capacity_bytes"]) / 1e9, "fits": bool(np.asarray(r["fits"]).all())},
+        "devices": {"target": dev_t, "draft": dev_d},
+        "memory": memory,
         "guidelines": diag,
-        "notes": r["notes"],
+        "binding": {"guideline": guideline, "line": line},
+        "notes": notes,
     }
+
+
+def draft_hardware_is_same(kw: dict) -> bool:
+    """True when the draft (if any) runs on the target's hardware (no --draft-hardware)."""
+    return kw.get("draft_hardware") is None
+
+
+def _predict_binding(model, hardware, tp, batch, context_len, mechanism, draft_len, acceptance, diag, r, kw):
+    """The shared binding rule (`guidelines.binding_line`) at the predicted D: the curve D = 0 ... D + 1."""
+    if mechanism == "none" or draft_len < 1:
+        return "-", "no speculation (D = 0)"
+    ds = np.arange(0, draft_len + 2)
+    kw2 = dict(kw)
+    if kw2.get("tree_tokens") is not None:  # one more depth needs at least one more verified token
+        kw2["tree_tokens"] = np.maximum(float(kw2["tree_tokens"]) + (ds - draft_len), 1 + ds)
+    try:
+        c = evaluate(model, hardware, tp=tp, batch=batch, context_len=context_len, draft_len=ds,
+                     mechanism=mechanism, acceptance=acceptance, **kw2)
+    except SpecplanError:  # e.g. D + 1 exceeds the Medusa heads: no next D to compare with
+        return "range", f"D = {draft_len + 1} is not available for {mechanism}"
+    step = {k: np.asarray(c[k]).reshape(-1) for k in STEP_KEYS}
+    return binding_line(draft_len, step, diag, r["acceptance_d_max"], extrapolate=True)
+
+
+def mla_tp_note(m, hw, tp: int, context_len, prec) -> str | None:
+    """Why an MLA model does not fit under TP: the latent KV is replicated on every rank; the largest batch."""
+    if m.mla is None or tp <= 1 or hw.kind == "lpu":
+        return None
+    from specplan.memory import memory_usage
+
+    mb = int(min(float(memory_usage(m, hw, tp, 1, context_len, prec).max_batch), 1e9))
+    fit = (f"the largest batch that fits at context {int(context_len):,} is {mb} (D = 0)" if mb >= 1 else
+           f"not even batch 1 fits at context {int(context_len):,} (D = 0)")
+    return (f"{m.id} uses MLA: its latent KV cache is replicated on every one of the {tp} TP ranks (TP splits "
+            f"heads, not the shared latent; data-parallel attention is not modelled), so TP does not shrink the "
+            f"KV per device; {fit}")
 
 
 def _mechanisms(model_id: str, mechanisms, acceptance: dict) -> list[str]:
@@ -136,7 +193,8 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
     for k in acceptance:
         if k not in mechs:
             raise SpecplanError(f"acceptance: '{k}' is not among the mechanisms ({', '.join(mechs)})")
-    bs = np.array([batch] if batch is not None else BATCH_GRID, dtype=float)
+    hw = load_hardware(hardware)
+    bs = np.array([batch], dtype=float) if batch is not None else batch_candidates(m, hw, tp, context_len, kw)
     notes, rows, curves = [], [], {}
     for mech in mechs:
         acc = acceptance.get(mech)
@@ -159,21 +217,25 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
     rows = _dedupe(rows)
     rows.sort(key=lambda x: (x["feasible"], x["tokens_per_s_per_gpu"] if x["feasible"] else -1), reverse=True)
     feasible = [x for x in rows if x["feasible"]]
-    out = {"model": m.id, "hardware": load_hardware(hardware).id, "tp": tp, "context_len": context_len,
+    out = {"model": m.id, "hardware": hw.id, "hardware_kind": hw.kind, "tp": tp, "context_len": context_len,
            "batch": batch, "target_tps_per_user": target_tps_per_user, "mechanisms": mechs,
            "ranked": rows[:top], "notes": notes, "best": feasible[0] if feasible else None}
     if not feasible:
         out["infeasible"] = _explain(rows, curves, target_tps_per_user)
+        if not any(bool(np.any(r["fits"])) for _, r in curves.values()):
+            d0, r0 = next(iter(curves.values()))
+            why = mla_tp_note(m, hw, tp, context_len, r0["precision"])
+            if why:
+                out["infeasible"] += f"; {why}"
         return out
     best = feasible[0]
     mech = best["mechanism"] if best["mechanism"] != "none" else mechs[0]
     d, r = curves[mech]
     i = int(np.argmin(np.abs(bs - best["batch"])))
-    step = {k: r[k][i] for k in ("verify_attention_s", "verify_gemm_s", "draft_s", "acceptance_length", "speedup",
-                                 "fits", "memory_total_bytes")}
+    step = {k: r[k][i] for k in STEP_KEYS}
     shape = r["speedup"].shape
     diag = {k: (np.broadcast_to(v, shape)[i, 0] if isinstance(v, np.ndarray) else v)
-            for k, v in r["guidelines"].items() if k not in ("tile_aligned", "gemm_regime", "moe_regime", "binding", "rho", "rho_d")}
+            for k, v in r["guidelines"].items() if k not in ("tile_aligned", "gemm_regime", "moe_regime", "rho", "rho_d")}
     d_max = r["acceptance_d_max"]
     guideline, line = binding_line(best["draft_len"], step, diag, d_max, extrapolate)
     if best["draft_len"] == 0 and any(x["draft_len"] > 0 and not x["feasible"] for x in rows):
@@ -182,6 +244,20 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
     out["guidelines"] = _summary(diag, best["batch"])
     out["near_best"] = near_best(feasible, best)
     return out
+
+
+def batch_candidates(m, hw, tp: int, context_len, kw: dict) -> np.ndarray:
+    """Every integer batch from 1 to the largest that fits at D = 0 (at most BATCH_MAX; an LPU: BATCH_MAX).
+
+    evaluate() is vectorized over batch, so searching all of them costs about as much as a coarse list and
+    does not miss the optimum between two of its entries."""
+    top = BATCH_MAX
+    if hw.kind != "lpu":
+        r = evaluate(m, hw, tp=tp, batch=np.arange(1, BATCH_MAX + 1, dtype=float), context_len=context_len,
+                     draft_len=0, mechanism="none", **{k: v for k, v in kw.items() if k in ("dtype", "kv_dtype", "reserve", "attention_style", "routing")})
+        ok = np.flatnonzero(np.asarray(r["fits"]).reshape(-1))
+        top = int(ok[-1]) + 1 if ok.size else 1
+    return np.arange(1, top + 1, dtype=float)
 
 
 NEAR_BEST = 0.02  # configurations this close to the best are not separable at the model's accuracy
@@ -199,7 +275,10 @@ def _row(mech, d, r, i, j, feasible, bs) -> dict:
     return {"mechanism": mech, "draft_len": d, "batch": int(bs[i]), "feasible": feasible,
             **{k: float(r[k][i, j]) for k in ("acceptance_length", "speedup", "tokens_per_s_per_user",
                                               "tokens_per_s_per_gpu", "iter_s", "draft_s", "verify_s",
-                                              "memory_total_bytes", "rho_d")}}
+                                              "memory_total_bytes", "rho_d", "rho_time",
+                                              "tokens_per_s_per_device")},
+            "target_devices": int(round(float(r["target_devices"][i, j]))),
+            "draft_devices": int(round(float(r["draft_devices"][i, j])))}
 
 
 def _memory_notes(mech: str, d: np.ndarray, r: dict, bs: np.ndarray) -> list[str]:

@@ -53,15 +53,34 @@ def predict(
           f"compute {r['precision']['compute']}, kv {r['precision']['kv']}")
     if r["acceptance_source"]:
         print(f"acceptance: {r['acceptance_source']}")
+    lpu = r["hardware_kind"] == "lpu"
+    unit = "tok/s/chip" if lpu else "tok/s/GPU"  # per target device (chip on an LPU)
+    drafts = r["devices"]["draft"] > 0
     b, s = r["baseline"], r["speculative"]
     rows = [["baseline (D = 0)", b["step_ms"], "-", b["step_ms"], 1.0, b["tokens_per_s_per_user"],
              b["tokens_per_s_per_gpu"]],
             ["speculative", s["step_ms"], s["draft_ms"], s["verify_ms"], r["acceptance_length"],
              r["tokens_per_s_per_user"], r["tokens_per_s_per_gpu"]]]
-    print(table(rows, ["", "iter ms", "draft ms", "verify ms", "AL", "tok/s/user", "tok/s/GPU"]))
+    head = ["", "iter ms", "draft ms", "verify ms", "AL", "tok/s/user", unit]
+    if drafts:
+        rows[0].append(b["tokens_per_s_per_gpu"])
+        rows[1].append(r["tokens_per_s_per_device"])
+        head.append("tok/s/device")
+    print(table(rows, head))
+    dev = r["devices"]
+    if drafts:
+        print(f"devices: {dev['target']:g} target + {dev['draft']:g} draft; {unit} divides by the target "
+              f"{'chips' if lpu else 'GPUs'} only, tok/s/device by all {dev['target'] + dev['draft']:g} devices")
+    elif lpu:
+        print(f"devices: {dev['target']:g} target chips; {unit} is per chip")
     mem = r["memory"]
-    print(f"speedup {r['speedup']:.3f}  (break-even AL {r['break_even_al']:.3f}); memory {mem['total_gb']:.2f} GB "
-          f"of {mem['capacity_gb']:.2f} GB per device (state {mem['state_gb']:.2f}), fits: {str(mem['fits']).lower()}")
+    if lpu:
+        where = (f"memory {mem['total_gb']:.2f} GB over {mem['chips']} chips of {mem['chip_sram_gb']:.2f} GB SRAM "
+                 f"({mem['capacity_gb']:.2f} GB usable each; the chip count grows with the bytes)")
+    else:
+        where = (f"memory {mem['total_gb']:.2f} GB of {mem['capacity_gb']:.2f} GB per device "
+                 f"(state {mem['state_gb']:.2f}), fits: {str(mem['fits']).lower()}")
+    print(f"speedup {r['speedup']:.3f}  (break-even AL {r['break_even_al']:.3f}); {where}")
     g = r["guidelines"]
     if g["gemm_compute_bound_applies_to"] == "experts":
         g1 = (f"expert GEMMs {g['moe_regime']} (compute-bound from {g1_phrase(g)}; spec sheet "
@@ -71,9 +90,12 @@ def predict(
     else:
         g1 = (f"verify GEMMs {g['gemm_regime']} (compute-bound from D = {g['gemm_compute_bound_from_d']}; spec sheet "
               f"{g['gemm_compute_bound_from_d_spec_sheet']})")
-    print(f"guidelines: G_dev {g['g_dev']}, attention tile D {g['attention_tile_d']}, tile aligned "
-          f"{str(g['tile_aligned']).lower()}, {g1}, attention "
-          f"share {100 * g['attention_share']:.0f}%, ρ {g['rho']:.4f}, ρD {g['rho_d']:.3f}, binding {g['binding']}")
+    tiles = ("attention tiles n/a (LPU)" if lpu else
+             f"attention tile D {g['attention_tile_d']}, tile aligned {str(g['tile_aligned']).lower()}")
+    print(f"guidelines: G_dev {g['g_dev']}, {tiles}, {g1}, attention share {100 * g['attention_share']:.0f}%, "
+          f"draft/target step time {g['rho_time']:.3f} (layer ratio ρ {g['rho']:.4f}, ρD {g['rho_d']:.3f})")
+    if r["binding"]["guideline"] != "-":
+        print(f"binding at D = {r['draft_len']}: [{r['binding']['guideline']}] {r['binding']['line']}")
     for n in r["notes"]:
         print(f"note: {n}")
 
@@ -93,6 +115,9 @@ def recommend(
     max_draft_len: int = typer.Option(32, "--max-draft-len", help="Largest D searched."),
     extrapolate: bool = typer.Option(False, "--extrapolate", help="Search past the acceptance data's D range."),
     draft_model: Optional[str] = typer.Option(None, "--draft-model", help="Draft model for external / heads."),
+    draft_hardware: Optional[str] = typer.Option(None, "--draft-hardware", help="Run the draft on this hardware."),
+    draft_dtype: Optional[str] = typer.Option(None, "--draft-dtype", help="Dtype of an external draft."),
+    draft_kv_budget: Optional[int] = typer.Option(None, "--draft-kv-budget", help="KV tokens the draft reads."),
     serving: Optional[str] = typer.Option(None, "--serving", help="Engine overheads: roofline | vllm-v1-eagle-2025."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
@@ -103,26 +128,36 @@ def recommend(
     mechs = comma_list(mechanisms) if mechanisms else None
     r = run(model, hardware, tp=tp, batch=batch, target_tps_per_user=target_tps, context_len=context,
             mechanisms=mechs, acceptance=acc, max_draft_len=max_draft_len, extrapolate=extrapolate, dtype=dtype,
-            kv_dtype=kv_dtype, draft_model=draft_model, serving=serving)
+            kv_dtype=kv_dtype, draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
+            draft_kv_budget=draft_kv_budget, serving=serving)
     if json_out:
         print_json(r)
         return
+    lpu = r["hardware_kind"] == "lpu"
+    unit = "tok/s/chip" if lpu else "tok/s/GPU"
     where = (f"batch {batch}" if batch is not None else f"tokens/s/user >= {target_tps:g}" if target_tps is not None
-             else "best tokens/s/GPU over every batch that fits")
+             else f"best {unit} over every batch that fits")
     print(f"{r['model']} on {r['hardware']} (tp {r['tp']}), context {r['context_len']}, {where}")
+    drafts = any(x["draft_devices"] > 0 for x in r["ranked"])
     rows = [[x["mechanism"], x["draft_len"], x["batch"], x["acceptance_length"], x["speedup"],
-             x["tokens_per_s_per_user"], x["tokens_per_s_per_gpu"], 1e3 * x["draft_s"], 1e3 * x["verify_s"],
-             "yes" if x["feasible"] else "no"] for x in r["ranked"]]
-    print(table(rows, ["mechanism", "D", "batch", "AL", "speedup", "tok/s/user", "tok/s/GPU", "draft ms",
-                       "verify ms", "feasible"]))
+             x["tokens_per_s_per_user"], x["tokens_per_s_per_gpu"]]
+            + ([x["draft_devices"], x["tokens_per_s_per_device"]] if drafts else [])
+            + [1e3 * x["draft_s"], 1e3 * x["verify_s"], "yes" if x["feasible"] else "no"] for x in r["ranked"]]
+    print(table(rows, ["mechanism", "D", "batch", "AL", "speedup", "tok/s/user", unit]
+                + (["draft dev", "tok/s/device"] if drafts else []) + ["draft ms", "verify ms", "feasible"]))
+    if drafts:
+        print(f"{unit} divides by the {'target chips' if lpu else 'target GPUs'} only; tok/s/device also counts the "
+              f"draft devices (draft dev)")
     for n in r["notes"]:
         print(f"note: {n}")
     if r["best"] is None:
         print(f"infeasible: {r['infeasible']}")
         raise typer.Exit(1)
     b, g = r["best"], r["guidelines"]
+    extra = (f", {b['tokens_per_s_per_device']:.1f} tok/s/device over {b['target_devices']} target + "
+             f"{b['draft_devices']} draft devices" if b["draft_devices"] > 0 else "")
     print(f"best: {b['mechanism']} D = {b['draft_len']} at batch {b['batch']} "
-          f"(speedup {b['speedup']:.3f}, {b['tokens_per_s_per_gpu']:.1f} tok/s/GPU)")
+          f"(speedup {b['speedup']:.3f}, {b['tokens_per_s_per_gpu']:.1f} {unit}{extra})")
     print(f"why: [{r['binding']['guideline']}] {r['binding']['line']}")
     if r.get("near_best"):
         close = ", ".join(f"{x['mechanism']} D = {x['draft_len']} (B {x['batch']}, -{x['below_best_pct']:.1f}%)"

@@ -149,23 +149,33 @@ def diagnostics(model, hw, tp, batch, context_len, draft_len, prec, base, verify
         "attention_share": attention_share(model, hw, tp, batch, context_len, prec, base.total_s, style),
         "rho": np.asarray(rho, dtype=float),
         "rho_d": np.asarray(rho, dtype=float) * d,
-        "binding": binding_at(base, verify, d),
     }
 
 
-def binding_at(base, verify, draft_len) -> np.ndarray:
-    """Per point: the kernel class whose time grew most from the D = 0 step to the verify step."""
-    dg = (verify.breakdown_s["gemm"] + verify.breakdown_s["moe"]) - (base.breakdown_s["gemm"] + base.breakdown_s["moe"])
-    da = verify.breakdown_s["attention"] - base.breakdown_s["attention"]
-    lab = np.where(da > dg, "G2/G3 attention", "G1 gemm")
-    return np.where(np.asarray(draft_len) > 0, lab, "-")
+G1_NEAR = 1  # G1 is named only when a GEMM class turns compute-bound within this many D of the chosen D
+
+
+def g1_near(diag: dict, d: int, near: int = G1_NEAR) -> bool:
+    """True when the bulk GEMMs' (or the dense GEMMs') compute-bound D is at or next to `d` (|D_cb − d| <= near)."""
+    for key in ("gemm_compute_bound_from_d", "dense_gemm_compute_bound_from_d"):
+        if key in diag:
+            cb = int(np.asarray(diag[key]).reshape(-1)[0])
+            if cb != NEVER and abs(cb - d) <= near:
+                return True
+    return False
 
 
 def binding_line(best_d: int, step: dict, diag: dict, d_max=None, extrapolate: bool = False) -> tuple[str, str]:
-    """(guideline, sentence) naming what bound the choice of D, from the cost growth one step past it.
+    """(guideline, sentence) naming what binds the choice of D, from the cost growth one step past it.
 
-    `step` holds 1-D arrays over D (index = D) for one mechanism at the chosen batch: verify_attention_s,
-    verify_gemm_s, draft_s, acceptance_length, speedup, and optionally fits and memory_total_bytes.
+    The one rule `predict` and `recommend` share. `step` holds 1-D arrays over D (index = D, at least up to
+    best_d + 1) for one mechanism at one batch: verify_attention_s, verify_gemm_s, draft_s, acceptance_length,
+    speedup, and optionally verify_s, fits, memory_total_bytes, rho and rho_time. In order: the acceptance
+    data's range, the search range, D = 0 (G5), D + 1 faster (nothing binds), D + 1 out of memory, then the
+    kernel class whose time grows most from D to D + 1: attention at the tile D (G2) or past it (G3), GEMMs
+    only when a GEMM class turns compute-bound at or next to D (G1, `g1_near`), the draft (G4 with the draft's
+    time ratio); otherwise the marginal trade of D + 1 (added verify ms by class and draft ms against the AL
+    gain).
     """
     g, tile_d = diag["g_dev"], diag["attention_tile_d"]
     share = float(diag["attention_share"])
@@ -175,18 +185,25 @@ def binding_line(best_d: int, step: dict, diag: dict, d_max=None, extrapolate: b
                          f"(pass --extrapolate to continue the curve)")
     if best_d + 1 >= n:
         return "range", f"largest D searched ({best_d}); raise --max-draft-len"
-    if best_d == 0:
-        return "G5", "no draft length pays for its draft and verify cost here: speculation off"
     nxt = best_d + 1
+    if "fits" in step and not bool(step["fits"][best_d]):
+        return "memory", (f"D = {best_d} itself does not fit in memory at this batch "
+                          f"({float(step['memory_total_bytes'][best_d]) / 1e9:.1f} GB per device)")
     if "fits" in step and not bool(step["fits"][nxt]):
         return "memory", (f"D = {nxt} does not fit in memory at this batch "
                           f"({float(step['memory_total_bytes'][nxt]) / 1e9:.1f} GB per device: KV cache, weights and "
                           f"the verify-time state of {nxt + 1} tokens)")
+    sp, sp1 = float(step["speedup"][best_d]), float(step["speedup"][nxt])
+    if sp1 > sp * (1 + 1e-9):
+        return "none", (f"D = {nxt} is faster here (speedup {sp1:.3f} vs {sp:.3f}): no guideline binds D = {best_d}")
+    if best_d == 0:
+        return "G5", "no draft length pays for its draft and verify cost here: speculation off"
     grow = {
         "attention": step["verify_attention_s"][nxt] - step["verify_attention_s"][best_d],
         "gemm": step["verify_gemm_s"][nxt] - step["verify_gemm_s"][best_d],
         "draft": step["draft_s"][nxt] - step["draft_s"][best_d],
     }
+    gain = float(step["acceptance_length"][nxt] - step["acceptance_length"][best_d])
     top = max(grow, key=grow.get)
     if top == "attention" and best_d == tile_d:
         return "G2", (f"attention dominates ({100 * share:.0f}% of the D = 0 step): D = 128/G − 1 = 128/{g} − 1 "
@@ -194,11 +211,33 @@ def binding_line(best_d: int, step: dict, diag: dict, d_max=None, extrapolate: b
     if top == "attention":
         return "G3", (f"attention tiles: G·(1 + D) = {g * (1 + best_d)} rows; D = {nxt} adds "
                       f"{1e3 * grow['attention']:.3f} ms of attention per step")
-    if top == "gemm":
+    if top == "gemm" and g1_near(diag, best_d):
         return "G1", g1_sentence(diag)
-    gain = step["acceptance_length"][nxt] - step["acceptance_length"][best_d]
-    return "G4", (f"draft overhead ρD outweighs the AL gain beyond D = {best_d} (D = {nxt} adds "
-                  f"{1e3 * grow['draft']:.3f} ms of drafting for +{gain:.2f} AL)")
+    if top == "draft":
+        cost = ""
+        if "rho_time" in step:
+            cost = f"; the draft step costs {float(step['rho_time'][best_d]):.3f} of a target step"
+            if "rho" in step:
+                cost += f" (layer ratio ρ = {float(step['rho'][best_d]):.3g})"
+        return "G4", (f"draft overhead ρD outweighs the AL gain beyond D = {best_d} (D = {nxt} adds "
+                      f"{1e3 * grow['draft']:.3f} ms of drafting for +{gain:.2f} AL){cost}")
+    return "marginal", marginal_sentence(best_d, step, grow, gain, diag)
+
+
+def marginal_sentence(d: int, step: dict, grow: dict, gain: float, diag: dict | None = None) -> str:
+    """The trade of D + 1 in words: added verify ms by kernel class and draft ms against the AL gain."""
+    nxt = d + 1
+    parts = [f"{1e3 * grow['gemm']:.3f} ms GEMM", f"{1e3 * grow['attention']:.3f} ms attention"]
+    if "verify_s" in step:
+        other = float(step["verify_s"][nxt] - step["verify_s"][d]) - float(grow["gemm"] + grow["attention"])
+        if abs(other) >= 5e-7:
+            parts.append(f"{1e3 * other:.3f} ms other")
+    al0 = float(step["acceptance_length"][d])
+    return (f"D = {nxt} adds {', '.join(parts)} of verify and {1e3 * float(grow['draft']):.3f} ms of drafting "
+            f"for +{gain:.2f} AL (+{100 * gain / al0:.1f}%): not worth it (speedup "
+            f"{float(step['speedup'][nxt]):.3f} vs {float(step['speedup'][d]):.3f})"
+            + ("" if not diag or "gemm_compute_bound_from_d" not in diag else
+               f"; G1 does not bind: the GEMMs turn compute-bound at {g1_phrase(diag)}, not next to D = {d}"))
 
 
 def g1_sentence(diag: dict) -> str:

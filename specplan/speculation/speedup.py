@@ -20,7 +20,7 @@ from specplan.step import step_time
 
 KEYS = ("baseline_step_s", "verify_s", "draft_s", "iter_s", "acceptance_length", "speedup", "tokens_per_s_per_user",
         "tokens_per_s_per_gpu", "tokens_per_s_per_device", "memory_total_bytes", "fits", "break_even_al",
-        "target_devices", "baseline_devices", "draft_devices", "rho", "rho_d")
+        "target_devices", "baseline_devices", "draft_devices", "rho", "rho_d", "rho_time")
 
 
 def mechanism_names() -> list[str]:
@@ -64,6 +64,21 @@ def verify_tokens(draft_len, tree_tokens=None) -> np.ndarray:
     if np.any(t < 1 + d):
         raise SpecplanError(f"tree tokens: must be >= 1 + D (root + one node per depth), got {np.min(t):g}")
     return np.where(d > 0, t, 1.0)
+
+
+def _tree_notes(acc: Acceptance | None, d, q) -> list[str]:
+    """A tree verified with a chain acceptance: the AL input must be the tree's own (it is not converted)."""
+    if acc is None or acc.kind not in ("rate", "length"):
+        return []
+    d, q = np.broadcast_arrays(np.asarray(d, dtype=float), np.asarray(q, dtype=float))
+    spec = d > 0
+    if not np.any(q[spec] > 1 + d[spec]):
+        return []
+    n = int(np.max(q[spec]))
+    return [f"tree verification prices {n} verified tokens per sequence, but the AL comes from a chain "
+            f"acceptance ({acc.source}): AL is not converted for the tree, so give the tree's measured AL "
+            f"(--acceptance-length AL at this D) or per-depth tree probabilities (--acceptance-per-position, "
+            f"e.g. from specplan.speculation.acceptance.tree_per_position(α, widths))"]
 
 
 def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, mechanism="none",
@@ -133,6 +148,8 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
         "draft_devices": dev_d,
         "rho": np.asarray(dc.rho, dtype=float),
         "rho_d": np.asarray(dc.rho, dtype=float) * d,
+        # ρ is a layer ratio; rho_time is the cost ratio: draft time per drafted token / baseline step time
+        "rho_time": np.where(spec, draft_s / np.maximum(d, 1.0), 0.0) / base.total_s,
         "verify_tokens": q,
         "verify_attention_s": ver.breakdown_s["attention"],
         "verify_gemm_s": ver.breakdown_s["gemm"] + ver.breakdown_s["moe"],
@@ -144,7 +161,7 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
 
         out["guidelines"] = diagnostics(m, hw, tp, b, ctx, d, prec, base, ver, dc.rho, attention_style, routing)
     out["precision"] = prec
-    out["notes"] = dc.notes
+    out["notes"] = list(dc.notes) + _tree_notes(acc, d, q)
     out["acceptance_source"] = "" if acc is None else acc.source
     out["acceptance_d_max"] = None if acc is None else acc.d_max
     return out

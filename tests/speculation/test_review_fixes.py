@@ -1,0 +1,167 @@
+"""New-user review: draft devices in the text outputs, the integer batch search, LPU labels, rho_time, the shared
+binding rule, recommend's draft options, tree notes and the MLA-under-TP note."""
+
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from specplan.recommend import predict_summary, recommend
+from specplan.speculation.acceptance import Acceptance
+from specplan.speculation.guidelines import binding_line
+from specplan.speculation.speedup import evaluate
+from specplan.sweep import sweep
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "specplan", *args], capture_output=True, text=True)
+
+
+LPU_DRAFT = ("-m", "qwen3.5-122b-a10b", "-H", "b200", "--tp", "2", "-c", "8192", "--batch", "64",
+             "--mechanisms", "external", "--draft-model", "qwen3.5-35b-a3b", "--draft-hardware", "groq-3-lpu")
+
+
+def test_recommend_takes_draft_hardware_and_shows_draft_devices():
+    p = run("recommend", *LPU_DRAFT)
+    assert p.returncode == 0, p.stderr
+    assert "draft dev" in p.stdout and "tok/s/device" in p.stdout
+    best = next(x for x in p.stdout.splitlines() if x.startswith("best:"))
+    assert "tok/s/device over 2 target +" in best and "draft devices" in best
+    j = json.loads(run("recommend", *LPU_DRAFT, "--json").stdout)
+    b = j["best"]
+    assert b["draft_devices"] > 0 and b["target_devices"] == 2
+    assert b["tokens_per_s_per_device"] == pytest.approx(
+        b["tokens_per_s_per_gpu"] * 2 / (2 + b["draft_devices"]), rel=1e-6)
+
+
+@pytest.mark.parametrize("mech,extra,opt,val", [
+    ("external", ("--draft-model", "llama-3.2-1b"), "--draft-dtype", "fp8"),
+    ("self", (), "--draft-kv-budget", "512"),
+])
+def test_recommend_passes_draft_dtype_and_kv_budget(mech, extra, opt, val):
+    base = ("-m", "llama-3.1-8b", "-H", "h100-sxm", "-c", "8192", "--batch", "16", "--mechanisms", mech,
+            "--acceptance", f"{mech}=0.6", "--max-draft-len", "6", "--json", *extra)
+    a = json.loads(run("recommend", *base).stdout)["ranked"]
+    p = run("recommend", *base, opt, val)
+    assert p.returncode == 0, p.stderr
+    b = json.loads(p.stdout)["ranked"]
+    fast = {x["draft_len"]: x["draft_s"] for x in b}
+    assert all(fast[x["draft_len"]] < x["draft_s"] for x in a if x["draft_len"] > 0)
+
+
+def test_predict_text_shows_draft_devices():
+    p = run("predict", "-m", "qwen3.5-122b-a10b", "-H", "b200", "--tp", "2", "-c", "8192", "-b", "64",
+            "--mechanism", "external", "-D", "4", "--draft-model", "qwen3.5-35b-a3b", "--draft-hardware",
+            "groq-3-lpu", "--acceptance-profile", "external-qwen3.5-35b-a3b-qwen3.5-122b-speedbench32k")
+    assert p.returncode == 0, p.stderr
+    assert "tok/s/device" in p.stdout
+    assert "devices: 2 target + " in p.stdout
+
+
+def test_recommend_searches_every_integer_batch():
+    t = time.time()
+    r = recommend("llama-3.3-70b", "h200-sxm", tp=2, context_len=32768, mechanisms=["eagle3"],
+                  acceptance={"eagle3": "0.75"}, target_tps_per_user=50, max_draft_len=16)
+    assert time.time() - t < 1.5
+    df = sweep("llama-3.3-70b", "h200-sxm", tp=[2], contexts=[32768], mechanisms=["eagle3"],
+               acceptance={"eagle3": 0.75}, max_draft_len=16, progress=False)
+    ok = df[df["fits"] & (df["tok_s_user"] >= 50)]
+    assert r["best"]["tokens_per_s_per_gpu"] == pytest.approx(float(ok["tok_s_gpu"].max()), rel=1e-4)
+    assert r["best"]["batch"] == 11  # not on the old coarse list 1, 2, 3, 4, 6, 8, 12, ...
+
+
+def test_predict_lpu_labels_chips_and_hides_tiles():
+    p = run("predict", "-m", "llama-3.1-8b", "-H", "groq-3-lpu", "-b", "8", "-c", "1024", "--mechanism", "eagle3",
+            "-D", "3", "--acceptance-rate", "0.7")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "tok/s/GPU" not in out and "tok/s/chip" in out
+    assert "chips of 0.50 GB SRAM" in out and "per device" not in out and "fits: true" not in out
+    assert "attention tiles n/a (LPU)" in out and "tile aligned" not in out
+
+
+def test_rho_time_is_draft_time_per_token_over_baseline_step():
+    r = evaluate("llama-3.1-8b", "h100-sxm", batch=8, context_len=1024, draft_len=np.arange(0, 5),
+                 mechanism="eagle3", acceptance=Acceptance.from_rate(0.7))
+    d = np.arange(0, 5)
+    want = np.where(d > 0, r["draft_s"] / np.maximum(d, 1), 0) / r["baseline_step_s"]
+    assert np.allclose(r["rho_time"], want)
+    assert 0 < r["rho_time"][3] < 0.2 and r["rho"][3] < r["rho_time"][3]  # cost ratio, not the layer ratio
+    s = predict_summary("llama-3.1-8b", "h100-sxm", batch=8, mechanism="eagle3", draft_len=3,
+                        acceptance=Acceptance.from_rate(0.7))
+    assert s["rho_time"] == pytest.approx(float(r["rho_time"][3]))
+    p = run("predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-b", "8", "-c", "1024", "--mechanism", "eagle3",
+            "-D", "3", "--acceptance-rate", "0.7")
+    assert "draft/target step time 0.0" in p.stdout and "layer ratio ρ" in p.stdout
+
+
+def test_g4_sentence_gives_the_time_ratio():
+    r = recommend("llama-3.3-70b", "h200-sxm", tp=2, context_len=32768, mechanisms=["eagle3"],
+                  acceptance={"eagle3": "0.75"}, target_tps_per_user=50, max_draft_len=16)
+    assert r["binding"]["guideline"] == "G4"
+    assert "the draft step costs 0.0" in r["binding"]["line"] and "of a target step (layer ratio ρ = " in \
+        r["binding"]["line"]
+
+
+def _step(**over):
+    n = 6
+    base = {"verify_attention_s": np.linspace(1, 1.5, n) * 1e-3, "verify_gemm_s": np.linspace(5, 9, n) * 1e-3,
+            "draft_s": np.linspace(0, 0.5, n) * 1e-3, "acceptance_length": np.array([1, 1.8, 2.4, 2.8, 2.95, 3.0]),
+            "speedup": np.array([1, 1.5, 1.7, 1.8, 1.75, 1.6])}
+    base.update(over)
+    return base
+
+
+DIAG = {"g_dev": 8, "attention_tile_d": 15, "attention_share": 0.2, "gemm_compute_bound_applies_to": "dense GEMMs",
+        "gemm_compute_bound_from_d": 1457, "gemm_compute_bound_from_d_spec_sheet": 1500,
+        "dense_gemm_compute_bound_from_d": 1457, "dense_gemm_compute_bound_from_d_spec_sheet": 1500,
+        "dense_ridge_tokens_effective": 200, "ridge_tokens_effective": 200, "ridge_tokens_spec_sheet": 210}
+
+
+def test_g1_named_only_next_to_its_threshold():
+    g, line = binding_line(3, _step(), DIAG)
+    assert g == "marginal" and "D = 4 adds" in line and "ms GEMM" in line and "ms of drafting" in line
+    assert "+0.15 AL" in line and "D = 1457, not next to D = 3" in line
+    for cb in (2, 3, 4):
+        g, _ = binding_line(3, _step(), {**DIAG, "gemm_compute_bound_from_d": cb,
+                                         "dense_gemm_compute_bound_from_d": cb})
+        assert g == "G1"
+
+
+def test_predict_and_recommend_share_the_binding_rule():
+    kw = dict(tp=2, context_len=8192, mechanisms=["mtp"], acceptance={"mtp": "0.8"}, batch=4, max_draft_len=12)
+    r = recommend("qwen3.5-122b-a10b", "b200", **kw)
+    d = r["best"]["draft_len"]
+    p = predict_summary("qwen3.5-122b-a10b", "b200", tp=2, batch=4, context_len=8192, mechanism="mtp", draft_len=d,
+                        acceptance=Acceptance.from_rate(0.8))
+    assert p["binding"] == r["binding"]
+    assert p["guidelines"]["binding"] == r["binding"]["guideline"]
+    assert r["binding"]["guideline"] != "G1"  # the experts turn compute-bound at D in the thousands
+
+
+def test_tree_with_chain_acceptance_is_flagged():
+    p = run("predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-b", "4", "-c", "2048", "--mechanism", "medusa",
+            "-D", "4", "--tree-tokens", "16", "--acceptance-rate", "0.7", "--json")
+    assert p.returncode == 0, p.stderr
+    notes = json.loads(p.stdout)["notes"]
+    assert any("tree" in n and "chain acceptance" in n and "tree_per_position" in n for n in notes)
+    chain = predict_summary("llama-3.1-8b", "h100-sxm", batch=4, context_len=2048, mechanism="medusa", draft_len=4,
+                            acceptance=Acceptance.from_rate(0.7))
+    assert not any("tree" in n for n in chain["notes"])
+    tree_pp = predict_summary("llama-3.1-8b", "h100-sxm", batch=4, context_len=2048, mechanism="medusa",
+                              draft_len=4, tree_tokens=16, acceptance=Acceptance.from_per_position([0.9, 0.8, 0.7, 0.6]))
+    assert not any("chain acceptance" in n for n in tree_pp["notes"])
+
+
+def test_mla_under_tp_infeasible_names_the_cause_and_the_largest_batch():
+    r = recommend("deepseek-v3", "h200-sxm", tp=8, batch=64, context_len=131072)
+    assert r["best"] is None
+    msg = r["infeasible"]
+    assert "latent KV cache is replicated on every one of the 8 TP ranks" in msg
+    assert "data-parallel attention is not modelled" in msg and "the largest batch that fits" in msg
+    assert "is 5 (D = 0)" in msg
+    p = run("recommend", "-m", "deepseek-v3", "-H", "h200-sxm", "--tp", "8", "-c", "131072", "--batch", "64")
+    assert p.returncode == 1 and "replicated on every one of the 8 TP ranks" in p.stdout
