@@ -4,6 +4,10 @@ Both axes are maximized. A point is on the frontier when no other point is at le
 and strictly better on one. Pure numpy, O(n log n): sort by interactivity (descending, ties by throughput
 descending), then keep the points whose throughput beats the running maximum of everything before them.
 
+Throughput is per target GPU by default (`per="gpu"`, column tok_s_gpu: draft devices cost nothing); with
+`per="device"` it is tok_s_device, which counts an external draft's own devices (or extra LPU chips) too: use
+that when drafts run on other hardware.
+
 `frontier_mask` / `frontier_indices` work on plain arrays; `frontier` takes the sweep DataFrame and returns
 one table with a `set` column: `baseline` (D = 0), `speculation` (D >= 1, all mechanisms), `overall`
 (everything), and `mechanism:<name>` (D >= 1 of one mechanism). Infeasible points (fits = False) never
@@ -13,6 +17,18 @@ enter a frontier. `best_at` reads the best configuration at given interactivity 
 from __future__ import annotations
 
 import numpy as np
+
+from specplan.errors import SpecplanError
+
+PER = {"gpu": "tok_s_gpu", "device": "tok_s_device"}  # throughput column ranked by each `per`
+
+
+def throughput_column(per: str = "gpu") -> str:
+    """The grid column a frontier ranks by: 'gpu' -> tok_s_gpu (per target GPU), 'device' -> tok_s_device
+    (per device, draft devices included)."""
+    if per not in PER:
+        raise SpecplanError(f"per: must be one of {', '.join(PER)}, got {per!r}")
+    return PER[per]
 
 
 def frontier_indices(user, gpu) -> np.ndarray:
@@ -109,19 +125,21 @@ def frontier_sets(fits, draft_len, mech_codes, user, gpu, mech_names) -> dict[st
     return out
 
 
-def frontier(df, sets: list[str] | None = None):
+def frontier(df, sets: list[str] | None = None, per: str = "gpu"):
     """Frontier rows of a sweep DataFrame for each set (see module doc), with a `set` column first.
 
-    Rows are the grid rows (all columns kept) ordered by set, then by increasing tok_s_user.
+    Rows are the grid rows (all columns kept) ordered by set, then by increasing tok_s_user. `per`: rank
+    throughput per target GPU ('gpu', tok_s_gpu) or per device including draft devices ('device', tok_s_device).
     """
     import pandas as pd
 
+    col = throughput_column(per)
     mech = df["mechanism"]
     if not isinstance(mech.dtype, pd.CategoricalDtype):
         mech = mech.astype("category")
     names = [str(c) for c in mech.cat.categories]
     found = frontier_sets(df["fits"].to_numpy(dtype=bool), df["draft_len"].to_numpy(), mech.cat.codes.to_numpy(),
-                          df["tok_s_user"].to_numpy(), df["tok_s_gpu"].to_numpy(), names)
+                          df["tok_s_user"].to_numpy(), df[col].to_numpy(), names)
     parts = []
     for name, idx in found.items():
         if (sets is not None and name not in sets) or idx.size == 0:
@@ -136,14 +154,15 @@ def frontier(df, sets: list[str] | None = None):
     return pd.concat(parts, ignore_index=True)
 
 
-def best_at(front, levels, set_name: str = "overall"):
-    """Best configuration at each interactivity level: the frontier row with the highest tok_s_gpu among
-    those with tok_s_user >= level. Returns a DataFrame with `level_tok_s_user` first; levels above the
-    frontier's reach get no row."""
+def best_at(front, levels, set_name: str = "overall", per: str = "gpu"):
+    """Best configuration at each interactivity level: the frontier row with the highest tok_s_gpu (per="device":
+    tok_s_device) among those with tok_s_user >= level. Returns a DataFrame with `level_tok_s_user` first;
+    levels above the frontier's reach get no row."""
+    col = throughput_column(per)
     f = front[front["set"] == set_name].reset_index(drop=True)
     levels = np.asarray(levels, dtype=np.float64)
     fu = f["tok_s_user"].to_numpy(dtype=np.float64)
-    fg = f["tok_s_gpu"].to_numpy(dtype=np.float64)
+    fg = f[col].to_numpy(dtype=np.float64)
     rows, kept = [], []
     for lv in levels:
         ok = np.flatnonzero(fu >= lv)

@@ -82,9 +82,13 @@ def _thin_labels(fig, ax, texts, avoid=()) -> None:
             kept.append(bb)
 
 
-def plot_frontier(df, title: str | None = None, max_labels: int = 10, label_hardware: bool | None = None):
-    """Figure 1: frontier with (solid) and without (dashed) speculation for each device; labelled (B, D, TP)."""
-    from specplan.frontier import frontier
+def plot_frontier(df, title: str | None = None, max_labels: int = 10, label_hardware: bool | None = None,
+                  per: str = "gpu"):
+    """Figure 1: frontier with (solid) and without (dashed) speculation for each device; labelled (B, D, TP).
+    per: throughput per target GPU ('gpu') or per device, draft devices included ('device')."""
+    from specplan.frontier import frontier, throughput_column
+
+    col = throughput_column(per)
 
     fig, ax = _figure(8.4, 5.4)
     hws = [h for h in df["hardware"].astype(str).unique()]
@@ -92,20 +96,24 @@ def plot_frontier(df, title: str | None = None, max_labels: int = 10, label_hard
     colors = matplotlib.colormaps["tab10"]
     labelled = []
     for i, h in enumerate(hws):
-        f = frontier(df[df["hardware"].astype(str) == h], sets=["baseline", "overall"])
+        f = frontier(df[df["hardware"].astype(str) == h], sets=["baseline", "overall"], per=per)
         base = f[f["set"] == "baseline"]
         spec = f[f["set"] == "overall"]
         c = colors(i % 10)
-        ax.plot(base["tok_s_user"], base["tok_s_gpu"], "--", color=c, lw=1.3, alpha=0.8,
+        ax.plot(base["tok_s_user"], base[col], "--", color=c, lw=1.3, alpha=0.8,
                 label=f"{h}: without speculation (D = 0)")
-        ax.plot(spec["tok_s_user"], spec["tok_s_gpu"], "-", color=c, lw=2.0, marker="o", ms=3,
+        ax.plot(spec["tok_s_user"], spec[col], "-", color=c, lw=2.0, marker="o", ms=3,
                 label=f"{h}: with speculation (best D)")
         labelled.append(spec)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    plain_log_axes(ax)
+    if any(not x.empty for x in labelled):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        plain_log_axes(ax)
+    else:
+        ax.text(0.5, 0.5, "no point fits in memory", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel("interactivity (tokens/s per user)")
-    ax.set_ylabel("throughput (tokens/s per GPU)")
+    ax.set_ylabel("throughput (tokens/s per GPU)" if per == "gpu" else
+                  "throughput (tokens/s per device, draft devices included)")
     ax.set_title(title or "Throughput vs interactivity frontier, with and without speculation")
     ax.grid(True, which="major", alpha=0.3)
     leg = ax.legend(loc="lower left", fontsize=7.5, framealpha=0.9,
@@ -123,10 +131,29 @@ def plot_frontier(df, title: str | None = None, max_labels: int = 10, label_hard
             if span < 1e-6 and j > 0:
                 break
             txt = f"({int(r['batch'])}, {int(r['draft_len'])}, {int(r['tp'])})"
-            texts.append(ax.annotate(txt, (r["tok_s_user"], r["tok_s_gpu"]), xytext=(4, 5),
+            texts.append(ax.annotate(txt, (r["tok_s_user"], r[col]), xytext=(4, 5),
                                      textcoords="offset points", fontsize=7))
     _thin_labels(fig, ax, texts, avoid=[leg])
     return fig
+
+
+def best_setup(df, front, per: str = "gpu") -> dict:
+    """Device, TP, context, batch and mechanism of the best frontier point (highest throughput `per` on the
+    speculation frontier, else the overall one) for the heat map and breakdown; `fits` False (first device,
+    smallest TP, context and batch 16) when no point fits."""
+    from specplan.frontier import throughput_column
+
+    col = throughput_column(per)
+    for name in ("speculation", "overall"):
+        f = front[front["set"] == name]
+        if not f.empty:
+            r = f.loc[f[col].idxmax()]
+            return {"hardware": str(r["hardware"]), "tp": int(r["tp"]), "context_len": int(r["context_len"]),
+                    "batch": int(r["batch"]), "draft_len": int(r["draft_len"]),
+                    "mechanism": str(r["mechanism"]) if int(r["draft_len"]) > 0 else None, "fits": True}
+    return {"hardware": str(df["hardware"].iloc[0]), "tp": int(df["tp"].min()),
+            "context_len": int(df["context_len"].min()), "batch": 16, "draft_len": 0, "mechanism": None,
+            "fits": False}
 
 
 def _pick(df, hardware, mechanism, tp, context_len):

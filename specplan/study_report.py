@@ -4,6 +4,8 @@ Metrics per variant (all over memory-feasible points):
 - best speedup: highest `speedup` and where (B, D, TP, mechanism, context);
 - frontier shift: throughput of the speculation frontier (best of D >= 0) at reference interactivity levels,
   as a ratio to the same variant without speculation and to the base (first) variant;
+- devices: target + draft devices at the highest tok/s/GPU point, and the highest tok/s/device (draft devices
+  counted) with and without speculation: tok/s/GPU leaves an external draft's devices out;
 - recommended D: at each report batch, the D (and mechanism, TP) with the best speedup at `summary_context`.
 """
 
@@ -86,6 +88,9 @@ def summarize(st, scenarios, grids, fronts) -> dict:
                                "speculation": float(spec["tok_s_user"].max()) if len(spec) else None},
             "max_tok_s_gpu": {"baseline": float(base["tok_s_gpu"].max()) if len(base) else None,
                               "speculation": float(spec["tok_s_gpu"].max()) if len(spec) else None},
+            "devices_at_max_tok_s_gpu": _devices_at_max(spec),
+            "max_tok_s_device": {"baseline": float(base["tok_s_device"].max()) if len(base) else None,
+                                 "speculation": _max_device(df)},
             "frontier_at": [{"tok_s_user": lv, "tok_s_gpu": _f(es), "vs_no_spec": _ratio(es, eb),
                              "vs_base_variant": _ratio(es, er)}
                             for lv, es, eb, er in zip(levels, env_s, env_b, ref_env)],
@@ -93,6 +98,21 @@ def summarize(st, scenarios, grids, fronts) -> dict:
             "summary_context": ctx,
         })
     return {"study": st.name, "description": st.description, "levels_tok_s_user": levels, "variants": rows}
+
+
+def _devices_at_max(spec) -> dict | None:
+    """Target and draft devices of the overall frontier's highest tok/s/GPU point (draft devices are free there)."""
+    if spec.empty:
+        return None
+    r = spec.loc[spec["tok_s_gpu"].idxmax()]
+    return {"target": int(r["target_devices"]), "draft": int(r["draft_devices"]), "batch": int(r["batch"]),
+            "draft_len": int(r["draft_len"]), "tok_s_device": float(r["tok_s_device"])}
+
+
+def _max_device(df):
+    """Highest tok/s/device (draft devices counted) among feasible speculative points (D >= 1)."""
+    fit = df[df["fits"] & (df["draft_len"] >= 1)]
+    return float(fit["tok_s_device"].max()) if len(fit) else None
 
 
 def _f(x):
@@ -136,6 +156,11 @@ def markdown(summary: dict) -> str:
         f"{_num(v['max_tok_s_user']['speculation'], '{:.0f}')}")
     row("max tok/s/GPU, no spec → spec", lambda v: f"{_num(v['max_tok_s_gpu']['baseline'], '{:.0f}')} → "
         f"{_num(v['max_tok_s_gpu']['speculation'], '{:.0f}')}")
+    row("... devices there: target + draft (B, D)", lambda v: "-" if not v["devices_at_max_tok_s_gpu"] else
+        f"{v['devices_at_max_tok_s_gpu']['target']} + {v['devices_at_max_tok_s_gpu']['draft']} "
+        f"({v['devices_at_max_tok_s_gpu']['batch']}, {v['devices_at_max_tok_s_gpu']['draft_len']})")
+    row("max tok/s/device (draft devices counted), no spec → spec (D ≥ 1)", lambda v: (
+        f"{_num(v['max_tok_s_device']['baseline'], '{:.0f}')} → {_num(v['max_tok_s_device']['speculation'], '{:.0f}')}"))
     for i, lv in enumerate(summary["levels_tok_s_user"]):
         row(f"tok/s/GPU at ≥ {lv:g} tok/s/user (x no spec; x base)", lambda v, i=i: (
             f"{_num(v['frontier_at'][i]['tok_s_gpu'], '{:.0f}')} "
@@ -149,7 +174,9 @@ def markdown(summary: dict) -> str:
     ctx = vs[0]["summary_context"] if vs else 0
     lines += ["", f"Recommended D at context {ctx:,} tokens (at the nearest batch of the grid). Frontier "
               "throughput is the best tokens/s per GPU among feasible points at or above the given interactivity; "
-              "\"x no spec\" compares with the same variant at D = 0 (\"x-\": D = 0 cannot reach that "
+              "tokens/s per GPU divides by the target's devices only (an external draft's devices are free in it); "
+              "tokens/s per device also counts the draft devices: compare variants by it when drafts run on other "
+              "hardware. \"x no spec\" compares with the same variant at D = 0 (\"x-\": D = 0 cannot reach that "
               "interactivity), \"x base\" with the first variant's speculation frontier. \"-\" for a "
               "recommended D: no feasible point at that batch (memory).", ""]
     return "\n".join(lines)

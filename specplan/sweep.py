@@ -34,10 +34,14 @@ COLUMNS: dict[str, str] = {
     "break_even_al": "AL at which speculation breaks even at this point (tokens)",
     "speedup": "tok_s_user relative to D = 0 at the same batch (x)",
     "tok_s_user": "interactivity: tokens/s per user = AL / iter time (tokens/s)",
-    "tok_s_gpu": "system throughput per target GPU: B x tok_s_user / target devices (tokens/s)",
-    "tok_s_device": "throughput per device counting draft devices too (tokens/s)",
-    "target_devices": "devices serving the target (TP, or LPU chips)",
-    "draft_devices": "extra devices serving an external draft (0 when co-located)",
+    "tok_s_gpu": "system throughput per target GPU: B x tok_s_user / target_devices; draft devices are not "
+                 "counted (tokens/s per device)",
+    "tok_s_device": "system throughput per device, draft devices included: B x tok_s_user / (target_devices + "
+                    "draft_devices); rank by this when drafts run on other hardware (tokens/s per device)",
+    "target_devices": "devices serving the target: TP GPUs, or LPU chips (devices)",
+    "draft_devices": "devices serving the draft beyond the target's: an external draft's own devices "
+                     "(--draft-hardware), or extra chips of a draft on the target's LPU; 0 when the draft shares "
+                     "the target GPUs (devices)",
     "memory_gb": "memory per target device (GB, 1e9 bytes)",
     "fits": "True when the point fits in device memory (infeasible points are kept, marked False)",
 }

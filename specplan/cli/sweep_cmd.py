@@ -17,41 +17,49 @@ from specplan.cli.parsing import comma_list, int_list, mech_values
 _ACCEPTANCE_FORM = "MECH=VALUE (rate 0.8, AL@D 3.2@4, p1,p2,.. or a profile)"
 
 
-def write_pareto(df, front, outdir: Path, model_id: str, plots: bool = True) -> list[Path]:
-    """Grid CSV+Parquet, frontier CSV, best-at-interactivity CSV, columns doc and the five plots."""
+def write_pareto(df, front, outdir: Path, model_id: str, plots: bool = True, per: str = "gpu") -> list[Path]:
+    """Grid CSV+Parquet, frontier CSV, best-at-interactivity CSV, columns doc and the five plots.
+
+    The heat map and the breakdown show the device, TP, context and batch of the best frontier point
+    (`plots.best_setup`); their titles say so, or that nothing fits."""
     from specplan.frontier import best_at, interactivity_levels
     from specplan.io import atomic_write_text
     from specplan.sweep import columns_doc, write_table
 
     written = write_table(df, outdir / "grid", parquet=True)
     written += write_table(front, outdir / "frontier", parquet=False)
-    written += write_table(best_at(front, interactivity_levels(front)), outdir / "best_at_interactivity",
+    written += write_table(best_at(front, interactivity_levels(front), per=per), outdir / "best_at_interactivity",
                            parquet=False)
     atomic_write_text(outdir / "columns.md", columns_doc() + "\n")
     written.append(outdir / "columns.md")
     if not plots:
         return written
     from specplan import plots as P
-
-    hw = str(df["hardware"].iloc[0])
-    ctx_max = int(df["context_len"].max())
-    written += P.save_figure(P.plot_frontier(df, title=f"{model_id}: throughput vs interactivity, "
-                                                       "with and without speculation"), outdir / "frontier")
-    written += P.save_figure(P.plot_speedup_heatmap(df), outdir / "speedup_heatmap")
     from specplan.profiles.registry import load_model
 
     m = load_model(model_id)
-    tp_min = int(df["tp"].min())
+    best = P.best_setup(df, front, per)
+    hw, tp, ctx, batch = best["hardware"], best["tp"], best["context_len"], best["batch"]
+    unit = "tok/s/GPU" if per == "gpu" else "tok/s/device"
+    where = (f"best frontier point ({unit}): B = {batch}, D = {best['draft_len']}" if best["fits"]
+             else "DOES NOT FIT in memory (no feasible point)")
+    written += P.save_figure(P.plot_frontier(df, per=per, title=f"{model_id}: throughput vs interactivity, "
+                                             "with and without speculation"), outdir / "frontier")
+    sub = df[(df["hardware"].astype(str) == hw) & (df["tp"] == tp) & (df["context_len"] == ctx)]
+    heat = P.plot_speedup_heatmap(sub, hardware=hw, mechanism=best["mechanism"], tp=tp, context_len=ctx)
+    ax = heat.axes[0]
+    ax.set_title(f"{ax.get_title()}\n({where})")
+    written += P.save_figure(heat, outdir / "speedup_heatmap")
     written += P.save_figure(P.plot_attention_tiles(hw, head_dim=m.head_dim,
-                                                    kv_heads=max(1, m.heads_per_device(tp_min)[1])),
+                                                    kv_heads=max(1, m.heads_per_device(tp)[1])),
                              outdir / "attention_tiles")
     written += P.save_figure(P.plot_acceptance(df), outdir / "acceptance")
-    fit = df[df["fits"] & (df["hardware"].astype(str) == hw)]
-    tp = int(fit["tp"].min()) if not fit.empty else tp_min
     dmax = int(df["draft_len"].max())
     ds = sorted({0, 1, 2, 3, 4, 7, 8, 15, 16, dmax} & set(range(dmax + 1)))
-    written += P.save_figure(P.plot_breakdown(m, hw, tp, batch=16, context_len=ctx_max, draft_lens=ds),
-                             outdir / "breakdown")
+    br = P.plot_breakdown(m, hw, tp, batch=batch, context_len=ctx, draft_lens=ds)
+    ax = br.axes[0]
+    ax.set_title(f"{ax.get_title()}\n({where})")
+    written += P.save_figure(br, outdir / "breakdown")
     return written
 
 
@@ -71,6 +79,8 @@ def pareto(
     draft_hardware: Optional[str] = typer.Option(None, "--draft-hardware", help="Device of an external draft."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math dtype."),
     kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype."),
+    per: str = typer.Option("gpu", "--per", help="Rank throughput per target GPU (gpu) or per device, draft "
+                            "devices included (device): use device when drafts run on other hardware."),
     no_plots: bool = typer.Option(False, "--no-plots", help="Skip the figures."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on a terminal."),
     outdir: Path = typer.Option(..., "--out", "-o", help="Output folder."),
@@ -80,13 +90,16 @@ def pareto(
     from specplan.profiles.registry import load_model
     from specplan.sweep import sweep
 
+    from specplan.frontier import throughput_column
+
+    throughput_column(per)  # a bad --per is an error before the sweep
     mechs = comma_list(mechanisms) or None
     df = sweep(model, list(hardware), batch_max=batch_max, batch_points=batch_points, max_draft_len=max_draft_len,
                mechanisms=mechs, acceptance=mech_values(acceptance, _ACCEPTANCE_FORM), tp=int_list(tp, "--tp"),
                contexts=int_list(context, "--context") or [1024], draft_model=draft_model,
                draft_hardware=draft_hardware, dtype=dtype, kv_dtype=kv_dtype, progress=None if progress else False)
-    front = frontier(df)
-    written = write_pareto(df, front, Path(outdir), load_model(model).id, plots=not no_plots)
+    front = frontier(df, per=per)
+    written = write_pareto(df, front, Path(outdir), load_model(model).id, plots=not no_plots, per=per)
     n_fit = int(df["fits"].sum())
     print(f"{len(df):,} grid points ({n_fit:,} fit in memory), {len(front):,} frontier rows")
     for p in written:
