@@ -47,7 +47,12 @@ def detect_family(columns) -> str:
         return "attention"
     if {"m", "n", "k"} <= c:
         return "gemm"
-    raise SpecplanError(f"measured table: cannot tell the kernel family from columns {sorted(c)}")
+    if {"model", "context", "time_us"} <= c:  # specplan.bench.step_bench: one whole decode step per row
+        raise SpecplanError("measured table: this is a whole-step CSV (model, context, ...: one decode step per "
+                            "row, from scripts/bench_step.py), not a kernel table; validate it with "
+                            "`python scripts/validate_step.py` (writes docs/validation/step_h200.md)")
+    raise SpecplanError(f"measured table: cannot tell the kernel family from columns {sorted(c)} (kernel tables: "
+                        f"{', '.join(FAMILIES)}; whole-step CSVs: python scripts/validate_step.py)")
 
 
 # Numeric columns of each family: required (no blanks) and optional (blank allowed; linear-attention rows of

@@ -128,11 +128,33 @@ def validate_cmd(
     hw = load_hardware(hardware)
     f = Filters(device, framework, kernel, dtype, min_time_us, min_nk, max_m, kv_exceeds_l2, not keep_fallback)
     rows, summary, fallback = validate(read_measured(measured), hw, f, source=str(measured))
+    summary["by_kernel"] = by_kernel(rows)
     if out_dir is not None:
         write_report_dir(rows, summary, fallback, out_dir)
     if json_out:
         print_json(summary)
         return
     print(format_summary(summary))
+    if len(summary["by_kernel"]) > 1:
+        print(format_by_kernel(summary["by_kernel"]))
     if out_dir is not None:
         print(f"wrote {out_dir}/rows.csv, summary.json, scatter.png")
+
+
+def by_kernel(rows) -> dict:
+    """rows, MAPE, median and p90 APE (percent) per measured kernel (e.g. sdpa_flash vs triton_packed)."""
+    from specplan.bench.validate import metrics
+
+    if "kernel" not in rows or rows.empty:
+        return {}
+    return {str(k): metrics(g["ape_pct"]) for k, g in rows.groupby(rows["kernel"].astype(str), sort=True)}
+
+
+def format_by_kernel(table: dict) -> str:
+    """Per-kernel lines, headed by a warning that the overall figures above mix the kernels."""
+    lines = [f"this table mixes {len(table)} kernels ({', '.join(table)}): the overall MAPE above mixes them; "
+             f"per kernel (or --kernel NAME):",
+             f"{'kernel':<44}{'rows':>8}{'MAPE%':>8}{'med%':>8}{'p90%':>8}"]
+    for k, m in table.items():
+        lines.append(f"{k:<44}{m['rows']:>8}{m['mape']:>8.1f}{m['median_ape']:>8.1f}{m['p90_ape']:>8.1f}")
+    return "\n".join(lines)
