@@ -282,18 +282,18 @@ def _row(mech, d, r, i, j, feasible, bs) -> dict:
 
 
 def _memory_notes(mech: str, d: np.ndarray, r: dict, bs: np.ndarray) -> list[str]:
-    """One line per batch whose speculative configurations stop fitting from some D on (with the bytes)."""
+    """Where speculative configurations stop fitting from some D on (with the bytes): at most three batches,
+    the smallest such batch, a middle one and the largest (every integer batch is searched)."""
     out = []
     cap = float(np.asarray(r["memory_capacity_bytes"]).reshape(-1)[0]) / 1e9
-    for i, b in enumerate(bs):
-        bad = np.nonzero(~r["fits"][i] & (d > 0))[0]
-        if bad.size and (len(bs) == 1 or r["fits"][i, 0]):
-            j = bad[0]
-            state = float(r["memory_state_bytes"][i, j]) / 1e9
-            extra = f", of which {state:.1f} GB recurrent-state checkpoints" if state > 0 else ""
-            out.append(f"{mech}: at batch {int(b)}, D >= {int(d[j])} does not fit: "
-                       f"{float(r['memory_total_bytes'][i, j]) / 1e9:.1f} GB per device > {cap:.1f} GB usable{extra}")
-    return out[:3]
+    hit = [i for i in range(len(bs)) if np.any(~r["fits"][i] & (d > 0)) and (len(bs) == 1 or r["fits"][i, 0])]
+    for i in sorted({hit[0], hit[len(hit) // 2], hit[-1]}) if hit else []:
+        j = np.nonzero(~r["fits"][i] & (d > 0))[0][0]
+        state = float(r["memory_state_bytes"][i, j]) / 1e9
+        extra = f", of which {state:.1f} GB recurrent-state checkpoints" if state > 0 else ""
+        out.append(f"{mech}: at batch {int(bs[i])}, D >= {int(d[j])} does not fit: "
+                   f"{float(r['memory_total_bytes'][i, j]) / 1e9:.1f} GB per device > {cap:.1f} GB usable{extra}")
+    return out
 
 
 def _dedupe(rows: list[dict]) -> list[dict]:

@@ -162,9 +162,10 @@ def recommend(
     if r.get("near_best"):
         close = ", ".join(f"{x['mechanism']} D = {x['draft_len']} (B {x['batch']}, -{x['below_best_pct']:.1f}%)"
                           for x in r["near_best"])
-        tile = [x for x in r["near_best"] if x["draft_len"] == g["attention_tile_d"]]
+        tile = [x for x in r["near_best"] if x["draft_len"] == g["attention_tile_d"] and not lpu]
         hint = f"; includes G2's D = 128/G − 1 = {g['attention_tile_d']}" if tile else ""
         print(f"within 2% of the best (not separable at the model's accuracy): {close}{hint}")
-    print(f"guidelines: G_dev {g['g_dev']} -> G2 start D = 128/G − 1 = {g['attention_tile_d']} (full attention "
+    g2 = ("attention tiles n/a (LPU)" if lpu else f"G2 start D = 128/G − 1 = {g['attention_tile_d']}")
+    print(f"guidelines: G_dev {g['g_dev']} -> {g2} (full attention "
           f"{100 * g['attention_share']:.0f}% of the D = 0 step); G1 {g['g1_line']} (spec-sheet ridge "
           f"{g['ridge_tokens_spec_sheet']:.0f} tokens -> {g1_phrase(g, 'gemm_compute_bound_from_d_spec_sheet')})")

@@ -165,3 +165,19 @@ def test_mla_under_tp_infeasible_names_the_cause_and_the_largest_batch():
     assert "is 5 (D = 0)" in msg
     p = run("recommend", "-m", "deepseek-v3", "-H", "h200-sxm", "--tp", "8", "-c", "131072", "--batch", "64")
     assert p.returncode == 1 and "replicated on every one of the 8 TP ranks" in p.stdout
+
+
+def test_memory_notes_span_the_batch_range():
+    r = recommend("qwen3.5-122b-a10b", "b200", tp=2, context_len=8192, mechanisms=["mtp"],
+                  acceptance={"mtp": "0.8"})
+    notes = [n for n in r["notes"] if "does not fit" in n]
+    batches = [int(n.split("at batch ")[1].split(",")[0]) for n in notes]
+    assert len(notes) == 3 and batches == sorted(batches) and batches[-1] - batches[0] > 100
+
+
+def test_recommend_on_lpu_has_no_tile_guideline():
+    p = run("recommend", "-m", "llama-3.1-8b", "-H", "groq-3-lpu", "-c", "1024", "--acceptance", "eagle3=0.7",
+            "--mechanisms", "eagle3")
+    assert p.returncode == 0, p.stderr
+    assert "tok/s/chip" in p.stdout and "tok/s/GPU" not in p.stdout
+    assert "attention tiles n/a (LPU)" in p.stdout and "128/G" not in p.stdout
