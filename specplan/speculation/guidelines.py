@@ -156,11 +156,12 @@ G1_NEAR = 1  # G1 is named only when a GEMM class turns compute-bound within thi
 
 
 def g1_near(diag: dict, d: int, near: int = G1_NEAR) -> bool:
-    """True when the bulk GEMMs' (or the dense GEMMs') compute-bound D is at or next to `d` (|D_cb − d| <= near)."""
+    """True when the bulk GEMMs' (or the dense GEMMs') verify step is compute-bound at D + 1: their compute-bound
+    D is at most `d` + `near`, so raising D past `d` adds GEMM time (Guideline 1 has run its course)."""
     for key in ("gemm_compute_bound_from_d", "dense_gemm_compute_bound_from_d"):
         if key in diag:
             cb = int(np.asarray(diag[key]).reshape(-1)[0])
-            if cb != NEVER and abs(cb - d) <= near:
+            if cb != NEVER and cb <= d + near:
                 return True
     return False
 
@@ -212,7 +213,8 @@ def binding_line(best_d: int, step: dict, diag: dict, d_max=None, extrapolate: b
         return "G3", (f"attention tiles: G·(1 + D) = {g * (1 + best_d)} rows; D = {nxt} adds "
                       f"{1e3 * grow['attention']:.3f} ms of attention per step")
     if top == "gemm" and g1_near(diag, best_d):
-        return "G1", g1_sentence(diag)
+        return "G1", (f"{g1_sentence(diag)}; past that each drafted token adds verify GEMM time: D = {nxt} adds "
+                      f"{1e3 * grow['gemm']:.3f} ms of GEMM for +{gain:.2f} AL")
     if top == "draft":
         cost = ""
         if "rho_time" in step:
@@ -237,7 +239,7 @@ def marginal_sentence(d: int, step: dict, grow: dict, gain: float, diag: dict | 
             f"for +{gain:.2f} AL (+{100 * gain / al0:.1f}%): not worth it (speedup "
             f"{float(step['speedup'][nxt]):.3f} vs {float(step['speedup'][d]):.3f})"
             + ("" if not diag or "gemm_compute_bound_from_d" not in diag else
-               f"; G1 does not bind: the GEMMs turn compute-bound at {g1_phrase(diag)}, not next to D = {d}"))
+               f"; G1 does not bind yet: the GEMMs turn compute-bound only at {g1_phrase(diag)}"))
 
 
 def g1_sentence(diag: dict) -> str:

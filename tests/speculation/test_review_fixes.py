@@ -121,14 +121,16 @@ DIAG = {"g_dev": 8, "attention_tile_d": 15, "attention_share": 0.2, "gemm_comput
         "dense_ridge_tokens_effective": 200, "ridge_tokens_effective": 200, "ridge_tokens_spec_sheet": 210}
 
 
-def test_g1_named_only_next_to_its_threshold():
+def test_g1_named_only_once_the_gemms_reach_the_ridge():
     g, line = binding_line(3, _step(), DIAG)
     assert g == "marginal" and "D = 4 adds" in line and "ms GEMM" in line and "ms of drafting" in line
-    assert "+0.15 AL" in line and "D = 1457, not next to D = 3" in line
-    for cb in (2, 3, 4):
-        g, _ = binding_line(3, _step(), {**DIAG, "gemm_compute_bound_from_d": cb,
-                                         "dense_gemm_compute_bound_from_d": cb})
-        assert g == "G1"
+    assert "+0.15 AL" in line and "only at D = 1457" in line
+    for cb in (0, 2, 3, 4):  # compute-bound at or before D + 1 = 4: the GEMM growth is Guideline 1's
+        g, line = binding_line(3, _step(), {**DIAG, "gemm_compute_bound_from_d": cb,
+                                            "dense_gemm_compute_bound_from_d": cb})
+        assert g == "G1" and "D = 4 adds" in line
+    g, _ = binding_line(3, _step(), {**DIAG, "gemm_compute_bound_from_d": 5, "dense_gemm_compute_bound_from_d": 5})
+    assert g == "marginal"
 
 
 def test_predict_and_recommend_share_the_binding_rule():
