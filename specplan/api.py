@@ -81,7 +81,8 @@ def profiles_table() -> dict:
         h = load_hardware(i)
         hws.append({
             "id": h.id, "name": h.name, "kind": h.kind,
-            "tflops_16bit": (h.peak_flops.get("bf16") or h.peak_flops.get("fp16") or 0) / 1e12,
+            "tflops_16bit": ((h.peak_flops.get("bf16") or h.peak_flops.get("fp16")) / 1e12
+                             if ("bf16" in h.peak_flops or "fp16" in h.peak_flops) else "-"),
             "dtypes": ",".join(sorted(h.peak_flops)),
             "mem_gb": h.mem_capacity_bytes / 1e9, "mem_bw_tb_s": h.mem_bandwidth_bytes_s / 1e12,
         })
