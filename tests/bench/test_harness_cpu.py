@@ -177,9 +177,12 @@ def test_harness_importable_without_torch():
     assert res.stdout.strip() == "OK", res.stderr
 
 
-@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton not installed")
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None and not os.environ.get("CI"),
+                    reason="triton not installed (the dev extra installs it; CI must run this test)")
 def test_triton_kernel_in_interpreter():
-    """The Triton packed kernel, run by Triton's CPU interpreter, against a float64 reference."""
+    """The Triton packed kernel, run by Triton's CPU interpreter, against a float64 reference.
+
+    Any failure of the interpreter run is a test failure: no fallback to a skip."""
     code = textwrap.dedent(f"""
         import os, sys
         os.environ["TRITON_INTERPRET"] = "1"
@@ -206,8 +209,6 @@ def test_triton_kernel_in_interpreter():
         print("ERR", worst)
     """)
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    if res.returncode != 0 and "interpreter" in res.stderr.lower() and "Error" not in res.stderr[-200:]:
-        pytest.skip("Triton interpreter unavailable")
     assert res.returncode == 0, res.stderr[-2000:]
     err = float(res.stdout.split("ERR")[-1])
     assert err < 1e-4
