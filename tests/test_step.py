@@ -20,14 +20,21 @@ def h100():
 
 
 def test_llama8b_batch1_memory_bound_by_hand(llama, h100):
-    """(weight bytes + KV bytes) / (bandwidth x efficiency) + sum of overheads, within 10%."""
+    """(weight bytes + KV bytes) / (bandwidth x efficiency) + launches x overhead, within 10% (issue 2's
+    criterion), and within 5% as a regression guard (the model is 3.3% above this by-hand figure today:
+    the GEMMs' K-latency term and the element-wise traffic are not in it)."""
     r = step_time(llama, h100, batch=1, q_len=1, context_len=1024)
     params = 8_030_261_248  # published parameter count (model_configs.csv)
     weight_b = params * 2 - 128256 * 4096 * 2  # the embedding table is not streamed in decode
     kv_b = 32 * 2 * 8 * 128 * 2 * 1025
     eff = h100.kernel_eff("bf16").mem_bw_fraction
-    by_hand = (weight_b + kv_b) / (3.35e12 * eff) + r.kernels * h100.kernel_overhead_s
+    # Launches counted by hand: per layer 4 GEMMs (QKV, O, gate_up, down), attention, RoPE, SiLU-and-mul,
+    # 2 norm+residual; then the embedding, the final norm and the LM head.
+    launches = 32 * (4 + 1 + 1 + 1 + 2) + 2 + 1
+    by_hand = (weight_b + kv_b) / (3.35e12 * eff) + launches * h100.kernel_overhead_s
     assert float(r.total_s) == pytest.approx(by_hand, rel=0.10)
+    assert float(r.total_s) == pytest.approx(by_hand, rel=0.05)
+    assert r.kernels == launches
     assert r.regime("gemm") == "memory"
     assert r.regime("attention") == "memory"
 

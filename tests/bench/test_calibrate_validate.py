@@ -82,12 +82,15 @@ def test_filters_and_fallback_exclusion():
 
 
 def test_h100_gemm_held_out_scores(gemm_h100):
-    """Regression guard on the committed fit (docs/validation): TRT-LLM-fitted profile on vLLM / SGLang rows."""
+    """Regression guard on the committed fit (docs/validation): TRT-LLM-fitted profile on vLLM / SGLang rows.
+
+    Limits are the current scores plus about one point (MAPE / median APE now: sglang bf16 6.1 / 4.9,
+    vllm bf16 8.0 / 7.4, sglang fp8 17.0 / 13.9, vllm fp8 20.2 / 16.1), so a worse fit fails here."""
     hw = load_hardware("h100-sxm")
     test = gemm_h100[~gemm_h100["framework"].str.startswith("trtllm")]
     p = predict_table(test, hw)
-    for fw, d, mape_max, med_max in (("sglang", "bf16", 8.0, 6.0), ("vllm", "bf16", 9.0, 8.5),
-                                     ("sglang", "fp8", 21.0, 17.5), ("vllm", "fp8", 24.5, 21.0)):
+    for fw, d, mape_max, med_max in (("sglang", "bf16", 7.0, 6.0), ("vllm", "bf16", 9.0, 8.4),
+                                     ("sglang", "fp8", 18.0, 15.0), ("vllm", "fp8", 21.2, 17.1)):
         ape = p["ape_pct"][(p["framework"].str.startswith(fw) & (p["dtype"] == d)).to_numpy()]
         assert ape.mean() <= mape_max and ape.median() <= med_max, (fw, d, ape.mean(), ape.median())
 
