@@ -4,7 +4,6 @@ binding rule, recommend's draft options, tree notes and the MLA-under-TP note.""
 import json
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -62,10 +61,8 @@ def test_predict_text_shows_draft_devices():
 
 
 def test_recommend_searches_every_integer_batch():
-    t = time.time()
     r = recommend("llama-3.3-70b", "h200-sxm", tp=2, context_len=32768, mechanisms=["eagle3"],
                   acceptance={"eagle3": "0.75"}, target_tps_per_user=50, max_draft_len=16)
-    assert time.time() - t < 1.5
     df = sweep("llama-3.3-70b", "h200-sxm", tp=[2], contexts=[32768], mechanisms=["eagle3"],
                acceptance={"eagle3": 0.75}, max_draft_len=16, progress=False)
     ok = df[df["fits"] & (df["tok_s_user"] >= 50)]
