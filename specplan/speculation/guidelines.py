@@ -152,7 +152,7 @@ def diagnostics(model, hw, tp, batch, context_len, draft_len, prec, base, verify
     }
 
 
-G1_NEAR = 1  # G1 is named only when a GEMM class turns compute-bound within this many D of the chosen D
+G1_NEAR = 1  # G1 is named when a GEMM class is compute-bound at D + G1_NEAR (its compute-bound D <= D + G1_NEAR)
 
 
 def g1_near(diag: dict, d: int, near: int = G1_NEAR) -> bool:
@@ -174,7 +174,7 @@ def binding_line(best_d: int, step: dict, diag: dict, d_max=None, extrapolate: b
     speedup, and optionally verify_s, fits, memory_total_bytes, rho and rho_time. In order: the acceptance
     data's range, the search range, D = 0 (G5), D + 1 faster (nothing binds), D + 1 out of memory, then the
     kernel class whose time grows most from D to D + 1: attention at the tile D (G2) or past it (G3), GEMMs
-    only when a GEMM class turns compute-bound at or next to D (G1, `g1_near`), the draft (G4 with the draft's
+    only when a GEMM class is compute-bound at D + 1, i.e. its compute-bound D <= D + 1 (G1, `g1_near`), the draft (G4 with the draft's
     time ratio); otherwise the marginal trade of D + 1 (added verify ms by class and draft ms against the AL
     gain).
     """
