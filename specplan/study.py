@@ -253,8 +253,11 @@ def sweep_kwargs(sc: dict) -> dict:
     return kw
 
 
-def run_study(path_or_dict, outdir, progress: bool | None = None) -> dict:
-    """Expand, run every variant, write results (CSV, Parquet), frontier CSV, plots and summary.md/json."""
+def run_study(path_or_dict, outdir, progress: bool | None = None, plot=None) -> dict:
+    """Expand, run every variant, write results (CSV, Parquet), frontier CSV and summary.md/json.
+
+    Figures only through `plot` (see `specplan.study_report.write_outputs`); `specplan.study_plots.run_study`
+    passes the standard ones."""
     from specplan.study_report import write_outputs
     from specplan.sweep import sweep
 
@@ -268,4 +271,4 @@ def run_study(path_or_dict, outdir, progress: bool | None = None) -> dict:
             raise SpecplanError(f"{sc['where']}: {exc}") from None
         df.insert(0, "variant", sc["name"])
         grids.append(df)
-    return write_outputs(st, scenarios, grids, Path(outdir))
+    return write_outputs(st, scenarios, grids, Path(outdir), plot=plot)

@@ -113,7 +113,7 @@ def study(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on a terminal."),
 ) -> None:
     """Run a YAML what-if study: base scenario + variants; results, plots and summary.md."""
-    from specplan.study import run_study
+    from specplan.study_plots import run_study
 
     summary = run_study(path, outdir, progress=None if progress else False)
     print(f"study {summary['study']}: {len(summary['variants'])} variants")

@@ -113,7 +113,7 @@ def test_pareto_titles_name_the_plotted_point(tmp_path, monkeypatch):
 
 
 def test_lpu_draft_study_shows_draft_devices(tmp_path):
-    from specplan.study import run_study
+    from specplan.study_plots import run_study
 
     s = run_study(REPO / "examples" / "studies" / "draft_placement_lpu_vs_gpu.yaml", tmp_path, progress=False)
     lpu = next(v for v in s["variants"] if "groq" in v["variant"])

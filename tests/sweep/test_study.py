@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from specplan.errors import SpecplanError
-from specplan.study import expand, load_study, run_study
+from specplan.study import expand, load_study
+from specplan.study_plots import run_study
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -91,6 +92,27 @@ def test_run_outputs_byte_identical(tmp_path):
     md = (tmp_path / "a" / "summary.md").read_text()
     assert "| **base** | **BW x1.5** | **G=8 -> 16** | **b200** |" in md
     assert "best speedup" in md and "recommended D" in md
+
+
+def test_study_layer_draws_no_figures(tmp_path):
+    """specplan.study / study_report import neither matplotlib nor specplan.plots nor the CLI; without a plotter
+    run_study writes the tables and summary only, identical to the ones written with the figures."""
+    import subprocess
+    import sys
+
+    code = ("import sys, specplan.study, specplan.study_report; "
+            "bad = [m for m in sys.modules if m.split('.')[0] == 'matplotlib' or m in ('specplan.plots', "
+            "'specplan.study_plots') or m.startswith('specplan.cli')]; print(bad)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", (r.stdout, r.stderr)
+    from specplan import study
+
+    s = study.run_study(STUDY, tmp_path / "bare", progress=False)
+    full = run_study(STUDY, tmp_path / "full", progress=False)
+    assert s["plots"] == [] and full["plots"]
+    assert not list((tmp_path / "bare").glob("*.svg")) and not list((tmp_path / "bare").glob("*.png"))
+    for n in ("results.csv", "frontier.csv"):
+        assert (tmp_path / "bare" / n).read_bytes() == (tmp_path / "full" / n).read_bytes(), n
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "examples" / "studies").glob("*.yaml")), ids=lambda p: p.stem)
