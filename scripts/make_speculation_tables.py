@@ -1,14 +1,18 @@
-"""Regenerate the computed blocks of docs/speculation.md: `python scripts/make_speculation_tables.py`.
+"""Regenerate the computed blocks of docs/speculation.md, docs/hardware_profiles.md and docs/cost_model.md:
+`python scripts/make_speculation_tables.py`.
 
-Every number between a `<!-- generated:NAME begin ... -->` and `<!-- generated:NAME end -->` marker in
-docs/speculation.md is computed here from specplan's own cost model (no number typed by hand), so the page
+Every number between a `<!-- generated:NAME begin ... -->` and `<!-- generated:NAME end -->` marker in those
+pages is computed here from specplan's own profiles and cost model (no number typed by hand), so the pages
 cannot drift from the code: rerun this script after a change to the profiles or the cost functions.
-`--check` exits 1 (and rewrites nothing) when the committed page differs from what the code gives now.
+`--check` exits 1 (and rewrites nothing) when a committed page differs from what the code gives now.
 
 Blocks:
 - `pricing`: one verify step (B sequences, q_len 1 + D) against B·(1 + D) independent single-token decodes,
   for cases that fit in memory (checked with `memory_usage` at q_len = 1 + D; a case that does not fit is an error).
 - `qwen128k`: what `recommend` says about Qwen3.5-122B-A10B on B200 TP 2 at 128K (issue "Must-show 3").
+- `devices` (hardware_profiles.md): the built-in profiles' spec-sheet fields, read from hardware_profiles/*.yaml.
+- `fitted` (hardware_profiles.md): the efficiencies, kernel overhead and all-reduce parameters each profile carries.
+- `h100_allreduce` (cost_model.md): the H100 profile's all-reduce latencies as the cost model prices them.
 """
 
 from __future__ import annotations
@@ -23,12 +27,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from specplan.memory import kv_bytes_per_seq, memory_usage, state_bytes_per_seq  # noqa: E402
+from specplan.costs.comm import nccl_allreduce_s  # noqa: E402
 from specplan.profiles.registry import load_hardware, load_model  # noqa: E402
 from specplan.recommend import parse_acceptance, recommend  # noqa: E402
 from specplan.speculation.speedup import evaluate  # noqa: E402
 from specplan.step import step_time  # noqa: E402
 
 DOC = ROOT / "docs" / "speculation.md"
+HW_DOC = ROOT / "docs" / "hardware_profiles.md"
+COST_DOC = ROOT / "docs" / "cost_model.md"
+HW_IDS = ["h100-sxm", "h200-sxm", "b200", "gb200", "a100-sxm-80gb", "mi300x", "groq-lpu", "groq-3-lpu", "cpu-generic"]
 
 # (model, hardware, tp, batch, context, dtype, kv_dtype, D): each must fit at q_len = 1 + D
 PRICING_CASES = [
@@ -109,29 +117,101 @@ def qwen128k() -> str:
         + (f", so batch {int(b70.min())} does not fit" if b70.size and b70.min() > b_fit else "") + ".")
 
 
-BLOCKS = {"pricing": pricing, "qwen128k": qwen128k}
+def _csv_row(h) -> str:
+    mm = re.search(r"hardware_specs\.csv row (\w+)", h.sources.get("peak_flops", ""))
+    return mm.group(1) if mm else "(example)" if h.kind == "cpu" else "–"
 
 
-def render(text: str) -> str:
-    for name, fn in BLOCKS.items():
+def _num(x: float) -> str:
+    return f"{x:.5g}"
+
+
+def devices() -> str:
+    """Spec-sheet fields of every built-in profile, straight from the YAMLs."""
+    cols = ("fp32", "tf32", "bf16", "fp8", "fp4", "int8")
+    lines = ["| id | csv row | dense TFLOPS " + " / ".join(cols) + " | memory: bytes = GiB (GB) | bandwidth TB/s "
+             "| L2 bytes = MiB (MB) | scale-up per direction, domain, topology | ridge FLOP/B |",
+             "|---|---|---|---|---|---|---|---|"]
+    for i in HW_IDS:
+        h = load_hardware(i)
+        pk = " / ".join(_num(h.peak_flops[c] / 1e12) if c in h.peak_flops else "–" for c in cols)
+        if h.kind == "lpu":
+            pk = ", ".join(f"{c} {_num(v / 1e12)}" for c, v in h.peak_flops.items() if c != "fp16" or "bf16" not in h.peak_flops)
+        first = next(c for c in ("bf16", "fp16", "fp8", "int8") if c in h.peak_flops)
+        mem = f"{h.mem_capacity_bytes:,.0f} = {h.mem_capacity_bytes / 2**30:.2f} GiB ({h.mem_capacity_bytes / 1e9:.1f} GB)"
+        if h.kind == "lpu":
+            mem = f"{h.mem_capacity_bytes:,.0f} SRAM per chip ({h.mem_capacity_bytes / 1e9:.2f} GB)"
+        l2 = "–" if not h.l2_bytes else f"{h.l2_bytes:,.0f} = {h.l2_bytes / 2**20:.1f} MiB ({h.l2_bytes / 1e6:.1f} MB)"
+        up = "–" if h.scaleup_domain <= 1 else (
+            f"{h.scaleup_bandwidth_bytes_s / 1e9:.4g} GB/s, {h.scaleup_domain}, {h.scaleup_topology}")
+        lines.append(f"| `{i}` | {_csv_row(h)} | {pk} | {mem} | {h.mem_bandwidth_bytes_s / 1e12:.4g} | {l2} | {up} "
+                     f"| {first} {h.ridge_flops_per_byte(first):.1f} |")
+    return "\n".join(lines)
+
+
+def fitted() -> str:
+    """The efficiency, overhead and all-reduce values every built-in profile carries (µs; fractions)."""
+    lines = ["| id | kernel overhead µs | GEMM bf16: bandwidth / compute fraction | attention: bandwidth fraction, "
+             "µs per CTA wave | all-reduce custom latency µs | NCCL latency at TP 2 / 4 / 8 µs "
+             "(base + per peer × (TP − 1)) | all-reduce bus-bandwidth fraction custom / NCCL |",
+             "|---|---|---|---|---|---|---|"]
+    for i in HW_IDS:
+        h = load_hardware(i)
+        e, a, r = h.kernel_eff("bf16" if "bf16" in h.peak_flops else next(iter(h.peak_flops))), h.attention, h.allreduce
+        head = (f"| `{i}` | {h.kernel_overhead_s * 1e6:.2f} | {e.mem_bw_fraction:.3f} / {e.compute_max_fraction:.3f} "
+                f"| {a.mem_bw_fraction:.3f}, {a.cta_overhead_s * 1e6:.2f} |")
+        if h.kind == "lpu" or h.scaleup_domain <= 1:
+            why = "TP 1 only: layers are pipelined over chips" if h.kind == "lpu" else "scale-up domain 1"
+            lines.append(f"{head} – | – ({why}; unused) | – |")
+            continue
+        tps = [t for t in (2, 4, 8) if t <= h.scaleup_domain]
+        nccl = " / ".join(f"{float(nccl_allreduce_s(h, 0.0, t)) * 1e6:.1f}" for t in tps)
+        lines.append(f"{head} {r.custom_latency_s * 1e6:.2f} | {nccl} "
+                     f"({r.nccl_latency_s * 1e6:.2f} + {r.nccl_latency_per_peer_s * 1e6:.2f} × (TP − 1)) "
+                     f"| {r.custom_bw_fraction:.3f} / {r.nccl_bw_fraction:.3f} |")
+    return "\n".join(lines)
+
+
+def h100_allreduce() -> str:
+    """The H100 profile's all-reduce latencies, as the cost model prices them (zero-byte message)."""
+    h = load_hardware("h100-sxm")
+    r = h.allreduce
+    tps = (2, 4, 8)
+    nccl = " / ".join(f"{float(nccl_allreduce_s(h, 0.0, t)) * 1e6:.1f}" for t in tps)
+    return (f"  H100: custom {r.custom_latency_s * 1e6:.2f} µs; NCCL {r.nccl_latency_s * 1e6:.2f} + "
+            f"{r.nccl_latency_per_peer_s * 1e6:.2f} · (TP − 1) µs = {nccl} µs at TP 2 / 4 / 8; bus-bandwidth "
+            f"fractions {r.custom_bw_fraction:.3f} (custom) and {r.nccl_bw_fraction:.3f} (NCCL).")
+
+
+BLOCKS = {"pricing": (DOC, pricing), "qwen128k": (DOC, qwen128k), "devices": (HW_DOC, devices),
+          "fitted": (HW_DOC, fitted), "h100_allreduce": (COST_DOC, h100_allreduce)}
+
+
+def render(doc: Path, text: str) -> str:
+    for name, (path, fn) in BLOCKS.items():
+        if path != doc:
+            continue
         pat = re.compile(rf"(<!-- generated:{name} begin[^>]*-->\n).*?(<!-- generated:{name} end -->)", re.S)
         if not pat.search(text):
-            raise SystemExit(f"{DOC}: marker pair for block '{name}' not found")
+            raise SystemExit(f"{doc}: marker pair for block '{name}' not found")
         body = fn() + "\n"
         text = pat.sub(lambda mm: mm.group(1) + body + mm.group(2), text)
     return text
 
 
 def main(argv: list[str]) -> int:
-    old = DOC.read_text()
-    new = render(old)
-    if "--check" in argv:
+    stale = []
+    for doc in dict.fromkeys(path for path, _ in BLOCKS.values()):
+        old = doc.read_text()
+        new = render(doc, old)
         if new != old:
-            print(f"{DOC.relative_to(ROOT)} is stale: run python scripts/make_speculation_tables.py")
-            return 1
-        return 0
-    DOC.write_text(new)
-    print(new[new.index("<!-- generated:pricing begin"):])
+            stale.append(str(doc.relative_to(ROOT)))
+            if "--check" not in argv:
+                doc.write_text(new)
+    if "--check" in argv and stale:
+        print(f"stale: {', '.join(stale)}: run python scripts/make_speculation_tables.py")
+        return 1
+    print("updated: " + (", ".join(stale) if stale else "nothing (already current)"))
     return 0
 
 
