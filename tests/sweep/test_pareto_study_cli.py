@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from specplan.cli import app
@@ -55,10 +56,36 @@ def test_study_command(tmp_path):
     assert (repo / "examples" / "studies").is_dir()
 
 
-def test_cli_start_does_not_import_pandas_or_matplotlib():
-    code = "import sys, specplan.cli; print(any(m in sys.modules for m in ('pandas', 'matplotlib')))"
+HEAVY = ("pandas", "matplotlib", "scipy", "torch", "pyarrow")
+
+
+def test_cli_start_does_not_import_heavy_modules():
+    code = f"import sys, specplan.cli; print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.stdout.strip() == "False", out.stderr
+    assert out.stdout.strip() == "[]", out.stderr
+
+
+def _imported(argv) -> set[str]:
+    """Top-level packages a `python -m specplan ...` run imported (from -X importtime's report)."""
+    res = subprocess.run([sys.executable, "-X", "importtime", "-m", "specplan", *argv], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    names = [ln.rsplit("|", 1)[1].strip() for ln in res.stderr.splitlines() if ln.startswith("import time:")]
+    return {n.split(".")[0] for n in names}
+
+
+@pytest.mark.parametrize("argv,allowed", [
+    (["step", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-b", "8", "-c", "1024"], ()),
+    (["predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-b", "8", "-c", "1024", "--mechanism", "eagle3",
+      "-D", "3", "--acceptance-rate", "0.7"], ()),
+    (["recommend", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-b", "8", "-c", "1024", "--mechanisms", "eagle3",
+      "--acceptance", "eagle3=0.7"], ()),
+    # the built-in acceptance tables are interpolated with scipy's PCHIP (imported when a table is evaluated)
+    (["recommend", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-b", "8", "-c", "1024"], ("scipy",)),
+    (["profiles", "list"], ()),
+], ids=["step", "predict", "recommend-rate", "recommend-tables", "profiles-list"])
+def test_light_commands_do_not_import_heavy_modules(argv, allowed):
+    assert _imported(argv) & (set(HEAVY) - set(allowed)) == set()
 
 
 def _pareto_error(tmp_path, *extra):
