@@ -169,7 +169,35 @@ def fitted() -> str:
         lines.append(f"{head} {r.custom_latency_s * 1e6:.2f} | {nccl} "
                      f"({r.nccl_latency_s * 1e6:.2f} + {r.nccl_latency_per_peer_s * 1e6:.2f} × (TP − 1)) "
                      f"| {r.custom_bw_fraction:.3f} / {r.nccl_bw_fraction:.3f} |")
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n\n" + latency_rule()
+
+
+def latency_rule() -> str:
+    """Which GPU profiles carry H100's measured all-reduce latencies, their own, or the schema defaults."""
+    from specplan.profiles.hardware import AllReduceParams
+
+    key = lambda r: (r.custom_latency_s, r.nccl_latency_s, r.nccl_latency_per_peer_s)  # noqa: E731
+    h100, default = key(load_hardware("h100-sxm").allreduce), key(AllReduceParams())
+    groups: dict[str, list[str]] = {"h100": [], "default": [], "own": []}
+    for i in HW_IDS:
+        h = load_hardware(i)
+        if h.kind != "gpu" or i == "h100-sxm":
+            continue
+        k = key(h.allreduce)
+        groups["h100" if k == h100 else "default" if k == default else "own"].append(f"`{i}`")
+    def who(g: str, one: str, many: str) -> str:
+        return f"{', '.join(groups[g])} " + (one if len(groups[g]) == 1 else many)
+
+    parts = ["All-reduce latencies (each profile's `sources` say where they come from): `h100-sxm` carries its "
+             "measured floors"]
+    if groups["h100"]:
+        parts.append(who("h100", "reuses them", "reuse them"))
+    if groups["own"]:
+        parts.append(who("own", "carries its own", "carry their own"))
+    if groups["default"]:
+        parts.append(who("default", "carries", "carry") + f" the schema defaults: custom {default[0] * 1e6:.2f} µs, "
+                     f"NCCL {default[1] * 1e6:.2f} + {default[2] * 1e6:.2f} · (TP − 1) µs")
+    return "; ".join(parts) + "."
 
 
 def h100_allreduce() -> str:
