@@ -97,3 +97,28 @@ def test_usage_errors_are_one_line(args, needle):
 def test_bare_command_prints_help():
     r = run()
     assert r.returncode == 0 and "step" in r.stdout and "recommend" in r.stdout
+
+
+CTX_COMMANDS = {
+    "step": ["step", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-b", "8", "--json"],
+    "predict": ["predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-b", "8", "--mechanism", "eagle3", "-D", "3",
+                "--acceptance-rate", "0.7", "--json"],
+    "recommend": ["recommend", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-b", "8", "--mechanisms", "eagle3",
+                  "--acceptance", "eagle3=0.7", "--max-draft-len", "4", "--json"],
+    "adaptive": ["adaptive", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--trace", "0.9@8x20", "--policies", "static:3",
+                 "--json"],
+}
+
+
+@pytest.mark.parametrize("cmd", sorted(CTX_COMMANDS))
+def test_context_k_suffix_everywhere(cmd):
+    """--context 32k = 32768 as in `pareto`; the same JSON as the plain integer; a bad value is one line."""
+    a = run(*CTX_COMMANDS[cmd], "--context", "32k")
+    b = run(*CTX_COMMANDS[cmd], "--context", "32768")
+    assert a.returncode == 0, a.stderr
+    assert a.stdout == b.stdout
+    if cmd != "adaptive":
+        assert json.loads(a.stdout)["context_len"] == 32768
+    bad = run(*CTX_COMMANDS[cmd], "--context", "32x")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip() == "error: --context: expected a token count such as 4096 or 32k, got '32x'"

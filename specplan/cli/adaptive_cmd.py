@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from specplan.cli.app import app
-from specplan.cli.parsing import comma_list
+from specplan.cli.parsing import comma_list, context_tokens
 from specplan.cli.output import print_json, table
 
 
@@ -16,7 +16,7 @@ def adaptive(
     model: str = typer.Option(..., "--model", "-m", help="Target model id or profile YAML path."),
     hardware: str = typer.Option(..., "--hardware", "-H", help="Hardware id or profile YAML path."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel devices."),
-    context: int = typer.Option(..., "--context", "-c", help="Tokens in the KV cache per sequence."),
+    context: str = typer.Option(..., "--context", "-c", help="Tokens in the KV cache per sequence; 32k = 32768."),
     trace: str = typer.Option(..., "--trace", help="Segments alpha[@batch]xITER, e.g. 0.9@8x300,0.5@32x300."),
     mechanism: str = typer.Option("eagle3", "--mechanism", help="Draft mechanism whose costs are used."),
     policies: str = typer.Option("static:3,ema,model,oracle", "--policies", help="static:D, ema, model, oracle."),
@@ -32,6 +32,7 @@ def adaptive(
     from specplan.adaptive import compare_policies, parse_trace
     from specplan.errors import SpecplanError
 
+    context = context_tokens(context)
     if max_draft_len < 1:
         raise SpecplanError(f"max-draft-len: must be >= 1, got {max_draft_len}")
     try:

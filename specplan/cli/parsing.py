@@ -16,6 +16,12 @@ def comma_list(values: str | Iterable[str] | None) -> list[str]:
     return [x.strip() for v in values for x in v.split(",") if x.strip()]
 
 
+def _kilo_int(part: str) -> int:
+    """'8k' / '8K' = 8192, else a plain integer; ValueError otherwise."""
+    low = part.strip().lower()
+    return int(low[:-1]) * 1024 if low.endswith("k") else int(low)
+
+
 def int_list(values: Optional[Iterable[str]], name: str) -> list[int] | None:
     """Integers of repeated comma lists ('8k' = 8192); None when nothing is given."""
     if not values:
@@ -23,11 +29,18 @@ def int_list(values: Optional[Iterable[str]], name: str) -> list[int] | None:
     out = []
     for part in comma_list([str(v) for v in values]):
         try:
-            low = part.lower()
-            out.append(int(low[:-1]) * 1024 if low.endswith("k") else int(part))  # 8k = 8192 tokens
+            out.append(_kilo_int(part))
         except ValueError:
             raise SpecplanError(f"{name}: expected integers, got '{part}'") from None
     return out
+
+
+def context_tokens(value: str | int, name: str = "--context") -> int:
+    """One token count, '32k' = 32768 (the same suffix as `pareto --context`); a one-line error otherwise."""
+    try:
+        return _kilo_int(str(value))
+    except ValueError:
+        raise SpecplanError(f"{name}: expected a token count such as 4096 or 32k, got '{value}'") from None
 
 
 def mech_values(items: Optional[Iterable[str]], expected: str) -> dict[str, str]:

@@ -7,7 +7,7 @@ from typing import List, Optional
 import typer
 
 from specplan.cli.app import app
-from specplan.cli.parsing import comma_list, mech_values
+from specplan.cli.parsing import comma_list, context_tokens, mech_values
 from specplan.cli.output import print_json, table
 from specplan.speculation.guidelines import g1_phrase
 
@@ -20,7 +20,7 @@ def predict(
     hardware: str = typer.Option(..., "--hardware", "-H", help="Hardware id or profile YAML path."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel devices of the target."),
     batch: int = typer.Option(..., "--batch", "-b", help="Concurrent sequences."),
-    context: int = typer.Option(..., "--context", "-c", help="Tokens in the KV cache per sequence."),
+    context: str = typer.Option(..., "--context", "-c", help="Tokens in the KV cache per sequence; 32k = 32768."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math dtype (default: checkpoint's)."),
     kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype (default 16-bit)."),
     mechanism: str = typer.Option("none", "--mechanism", help=MECHS),
@@ -41,8 +41,8 @@ def predict(
     from specplan.recommend import cli_acceptance, predict_summary
 
     acc = cli_acceptance(acceptance_length, acceptance_rate, acceptance_per_position, acceptance_profile, draft_len)
-    r = predict_summary(model, hardware, tp=tp, batch=batch, context_len=context, mechanism=mechanism,
-                        draft_len=draft_len, acceptance=acc, dtype=dtype, kv_dtype=kv_dtype,
+    r = predict_summary(model, hardware, tp=tp, batch=batch, context_len=context_tokens(context),
+                        mechanism=mechanism, draft_len=draft_len, acceptance=acc, dtype=dtype, kv_dtype=kv_dtype,
                         draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
                         draft_kv_budget=draft_kv_budget, tree_tokens=tree_tokens, serving=serving)
     if json_out:
@@ -107,7 +107,7 @@ def recommend(
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel devices of the target."),
     batch: Optional[int] = typer.Option(None, "--batch", "-b", help="Concurrent sequences (fixed)."),
     target_tps: Optional[float] = typer.Option(None, "--target-tps-per-user", help="Min tokens/s/user; batch free."),
-    context: int = typer.Option(..., "--context", "-c", help="Tokens in the KV cache per sequence."),
+    context: str = typer.Option(..., "--context", "-c", help="Tokens in the KV cache per sequence; 32k = 32768."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math dtype."),
     kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype."),
     mechanisms: Optional[str] = typer.Option(None, "--mechanisms", help="Comma-separated mechanisms."),
@@ -126,8 +126,9 @@ def recommend(
 
     acc = mech_values(acceptance, "mechanism=value")
     mechs = comma_list(mechanisms) if mechanisms else None
-    r = run(model, hardware, tp=tp, batch=batch, target_tps_per_user=target_tps, context_len=context,
-            mechanisms=mechs, acceptance=acc, max_draft_len=max_draft_len, extrapolate=extrapolate, dtype=dtype,
+    r = run(model, hardware, tp=tp, batch=batch, target_tps_per_user=target_tps,
+            context_len=context_tokens(context), mechanisms=mechs, acceptance=acc, max_draft_len=max_draft_len,
+            extrapolate=extrapolate, dtype=dtype,
             kv_dtype=kv_dtype, draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
             draft_kv_budget=draft_kv_budget, serving=serving)
     if json_out:

@@ -7,6 +7,7 @@ from typing import Optional
 import typer
 
 from specplan.cli.app import app
+from specplan.cli.parsing import context_tokens
 from specplan.cli.output import print_json, table
 
 
@@ -17,7 +18,7 @@ def step(
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel devices."),
     batch: int = typer.Option(..., "--batch", "-b", help="Concurrent sequences."),
     q_len: int = typer.Option(1, "--q-len", help="New tokens per sequence (1 + D when verifying)."),
-    context: int = typer.Option(..., "--context", "-c", help="Tokens already in the KV cache per sequence."),
+    context: str = typer.Option(..., "--context", "-c", help="Tokens already in the KV cache per sequence; 32k = 32768."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math: bf16|fp16|fp8|fp4|int8 (default: checkpoint's)."),
     kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype (default 16-bit)."),
     weight_dtype: Optional[str] = typer.Option(None, "--weight-dtype", help="Narrower weight format, e.g. int4 for W4A16."),
@@ -29,7 +30,7 @@ def step(
     """Time and memory of one decode step."""
     from specplan.api import step_summary
 
-    r = step_summary(model, hardware, tp, batch, q_len, context, dtype, kv_dtype, weight_dtype,
+    r = step_summary(model, hardware, tp, batch, q_len, context_tokens(context), dtype, kv_dtype, weight_dtype,
                      attention_style, routing, reserve)
     if json_out:
         print_json(r)
