@@ -151,6 +151,69 @@ def test_sources_name_real_fields_and_say_where_from(hw_id):
         assert cited or assumed, f"{hw_id}: sources.{field} neither cites a reference nor names an assumption"
 
 
+ACHIEVABLE = {"achievable_mem_bw_fraction": "mem_bw_fraction", "achievable_gemm_fraction": "compute_max_fraction"}
+
+
+@pytest.mark.parametrize("hw_id", [i for i in BUILTIN_IDS if CSV_ROW[i]])
+def test_efficiency_citing_csv_achievable_fractions_uses_them(hw_id, specs):
+    """A source that cites the csv row's achievable fractions must use them (not another device's fit)."""
+    text = raw_yaml(hw_id)["sources"]["efficiency"]
+    row = specs[CSV_ROW[hw_id]]
+    hw = load_hardware(hw_id)
+    for col, field in ACHIEVABLE.items():
+        want = leading_number(row[col])
+        if want is None:
+            continue
+        quoted = "hardware_specs.csv" in text and re.search(rf"(?<![0-9.]){re.escape(f'{want:g}')}(?![0-9])", text)
+        if col not in text and not quoted:
+            continue
+        for dtype, eff in hw.efficiency.items():
+            assert getattr(eff, field) == pytest.approx(want), f"{hw_id} efficiency.{dtype}.{field} vs csv {col}"
+
+
+ALLREDUCE_LATENCIES = ("custom_latency_s", "nccl_latency_s", "nccl_latency_per_peer_s")
+
+
+@pytest.mark.parametrize("hw_id", BUILTIN_IDS)
+def test_allreduce_numbers_are_set_and_sourced(hw_id):
+    """A multi-GPU profile sets its all-reduce latencies (no bare schema defaults); no source calls a number it
+    sets a schema default; a profile that borrows h100-sxm's floors carries exactly h100-sxm's values."""
+    raw = raw_yaml(hw_id)
+    block = raw.get("allreduce") or {}
+    text = raw["sources"]["allreduce"]
+    if raw["kind"] == "gpu" and int(raw.get("scaleup_domain", 1)) > 1:
+        assert set(ALLREDUCE_LATENCIES) <= set(block), f"{hw_id}: all-reduce latencies left at schema defaults"
+        assert "latenc" in text or all(k in text for k in ALLREDUCE_LATENCIES)
+    for clause in text.split(";"):
+        if "schema default" in clause:
+            named = [k for k in block if k in clause] + (["latencies"] if "latencies" in clause and
+                                                         set(ALLREDUCE_LATENCIES) & set(block) else [])
+            assert not named, f"{hw_id}: sources.allreduce calls {named} schema defaults but the profile sets them"
+    if "h100-sxm's measured" in text:
+        ref = load_hardware("h100-sxm").allreduce
+        got = load_hardware(hw_id).allreduce
+        for k in ALLREDUCE_LATENCIES:
+            assert getattr(got, k) == getattr(ref, k), f"{hw_id}: allreduce.{k} is not h100-sxm's"
+
+
+_US = re.compile(r"([0-9]+(?:\.[0-9]+)?) us")
+
+
+@pytest.mark.parametrize("hw_id", BUILTIN_IDS)
+def test_kernel_overhead_source_states_the_value_used(hw_id):
+    """The source states the number the profile uses (or that it is fitted); 'as h100-sxm' must be h100-sxm's value."""
+    hw = load_hardware(hw_id)
+    text = hw.sources["kernel_overhead_s"]
+    if "fitted by" not in text:
+        if hw.kernel_overhead_s == 0:
+            assert text.startswith("assumption: 0"), hw_id
+        else:
+            m = _US.search(text)
+            assert m and float(m.group(1)) == pytest.approx(hw.kernel_overhead_s * 1e6), (hw_id, text[:80])
+    if "h100-sxm's fitted" in text or "as h100-sxm" in text:
+        assert hw.kernel_overhead_s == load_hardware("h100-sxm").kernel_overhead_s
+
+
 # ---------------------------------------------------------------- spec-sheet numbers against the csv
 
 
