@@ -97,9 +97,10 @@ def test_hand_computed_crossover():
     crossover = sb[beats].max()
     assert abs(crossover - B_CROSS) <= 1
     # The overall frontier takes speculation up to the crossover and the baseline beyond it.
+    # At B = B_cross itself the two tie (up to rounding of B_CROSS = 99.999...), so either may be kept there.
     over = front[front["set"] == "overall"]
-    assert over.loc[over["draft_len"] == D, "batch"].max() <= B_CROSS
-    assert over.loc[over["draft_len"] == 0, "batch"].min() >= B_CROSS
+    assert over.loc[over["draft_len"] == D, "batch"].max() <= round(B_CROSS)
+    assert over.loc[over["draft_len"] == 0, "batch"].min() >= round(B_CROSS)
     # Same crossover read off the per-batch speedup.
     s = grid[grid["draft_len"] == D]
     assert s.loc[s["speedup"] > 1, "batch"].max() == pytest.approx(B_CROSS - 1)
