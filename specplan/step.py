@@ -19,7 +19,7 @@ from specplan.errors import SpecplanError
 from specplan.precision import Precision, resolve_precision
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import LayerGroup, ModelProfile
-from specplan.profiles.registry import load_hardware, load_model
+from specplan.profiles.registry import load_hardware, load_kernel_family, load_model
 from specplan.shapes import layer_gemms, lm_head_gemm
 
 CLASSES = ("gemm", "attention", "moe", "elementwise", "communication", "overhead")
@@ -85,7 +85,7 @@ def _regimes(acc: _Acc) -> dict[str, np.ndarray]:
     return out
 
 
-def _mixer(acc, model, hw, g: LayerGroup, tp, prec, b, q, ctx, style):
+def _mixer(acc, model, hw, g: LayerGroup, tp, prec, b, q, ctx, style, fam=(None, None)):
     """Attention / recurrent kernel of one layer group (the projections are added with the GEMMs)."""
     n = g.count
     tokens = b * q
@@ -96,10 +96,11 @@ def _mixer(acc, model, hw, g: LayerGroup, tp, prec, b, q, ctx, style):
         if model.mla is not None:
             a = model.mla
             cost = attention_cost(hw, b, q, kv_len, model.num_q_heads // tp, 1, a.kv_lora_rank + a.qk_rope_head_dim,
-                                  prec.kv, prec.compute, style, head_dim_v=a.kv_lora_rank, latent=True)
+                                  prec.kv, prec.compute, style, head_dim_v=a.kv_lora_rank, latent=True, family=fam[1])
         else:
             qh, kvh = model.heads_per_device(tp)
-            cost = attention_cost(hw, b, q, kv_len, qh, kvh, model.head_dim, prec.kv, prec.compute, style)
+            cost = attention_cost(hw, b, q, kv_len, qh, kvh, model.head_dim, prec.kv, prec.compute, style,
+                                  family=fam[0])
         acc.add("attention", cost.scaled(n), n)
         acc.add("elementwise", elementwise_cost(hw, tokens * model.hidden_size * ACT_BYTES * 2, n), n)  # RoPE
     elif g.mixer == "linear":  # two kernels: causal-conv1d update (bf16 conv state), gated-delta recurrent update
@@ -123,13 +124,13 @@ def _conv_and_state(acc, hw, b, q, n, conv_dim, conv_kernel, state_elems):
     acc.add("attention", rec.scaled(n), n)
 
 
-def _layer_group(acc, model, hw, g: LayerGroup, tp, prec, b, q, ctx, style, routing, allreduce):
+def _layer_group(acc, model, hw, g: LayerGroup, tp, prec, b, q, ctx, style, routing, allreduce, fam):
     n = g.count
     tokens = b * q
     h = model.hidden_size
     for s in layer_gemms(model, g, tp):
         acc.add("gemm", gemm_cost(hw, tokens, s.n, s.k, prec.w(s.module), prec.compute, count=n), n)
-    _mixer(acc, model, hw, g, tp, prec, b, q, ctx, style)
+    _mixer(acc, model, hw, g, tp, prec, b, q, ctx, style, fam)
     if g.ffn == "dense":
         acc.add("elementwise", elementwise_cost(hw, tokens * 3 * model.ffn_size / tp * ACT_BYTES, n), n)  # activation
     elif g.ffn == "moe":
@@ -180,13 +181,17 @@ def step_time(
     allreduce: str | None = None,
     precision: Precision | None = None,
     lpu_chips: int | None = None,
+    attention_family=None,
+    mla_family=None,
 ) -> StepResult:
     """Seconds of one decode step with `q_len` new tokens per sequence (q_len = 1 + D when verifying).
 
     Sums every layer (projections, attention or recurrent mixer, FFN or MoE, norms and element-wise kernels,
     all-reduces), the final norm and the LM head. On an LPU the model is pipelined over `lpu_chips` chips
     (default: as many as its weights need), statically scheduled (no launch overhead), plus
-    (chips - 1) hop latencies.
+    (chips - 1) hop latencies. `attention_family` / `mla_family` are the KernelFamily of the GQA and MLA
+    attention kernels (an engine's decode or verify family; None = the hardware profile's attention block for
+    GQA and the built-in `mla-latent` family for MLA).
     """
     model = load_model(model)
     hw = load_hardware(hardware)
@@ -210,8 +215,10 @@ def step_time(
         hw, devices, hops = _lpu_pipeline(model, hw, prec, b, q, ctx, lpu_chips)
     shape = np.broadcast(b, q, ctx).shape
     acc = _Acc(shape)
+    fam = (attention_family, mla_family if mla_family is not None or model.mla is None
+           else load_kernel_family("mla-latent"))
     for g in model.groups():
-        _layer_group(acc, model, hw, g, tp, prec, b, q, ctx, attention_style, routing, allreduce)
+        _layer_group(acc, model, hw, g, tp, prec, b, q, ctx, attention_style, routing, allreduce, fam)
     tokens = b * q
     acc.add("elementwise", elementwise_cost(hw, tokens * model.hidden_size * ACT_BYTES * 3, 2), 2)  # embed, final norm
     lm = lm_head_gemm(model, tp)

@@ -12,6 +12,11 @@ Per-CTA work: the kernel runs one CTA per (sequence, KV head, row tile); each ha
 time, so the memory term gets ceil(CTAs / sm_count) x cta_overhead_s. It sets the time of short-KV,
 large-batch decode (many CTAs, few bytes each) and gives few-CTA batch-1 kernels a one-wave floor.
 It does not depend on q_len within a tile, so the 128-row rule above is unchanged.
+
+Kernel family (specplan.profiles.engine.KernelFamily, passed down by the caller; None = the hardware
+profile's attention block, i.e. the behaviour above): its `tile_rows` and efficiency overrides replace the
+hardware's; `packing: per_head` tiles each query head's q_len rows on its own (G_dev * ceil(q_len / tile_rows)
+tiles per KV head) and re-reads K/V per tile (the `reread` style), instead of packing G_dev * q_len rows.
 """
 
 from __future__ import annotations
@@ -59,24 +64,30 @@ def attention_cost(
     style: str = "shared",
     head_dim_v: int | None = None,
     latent: bool = False,
+    family=None,
 ) -> KernelCost:
     """One attention kernel over `batch` sequences with `q_len` new tokens each attending to `kv_len` keys.
 
     `n_q_heads`, `n_kv_heads` are per device. For MLA set `latent=True`: all query heads share one latent
     KV head (n_kv_heads = 1), K is the `head_dim`-wide latent (+rope) and V its first `head_dim_v` columns,
-    read once, by MLA_ATTENTION_KERNELS launches (split-KV attention + combine).
+    read once, by MLA_ATTENTION_KERNELS launches (split-KV attention + combine). `family` is a KernelFamily
+    whose tile height, packing and efficiencies override the hardware's (None = the hardware's).
     """
     if style not in ("shared", "reread"):
         from specplan.errors import SpecplanError
 
         raise SpecplanError(f"attention style: must be 'shared' or 'reread', got '{style}'")
-    att = hw.attention
+    att = family_efficiency(hw, family)
     dv = head_dim if head_dim_v is None else head_dim_v
     b = np.asarray(batch, dtype=float)
     q = np.asarray(q_len, dtype=float)
     kv = np.asarray(kv_len, dtype=float)
     g = n_q_heads / n_kv_heads
-    tiles = row_tiles(g, q, att.tile_rows)
+    if family is not None and family.packing == "per_head":
+        tiles = g * row_tiles(1, q, att.tile_rows)
+        style = "reread"
+    else:
+        tiles = row_tiles(g, q, att.tile_rows)
     b_kv = dtype_bytes(kv_dtype)
     kv_width = head_dim if latent else head_dim + dv  # latent: K and V are views of one cached vector
     kv_bytes = b * n_kv_heads * kv * kv_width * b_kv
@@ -89,15 +100,31 @@ def attention_cost(
     compute_s = padded_flops / (hw.peak(math) * att.compute_fraction)
     memory_s = (kv_bytes + qo_bytes) / (hw.mem_bandwidth_bytes_s * att.bw_fraction(kv_dtype))
     launches = MLA_ATTENTION_KERNELS if latent else 1
-    return roofline(compute_s, memory_s + cta_time_s(hw, b * n_kv_heads * tiles), launches * hw.kernel_overhead_s)
+    return roofline(compute_s, memory_s + cta_time_s(hw, b * n_kv_heads * tiles, att.cta_overhead_s),
+                    launches * hw.kernel_overhead_s)
 
 
-def cta_time_s(hw: HardwareProfile, ctas) -> np.ndarray:
+def family_efficiency(hw: HardwareProfile, family=None):
+    """The hardware's attention efficiencies with a kernel family's overrides applied (None: unchanged)."""
+    att = hw.attention
+    if family is None:
+        return att
+    upd = {k: getattr(family, k) for k in ("tile_rows", "mem_bw_fraction", "compute_fraction", "cta_overhead_s",
+                                          "l2_hit_fraction") if getattr(family, k) is not None}
+    if family.kv_mem_bw_fraction:
+        upd["kv_mem_bw_fraction"] = {**att.kv_mem_bw_fraction, **family.kv_mem_bw_fraction}
+    elif "mem_bw_fraction" in upd:
+        upd["kv_mem_bw_fraction"] = {}
+    return att.model_copy(update=upd) if upd else att
+
+
+def cta_time_s(hw: HardwareProfile, ctas, cta_overhead_s: float | None = None) -> np.ndarray:
     """Fixed per-CTA work of an attention kernel: ceil(CTAs / sm_count) waves x cta_overhead_s (0 if unknown)."""
     ctas = np.asarray(ctas, dtype=float)
-    if not hw.sm_count or not hw.attention.cta_overhead_s:
+    per_cta = hw.attention.cta_overhead_s if cta_overhead_s is None else cta_overhead_s
+    if not hw.sm_count or not per_cta:
         return np.zeros_like(ctas)
-    return np.ceil(ctas / hw.sm_count) * hw.attention.cta_overhead_s
+    return np.ceil(ctas / hw.sm_count) * per_cta
 
 
 def attention_time_s(hw: HardwareProfile, batch, q_len, kv_len, n_q_heads, n_kv_heads, head_dim, **kw):

@@ -11,6 +11,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from specplan.errors import SpecplanError
+from specplan.profiles.engine import EngineProfile, KernelFamily
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import ModelProfile
 
@@ -35,6 +36,11 @@ def hardware_dir() -> Path:
 def model_dir() -> Path:
     """Folder holding the built-in model profiles."""
     return _builtin_dir("model_profiles")
+
+
+def engine_dir() -> Path:
+    """Folder holding the built-in engine profiles (kernel families in its kernels/ subfolder)."""
+    return _builtin_dir("engine_profiles")
 
 
 def format_validation_error(err: ValidationError, where: str) -> str:
@@ -88,6 +94,16 @@ def model_ids() -> list[str]:
     return _ids(model_dir())
 
 
+def engine_ids() -> list[str]:
+    """Ids of the built-in engine profiles."""
+    return _ids(engine_dir())
+
+
+def kernel_family_ids() -> list[str]:
+    """Ids of the built-in attention kernel families."""
+    return _ids(engine_dir() / "kernels")
+
+
 def _resolve(ref: str, folder: Path, kind: str) -> Path:
     p = Path(ref)
     if p.suffix in (".yaml", ".yml") or p.exists() or "/" in ref:
@@ -105,7 +121,8 @@ def _resolve(ref: str, folder: Path, kind: str) -> Path:
 
 @lru_cache(maxsize=256)
 def _load_cached(cls_name: str, path: str, mtime: float):
-    cls = HardwareProfile if cls_name == "hardware" else ModelProfile
+    cls = {"hardware": HardwareProfile, "model": ModelProfile, "engine": EngineProfile,
+           "kernel family": KernelFamily}[cls_name]
     return build(cls, read_yaml(Path(path)), path)
 
 
@@ -123,6 +140,22 @@ def load_model(ref: str | ModelProfile) -> ModelProfile:
         return ref
     p = _resolve(str(ref), model_dir(), "model")
     return _load_cached("model", str(p), p.stat().st_mtime)
+
+
+def load_engine(ref: "str | EngineProfile | None") -> EngineProfile:
+    """An engine profile from a built-in id (trtllm, vllm, sglang, ideal) or a YAML path; None = ideal."""
+    if isinstance(ref, EngineProfile):
+        return ref
+    p = _resolve("ideal" if ref is None else str(ref), engine_dir(), "engine")
+    return _load_cached("engine", str(p), p.stat().st_mtime)
+
+
+def load_kernel_family(ref: "str | KernelFamily") -> KernelFamily:
+    """An attention kernel family from a built-in id (engine_profiles/kernels/) or a YAML path."""
+    if isinstance(ref, KernelFamily):
+        return ref
+    p = _resolve(str(ref), engine_dir() / "kernels", "kernel family")
+    return _load_cached("kernel family", str(p), p.stat().st_mtime)
 
 
 def write_profile_yaml(profile: BaseModel, path: Path | None = None) -> str:

@@ -8,8 +8,10 @@
    (the Python loop around the drafter, sampling of its logits). Multiplied by the number of serial draft steps
    of the mechanism (D for EAGLE-3/MTP/external/self, 1 for DFlash/Medusa, 0 for n-gram).
 
-Defaults are 0 (pure roofline). Fitted values are documented in docs/eagle3_llama8b_validation.md and produced
-by scripts/eagle3_sweep_report.py (least squares on the measured vLLM EAGLE-3 sweep, leaving each D out).
+Defaults are 0 (pure roofline). The values now live in the engine profiles (engine_profiles/*.yaml,
+`spec_iteration_overhead_s`, `spec_draft_step_overhead_s`); `--serving NAME` is kept for one release as an alias:
+`roofline` = the `ideal` engine, `vllm-v1-eagle-2025` = the `vllm` engine's two values (fitted in
+docs/eagle3_llama8b_validation.md by scripts/eagle3_sweep_report.py), and any engine id or YAML path works.
 """
 
 from __future__ import annotations
@@ -36,23 +38,38 @@ class ServingProfile:
 
 PURE_ROOFLINE = ServingProfile()
 
+ALIASES = {"roofline": "ideal", "vllm-v1-eagle-2025": "vllm"}  # --serving names of the previous release
+
+
+def from_engine(engine) -> ServingProfile:
+    """The two speculative host costs of an engine profile (id, path or EngineProfile)."""
+    from specplan.profiles.registry import load_engine
+
+    eng = load_engine(engine)
+    return ServingProfile(eng.spec_iteration_overhead_s, eng.spec_draft_step_overhead_s,
+                          source=f"engine profile {eng.id}: {eng.sources.get('spec_iteration_overhead_s', 'zero')}")
+
+
 # Fitted on all six rows of the vLLM V1 EAGLE-3 llama-3.1-8b batch-1 sweep on H100 (reference/specdec_public.csv
-# rows vllm20780-l31-8b-eagle3-k2..k7) by scripts/eagle3_sweep_report.py; see docs/eagle3_llama8b_validation.md.
-VLLM_V1_EAGLE_2025 = ServingProfile(
-    iteration_overhead_s=1.075e-3,
-    draft_step_overhead_s=0.592e-3,
-    source="fitted: vLLM V1 mid-2025, EAGLE-3 on llama-3.1-8b, H100, batch 1 (docs/eagle3_llama8b_validation.md)",
-)
+# rows vllm20780-l31-8b-eagle3-k2..k7) by scripts/eagle3_sweep_report.py; held in engine_profiles/vllm.yaml.
+VLLM_V1_EAGLE_2025 = from_engine("vllm")
 
 PROFILES = {"roofline": PURE_ROOFLINE, "vllm-v1-eagle-2025": VLLM_V1_EAGLE_2025}
 
 
 def get_serving(ref) -> ServingProfile:
-    """A ServingProfile from an instance, a name in PROFILES, or None (pure roofline)."""
+    """A ServingProfile from an instance, an alias name, an engine id / path / EngineProfile, or None."""
+    from specplan.profiles.engine import EngineProfile
+
     if ref is None:
         return PURE_ROOFLINE
     if isinstance(ref, ServingProfile):
         return ref
+    if isinstance(ref, EngineProfile):
+        return from_engine(ref)
     if ref in PROFILES:
         return PROFILES[ref]
-    raise SpecplanError(f"unknown serving profile '{ref}' (known: {', '.join(PROFILES)})")
+    try:
+        return from_engine(ref)
+    except SpecplanError:
+        raise SpecplanError(f"unknown serving profile '{ref}' (known: {', '.join(PROFILES)}, or an engine id)") from None

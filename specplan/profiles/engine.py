@@ -1,0 +1,92 @@
+"""EngineProfile and KernelFamily: what a serving engine adds to (or saves from) the roofline, as data.
+
+A `KernelFamily` is one attention kernel as the cost model sees it (engine_profiles/kernels/<id>.yaml):
+its row-tile height, whether it packs the G * q_len query rows of one KV head into shared tiles (`packed`,
+K/V read once per KV head) or tiles each query head's q_len rows separately and re-reads K/V per tile
+(`per_head`), and optional efficiency overrides of the hardware profile's `attention` block. Unset fields
+(None) keep the hardware profile's value, so a family with nothing set prices exactly as before.
+
+An `EngineProfile` (engine_profiles/<id>.yaml) holds per-step host/scheduler time, CUDA graphs for decode
+(extra launch seconds per kernel inside a graph vs eager, on top of the hardware's per-kernel floor, which
+stays in the hardware profile), the chunked-prefill token budget, the speculative iteration and per-draft-step
+host costs, and which kernel family the engine runs for decode, verification, prefill and MLA. Every number
+names its source in `sources`; the `ideal` engine adds nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from specplan.dtypes import canonical_dtype
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class KernelFamily(_Frozen):
+    """One attention kernel family: tile height, row packing, efficiency overrides (None = hardware's)."""
+
+    id: str
+    name: str = ""
+    tile_rows: int | None = Field(None, gt=0)  # query rows per tile; None = the hardware's attention.tile_rows
+    packing: Literal["packed", "per_head"] = "packed"
+    mem_bw_fraction: float | None = Field(None, gt=0, le=1)
+    kv_mem_bw_fraction: dict[str, float] = Field(default_factory=dict)
+    compute_fraction: float | None = Field(None, gt=0, le=1)
+    cta_overhead_s: float | None = Field(None, ge=0)
+    l2_hit_fraction: float | None = Field(None, ge=0, le=1)
+    source: str = Field(min_length=1)
+    sources: dict[str, str] = Field(default_factory=dict)  # per-field sources where they differ from `source`
+    notes: str = ""
+
+    @field_validator("kv_mem_bw_fraction")
+    @classmethod
+    def _kv_bw(cls, v: dict[str, float]) -> dict[str, float]:
+        out = {}
+        for k, val in v.items():
+            if not (0 < val <= 1):
+                raise ValueError(f"kv_mem_bw_fraction.{k}: must be in (0, 1], got {val}")
+            out[canonical_dtype(k, where=f"kv_mem_bw_fraction.{k}")] = float(val)
+        return out
+
+
+class EngineProfile(_Frozen):
+    """A serving engine's costs beyond the roofline (seconds, tokens), each with its source."""
+
+    id: str
+    name: str = ""
+    version: str = ""
+    host_step_s: float = Field(0.0, ge=0)  # exposed host/scheduler time per engine step (any step)
+    cuda_graphs_decode: bool = False  # decode-only steps replay a captured CUDA graph
+    graph_max_batch: int = Field(0, ge=0)  # largest captured decode batch; larger decode batches run eager
+    graph_launch_s: float = Field(0.0, ge=0)  # extra seconds per kernel inside a graph (over the hardware floor)
+    eager_launch_s: float = Field(0.0, ge=0)  # extra seconds per kernel launched eagerly (mixed/prefill steps)
+    max_num_batched_tokens: int = Field(8192, gt=0)  # chunked-prefill token budget per step (decode + prefill)
+    max_num_seqs: int = Field(1024, gt=0)  # requests an engine step may hold
+    prefill_tokens_s: float = Field(0.0, ge=0)  # host seconds per prefill token (tokenizer-free scheduling, copy)
+    spec_iteration_overhead_s: float = Field(0.0, ge=0)  # host work of one speculative iteration beyond a decode
+    spec_draft_step_overhead_s: float = Field(0.0, ge=0)  # host work per serial draft step
+    ttft_includes_first_decode: bool = False  # TTFT counts the first decode step after prefill
+    decode_attention: str = "default"  # kernel family ids (engine_profiles/kernels/)
+    verify_attention: str = "default"
+    prefill_attention: str = "prefill-default"
+    mla_attention: str = "mla-latent"
+    sources: dict[str, str] = Field(default_factory=dict)
+    notes: str = ""
+
+    @model_validator(mode="after")
+    def _sourced(self) -> "EngineProfile":
+        numeric = ("host_step_s", "graph_launch_s", "eager_launch_s", "max_num_batched_tokens", "max_num_seqs",
+                   "prefill_tokens_s", "spec_iteration_overhead_s", "spec_draft_step_overhead_s", "graph_max_batch")
+        missing = [k for k in numeric if getattr(self, k) and k not in self.sources]
+        if missing:
+            raise ValueError(f"sources: every number needs a source; missing for {', '.join(missing)}")
+        return self
+
+    def launch_s(self, graphed) -> float:
+        """Extra seconds per kernel launch: graph_launch_s inside a CUDA graph, eager_launch_s otherwise."""
+        return np.where(graphed, self.graph_launch_s, self.eager_launch_s)

@@ -1,0 +1,137 @@
+"""Prefill and mixed (decode + prefill-chunk) steps through the same roofline kernels as a decode step.
+
+Stable API (issue 14's simulator calls these; arrays broadcast, seconds out, GPU time only — engine host time
+and launch costs are added by `engine_step_s`):
+
+    mixed_step_s(model, hw, tp, decode_batch, decode_context, prefill_tokens, prefill_context, *, q_len=1,
+                 precision, engine=None, routing="random", prefill_seqs=1) -> np.ndarray  [s]
+        one engine step holding `decode_batch` sequences with `q_len` new tokens each over `decode_context`
+        cached tokens, plus a prefill chunk of `prefill_tokens` prompt tokens whose first token sits after
+        `prefill_context` already-cached tokens of the same prompt. decode_batch may be 0, prefill_tokens 0.
+    prefill_s(model, hw, tp, isl, *, precision, engine=None, budget_tokens=None, n_seqs=1) -> np.ndarray  [s]
+        a whole prompt of `isl` tokens (n_seqs prompts together) in chunks of the engine's token budget,
+        each chunk a step of its own (no decode rows): the prefill part of TTFT.
+    engine_step_s(engine, kernels, graphed) -> float | np.ndarray  [s]
+        host/scheduler time of one step + per-kernel launch cost (graph or eager) on top of the roofline.
+
+Model (docs/serving.md): the GEMMs, norms, MoE and all-reduces of a step depend only on its token count, so a
+mixed step's non-attention part is that of a decode step with M = decode_batch * q_len + prefill_tokens; its
+attention is the decode attention of the decode rows plus causal prefill attention of the chunk (query rows
+tiled as in costs/attention.py, at the engine's prefill kernel family, mean key length prefill_context +
+(tokens + 1) / 2, i.e. causal FLOPs), plus the KV-cache write of the chunk at memory speed.
+Linear-attention / Mamba layers read and write their state once per chunk (chunked scan, 6 FLOPs per state
+element per token). Units: tokens are counts, contexts are tokens, results are seconds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specplan.costs.attention import attention_cost, recurrent_state_cost
+from specplan.costs.gemm import elementwise_cost
+from specplan.memory import kv_bytes_per_token
+from specplan.profiles.engine import EngineProfile
+from specplan.profiles.registry import load_engine, load_kernel_family
+from specplan.step import ACT_BYTES, step_time
+
+
+def _nonattention_s(model, hw, tp, tokens, precision, routing):
+    """Seconds of everything but the attention/mixer kernels of a step with `tokens` tokens (>= 1)."""
+    r = step_time(model, hw, tp, np.maximum(tokens, 1.0), 1, 0, precision=precision, routing=routing)
+    return r.total_s - r.breakdown_s["attention"]
+
+
+def prefill_attention_s(model, hw, tp, tokens, context, precision, family=None) -> np.ndarray:
+    """Seconds of the attention / mixer kernels of one prefill chunk of `tokens` tokens after `context` cached
+    tokens, over all layers (causal: mean key length context + (tokens + 1) / 2), with the KV-cache write."""
+    n = np.asarray(tokens, dtype=float)
+    c0 = np.asarray(context, dtype=float)
+    some = n > 0
+    t = np.zeros(np.broadcast(n, c0).shape)
+    kv_mean = c0 + (n + 1.0) / 2.0
+    for g in model.groups():
+        if g.mixer in ("full", "sliding"):
+            kv = kv_mean if g.mixer == "full" else np.minimum(kv_mean, model.sliding_window)
+            if model.mla is not None:
+                a = model.mla
+                cost = attention_cost(hw, 1, np.maximum(n, 1), kv, model.num_q_heads // tp, 1,
+                                      a.kv_lora_rank + a.qk_rope_head_dim, precision.kv, precision.compute,
+                                      head_dim_v=a.kv_lora_rank, latent=True, family=family)
+            else:
+                qh, kvh = model.heads_per_device(tp)
+                cost = attention_cost(hw, 1, np.maximum(n, 1), kv, qh, kvh, model.head_dim, precision.kv,
+                                      precision.compute, family=family)
+            t = t + g.count * cost.time_s
+        elif g.mixer in ("linear", "mamba"):
+            if g.mixer == "linear":
+                la = model.linear_attention
+                elems = la.num_v_heads / tp * la.head_k_dim * la.head_v_dim
+            else:
+                m = model.mamba
+                elems = m.num_heads / tp * m.head_dim * m.d_state
+            cost = recurrent_state_cost(hw, 1, np.maximum(n, 1), elems * 4.0, 6.0 * elems, checkpoint=False)
+            t = t + g.count * cost.time_s
+    kv_write = n * (kv_bytes_per_token(model, tp, precision.kv, "full")
+                    + kv_bytes_per_token(model, tp, precision.kv, "sliding"))
+    t = t + elementwise_cost(hw, kv_write + n * model.hidden_size * ACT_BYTES).time_s
+    return np.where(some, t, 0.0)
+
+
+def _families(engine: EngineProfile | None):
+    eng = load_engine(engine)
+    return eng, load_kernel_family(eng.prefill_attention)
+
+
+def mixed_step_s(model, hw, tp, decode_batch, decode_context, prefill_tokens, prefill_context=0, *, q_len=1,
+                 precision, engine=None, routing="random", decode_family=None, prefill_seqs=1) -> np.ndarray:
+    """GPU seconds of one step: `decode_batch` sequences x `q_len` tokens over `decode_context` cached tokens,
+    plus a prefill chunk of `prefill_tokens` tokens (split evenly over `prefill_seqs` prompts) after
+    `prefill_context` cached tokens of each prompt."""
+    eng, pfam = _families(engine)
+    if decode_family is None:
+        decode_family = load_kernel_family(eng.decode_attention if np.all(np.asarray(q_len) <= 1)
+                                           else eng.verify_attention)
+    mla_fam = load_kernel_family(eng.mla_attention) if model.mla is not None else None
+    b = np.asarray(decode_batch, dtype=float)
+    q = np.asarray(q_len, dtype=float)
+    p = np.asarray(prefill_tokens, dtype=float)
+    dec = step_time(model, hw, tp, np.maximum(b, 1.0), q, decode_context, precision=precision, routing=routing,
+                    attention_family=decode_family, mla_family=mla_fam)
+    dec_tokens = b * q
+    base = np.where(b > 0, dec.total_s - _nonattention_s(model, hw, tp, np.maximum(b, 1.0) * q, precision,
+                                                           routing), 0.0)
+    rest = _nonattention_s(model, hw, tp, dec_tokens + p, precision, routing)
+    seqs = np.maximum(np.asarray(prefill_seqs, dtype=float), 1.0)
+    pre = seqs * prefill_attention_s(model, hw, tp, p / seqs, prefill_context, precision, pfam)
+    return base + rest + pre
+
+
+def prefill_s(model, hw, tp, isl, *, precision, engine=None, budget_tokens=None, n_seqs=1,
+              routing="random") -> np.ndarray:
+    """GPU seconds to prefill `n_seqs` prompts of `isl` tokens in chunks of the token budget (one step each)."""
+    eng, _ = _families(engine)
+    budget = float(budget_tokens or eng.max_num_batched_tokens)
+    isl = np.asarray(isl, dtype=float)
+    total = isl * n_seqs
+    # Prompts are packed into steps of `budget` tokens; a prompt longer than the budget is split into chunks.
+    per_step = np.minimum(total, budget)
+    steps = np.ceil(total / budget)
+    out = np.zeros(np.shape(total))
+    for k in range(int(np.max(steps)) if np.size(steps) else 0):
+        live = k < steps
+        chunk = np.where(live, np.minimum(per_step, total - k * per_step), 0.0)
+        # Chunk k of a long prompt attends to the k * per_step tokens before it (one prompt per step when
+        # isl > budget); when several short prompts share a step, each sees only its own prefix.
+        ctx = np.where(isl > budget, k * per_step, 0.0)
+        seqs = np.where(isl > budget, 1.0, np.maximum(1.0, chunk / np.maximum(isl, 1.0)))
+        t = _nonattention_s(model, hw, tp, np.maximum(chunk, 1.0), precision, routing)
+        t = t + seqs * prefill_attention_s(model, hw, tp, chunk / seqs, ctx, precision,
+                                           load_kernel_family(eng.prefill_attention))
+        out = out + np.where(live, t, 0.0)
+    return out
+
+
+def engine_step_s(engine, kernels, graphed) -> np.ndarray:
+    """Host/scheduler seconds of one step plus the engine's per-kernel launch cost (graph or eager)."""
+    eng = load_engine(engine)
+    return eng.host_step_s + float(kernels) * eng.launch_s(graphed)

@@ -1,0 +1,121 @@
+"""Engine profiles and kernel families: shipped data loads, every number sourced, bad files give one line,
+and a kernel family reshapes the attention tiles exactly as its fields say (hand counts)."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from specplan.costs.attention import attention_cost
+from specplan.errors import SpecplanError
+from specplan.profiles.registry import (engine_ids, kernel_family_ids, load_engine, load_hardware,
+                                        load_kernel_family, load_model)
+from specplan.step import step_time
+
+H100 = load_hardware("h100-sxm")
+
+
+def test_four_engines_ship_and_reference_known_families():
+    assert {"trtllm", "vllm", "sglang", "ideal"} <= set(engine_ids())
+    fams = set(kernel_family_ids())
+    for e in engine_ids():
+        eng = load_engine(e)
+        for f in (eng.decode_attention, eng.verify_attention, eng.prefill_attention, eng.mla_attention):
+            assert f in fams, (e, f)
+
+
+def test_ideal_adds_nothing():
+    eng = load_engine("ideal")
+    assert eng.host_step_s == eng.graph_launch_s == eng.eager_launch_s == 0.0
+    assert eng.spec_iteration_overhead_s == eng.spec_draft_step_overhead_s == eng.prefill_tokens_s == 0.0
+    assert load_engine(None).id == "ideal"
+
+
+def test_vllm_engine_holds_the_former_serving_profile_fit():
+    eng = load_engine("vllm")  # fitted on the vLLM V1 EAGLE-3 sweep (docs/eagle3_llama8b_validation.md)
+    assert eng.spec_iteration_overhead_s == pytest.approx(1.075e-3)
+    assert eng.spec_draft_step_overhead_s == pytest.approx(0.592e-3)
+
+
+def test_engine_yaml_with_negative_overhead_is_one_line(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("id: bad\nhost_step_s: -1e-3\nsources: {host_step_s: me}\n")
+    with pytest.raises(SpecplanError) as e:
+        load_engine(str(p))
+    msg = str(e.value)
+    assert "bad.yaml" in msg and "host_step_s" in msg and "-1e-3" in msg and "\n" not in msg
+
+
+def test_engine_number_without_source_is_rejected(tmp_path):
+    p = tmp_path / "nosrc.yaml"
+    p.write_text("id: nosrc\nhost_step_s: 1e-4\n")
+    with pytest.raises(SpecplanError, match="host_step_s"):
+        load_engine(str(p))
+
+
+def test_unknown_engine_suggests_the_closest():
+    with pytest.raises(SpecplanError, match="did you mean 'vllm'"):
+        load_engine("vlm")
+
+
+def test_default_family_prices_as_the_hardware_block():
+    fam = load_kernel_family("default")
+    a = attention_cost(H100, [1, 64], [1, 5], 4096, 32, 8, 128)
+    b = attention_cost(H100, [1, 64], [1, 5], 4096, 32, 8, 128, family=fam)
+    np.testing.assert_array_equal(a.time_s, b.time_s)
+    m = load_model("llama-3.1-8b")
+    s0 = step_time(m, H100, 1, 32, 4, 8192).total_s
+    s1 = step_time(m, H100, 1, 32, 4, 8192, attention_family=fam).total_s
+    assert s0 == s1
+
+
+def _compute_s(fam, g, q, kv=65536):
+    c = attention_cost(H100, 1, q, kv, g, 1, 128, family=fam)
+    return float(np.asarray(c.compute_s))
+
+
+def test_tile_rows_override_moves_the_step(tmp_path):
+    # 64-row tiles: G = 16 packs q_len <= 4 into one tile, q_len = 5 needs two (hand count 16*5 = 80 > 64);
+    # the hardware's 128-row tile still holds 80 rows in one.
+    p = tmp_path / "t64.yaml"
+    p.write_text("id: t64\ntile_rows: 64\nsource: test\n")
+    fam = load_kernel_family(str(p))
+    one = 2.0 * 64 * 65536 * 256 / (H100.peak("bf16") * H100.attention.compute_fraction)
+    assert _compute_s(fam, 16, 4) == pytest.approx(one)
+    assert _compute_s(fam, 16, 5) == pytest.approx(2 * one)
+    assert _compute_s(None, 16, 5) == pytest.approx(one * 2)  # one 128-row tile = two 64-row tiles of work
+
+
+def test_per_head_packing_tiles_each_query_head(tmp_path):
+    # per_head: G query heads each with ceil(q / 128) tiles -> G tiles at q_len 5 (G = 8), K/V re-read per tile.
+    p = tmp_path / "ph.yaml"
+    p.write_text("id: ph\npacking: per_head\nl2_hit_fraction: 0.0\nsource: test\n")
+    fam = load_kernel_family(str(p))
+    packed = attention_cost(H100, 1, 5, 65536, 8, 1, 128)
+    per = attention_cost(H100, 1, 5, 65536, 8, 1, 128, family=fam)
+    assert float(per.compute_s) == pytest.approx(8 * float(packed.compute_s))
+    kv_bytes = 65536 * 256 * 2.0
+    assert float(per.memory_s) - float(packed.memory_s) == pytest.approx(
+        7 * kv_bytes / (H100.mem_bandwidth_bytes_s * H100.attention.bw_fraction("bf16")), rel=1e-6)
+
+
+def test_family_bandwidth_override_applies_to_every_kv_dtype(tmp_path):
+    p = tmp_path / "bw.yaml"
+    p.write_text("id: bw\nmem_bw_fraction: 0.5\nsource: test\n")
+    fam = load_kernel_family(str(p))
+    for kvd in ("bf16", "fp8"):
+        c = attention_cost(H100, 64, 1, 8192, 32, 8, 128, kv_dtype=kvd, family=fam)
+        nbytes = 64 * 8 * 8192 * 256 * (2.0 if kvd == "bf16" else 1.0) + 64 * 32 * 256 * 2.0
+        cta = np.ceil(64 * 8 / 132) * H100.attention.cta_overhead_s
+        assert float(c.memory_s) == pytest.approx(nbytes / (H100.mem_bandwidth_bytes_s * 0.5) + cta)
+
+
+def test_mla_has_its_own_family():
+    fam = load_kernel_family("mla-latent")
+    assert fam.id == "mla-latent" and load_engine("trtllm").mla_attention == "mla-latent"
+
+
+def test_engine_profiles_ship_in_the_wheel_config():
+    text = open("pyproject.toml").read()
+    assert '"engine_profiles" = "specplan/builtin/engine_profiles"' in text
