@@ -29,9 +29,15 @@ def step_summary(
     attention_style: str = "shared",
     routing: str = "random",
     reserve: float = DEFAULT_RESERVE,
+    layout=None,
 ) -> dict:
-    """One decode step as a dict: step_ms, breakdown_ms and regimes by kernel class, memory (GB, fits, max batch)."""
+    """One decode step as a dict: step_ms, breakdown_ms and regimes by kernel class, memory (GB, fits, max batch)
+    per GPU; `layout` (specplan.parallel: TP, DP, EP, PP) places the `batch` sequences (default TP only)."""
+    from specplan.parallel import layout_for
+
     _positive_int("tp", tp)
+    lay = layout_for(tp, layout)
+    tp = lay.tp
     _positive_int("batch", batch)
     _positive_int("q_len", q_len)
     _positive_int("context", context_len, 0)
@@ -39,8 +45,9 @@ def step_summary(
         raise SpecplanError(f"reserve: must be in [0, 1), got {reserve}")
     m = load_model(model)
     hw = load_hardware(hardware)
-    r = step_time(m, hw, tp, batch, q_len, context_len, dtype, kv_dtype, weight_dtype, attention_style, routing)
-    mem = memory_usage(m, hw, tp, batch, context_len, r.precision, q_len=q_len, reserve=reserve)
+    r = step_time(m, hw, tp, batch, q_len, context_len, dtype, kv_dtype, weight_dtype, attention_style, routing,
+                  layout=lay)
+    mem = memory_usage(m, hw, tp, batch, context_len, r.precision, q_len=q_len, reserve=reserve, layout=lay)
     memory = {
         "weights_gb": mem.weights_bytes / 1e9,
         "kv_cache_gb": float(mem.kv_bytes) / 1e9,
@@ -58,6 +65,8 @@ def step_summary(
         "model": m.id,
         "hardware": hw.id,
         "tp": tp,
+        "layout": {"tp": lay.tp, "dp": lay.dp, "ep": lay.ep, "pp": lay.pp, "expert_tp": lay.expert_tp,
+                   "gpus": lay.gpus, "name": lay.name},
         "devices": int(r.devices),
         "batch": batch,
         "q_len": q_len,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specplan.dtypes import dtype_bytes
+from specplan.parallel import Layout, layout_for
 from specplan.precision import Precision
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import ModelProfile
@@ -15,38 +16,53 @@ from specplan.shapes import layer_gemms, lm_head_gemm
 DEFAULT_RESERVE = 0.10
 
 
-def weight_bytes(model: ModelProfile, tp: int, prec: Precision) -> float:
-    """Weight bytes held by one device under TP (embedding and LM head split over TP; MTP modules are the
-    drafter's and counted by the MTP mechanism, not here)."""
+def routed_expert_bytes(model: ModelProfile, lay: Layout, dtype: str) -> float:
+    """Routed-expert weights of one MoE layer on one GPU: E / EP experts, each FFN split over expert-TP."""
+    moe = model.moe
+    mats = 3.0 if model.gated_ffn else 2.0
+    return (moe.num_experts // lay.ep) * mats * model.hidden_size * moe.expert_ffn_size / lay.expert_tp * dtype_bytes(dtype)
+
+
+def weight_bytes(model: ModelProfile, tp: int, prec: Precision, layout: Layout | None = None) -> float:
+    """Weight bytes held by one device (dense parts split over TP and replicated over DP ranks; routed experts
+    E / EP per GPU split over expert-TP; PP: 1/PP of the layers, and the larger of embedding and LM head, on the
+    heaviest stage; MTP modules are the drafter's and counted by the MTP mechanism, not here)."""
+    lay = layout_for(tp, layout)
+    tp = lay.tp
     total = 0.0
     for g in model.groups():
         layer = sum(s.n * s.k * dtype_bytes(prec.w(s.module)) for s in layer_gemms(model, g, tp))
         if g.ffn == "moe":
-            moe = model.moe
-            layer += moe.num_experts * (3.0 if model.gated_ffn else 2.0) * model.hidden_size * moe.expert_ffn_size / tp * dtype_bytes(prec.w("moe"))
+            layer += routed_expert_bytes(model, lay, prec.w("moe"))
         total += g.count * layer
+    total /= lay.pp
     lm = lm_head_gemm(model, tp)
-    total += lm.n * lm.k * dtype_bytes(prec.w("lm_head"))
+    head = lm.n * lm.k * dtype_bytes(prec.w("lm_head"))
+    embed = 0.0
     if not model.tie_embeddings and model.kind == "model":  # draft heads share the target's embedding
-        total += model.vocab_size * model.hidden_size / tp * dtype_bytes(prec.w("embedding"))
-    return total
+        embed = model.vocab_size * model.hidden_size / tp * dtype_bytes(prec.w("embedding"))
+    return total + (max(head, embed) if lay.pp > 1 else head + embed)
 
 
-def mtp_weight_bytes(model: ModelProfile, tp: int, prec: Precision) -> float:
-    """Weights of the model's MTP modules (decoder layer + 2h -> h projection each; LM head shared)."""
+def mtp_weight_bytes(model: ModelProfile, tp: int, prec: Precision, layout: Layout | None = None) -> float:
+    """Weights of the model's MTP modules per GPU (decoder layer + 2h -> h projection each; LM head shared),
+    placed like the target's layers: dense parts over TP, routed experts over EP (engines run the MTP layer
+    with the target's attention TP / DP and expert parallelism, on the last pipeline stage)."""
     from specplan.profiles.model import LayerGroup
 
+    lay = layout_for(tp, layout)
+    tp = lay.tp
     g = LayerGroup(mixer=model.mtp.mixer, ffn=model.mtp.ffn, count=1)
     layer = sum(s.n * s.k * dtype_bytes(prec.w("mtp")) for s in layer_gemms(model, g, tp))
     if g.ffn == "moe":
-        moe = model.moe
-        layer += moe.num_experts * (3.0 if model.gated_ffn else 2.0) * model.hidden_size * moe.expert_ffn_size / tp * dtype_bytes(prec.w("mtp"))
+        layer += routed_expert_bytes(model, lay, prec.w("mtp"))
     layer += 2.0 * model.hidden_size * model.hidden_size / tp * dtype_bytes(prec.w("mtp"))
     return model.mtp.num_layers * layer
 
 
 def kv_bytes_per_token(model: ModelProfile, tp: int, kv_dtype: str, mixer: str = "full") -> float:
-    """KV-cache bytes per token per device for all layers of one mixer kind (MLA latent replicated over TP)."""
+    """KV-cache bytes per token per device for all layers of one mixer kind (MLA latent replicated over the TP
+    GPUs of a DP rank; under DP attention each rank holds only its own sequences, see memory_usage)."""
     n = sum(g.count for g in model.groups() if g.mixer == mixer)
     if n == 0 or mixer not in ("full", "sliding"):
         return 0.0
@@ -117,17 +133,23 @@ def memory_usage(
     reserve: float = DEFAULT_RESERVE,
     extra_fixed_bytes: float = 0.0,
     extra_per_seq_bytes=0.0,
+    layout: Layout | None = None,
 ) -> MemoryResult:
     """Per-device memory at `batch` sequences of `context_len` tokens (+ q_len new ones), with a reserve.
 
+    `batch` counts the instance's sequences; under DP attention a GPU holds the KV of its DP rank's
+    ceil(B / DP) sequences (an MLA latent once per sequence per DP rank, replicated over that rank's TP GPUs),
+    and `max_batch` counts the instance (DP x one rank's). PP: a GPU holds 1/PP of the layers' KV.
     `extra_*` carry a drafter's weights (fixed) and its per-sequence KV/state. On an LPU the capacity is
     one chip's SRAM; callers size the chip count from `total_bytes` instead of testing `fits`.
     """
-    b = np.asarray(batch, dtype=float)
+    lay = layout_for(tp, layout)
+    tp = lay.tp
+    b = lay.per_rank_batch(batch)
     ctx = np.asarray(context_len, dtype=float) + np.asarray(q_len, dtype=float)
-    w = weight_bytes(model, tp, prec) + extra_fixed_bytes
-    per_seq = kv_bytes_per_seq(model, tp, prec.kv, ctx) + np.asarray(extra_per_seq_bytes, dtype=float)
-    state = state_bytes_per_seq(model, tp) * np.asarray(q_len, dtype=float)  # one checkpoint per new token
+    w = weight_bytes(model, tp, prec, lay) + extra_fixed_bytes
+    per_seq = kv_bytes_per_seq(model, tp, prec.kv, ctx) / lay.pp + np.asarray(extra_per_seq_bytes, dtype=float)
+    state = state_bytes_per_seq(model, tp) / lay.pp * np.asarray(q_len, dtype=float)  # one checkpoint per token
     act_per_seq = activation_bytes(model, tp, np.asarray(q_len, dtype=float))
     kv = b * per_seq
     st = b * state
@@ -135,7 +157,7 @@ def memory_usage(
     total = w + kv + st + act
     cap = hw.mem_capacity_bytes * (1.0 - reserve)
     seq_bytes = per_seq + state + act_per_seq
-    max_b = np.floor(np.maximum(cap - w, 0.0) / np.maximum(seq_bytes, 1e-9))
+    max_b = lay.dp * np.floor(np.maximum(cap - w, 0.0) / np.maximum(seq_bytes, 1e-9))
     return MemoryResult(
         weights_bytes=w,
         kv_bytes=kv,

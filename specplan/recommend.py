@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from specplan.errors import SpecplanError
+from specplan.parallel import layout_for
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation.acceptance import Acceptance, find_profile
 from specplan.speculation.guidelines import binding_line, g1_sentence
@@ -91,11 +92,12 @@ def predict_summary(model, hardware, *, tp=1, batch=1, context_len=1024, mechani
                        "chip_sram_gb": hw.mem_capacity_bytes / 1e9})
     notes = list(r["notes"])
     if not memory["fits"]:
-        why = mla_tp_note(load_model(model), hw, tp, context_len, prec)
+        why = mla_tp_note(load_model(model), hw, tp, context_len, prec, kw.get("layout"))
         if why:
             notes.append(why)
     return {
-        "model": load_model(model).id, "hardware": hw.id, "hardware_kind": hw.kind, "tp": tp, "batch": batch,
+        "model": load_model(model).id, "hardware": hw.id, "hardware_kind": hw.kind, "tp": tp,
+        "layout": layout_dict(layout_for(tp, kw.get("layout"))), "batch": batch,
         "context_len": context_len, "mechanism": mechanism, "draft_len": draft_len,
         "verify_tokens": _f(r["verify_tokens"]),
         "precision": {"compute": prec.compute, "kv": prec.kv},
@@ -142,18 +144,25 @@ def _predict_binding(model, hardware, tp, batch, context_len, mechanism, draft_l
     return binding_line(draft_len, step, diag, r["acceptance_d_max"], extrapolate=True)
 
 
-def mla_tp_note(m, hw, tp: int, context_len, prec) -> str | None:
-    """Why an MLA model does not fit under TP: the latent KV is replicated on every rank; the largest batch."""
-    if m.mla is None or tp <= 1 or hw.kind == "lpu":
+def layout_dict(lay) -> dict:
+    """A Layout as plain numbers for --json."""
+    return {"tp": lay.tp, "dp": lay.dp, "ep": lay.ep, "pp": lay.pp, "expert_tp": lay.expert_tp, "gpus": lay.gpus,
+            "name": lay.name}
+
+
+def mla_tp_note(m, hw, tp: int, context_len, prec, layout=None) -> str | None:
+    """Why an MLA model does not fit under TP: the latent KV is replicated on every TP rank; the largest batch."""
+    lay = layout_for(tp, layout)
+    if m.mla is None or lay.tp <= 1 or hw.kind == "lpu":
         return None
     from specplan.memory import memory_usage
 
-    mb = int(min(float(memory_usage(m, hw, tp, 1, context_len, prec).max_batch), 1e9))
+    mb = int(min(float(memory_usage(m, hw, lay.tp, 1, context_len, prec, layout=lay).max_batch), 1e9))
     fit = (f"the largest batch that fits at context {int(context_len):,} is {mb} (D = 0)" if mb >= 1 else
            f"not even batch 1 fits at context {int(context_len):,} (D = 0)")
-    return (f"{m.id} uses MLA: its latent KV cache is replicated on every one of the {tp} TP ranks (TP splits "
-            f"heads, not the shared latent; data-parallel attention is not modelled), so TP does not shrink the "
-            f"KV per device; {fit}")
+    return (f"{m.id} uses MLA: its latent KV cache is replicated on every one of the {lay.tp} TP ranks of a DP "
+            f"rank (TP splits heads, not the shared latent), so TP does not shrink the KV per device; "
+            f"data-parallel attention (--dp N --tp 1 --ep N) holds it once per sequence; {fit}")
 
 
 def _mechanisms(model_id: str, mechanisms, acceptance: dict) -> list[str]:
@@ -217,14 +226,15 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
     rows = _dedupe(rows)
     rows.sort(key=lambda x: (x["feasible"], x["tokens_per_s_per_gpu"] if x["feasible"] else -1), reverse=True)
     feasible = [x for x in rows if x["feasible"]]
-    out = {"model": m.id, "hardware": hw.id, "hardware_kind": hw.kind, "tp": tp, "context_len": context_len,
+    out = {"model": m.id, "hardware": hw.id, "hardware_kind": hw.kind, "tp": tp,
+           "layout": layout_dict(layout_for(tp, kw.get("layout"))), "context_len": context_len,
            "batch": batch, "target_tps_per_user": target_tps_per_user, "mechanisms": mechs,
            "ranked": rows[:top], "notes": notes, "best": feasible[0] if feasible else None}
     if not feasible:
         out["infeasible"] = _explain(rows, curves, target_tps_per_user)
         if not any(bool(np.any(r["fits"])) for _, r in curves.values()):
             d0, r0 = next(iter(curves.values()))
-            why = mla_tp_note(m, hw, tp, context_len, r0["precision"])
+            why = mla_tp_note(m, hw, tp, context_len, r0["precision"], kw.get("layout"))
             if why:
                 out["infeasible"] += f"; {why}"
         return out
@@ -254,7 +264,8 @@ def batch_candidates(m, hw, tp: int, context_len, kw: dict) -> np.ndarray:
     top = BATCH_MAX
     if hw.kind != "lpu":
         r = evaluate(m, hw, tp=tp, batch=np.arange(1, BATCH_MAX + 1, dtype=float), context_len=context_len,
-                     draft_len=0, mechanism="none", **{k: v for k, v in kw.items() if k in ("dtype", "kv_dtype", "reserve", "attention_style", "routing")})
+                     draft_len=0, mechanism="none", **{k: v for k, v in kw.items()
+                                                 if k in ("dtype", "kv_dtype", "reserve", "attention_style", "routing", "layout")})
         ok = np.flatnonzero(np.asarray(r["fits"]).reshape(-1))
         top = int(ok[-1]) + 1 if ok.size else 1
     return np.arange(1, top + 1, dtype=float)

@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specplan.costs.attention import attention_cost, recurrent_state_cost
-from specplan.costs.comm import allreduce_cost, hop_latency_s
+from specplan.costs.comm import allreduce_cost, alltoall_cost, p2p_cost
 from specplan.costs.gemm import elementwise_cost, gemm_cost
 from specplan.costs.moe import moe_experts_cost
 from specplan.costs.roofline import COMPUTE, MEMORY, OVERHEAD, REGIME_NAMES, KernelCost
 from specplan.errors import SpecplanError
+from specplan.parallel import Layout, layout_for, moe_alltoall_bytes
 from specplan.precision import Precision, resolve_precision
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import LayerGroup, ModelProfile
@@ -124,8 +125,11 @@ def _conv_and_state(acc, hw, b, q, n, conv_dim, conv_kernel, state_elems):
     acc.add("attention", rec.scaled(n), n)
 
 
-def _layer_group(acc, model, hw, g: LayerGroup, tp, prec, b, q, ctx, style, routing, allreduce, fam):
+def _layer_group(acc, model, hw, g: LayerGroup, lay: Layout, prec, b, q, ctx, style, routing, allreduce, fam, b_moe):
+    """One layer group on one GPU: dense parts at the DP rank's `b` sequences (heads split over TP), routed
+    experts over the `b_moe` sequences of every DP rank on the slowest EP rank."""
     n = g.count
+    tp = lay.tp
     tokens = b * q
     h = model.hidden_size
     for s in layer_gemms(model, g, tp):
@@ -135,9 +139,14 @@ def _layer_group(acc, model, hw, g: LayerGroup, tp, prec, b, q, ctx, style, rout
         acc.add("elementwise", elementwise_cost(hw, tokens * 3 * model.ffn_size / tp * ACT_BYTES, n), n)  # activation
     elif g.ffn == "moe":
         moe = model.moe
-        cost = moe_experts_cost(hw, tokens, h, moe.expert_ffn_size, moe.num_experts, moe.top_k,
-                                prec.w("moe"), prec.compute, routing, tp, gated=model.gated_ffn)
+        cost = moe_experts_cost(hw, b_moe * q, h, moe.expert_ffn_size, moe.num_experts, moe.top_k,
+                                prec.w("moe"), prec.compute, routing, lay.expert_tp, lay.ep, model.gated_ffn,
+                                moe.n_group, moe.topk_group)
         acc.add("moe", cost.scaled(n), 3 * n)
+        if lay.dp > 1:  # DP attention: tokens reach their experts' EP ranks and come back by all-to-all
+            disp, comb = moe_alltoall_bytes(model, lay, tokens / tp)
+            acc.add("communication", alltoall_cost(hw, disp, lay.moe_gpus, n), n)
+            acc.add("communication", alltoall_cost(hw, comb, lay.moe_gpus, n), n)
     parts = (g.mixer != "none") + (g.ffn != "none")
     acc.add("elementwise", elementwise_cost(hw, tokens * h * ACT_BYTES * 3, parts * n), parts * n)  # norm+residual
     if tp > 1:
@@ -183,19 +192,25 @@ def step_time(
     lpu_chips: int | None = None,
     attention_family=None,
     mla_family=None,
+    layout: Layout | str | None = None,
 ) -> StepResult:
     """Seconds of one decode step with `q_len` new tokens per sequence (q_len = 1 + D when verifying).
 
     Sums every layer (projections, attention or recurrent mixer, FFN or MoE, norms and element-wise kernels,
-    all-reduces), the final norm and the LM head. On an LPU the model is pipelined over `lpu_chips` chips
-    (default: as many as its weights need), statically scheduled (no launch overhead), plus
+    all-reduces, expert all-to-alls), the final norm and the LM head. `batch` is the instance's sequences over
+    all DP ranks; `layout` (TP, DP, EP, PP; default TP only) places them (specplan.parallel). With PP the
+    batch runs as m = min(PP, ceil(B / DP)) micro-batches: a sequence sees max(m, PP) / PP of the whole model's
+    step at one micro-batch, plus PP stage-to-stage hops. On an LPU the model is pipelined over `lpu_chips`
+    chips (default: as many as its weights need), statically scheduled (no launch overhead), plus
     (chips - 1) hop latencies. `attention_family` / `mla_family` are the KernelFamily of the GQA and MLA
     attention kernels (an engine's decode or verify family; None = the hardware profile's attention block for
     GQA and the built-in `mla-latent` family for MLA).
     """
     model = load_model(model)
     hw = load_hardware(hardware)
-    model.heads_per_device(tp)  # TP must split the query heads and split or replicate the KV heads
+    lay = layout_for(tp, layout)
+    lay.check(model, hw)  # TP must split the query heads and split or replicate the KV heads; EP the experts
+    tp = lay.tp
     if routing not in ("random", "balanced"):
         raise SpecplanError(f"routing: must be 'random' or 'balanced', got '{routing}'")
     if attention_style not in ("shared", "reread"):
@@ -207,18 +222,25 @@ def step_time(
         if arr.size and (not np.all(np.isfinite(arr)) or np.min(arr) < low):
             raise SpecplanError(f"{name}: must be >= {low}, got {np.min(arr):g}")
     prec = precision or resolve_precision(model, hw, dtype, kv_dtype, weight_dtype)
-    devices = tp
+    devices = lay.gpus
     hops = 0.0
     if hw.kind == "lpu":
         if tp != 1:
             raise SpecplanError(f"tp: LPU {hw.id} pipelines layers over chips; use tp 1, got {tp}")
         hw, devices, hops = _lpu_pipeline(model, hw, prec, b, q, ctx, lpu_chips)
+    b_all = b
+    b_rank = lay.per_rank_batch(b)
+    micro = np.minimum(float(lay.pp), b_rank)  # PP micro-batches
+    if lay.pp > 1:
+        b_rank = np.ceil(b_rank / micro)
+        b_all = b / micro
     shape = np.broadcast(b, q, ctx).shape
     acc = _Acc(shape)
     fam = (attention_family, mla_family if mla_family is not None or model.mla is None
            else load_kernel_family("mla-latent"))
     for g in model.groups():
-        _layer_group(acc, model, hw, g, tp, prec, b, q, ctx, attention_style, routing, allreduce, fam)
+        _layer_group(acc, model, hw, g, lay, prec, b_rank, q, ctx, attention_style, routing, allreduce, fam, b_all)
+    b = b_rank
     tokens = b * q
     acc.add("elementwise", elementwise_cost(hw, tokens * model.hidden_size * ACT_BYTES * 3, 2), 2)  # embed, final norm
     lm = lm_head_gemm(model, tp)
@@ -227,6 +249,13 @@ def step_time(
     breakdown["communication"] = acc.busy["communication"] + acc.comm_latency
     breakdown["overhead"] = acc.overhead + hops
     acc.overhead = acc.overhead + hops  # so that the overhead class reports its regime on an LPU too
+    if lay.pp > 1:  # stages run one micro-batch each; a sequence waits max(m, PP) stage times, PP hops a cycle
+        scale = np.maximum(micro, lay.pp) / lay.pp
+        breakdown = {k: v * scale for k, v in breakdown.items()}
+        hop = p2p_cost(hw, tokens * model.hidden_size * ACT_BYTES, lay.gpus > hw.scaleup_domain).scaled(lay.pp)
+        breakdown["communication"] = breakdown["communication"] + hop.time_s
+        acc.comm_latency = acc.comm_latency + hop.overhead_s
+        acc.busy["communication"] = acc.busy["communication"] + np.maximum(hop.compute_s, hop.memory_s)
     total = sum(breakdown.values())
     shape = np.broadcast(total, *breakdown.values()).shape
     return StepResult(

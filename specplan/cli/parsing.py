@@ -52,3 +52,10 @@ def mech_values(items: Optional[Iterable[str]], expected: str) -> dict[str, str]
         k, v = item.split("=", 1)
         out[k.strip()] = v.strip()
     return out
+
+
+def cli_layout(tp: int = 1, dp: int = 1, ep: int = 1, pp: int = 1):
+    """The Layout of the --tp/--dp/--ep/--pp options (one error line when it does not divide)."""
+    from specplan.parallel import Layout
+
+    return Layout(tp=tp, dp=dp, ep=ep, pp=pp)

@@ -7,11 +7,19 @@ from typing import List, Optional
 import typer
 
 from specplan.cli.app import app
-from specplan.cli.parsing import comma_list, context_tokens, mech_values
+from specplan.cli.parsing import cli_layout, comma_list, context_tokens, mech_values
 from specplan.cli.output import print_json, table
 from specplan.speculation.guidelines import g1_phrase
 
 MECHS = "none|external|eagle3|mtp|medusa|dflash|dspark|ngram|self"
+
+
+def layout_phrase(lay: dict) -> str:
+    """'tp 8', or 'tp 1 dp 8 ep 8 (expert-TP 1, 8 GPUs)' for a layout beyond TP."""
+    if lay["dp"] == lay["ep"] == lay["pp"] == 1:
+        return f"tp {lay['tp']}"
+    pp = f" pp {lay['pp']}" if lay["pp"] > 1 else ""
+    return f"tp {lay['tp']} dp {lay['dp']} ep {lay['ep']}{pp} (expert-TP {lay['expert_tp']}, {lay['gpus']} GPUs)"
 
 
 @app.command("predict")
@@ -19,6 +27,9 @@ def predict(
     model: str = typer.Option(..., "--model", "-m", help="Target model id or profile YAML path."),
     hardware: str = typer.Option(..., "--hardware", "-H", help="Hardware id or profile YAML path."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel devices of the target."),
+    dp: int = typer.Option(1, "--dp", help="Data-parallel attention ranks (docs/parallel.md)."),
+    ep: int = typer.Option(1, "--ep", help="Expert-parallel ranks; expert-TP = TP x DP / EP."),
+    pp: int = typer.Option(1, "--pp", help="Pipeline stages; GPUs = TP x DP x PP."),
     batch: int = typer.Option(..., "--batch", "-b", help="Concurrent sequences."),
     context: str = typer.Option(..., "--context", "-c", help="Tokens in the KV cache per sequence; 32k = 32768."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math dtype (default: checkpoint's)."),
@@ -44,11 +55,13 @@ def predict(
     r = predict_summary(model, hardware, tp=tp, batch=batch, context_len=context_tokens(context),
                         mechanism=mechanism, draft_len=draft_len, acceptance=acc, dtype=dtype, kv_dtype=kv_dtype,
                         draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
-                        draft_kv_budget=draft_kv_budget, tree_tokens=tree_tokens, serving=serving)
+                        draft_kv_budget=draft_kv_budget, tree_tokens=tree_tokens, serving=serving,
+                        layout=cli_layout(tp, dp, ep, pp))
     if json_out:
         print_json(r)
         return
-    print(f"{r['model']} on {r['hardware']} (tp {r['tp']}), batch {r['batch']}, context {r['context_len']}; "
+    print(f"{r['model']} on {r['hardware']} ({layout_phrase(r['layout'])}), batch {r['batch']}, "
+          f"context {r['context_len']}; "
           f"{r['mechanism']} D = {r['draft_len']} ({r['verify_tokens']:g} verified tokens); "
           f"compute {r['precision']['compute']}, kv {r['precision']['kv']}")
     if r["acceptance_source"]:
@@ -105,6 +118,9 @@ def recommend(
     model: str = typer.Option(..., "--model", "-m", help="Target model id or profile YAML path."),
     hardware: str = typer.Option(..., "--hardware", "-H", help="Hardware id or profile YAML path."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel devices of the target."),
+    dp: int = typer.Option(1, "--dp", help="Data-parallel attention ranks (docs/parallel.md)."),
+    ep: int = typer.Option(1, "--ep", help="Expert-parallel ranks; expert-TP = TP x DP / EP."),
+    pp: int = typer.Option(1, "--pp", help="Pipeline stages; GPUs = TP x DP x PP."),
     batch: Optional[int] = typer.Option(None, "--batch", "-b", help="Concurrent sequences (fixed)."),
     target_tps: Optional[float] = typer.Option(None, "--target-tps-per-user", help="Min tokens/s/user; batch free."),
     context: str = typer.Option(..., "--context", "-c", help="Tokens in the KV cache per sequence; 32k = 32768."),
@@ -130,7 +146,7 @@ def recommend(
             context_len=context_tokens(context), mechanisms=mechs, acceptance=acc, max_draft_len=max_draft_len,
             extrapolate=extrapolate, dtype=dtype,
             kv_dtype=kv_dtype, draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
-            draft_kv_budget=draft_kv_budget, serving=serving)
+            draft_kv_budget=draft_kv_budget, serving=serving, layout=cli_layout(tp, dp, ep, pp))
     if json_out:
         print_json(r)
         return
@@ -138,7 +154,7 @@ def recommend(
     unit = "tok/s/chip" if lpu else "tok/s/GPU"
     where = (f"batch {batch}" if batch is not None else f"tokens/s/user >= {target_tps:g}" if target_tps is not None
              else f"best {unit} over every batch that fits")
-    print(f"{r['model']} on {r['hardware']} (tp {r['tp']}), context {r['context_len']}, {where}")
+    print(f"{r['model']} on {r['hardware']} ({layout_phrase(r['layout'])}), context {r['context_len']}, {where}")
     drafts = any(x["draft_devices"] > 0 for x in r["ranked"])
     rows = [[x["mechanism"], x["draft_len"], x["batch"], x["acceptance_length"], x["speedup"],
              x["tokens_per_s_per_user"], x["tokens_per_s_per_gpu"]]

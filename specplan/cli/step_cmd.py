@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from specplan.cli.app import app
-from specplan.cli.parsing import context_tokens
+from specplan.cli.parsing import cli_layout, context_tokens
 from specplan.cli.output import print_json, table
 
 
@@ -15,7 +15,10 @@ from specplan.cli.output import print_json, table
 def step(
     model: str = typer.Option(..., "--model", "-m", help="Model id or profile YAML path."),
     hardware: str = typer.Option(..., "--hardware", "-H", help="Hardware id or profile YAML path."),
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel devices."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel devices (attention TP within one DP rank)."),
+    dp: int = typer.Option(1, "--dp", help="Data-parallel attention ranks (docs/parallel.md)."),
+    ep: int = typer.Option(1, "--ep", help="Expert-parallel ranks; expert-TP = TP x DP / EP."),
+    pp: int = typer.Option(1, "--pp", help="Pipeline stages; GPUs = TP x DP x PP."),
     batch: int = typer.Option(..., "--batch", "-b", help="Concurrent sequences."),
     q_len: int = typer.Option(1, "--q-len", help="New tokens per sequence (1 + D when verifying)."),
     context: str = typer.Option(..., "--context", "-c", help="Tokens already in the KV cache per sequence; 32k = 32768."),
@@ -31,12 +34,15 @@ def step(
     from specplan.api import step_summary
 
     r = step_summary(model, hardware, tp, batch, q_len, context_tokens(context), dtype, kv_dtype, weight_dtype,
-                     attention_style, routing, reserve)
+                     attention_style, routing, reserve, layout=cli_layout(tp, dp, ep, pp))
     if json_out:
         print_json(r)
         return
     p = r["precision"]
-    print(f"{r['model']} on {r['hardware']} x{r['devices']} (tp {r['tp']}), batch {r['batch']}, q_len {r['q_len']}, "
+    lay = r["layout"]
+    where = f"tp {r['tp']}" if lay["name"] == f"tp{r['tp']}" else (
+        f"tp {lay['tp']} dp {lay['dp']} ep {lay['ep']} pp {lay['pp']}, expert-TP {lay['expert_tp']}")
+    print(f"{r['model']} on {r['hardware']} x{r['devices']} ({where}), batch {r['batch']}, q_len {r['q_len']}, "
           f"context {r['context_len']}; compute {p['compute']}, kv {p['kv']}, G_dev {r['g_dev']}")
     print(f"step time: {r['step_ms']:.4f} ms   ({r['kernels_per_step']} kernels)")
     rows = [[c, ms, 100 * ms / r["step_ms"] if r["step_ms"] else 0, r["regimes"][c]]

@@ -10,6 +10,13 @@ Algorithms, selectable per hardware profile (`allreduce.algorithm`):
 `link` is the per-direction scale-up bandwidth a device can use for a TP group: the full figure behind a switch
 (NVSwitch), (TP-1)/(domain-1) of it on a full mesh of point-to-point links (MI300X Infinity Fabric).
 Each algorithm is a latency term plus a transfer term; the step reports which dominates.
+
+Expert-parallel all-to-all (dispatch / combine, DeepEP-style): each GPU sends `bytes` to the other GPUs of a
+group; inside the scale-up domain they go over NVLink at `alltoall.scaleup_bw_fraction` of the link, and when
+the group spans nodes the share bound for other nodes, (group - domain) / (group - 1), goes over the GPU's NIC
+(`scaleout_bandwidth_bytes_s` at `alltoall.scaleout_bw_fraction`), the two fabrics in parallel:
+    time = latency (scale-up or scale-out) + max(NVLink bytes / NVLink rate, NIC bytes / NIC rate)
+Pipeline stage hops (p2p) use the same fabrics: latency + bytes / rate.
 """
 
 from __future__ import annotations
@@ -95,3 +102,36 @@ def allreduce_cost(hw: HardwareProfile, nbytes, tp: int, count: float = 1.0, alg
 def hop_latency_s(hw: HardwareProfile, stages: int) -> float:
     """Pipeline hop latency of a step through `stages` chips (LPU): (stages - 1) x hop."""
     return max(0, stages - 1) * hw.chip_hop_latency_s
+
+
+def alltoall_terms(hw: HardwareProfile, bytes_per_gpu, group_gpus: int) -> tuple[np.ndarray, np.ndarray]:
+    """(latency s, transfer s) of one all-to-all in which each GPU sends `bytes_per_gpu` to the others of a group
+    of `group_gpus` GPUs (the share for other nodes over the NIC when the group spans nodes)."""
+    nbytes = np.asarray(bytes_per_gpu, dtype=float)
+    p = hw.alltoall
+    if group_gpus <= 1:
+        return np.zeros_like(nbytes), np.zeros_like(nbytes)
+    domain = max(1, hw.scaleup_domain)
+    off = max(0, group_gpus - domain) / (group_gpus - 1)  # share of the destinations on other nodes
+    nv = (1.0 - off) * nbytes / (link_bandwidth_bytes_s(hw, min(group_gpus, domain)) * p.scaleup_bw_fraction)
+    nic = off * nbytes / (hw.scaleout_bandwidth_bytes_s * p.scaleout_bw_fraction)
+    lat = p.scaleout_latency_s if off > 0 else p.latency_s
+    return np.full(nbytes.shape, lat), np.maximum(nv, nic)
+
+
+def alltoall_cost(hw: HardwareProfile, bytes_per_gpu, group_gpus: int, count: float = 1.0) -> KernelCost:
+    """`count` all-to-alls as a KernelCost: transfer time as the memory term, latency as the fixed term."""
+    lat, xfer = alltoall_terms(hw, bytes_per_gpu, group_gpus)
+    return roofline(np.zeros_like(xfer), xfer, lat).scaled(count)
+
+
+def p2p_cost(hw: HardwareProfile, nbytes, scaleout: bool = False) -> KernelCost:
+    """One point-to-point send (a pipeline stage hop): NVLink latency + bytes / link, or the NIC's when the
+    stages sit on different nodes."""
+    nbytes = np.asarray(nbytes, dtype=float)
+    p = hw.alltoall
+    if scaleout:
+        lat, bw = p.scaleout_latency_s, hw.scaleout_bandwidth_bytes_s * p.scaleout_bw_fraction
+    else:
+        lat, bw = hw.scaleup_latency_s, hw.scaleup_bandwidth_bytes_s * p.scaleup_bw_fraction
+    return roofline(np.zeros_like(nbytes), nbytes / bw, np.full(nbytes.shape, lat))

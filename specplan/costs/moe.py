@@ -1,11 +1,23 @@
-"""MoE expert routing: experts touched by N tokens and the per-expert GEMM-M.
+"""MoE expert routing: experts touched by N tokens, the per-expert GEMM-M, and expert parallelism (EP).
 
 - `random` routing: N tokens x top-k choices touch E * (1 - (1 - k/E)^N) experts in expectation.
 - `balanced` routing (how the measured MoE table was collected): min(E, N * k).
 Each touched expert's weights are read once; per-expert GEMM-M = N * k / touched.
+
+Expert parallelism: experts are placed contiguously, E / EP per rank (group-limited routing: whole groups per
+rank when EP <= n_group). Under `random` routing each token picks top-k experts uniformly (within topk_group
+uniformly chosen groups when the model has group-limited routing). The step waits for the slowest rank, so the
+per-rank touched experts and rows are the EXPECTED MAXIMUM over the EP ranks: mean + sd * e(EP), with the exact
+mean and variance of one rank (closed forms over expert pairs) and e(n) the expected maximum of n standard normals
+(Blom's approximation), capped at the rank's experts / rows. `balanced` routing has no imbalance.
 """
 
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from statistics import NormalDist
 
 import numpy as np
 
@@ -32,6 +44,120 @@ def per_expert_m(tokens, num_experts: int, top_k: int, routing: str = "random") 
     return np.asarray(tokens, dtype=float) * top_k / np.maximum(t, 1e-30)
 
 
+@dataclass(frozen=True)
+class RankRouting:
+    """One token's routing seen from one EP rank (exact, under uniformly random routing)."""
+
+    experts: int  # experts on the rank (E / EP)
+    miss: float  # P(the token picks none of the rank's experts)
+    mean_rows: float  # expected experts the token picks on the rank (k / EP)
+    var_rows: float  # variance of that count
+    pair_miss_same: float  # P(the token picks neither of two given experts of one group)
+    pair_miss_diff: float  # ... of two experts in different groups
+    same_pairs: float  # ordered expert pairs on the rank within one group
+    diff_pairs: float  # ordered expert pairs on the rank in different groups
+    skew_rows: float = 0.0  # skewness of that count (one token)
+
+
+def _hyper_pmf(pool: int, marked: int, k: int) -> np.ndarray:
+    """P(x of the k draws without replacement from `pool` are among `marked` items), x = 0 ... k."""
+    x = np.arange(k + 1)
+    c = [math.comb(marked, int(i)) * math.comb(pool - marked, k - int(i)) for i in x]
+    return np.asarray(c, dtype=float) / math.comb(pool, k)
+
+
+@lru_cache(maxsize=256)
+def rank_routing(num_experts: int, top_k: int, ep: int, n_group: int = 1, topk_group: int = 1) -> RankRouting:
+    """Exact routing statistics of one EP rank for one token (group-limited when topk_group < n_group and groups
+    sit whole on ranks or ranks inside groups; otherwise unrestricted top-k)."""
+    e, k = num_experts, top_k
+    n_r = e // ep
+    grouped = n_group > 1 and topk_group < n_group and (n_group % ep == 0 or ep % n_group == 0)
+    if not grouped:
+        pm2 = (e - k) * (e - k - 1) / (e * (e - 1)) if e > 1 else 0.0
+        pmf, same, diff, sp, dp = _hyper_pmf(e, n_r, k), pm2, pm2, n_r * (n_r - 1), 0.0
+    else:
+        ng, tg = n_group, topk_group
+        size = e // ng  # experts per group
+        pool = tg * size  # experts a token can pick from
+        a = tg / ng  # P(a given group is chosen)
+        both = tg * (tg - 1) / (ng * (ng - 1))  # P(two given groups are both chosen)
+        miss1 = (pool - k) / pool  # P(a given expert of a chosen group is not picked)
+        miss2 = (pool - k) * (pool - k - 1) / (pool * (pool - 1))
+        same = (1.0 - a) + a * miss2
+        diff = (1.0 - 2.0 * a + both) + 2.0 * (a - both) * miss1 + both * miss2
+        if ep <= ng:  # h whole groups per rank; j of them chosen ~ hypergeometric(ng, h, tg)
+            h = ng // ep
+            pmf = np.zeros(k + 1)
+            for j in range(0, min(h, tg) + 1):
+                pj = math.comb(h, j) * math.comb(ng - h, tg - j) / math.comb(ng, tg)
+                pmf += pj * _hyper_pmf(pool, j * size, k)
+            sp = h * size * (size - 1)
+            dp = n_r * (n_r - 1) - sp
+        else:  # EP > n_group: the rank holds n_r experts of one group
+            pmf = a * _hyper_pmf(pool, n_r, k)
+            pmf[0] += 1.0 - a
+            sp, dp = n_r * (n_r - 1), 0.0
+    x = np.arange(k + 1)
+    mean = float(pmf @ x)
+    var = float(pmf @ (x - mean) ** 2)
+    skew = float(pmf @ (x - mean) ** 3) / var ** 1.5 if var > 0 else 0.0
+    return RankRouting(n_r, float(pmf[0]), mean, var, same, diff, sp, dp, skew)
+
+
+def expected_max_normal(n: int) -> float:
+    """Expected maximum of n independent standard normals (Blom: Phi^-1((n - 0.375) / (n + 0.25))); 0 for n = 1."""
+    if n <= 1:
+        return 0.0
+    return NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
+
+
+def _max_quantile(ep: int, skew) -> np.ndarray:
+    """Standardized expected maximum of `ep` ranks with a Cornish-Fisher skewness correction z + (z^2 - 1) g / 6."""
+    z = expected_max_normal(ep)
+    return z + (z * z - 1.0) * np.asarray(skew, dtype=float) / 6.0
+
+
+def destination_ranks(num_experts: int, top_k: int, ep: int, n_group: int = 1, topk_group: int = 1) -> float:
+    """Expected distinct EP ranks one token's top-k experts live on: EP * (1 - P(a rank is missed))."""
+    if ep <= 1:
+        return 1.0
+    return ep * (1.0 - rank_routing(num_experts, top_k, ep, n_group, topk_group).miss)
+
+
+def rank_touched_experts(tokens, num_experts: int, top_k: int, ep: int = 1, routing: str = "random",
+                         n_group: int = 1, topk_group: int = 1, stat: str = "max") -> np.ndarray:
+    """Distinct experts `tokens` tokens touch on one EP rank: the mean, or the expected maximum over ranks."""
+    n = np.asarray(tokens, dtype=float)
+    if routing == "balanced":
+        return np.minimum(float(num_experts // ep), n * top_k / ep)
+    if routing != "random":
+        raise SpecplanError(f"moe routing: must be 'random' or 'balanced', got '{routing}'")
+    r = rank_routing(num_experts, top_k, ep, n_group, topk_group)
+    q1 = 1.0 - top_k / num_experts  # a token misses one given expert
+    miss = q1 ** n
+    mean = r.experts * (1.0 - miss)
+    if ep <= 1 or stat == "mean":
+        return mean
+    cov_same = r.pair_miss_same ** n - miss * miss
+    cov_diff = r.pair_miss_diff ** n - miss * miss
+    var = r.experts * miss * (1.0 - miss) + r.same_pairs * cov_same + r.diff_pairs * cov_diff
+    g = r.skew_rows / np.sqrt(np.maximum(n, 1.0))  # a sum of N tokens' counts: skewness / sqrt(N)
+    return np.minimum(float(r.experts), mean + _max_quantile(ep, g) * np.sqrt(np.maximum(var, 0.0)))
+
+
+def rank_rows(tokens, num_experts: int, top_k: int, ep: int = 1, routing: str = "random", n_group: int = 1,
+              topk_group: int = 1, stat: str = "max") -> np.ndarray:
+    """Token-expert rows one EP rank computes: N * k / EP on average, or the expected maximum over ranks."""
+    n = np.asarray(tokens, dtype=float)
+    mean = n * top_k / ep
+    if routing == "balanced" or ep <= 1 or stat == "mean":
+        return mean
+    r = rank_routing(num_experts, top_k, ep, n_group, topk_group)
+    g = r.skew_rows / np.sqrt(np.maximum(n, 1.0))
+    return np.minimum(n * min(top_k, r.experts), mean + _max_quantile(ep, g) * np.sqrt(n * r.var_rows))
+
+
 def moe_experts_cost(
     hw: HardwareProfile,
     tokens,
@@ -45,19 +171,21 @@ def moe_experts_cost(
     tp: int = 1,
     ep: int = 1,
     gated: bool = True,
+    n_group: int = 1,
+    topk_group: int = 1,
 ) -> KernelCost:
-    """Fused grouped-GEMM MoE layer (gate+up and down of every touched expert; TP splits each expert's FFN).
+    """Fused grouped-GEMM MoE layer on the slowest EP rank (gate+up and down of its touched experts; `tp` is the
+    expert-TP that splits each expert's FFN; `tokens` are all tokens the layer sees, over every DP rank).
 
-    Two kernels (gate_up, down) plus routing/permutation at memory speed; compute efficiency is that of a
-    per-expert GEMM of M = tokens * k / touched rows.
+    Two kernels (gate_up, down) plus routing/permutation at memory speed; the slowest rank's expected maximum
+    touched experts and rows (module doc) set the bytes and FLOPs.
     """
     c = compute_dtype_for(hw, weight_dtype, compute_dtype)
     eff = hw.kernel_eff(c)
     f = expert_ffn / tp
     mats = 3.0 if gated else 2.0  # gate, up, down (or up, down)
-    touched = touched_experts(tokens, num_experts, top_k, routing) / ep
-    m_e = per_expert_m(tokens, num_experts, top_k, routing)
-    n_rows = np.asarray(tokens, dtype=float) * top_k / ep
+    touched = rank_touched_experts(tokens, num_experts, top_k, ep, routing, n_group, topk_group)
+    n_rows = rank_rows(tokens, num_experts, top_k, ep, routing, n_group, topk_group)
     w_bytes = touched * mats * hidden * f * dtype_bytes(weight_dtype)
     a_bytes = n_rows * (hidden * dtype_bytes(c) * 2 + mats * f * 2.0) + n_rows * hidden * 2.0
     flops = gemm_flops(n_rows, mats * f, hidden)

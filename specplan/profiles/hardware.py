@@ -75,6 +75,15 @@ class AllReduceParams(_Frozen):
     nccl_bw_fraction: float = Field(0.75, gt=0, le=1)
 
 
+class AllToAllParams(_Frozen):
+    """Expert-parallel dispatch / combine all-to-all: a latency per call and the achieved fraction of each fabric."""
+
+    latency_s: float = Field(8.0e-6, ge=0)  # one call inside the scale-up (NVLink) domain
+    scaleout_latency_s: float = Field(20.0e-6, ge=0)  # one call whose group spans nodes
+    scaleup_bw_fraction: float = Field(0.77, gt=0, le=1)  # of scaleup_bandwidth_bytes_s
+    scaleout_bw_fraction: float = Field(0.86, gt=0, le=1)  # of scaleout_bandwidth_bytes_s
+
+
 class HardwareProfile(_Frozen):
     """One device: spec-sheet numbers (dense, never sparse) plus calibrated efficiencies; every number sourced."""
 
@@ -93,11 +102,14 @@ class HardwareProfile(_Frozen):
     # switch: every device reaches the group at the full figure (NVSwitch); mesh: point-to-point links to each
     # of the other domain devices, so a TP group of t devices uses (t-1)/(domain-1) of it (MI300X).
     scaleup_topology: Literal["switch", "mesh"] = "switch"
+    # Inter-node (scale-out) network bandwidth per device, per direction (one NIC per GPU on HGX/DGX nodes).
+    scaleout_bandwidth_bytes_s: float = Field(50.0e9, gt=0)
     kernel_overhead_s: float = Field(3.0e-6, ge=0)  # fixed cost per kernel (launch, prologue)
     chip_hop_latency_s: float = Field(0.0, ge=0)  # LPU: pipeline hop between chips
     efficiency: dict[str, KernelEfficiency] = Field(default_factory=lambda: {"default": KernelEfficiency()})
     attention: AttentionEfficiency = AttentionEfficiency()
     allreduce: AllReduceParams = AllReduceParams()
+    alltoall: AllToAllParams = AllToAllParams()
     sources: dict[str, str] = Field(default_factory=dict)
     notes: str = ""
     calibration: dict | None = None

@@ -42,6 +42,9 @@ def moe_block(c: HfFields, fam: str, mt: str) -> dict | None:
             moe.update(num_shared_experts=ns, shared_expert_ffn_size=ns * eff)
         if c.get("topk_method") == "noaux_tc" or mt == "deepseek_v3":
             moe["router_bias"] = True
+        ng, tg = c.int("n_group", default=1), c.int("topk_group", default=1)
+        if ng > 1 and tg < ng:  # group-limited routing (DeepSeek-V3: top-8 within 4 of 8 groups)
+            moe.update(n_group=ng, topk_group=tg)
     elif fam == "qwen_hybrid" or fam == "qwen_moe":
         sf = c.int("shared_expert_intermediate_size", default=0, minimum=0)
         if sf:

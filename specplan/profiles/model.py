@@ -25,12 +25,28 @@ class MoE(_Frozen):
     dense_layers: int = Field(0, ge=0)  # leading layers with a dense FFN of `ffn_size`
     router_bias: bool = False  # a per-expert bias vector (gpt-oss router bias, DeepSeek/Nemotron score-correction bias)
     shared_expert_gate: bool = False  # Qwen3-Next / Qwen3.5: a sigmoid gate (h -> 1) on the shared expert's output
+    # Group-limited routing (DeepSeek-V3 `n_group`, `topk_group`): experts in n_group equal groups, a token picks
+    # its top_k experts within topk_group groups. 1 and 1 = unrestricted top-k over all experts.
+    n_group: int = Field(1, gt=0)
+    topk_group: int = Field(1, gt=0)
 
     @model_validator(mode="after")
     def _k(self) -> "MoE":
         if self.top_k > self.num_experts:
             raise ValueError(f"moe.top_k: must be <= num_experts ({self.num_experts}), got {self.top_k}")
+        if self.num_experts % self.n_group:
+            raise ValueError(f"moe.n_group: must divide num_experts ({self.num_experts}), got {self.n_group}")
+        if self.n_group > 1 and not (1 <= self.topk_group <= self.n_group):
+            raise ValueError(f"moe.topk_group: must be in 1 ... n_group ({self.n_group}), got {self.topk_group}")
+        if self.n_group > 1 and self.top_k > self.topk_group * (self.num_experts // self.n_group):
+            raise ValueError(f"moe.topk_group: {self.topk_group} groups of {self.num_experts // self.n_group} "
+                             f"experts cannot hold top_k = {self.top_k}")
         return self
+
+    @property
+    def group_limited(self) -> bool:
+        """True when a token's experts come from topk_group < n_group groups."""
+        return self.n_group > 1 and self.topk_group < self.n_group
 
 
 class MLA(_Frozen):

@@ -15,6 +15,7 @@ from specplan.costs.gemm import gemm_cost
 from specplan.dtypes import dtype_bytes
 from specplan.errors import SpecplanError
 from specplan.memory import kv_bytes_per_seq, memory_usage, mtp_weight_bytes, state_bytes_per_seq, weight_bytes
+from specplan.parallel import Layout
 from specplan.precision import MODULES, Precision, resolve_precision
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import LayerGroup, ModelProfile
@@ -50,6 +51,23 @@ class DraftInput:
     draft_kv_budget: int | None = None
     attention_style: str = "shared"
     routing: str = "random"
+    layout: Layout | None = None  # the target's layout (None: TP only)
+
+    @property
+    def lay(self) -> Layout:
+        """The target's layout."""
+        return self.layout or Layout(tp=self.tp)
+
+    @property
+    def rank_batch(self) -> np.ndarray:
+        """Sequences on one DP rank (the draft's dense GEMMs run per DP rank)."""
+        return self.lay.per_rank_batch(self.batch)
+
+    def draft_layout(self, model: ModelProfile) -> Layout:
+        """A draft model's layout as engines place MTP / EAGLE heads: the target's attention TP and DP (and its EP
+        for a draft with routed experts), on the last pipeline stage (PP 1 for the draft's own step)."""
+        lay = self.lay
+        return Layout(tp=lay.tp, dp=lay.dp, ep=lay.ep if model.moe is not None else 1)
 
 
 @dataclass
@@ -70,9 +88,10 @@ def _active(d: np.ndarray) -> np.ndarray:
     return (d > 0).astype(float)
 
 
-def _step(model, hw, tp, b, q, ctx, prec, inp: DraftInput, **kw) -> np.ndarray:
-    return step_time(model, hw, tp, b, q, ctx, precision=prec, attention_style=inp.attention_style,
-                     routing=inp.routing, **kw).total_s
+def _step(model, hw, b, q, ctx, prec, inp: DraftInput, layout: Layout | None = None, **kw) -> np.ndarray:
+    lay = layout or inp.draft_layout(model)
+    return step_time(model, hw, 1, b, q, ctx, precision=prec, attention_style=inp.attention_style,
+                     routing=inp.routing, layout=lay, **kw).total_s
 
 
 def _single_layer(model: ModelProfile, mixer: str, ffn: str, count: int = 1, **update) -> ModelProfile:
@@ -111,8 +130,9 @@ def draft_external(inp: DraftInput) -> DraftCost:
     prec_d = resolve_precision(dm, dhw, inp.draft_dtype, inp.kv_dtype)
     ctx_d = inp.context_len if inp.draft_kv_budget is None else np.minimum(inp.context_len, inp.draft_kv_budget)
     mem = memory_usage(dm, dhw, tp_d, b, ctx_d, prec_d, q_len=np.maximum(d, 1))
-    step = step_time(dm, dhw, tp_d, b, 1, ctx_d, precision=prec_d, attention_style=inp.attention_style,
-                     routing=inp.routing)
+    lay_d = Layout(tp=tp_d) if separate else Layout(tp=tp_d, dp=inp.lay.dp)
+    step = step_time(dm, dhw, 1, b, 1, ctx_d, precision=prec_d, attention_style=inp.attention_style,
+                     routing=inp.routing, layout=lay_d)
     devices = np.asarray(step.devices, dtype=float) if separate else 0
     t = d * step.total_s
     notes = [f"draft {dm.id} on {dhw.id} (tp {tp_d}), {prec_d.compute}"]
@@ -148,7 +168,7 @@ def draft_eagle3(inp: DraftInput) -> DraftCost:
     one = eagle3_head(inp.model, inp.draft_model)
     prec_h = resolve_precision(one, inp.hw, inp.dtype, inp.kv_dtype)
     tp, b, d = inp.tp, inp.batch, inp.draft_len
-    t = d * _step(one, inp.hw, tp, b, 1, inp.context_len, prec_h, inp)
+    t = d * _step(one, inp.hw, b, 1, inp.context_len, prec_h, inp)
     per_seq = kv_bytes_per_seq(one, tp, prec_h.kv, inp.context_len + d)
     return DraftCost(t, d * np.ones_like(t), fixed_bytes=weight_bytes(one, tp, prec_h), per_seq_bytes=per_seq,
                      rho=1.0 / inp.model.num_layers, notes=[f"EAGLE-3 head {one.id}, {prec_h.w('attention')}"])
@@ -166,11 +186,11 @@ def draft_mtp(inp: DraftInput) -> DraftCost:
     one = mtp_module(inp.model)
     prec_m = _uniform_precision(inp.prec, inp.prec.w("mtp"), inp.prec.w("lm_head"))
     h, tp, b, d = one.hidden_size, inp.tp, inp.batch, inp.draft_len
-    step = _step(one, inp.hw, tp, b, 1, inp.context_len, prec_m, inp)
-    step = step + gemm_cost(inp.hw, b, h // tp, 2 * h, prec_m.w("mtp"), prec_m.compute).time_s  # eh_proj
+    step = _step(one, inp.hw, b, 1, inp.context_len, prec_m, inp)
+    step = step + gemm_cost(inp.hw, inp.rank_batch, h // tp, 2 * h, prec_m.w("mtp"), prec_m.compute).time_s  # eh_proj
     t = d * step
     per_seq = kv_bytes_per_seq(one, tp, inp.prec.kv, inp.context_len + d) + state_bytes_per_seq(one, tp)
-    return DraftCost(t, d * np.ones_like(t), fixed_bytes=mtp_weight_bytes(inp.model, tp, inp.prec),
+    return DraftCost(t, d * np.ones_like(t), fixed_bytes=mtp_weight_bytes(inp.model, tp, inp.prec, inp.draft_layout(one)),
                      per_seq_bytes=per_seq, rho=1.0 / inp.model.num_layers, notes=[f"MTP module, {prec_m.w('mtp')}"])
 
 
@@ -184,8 +204,9 @@ def draft_medusa(inp: DraftInput) -> DraftCost:
         raise SpecplanError(f"mechanism medusa: D = {np.max(d):g} exceeds the {n_heads} Medusa heads")
     h, vocab = m.hidden_size, m.vocab_size
     w = inp.prec.w("lm_head")
-    per_head = blocks * gemm_cost(inp.hw, b, h // tp, h, w, inp.prec.compute).time_s
-    per_head = per_head + gemm_cost(inp.hw, b, vocab // tp, h, w, inp.prec.compute).time_s
+    br = inp.rank_batch
+    per_head = blocks * gemm_cost(inp.hw, br, h // tp, h, w, inp.prec.compute).time_s
+    per_head = per_head + gemm_cost(inp.hw, br, vocab // tp, h, w, inp.prec.compute).time_s
     t = d * per_head
     fixed = n_heads * (blocks * h * h + vocab * h) / tp * dtype_bytes(w)
     rho = blocks / (m.num_layers * np.maximum(d, 1))
@@ -205,8 +226,8 @@ def _dflash(inp: DraftInput) -> tuple[np.ndarray, float, np.ndarray, ModelProfil
     _, kv_dev = five.heads_per_device(tp)
     w = inp.prec.w("attention")
     q = np.maximum(d, 1)
-    t = _step(five, inp.hw, tp, b, q, inp.context_len, inp.prec, inp)
-    fuse_m = b * (1 + d)  # new target hidden states of the verified positions become draft K/V
+    t = _step(five, inp.hw, b, q, inp.context_len, inp.prec, inp)
+    fuse_m = inp.rank_batch * (1 + d)  # new target hidden states of the verified positions become draft K/V
     t = t + gemm_cost(inp.hw, fuse_m, h // tp, DFLASH_FUSED_LAYERS * h, w, inp.prec.compute).time_s
     t = t + gemm_cost(inp.hw, fuse_m, DFLASH_LAYERS * 2 * kv_dev * five.head_dim, h, w, inp.prec.compute).time_s
     fixed = weight_bytes(five, tp, inp.prec) - _lm_head_bytes(five, tp, inp.prec)  # LM head shared with target
@@ -228,7 +249,7 @@ def draft_dspark(inp: DraftInput) -> DraftCost:
     t, fixed, per_seq, five = _dflash(inp)
     h, tp, b, d = five.hidden_size, inp.tp, inp.batch, inp.draft_len
     w = inp.prec.w("attention")
-    markov = MARKOV_HEAD_GEMMS * gemm_cost(inp.hw, b, h // tp, h, w, inp.prec.compute).time_s
+    markov = MARKOV_HEAD_GEMMS * gemm_cost(inp.hw, inp.rank_batch, h // tp, h, w, inp.prec.compute).time_s
     t = t + d * markov
     fixed += MARKOV_HEAD_GEMMS * h * h / tp * dtype_bytes(w)
     return DraftCost(t, _active(d) * np.ones_like(t), fixed_bytes=fixed, per_seq_bytes=per_seq,
@@ -239,7 +260,7 @@ def draft_dspark(inp: DraftInput) -> DraftCost:
 def draft_ngram(inp: DraftInput) -> DraftCost:
     """Suffix / n-gram lookup on the host: no accelerator work, a small CPU cost per sequence and iteration."""
     d = inp.draft_len
-    t = _active(d) * inp.batch * NGRAM_CPU_S_PER_SEQ * np.ones(np.broadcast(inp.batch, d, inp.context_len).shape)
+    t = _active(d) * inp.rank_batch * NGRAM_CPU_S_PER_SEQ * np.ones(np.broadcast(inp.batch, d, inp.context_len).shape)
     return DraftCost(t, np.zeros_like(t), notes=[f"n-gram lookup {NGRAM_CPU_S_PER_SEQ * 1e6:g} us per sequence"])
 
 
@@ -248,7 +269,7 @@ def draft_self(inp: DraftInput) -> DraftCost:
     budget = SELF_DEFAULT_KV_BUDGET if inp.draft_kv_budget is None else inp.draft_kv_budget
     d = inp.draft_len
     ctx_d = np.minimum(inp.context_len, budget)
-    t = d * _step(inp.model, inp.hw, inp.tp, inp.batch, 1, ctx_d, inp.prec, inp)
+    t = d * _step(inp.model, inp.hw, inp.batch, 1, ctx_d, inp.prec, inp, layout=inp.lay)
     return DraftCost(t, d * np.ones_like(t), rho=1.0, notes=[f"self-draft with a KV budget of {budget} tokens"])
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from specplan.errors import SpecplanError
 from specplan.memory import DEFAULT_RESERVE, memory_usage
+from specplan.parallel import layout_for
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation.acceptance import Acceptance, find_profile
 from specplan.speculation.drafters import DRAFTERS, DraftInput, get_drafter
@@ -85,24 +86,30 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
              acceptance=None, dtype=None, kv_dtype=None, draft_model=None, draft_hardware=None,
              draft_dtype=None, draft_kv_budget=None, tree_tokens=None, serving=None,
              attention_style="shared", routing="random", reserve=DEFAULT_RESERVE,
-             guidelines=False) -> dict[str, np.ndarray]:
+             guidelines=False, layout=None) -> dict[str, np.ndarray]:
     """Baseline and speculative step times, AL, speedup, throughputs, memory and ρ over a broadcast grid
-    (with `guidelines`, also the guideline diagnostics under the key 'guidelines')."""
+    (with `guidelines`, also the guideline diagnostics under the key 'guidelines'). `batch` counts the
+    instance's sequences; `layout` (specplan.parallel: TP, DP, EP, PP; default TP only) places them, and
+    tokens/s/GPU divides by its TP x DP x PP GPUs."""
     if draft_kv_budget is not None and not (draft_kv_budget >= 0):
         raise SpecplanError(f"draft KV budget (--draft-kv-budget): must be >= 0 tokens, got {draft_kv_budget:g}")
     m = load_model(model)
     hw = load_hardware(hardware)
+    lay = layout_for(tp, layout)
+    tp = lay.tp
     drafter = get_drafter(mechanism)
     acc = resolve_acceptance(mechanism, m.id, acceptance)
     b, ctx, d, shape = _grid(batch, context_len, draft_len)
     if mechanism == "none":
         d = np.zeros_like(d)
     srv = get_serving(serving)
-    base = step_time(m, hw, tp, b, 1, ctx, dtype, kv_dtype, attention_style=attention_style, routing=routing)
+    base = step_time(m, hw, tp, b, 1, ctx, dtype, kv_dtype, attention_style=attention_style, routing=routing,
+                     layout=lay)
     prec = base.precision
     q = verify_tokens(d, tree_tokens)
-    ver = step_time(m, hw, tp, b, q, ctx, precision=prec, attention_style=attention_style, routing=routing)
-    inp = DraftInput(m, hw, tp, prec, b, d, ctx, dtype=dtype, kv_dtype=kv_dtype,
+    ver = step_time(m, hw, tp, b, q, ctx, precision=prec, attention_style=attention_style, routing=routing,
+                    layout=lay)
+    inp = DraftInput(m, hw, tp, prec, b, d, ctx, dtype=dtype, kv_dtype=kv_dtype, layout=lay,
                      draft_model=None if draft_model is None else load_model(draft_model),
                      draft_hardware=None if draft_hardware is None else load_hardware(draft_hardware),
                      draft_dtype=draft_dtype, draft_kv_budget=draft_kv_budget,
@@ -116,7 +123,7 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
     if np.any(al > 1 + d + 1e-9):
         raise SpecplanError(f"acceptance length: AL must be <= 1 + D, got {np.max(al - d - 1) + 1:g} above")
     mem = memory_usage(m, hw, tp, b, ctx, prec, q_len=q, reserve=reserve, extra_fixed_bytes=dc.fixed_bytes,
-                       extra_per_seq_bytes=dc.per_seq_bytes)
+                       extra_per_seq_bytes=dc.per_seq_bytes, layout=lay)
     fits = mem.fits & np.asarray(dc.fits)
     dev_base = np.asarray(base.devices, dtype=float)
     dev_t = dev_base
@@ -159,7 +166,8 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
     if guidelines:
         from specplan.speculation.guidelines import diagnostics
 
-        out["guidelines"] = diagnostics(m, hw, tp, b, ctx, d, prec, base, ver, dc.rho, attention_style, routing)
+        out["guidelines"] = diagnostics(m, hw, tp, lay.per_rank_batch(b), ctx, d, prec, base, ver, dc.rho,
+                                        attention_style, routing)
     out["precision"] = prec
     out["notes"] = list(dc.notes) + _tree_notes(acc, d, q)
     out["acceptance_source"] = "" if acc is None else acc.source
