@@ -160,7 +160,8 @@ def test_mla_under_tp_infeasible_names_the_cause_and_the_largest_batch():
     assert r["best"] is None
     msg = r["infeasible"]
     assert "latent KV cache is replicated on every one of the 8 TP ranks" in msg
-    assert "data-parallel attention is not modelled" in msg and "the largest batch that fits" in msg
+    assert "data-parallel attention (--dp N --tp 1 --ep N) holds it once per sequence" in msg
+    assert "the largest batch that fits" in msg
     assert "is 5 (D = 0)" in msg
     p = run("recommend", "-m", "deepseek-v3", "-H", "h200-sxm", "--tp", "8", "-c", "131072", "--batch", "64")
     assert p.returncode == 1 and "replicated on every one of the 8 TP ranks" in p.stdout
