@@ -10,7 +10,7 @@ from specplan.dtypes import dtype_bytes
 from specplan.parallel import Layout, layout_for
 from specplan.precision import Precision
 from specplan.profiles.hardware import HardwareProfile
-from specplan.profiles.model import ModelProfile
+from specplan.profiles.model import ATTENTION_MIXERS, ModelProfile
 from specplan.shapes import layer_gemms, lm_head_gemm
 
 DEFAULT_RESERVE = 0.10
@@ -20,7 +20,8 @@ def routed_expert_bytes(model: ModelProfile, lay: Layout, dtype: str) -> float:
     """Routed-expert weights of one MoE layer on one GPU: E / EP experts, each FFN split over expert-TP."""
     moe = model.moe
     mats = 3.0 if model.gated_ffn else 2.0
-    return (moe.num_experts // lay.ep) * mats * model.hidden_size * moe.expert_ffn_size / lay.expert_tp * dtype_bytes(dtype)
+    width = moe.latent_size or model.hidden_size  # LatentMoE: the experts run in the latent width
+    return (moe.num_experts // lay.ep) * mats * width * moe.expert_ffn_size / lay.expert_tp * dtype_bytes(dtype)
 
 
 def weight_bytes(model: ModelProfile, tp: int, prec: Precision, layout: Layout | None = None) -> float:
@@ -60,18 +61,54 @@ def mtp_weight_bytes(model: ModelProfile, tp: int, prec: Precision, layout: Layo
     return model.mtp.num_layers * layer
 
 
+INDEXER_KEY_BYTES = 1.0 + 4.0 / 128  # DSA indexer keys: fp8 with one fp32 scale per 128 (DeepSeek's fp8_index)
+
+
 def kv_bytes_per_token(model: ModelProfile, tp: int, kv_dtype: str, mixer: str = "full") -> float:
-    """KV-cache bytes per token per device for all layers of one mixer kind (MLA latent replicated over the TP
-    GPUs of a DP rank; under DP attention each rank holds only its own sequences, see memory_usage)."""
-    n = sum(g.count for g in model.groups() if g.mixer == mixer)
-    if n == 0 or mixer not in ("full", "sliding"):
-        return 0.0
-    if model.mla is not None:
-        per_layer = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim
-    else:
-        _, kv_dev = model.heads_per_device(tp)
-        per_layer = 2 * kv_dev * model.head_dim
-    return n * per_layer * dtype_bytes(kv_dtype)
+    """KV-cache bytes per cached token per device for all layers of one mixer kind (MLA latent replicated over the TP
+    GPUs of a DP rank; under DP attention each rank holds only its own sequences, see memory_usage; layers that reuse another layer's KV hold none; DSA layers add their indexer key)."""
+    total = 0.0
+    for g in model.groups():
+        if g.mixer != mixer or mixer not in ATTENTION_MIXERS or g.kv_shared:
+            continue
+        if model.compressed_attention is not None:  # DeepSeek-V4: one shared K=V head of head_dim
+            per_layer = model.head_dim * dtype_bytes(kv_dtype)
+        elif model.mla is not None:
+            per_layer = (model.mla.kv_lora_rank + model.mla.qk_rope_head_dim) * dtype_bytes(kv_dtype)
+            if model.indexer is not None:
+                per_layer += model.indexer.head_dim * INDEXER_KEY_BYTES
+        else:
+            _, kv_dev = model.heads_per_device(tp, model.kv_heads_of(g))
+            per_layer = 2 * kv_dev * model.head_dim_of(g) * dtype_bytes(kv_dtype)
+        total += g.count * per_layer
+    return total
+
+
+def cached_tokens(model: ModelProfile, mixer: str, ctx) -> np.ndarray:
+    """Tokens one layer of `mixer` keeps in its cache after `ctx` tokens: all (full), the window (sliding),
+    the current chunk at most (chunked), compressed entries plus the sliding window (DeepSeek-V4 csa / hca)."""
+    ctx = np.asarray(ctx, dtype=float)
+    if mixer == "sliding":
+        return np.minimum(ctx, model.sliding_window)
+    if mixer == "chunked":
+        return np.minimum(ctx, model.chunk_size)
+    if mixer in ("csa", "hca"):
+        ca = model.compressed_attention
+        rate = ca.csa_rate if mixer == "csa" else ca.hca_rate
+        return np.minimum(ctx, model.sliding_window or 0) + np.floor(ctx / rate)
+    return ctx
+
+
+def kv_bytes_per_seq(model: ModelProfile, tp: int, kv_dtype: str, context_len) -> np.ndarray:
+    """KV bytes of one sequence of `context_len` tokens per device (windowed layers capped, see cached_tokens)."""
+    ctx = np.asarray(context_len, dtype=float)
+    total = np.zeros_like(ctx)
+    for mixer in sorted({g.mixer for g in model.groups()} & set(ATTENTION_MIXERS)):
+        total = total + kv_bytes_per_token(model, tp, kv_dtype, mixer) * cached_tokens(model, mixer, ctx)
+    if model.compressed_attention is not None and model.indexer is not None:  # V4 csa: indexer keys per entry
+        n_csa = sum(g.count for g in model.groups() if g.mixer == "csa")
+        total = total + n_csa * model.indexer.head_dim * INDEXER_KEY_BYTES * np.floor(ctx / model.compressed_attention.csa_rate)
+    return total
 
 
 def state_bytes_per_seq(model: ModelProfile, tp: int) -> float:
@@ -89,15 +126,6 @@ def state_bytes_per_seq(model: ModelProfile, tp: int) -> float:
             s += (m.conv_kernel - 1) * (m.num_heads * m.head_dim + 2 * m.n_groups * m.d_state) * 2.0
             total += g.count * s / tp
     return total
-
-
-def kv_bytes_per_seq(model: ModelProfile, tp: int, kv_dtype: str, context_len) -> np.ndarray:
-    """KV bytes of one sequence of `context_len` tokens per device (sliding layers capped at the window)."""
-    ctx = np.asarray(context_len, dtype=float)
-    full = kv_bytes_per_token(model, tp, kv_dtype, "full") * ctx
-    if model.sliding_window:
-        full = full + kv_bytes_per_token(model, tp, kv_dtype, "sliding") * np.minimum(ctx, model.sliding_window)
-    return full
 
 
 def activation_bytes(model: ModelProfile, tp: int, tokens) -> np.ndarray:

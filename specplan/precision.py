@@ -8,7 +8,8 @@ from specplan.dtypes import canonical_dtype
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import ModelProfile
 
-MODULES = ("attention", "linear_attention", "mamba", "fc", "ffn", "moe", "router", "lm_head", "embedding", "mtp")
+MODULES = ("attention", "linear_attention", "mamba", "fc", "ffn", "moe", "shared_experts", "router", "lm_head", "embedding",
+           "mtp")
 
 
 @dataclass(frozen=True)

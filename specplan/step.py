@@ -19,7 +19,7 @@ from specplan.errors import SpecplanError
 from specplan.parallel import Layout, layout_for, moe_alltoall_bytes
 from specplan.precision import Precision, resolve_precision
 from specplan.profiles.hardware import HardwareProfile
-from specplan.profiles.model import LayerGroup, ModelProfile
+from specplan.profiles.model import ATTENTION_MIXERS, LayerGroup, ModelProfile
 from specplan.profiles.registry import load_hardware, load_kernel_family, load_model
 from specplan.shapes import layer_gemms, lm_head_gemm
 
@@ -86,21 +86,31 @@ def _regimes(acc: _Acc) -> dict[str, np.ndarray]:
     return out
 
 
+INDEXER_KEY_DTYPE = "fp8"  # DSA lightning-indexer keys are scored in fp8 (DeepSeek's fp8_index kernel)
+
+
 def _mixer(acc, model, hw, g: LayerGroup, tp, prec, b, q, ctx, style, fam=(None, None)):
     """Attention / recurrent kernel of one layer group (the projections are added with the GEMMs)."""
     n = g.count
     tokens = b * q
-    if g.mixer in ("full", "sliding"):
+    if model.compressed_attention is not None and g.mixer in ATTENTION_MIXERS:
+        _compressed_attention(acc, model, hw, g, tp, prec, b, q, ctx, style, fam[1])
+    elif g.mixer in ATTENTION_MIXERS:
         kv_len = ctx + q
         if g.mixer == "sliding":
             kv_len = np.minimum(kv_len, model.sliding_window)
+        elif g.mixer == "chunked":  # Llama 4 local attention: at most one chunk (the worst position in it)
+            kv_len = np.minimum(kv_len, model.chunk_size)
         if model.mla is not None:
             a = model.mla
+            if model.indexer is not None:  # DSA: the indexer scans the context, attention reads the top-k union
+                _indexer_scan(acc, model, hw, n, prec, b, q, ctx + q, style, fam[1])
+                kv_len = np.minimum(kv_len, q * model.indexer.topk)
             cost = attention_cost(hw, b, q, kv_len, model.num_q_heads // tp, 1, a.kv_lora_rank + a.qk_rope_head_dim,
                                   prec.kv, prec.compute, style, head_dim_v=a.kv_lora_rank, latent=True, family=fam[1])
         else:
-            qh, kvh = model.heads_per_device(tp)
-            cost = attention_cost(hw, b, q, kv_len, qh, kvh, model.head_dim, prec.kv, prec.compute, style,
+            qh, kvh = model.heads_per_device(tp, model.kv_heads_of(g))
+            cost = attention_cost(hw, b, q, kv_len, qh, kvh, model.head_dim_of(g), prec.kv, prec.compute, style,
                                   family=fam[0])
         acc.add("attention", cost.scaled(n), n)
         acc.add("elementwise", elementwise_cost(hw, tokens * model.hidden_size * ACT_BYTES * 2, n), n)  # RoPE
@@ -114,6 +124,31 @@ def _mixer(acc, model, hw, g: LayerGroup, tp, prec, b, q, ctx, style, fam=(None,
         nh = m.num_heads / tp
         conv_dim = (m.num_heads * m.head_dim + 2 * m.n_groups * m.d_state) / tp
         _conv_and_state(acc, hw, b, q, n, conv_dim, m.conv_kernel, nh * m.head_dim * m.d_state)
+
+
+def _indexer_scan(acc, model, hw, n, prec, b, q, entries, style, family=None):
+    """DSA lightning indexer: its heads score every cached key (one fp8 key of index_head_dim per entry)."""
+    ix = model.indexer
+    cost = attention_cost(hw, b, q, entries, ix.num_heads, 1, ix.head_dim, INDEXER_KEY_DTYPE, prec.compute, style,
+                          head_dim_v=0, latent=True, family=family)
+    acc.add("attention", cost.scaled(n), n)
+
+
+def _compressed_attention(acc, model, hw, g, tp, prec, b, q, ctx, style, family=None):
+    """DeepSeek-V4 attention of one layer group: one shared K=V head (head_dim) over the sliding window plus the
+    compressed entries (hca: all of them; csa: the indexer's top-k of them, after the indexer scan)."""
+    ca, n = model.compressed_attention, g.count
+    kv_len = np.minimum(ctx + q, model.sliding_window)
+    if g.mixer in ("csa", "hca"):
+        entries = np.floor((ctx + q) / (ca.csa_rate if g.mixer == "csa" else ca.hca_rate))
+        if g.mixer == "csa":
+            _indexer_scan(acc, model, hw, n, prec, b, q, entries, style, family)
+            entries = np.minimum(entries, q * model.indexer.topk)
+        kv_len = kv_len + entries
+    cost = attention_cost(hw, b, q, kv_len, model.num_q_heads // tp, 1, model.head_dim, prec.kv, prec.compute, style,
+                          latent=True, family=family)
+    acc.add("attention", cost.scaled(n), n)
+    acc.add("elementwise", elementwise_cost(hw, b * q * model.hidden_size * ACT_BYTES * 2, n), n)  # RoPE
 
 
 def _conv_and_state(acc, hw, b, q, n, conv_dim, conv_kernel, state_elems):
@@ -136,10 +171,10 @@ def _layer_group(acc, model, hw, g: LayerGroup, lay: Layout, prec, b, q, ctx, st
         acc.add("gemm", gemm_cost(hw, tokens, s.n, s.k, prec.w(s.module), prec.compute, count=n), n)
     _mixer(acc, model, hw, g, tp, prec, b, q, ctx, style, fam)
     if g.ffn == "dense":
-        acc.add("elementwise", elementwise_cost(hw, tokens * 3 * model.ffn_size / tp * ACT_BYTES, n), n)  # activation
+        acc.add("elementwise", elementwise_cost(hw, tokens * 3 * model.ffn_size_of(g) / tp * ACT_BYTES, n), n)  # act.
     elif g.ffn == "moe":
         moe = model.moe
-        cost = moe_experts_cost(hw, b_moe * q, h, moe.expert_ffn_size, moe.num_experts, moe.top_k,
+        cost = moe_experts_cost(hw, b_moe * q, moe.latent_size or h, moe.expert_ffn_size, moe.num_experts, moe.top_k,
                                 prec.w("moe"), prec.compute, routing, lay.expert_tp, lay.ep, model.gated_ffn,
                                 moe.n_group, moe.topk_group)
         acc.add("moe", cost.scaled(n), 3 * n)
@@ -236,7 +271,7 @@ def step_time(
         b_all = b / micro
     shape = np.broadcast(b, q, ctx).shape
     acc = _Acc(shape)
-    fam = (attention_family, mla_family if mla_family is not None or model.mla is None
+    fam = (attention_family, mla_family if mla_family is not None or (model.mla is None and model.compressed_attention is None)
            else load_kernel_family("mla-latent"))
     for g in model.groups():
         _layer_group(acc, model, hw, g, lay, prec, b_rank, q, ctx, attention_style, routing, allreduce, fam, b_all)

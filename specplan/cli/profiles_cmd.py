@@ -37,13 +37,15 @@ def profiles_show(ref: str = typer.Argument(..., help="A built-in id or a path t
     if ref in hardware_ids():
         print(write_profile_yaml(load_hardware(ref)), end="")
     elif ref in model_ids():
-        print(write_profile_yaml(load_model(ref)), end="")
+        _print_model(load_model(ref))
     elif Path(ref).is_file():
         from specplan.profiles.registry import read_yaml
 
         data = read_yaml(Path(ref))
-        loader = load_hardware if "peak_flops" in data else load_model
-        print(write_profile_yaml(loader(ref)), end="")
+        if "peak_flops" in data:
+            print(write_profile_yaml(load_hardware(ref)), end="")
+        else:
+            _print_model(load_model(ref))
     else:
         import difflib
 
@@ -53,6 +55,15 @@ def profiles_show(ref: str = typer.Argument(..., help="A built-in id or a path t
         raise SpecplanError(f"unknown profile id '{ref}'{hint}")
 
 
+def _print_model(model) -> None:
+    """A model profile as YAML, followed by its derived parameter counts as YAML comments."""
+    from specplan.profiles.params import param_summary
+    from specplan.profiles.registry import write_profile_yaml
+
+    print(write_profile_yaml(model), end="")
+    print("\n".join(param_summary(model)))
+
+
 @model_app.command("import")
 def model_import(
     config: Path = typer.Argument(..., help="A Hugging Face config.json."),
@@ -60,6 +71,7 @@ def model_import(
 ) -> None:
     """Import a Hugging Face config.json (nested text_config too) into a model profile YAML."""
     from specplan.profiles.hf_import import import_hf_config
+    from specplan.profiles.params import param_summary
     from specplan.profiles.registry import write_profile_yaml
 
     profile = import_hf_config(config)
@@ -68,3 +80,4 @@ def model_import(
         print(text, end="")
     else:
         print(f"wrote {out}")
+    print("\n".join(param_summary(profile)))

@@ -7,8 +7,33 @@ from typing import Any
 from specplan.profiles.hf_fields import HfFields
 
 
+def _indexer(c: HfFields) -> dict[str, int]:
+    return {"num_heads": c.int("index_n_heads"), "head_dim": c.int("index_head_dim"), "topk": c.int("index_topk")}
+
+
+def _compress_rate(c: HfFields, kind: str, legacy: str, default: int) -> int:
+    rates = c.get("compress_rates")
+    if rates is not None and not isinstance(rates, dict):
+        raise c.fail("compress_rates", f"expected an object, got {type(rates).__name__}")
+    v = (rates or {}).get(kind, c.get(legacy, default=default))
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise c.fail(f"compress_rates.{kind}", f"expected an integer >= 1, got {v!r}")
+    return v
+
+
 def attention_dims(c: HfFields, fam: str, h: int, nq: int) -> dict[str, Any]:
-    """{'mla': ..., 'head_dim': ...} for DeepSeek MLA, else {'head_dim': ...} (given or hidden_size / heads)."""
+    """{'mla': ..., 'head_dim': ...} for DeepSeek MLA (+ the V3.2 indexer), DeepSeek-V4's compressed attention, else
+    {'head_dim': ...} (given or hidden_size / heads)."""
+    if fam == "deepseek_v4":
+        ca = {
+            "csa_rate": _compress_rate(c, "compressed_sparse_attention", "compress_rate_csa", 4),
+            "hca_rate": _compress_rate(c, "heavily_compressed_attention", "compress_rate_hca", 128),
+            "q_lora_rank": c.int("q_lora_rank"),
+            "o_groups": c.int("o_groups"),
+            "o_lora_rank": c.int("o_lora_rank"),
+            "hc_mult": c.int("hc_mult", default=1),
+        }
+        return {"compressed_attention": ca, "indexer": _indexer(c), "head_dim": c.int("head_dim")}
     if fam == "deepseek":
         mla = {
             "q_lora_rank": c.int("q_lora_rank", default=0, minimum=0),
@@ -17,7 +42,12 @@ def attention_dims(c: HfFields, fam: str, h: int, nq: int) -> dict[str, Any]:
             "qk_nope_head_dim": c.int("qk_nope_head_dim"),
             "v_head_dim": c.int("v_head_dim"),
         }
-        return {"mla": mla, "head_dim": mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]}
+        out = {"mla": mla, "head_dim": mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]}
+        if c.has("index_topk"):  # DeepSeek-V3.2 sparse attention (DSA)
+            if not mla["q_lora_rank"]:
+                raise c.fail("q_lora_rank", "missing field (the DSA indexer reads the query latent)")
+            out["indexer"] = _indexer(c)
+        return out
     if c.has("head_dim"):
         return {"head_dim": c.int("head_dim")}
     if h % nq:
@@ -30,13 +60,31 @@ def moe_block(c: HfFields, fam: str, mt: str) -> dict | None:
     n_exp = c.int("n_routed_experts", "num_experts", "num_local_experts", default=0, minimum=0)
     if n_exp <= 0:
         return None
-    top_k = c.int("num_experts_per_tok", "experts_per_token", "moe_topk")
-    if fam in ("mixtral", "gpt_oss"):
+    if fam == "gemma" and not c.bool("enable_moe_block", False):
+        return None
+    top_k = c.int("num_experts_per_tok", "experts_per_token", "moe_topk", "top_k_experts")
+    if fam in ("mixtral", "gpt_oss", "llama4", "minimax_m2"):
         eff = c.int("intermediate_size")
     else:
         eff = c.int("moe_intermediate_size")
     moe = {"num_experts": n_exp, "top_k": top_k, "expert_ffn_size": eff}
-    if fam == "deepseek":
+    if fam == "llama4":  # one shared expert of intermediate_size beside the routed ones, router without bias
+        moe.update(num_shared_experts=1, shared_expert_ffn_size=eff)
+    elif fam == "minimax_m2":
+        moe["router_bias"] = True  # e_score_correction_bias
+    elif fam == "gemma":  # Gemma 4 MoE layers run their dense MLP beside the experts: an ungated-in-output shared FFN
+        moe.update(num_shared_experts=1, shared_expert_ffn_size=c.int("intermediate_size"), router_bias=True)
+    elif fam == "deepseek_v4":
+        ns = c.int("n_shared_experts", default=0, minimum=0)
+        if ns:
+            moe.update(num_shared_experts=ns, shared_expert_ffn_size=ns * eff)
+        moe["router_bias"] = True
+        types = c.list("mlp_layer_types")
+        n_hash = sum(1 for t in types if t == "hash_moe") if types is not None else c.int(
+            "num_hash_layers", default=3, minimum=0)
+        if n_hash:
+            moe["hash_layers"] = n_hash
+    elif fam == "deepseek":
         ns = c.int("n_shared_experts", default=0, minimum=0)
         if ns:
             moe.update(num_shared_experts=ns, shared_expert_ffn_size=ns * eff)
@@ -56,7 +104,7 @@ def moe_block(c: HfFields, fam: str, mt: str) -> dict | None:
             moe.update(num_shared_experts=max(ns, 1), shared_expert_ffn_size=sf or ns * eff)
         moe["router_bias"] = True
         if c.get("moe_latent_size") is not None:
-            raise c.fail("moe_latent_size", "LatentMoE is not supported")
+            moe["latent_size"] = c.int("moe_latent_size")
     elif fam == "gpt_oss":
         moe["router_bias"] = True
     return moe
@@ -87,8 +135,10 @@ def mtp_block(c: HfFields, mt: str, moe: dict | None) -> tuple[dict | None, str]
 def mixer_blocks(c: HfFields, mixer_kinds: set[str]) -> dict[str, Any]:
     """sliding_window, linear_attention and mamba fields for the mixer kinds present."""
     d: dict[str, Any] = {}
-    if "sliding" in mixer_kinds:
+    if mixer_kinds & {"sliding", "csa", "hca"}:
         d["sliding_window"] = c.int("sliding_window", "sliding_window_size")
+    if "chunked" in mixer_kinds:
+        d["chunk_size"] = c.int("attention_chunk_size")
     if "linear" in mixer_kinds:
         d["linear_attention"] = {
             "num_k_heads": c.int("linear_num_key_heads"),
@@ -113,10 +163,19 @@ def arch_flags(c: HfFields, fam: str, mt: str, eagle: bool) -> dict[str, Any]:
     d: dict[str, Any] = {"tie_embeddings": c.bool("tie_word_embeddings", False)}
     if fam == "qwen_hybrid":
         d["attn_output_gate"] = c.bool("attn_output_gate", True)
-    if fam in ("qwen_moe", "qwen_hybrid") or mt == "qwen3":
-        d["qk_norm"] = True
+    if fam in ("qwen_moe", "qwen_hybrid", "gemma", "minimax_m2") or mt == "qwen3":
+        d["qk_norm"] = True  # (Llama 4's qk norm is a weightless L2 norm: no parameters)
+    if fam == "gemma":  # sandwich norms: input, post-attention, pre- and post-feedforward (+3 and the router
+        # scale, counted as a norm, in MoE layers); per-layer embeddings (PLE) when the config has them
+        d["norms_per_layer"] = 8 if c.bool("enable_moe_block", False) else 4
+        ple = c.int("hidden_size_per_layer_input", default=0, minimum=0) if mt.startswith("gemma4") else 0
+        if ple:
+            d["per_layer_input_size"] = ple
+            d["per_layer_vocab_size"] = c.int("vocab_size_per_layer_input", "vocab_size")
     if fam == "nemotron_h":
         d["gated_ffn"] = False  # Nemotron-H MLPs and experts are up/down only (relu^2), whatever the activation
+    if fam == "deepseek_v4":
+        d["attention_sinks"] = True
     d["attention_bias"] = c.bool("attention_bias", False)
     d["mlp_bias"] = c.bool("mlp_bias", fam == "gpt_oss")
     if fam == "gpt_oss":

@@ -62,7 +62,7 @@ def _slug(repo: str) -> str:
 def hf_config_to_dict(raw: dict, where: str, quant: Path | None = None) -> dict:
     """The ModelProfile fields (a plain dict, not yet validated) for one Hugging Face config mapping."""
     c = HfFields(flatten_text_config(raw), where)
-    fam, mt, eagle = family_of(c, raw)
+    fam, mt, eagle, fam_note = family_of(c, raw)
     L = c.int("num_hidden_layers", "n_layer", "num_layers")
     h = c.int("hidden_size", "d_model", "n_embd")
     nq = c.int("num_attention_heads", "n_head")
@@ -73,14 +73,16 @@ def hf_config_to_dict(raw: dict, where: str, quant: Path | None = None) -> dict:
     d.update(num_q_heads=nq, num_kv_heads=nkv, vocab_size=V)
     d.update(attention_dims(c, fam, h, nq))
     moe = moe_block(c, fam, mt)
-    layers = layer_kinds(c, fam, mt, L, moe)
+    layers = layer_kinds(c, fam, mt, L, moe, h, nq)
     mtp, mtp_note = mtp_block(c, mt, moe)
     if mtp is not None:
         d["mtp"] = mtp
-    has_dense = any(f == "dense" for _, f in layers) or (mtp is not None and mtp["ffn"] == "dense")
+    has_dense = any(x[1] == "dense" for x in layers) or (mtp is not None and mtp["ffn"] == "dense")
 
-    if has_dense:
-        d["ffn_size"] = c.int("intermediate_size")
+    if fam == "nemotron-nas":  # the most common block's KV heads and FFN width become the model's
+        layers = _common_overrides(d, layers)
+    elif has_dense:
+        d["ffn_size"] = c.int("intermediate_size_mlp" if fam == "llama4" else "intermediate_size")
     if moe is not None:
         lead = leading_dense_layers(layers)
         if lead:
@@ -89,7 +91,7 @@ def hf_config_to_dict(raw: dict, where: str, quant: Path | None = None) -> dict:
     if not is_default_layout(layers, moe):
         d["layer_groups"] = layer_groups(layers)
 
-    mixer_kinds = {m for m, _ in layers} | ({mtp["mixer"]} if mtp is not None else set())
+    mixer_kinds = {x[0] for x in layers} | ({mtp["mixer"]} if mtp is not None else set())
     d.update(mixer_blocks(c, mixer_kinds))
     d.update(arch_flags(c, fam, mt, eagle))
 
@@ -97,12 +99,29 @@ def hf_config_to_dict(raw: dict, where: str, quant: Path | None = None) -> dict:
     present |= {"linear_attention"} if "linear" in mixer_kinds else set()
     present |= {"mamba"} if "mamba" in mixer_kinds else set()
     present |= {"moe"} if moe is not None else set()
-    present |= {"ffn"} if has_dense else set()
-    d.update(weight_fields(c, fam, quant, present))
-    d["architecture"] = mt
-    if mtp_note:
-        d["notes"] = mtp_note
+    present |= {"shared_experts"} if moe is not None and moe.get("shared_expert_ffn_size") else set()
+    present |= {"ffn"} if has_dense or any(x[1] == "linear" for x in layers) or d.get("per_layer_input_size") else set()
+    d.update(weight_fields(c, fam, quant, present, layers, mtp["num_layers"] if mtp else 0))
+    d["architecture"] = str(c.get("model_type") or raw.get("model_type") or mt)
+    notes = " ".join(n for n in (fam_note, mtp_note) if n)
+    if notes:
+        d["notes"] = notes
     return d
+
+
+def _common_overrides(d: dict, layers: list[tuple]) -> list[tuple]:
+    """Set the model's num_kv_heads and ffn_size to the most common per-layer value; drop overrides equal to it."""
+    from collections import Counter
+
+    for key, field in (("num_kv_heads", "num_kv_heads"), ("ffn_size", "ffn_size")):
+        values = Counter(dict(x[2]).get(key) for x in layers if key in dict(x[2]))
+        if values:
+            d[field] = values.most_common(1)[0][0]
+    out = []
+    for m, f, extra in layers:
+        kept = tuple((k, v) for k, v in extra if d.get(k) != v)
+        out.append((m, f, kept))
+    return out
 
 
 def import_hf_config(

@@ -29,6 +29,8 @@ class MoE(_Frozen):
     # its top_k experts within topk_group groups. 1 and 1 = unrestricted top-k over all experts.
     n_group: int = Field(1, gt=0)
     topk_group: int = Field(1, gt=0)
+    latent_size: int | None = Field(None, gt=0)  # LatentMoE (Nemotron-H): routed experts run in this width (h -> latent -> h)
+    hash_layers: int = Field(0, ge=0)  # DeepSeek-V4: leading MoE layers routed by a token-id lookup (no router GEMM)
 
     @model_validator(mode="after")
     def _k(self) -> "MoE":
@@ -79,16 +81,46 @@ class Mamba(_Frozen):
     conv_kernel: int = Field(4, ge=1)
 
 
-Mixer = Literal["full", "sliding", "linear", "mamba", "none"]
-Ffn = Literal["dense", "moe", "none"]
+class Indexer(_Frozen):
+    """DeepSeek Sparse Attention lightning indexer: small heads score the whole context, attention reads the top-k."""
+
+    num_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    topk: int = Field(gt=0)  # tokens (V3.2) or compressed entries (V4 CSA) each query attends to
+
+
+class CompressedAttention(_Frozen):
+    """DeepSeek-V4 attention: one shared 512-dim KV head, sliding window plus a compressed branch, grouped output."""
+
+    csa_rate: int = Field(4, gt=0)  # compressed sparse attention: one entry per csa_rate tokens, top-k via the indexer
+    hca_rate: int = Field(128, gt=0)  # heavily compressed attention: one entry per hca_rate tokens, all read
+    q_lora_rank: int = Field(gt=0)
+    o_groups: int = Field(gt=0)
+    o_lora_rank: int = Field(gt=0)
+    hc_mult: int = Field(1, gt=0)  # manifold-constrained hyper-connections: residual streams per layer
+
+
+# full / sliding: softmax attention over the context / the last `sliding_window` tokens; chunked: Llama 4 local
+# attention within `attention_chunk_size` blocks; linear: Gated DeltaNet; mamba: Mamba-2; attn_linear: attention
+# replaced by one h x h linear (Nemotron NAS); csa / hca: DeepSeek-V4 compressed attention; none: no mixer.
+Mixer = Literal["full", "sliding", "chunked", "linear", "mamba", "attn_linear", "csa", "hca", "none"]
+Ffn = Literal["dense", "moe", "linear", "none"]  # linear: FFN replaced by one h x h linear (Nemotron NAS)
+ATTENTION_MIXERS = ("full", "sliding", "chunked", "csa", "hca")
 
 
 class LayerGroup(_Frozen):
-    """`count` layers with the same token mixer and FFN kind (order does not matter for cost)."""
+    """`count` layers with the same token mixer and FFN kind (order does not matter for cost).
+
+    The optional fields override the model's value for these layers (None: the model's)."""
 
     mixer: Mixer
     ffn: Ffn
     count: int = Field(gt=0)
+    ffn_size: int | None = Field(None, gt=0)  # dense FFN width of these layers (Nemotron NAS ffn_mult)
+    num_kv_heads: int | None = Field(None, gt=0)  # (Gemma 4 global layers, Nemotron NAS n_heads_in_group)
+    head_dim: int | None = Field(None, gt=0)  # (Gemma 4 global_head_dim)
+    kv_shared: bool = False  # reuses an earlier layer's K/V: no k/v projections, no KV cache (Gemma 4)
+    k_eq_v: bool = False  # values are the keys' projection: no v projection (Gemma 4 attention_k_eq_v)
 
 
 class MTP(_Frozen):
@@ -125,6 +157,12 @@ class ModelProfile(_Frozen):
     moe: MoE | None = None
     mla: MLA | None = None
     sliding_window: int | None = Field(None, gt=0)
+    chunk_size: int | None = Field(None, gt=0)  # Llama 4 chunked local attention (attention_chunk_size), tokens
+    indexer: Indexer | None = None  # DeepSeek-V3.2 (every MLA layer) / V4 (csa layers) sparse attention
+    compressed_attention: CompressedAttention | None = None  # DeepSeek-V4 attention in every layer
+    norms_per_layer: int | None = Field(None, ge=0)  # hidden-size norms per layer; None: one per mixer and per FFN
+    per_layer_input_size: int = Field(0, ge=0)  # Gemma per-layer embeddings (PLE): width per layer
+    per_layer_vocab_size: int = Field(0, ge=0)  # Gemma PLE table rows
     linear_attention: LinearAttention | None = None
     mamba: Mamba | None = None
     layer_groups: list[LayerGroup] | None = None  # None: every layer full attention (+ MoE if moe)
@@ -151,19 +189,28 @@ class ModelProfile(_Frozen):
         if self.kv_cache_dtype is not None:
             canonical_dtype(self.kv_cache_dtype, where="kv_cache_dtype")
         groups = self.groups()
+        for g in groups:
+            if g.num_kv_heads and self.num_q_heads % g.num_kv_heads:
+                raise ValueError(f"layer_groups.num_kv_heads: {g.num_kv_heads} does not divide {self.num_q_heads} query heads")
         n = sum(g.count for g in groups)
         if n != self.num_layers:
             raise ValueError(f"layer_groups: counts sum to {n}, but num_layers is {self.num_layers}")
         for g in groups:
             if g.mixer == "sliding" and self.sliding_window is None:
                 raise ValueError("sliding_window: required when a layer group uses mixer 'sliding'")
+            if g.mixer == "chunked" and self.chunk_size is None:
+                raise ValueError("chunk_size: required when a layer group uses mixer 'chunked'")
+            if g.mixer in ("csa", "hca") and self.compressed_attention is None:
+                raise ValueError(f"compressed_attention: required when a layer group uses mixer '{g.mixer}'")
+            if g.mixer == "csa" and self.indexer is None:
+                raise ValueError("indexer: required when a layer group uses mixer 'csa'")
             if g.mixer == "linear" and self.linear_attention is None:
                 raise ValueError("linear_attention: required when a layer group uses mixer 'linear'")
             if g.mixer == "mamba" and self.mamba is None:
                 raise ValueError("mamba: required when a layer group uses mixer 'mamba'")
             if g.ffn == "moe" and self.moe is None:
                 raise ValueError("moe: required when a layer group uses ffn 'moe'")
-            if g.ffn == "dense" and self.ffn_size <= 0:
+            if g.ffn == "dense" and (g.ffn_size or self.ffn_size) <= 0:
                 raise ValueError("ffn_size: must be > 0 when a layer group uses a dense FFN")
         return self
 
@@ -185,8 +232,24 @@ class ModelProfile(_Frozen):
         return self.num_q_heads // self.num_kv_heads
 
     def dtype_of(self, module: str) -> str:
-        """Weight dtype of one module (attention, ffn, moe, lm_head, embedding, mtp, ...)."""
+        """Weight dtype of one module (attention, ffn, moe, shared_experts, lm_head, embedding, mtp, ...).
+
+        shared_experts falls back to moe's dtype (one format for all experts unless the checkpoint says otherwise)."""
+        if module == "shared_experts" and module not in self.module_dtypes:
+            module = "moe"
         return canonical_dtype(self.module_dtypes.get(module, self.weight_dtype))
+
+    def kv_heads_of(self, g: LayerGroup) -> int:
+        """KV heads of one layer group's attention."""
+        return g.num_kv_heads or self.num_kv_heads
+
+    def head_dim_of(self, g: LayerGroup) -> int:
+        """Head dim of one layer group's attention."""
+        return g.head_dim or self.head_dim
+
+    def ffn_size_of(self, g: LayerGroup) -> int:
+        """Dense FFN width of one layer group."""
+        return g.ffn_size or self.ffn_size
 
     def check_tp(self, tp: int) -> None:
         """Raise a one-line error unless TP splits the query heads evenly."""
@@ -195,10 +258,12 @@ class ModelProfile(_Frozen):
         if self.num_q_heads % tp != 0:
             raise SpecplanError(f"tp: {tp} does not divide the {self.num_q_heads} query heads of {self.id}")
 
-    def heads_per_device(self, tp: int) -> tuple[int, int]:
-        """(query heads, KV heads) on one device under TP; KV heads fewer than TP are replicated."""
+    def heads_per_device(self, tp: int, kv_heads: int | None = None) -> tuple[int, int]:
+        """(query heads, KV heads) on one device under TP; KV heads fewer than TP are replicated.
+
+        `kv_heads` overrides the model's KV head count (a layer group's own)."""
         self.check_tp(tp)
-        kv_heads = self.num_kv_heads
+        kv_heads = kv_heads or self.num_kv_heads
         if self.mla is None and kv_heads % tp and tp % kv_heads:
             raise SpecplanError(f"tp: {tp} neither divides nor is a multiple of the {kv_heads} KV heads of {self.id}")
         q = self.num_q_heads // tp

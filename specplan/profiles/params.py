@@ -27,27 +27,30 @@ counts the embedding and the LM head in full (DeepSeek convention, as in model_c
 
 from __future__ import annotations
 
-from specplan.profiles.model import ModelProfile
+from specplan.profiles.model import ATTENTION_MIXERS, LayerGroup, ModelProfile
 
 # Module keys used by `by_module`, the same keys as ModelProfile.module_dtypes.
-MODULES = ("attention", "linear_attention", "mamba", "ffn", "moe", "fc", "lm_head", "embedding", "other")
+MODULES = ("attention", "linear_attention", "mamba", "ffn", "moe", "shared_experts", "fc", "lm_head", "embedding",
+           "other")
 
 
-def _ffn(m: ModelProfile, f: int) -> int:
-    """One FFN (or one expert) of intermediate size f."""
+def _ffn(m: ModelProfile, f: int, width: int | None = None) -> int:
+    """One FFN (or one expert) of intermediate size f on inputs of `width` (default hidden_size)."""
     if f <= 0:
         return 0
-    h = m.hidden_size
+    h = width or m.hidden_size
     if m.gated_ffn:
         return 3 * h * f + ((2 * f + h) if m.mlp_bias else 0)
     return 2 * h * f + ((f + h) if m.mlp_bias else 0)
 
 
-def _attention(m: ModelProfile, in_dim: int | None = None) -> tuple[int, int]:
-    """(projection weights, small extras) of one full / sliding attention block."""
+def _attention(m: ModelProfile, g: LayerGroup, in_dim: int | None = None) -> tuple[int, int]:
+    """(projection weights, small extras) of one attention block (full, sliding, chunked; MLA; DeepSeek-V4)."""
     h = m.hidden_size
     x = in_dim or h
-    nq, nkv, hd = m.num_q_heads, m.num_kv_heads, m.head_dim
+    nq = m.num_q_heads
+    if m.compressed_attention is not None:
+        return _compressed_attention(m, g.mixer)
     if m.mla is not None:
         a = m.mla
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
@@ -62,16 +65,40 @@ def _attention(m: ModelProfile, in_dim: int | None = None) -> tuple[int, int]:
         small += a.kv_lora_rank
         if m.attention_bias:
             small += nq * qk + a.kv_lora_rank + a.qk_rope_head_dim + h
-        return q + kv + o, small
+        proj = q + kv + o
+        if m.indexer is not None:  # DeepSeek-V3.2 lightning indexer: wq_b, wk, weights_proj; LayerNorm on k
+            ix = m.indexer
+            proj += a.q_lora_rank * ix.num_heads * ix.head_dim + h * ix.head_dim + h * ix.num_heads
+            small += 2 * ix.head_dim
+        return proj, small
+    nkv, hd = m.kv_heads_of(g), m.head_dim_of(g)
+    kv_proj = 0 if g.kv_shared else (1 if g.k_eq_v else 2)
     q_out = nq * hd * (2 if m.attn_output_gate else 1)
-    proj = x * q_out + 2 * x * nkv * hd + nq * hd * h
+    proj = x * q_out + kv_proj * x * nkv * hd + nq * hd * h
     small = 0
     if m.attention_bias:
-        small += q_out + 2 * nkv * hd + h
+        small += q_out + kv_proj * nkv * hd + h
     if m.qk_norm:
-        small += 2 * hd
+        small += hd if g.kv_shared else 2 * hd
     if m.attention_sinks:
         small += nq
+    return proj, small
+
+
+def _compressed_attention(m: ModelProfile, mixer: str) -> tuple[int, int]:
+    """DeepSeek-V4 attention: q_a/q_b, one shared KV head, grouped output projection, sinks; plus the compressor
+    of csa / hca layers (and the csa layers' lightning indexer). head_dim is the single KV head's width (512)."""
+    ca, h, nq, hd = m.compressed_attention, m.hidden_size, m.num_q_heads, m.head_dim
+    qr, og, ol = ca.q_lora_rank, ca.o_groups, ca.o_lora_rank
+    proj = h * qr + qr * nq * hd + h * hd + (nq * hd // og) * og * ol + og * ol * h
+    small = qr + hd + nq  # q_a_norm, kv_norm, sinks
+    if mixer == "hca":  # kv_proj, gate_proj (h -> hd); position bias rate x hd; kv_norm
+        proj += 2 * h * hd
+        small += ca.hca_rate * hd + hd
+    elif mixer == "csa":  # two overlapping series: kv_proj, gate_proj h -> 2 hd; the indexer's own compressor
+        ix = m.indexer
+        proj += 4 * h * hd + 4 * h * ix.head_dim + qr * ix.num_heads * ix.head_dim + h * ix.num_heads
+        small += ca.csa_rate * 2 * hd + hd + ca.csa_rate * 2 * ix.head_dim + ix.head_dim
     return proj, small
 
 
@@ -95,10 +122,13 @@ def _mamba(m: ModelProfile) -> tuple[int, int]:
     return proj, small
 
 
-def _mixer(m: ModelProfile, mixer: str, in_dim: int | None = None) -> dict[str, int]:
-    if mixer in ("full", "sliding"):
-        p, s = _attention(m, in_dim)
+def _mixer(m: ModelProfile, g: LayerGroup, in_dim: int | None = None) -> dict[str, int]:
+    mixer = g.mixer
+    if mixer in ATTENTION_MIXERS:
+        p, s = _attention(m, g, in_dim)
         return {"attention": p, "other": s}
+    if mixer == "attn_linear":  # Nemotron NAS: attention replaced by one h x h linear
+        return {"attention": m.hidden_size * m.hidden_size}
     if mixer == "linear":
         p, s = _linear_attention(m)
         return {"linear_attention": p, "other": s}
@@ -112,28 +142,39 @@ def _moe(m: ModelProfile, active: bool) -> dict[str, int]:
     e = m.moe
     h = m.hidden_size
     n = e.top_k if active else e.num_experts
-    experts = n * _ffn(m, e.expert_ffn_size)
+    experts = n * _ffn(m, e.expert_ffn_size, e.latent_size or h)
     shared_f = e.shared_expert_ffn_size or (e.num_shared_experts * e.expert_ffn_size)
     shared = _ffn(m, shared_f) if (e.num_shared_experts or e.shared_expert_ffn_size) else 0
     router = h * e.num_experts + (e.num_experts if e.router_bias else 0)
     gate = h if e.shared_expert_gate else 0
-    return {"moe": experts + shared, "other": router + gate}
+    out = {"moe": experts, "shared_experts": shared, "other": router + gate}
+    if e.latent_size:  # LatentMoE: fc1_latent_proj h -> latent, fc2_latent_proj latent -> h
+        out["moe"] += 2 * h * e.latent_size
+    return out
 
 
-def _layer(m: ModelProfile, mixer: str, ffn: str, active: bool, in_dim: int | None = None) -> dict[str, int]:
+def _layer(m: ModelProfile, g: LayerGroup, active: bool, in_dim: int | None = None) -> dict[str, int]:
     out: dict[str, int] = {}
 
     def add(d: dict[str, int]) -> None:
         for k, v in d.items():
             out[k] = out.get(k, 0) + v
 
-    add(_mixer(m, mixer, in_dim))
-    if ffn == "dense":
-        add({"ffn": _ffn(m, m.ffn_size)})
-    elif ffn == "moe":
+    h = m.hidden_size
+    add(_mixer(m, g, in_dim))
+    if g.ffn == "dense":
+        add({"ffn": _ffn(m, m.ffn_size_of(g))})
+    elif g.ffn == "moe":
         add(_moe(m, active))
-    norms = (mixer != "none") + (ffn != "none")
-    add({"other": norms * m.hidden_size})
+    elif g.ffn == "linear":  # Nemotron NAS: FFN replaced by one h x h linear
+        add({"ffn": h * h})
+    norms = m.norms_per_layer if m.norms_per_layer is not None else (g.mixer != "none") + (g.ffn != "none")
+    add({"other": norms * h})
+    if m.per_layer_input_size:  # Gemma PLE: per_layer_input_gate h -> d, per_layer_projection d -> h, its norm
+        add({"ffn": 2 * h * m.per_layer_input_size, "other": h})
+    if m.compressed_attention is not None:  # two hyper-connections (attention, FFN): fn, base, scale
+        hc = m.compressed_attention.hc_mult
+        add({"other": 2 * ((2 + hc) * hc * hc * h + (2 + hc) * hc + 3)})
     return out
 
 
@@ -168,9 +209,18 @@ def param_counts(model: ModelProfile) -> dict:
     eagle = m.kind == "eagle3_head"
     in_dim = 2 * h if eagle else None
     for g in m.groups():
-        _acc(by, _layer(m, g.mixer, g.ffn, False, in_dim), g.count)
-        _acc(by_active, _layer(m, g.mixer, g.ffn, True, in_dim), g.count)
+        _acc(by, _layer(m, g, False, in_dim), g.count)
+        _acc(by_active, _layer(m, g, True, in_dim), g.count)
     final_norm = {"other": h}
+    if m.per_layer_input_size:  # Gemma PLE: table V_ple x (L * d), model projection h -> L * d, its norm
+        d = m.per_layer_input_size
+        final_norm = {"other": h + d, "ffn": h * m.num_layers * d}
+        ple = {"embedding": m.per_layer_vocab_size * m.num_layers * d}
+        _acc(by, ple)
+        _acc(by_active, ple)
+    if m.compressed_attention is not None:  # DeepSeek-V4 hyper-connection head
+        hc = m.compressed_attention.hc_mult
+        final_norm["other"] += hc * hc * h + hc + 1
     _acc(by, final_norm)
     _acc(by_active, final_norm)
 
@@ -190,10 +240,11 @@ def param_counts(model: ModelProfile) -> dict:
     mtp = mtp_active = 0
     if m.mtp is not None:
         base = 2 * h * h + 3 * h
-        mtp = m.mtp.num_layers * (base + _sum(_layer(m, m.mtp.mixer, m.mtp.ffn, False)))
-        mtp_active = m.mtp.num_layers * (base + _sum(_layer(m, m.mtp.mixer, m.mtp.ffn, True)))
+        g = LayerGroup(mixer=m.mtp.mixer, ffn=m.mtp.ffn, count=1)
+        mtp = m.mtp.num_layers * (base + _sum(_layer(m, g, False)))
+        mtp_active = m.mtp.num_layers * (base + _sum(_layer(m, g, True)))
 
-    return _result(_sum(by), _sum(by_active), embedding, lm_head, mtp, mtp_active, by, embedding_shared)
+    return _result(_sum(by), _sum(by_active), by.get("embedding", 0), lm_head, mtp, mtp_active, by, embedding_shared)
 
 
 def _result(total, active, embedding, lm_head, mtp, mtp_active, by, embedding_shared=0) -> dict:
@@ -212,13 +263,53 @@ def _result(total, active, embedding, lm_head, mtp, mtp_active, by, embedding_sh
     }
 
 
+def module_dtype(model: ModelProfile, key: str) -> str:
+    """Weight dtype of a by_module key; `other` (norms, routers, biases, convolutions) stays 16-bit in a quantized
+    checkpoint unless module_dtypes names it."""
+    from specplan.dtypes import dtype_bytes
+
+    if key == "other" and "other" not in model.module_dtypes and dtype_bytes(model.weight_dtype) < 2:
+        return "bf16"
+    return model.dtype_of(key)
+
+
 def weight_bytes(model: ModelProfile, include_mtp: bool = True) -> dict:
     """Weight bytes per module with the profile's module dtypes (block-scale overhead included); key `total`."""
     from specplan.dtypes import dtype_bytes
 
     pc = param_counts(model)
-    out = {k: v * dtype_bytes(model.dtype_of(k)) for k, v in pc["by_module"].items()}
+    out = {k: v * dtype_bytes(module_dtype(model, k)) for k, v in pc["by_module"].items()}
     if include_mtp and pc["mtp"]:
         out["mtp"] = pc["mtp"] * dtype_bytes(model.dtype_of("mtp"))
     out["total"] = sum(out.values())
     return out
+
+
+def param_summary(model: ModelProfile) -> list[str]:
+    """Lines (YAML comments) with the derived parameter counts and the weight bytes per dtype of a profile."""
+    from specplan.dtypes import dtype_bytes
+
+    pc = param_counts(model)
+    lines = [
+        f"# parameters: total {pc['total']:,} ({pc['total'] / 1e9:.2f} B), active per token {pc['active']:,} "
+        f"({pc['active'] / 1e9:.2f} B; embedding and LM head counted in both), "
+        f"non-embedding active {(pc['active'] - pc['embedding'] - pc['by_module'].get('lm_head', 0)) / 1e9:.2f} B",
+    ]
+    if pc["mtp"]:
+        lines.append(f"# draft / MTP heads: {pc['mtp']:,} ({pc['mtp'] / 1e9:.2f} B), active {pc['mtp_active'] / 1e9:.2f} B")
+    if pc["embedding_shared"]:
+        lines.append(f"# embedding shared with the target (not counted): {pc['embedding_shared']:,}")
+    by_dtype: dict[str, list] = {}
+    for k, v in pc["by_module"].items():
+        d = module_dtype(model, k)
+        by_dtype.setdefault(d, [0.0, []])
+        by_dtype[d][0] += v * dtype_bytes(d)
+        by_dtype[d][1].append(k)
+    if pc["mtp"]:
+        d = model.dtype_of("mtp")
+        by_dtype.setdefault(d, [0.0, []])
+        by_dtype[d][0] += pc["mtp"] * dtype_bytes(d)
+        by_dtype[d][1].append("mtp")
+    parts = [f"{d} {b / 1e9:.2f} GB ({', '.join(mods)})" for d, (b, mods) in sorted(by_dtype.items())]
+    lines.append("# weight bytes by dtype (block scales included): " + "; ".join(parts))
+    return lines

@@ -148,7 +148,14 @@ def test_missing_hidden_size(tmp_path):
 
 
 def test_unsupported_model_type(tmp_path):
-    _one_line_error(_write(tmp_path, _llama(model_type="gpt2")), "model_type", "gpt2", "unsupported")
+    _one_line_error(_write(tmp_path, _llama(model_type="gpt2", architectures=["GPT2LMHeadModel"])), "model_type",
+                    "gpt2", "unsupported")
+
+
+def test_unknown_model_type_imports_as_its_architectures_family(tmp_path):
+    prof = import_hf_config(_write(tmp_path, _llama(model_type="my_llama")))  # architectures: LlamaForCausalLM
+    assert prof.architecture == "my_llama" and "read as llama" in prof.notes and "LlamaForCausalLM" in prof.notes
+    assert param_counts(prof)["total"] == 8_030_261_248
 
 
 def test_missing_model_type(tmp_path):
@@ -178,8 +185,8 @@ def test_bad_layer_patterns(tmp_path):
     g = json.loads((HF / "openai--gpt-oss-20b_config.json").read_text())
     g["layer_types"] = g["layer_types"][:-1]
     _one_line_error(_write(tmp_path, g), "layer_types", "num_hidden_layers")
-    g["layer_types"] = ["chunked_attention"] * g["num_hidden_layers"]
-    _one_line_error(_write(tmp_path, g), "layer_types", "chunked_attention")
+    g["layer_types"] = ["dilated_attention"] * g["num_hidden_layers"]
+    _one_line_error(_write(tmp_path, g), "layer_types", "dilated_attention")
     n = json.loads((HF / "nvidia--NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4_config.json").read_text())
     n.pop("layers_block_type")
     _one_line_error(_write(tmp_path, n), "hybrid_override_pattern", "missing")
