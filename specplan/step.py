@@ -271,8 +271,8 @@ def step_time(
         b_all = b / micro
     shape = np.broadcast(b, q, ctx).shape
     acc = _Acc(shape)
-    fam = (attention_family, mla_family if mla_family is not None or (model.mla is None and model.compressed_attention is None)
-           else load_kernel_family("mla-latent"))
+    latent = model.mla is not None or model.compressed_attention is not None
+    fam = (attention_family, mla_family if mla_family is not None or not latent else load_kernel_family("mla-latent"))
     for g in model.groups():
         _layer_group(acc, model, hw, g, lay, prec, b_rank, q, ctx, attention_style, routing, allreduce, fam, b_all)
     b = b_rank
