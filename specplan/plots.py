@@ -66,33 +66,96 @@ def save_figure(fig, stem, formats=("png", "svg")) -> list[Path]:
     return out
 
 
-def _thin_labels(fig, ax, texts, avoid=()) -> None:
-    """Remove labels that overlap a kept label, leave the axes or touch an `avoid` artist (e.g. legend)."""
-    renderer = fig.canvas.get_renderer()
+# Label offsets tried in order (points from the anchor; ha, va): right-above first, then around the point.
+_OFFSETS = [(5, 5, "left", "bottom"), (5, -5, "left", "top"), (-5, 5, "right", "bottom"),
+            (-5, -5, "right", "top"), (0, 9, "center", "bottom"), (0, -9, "center", "top"),
+            (14, 14, "left", "bottom"), (14, -14, "left", "top"), (-14, 14, "right", "bottom"),
+            (-14, -14, "right", "top"), (0, 22, "center", "bottom"), (0, -22, "center", "top"),
+            (26, 4, "left", "center"), (-26, 4, "right", "center"), (24, 30, "left", "bottom"),
+            (-24, -30, "right", "top"), (24, -30, "left", "top"), (-24, 30, "right", "bottom"),
+            (0, 38, "center", "bottom"), (0, -38, "center", "top")]
+
+
+def place_labels(fig, ax, items, avoid=(), per_group: int = 8, pad_px: float = 2.0) -> list:
+    """Greedy label placer: for each (group, x, y, text, color) item, in order, try the `_OFFSETS` around the
+    point and keep the first position whose box lies inside the axes and overlaps no placed label and no
+    `avoid` artist (e.g. the legend); at most `per_group` labels per group. Fixes the layout first and then
+    switches the layout engine off, so the boxes tested are the boxes drawn. Returns the placed texts."""
     fig.draw_without_rendering()
+    fig.set_layout_engine("none")
+    renderer = fig.canvas.get_renderer()
     frame = ax.get_window_extent(renderer)
-    blocked = [a.get_window_extent(renderer).expanded(1.02, 1.05) for a in avoid if a is not None]
-    kept = []
-    for t in texts:
-        bb = t.get_window_extent(renderer).expanded(1.06, 1.15)
-        inside = (bb.x0 >= frame.x0 and bb.x1 <= frame.x1 and bb.y0 >= frame.y0 and bb.y1 <= frame.y1)
-        if not inside or any(bb.overlaps(k) for k in kept + blocked):
+    taken = [a.get_window_extent(renderer) for a in avoid if a is not None] + _line_boxes(ax)
+    placed, count = [], {}
+    for group, x, y, text, color in items:
+        if count.get(group, 0) >= per_group:
+            continue
+        for dx, dy, ha, va in _OFFSETS:
+            t = ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, fontsize=7,
+                            color=color, annotation_clip=True,
+                            arrowprops=dict(arrowstyle="-", color=color, lw=0.6, alpha=0.7, shrinkA=0, shrinkB=2)
+                            if abs(dx) + abs(dy) > 12 else None)
+            t.set_in_layout(False)
+            bb = t.get_window_extent(renderer).padded(pad_px)
+            inside = bb.x0 >= frame.x0 and bb.x1 <= frame.x1 and bb.y0 >= frame.y0 and bb.y1 <= frame.y1
+            if inside and not any(bb.overlaps(o) for o in taken):
+                t.set_gid(f"frontier-label:{group}")
+                taken.append(bb)
+                placed.append(t)
+                t.set_bbox(dict(boxstyle="square,pad=0.1", fc="white", ec="none", alpha=0.75))
+                count[group] = count.get(group, 0) + 1
+                break
             t.remove()
-        else:
-            kept.append(bb)
+    return placed
 
 
-def plot_frontier(df, title: str | None = None, max_labels: int = 10, label_hardware: bool | None = None,
+def _line_boxes(ax, step_px: float = 5.0, r_px: float = 2.5) -> list:
+    """Small display-space boxes along every line of `ax` (so labels are not placed across the curves)."""
+    from matplotlib.transforms import Bbox
+
+    out = []
+    for line in ax.get_lines():
+        xy = ax.transData.transform(np.column_stack([line.get_xdata(), line.get_ydata()]).astype(float))
+        xy = xy[np.all(np.isfinite(xy), axis=1)]
+        for a, b in zip(xy[:-1], xy[1:]):
+            n = max(1, int(np.hypot(*(b - a)) // step_px))
+            for t in np.linspace(0.0, 1.0, n + 1):
+                x, y = a + t * (b - a)
+                out.append(Bbox([[x - r_px, y - r_px], [x + r_px, y + r_px]]))
+        if len(xy) == 1:
+            out.append(Bbox([[xy[0, 0] - r_px, xy[0, 1] - r_px], [xy[0, 0] + r_px, xy[0, 1] + r_px]]))
+    return out
+
+
+def frontier_label(r) -> str:
+    """'eagle3 (B, D, TP)' of one frontier row ('no spec' when D = 0)."""
+    mech = str(r["mechanism"]) if int(r["draft_len"]) > 0 else "no spec"
+    return f"{mech} ({int(r['batch'])}, {int(r['draft_len'])}, {int(r['tp'])})"
+
+
+def _label_candidates(spec, col: str, n: int) -> list[int]:
+    """Row positions of `n` frontier points spread evenly in log interactivity, both ends first."""
+    x = np.log(spec["tok_s_user"].to_numpy(dtype=float))
+    order = []
+    for mk in np.linspace(x.min(), x.max(), n):
+        j = int(np.argmin(np.abs(x - mk)))
+        if j not in order:
+            order.append(j)
+    ends, middle = order[:1] + order[-1:], order[1:-1]
+    return list(dict.fromkeys(ends + middle[::2] + middle[1::2]))  # spread: ends, every other, then the rest
+
+
+def plot_frontier(df, title: str | None = None, max_labels: int = 8, label_hardware: bool | None = None,
                   per: str = "gpu"):
-    """Figure 1: frontier with (solid) and without (dashed) speculation for each device; labelled (B, D, TP).
+    """Figure 1: frontier with (solid) and without (dashed) speculation for each device; up to `max_labels`
+    points per device labelled 'mechanism (B, D, TP)', placed inside the axes without overlaps.
     per: throughput per target GPU ('gpu') or per device, draft devices included ('device')."""
     from specplan.frontier import frontier, throughput_column
 
     col = throughput_column(per)
 
-    fig, ax = _figure(8.4, 5.4)
+    fig, ax = _figure(8.8, 6.2)
     hws = [h for h in df["hardware"].astype(str).unique()]
-    label_hardware = len(hws) > 1 if label_hardware is None else label_hardware
     colors = matplotlib.colormaps["tab10"]
     labelled = []
     for i, h in enumerate(hws):
@@ -104,11 +167,12 @@ def plot_frontier(df, title: str | None = None, max_labels: int = 10, label_hard
                 label=f"{h}: without speculation (D = 0)")
         ax.plot(spec["tok_s_user"], spec[col], "-", color=c, lw=2.0, marker="o", ms=3,
                 label=f"{h}: with speculation (best D)")
-        labelled.append(spec)
-    if any(not x.empty for x in labelled):
+        labelled.append((h, spec.reset_index(drop=True), c))
+    if any(not x.empty for _, x, _ in labelled):
         ax.set_xscale("log")
         ax.set_yscale("log")
         plain_log_axes(ax)
+        ax.margins(x=0.12, y=0.18)  # room for labels at the ends of the frontier
     else:
         ax.text(0.5, 0.5, "no point fits in memory", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel("interactivity (tokens/s per user)")
@@ -116,24 +180,15 @@ def plot_frontier(df, title: str | None = None, max_labels: int = 10, label_hard
                   "throughput (tokens/s per device, draft devices included)")
     ax.set_title(title or "Throughput vs interactivity frontier, with and without speculation")
     ax.grid(True, which="major", alpha=0.3)
-    leg = ax.legend(loc="lower left", fontsize=7.5, framealpha=0.9,
-                    title="label = (B, D, TP)", title_fontsize=7.5)
-    texts = []
-    for spec in labelled:
-        if spec.empty:
-            continue
-        x = np.log(spec["tok_s_user"].to_numpy(dtype=float))
-        span = max(x.max() - x.min(), 1e-9)
-        marks = np.linspace(x.min(), x.max(), max_labels)
-        idx = np.unique([int(np.argmin(np.abs(x - mk))) for mk in marks])
-        for j in idx:
-            r = spec.iloc[j]
-            if span < 1e-6 and j > 0:
-                break
-            txt = f"({int(r['batch'])}, {int(r['draft_len'])}, {int(r['tp'])})"
-            texts.append(ax.annotate(txt, (r["tok_s_user"], r[col]), xytext=(4, 5),
-                                     textcoords="offset points", fontsize=7))
-    _thin_labels(fig, ax, texts, avoid=[leg])
+    leg = ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, fontsize=7.5, frameon=False,
+                    title="point labels: mechanism (B, D, TP) = (batch, draft length, tensor parallel)",
+                    title_fontsize=7.5)
+    items = []
+    per_device = [[(h, float(s.loc[j, "tok_s_user"]), float(s.loc[j, col]), frontier_label(s.loc[j]), c)
+                   for j in _label_candidates(s, col, 3 * max_labels)] for h, s, c in labelled if not s.empty]
+    for k in range(max(map(len, per_device), default=0)):  # devices take turns so each gets its labels
+        items += [p[k] for p in per_device if k < len(p)]
+    place_labels(fig, ax, items, avoid=[leg], per_group=max_labels)
     return fig
 
 
@@ -172,6 +227,16 @@ def _pick(df, hardware, mechanism, tp, context_len):
     return d, hardware, mechanism, int(tp), context_len
 
 
+def colorbar_ticks(vmin: float, vmax: float) -> list[float]:
+    """Colour-bar ticks of a TwoSlopeNorm centred on 1: about four each side of 1 and 1 itself."""
+    def side(lo, hi):
+        loc = matplotlib.ticker.MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10])
+        return [float(v) for v in loc.tick_values(lo, hi) if lo - 1e-9 <= v <= hi + 1e-9]
+    below = [v for v in side(vmin, 1.0) if v < 1.0] or [vmin]
+    above = [v for v in side(1.0, vmax) if v > 1.0] or [vmax]
+    return below + [1.0] + above
+
+
 def plot_speedup_heatmap(df, hardware=None, mechanism=None, tp=None, context_len=None, title=None):
     """Figure 2: speedup over batch (rows) x D (columns); infeasible points grey; break-even contour."""
     d, hardware, mechanism, tp, context_len = _pick(df, hardware, mechanism, tp, context_len)
@@ -192,6 +257,8 @@ def plot_speedup_heatmap(df, hardware=None, mechanism=None, tp=None, context_len
     im = ax.imshow(shown, origin="lower", aspect="auto", cmap=cmap, norm=norm, interpolation="nearest",
                    extent=(-0.5, drafts.size - 0.5, -0.5, batches.size - 0.5))
     cb = fig.colorbar(im, ax=ax)
+    cb.set_ticks(colorbar_ticks(norm.vmin, norm.vmax))
+    cb.ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:.3g}"))
     cb.set_label("speedup over D = 0 at the same batch (x)")
     handles = []
     spec_cols = drafts >= 1
@@ -209,7 +276,8 @@ def plot_speedup_heatmap(df, hardware=None, mechanism=None, tp=None, context_len
               frameon=False)
     step_d = max(1, drafts.size // 12)
     ax.set_xticks(np.arange(0, drafts.size, step_d), [str(v) for v in drafts[::step_d]])
-    step_b = max(1, batches.size // 12)
+    ax.set_yticks(np.arange(batches.size), minor=True)  # a tick on every batch row, a label on every k-th
+    step_b = max(1, int(np.ceil(batches.size / 24)))
     ax.set_yticks(np.arange(0, batches.size, step_b), [str(v) for v in batches[::step_b]])
     ax.set_xlabel("draft length D (tokens per iteration)")
     ax.set_ylabel("batch B (concurrent sequences)")
@@ -243,14 +311,19 @@ def plot_attention_tiles(hw, groups=(4, 8, 16, 32), contexts=(32768, 131072), ba
     fig, (a1, a2) = _figure(10.5, 4.6, ncols=2)
     colors = matplotlib.colormaps["tab10"]
     styles = ["-", "--", ":", "-."]
+    marks = ["o", "x", "s", "^"]
     for ci, ctx in enumerate(contexts):
         d, curves = attention_tile_curves(hw, groups, ctx, batch, head_dim, kv_heads, max_draft_len)
+        # Curves of two contexts can coincide (normalized throughput): the first is drawn wide and pale, the
+        # next thin with markers on staggered D, so both stay visible.
+        style = dict(ls=styles[ci % len(styles)], lw=3.2 if ci == 0 else 1.3, alpha=0.45 if ci == 0 else 1.0,
+                     marker=marks[ci % len(marks)], ms=4, mfc="none")
         for i, (g, t) in enumerate(curves.items()):
-            ls = styles[ci % len(styles)]
+            style["markevery"] = ((len(contexts) * i + ci) % 8, 8)  # each line marks its own D values
             lab = f"G = {g}, {ctx // 1024}K"
-            a1.step(d, t * 1e6, where="mid", ls=ls, color=colors(i), label=lab)
+            a1.step(d, t * 1e6, where="mid", color=colors(i), label=lab, **style)
             thr = (1 + d) / t
-            a2.plot(d, thr / thr[0], ls=ls, color=colors(i), label=lab)
+            a2.plot(d, thr / thr[0], color=colors(i), label=lab, **style)
     for i, g in enumerate(groups):
         knee = 128 / g - 1
         if knee <= max_draft_len:
@@ -300,16 +373,18 @@ def plot_breakdown(model, hw, tp=1, batch=8, context_len=8192, draft_lens=(0, 1,
     m, h = load_model(model), load_hardware(hw)
     d = np.asarray(draft_lens)
     r = step_time(m, h, tp, batch, 1 + d, context_len, **kw)
-    fig, ax = _figure(7.6, 4.8)
-    x = np.arange(d.size)
+    fig, ax = _figure(max(7.6, 0.22 * d.size + 2), 4.8)
+    x = d.astype(float)  # bars at their true D (gaps in the list stay gaps)
+    width = 0.7 * (float(np.min(np.diff(np.unique(d)))) if d.size > 1 else 1.0)
     bottom = np.zeros(d.size)
     for c in CLASSES:
         v = np.broadcast_to(r.breakdown_s[c], d.shape) * 1e3
         if not np.any(v > 0):
             continue
-        ax.bar(x, v, bottom=bottom, color=CLASS_COLORS.get(c), label=c, width=0.7)
+        ax.bar(x, v, bottom=bottom, color=CLASS_COLORS.get(c), label=c, width=width)
         bottom = bottom + v
-    ax.set_xticks(x, [str(v) for v in d])
+    step = max(1, int(np.ceil(d.size / 20)))
+    ax.set_xticks(x, [str(v) if k % step == 0 else "" for k, v in enumerate(d)])
     ax.set_xlabel("draft length D (verified tokens per sequence = 1 + D)")
     ax.set_ylabel("target step time (ms)")
     ax.set_title(title or f"Step-time breakdown: {m.id} on {h.id}, TP {tp}, B = {batch}, "

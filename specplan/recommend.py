@@ -10,6 +10,7 @@ from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation.acceptance import Acceptance, find_profile
 from specplan.speculation.guidelines import binding_line, g1_sentence
 from specplan.speculation.speedup import evaluate, mechanism_names
+from specplan.sweep import MAX_DRAFT_LEN
 
 BATCH_MAX = 2048  # largest batch recommend searches (every integer batch 1 ... the largest that fits, up to this)
 STEP_KEYS = ("verify_attention_s", "verify_gemm_s", "verify_s", "draft_s", "acceptance_length", "speedup", "fits",
@@ -60,6 +61,22 @@ def cli_acceptance(length=None, rate=None, per_position=None, profile=None, draf
     if kind == "per-position":
         return parse_acceptance(str(v) if ("," in str(v) or "/" in str(v)) else f"{v},")
     return Acceptance.from_profile(str(v))
+
+
+def one_acceptance(items, mechanism: str, draft_len: int, given: bool = False) -> Acceptance:
+    """predict's `--acceptance [MECH=]VALUE` (the recommend / pareto form) for its one mechanism."""
+    if given:
+        raise SpecplanError("acceptance: give --acceptance or one of --acceptance-length/-rate/-per-position/"
+                            "-profile, not both")
+    if len(items) > 1:
+        raise SpecplanError(f"--acceptance: predict takes one value (its one mechanism), got {len(items)}")
+    item = items[0]
+    mech, sep, value = item.partition("=")
+    if not sep:
+        mech, value = mechanism, item
+    if mech.strip() != mechanism:
+        raise SpecplanError(f"--acceptance: '{item}' names {mech.strip()}, but --mechanism is {mechanism}")
+    return parse_acceptance(value.strip(), at_d=float(draft_len) if draft_len else None)
 
 
 def _f(x) -> float:
@@ -187,7 +204,7 @@ def _draft_range(acc: Acceptance | None, max_d: int, extrapolate: bool, notes: l
 
 
 def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, context_len=1024, mechanisms=None,
-              acceptance=None, max_draft_len=32, extrapolate=False, top=10, **kw) -> dict:
+              acceptance=None, max_draft_len=MAX_DRAFT_LEN, extrapolate=False, top=10, **kw) -> dict:
     """Best (mechanism, D) by tokens/s/GPU at a batch, or over batch subject to tokens/s/user >= a target
     (neither given: over every batch that fits, i.e. the throughput end of the frontier)."""
     if batch is not None and target_tps_per_user is not None:
@@ -204,7 +221,7 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
             raise SpecplanError(f"acceptance: '{k}' is not among the mechanisms ({', '.join(mechs)})")
     hw = load_hardware(hardware)
     bs = np.array([batch], dtype=float) if batch is not None else batch_candidates(m, hw, tp, context_len, kw)
-    notes, rows, curves = [], [], {}
+    notes, limits, rows, curves = [], [], [], {}
     for mech in mechs:
         acc = acceptance.get(mech)
         d = _draft_range(acc, max_draft_len, extrapolate, notes, mech)
@@ -217,7 +234,7 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
                 d = d[keep]
                 r = {k: (v[:, keep] if isinstance(v, np.ndarray) and v.ndim == 2 else v) for k, v in r.items()}
         curves[mech] = (d, r)
-        notes += _memory_notes(mech, d, r, bs)
+        limits += _memory_notes(mech, d, r, bs)
         ok = r["fits"] & (r["tokens_per_s_per_user"] >= (target_tps_per_user or 0.0))
         obj = np.where(ok, r["tokens_per_s_per_gpu"], -np.inf)
         for j, dd in enumerate(d):
@@ -229,7 +246,8 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
     out = {"model": m.id, "hardware": hw.id, "hardware_kind": hw.kind, "tp": tp,
            "layout": layout_dict(layout_for(tp, kw.get("layout"))), "context_len": context_len,
            "batch": batch, "target_tps_per_user": target_tps_per_user, "mechanisms": mechs,
-           "ranked": rows[:top], "notes": notes, "best": feasible[0] if feasible else None}
+           "ranked": rows[:top], "notes": notes, "memory_limits": limits,
+           "best": feasible[0] if feasible else None}
     if not feasible:
         out["infeasible"] = _explain(rows, curves, target_tps_per_user)
         if not any(bool(np.any(r["fits"])) for _, r in curves.values()):
@@ -253,6 +271,86 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
     out["binding"] = {"guideline": guideline, "line": line}
     out["guidelines"] = _summary(diag, best["batch"])
     out["near_best"] = near_best(feasible, best)
+    out["per_mechanism"] = best_per_mechanism(feasible, best, mechs)
+    shown = {(x["mechanism"], x["draft_len"]) for x in out["per_mechanism"]}
+    out["runners_up"] = [x for x in feasible if (x["mechanism"], x["draft_len"]) not in shown][:5]
+    out["notes"] = notes + point_notes(best, curves, bs, target_tps_per_user, batch is None)
+    return out
+
+
+def best_per_mechanism(feasible: list[dict], best: dict, mechs: list[str]) -> list[dict]:
+    """The best feasible row of each mechanism (and of no speculation), best first, each with why it lost."""
+    out = []
+    for mech in [*mechs, "none"]:
+        own = [x for x in feasible if x["mechanism"] == mech]
+        if own:
+            x = dict(own[0])  # `feasible` is sorted by tokens/s/GPU
+            x["why_lost"] = "best" if x is best or own[0] is best else why_lost(x, best)
+            out.append(x)
+    return sorted(out, key=lambda x: -x["tokens_per_s_per_gpu"])
+
+
+def why_lost(x: dict, best: dict) -> str:
+    """Why row `x` has fewer tokens/s/GPU than `best`: tok/s/GPU = B x AL / iteration / devices, so the
+    ratio splits into batch, AL, iteration time and device factors; the (at most two) factors that cost most."""
+    pct = 100.0 * (1.0 - x["tokens_per_s_per_gpu"] / best["tokens_per_s_per_gpu"])
+    if x["mechanism"] == "none":
+        return f"-{pct:.1f}%: no speculation (AL 1 vs {best['acceptance_length']:.2f})"
+    dev = lambda r: r["target_devices"]  # tok/s/GPU divides by the target devices  # noqa: E731
+    factors = [
+        (np.log(x["batch"] / best["batch"]), f"batch {x['batch']} vs {best['batch']}"),
+        (np.log(x["acceptance_length"] / best["acceptance_length"]),
+         f"AL {x['acceptance_length']:.2f} vs {best['acceptance_length']:.2f}"),
+        (-np.log(x["iter_s"] / best["iter_s"]),
+         f"iteration {1e3 * x['iter_s']:.2f} vs {1e3 * best['iter_s']:.2f} ms (draft {1e3 * x['draft_s']:.2f} vs "
+         f"{1e3 * best['draft_s']:.2f})"),
+        (-np.log(dev(x) / dev(best)), f"{dev(x)} vs {dev(best)} target devices"),
+    ]
+    hurt = sorted((f for f in factors[1:] if f[0] < -1e-3), key=lambda f: f[0])[:2]
+    why = ", ".join(t for _, t in hurt)
+    if factors[0][0] < -1e-3:  # a smaller batch: a consequence of the above under a tok/s/user target, or memory
+        why = f"{why}; so {factors[0][1]}" if why else factors[0][1]
+    why = why or "same throughput within rounding"
+    return f"-{pct:.1f}%: {why}"
+
+
+def gb_pair(a_bytes: float, b_bytes: float) -> tuple[str, str]:
+    """Two byte counts in GB with just enough decimals (1 ... 4) that they print differently."""
+    a, b = a_bytes / 1e9, b_bytes / 1e9
+    for dec in range(1, 5):
+        if f"{a:.{dec}f}" != f"{b:.{dec}f}":
+            break
+    return f"{a:.{dec}f}", f"{b:.{dec}f}"
+
+
+def point_notes(best: dict, curves: dict, bs: np.ndarray, target, batch_free: bool) -> list[str]:
+    """Notes about the chosen operating point: its memory, what stops a larger batch, and from which D each
+    mechanism stops fitting at the chosen batch."""
+    mech = best["mechanism"]
+    d, r = curves[mech] if mech in curves else next(iter(curves.values()))
+    i = int(np.argmin(np.abs(bs - best["batch"])))
+    j = int(np.argmin(np.abs(d - best["draft_len"])))
+    cap = float(np.asarray(r["memory_capacity_bytes"]).reshape(-1)[0])
+    used, capt = gb_pair(best["memory_total_bytes"], cap)
+    out = [f"chosen point: {mech} D = {best['draft_len']} at batch {best['batch']} uses {used} GB of {capt} GB "
+           f"usable per device; iteration {1e3 * best['iter_s']:.2f} ms = draft {1e3 * best['draft_s']:.2f} + "
+           f"verify {1e3 * best['verify_s']:.2f} ms, {best['tokens_per_s_per_user']:.2f} tok/s/user"]
+    if batch_free and i + 1 < len(bs):
+        nb = int(bs[i + 1])
+        tps, fits = float(r["tokens_per_s_per_user"][i + 1, j]), bool(r["fits"][i + 1, j])
+        if not fits:
+            a, c = gb_pair(float(r["memory_total_bytes"][i + 1, j]), cap)
+            out.append(f"batch {nb} would not fit ({a} GB > {c} GB)")
+        elif target is not None and tps < target:
+            out.append(f"batch {nb} would give {tps:.2f} tok/s/user < the {target:g} target")
+    elif batch_free:
+        out.append(f"batch {best['batch']} is the largest that fits at D = 0")
+    for m, (dm, rm) in curves.items():
+        bad = np.flatnonzero(~np.asarray(rm["fits"][i]) & (dm > 0))
+        if bad.size:
+            k = int(bad[0])
+            a, c = gb_pair(float(rm["memory_total_bytes"][i, k]), cap)
+            out.append(f"{m} at batch {best['batch']}: D >= {int(dm[k])} does not fit ({a} GB > {c} GB per device)")
     return out
 
 

@@ -13,14 +13,22 @@ import re
 from pathlib import Path
 from typing import Any, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from specplan.errors import SpecplanError
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import ModelProfile
 from specplan.profiles.registry import load_hardware, load_model, read_yaml
+from specplan.sweep import MAX_DRAFT_LEN
 
 Ref = Union[str, dict[str, Any]]  # an id / YAML path, or an override mapping
+
+
+def _kilo(x):
+    """'8k' / '8K' -> 8192 (the CLI's token suffix); anything else unchanged for the schema to check."""
+    if isinstance(x, str) and x.strip().lower().endswith("k") and x.strip()[:-1].isdigit():
+        return int(x.strip()[:-1]) * 1024
+    return x
 
 
 class _Strict(BaseModel):
@@ -43,6 +51,12 @@ class Grid(_Strict):
     draft_dtype: str | None = None
     attention_style: str | None = None
     routing: str | None = None
+
+    @field_validator("context", mode="before")
+    @classmethod
+    def _kilo_context(cls, v):
+        """`context: [8k]` as on the command line: 8k = 8192 tokens."""
+        return [_kilo(x) for x in v] if isinstance(v, list) else v
 
 
 class Scenario(Grid):
@@ -74,6 +88,11 @@ class Study(_Strict):
     report_batches: list[int] = Field(default_factory=lambda: [1, 16, 64])
     summary_context: int | None = Field(None, ge=0)
     plots: list[str] = Field(default_factory=lambda: ["frontier", "speedup", "recommended_d"])
+
+    @field_validator("summary_context", mode="before")
+    @classmethod
+    def _kilo_summary_context(cls, v):
+        return _kilo(v)
 
 
 PLOTS = ("frontier", "speedup", "recommended_d", "attention")
@@ -119,10 +138,38 @@ def _message(e: dict) -> str:
     return e.get("msg", "invalid").removeprefix("Value error, ")
 
 
+def did_you_mean(name, known) -> str:
+    """'; did you mean X?' for the closest of `known` to `name` (difflib), else ''."""
+    import difflib
+
+    close = difflib.get_close_matches(str(name), sorted(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def _fields_at(loc) -> list[str] | None:
+    """Field names of the study schema model that holds the last key of `loc` (None when not a model)."""
+    model = Study
+    for key in loc[:-1]:
+        if isinstance(key, int):
+            continue
+        f = model.model_fields.get(key)
+        ann = getattr(f, "annotation", None)
+        nxt = next((a for a in (ann, *getattr(ann, "__args__", ())) if isinstance(a, type) and
+                    issubclass(a, BaseModel)), None)
+        if nxt is None:
+            return None
+        model = nxt
+    return list(model.model_fields)
+
+
 def format_error(err: ValidationError, prefix: str = "") -> str:
-    """The first validation error as `path: message, got value`."""
+    """The first validation error as `path: message, got value` (unknown fields: the nearest known one)."""
     e = err.errors()[0]
     msg = _message(e)
+    if e.get("type") == "extra_forbidden" and not prefix:
+        known = _fields_at(e.get("loc", ()))
+        hint = did_you_mean(e["loc"][-1], known) if known else ""
+        return f"{_path(prefix, e.get('loc', ()))}: {msg}{hint}"
     got = "" if e.get("type") == "missing" or "got" in msg else f", got {_val(e.get('input'))}"
     path = _path(prefix, e.get("loc", ()))
     head, sep, rest = msg.partition(": ")
@@ -139,7 +186,7 @@ def _apply(data: dict, overrides: dict, where: str, fields: dict | None) -> dict
         head, _, rest = str(key).partition(".")
         here = f"{where}.{head}"
         if fields is not None and head not in fields:
-            raise SpecplanError(f"{here}: unknown field (known: {', '.join(sorted(fields))})")
+            raise SpecplanError(f"{here}: unknown field{did_you_mean(head, fields) or ' (known: ' + ', '.join(sorted(fields)) + ')'}")
         if rest:
             val = {rest: val}
         cur = out.get(head)
@@ -189,12 +236,13 @@ def resolve_profile(ref, cls, where: str, start=None):
 
 
 def load_study(path_or_dict) -> Study:
-    """Parse and validate a study (path or mapping); one-line errors with the YAML path."""
+    """Parse and validate a study (path or mapping); one-line errors with the file and the YAML path."""
     data = read_yaml(Path(path_or_dict)) if not isinstance(path_or_dict, dict) else path_or_dict
     try:
         st = Study.model_validate(data)
     except ValidationError as err:
-        raise SpecplanError(format_error(err)) from None
+        where = "" if isinstance(path_or_dict, dict) else f"{path_or_dict}: "
+        raise SpecplanError(where + format_error(err)) from None
     for i, p in enumerate(st.plots):
         if p not in PLOTS:
             raise SpecplanError(f"plots[{i}]: must be one of {', '.join(PLOTS)}, got {p!r}")
@@ -238,7 +286,7 @@ def sweep_kwargs(sc: dict) -> dict:
     g = sc["grid"]
     mech = g.get("mechanisms")
     kw = dict(batch=g.get("batch"), batch_max=g.get("batch_max"), draft_lens=g.get("draft_len"),
-              max_draft_len=g.get("max_draft_len") if g.get("max_draft_len") is not None else 8,
+              max_draft_len=g.get("max_draft_len") if g.get("max_draft_len") is not None else MAX_DRAFT_LEN,
               tp=g.get("tp"), contexts=g.get("context") or [1024], dtype=g.get("dtype"),
               kv_dtype=g.get("kv_dtype"), draft_dtype=g.get("draft_dtype"),
               attention_style=g.get("attention_style") or "shared", routing=g.get("routing") or "random",

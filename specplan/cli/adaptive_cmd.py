@@ -9,6 +9,7 @@ import typer
 from specplan.cli.app import app
 from specplan.cli.parsing import comma_list, context_tokens
 from specplan.cli.output import print_json, table
+from specplan.sweep import MAX_DRAFT_LEN
 
 
 @app.command("adaptive")
@@ -20,9 +21,10 @@ def adaptive(
     trace: str = typer.Option(..., "--trace", help="Segments alpha[@batch]xITER, e.g. 0.9@8x300,0.5@32x300."),
     mechanism: str = typer.Option("eagle3", "--mechanism", help="Draft mechanism whose costs are used."),
     policies: str = typer.Option("static:3,ema,model,oracle", "--policies", help="static:D, ema, model, oracle."),
-    max_draft_len: int = typer.Option(8, "--max-draft-len", help="Largest D a policy may pick."),
+    max_draft_len: int = typer.Option(MAX_DRAFT_LEN, "--max-draft-len", help="Largest D a policy may pick."),
     tiers: str = typer.Option("1,3,7", "--tiers", help="Draft-length tiers of the ema policy."),
-    slo_tpot_ms: Optional[float] = typer.Option(None, "--slo-tpot-ms", help="TPOT target for model/oracle."),
+    slo_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", "--slo-tpot-ms",
+                                               help="TPOT target (ms) for model/oracle."),
     draft_model: Optional[str] = typer.Option(None, "--draft-model", help="Draft model / head id."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math dtype."),
     seed: int = typer.Option(0, "--seed", help="Random seed of the acceptance draws."),

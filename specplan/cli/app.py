@@ -8,8 +8,11 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,  # plain help: brackets in help texts survive, flags show no <bool> metavar
 )
-profiles_app = typer.Typer(help="List and show built-in hardware and model profiles.", no_args_is_help=True)
-model_app = typer.Typer(help="Model profile tools (import a Hugging Face config).", no_args_is_help=True)
+profiles_app = typer.Typer(help="List and show built-in hardware and model profiles.", no_args_is_help=True,
+                           rich_markup_mode=None)
+model_app = typer.Typer(help="Model profile tools (import a Hugging Face config).", no_args_is_help=True,
+                        rich_markup_mode=None)
 app.add_typer(profiles_app, name="profiles")
 app.add_typer(model_app, name="model")

@@ -25,7 +25,7 @@ def bench(
     kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV dtype for attention (default --dtype)."),
     max_m: Optional[int] = typer.Option(None, "--max-m", help="Largest GEMM M."),
     reps: Optional[int] = typer.Option(None, "--reps", help="Repetitions per point (median reported)."),
-    output: Path = typer.Option(..., "-o", "--output", help="Measured CSV (bench all: _gemm/_attention suffixes)."),
+    output: Path = typer.Option(..., "-o", "--out", "--output", help="Measured CSV (bench all: _gemm/_attention suffixes)."),
 ) -> None:
     """Time decode-step GEMMs and decode/verify attention with torch; write the measured CSV."""
     if what not in ("gemm", "attention", "all"):
@@ -81,7 +81,7 @@ def _read_filtered(path: Path, device: Optional[str], framework: Optional[str]):
 def calibrate_cmd(
     measured: List[Path] = typer.Argument(..., help="Measured CSV(s) (.csv or .csv.gz): GEMM, attention, all-reduce."),
     hardware: str = typer.Option(..., "--hardware", "-H", help="Base hardware id or YAML."),
-    output: Path = typer.Option(..., "-o", "--output", help="Calibrated profile YAML to write."),
+    output: Path = typer.Option(..., "-o", "--out", "--output", help="Calibrated profile YAML to write."),
     device: Optional[str] = typer.Option(None, "--device", help="Fit only rows of this device (e.g. h100-sxm)."),
     framework: Optional[str] = typer.Option(None, "--framework", help="Fit only rows whose framework contains this."),
     new_id: Optional[str] = typer.Option(None, "--id", help="id of the new profile (default: output file stem)."),
@@ -109,7 +109,7 @@ def validate_cmd(
     measured: Path = typer.Argument(..., help="Measured CSV (.csv or .csv.gz)."),
     hardware: str = typer.Option(..., "--hardware", "-H", help="Hardware id or YAML."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON (rows, mape, median_ape, p90_ape, by_kind, ...)."),
-    out_dir: Optional[Path] = typer.Option(None, "-o", "--output", help="Write rows.csv, summary.json, scatter.png here."),
+    out_dir: Optional[Path] = typer.Option(None, "-o", "--out", "--output", help="Write rows.csv, summary.json, scatter.png here."),
     device: Optional[str] = typer.Option(None, "--device", help="Only rows of this device."),
     framework: Optional[str] = typer.Option(None, "--framework", help="Only rows whose framework contains this."),
     kernel: Optional[str] = typer.Option(None, "--kernel", help="Only rows whose kernel contains this."),

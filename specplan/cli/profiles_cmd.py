@@ -29,7 +29,7 @@ def profiles_list(json_out: bool = typer.Option(False, "--json", help="Print JSO
 
 
 @profiles_app.command("show")
-def profiles_show(ref: str = typer.Argument(..., help="A built-in id or a path to a profile YAML.")) -> None:
+def profiles_show(ref: str = typer.Argument(..., metavar="ID", help="A built-in id or a path to a profile YAML.")) -> None:
     """Print one hardware or model profile as YAML."""
     from specplan.errors import SpecplanError
     from specplan.profiles.registry import hardware_ids, load_hardware, load_model, model_ids, write_profile_yaml
@@ -52,7 +52,7 @@ def profiles_show(ref: str = typer.Argument(..., help="A built-in id or a path t
         ids = hardware_ids() + model_ids()
         close = difflib.get_close_matches(ref, ids, n=1, cutoff=0.4)
         hint = f"; did you mean '{close[0]}'?" if close else ""
-        raise SpecplanError(f"unknown profile id '{ref}'{hint}")
+        raise SpecplanError(f"ID: unknown profile id '{ref}' (neither a built-in id nor a YAML file){hint}")
 
 
 def _print_model(model) -> None:
@@ -67,7 +67,7 @@ def _print_model(model) -> None:
 @model_app.command("import")
 def model_import(
     config: Path = typer.Argument(..., help="A Hugging Face config.json."),
-    out: Optional[Path] = typer.Option(None, "-o", "--out", help="Write the profile YAML here."),
+    out: Optional[Path] = typer.Option(None, "-o", "--out", "--output", help="Write the profile YAML here."),
 ) -> None:
     """Import a Hugging Face config.json (nested text_config too) into a model profile YAML."""
     from specplan.profiles.hf_import import import_hf_config

@@ -10,6 +10,7 @@ from specplan.cli.app import app
 from specplan.cli.parsing import cli_layout, comma_list, context_tokens, mech_values
 from specplan.cli.output import print_json, table
 from specplan.speculation.guidelines import g1_phrase
+from specplan.sweep import MAX_DRAFT_LEN
 
 MECHS = "none|external|eagle3|mtp|medusa|dflash|dspark|ngram|self"
 
@@ -34,7 +35,7 @@ def predict(
     context: str = typer.Option(..., "--context", "-c", help="Tokens in the KV cache per sequence; 32k = 32768."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math dtype (default: checkpoint's)."),
     kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype (default 16-bit)."),
-    mechanism: str = typer.Option("none", "--mechanism", help=MECHS),
+    mechanism: str = typer.Option("none", "--mechanism", "--mechanisms", help=MECHS + " (one)."),
     draft_len: int = typer.Option(0, "--draft-len", "-D", help="Draft length D (tree: depth)."),
     tree_tokens: Optional[int] = typer.Option(None, "--tree-tokens", help="Verified tokens per step (tree)."),
     draft_model: Optional[str] = typer.Option(None, "--draft-model", help="Draft model / head id or YAML path."),
@@ -45,13 +46,17 @@ def predict(
     acceptance_rate: Optional[float] = typer.Option(None, "--acceptance-rate", help="i.i.d. acceptance rate α."),
     acceptance_per_position: Optional[str] = typer.Option(None, "--acceptance-per-position", help="p1,p2,..."),
     acceptance_profile: Optional[str] = typer.Option(None, "--acceptance-profile", help="Shipped profile id."),
+    acceptance: Optional[List[str]] = typer.Option(None, "--acceptance", help="[MECH=]VALUE as in recommend: rate "
+                                                   "0.8, AL@D 3.1@4, per-position 0.9/0.8, or a profile id."),
     serving: Optional[str] = typer.Option(None, "--serving", help="Engine overheads: roofline | vllm-v1-eagle-2025."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Baseline vs speculative step, AL, speedup, throughputs, memory and guideline diagnostics of one point."""
-    from specplan.recommend import cli_acceptance, predict_summary
+    from specplan.recommend import cli_acceptance, one_acceptance, predict_summary
 
     acc = cli_acceptance(acceptance_length, acceptance_rate, acceptance_per_position, acceptance_profile, draft_len)
+    if acceptance:
+        acc = one_acceptance(acceptance, mechanism, draft_len, given=acc is not None)
     r = predict_summary(model, hardware, tp=tp, batch=batch, context_len=context_tokens(context),
                         mechanism=mechanism, draft_len=draft_len, acceptance=acc, dtype=dtype, kv_dtype=kv_dtype,
                         draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
@@ -126,9 +131,10 @@ def recommend(
     context: str = typer.Option(..., "--context", "-c", help="Tokens in the KV cache per sequence; 32k = 32768."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math dtype."),
     kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype."),
-    mechanisms: Optional[str] = typer.Option(None, "--mechanisms", help="Comma-separated mechanisms."),
+    mechanisms: Optional[List[str]] = typer.Option(None, "--mechanisms", "--mechanism",
+                                                   help="Comma list or repeat (default: those with acceptance data)."),
     acceptance: Optional[List[str]] = typer.Option(None, "--acceptance", help="mech=value (0.8, 3.1@4, 0.9/0.8, profile)."),
-    max_draft_len: int = typer.Option(32, "--max-draft-len", help="Largest D searched."),
+    max_draft_len: int = typer.Option(MAX_DRAFT_LEN, "--max-draft-len", help="Largest D searched (every command's default)."),
     extrapolate: bool = typer.Option(False, "--extrapolate", help="Search past the acceptance data's D range."),
     draft_model: Optional[str] = typer.Option(None, "--draft-model", help="Draft model for external / heads."),
     draft_hardware: Optional[str] = typer.Option(None, "--draft-hardware", help="Run the draft on this hardware."),
@@ -141,7 +147,7 @@ def recommend(
     from specplan.recommend import recommend as run
 
     acc = mech_values(acceptance, "mechanism=value")
-    mechs = comma_list(mechanisms) if mechanisms else None
+    mechs = comma_list(mechanisms) or None
     r = run(model, hardware, tp=tp, batch=batch, target_tps_per_user=target_tps,
             context_len=context_tokens(context), mechanisms=mechs, acceptance=acc, max_draft_len=max_draft_len,
             extrapolate=extrapolate, dtype=dtype,
@@ -155,21 +161,19 @@ def recommend(
     where = (f"batch {batch}" if batch is not None else f"tokens/s/user >= {target_tps:g}" if target_tps is not None
              else f"best {unit} over every batch that fits")
     print(f"{r['model']} on {r['hardware']} ({layout_phrase(r['layout'])}), context {r['context_len']}, {where}")
-    drafts = any(x["draft_devices"] > 0 for x in r["ranked"])
-    rows = [[x["mechanism"], x["draft_len"], x["batch"], x["acceptance_length"], x["speedup"],
-             x["tokens_per_s_per_user"], x["tokens_per_s_per_gpu"]]
-            + ([x["draft_devices"], x["tokens_per_s_per_device"]] if drafts else [])
-            + [1e3 * x["draft_s"], 1e3 * x["verify_s"], "yes" if x["feasible"] else "no"] for x in r["ranked"]]
-    print(table(rows, ["mechanism", "D", "batch", "AL", "speedup", "tok/s/user", unit]
-                + (["draft dev", "tok/s/device"] if drafts else []) + ["draft ms", "verify ms", "feasible"]))
-    if drafts:
-        print(f"{unit} divides by the {'target chips' if lpu else 'target GPUs'} only; tok/s/device also counts the "
-              f"draft devices (draft dev)")
-    for n in r["notes"]:
-        print(f"note: {n}")
     if r["best"] is None:
+        _ranked_table(r["ranked"], unit, lpu)
+        for n in r["notes"]:
+            print(f"note: {n}")
         print(f"infeasible: {r['infeasible']}")
         raise typer.Exit(1)
+    print(f"best of each mechanism (its best D and batch; ranked by {unit}):")
+    _ranked_table(r["per_mechanism"], unit, lpu, why=True)
+    if r["runners_up"]:
+        print("runners-up (other D):")
+        _ranked_table(r["runners_up"], unit, lpu)
+    for n in r["notes"]:
+        print(f"note: {n}")
     b, g = r["best"], r["guidelines"]
     extra = (f", {b['tokens_per_s_per_device']:.1f} tok/s/device over {b['target_devices']} target + "
              f"{b['draft_devices']} draft devices" if b["draft_devices"] > 0 else "")
@@ -186,3 +190,39 @@ def recommend(
     print(f"guidelines: G_dev {g['g_dev']} -> {g2} (full attention "
           f"{100 * g['attention_share']:.0f}% of the D = 0 step); G1 {g['g1_line']} (spec-sheet ridge "
           f"{g['ridge_tokens_spec_sheet']:.0f} tokens -> {g1_phrase(g, 'gemm_compute_bound_from_d_spec_sheet')})")
+    if not lpu and b["draft_len"] > 0:
+        print(f"G2 vs the choice: {g2_relation(b['draft_len'], g['attention_tile_d'], r['binding']['guideline'])}")
+    print(TERMS)
+
+
+TERMS = ("terms: AL = tokens produced per iteration (1 ... 1 + D); G_dev = query heads per KV head on one device; "
+         "ridge = GEMM rows B·(1 + D) at which a GEMM turns compute-bound; G1-G5 = the five guidelines "
+         "(docs/speculation.md#guidelines-guidelinespy)")
+
+
+def g2_relation(d: int, tile_d: int, binding: str) -> str:
+    """One line relating the recommended D to G2's start D = 128/G − 1."""
+    if d < tile_d:
+        first = f"[{binding}] binds first" if binding not in ("-", "G2", "G3") else "its AL gain runs out first"
+        return (f"D = {d} < {tile_d}: attention would stay within one 128-row tile up to D = {tile_d}, but "
+                f"{first}")
+    if d == tile_d:
+        return f"D = {d} = 128/G − 1: the last D before the attention step (G2)"
+    return (f"D = {d} > {tile_d}: past the first attention tile; the added tile costs less than the AL gained "
+            f"(G3: prefer G·(1 + D) a multiple of 128)")
+
+
+def _ranked_table(rows: list[dict], unit: str, lpu: bool, why: bool = False) -> None:
+    """Rows of recommend (mechanism, D, batch, AL, speedup, throughputs, draft/verify ms[, vs best])."""
+    drafts = any(x["draft_devices"] > 0 for x in rows)
+    body = [[x["mechanism"], x["draft_len"], x["batch"], x["acceptance_length"], x["speedup"],
+             x["tokens_per_s_per_user"], x["tokens_per_s_per_gpu"]]
+            + ([x["draft_devices"], x["tokens_per_s_per_device"]] if drafts else [])
+            + [1e3 * x["draft_s"], 1e3 * x["verify_s"]]
+            + ([x["why_lost"]] if why else ["yes" if x["feasible"] else "no"]) for x in rows]
+    print(table(body, ["mechanism", "D", "batch", "AL", "speedup", "tok/s/user", unit]
+                + (["draft dev", "tok/s/device"] if drafts else []) + ["draft ms", "verify ms"]
+                + ([f"vs best ({unit})"] if why else ["feasible"])))
+    if drafts:
+        print(f"{unit} divides by the {'target chips' if lpu else 'target GPUs'} only; tok/s/device also counts the "
+              f"draft devices (draft dev)")

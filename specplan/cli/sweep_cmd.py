@@ -12,18 +12,24 @@ import typer
 
 from specplan.cli.app import app
 from specplan.cli.parsing import comma_list, int_list, mech_values
+from specplan.sweep import MAX_DRAFT_LEN
 
 
+DEFAULT_CONTEXT = 1024  # tokens in the KV cache when pareto gets no --context (stated in its output)
 _ACCEPTANCE_FORM = "MECH=VALUE (rate 0.8, AL@D 3.2@4, p1,p2,.. or a profile)"
 
 
-def write_pareto(df, front, outdir: Path, model_id: str, plots: bool = True, per: str = "gpu") -> list[Path]:
+def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, plots: bool = True,
+                 per: str = "gpu", acceptance_label: str = "") -> list[Path]:
     """Grid CSV+Parquet, frontier CSV, best-at-interactivity CSV, columns doc and the five plots.
 
-    The heat map and the breakdown show the device, TP, context and batch of the best frontier point
-    (`plots.best_setup`); their titles say so, or that nothing fits."""
+    model: the target's profile (or id); hardware: {id: profile} of the swept devices, so profiles loaded
+    from YAML paths are never looked up again by id. The heat map and the breakdown show the device, TP,
+    context and batch of the best frontier point (`plots.best_setup`); their titles say so, or that nothing
+    fits."""
     from specplan.frontier import best_at, interactivity_levels
     from specplan.io import atomic_write_text
+    from specplan.profiles.registry import load_hardware, load_model
     from specplan.sweep import columns_doc, write_table
 
     written = write_table(df, outdir / "grid", parquet=True)
@@ -35,18 +41,22 @@ def write_pareto(df, front, outdir: Path, model_id: str, plots: bool = True, per
     if not plots:
         return written
     from specplan import plots as P
-    from specplan.profiles.registry import load_model
 
-    m = load_model(model_id)
+    m = load_model(model)
+    hws = dict(hardware or {})
     best = P.best_setup(df, front, per)
-    hw, tp, ctx, batch = best["hardware"], best["tp"], best["context_len"], best["batch"]
+    hw_id, tp, ctx, batch = best["hardware"], best["tp"], best["context_len"], best["batch"]
+    hw = hws.get(hw_id) or load_hardware(hw_id)
     unit = "tok/s/GPU" if per == "gpu" else "tok/s/device"
     where = (f"best frontier point ({unit}): B = {batch}, D = {best['draft_len']}" if best["fits"]
              else "DOES NOT FIT in memory (no feasible point)")
-    written += P.save_figure(P.plot_frontier(df, per=per, title=f"{model_id}: throughput vs interactivity, "
-                                             "with and without speculation"), outdir / "frontier")
-    sub = df[(df["hardware"].astype(str) == hw) & (df["tp"] == tp) & (df["context_len"] == ctx)]
-    heat = P.plot_speedup_heatmap(sub, hardware=hw, mechanism=best["mechanism"], tp=tp, context_len=ctx)
+    ctxs = ", ".join(f"{int(c):,}" for c in sorted(df["context_len"].unique()))
+    devs = ", ".join(str(h) for h in df["hardware"].astype(str).unique())
+    title = (f"{m.id} on {devs}, context {ctxs} tokens: throughput vs interactivity"
+             + (f"\nacceptance: {acceptance_label}" if acceptance_label else ""))
+    written += P.save_figure(P.plot_frontier(df, per=per, title=title), outdir / "frontier")
+    sub = df[(df["hardware"].astype(str) == hw_id) & (df["tp"] == tp) & (df["context_len"] == ctx)]
+    heat = P.plot_speedup_heatmap(sub, hardware=hw_id, mechanism=best["mechanism"], tp=tp, context_len=ctx)
     ax = heat.axes[0]
     ax.set_title(f"{ax.get_title()}\n({where})")
     written += P.save_figure(heat, outdir / "speedup_heatmap")
@@ -54,13 +64,23 @@ def write_pareto(df, front, outdir: Path, model_id: str, plots: bool = True, per
                                                     kv_heads=max(1, m.heads_per_device(tp)[1])),
                              outdir / "attention_tiles")
     written += P.save_figure(P.plot_acceptance(df), outdir / "acceptance")
-    dmax = int(df["draft_len"].max())
-    ds = sorted({0, 1, 2, 3, 4, 7, 8, 15, 16, dmax} & set(range(dmax + 1)))
+    ds = sorted(int(x) for x in df["draft_len"].unique())  # every D of the grid, bars at their true D
     br = P.plot_breakdown(m, hw, tp, batch=batch, context_len=ctx, draft_lens=ds)
     ax = br.axes[0]
     ax.set_title(f"{ax.get_title()}\n({where})")
     written += P.save_figure(br, outdir / "breakdown")
     return written
+
+
+def acceptance_label(df, model_id: str, given: dict) -> str:
+    """Which acceptance each swept mechanism used: the user's value or the shipped profile's id."""
+    from specplan.speculation.acceptance import find_profile
+
+    parts = []
+    for mech in [str(x) for x in df["mechanism"].astype(str).unique() if str(x) != "none"]:
+        src = given.get(mech) or find_profile(mech, model_id) or "mechanism default"
+        parts.append(f"{mech} {src}")
+    return "; ".join(parts)
 
 
 @app.command("pareto")
@@ -69,8 +89,8 @@ def pareto(
     hardware: List[str] = typer.Option(..., "--hardware", "-H", help="Device id or YAML; repeat for several."),
     batch_max: Optional[int] = typer.Option(None, "--batch-max", help="Largest batch (default: largest that fits)."),
     batch_points: int = typer.Option(128, "--batch-points", help="Batch values when batch-max is larger."),
-    max_draft_len: int = typer.Option(8, "--max-draft-len", help="D from 0 to this."),
-    mechanisms: Optional[List[str]] = typer.Option(None, "--mechanisms", help="Comma list or repeat (default: all that apply)."),
+    max_draft_len: int = typer.Option(MAX_DRAFT_LEN, "--max-draft-len", help="D from 0 to this (every command's default)."),
+    mechanisms: Optional[List[str]] = typer.Option(None, "--mechanisms", "--mechanism", help="Comma list or repeat (default: all that apply)."),
     acceptance: Optional[List[str]] = typer.Option(None, "--acceptance", help="MECH=VALUE: rate 0.8, AL@D 3.2@4, "
                                                    "per-position 0.9,0.8 or a profile id; repeat."),
     tp: Optional[List[str]] = typer.Option(None, "--tp", help="TP degrees, comma list (default 1,2,4,8 where heads divide)."),
@@ -86,20 +106,33 @@ def pareto(
     outdir: Path = typer.Option(..., "--out", "-o", help="Output folder."),
 ) -> None:
     """Sweep batch x D x mechanism x TP x context x device; write grid, frontier and plots."""
-    from specplan.frontier import frontier
-    from specplan.profiles.registry import load_model
+    from specplan.frontier import frontier, throughput_column
+    from specplan.profiles.registry import load_hardware, load_model
+    from specplan.speculation.speedup import mechanism_names
     from specplan.sweep import sweep
 
-    from specplan.frontier import throughput_column
-
     throughput_column(per)  # a bad --per is an error before the sweep
+    m = load_model(model)  # resolved once: a YAML path is never looked up again by its id
+    hws = [load_hardware(h) for h in hardware]
     mechs = comma_list(mechanisms) or None
-    df = sweep(model, list(hardware), batch_max=batch_max, batch_points=batch_points, max_draft_len=max_draft_len,
-               mechanisms=mechs, acceptance=mech_values(acceptance, _ACCEPTANCE_FORM), tp=int_list(tp, "--tp"),
-               contexts=int_list(context, "--context") or [1024], draft_model=draft_model,
+    contexts = int_list(context, "--context") or [DEFAULT_CONTEXT]
+    acc = mech_values(acceptance, _ACCEPTANCE_FORM)
+    df = sweep(m, hws, batch_max=batch_max, batch_points=batch_points, max_draft_len=max_draft_len,
+               mechanisms=mechs, acceptance=acc, tp=int_list(tp, "--tp"),
+               contexts=contexts, draft_model=draft_model,
                draft_hardware=draft_hardware, dtype=dtype, kv_dtype=kv_dtype, progress=None if progress else False)
+    swept = [str(x) for x in df["mechanism"].astype(str).unique() if str(x) != "none"]
+    print(f"context: {', '.join(f'{c:,}' for c in contexts)} tokens"
+          + ("" if context else f" (default; --context 8k,32k for others)"))
+    left = [x for x in mechanism_names() if x != "none" and x not in swept]
+    print(f"mechanisms: {', '.join(swept) or 'none'}"
+          + ("" if mechs else f" (default: those with a shipped acceptance profile or --acceptance; not swept: "
+                              f"{', '.join(left)}, which need --acceptance MECH=VALUE or a draft model)"))
+    print(f"draft length D: 0 ... {int(df['draft_len'].max())} (--max-draft-len, default {MAX_DRAFT_LEN}; a "
+          f"shipped acceptance profile may cap it)")
     front = frontier(df, per=per)
-    written = write_pareto(df, front, Path(outdir), load_model(model).id, plots=not no_plots, per=per)
+    written = write_pareto(df, front, Path(outdir), m, {h.id: h for h in hws}, plots=not no_plots, per=per,
+                           acceptance_label=acceptance_label(df, m.id, acc))
     n_fit = int(df["fits"].sum())
     print(f"{len(df):,} grid points ({n_fit:,} fit in memory), {len(front):,} frontier rows")
     for p in written:

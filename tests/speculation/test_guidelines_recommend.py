@@ -84,7 +84,7 @@ def test_qwen35_mtp_long_context_draft_cost_binds():
 def test_infeasible_rows_are_explained():
     r = recommend("qwen3.5-122b-a10b", "b200", batch=128, mechanisms=["mtp"], acceptance={"mtp": "0.8"},
                   max_draft_len=8, **QWEN)
-    assert any("does not fit" in n and "checkpoints" in n for n in r["notes"])
+    assert any("does not fit" in n and "checkpoints" in n for n in r["memory_limits"])
     assert any(not x["feasible"] for x in r["ranked"])
 
 

@@ -43,7 +43,7 @@ def test_frontier_labels_do_not_overlap(small_grid):
     for i in range(len(boxes)):
         for j in range(i + 1, len(boxes)):
             assert not boxes[i].overlaps(boxes[j])
-    assert all(re.fullmatch(r"\(\d+, \d+, \d+\)", t.get_text()) for t in ax.texts)
+    assert all(re.fullmatch(r"[\w ]+ \(\d+, \d+, \d+\)", t.get_text()) for t in ax.texts)
 
 
 def test_attention_tiles_step_at_128_rows():
