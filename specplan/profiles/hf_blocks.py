@@ -121,6 +121,12 @@ def mtp_block(c: HfFields, mt: str, moe: dict | None) -> tuple[dict | None, str]
         return None, note
     mtp = {"num_layers": n_mtp, "mixer": "full", "ffn": "moe" if moe is not None else "dense"}
     blocks = c.list("mtp_layers_block_type")
+    if not blocks and c.has("mtp_hybrid_override_pattern"):  # Nemotron-H: the MTP layer's pattern, e.g. "*E"
+        names = {"*": "attention", "M": "mamba", "E": "moe", "-": "mlp"}
+        pattern = str(c.get("mtp_hybrid_override_pattern"))
+        if any(ch not in names for ch in pattern):
+            raise c.fail("mtp_hybrid_override_pattern", f"unsupported symbols in {pattern!r} (M, *, -, E)")
+        blocks = [names[ch] for ch in pattern]
     if blocks:
         names = [str(b) for b in blocks]
         mixer = next((x for x in names if x in ("attention", "mamba")), None)

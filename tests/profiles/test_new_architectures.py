@@ -179,3 +179,109 @@ def test_cli_model_import_prints_counts_and_refuses_a_quant_config():
                        cwd=root)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().count("\n") == 0 and "quantization config" in r.stderr
+
+
+# --- Gemma, DeepSeek-V4, Nemotron NAS and LatentMoE ------------------------------------------------------------------
+
+
+def test_gemma3_27b_matches_csv():
+    # csv params_total_computed 27,009,346,304 (text tower; published "27B", the name); tied embedding
+    p, pc = _imp("google--gemma-3-27b-it_config.json")
+    assert _pattern(p) == {("sliding", "dense"): 52, ("full", "dense"): 10}  # 5 local : 1 global
+    assert p.sliding_window == 1024 and p.tie_embeddings and p.norms_per_layer == 4
+    assert pc["total"] == 27_009_346_304
+    _close(pc["total"], 27e9)
+
+
+def test_gemma4_dense_defaults_hand_count():
+    # Gemma4TextConfig defaults (google/gemma-4-e2b-it): 25 sliding + 5 global layers, global head dim 512, PLE 256
+    p, pc = _imp("google--gemma-4-e2b-it_config.json")
+    assert _pattern(p) == {("sliding", "dense"): 25, ("full", "dense"): 5}
+    h, f, V, d, L = 2304, 9216, 262144, 256, 30
+    mlp_norms_ple = 3 * h * f + 4 * h + 2 * h * d + h  # gated MLP, 4 sandwich norms, PLE gate + projection + norm
+    sliding = 2 * h * 8 * 256 + 2 * h * 4 * 256 + 2 * 256 + mlp_norms_ple  # q, o; k, v; q_norm, k_norm
+    full = 2 * h * 8 * 512 + 2 * h * 4 * 512 + 2 * 512 + mlp_norms_ple
+    model = V * h + V * L * d + h * L * d + d + h  # tied embedding, PLE table, PLE model projection + norm, final norm
+    assert pc["total"] == 25 * sliding + 5 * full + model == 5_077_177_856
+
+
+def test_gemma4_moe_hand_count():
+    # Gemma 4 with the MoE block (128 experts top-8 of 704 beside the dense MLP), k = v global layers with 2 KV heads
+    # of 512, the last 10 layers reusing earlier K/V; no published figure: pattern and layers by hand
+    p, pc = _imp("gemma-4-moe_config.json")
+    groups = {(g.mixer, g.kv_shared): (g.count, g.num_kv_heads, g.head_dim, g.k_eq_v) for g in p.groups()}
+    assert groups == {("sliding", False): (17, None, None, False), ("full", False): (3, 2, 512, True),
+                      ("sliding", True): (8, None, None, False), ("full", True): (2, 2, 512, True)}
+    h = 2304
+    ffn = 3 * h * 9216 + 128 * 3 * h * 704 + h * 128 + 128 + 8 * h  # MLP, experts, router, expert scale, 7 norms + scale
+    sliding = 2 * h * 8 * 256 + 2 * h * 4 * 256 + 2 * 256 + ffn
+    full = 2 * h * 8 * 512 + h * 2 * 512 + 2 * 512 + ffn  # k only (values = keys' projection)
+    sliding_shared = 2 * h * 8 * 256 + 256 + ffn  # q, o and q_norm only
+    full_shared = 2 * h * 8 * 512 + 512 + ffn
+    assert pc["total"] == 17 * sliding + 3 * full + 8 * sliding_shared + 2 * full_shared + 262144 * h + h
+    assert pc["total"] - pc["active"] == 30 * 120 * 3 * h * 704
+
+
+def test_deepseek_v4_flash_hand_count():
+    # DeepseekV4Config defaults (DeepSeek-V4-Flash-Base): 2 hca, then hca / csa alternating; 3 hash-routed layers
+    p, pc = _imp("deepseek-ai--DeepSeek-V4-Flash-Base_config.json")
+    assert _pattern(p) == {("hca", "moe"): 23, ("csa", "moe"): 20}
+    assert p.moe.hash_layers == 3 and p.sliding_window == 128 and p.num_kv_heads == 1 and p.head_dim == 512
+    ca = p.compressed_attention
+    assert (ca.csa_rate, ca.hca_rate, ca.o_groups, ca.o_lora_rank, ca.hc_mult) == (4, 128, 8, 1024, 4)
+    h, hd, qr = 4096, 512, 1024
+    attn = h * qr + qr + qr * 64 * hd + h * hd + hd + (64 * hd // 8) * 8 * 1024 + 8 * 1024 * h + 64  # .. o_b, sinks
+    hca = 2 * h * hd + 128 * hd + hd  # compressor kv / gate, position bias, norm
+    indexer = 2 * h * 2 * 128 + 4 * 2 * 128 + 128 + qr * 64 * 128 + h * 64
+    csa = 2 * h * 2 * hd + 4 * 2 * hd + hd + indexer
+    moe = 256 * 3 * h * 2048 + 3 * h * 2048 + 256 * h + 256  # routed, shared, router + correction bias
+    rest = 2 * h + 2 * ((2 + 4) * 4 * 4 * h + (2 + 4) * 4 + 3)  # 2 norms, 2 hyper-connections
+    model = 2 * 129280 * h + h + 4 * 4 * h + 4 + 1  # embedding, LM head, final norm, hyper-connection head
+    assert pc["total"] == 23 * (attn + hca + moe + rest) + 20 * (attn + csa + moe + rest) + model
+    assert pc["total"] - pc["active"] == 43 * 250 * 3 * h * 2048
+
+
+def test_nemotron_nas_block_configs():
+    # csv row llama-3.3-nemotron-super-49b-v1: 49 GQA blocks (8 KV heads) + 31 attention no-op; ffn_mult counts
+    # 5.25:49, 1.3125:10, 1.0:8, 2.625:6, 0.5:6, 3.28125:1 (the block order is not in the csv; counts do not need it)
+    p, pc = _imp("nvidia--Llama-3_3-Nemotron-Super-49B-v1_config.json")
+    sizes = {}
+    for g in p.groups():
+        sizes[(g.mixer, p.ffn_size_of(g))] = sizes.get((g.mixer, p.ffn_size_of(g)), 0) + g.count
+    # ffn_mult -> int(2 * mult * 8192 / 3) rounded up to 256: 5.25 -> 28672, 0.5 -> 2731 -> 2816, 1.0 -> 5632
+    assert sizes == {("full", 28672): 49, ("none", 7168): 10, ("none", 5632): 8, ("none", 14336): 6,
+                     ("none", 2816): 6, ("none", 17920): 1}
+    assert p.num_kv_heads == 8
+    assert pc["total"] == 49_867_145_216  # params_total_computed
+    _close(pc["total"], 49e9)
+
+
+def test_nemotron_nas_linear_and_skipped_blocks(tmp_path):
+    import json
+
+    d = json.loads((CFG / "nvidia--Llama-3_3-Nemotron-Super-49B-v1_config.json").read_text())
+    d["block_configs"][0] = {"attention": {"replace_with_linear": True}, "ffn": {"replace_with_linear": True}}
+    d["block_configs"][1] = {"attention": {"n_heads_in_group": 16}, "ffn": {"no_op": True}}
+    (tmp_path / "config.json").write_text(json.dumps(d))
+    p = import_hf_config(tmp_path)
+    base = param_counts(import_hf_config(CFG / "nvidia--Llama-3_3-Nemotron-Super-49B-v1_config.json"))["total"]
+    h = 8192
+    gqa8 = 2 * h * h + 2 * h * 8 * 128
+    block0 = h * h + h * h  # two h x h linears (+ their 2 norms, as before)
+    block1 = 2 * h * h + 2 * h * 4 * 128  # 64 / 16 = 4 KV heads, no FFN, no FFN norm
+    assert param_counts(p)["total"] == base - 2 * (gqa8 + 3 * h * 28672) + block0 + block1 - h
+    assert ("attn_linear", "linear") in _pattern(p) and ("full", "none") in _pattern(p)
+
+
+def test_nemotron_super_latent_moe():
+    # published 120.6B total / 12.7B active (csv row nemotron-3-super-120b-a12b: besthub.dev, arXiv 2604.12374),
+    # embedding and LM head counted; experts in the 1024-wide latent (fc1/fc2_latent_proj h <-> 1024)
+    p, pc = _imp("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B_config.json")
+    assert _pattern(p) == {("mamba", "none"): 40, ("none", "moe"): 40, ("full", "none"): 8}
+    assert p.moe.latent_size == 1024 and p.mtp.mixer == "full" and p.mtp.ffn == "moe"
+    _close(pc["total"], 120.6e9)
+    _close(pc["active"], 12.7e9)
+    h = 4096
+    moe_layer = 512 * 2 * 1024 * 2688 + 2 * h * 5376 + 2 * h * 1024 + h * 512 + 512 + h  # + router bias, norm
+    moe_active = 22 * 2 * 1024 * 2688 + 2 * h * 5376 + 2 * h * 1024 + h * 512 + 512 + h
+    assert pc["total"] - pc["active"] == 40 * (moe_layer - moe_active)
