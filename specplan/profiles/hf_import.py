@@ -1,8 +1,10 @@
 """Import a Hugging Face config.json (and hf_quant_config.json beside it) into a ModelProfile.
 
 Supported model_type values: llama, mistral, mixtral, qwen3, qwen3_moe, qwen3_next, qwen3_5 / qwen3_5_text,
-qwen3_5_moe / qwen3_5_moe_text, deepseek_v2, deepseek_v3, gpt_oss, nemotron_h, and the EAGLE-3 draft head
-(LlamaForCausalLMEagle3). A config this module cannot handle raises SpecplanError with one line naming the file and
+qwen3_5_moe / qwen3_5_moe_text, deepseek_v2, deepseek_v3, deepseek_v32, deepseek_v4, gpt_oss, nemotron_h,
+nemotron-nas, llama4 / llama4_text, gemma3 / gemma4 (and _text), minimax_m2, the EAGLE-3 draft head
+(LlamaForCausalLMEagle3), and any other model_type that transformers maps to one of these (kimi_k2) or whose
+`architectures` names one. A config this module cannot handle raises SpecplanError with one line naming the file and
 the missing or unsupported field.
 
 This module reads the file and assembles the profile; the parts live beside it: hf_fields (typed field access),
