@@ -5,15 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from specplan.errors import SpecplanError
+from specplan.limits import MAX_BATCH, MAX_CONTEXT, MAX_Q_LEN, MAX_TP, check_int
 from specplan.memory import DEFAULT_RESERVE, memory_usage
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.step import CLASSES, step_time
 
 
-def _positive_int(name: str, value, low: int = 1) -> int:
-    if value is None or int(value) != value or value < low:
-        raise SpecplanError(f"{name}: must be an integer >= {low}, got {value}")
-    return int(value)
+def _positive_int(name: str, value, low: int = 1, high: int | None = None) -> int:
+    """`value` as an int in [low, high] (bounds of specplan.limits), else a one-line error."""
+    return check_int(value, name, low, high)
 
 
 def step_summary(
@@ -35,12 +35,12 @@ def step_summary(
     per GPU; `layout` (specplan.parallel: TP, DP, EP, PP) places the `batch` sequences (default TP only)."""
     from specplan.parallel import layout_for
 
-    _positive_int("tp", tp)
+    _positive_int("tp", tp, 1, MAX_TP)
     lay = layout_for(tp, layout)
     tp = lay.tp
-    _positive_int("batch", batch)
-    _positive_int("q_len", q_len)
-    _positive_int("context", context_len, 0)
+    _positive_int("batch", batch, 1, MAX_BATCH)
+    _positive_int("q_len", q_len, 1, MAX_Q_LEN)
+    _positive_int("context", context_len, 0, MAX_CONTEXT)
     if not 0 <= reserve < 1:
         raise SpecplanError(f"reserve: must be in [0, 1), got {reserve}")
     m = load_model(model)

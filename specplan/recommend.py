@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from specplan.errors import SpecplanError
+from specplan.limits import MAX_BATCH, MAX_CONTEXT, MAX_DRAFT_LEN, MAX_TP, check_int
 from specplan.parallel import layout_for
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation.acceptance import Acceptance, find_profile
@@ -188,7 +189,11 @@ def _mechanisms(model_id: str, mechanisms, acceptance: dict) -> list[str]:
         for m in mechanisms:
             if m not in known:
                 raise SpecplanError(f"unknown mechanism '{m}' (known: {', '.join(known)})")
-        return [m for m in mechanisms if m != "none"]
+        mechs = list(dict.fromkeys(m for m in mechanisms if m != "none"))
+        if not mechs:
+            raise SpecplanError(f"mechanisms: give at least one draft mechanism besides 'none' (the D = 0 baseline "
+                                f"is always included; known: {', '.join(m for m in known if m != 'none')})")
+        return mechs
     found = [m for m in known if m != "none" and (m in acceptance or find_profile(m, model_id))]
     if not found:
         raise SpecplanError(f"no mechanism has acceptance data for {model_id}: pass --acceptance mechanism=value")
@@ -209,8 +214,11 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
     (neither given: over every batch that fits, i.e. the throughput end of the frontier)."""
     if batch is not None and target_tps_per_user is not None:
         raise SpecplanError("recommend: give at most one of --batch or --target-tps-per-user")
-    if max_draft_len < 0:
-        raise SpecplanError(f"max draft length: must be >= 0, got {max_draft_len}")
+    max_draft_len = check_int(max_draft_len, "max draft length", 0, MAX_DRAFT_LEN)
+    if batch is not None:
+        batch = check_int(batch, "batch", 1, MAX_BATCH)
+    check_int(tp, "tp", 1, MAX_TP)
+    check_int(context_len, "context", 0, MAX_CONTEXT)
     if target_tps_per_user is not None and not (target_tps_per_user > 0):  # also rejects NaN
         raise SpecplanError(f"target tokens/s/user (--target-tps-per-user): must be > 0, got {target_tps_per_user:g}")
     m = load_model(model)

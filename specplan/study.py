@@ -32,7 +32,7 @@ def _kilo(x):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Grid(_Strict):
@@ -246,6 +246,8 @@ def load_study(path_or_dict) -> Study:
     for i, p in enumerate(st.plots):
         if p not in PLOTS:
             raise SpecplanError(f"plots[{i}]: must be one of {', '.join(PLOTS)}, got {p!r}")
+    if not st.variants and not st.include_base:
+        raise SpecplanError("variants: nothing to run: no variants and include_base: false")
     names = [v.name for v in st.variants]
     for i, n in enumerate(names):
         if n in names[:i] or (st.include_base and n == st.base_name):

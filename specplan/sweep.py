@@ -5,7 +5,7 @@ per combination on broadcast arrays (chunked along batch so memory stays bounded
 are kept with `fits = False`. The D = 0 baseline is evaluated once per (device, TP) as mechanism `none`;
 each speculative mechanism is evaluated for D = 1 ... max with its own acceptance.
 
-Columns (see `COLUMNS` for units) are float32 for measures, small ints for grid coordinates and categoricals
+Columns (see `COLUMNS` for units) are float32 for measures, 64-bit ints for grid coordinates and categoricals
 for names; `sweep` returns a pandas DataFrame.
 """
 
@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from specplan.errors import SpecplanError
+from specplan.limits import (MAX_BATCH, MAX_BATCH_POINTS, MAX_CONTEXT, MAX_DRAFT_LEN, MAX_GRID_POINTS, MAX_TP,
+                             check_int, check_ints)
 from specplan.profiles.registry import load_hardware, load_model
 
 COLUMNS: dict[str, str] = {
@@ -130,6 +132,29 @@ def batch_grid(batch_max: int, points: int = 128) -> np.ndarray:
     return np.unique(np.concatenate([g, [batch_max]]))
 
 
+def _unique_devices(hws: list) -> list:
+    """Devices in order with repeats dropped (the same --hardware twice); two different profiles sharing one id
+    are an error (the grid tells devices apart by id)."""
+    out: dict[str, object] = {}
+    for h in hws:
+        if h.id in out and out[h.id] != h:
+            raise SpecplanError(f"hardware: two different profiles share the id '{h.id}'; give one of them another id")
+        out.setdefault(h.id, h)
+    if not out:
+        raise SpecplanError("hardware: give at least one device")
+    return list(out.values())
+
+
+def _check_finite(cols: dict) -> None:
+    """Every float column finite (a float32 overflow would be a silent inf); else a one-line error naming it."""
+    for k, v in cols.items():
+        if v.dtype.kind == "f" and not np.all(np.isfinite(v)):
+            i = int(np.argmax(~np.isfinite(v)))
+            raise SpecplanError(f"grid: column {k} is not finite at batch {int(cols['batch'][i])}, context "
+                                f"{int(cols['context_len'][i])}, D {int(cols['draft_len'][i])} (the profile's "
+                                f"numbers are out of any physical range)")
+
+
 def largest_fitting_batch(model, hardware_list, tps_of, context_len, dtype=None, kv_dtype=None) -> int:
     """Largest batch that fits on any of the (device, TP) combos at `context_len`, D = 0 (capped)."""
     from specplan.memory import memory_usage
@@ -206,28 +231,21 @@ def sweep(
     from specplan.speculation.speedup import evaluate, mechanism_names
 
     m = load_model(model)
-    hws = [load_hardware(h) for h in (hardware if isinstance(hardware, (list, tuple)) else [hardware])]
-    if not hws:
-        raise SpecplanError("hardware: give at least one device")
-    ctx = np.unique(np.asarray(list(np.atleast_1d(contexts)), dtype=np.int64))
-    if ctx.size == 0 or ctx.min() < 0:
-        raise SpecplanError(f"context: must be >= 0, got {list(np.atleast_1d(contexts))}")
-    tps_of = (lambda h: tp_choices(m, h, None if tp is None else list(np.atleast_1d(tp))))
+    hws = _unique_devices([load_hardware(h) for h in (hardware if isinstance(hardware, (list, tuple)) else [hardware])])
+    ctx = np.unique(np.asarray(check_ints(contexts, "context", 0, MAX_CONTEXT), dtype=np.int64))
+    tps_of = (lambda h: tp_choices(m, h, None if tp is None else check_ints(tp, "tp", 1, MAX_TP)))
     if batch is not None:
-        b = np.unique(np.asarray(list(np.atleast_1d(batch)), dtype=np.int64))
-        if b.min() < 1:
-            raise SpecplanError(f"batch: must be >= 1, got {int(b.min())}")
+        b = np.unique(np.asarray(check_ints(batch, "batch", 1, MAX_BATCH), dtype=np.int64))
     else:
+        if batch_max is not None:
+            batch_max = check_int(batch_max, "batch_max", 1, MAX_BATCH)
+        batch_points = check_int(batch_points, "batch_points", 2, MAX_BATCH_POINTS)
         bmax = batch_max or largest_fitting_batch(m, hws, tps_of, int(ctx.min()), dtype, kv_dtype)
         b = batch_grid(bmax, batch_points)
-    if draft_lens is None and int(max_draft_len) < 0:
-        raise SpecplanError(f"max draft length: must be >= 0, got {int(max_draft_len)}")
-    d = (np.unique(np.asarray(list(np.atleast_1d(draft_lens)), dtype=np.int64)) if draft_lens is not None
-         else np.arange(0, int(max_draft_len) + 1))
-    if d.size == 0:
-        raise SpecplanError("draft_len: give at least one draft length")
-    if d.min() < 0:
-        raise SpecplanError(f"draft_len: must be >= 0, got {int(d.min())}")
+    if draft_lens is None:
+        max_draft_len = check_int(max_draft_len, "max draft length", 0, MAX_DRAFT_LEN)
+    d = (np.unique(np.asarray(check_ints(draft_lens, "draft length", 0, MAX_DRAFT_LEN), dtype=np.int64))
+         if draft_lens is not None else np.arange(0, int(max_draft_len) + 1, dtype=np.int64))
     known = list(mechanism_names())
     mechs = [x for x in (mechanisms if mechanisms is not None else known) if x != "none"]
     for x in mechs:
@@ -249,6 +267,11 @@ def sweep(
                 combos.append(_Combo(h, t, "none", np.array([0]), None))
             if spec_d.size:
                 combos.extend(_Combo(h, t, x, spec_d, acc.get(x)) for x in mechs)
+    points = sum(b.size * ctx.size * c.drafts.size for c in combos)
+    if points > MAX_GRID_POINTS:
+        raise SpecplanError(f"grid: {points:,} points (batch {b.size} x context {ctx.size} x D {d.size} x "
+                            f"{len(combos)} device/TP/mechanism combinations) is more than {MAX_GRID_POINTS:,}; "
+                            f"use fewer values")
     hw_names = [h.id for h in hws]
     mech_names = ["none", *mechs]
     cols: dict[str, list] = {c: [] for c in COLUMNS if c not in ("hardware", "mechanism")}
@@ -264,10 +287,10 @@ def sweep(
                              draft_len=c.drafts[None, None, :], mechanism=c.mechanism, acceptance=c.acceptance,
                              **common)
                 n = int(np.prod(shape))
-                cols["batch"].append(np.repeat(bb.astype(np.int32), ctx.size * c.drafts.size))
-                cols["context_len"].append(np.tile(np.repeat(ctx.astype(np.int32), c.drafts.size), bb.size))
-                cols["draft_len"].append(np.tile(c.drafts.astype(np.int16), bb.size * ctx.size))
-                cols["tp"].append(np.full(n, c.tp, dtype=np.int16))
+                cols["batch"].append(np.repeat(bb.astype(np.int64), ctx.size * c.drafts.size))
+                cols["context_len"].append(np.tile(np.repeat(ctx.astype(np.int64), c.drafts.size), bb.size))
+                cols["draft_len"].append(np.tile(c.drafts.astype(np.int64), bb.size * ctx.size))
+                cols["tp"].append(np.full(n, c.tp, dtype=np.int64))
                 for key, (col, scale) in _KEYS.items():
                     v = np.broadcast_to(np.asarray(r[key], dtype=np.float64), shape)
                     cols[col].append((v * scale if scale != 1.0 else v).astype(np.float32).ravel())
@@ -277,7 +300,8 @@ def sweep(
                 bar.update(1)
     out = {k: np.concatenate(v) for k, v in cols.items()}
     for k in ("target_devices", "draft_devices"):
-        out[k] = out[k].astype(np.int32)
+        out[k] = out[k].astype(np.int64)
+    _check_finite(out)
     hw_c, mech_c = np.concatenate(hw_codes), np.concatenate(mech_codes)
     if not as_frame:
         out["hardware"] = np.asarray(hw_names, dtype=object)[hw_c]

@@ -65,6 +65,11 @@ SHAPE_COLUMNS = {
     "mla": ("batch", "num_heads", "isl", "step"),
     "linear_attention": ("batch_size",),
 }
+# Shape columns where 0 is not a measurement (a GEMM with no rows, attention with no heads): must be > 0.
+POSITIVE_COLUMNS = {
+    "gemm": ("m", "n", "k"),
+    "attention": ("batch", "q_len", "n_q_heads", "n_kv_heads", "head_dim"),
+}
 OPTIONAL_COLUMNS = {
     "linear_attention": ("d_conv", "num_k_heads", "head_k_dim", "num_v_heads", "head_v_dim", "d_state", "nheads",
                          "head_dim", "n_groups"),
@@ -73,12 +78,23 @@ OPTIONAL_COLUMNS = {
 
 def read_measured(path) -> pd.DataFrame:
     """Read a measured CSV (.csv or .csv.gz) into a DataFrame; an empty file is a one-line error."""
+    import gzip
+    import zlib
+
     try:
         df = pd.read_csv(path)
     except pd.errors.EmptyDataError:
         raise SpecplanError(f"{path}: empty file (no header, no rows)") from None
     except pd.errors.ParserError as exc:
         raise SpecplanError(f"{path}: not a readable CSV ({str(exc).strip().splitlines()[-1]})") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise SpecplanError(f"{path}: compressed file truncated or corrupt ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise SpecplanError(f"{path}: not UTF-8 text (byte at offset {exc.start}); save it as UTF-8 CSV") from None
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, (FileNotFoundError, IsADirectoryError, PermissionError)):
+            raise SpecplanError(f"{path}: {exc.strerror}") from None
+        raise SpecplanError(f"{path}: not a readable CSV ({' '.join(str(exc).split())[:200]})") from None
     if df.empty:
         raise SpecplanError(f"{path}: no data rows")
     return df
@@ -115,8 +131,13 @@ def check_measured(df: pd.DataFrame, family: str, source: str = "measured table"
         if col == "time_us":
             if np.any(~(v > 0)):
                 bad(col, ~(v > 0), "time must be > 0 us")
-        elif np.any(v < 0) or np.any(np.isinf(v)):
-            bad(col, (v < 0) | np.isinf(v), "must be a finite number >= 0")
+            if np.any(np.isinf(v)):
+                bad(col, np.isinf(v), "time must be finite")
+        else:
+            if np.any(v < 0) or np.any(np.isinf(v)):
+                bad(col, (v < 0) | np.isinf(v), "must be a finite number >= 0")
+            if col in POSITIVE_COLUMNS.get(family, ()) and np.any(v == 0):
+                bad(col, v == 0, "must be > 0 (a kernel of size 0 is not a measurement)")
         if not pd.api.types.is_numeric_dtype(raw):
             out[col] = num.astype(float)  # e.g. ' 12' read as text; numeric columns keep their dtype
     return out

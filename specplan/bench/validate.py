@@ -152,10 +152,15 @@ def scatter_plot(rows: pd.DataFrame, path, title: str = "", color_by: str = "kin
     ax.set_title(title or f"{rows['family'].iloc[0]}: median APE {np.median(rows['ape_pct']):.1f}%", fontsize=9)
     ax.legend(fontsize=6, markerscale=3, loc="upper left")
     fig.tight_layout()
+    import io
+
+    from specplan.io import atomic_write_bytes
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=110, format=path.suffix.lstrip(".") or "png")
     plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
     return path
 
 
@@ -163,13 +168,14 @@ def write_report_dir(rows: pd.DataFrame, summary: dict, fallback: pd.DataFrame, 
     """Write rows.csv, summary.json, fallback_rows.csv (if any) and scatter.png into `out_dir`."""
     import json
 
+    from specplan.io import atomic_write_text
+
     d = Path(out_dir)
-    d.mkdir(parents=True, exist_ok=True)
     paths = [d / "rows.csv", d / "summary.json"]
-    rows.to_csv(paths[0], index=False)
-    paths[1].write_text(json.dumps(summary, indent=1, default=float))
+    atomic_write_text(paths[0], rows.to_csv(index=False))
+    atomic_write_text(paths[1], json.dumps(summary, indent=1, default=float, allow_nan=False))
     if len(fallback):
         paths.append(d / "fallback_rows.csv")
-        fallback.to_csv(paths[-1], index=False)
+        atomic_write_text(paths[-1], fallback.to_csv(index=False))
     paths.append(scatter_plot(rows, d / "scatter.png"))
     return paths

@@ -35,11 +35,27 @@ def _click_exceptions(name: str) -> tuple:
     return tuple(out)
 
 
+def _terminated(signum, frame):
+    """SIGTERM (a killed run) unwinds like Ctrl-C, so temporary files are removed on the way out."""
+    raise KeyboardInterrupt
+
+
 def main() -> None:
-    """Entry point: run the app; bad input is one line on stderr and exit code 2, never a traceback."""
+    """Entry point: run the app; bad input is one line on stderr and exit code 2, never a traceback.
+
+    Ctrl-C and SIGTERM end the run with one line and exit code 130 after the atomic writers removed their
+    temporary files."""
+    import signal
+
     no_args, usage, abort = (_click_exceptions(n) for n in ("NoArgsIsHelpError", "UsageError", "Abort"))
     try:
+        old_term = signal.signal(signal.SIGTERM, _terminated)
+    except ValueError:  # not the main thread
+        old_term = None
+    try:
         rc = app(standalone_mode=False)
+        if rc == 130:  # click turns Ctrl-C (and our SIGTERM) into exit code 130, silently
+            print("error: interrupted (no partial output left behind)", file=sys.stderr)
         sys.exit(rc if isinstance(rc, int) else 0)
     except no_args as exc:  # bare `specplan` or a bare group: show the help
         ctx = getattr(exc, "ctx", None)
@@ -48,14 +64,30 @@ def main() -> None:
     except usage as exc:
         ctx = getattr(exc, "ctx", None)
         where = f"{ctx.command_path}: " if ctx else ""
-        print(f"error: {where}{' '.join(exc.format_message().split())}", file=sys.stderr)
+        print(f"error: {where}{' '.join(exc.format_message().split())}"[:2000], file=sys.stderr)
         sys.exit(2)
-    except abort:
+    except abort as exc:  # click turns Ctrl-C (and our SIGTERM) into Abort
+        if isinstance(exc.__context__, KeyboardInterrupt):
+            print("error: interrupted (no partial output left behind)", file=sys.stderr)
+            sys.exit(130)
         print("error: aborted", file=sys.stderr)
         sys.exit(1)
+    except KeyboardInterrupt:
+        print("error: interrupted (no partial output left behind)", file=sys.stderr)
+        sys.exit(130)
     except SpecplanError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         sys.exit(2)
-    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-        print(f"error: {exc.filename}: {exc.strerror}", file=sys.stderr)
+    except OSError as exc:  # a path the file system refuses: missing, a folder, too long, under a file, ...
+        from specplan.errors import brief
+
+        name = brief(str(exc.filename), 200) if exc.filename is not None else "file"
+        print(f"error: {name}: {exc.strerror or exc}", file=sys.stderr)
         sys.exit(2)
+    except MemoryError:
+        print("error: out of memory: the grid is too large; use fewer batch, D, context or TP values",
+              file=sys.stderr)
+        sys.exit(2)
+    finally:
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)

@@ -32,6 +32,9 @@ def bench(
         raise typer.BadParameter("must be gemm, attention or all", param_hint="WHAT")
     if model is None and shapes is None:
         raise typer.BadParameter("give --model M or --shapes FILE", param_hint="--model/--shapes")
+    from specplan.io import check_output_file
+
+    check_output_file(output)
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -67,9 +70,10 @@ def bench(
 
 def _read_filtered(path: Path, device: Optional[str], framework: Optional[str]):
     """Read a measured table and keep the rows of one device / framework (substring)."""
-    from specplan.bench.families import read_measured
+    from specplan.bench.families import check_measured, detect_family, read_measured
 
     df = read_measured(path)
+    df = check_measured(df, detect_family(df.columns), str(path))  # blank / inf / zero cells: one line, before fitting
     if device and "device" in df:
         df = df[df["device"].astype(str).str.lower() == device.lower()]
     if framework and "framework" in df:
@@ -89,8 +93,10 @@ def calibrate_cmd(
     """Fit the profile's efficiencies (least squares on log time) and write a new profile YAML."""
     from specplan.bench.calibrate import calibrate, profile_yaml
     from specplan.errors import SpecplanError
+    from specplan.io import atomic_write_text, check_output_file
     from specplan.profiles.registry import load_hardware
 
+    check_output_file(output)
     tables = [(p.name, _read_filtered(p, device, framework)) for p in measured]
     if all(df.empty for _, df in tables):
         raise SpecplanError("calibrate: no rows left after --device/--framework")
@@ -98,7 +104,7 @@ def calibrate_cmd(
     for ext in (".yaml", ".yml"):
         name = name.removesuffix(ext)
     hw = calibrate(tables, load_hardware(hardware), new_id or name)
-    output.write_text(profile_yaml(hw))
+    atomic_write_text(output, profile_yaml(hw))
     fits = hw.calibration["fits"]
     done = ", ".join(f"{k} ({v['rows']} rows)" for k, v in fits.items()) or "nothing"
     print(f"wrote {output}: fitted {done}")
@@ -123,8 +129,11 @@ def validate_cmd(
     """Predict every measured row; print MAPE / median / p90 APE per kernel class, dtype and regime."""
     from specplan.bench.families import read_measured
     from specplan.bench.validate import Filters, format_summary, validate, write_report_dir
+    from specplan.io import check_output_dir
     from specplan.profiles.registry import load_hardware
 
+    if out_dir is not None:
+        check_output_dir(out_dir)
     hw = load_hardware(hardware)
     f = Filters(device, framework, kernel, dtype, min_time_us, min_nk, max_m, kv_exceeds_l2, not keep_fallback)
     rows, summary, fallback = validate(read_measured(measured), hw, f, source=str(measured))

@@ -8,19 +8,23 @@ import math
 import numpy as np
 
 
-def to_jsonable(obj):
-    """Numpy scalars/arrays and NaN-free floats -> plain JSON types."""
+def to_jsonable(obj, path: str = ""):
+    """Numpy scalars/arrays and floats -> plain JSON types; a NaN or inf is an error naming its key (never a
+    silent null)."""
     if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
+        return {str(k): to_jsonable(v, f"{path}.{k}" if path else str(k)) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
+        return [to_jsonable(v, f"{path}[{i}]") for i, v in enumerate(obj)]
     if isinstance(obj, np.ndarray):
-        return to_jsonable(obj.tolist() if obj.ndim else obj.item())
+        return to_jsonable(obj.tolist() if obj.ndim else obj.item(), path)
     if isinstance(obj, np.generic):
-        return to_jsonable(obj.item())
+        return to_jsonable(obj.item(), path)
     if isinstance(obj, float):
         if math.isnan(obj) or math.isinf(obj):
-            return None
+            from specplan.errors import SpecplanError
+
+            raise SpecplanError(f"output {path or 'value'} is {obj}, not a finite number: the inputs are outside "
+                                f"what the model can price (please report the command)")
         return round(obj, 6) if abs(obj) < 1e15 else obj
     return obj
 

@@ -74,6 +74,10 @@ def model_import(
     from specplan.profiles.params import param_summary
     from specplan.profiles.registry import write_profile_yaml
 
+    if out is not None:
+        from specplan.io import check_output_file
+
+        check_output_file(out)
     profile = import_hf_config(config)
     text = write_profile_yaml(profile, out)
     if out is None:

@@ -111,6 +111,9 @@ def pareto(
     from specplan.speculation.speedup import mechanism_names
     from specplan.sweep import sweep
 
+    from specplan.io import check_output_dir
+
+    check_output_dir(outdir)  # a bad -o is an error before the sweep
     throughput_column(per)  # a bad --per is an error before the sweep
     m = load_model(model)  # resolved once: a YAML path is never looked up again by its id
     hws = [load_hardware(h) for h in hardware]
@@ -146,8 +149,10 @@ def study(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on a terminal."),
 ) -> None:
     """Run a YAML what-if study: base scenario + variants; results, plots and summary.md."""
+    from specplan.io import check_output_dir
     from specplan.study_plots import run_study
 
+    check_output_dir(outdir)
     summary = run_study(path, outdir, progress=None if progress else False)
     print(f"study {summary['study']}: {len(summary['variants'])} variants")
     for v in summary["variants"]:

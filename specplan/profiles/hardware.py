@@ -9,52 +9,57 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from specplan.dtypes import canonical_dtype, math_dtype
 from specplan.errors import SpecplanError
 
-Positive = Field(gt=0)
-Fraction = Field(gt=0, le=1)
+# Bounds that keep every derived time finite (see specplan.limits): a fraction of the spec sheet is at least
+# 1e-3, a rate (FLOP/s, bytes/s) at least 1e6 and at most 1e21, a time at most 1 s; no number is NaN or inf and
+# numbers are numbers (strict: YAML `true` is not 1).
+MIN_FRACTION = 1e-3
+MIN_RATE, MAX_RATE = 1e6, 1e21
+MAX_TIME_S = 1.0
+MAX_BYTES = 1e18
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class KernelEfficiency(_Frozen):
     """Achievable fractions of the spec sheet for one compute dtype (GEMMs and element-wise kernels)."""
 
-    mem_bw_fraction: float = Field(0.80, gt=0, le=1)
-    compute_max_fraction: float = Field(0.75, gt=0, le=1)
+    mem_bw_fraction: float = Field(0.80, ge=MIN_FRACTION, le=1)
+    compute_max_fraction: float = Field(0.75, ge=MIN_FRACTION, le=1)
     # GEMM FLOPs at which compute efficiency reaches half of its saturation level (eff = max * f / (f + half)).
-    compute_half_flops: float = Field(1.0e9, ge=0)
+    compute_half_flops: float = Field(1.0e9, ge=0, le=MAX_RATE)
     # Extra seconds per GEMM for activation quantization (fp8/fp4 paths of some frameworks).
-    quant_overhead_s: float = Field(0.0, ge=0)
+    quant_overhead_s: float = Field(0.0, ge=0, le=MAX_TIME_S)
     # Sharpness p of the roofline corner: busy = (compute^p + memory^p)^(1/p) (memory and compute overlap
     # imperfectly near the ridge); 0 = the hard max(compute, memory).
-    roofline_sharpness: float = Field(0.0, ge=0)
+    roofline_sharpness: float = Field(0.0, ge=0, le=64)
     # Seconds per element of the reduction dimension K added to a GEMM (the serial K loop of a CTA: latency of
     # its load -> MMA pipeline that bandwidth does not hide); 0 = none.
-    k_latency_s: float = Field(0.0, ge=0)
+    k_latency_s: float = Field(0.0, ge=0, le=MAX_TIME_S)
 
 
 class AttentionEfficiency(_Frozen):
     """Achievable fractions for decode/verify attention kernels."""
 
-    mem_bw_fraction: float = Field(0.75, gt=0, le=1)
-    compute_fraction: float = Field(0.45, gt=0, le=1)
+    mem_bw_fraction: float = Field(0.75, ge=MIN_FRACTION, le=1)
+    compute_fraction: float = Field(0.45, ge=MIN_FRACTION, le=1)
     # Fraction of a re-read K/V tile served from L2 in the `reread` kernel style.
     l2_hit_fraction: float = Field(0.5, ge=0, le=1)
-    tile_rows: int = Field(128, gt=0)
+    tile_rows: int = Field(128, gt=0, le=65536)
     # Per-KV-dtype override of mem_bw_fraction (e.g. {"fp8": 0.62}); dtypes not listed use mem_bw_fraction.
     kv_mem_bw_fraction: dict[str, float] = Field(default_factory=dict)
     # Fixed seconds of one CTA (one sequence x KV head x row tile: load Q, first KV tile, write O), whatever
     # kv_len is; CTAs run `sm_count` at a time, so it adds ceil(CTAs / sm_count) x this (needs sm_count).
-    cta_overhead_s: float = Field(0.0, ge=0)
+    cta_overhead_s: float = Field(0.0, ge=0, le=MAX_TIME_S)
 
     @field_validator("kv_mem_bw_fraction")
     @classmethod
     def _check_kv_bw(cls, v: dict[str, float]) -> dict[str, float]:
         out = {}
         for k, val in v.items():
-            if not (0 < val <= 1):
-                raise ValueError(f"attention.kv_mem_bw_fraction.{k}: must be in (0, 1], got {val}")
+            if not (MIN_FRACTION <= val <= 1):
+                raise ValueError(f"attention.kv_mem_bw_fraction.{k}: must be in [{MIN_FRACTION:g}, 1], got {val}")
             out[canonical_dtype(k, where=f"attention.kv_mem_bw_fraction.{k}")] = float(val)
         return out
 
@@ -67,45 +72,45 @@ class AllReduceParams(_Frozen):
     """All-reduce cost parameters: latency (s) plus bytes over an effective bus bandwidth."""
 
     algorithm: Literal["custom", "nccl"] = "custom"
-    custom_latency_s: float = Field(3.5e-6, ge=0)
-    custom_bw_fraction: float = Field(0.45, gt=0, le=1)
-    custom_max_bytes: float = Field(8.0e6, gt=0)
-    nccl_latency_s: float = Field(4.65e-6, ge=0)  # base latency
-    nccl_latency_per_peer_s: float = Field(1.55e-6, ge=0)  # added per extra device in the ring
-    nccl_bw_fraction: float = Field(0.75, gt=0, le=1)
+    custom_latency_s: float = Field(3.5e-6, ge=0, le=MAX_TIME_S)
+    custom_bw_fraction: float = Field(0.45, ge=MIN_FRACTION, le=1)
+    custom_max_bytes: float = Field(8.0e6, gt=0, le=MAX_BYTES)
+    nccl_latency_s: float = Field(4.65e-6, ge=0, le=MAX_TIME_S)  # base latency
+    nccl_latency_per_peer_s: float = Field(1.55e-6, ge=0, le=MAX_TIME_S)  # added per extra device in the ring
+    nccl_bw_fraction: float = Field(0.75, ge=MIN_FRACTION, le=1)
 
 
 class AllToAllParams(_Frozen):
     """Expert-parallel dispatch / combine all-to-all: a latency per call and the achieved fraction of each fabric."""
 
-    latency_s: float = Field(8.0e-6, ge=0)  # one call inside the scale-up (NVLink) domain
-    scaleout_latency_s: float = Field(20.0e-6, ge=0)  # one call whose group spans nodes
-    scaleup_bw_fraction: float = Field(0.77, gt=0, le=1)  # of scaleup_bandwidth_bytes_s
-    scaleout_bw_fraction: float = Field(0.86, gt=0, le=1)  # of scaleout_bandwidth_bytes_s
+    latency_s: float = Field(8.0e-6, ge=0, le=MAX_TIME_S)  # one call inside the scale-up (NVLink) domain
+    scaleout_latency_s: float = Field(20.0e-6, ge=0, le=MAX_TIME_S)  # one call whose group spans nodes
+    scaleup_bw_fraction: float = Field(0.77, ge=MIN_FRACTION, le=1)  # of scaleup_bandwidth_bytes_s
+    scaleout_bw_fraction: float = Field(0.86, ge=MIN_FRACTION, le=1)  # of scaleout_bandwidth_bytes_s
 
 
 class HardwareProfile(_Frozen):
     """One device: spec-sheet numbers (dense, never sparse) plus calibrated efficiencies; every number sourced."""
 
-    id: str
-    name: str
+    id: str = Field(min_length=1, max_length=255)
+    name: str = Field(max_length=1000)
     kind: Literal["gpu", "lpu", "cpu"] = "gpu"
     vendor: str = ""
     peak_flops: dict[str, float]  # dense FLOP/s per compute dtype
-    mem_capacity_bytes: float = Field(gt=0)  # HBM per device (LPU: on-chip SRAM per chip)
-    mem_bandwidth_bytes_s: float = Field(gt=0)  # HBM (LPU: SRAM) bandwidth per device
-    l2_bytes: float = Field(0.0, ge=0)
-    sm_count: int | None = Field(None, gt=0)  # streaming multiprocessors (GPU); None = unknown / not a GPU
-    scaleup_bandwidth_bytes_s: float = Field(1.0e9, gt=0)  # per direction, per device
-    scaleup_latency_s: float = Field(2.0e-6, ge=0)
-    scaleup_domain: int = Field(1, ge=1)
+    mem_capacity_bytes: float = Field(gt=0, le=MAX_BYTES)  # HBM per device (LPU: on-chip SRAM per chip)
+    mem_bandwidth_bytes_s: float = Field(ge=MIN_RATE, le=MAX_RATE)  # HBM (LPU: SRAM) bandwidth per device
+    l2_bytes: float = Field(0.0, ge=0, le=MAX_BYTES)
+    sm_count: int | None = Field(None, gt=0, le=2**20)  # streaming multiprocessors (GPU); None = unknown / not a GPU
+    scaleup_bandwidth_bytes_s: float = Field(1.0e9, ge=MIN_RATE, le=MAX_RATE)  # per direction, per device
+    scaleup_latency_s: float = Field(2.0e-6, ge=0, le=MAX_TIME_S)
+    scaleup_domain: int = Field(1, ge=1, le=2**20)
     # switch: every device reaches the group at the full figure (NVSwitch); mesh: point-to-point links to each
     # of the other domain devices, so a TP group of t devices uses (t-1)/(domain-1) of it (MI300X).
     scaleup_topology: Literal["switch", "mesh"] = "switch"
     # Inter-node (scale-out) network bandwidth per device, per direction (one NIC per GPU on HGX/DGX nodes).
-    scaleout_bandwidth_bytes_s: float = Field(50.0e9, gt=0)
-    kernel_overhead_s: float = Field(3.0e-6, ge=0)  # fixed cost per kernel (launch, prologue)
-    chip_hop_latency_s: float = Field(0.0, ge=0)  # LPU: pipeline hop between chips
+    scaleout_bandwidth_bytes_s: float = Field(50.0e9, ge=MIN_RATE, le=MAX_RATE)
+    kernel_overhead_s: float = Field(3.0e-6, ge=0, le=MAX_TIME_S)  # fixed cost per kernel (launch, prologue)
+    chip_hop_latency_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # LPU: pipeline hop between chips
     efficiency: dict[str, KernelEfficiency] = Field(default_factory=lambda: {"default": KernelEfficiency()})
     attention: AttentionEfficiency = AttentionEfficiency()
     allreduce: AllReduceParams = AllReduceParams()
@@ -120,12 +125,20 @@ class HardwareProfile(_Frozen):
         out = {}
         for k, val in v.items():
             key = canonical_dtype(k, where=f"peak_flops.{k}")
-            if not (val > 0):
-                raise ValueError(f"peak_flops.{k}: must be > 0, got {val}")
+            if not (MIN_RATE <= val <= MAX_RATE):
+                raise ValueError(f"peak_flops.{k}: must be in [{MIN_RATE:g}, {MAX_RATE:g}] FLOP/s, got {val}")
             out[key] = float(val)
         if not out:
             raise ValueError("peak_flops: needs at least one dtype")
         return out
+
+    @field_validator("efficiency")
+    @classmethod
+    def _check_eff_keys(cls, v: dict[str, KernelEfficiency]) -> dict[str, KernelEfficiency]:
+        for k in v:
+            if k != "default":
+                canonical_dtype(k, where=f"efficiency.{k}")
+        return v
 
     @model_validator(mode="after")
     def _check_eff(self) -> "HardwareProfile":

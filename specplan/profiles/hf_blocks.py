@@ -55,10 +55,23 @@ def attention_dims(c: HfFields, fam: str, h: int, nq: int) -> dict[str, Any]:
     return {"head_dim": h // nq}
 
 
+def _no_experts_check(c: HfFields, fam: str) -> None:
+    """An MoE config (top-k experts per token given, or an MoE-only family) whose expert count is 0 or null is an
+    error naming the field, not a dense model imported without a word."""
+    count = next((k for k in ("n_routed_experts", "num_experts", "num_local_experts") if k in c.data), None)
+    top_k = c.get("num_experts_per_tok", "experts_per_token", "moe_topk")
+    routed = isinstance(top_k, int) and not isinstance(top_k, bool) and top_k > 0
+    if routed or fam in ("mixtral", "gpt_oss"):
+        field = count or ("num_local_experts" if fam in ("mixtral", "gpt_oss") else "num_experts")
+        why = f"num_experts_per_tok is {top_k}" if routed else f"a {fam} model is MoE"
+        raise c.fail(field, f"an MoE config ({why}) needs >= 1 experts, got {c.data.get(field)!r}")
+
+
 def moe_block(c: HfFields, fam: str, mt: str) -> dict | None:
     """The MoE fields (experts, top-k, expert FFN size, shared experts, router bias), None for dense models."""
     n_exp = c.int("n_routed_experts", "num_experts", "num_local_experts", default=0, minimum=0)
     if n_exp <= 0:
+        _no_experts_check(c, fam)
         return None
     if fam == "gemma" and not c.bool("enable_moe_block", False):
         return None

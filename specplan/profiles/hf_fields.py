@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ class HfFields:
             v = self.data.get(n)
             if v is None:
                 continue
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or int(v) != v:
                 raise self.fail(n, f"expected an integer, got {v!r}")
             if v < minimum:
                 raise self.fail(n, f"must be >= {minimum}, got {v!r}")
@@ -62,14 +62,11 @@ class HfFields:
 
 
 def read_json(path: Path) -> dict:
-    if not path.is_file():
-        raise SpecplanError(f"{path}: file not found")
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise SpecplanError(f"{path}: malformed JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecplanError(f"{path}: cannot read: {exc}") from None
+    """A config.json object read with the bounds of `specplan.loader` (duplicate keys, NaN / inf / 1e400 and
+    integers beyond 64 bits are one-line errors naming the field)."""
+    from specplan.loader import read_json as _read
+
+    data = _read(path, "config file", mapping=False)
     if not isinstance(data, dict):
         raise SpecplanError(f"{path}: expected a JSON object of config fields, got {type(data).__name__}")
     return data

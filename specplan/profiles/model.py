@@ -8,10 +8,25 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from specplan.dtypes import canonical_dtype
 from specplan.errors import SpecplanError
+from specplan.limits import MAX_PROFILE_INT
+
+# Keys of ModelProfile.module_dtypes (any other key is an error, not silently ignored).
+MODULE_KEYS = ("attention", "linear_attention", "mamba", "ffn", "moe", "shared_experts", "router", "fc", "lm_head",
+               "embedding", "mtp", "other")
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    """Frozen, no unknown fields, strict numbers (YAML `true` is not 1) and every integer <= MAX_PROFILE_INT."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _bounded_ints(self):
+        for name in type(self).model_fields:
+            v = getattr(self, name)
+            if isinstance(v, int) and not isinstance(v, bool) and v > MAX_PROFILE_INT:
+                raise ValueError(f"{name}: must be <= {MAX_PROFILE_INT:,}, got {v}")
+        return self
 
 
 class MoE(_Frozen):
@@ -134,8 +149,8 @@ class MTP(_Frozen):
 class ModelProfile(_Frozen):
     """Architecture of one model or draft head; every number names its source in `sources`."""
 
-    id: str
-    name: str = ""
+    id: str = Field(min_length=1, max_length=255)
+    name: str = Field("", max_length=1000)
     hf_repo: str = ""
     kind: Literal["model", "eagle3_head", "medusa_heads"] = "model"
     num_layers: int = Field(gt=0)
@@ -185,6 +200,8 @@ class ModelProfile(_Frozen):
             )
         canonical_dtype(self.weight_dtype, where="weight_dtype")
         for k, v in self.module_dtypes.items():
+            if k not in MODULE_KEYS:
+                raise ValueError(f"module_dtypes.{k}: unknown module (known: {', '.join(MODULE_KEYS)})")
             canonical_dtype(v, where=f"module_dtypes.{k}")
         if self.kv_cache_dtype is not None:
             canonical_dtype(self.kv_cache_dtype, where="kv_cache_dtype")

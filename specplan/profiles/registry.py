@@ -10,7 +10,8 @@ from typing import TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from specplan.errors import SpecplanError
+from specplan import loader
+from specplan.errors import SpecplanError, brief
 from specplan.profiles.engine import EngineProfile, KernelFamily
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import ModelProfile
@@ -49,25 +50,16 @@ def format_validation_error(err: ValidationError, where: str) -> str:
     loc = ".".join(str(p) for p in e.get("loc", ())) or "(top level)"
     msg = e.get("msg", "invalid").removeprefix("Value error, ")
     val = e.get("input")
-    got = "" if isinstance(val, dict) or "got" in msg else f", got {val!r}"
+    got = "" if isinstance(val, dict) or "got" in msg else f", got {brief(val)}"
     if e.get("type") == "missing":
         got = ""
     return f"{where}: {loc}: {msg}{got}"
 
 
 def read_yaml(path: Path) -> dict:
-    """Read a YAML mapping, or raise a one-line error naming the file."""
-    if not path.is_file():
-        raise SpecplanError(f"{path}: file not found")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" (line {mark.line + 1})" if mark is not None else ""
-        raise SpecplanError(f"{path}: malformed YAML{at}: {getattr(exc, 'problem', exc)}") from None
-    if not isinstance(data, dict):
-        raise SpecplanError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
-    return data
+    """Read a YAML mapping with the bounds of `specplan.loader` (size, nesting, aliases, duplicate keys, finite
+    numbers), or raise a one-line error naming the file."""
+    return loader.read_yaml(path)
 
 
 def build(cls: type[T], data: dict, where: str) -> T:
@@ -104,11 +96,22 @@ def kernel_family_ids() -> list[str]:
     return _ids(engine_dir() / "kernels")
 
 
+MAX_REF_CHARS = 255  # an id or path longer than a file name may be is an error, not an OSError
+
+
 def _resolve(ref: str, folder: Path, kind: str) -> Path:
+    if not ref or len(ref) > MAX_REF_CHARS * 16 or len(Path(ref).name) > MAX_REF_CHARS:
+        raise SpecplanError(f"{kind}: {brief(ref, 60)}: not a known id or a profile path "
+                            f"(ids and file names have at most {MAX_REF_CHARS} characters)")
     p = Path(ref)
-    if p.suffix in (".yaml", ".yml") or p.exists() or "/" in ref:
+    try:
+        exists = p.exists()
+    except (OSError, ValueError) as exc:  # a name the file system refuses (NUL byte, too long)
+        raise SpecplanError(f"{kind}: {brief(ref, 60)}: not a usable path ({exc})") from None
+    if p.suffix in (".yaml", ".yml") or exists or "/" in ref:
         if not p.is_file():
-            raise SpecplanError(f"{ref}: file not found")
+            raise SpecplanError(f"{ref}: file not found" if not p.is_dir() else f"{ref}: is a folder, expected a "
+                                f"{kind} profile YAML")
         return p
     cand = folder / f"{ref}.yaml"
     if cand.is_file():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from specplan.errors import SpecplanError
+from specplan.limits import MAX_BATCH, MAX_CONTEXT, MAX_DRAFT_LEN, check_array
 from specplan.memory import DEFAULT_RESERVE, memory_usage
 from specplan.parallel import layout_for
 from specplan.profiles.registry import load_hardware, load_model
@@ -45,9 +46,9 @@ def resolve_acceptance(mechanism: str, model_id: str, acceptance) -> Acceptance 
 
 
 def _grid(batch, context_len, draft_len):
-    b = np.asarray(batch, dtype=float)
-    ctx = np.asarray(context_len, dtype=float)
-    d = np.asarray(draft_len, dtype=float)
+    b = check_array(batch, "batch", 1, MAX_BATCH)
+    ctx = check_array(context_len, "context", 0, MAX_CONTEXT)
+    d = check_array(draft_len, "draft length", 0, MAX_DRAFT_LEN)
     if d.size and (np.min(d) < 0 or not np.all(np.isfinite(d))):
         raise SpecplanError(f"draft length: must be >= 0, got {np.min(d):g}")
     if d.size and np.any(d != np.round(d)):

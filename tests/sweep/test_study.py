@@ -51,9 +51,9 @@ def test_overrides_apply():
 
 @pytest.mark.parametrize("path,value,message", [
     (("variants", 0, "hardware"), {"mem_bandwidth_bytes_s": -1},
-     "variants[0].hardware.mem_bandwidth_bytes_s: must be > 0, got -1"),
+     "variants[0].hardware.mem_bandwidth_bytes_s: must be >= 1e+06, got -1"),
     (("variants", 0, "hardware"), {"mem_bandwidth_bytes_s": {"scale": -2}},
-     "variants[0].hardware.mem_bandwidth_bytes_s: must be > 0, got -"),
+     "variants[0].hardware.mem_bandwidth_bytes_s: must be >= 1e+06, got -"),
     (("variants", 1, "model"), {"num_kv_heads": 5},
      "variants[1].model.num_q_heads: must be a multiple of num_kv_heads (5), got 32"),
     (("variants", 1, "model"), {"num_layers": {"scale": 0.55}}, "variants[1].model.num_layers: must be an integer"),

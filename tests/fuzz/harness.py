@@ -1,0 +1,169 @@
+"""Run specplan's CLI in-process (sys.argv patched, SystemExit caught) and judge the outcome.
+
+A subprocess per invocation would cost about a second of imports each; `run_cli` costs only the command.
+`judge` returns the list of problems of one run (empty = fine):
+
+- a traceback (any exception escaping `specplan.cli.main` other than SystemExit);
+- a hang (the run exceeded its time limit; SIGALRM interrupts it);
+- a non-zero exit without exactly one line on stderr (exit 2 = bad input) or with an unexpected code;
+- a non-finite number (nan, inf, JSON null in place of a number) or an overflowed integer column in stdout or in
+  any file the run wrote;
+- code execution (a canary file created by a YAML payload).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import re
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+NONFINITE = re.compile(r"(?<![\w.-])[-+]?(nan|NaN|NAN|inf|Inf|INF|Infinity)(?![\w.])")
+INT_COLUMNS = ("batch", "context_len", "draft_len", "tp", "target_devices", "draft_devices")
+
+
+class Hang(Exception):
+    """The run exceeded its time limit."""
+
+
+@dataclass
+class Result:
+    argv: list
+    rc: int | None
+    out: str
+    err: str
+    seconds: float
+    exc: str = ""  # traceback text of an escaped exception
+    hang: bool = False
+    problems: list = field(default_factory=list)
+
+
+def _alarm(signum, frame):
+    raise Hang()
+
+
+def run_cli(argv: list[str], timeout_s: float = 60.0) -> Result:
+    """Run `specplan ARGV` in this process with a time limit; stdout/stderr captured."""
+    from specplan.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    old_argv, old_handler = sys.argv, signal.signal(signal.SIGALRM, _alarm)
+    sys.argv = ["specplan", *[str(a) for a in argv]]
+    t0 = time.perf_counter()
+    rc, exc, hang = None, "", False
+    signal.setitimer(signal.ITIMER_REAL, timeout_s)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            main()
+        rc = 0
+    except SystemExit as e:
+        rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except Hang:
+        hang = True
+    except BaseException:  # noqa: BLE001 - any escaped exception is a finding
+        exc = traceback.format_exc()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old_handler)
+        sys.argv = old_argv
+    import matplotlib.pyplot as plt  # figures a failed run left open would pile up
+
+    plt.close("all")
+    return Result(list(argv), rc, out.getvalue(), err.getvalue(), time.perf_counter() - t0, exc, hang)
+
+
+def _walk_json(v, path=""):
+    """Non-finite floats anywhere in parsed JSON (NaN / inf literals)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        yield f"{path}: {v}"
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            yield from _walk_json(x, f"{path}.{k}")
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            yield from _walk_json(x, f"{path}[{i}]")
+
+
+def check_text(text: str, where: str) -> list[str]:
+    """Problems in printed or written text: nan / inf tokens, non-finite JSON numbers."""
+    probs = []
+    s = text.strip()
+    if s[:1] in "[{":
+        try:
+            data = json.loads(s)
+        except ValueError:
+            data = None
+        if data is not None:
+            probs += [f"{where}: non-finite {p}" for p in _walk_json(data)]
+            return probs
+    m = NONFINITE.search(text)
+    if m:
+        line = text[max(0, text.rfind("\n", 0, m.start()) + 1): text.find("\n", m.end()) % (len(text) + 1)]
+        probs.append(f"{where}: non-finite token '{m.group(0)}' in: {line[:160]}")
+    return probs
+
+
+def check_file(path: Path) -> list[str]:
+    """Problems in one written file: non-finite cells, negative or overflowed integer grid columns."""
+    name = path.name
+    if path.suffix in (".png", ".svg", ".parquet"):
+        if path.stat().st_size == 0:
+            return [f"{path}: empty file"]
+        return []
+    try:
+        text = path.read_text()
+    except (UnicodeDecodeError, OSError) as exc:
+        return [f"{path}: unreadable ({exc})"]
+    probs = check_text(text, str(path))
+    if name.endswith(".csv"):
+        lines = text.splitlines()
+        if lines:
+            head = lines[0].split(",")
+            idx = [head.index(c) for c in INT_COLUMNS if c in head]
+            for ln in lines[1:]:
+                cells = ln.split(",")
+                for i in idx:
+                    if i < len(cells) and cells[i].startswith("-"):
+                        probs.append(f"{path}: negative {head[i]} {cells[i]}")
+                        return probs
+    return probs
+
+
+def judge(r: Result, outdir: Path | None = None, canary: Path | None = None, allowed_rc=(0, 1, 2)) -> list[str]:
+    """The problems of one run (see the module docstring)."""
+    probs = []
+    if r.hang:
+        probs.append(f"hang (> limit, {r.seconds:.0f} s)")
+    if r.exc:
+        probs.append("traceback: " + r.exc.strip().splitlines()[-1])
+    if r.rc is not None and r.rc not in allowed_rc:
+        probs.append(f"exit code {r.rc}")
+    if r.rc == 2:
+        lines = [ln for ln in r.err.splitlines() if ln.strip()]
+        if len(lines) != 1:
+            probs.append(f"exit 2 with {len(lines)} stderr lines: {r.err[:300]!r}")
+        elif len(lines[0]) > 2000:
+            probs.append(f"exit 2 with a {len(lines[0])}-character error line")
+        if "Traceback" in r.err:
+            probs.append("traceback text on stderr")
+        if "not a finite number: the inputs" in r.err or "is not finite at batch" in r.err:
+            probs.append("non-finite value reached the output: " + r.err.strip()[:200])
+    if r.rc == 0:
+        probs += check_text(r.out, "stdout")
+    if outdir is not None and outdir.exists():
+        for p in sorted(outdir.rglob("*")):
+            if p.is_file():
+                if p.name.startswith(".") and (".tmp" in p.name or p.name.startswith(".tmp")):
+                    probs.append(f"{p}: temp file left behind")
+                elif r.rc == 0:
+                    probs += check_file(p)
+    if canary is not None and canary.exists():
+        probs.append(f"code execution: {canary} was created")
+    return probs
