@@ -42,7 +42,9 @@ def bench(
         raise typer.Exit(2)
     from specplan.bench import harness
 
-    data = harness.load_shapes(shapes) if shapes else {}
+    from specplan.loader import read_yaml_or_json
+
+    data = read_yaml_or_json(shapes, "shapes file") if shapes else {}
     gemm_shapes = data.get("gemm", [])
     if model is not None:
         from specplan.profiles.registry import load_model

@@ -213,13 +213,15 @@ def simulate_generation(probs, n_tokens: int = 10_000, seed: int = 0) -> float:
 @lru_cache(maxsize=64)
 def load_profile(name: str) -> dict:
     """A shipped acceptance profile by id, or a YAML path; one-line error listing the known ids."""
-    import yaml
+    from specplan.loader import read_yaml
 
+    if len(name) > 255:
+        raise SpecplanError(f"unknown acceptance profile '{name[:60]}...' (known: {', '.join(profile_ids())})")
     p = Path(name)
     path = p if p.suffix in (".yaml", ".yml") else PROFILE_DIR / f"{name}.yaml"
     if not path.is_file():
         raise SpecplanError(f"unknown acceptance profile '{name}' (known: {', '.join(profile_ids())})")
-    data = yaml.safe_load(path.read_text())
+    data = read_yaml(path, "acceptance profile", mapping=False)
     if not isinstance(data, dict) or "points" not in data or "mechanism" not in data:
         raise SpecplanError(f"{path}: an acceptance profile needs 'mechanism' and 'points' ([D, AL] pairs)")
     data.setdefault("id", path.stem)
