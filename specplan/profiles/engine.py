@@ -21,23 +21,29 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from specplan.dtypes import canonical_dtype
+from specplan.limits import MAX_BATCH
+
+MAX_TIME_S = 1.0  # any per-step / per-kernel / per-token overhead (seconds)
+MIN_FRACTION = 1e-3  # as hardware profiles: a fraction of the spec sheet
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    """Frozen, no unknown fields, strict finite numbers (YAML `true` is not 1, `.inf` is refused)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class KernelFamily(_Frozen):
     """One attention kernel family: tile height, row packing, efficiency overrides (None = hardware's)."""
 
-    id: str
+    id: str = Field(min_length=1, max_length=255)
     name: str = ""
-    tile_rows: int | None = Field(None, gt=0)  # query rows per tile; None = the hardware's attention.tile_rows
+    tile_rows: int | None = Field(None, gt=0, le=65536)  # query rows per tile; None = the hardware's attention.tile_rows
     packing: Literal["packed", "per_head"] = "packed"
-    mem_bw_fraction: float | None = Field(None, gt=0, le=1)
+    mem_bw_fraction: float | None = Field(None, ge=MIN_FRACTION, le=1)
     kv_mem_bw_fraction: dict[str, float] = Field(default_factory=dict)
-    compute_fraction: float | None = Field(None, gt=0, le=1)
-    cta_overhead_s: float | None = Field(None, ge=0)
+    compute_fraction: float | None = Field(None, ge=MIN_FRACTION, le=1)
+    cta_overhead_s: float | None = Field(None, ge=0, le=MAX_TIME_S)
     l2_hit_fraction: float | None = Field(None, ge=0, le=1)
     source: str = Field(min_length=1)
     sources: dict[str, str] = Field(default_factory=dict)  # per-field sources where they differ from `source`
@@ -48,8 +54,8 @@ class KernelFamily(_Frozen):
     def _kv_bw(cls, v: dict[str, float]) -> dict[str, float]:
         out = {}
         for k, val in v.items():
-            if not (0 < val <= 1):
-                raise ValueError(f"kv_mem_bw_fraction.{k}: must be in (0, 1], got {val}")
+            if not (MIN_FRACTION <= val <= 1):
+                raise ValueError(f"kv_mem_bw_fraction.{k}: must be in [{MIN_FRACTION:g}, 1], got {val}")
             out[canonical_dtype(k, where=f"kv_mem_bw_fraction.{k}")] = float(val)
         return out
 
@@ -57,19 +63,19 @@ class KernelFamily(_Frozen):
 class EngineProfile(_Frozen):
     """A serving engine's costs beyond the roofline (seconds, tokens), each with its source."""
 
-    id: str
+    id: str = Field(min_length=1, max_length=255)
     name: str = ""
     version: str = ""
-    host_step_s: float = Field(0.0, ge=0)  # exposed host/scheduler time per engine step (any step)
+    host_step_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # exposed host/scheduler time per engine step (any step)
     cuda_graphs_decode: bool = False  # decode-only steps replay a captured CUDA graph
-    graph_max_batch: int = Field(0, ge=0)  # largest captured decode batch; larger decode batches run eager
-    graph_launch_s: float = Field(0.0, ge=0)  # extra seconds per kernel inside a graph (over the hardware floor)
-    eager_launch_s: float = Field(0.0, ge=0)  # extra seconds per kernel launched eagerly (mixed/prefill steps)
-    max_num_batched_tokens: int = Field(8192, gt=0)  # chunked-prefill token budget per step (decode + prefill)
-    max_num_seqs: int = Field(1024, gt=0)  # requests an engine step may hold
-    prefill_tokens_s: float = Field(0.0, ge=0)  # host seconds per prefill token (tokenizer-free scheduling, copy)
-    spec_iteration_overhead_s: float = Field(0.0, ge=0)  # host work of one speculative iteration beyond a decode
-    spec_draft_step_overhead_s: float = Field(0.0, ge=0)  # host work per serial draft step
+    graph_max_batch: int = Field(0, ge=0, le=MAX_BATCH)  # largest captured decode batch; larger decode batches run eager
+    graph_launch_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # extra seconds per kernel inside a graph (over the hardware floor)
+    eager_launch_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # extra seconds per kernel launched eagerly (mixed/prefill steps)
+    max_num_batched_tokens: int = Field(8192, gt=0, le=2**32)  # chunked-prefill token budget per step (decode + prefill)
+    max_num_seqs: int = Field(1024, gt=0, le=MAX_BATCH)  # requests an engine step may hold
+    prefill_tokens_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host seconds per prefill token (tokenizer-free scheduling, copy)
+    spec_iteration_overhead_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host work of one speculative iteration beyond a decode
+    spec_draft_step_overhead_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host work per serial draft step
     ttft_includes_first_decode: bool = False  # TTFT counts the first decode step after prefill
     decode_attention: str = "default"  # kernel family ids (engine_profiles/kernels/)
     verify_attention: str = "default"
