@@ -168,7 +168,10 @@ def _yaml_error(exc: yaml.YAMLError, where: str) -> SpecplanError:
 
 def parse_yaml(text: str, where: str):
     """Parse one YAML document with the bounds of this module; one-line errors prefixed with `where`."""
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)
+    except yaml.YAMLError as exc:  # a character YAML refuses (NUL, other control characters)
+        raise _yaml_error(exc, where) from None
     try:
         try:
             node = loader.get_single_node()

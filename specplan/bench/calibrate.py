@@ -192,8 +192,8 @@ FITTERS = {"gemm": fit_gemm, "attention": fit_attention, "allreduce": fit_allred
 
 def describe_rows(df: pd.DataFrame) -> str:
     """Short text naming the devices, frameworks and row count of a table."""
-    dev = ",".join(sorted(df["device"].astype(str).unique())) if "device" in df else "?"
-    fw = ",".join(sorted(df["framework"].astype(str).unique())) if "framework" in df else "?"
+    dev = ",".join(sorted({str(x) for x in df["device"].unique()})) if "device" in df else "?"
+    fw = ",".join(sorted({str(x) for x in df["framework"].unique()})) if "framework" in df else "?"
     return f"{len(df)} rows; device {dev}; framework {fw}"
 
 

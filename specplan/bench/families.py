@@ -97,6 +97,9 @@ def read_measured(path) -> pd.DataFrame:
         raise SpecplanError(f"{path}: not a readable CSV ({' '.join(str(exc).split())[:200]})") from None
     if df.empty:
         raise SpecplanError(f"{path}: no data rows")
+    for c in df.columns:  # blank text cells as '' (pandas 3 keeps NaN through astype(str))
+        if not pd.api.types.is_numeric_dtype(df[c]):
+            df[c] = df[c].astype(object).where(df[c].notna(), "")
     return df
 
 

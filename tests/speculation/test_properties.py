@@ -7,10 +7,14 @@
 - more memory bandwidth never makes a decode step slower;
 - frontier points are non-dominated, and every other point is dominated by (or equal to) one of them.
 
-`max_examples` is modest so that the file runs in a few seconds; the profiles are loaded once.
+`max_examples` is modest so that the file runs in a few seconds; the profiles are loaded once. The long mode
+(`python scripts/fuzz.py`, which sets SPECPLAN_PROPERTY_EXAMPLES=100000) spreads that many examples over the six
+tests, no example database, no shrinking deadline.
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
@@ -23,8 +27,11 @@ from specplan.speculation import Acceptance, evaluate
 from specplan.speculation.acceptance import al_from_per_position, al_from_rate
 from specplan.step import step_time
 
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-SLOW = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_LONG = int(os.environ.get("SPECPLAN_PROPERTY_EXAMPLES", "0"))  # examples over all six tests (long mode)
+FAST = settings(max_examples=-(-_LONG // 6) if _LONG else 60, deadline=None, database=None if _LONG else
+                settings.default.database, suppress_health_check=[HealthCheck.too_slow])
+SLOW = settings(max_examples=-(-_LONG // 6) if _LONG else 20, deadline=None, database=None if _LONG else
+                settings.default.database, suppress_health_check=[HealthCheck.too_slow])
 
 alphas = st.floats(0.0, 1.0, allow_nan=False)
 draft_lens = st.integers(0, 32)

@@ -1,0 +1,514 @@
+"""Hypothesis strategies over specplan's CLI and every loader, and the bodies that run one drawn example.
+
+An example is a plain description (a command line with file placeholders, or a loader call on a file); the body
+writes the files it names into a fresh folder, runs it and returns the problems the judge finds (harness.judge).
+The CI test (test_fuzz.py) asserts there are none on a few hundred seeded examples; `scripts/fuzz.py --n 10000`
+counts them over many more.
+
+File mutations start from valid seeds (a shipped hardware / model / engine profile, a study, a Hugging Face
+config, a measured table) and break one thing: a number made inf, NaN, huge, denormal, negative, a boolean or a
+string; a key deleted, duplicated or unknown; the text truncated, made binary or latin-1, nested thousands deep, an
+alias bomb, a python-object tag that would run code (a canary file tells), or emptied.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from hypothesis import strategies as st
+
+from cases import HF, HW, MEAS, MODELS, ROOT, alias_bomb, gemm_rows, small_study  # noqa: F401
+from harness import judge, run_cli
+
+CANARY = "specplan_fuzz_canary"
+
+# ---------------------------------------------------------------- value pools
+
+GOOD_INTS = ["1", "2", "4", "8", "16", "32", "64"]
+BAD_INTS = ["0", "-1", "-3", "9" * 400, str(2**31), str(2**63), str(2**64 + 1), "1.5", "1e3", "nan", "inf", "",
+            "abc", "0x10", "-0", "1" * 20, "4 ", "+2", "٣", "1_000"]
+GOOD_FLOATS = ["0.5", "0.7", "0.8", "0.95", "1", "150"]
+BAD_FLOATS = ["0", "-0.1", "1.5", "nan", "inf", "-inf", "1e400", "1e-310", "abc", "", "9" * 400, "0.8.1", "1e308"]
+GOOD_CONTEXTS = ["128", "1024", "4k", "32k", "0"]
+BAD_CONTEXTS = ["-1", "9" * 400, str(2**31), str(2**33), "8kk", "k", "1.5k", "inf", "", "8m", "-4k", "1e9"]
+MODEL_IDS = ["llama-3.2-1b", "llama-3.2-3b", "qwen3-4b", "mixtral-8x7b", "qwen3.5-35b-a3b", "deepseek-v3",
+             "gpt-oss-20b", "nemotron-3.5-lightning-30b-a3b", "qwen3-next-80b-a3b"]
+BAD_IDS = ["llama-3.2-1x", "", "x" * 300, "../../etc/passwd", "/nonexistent/m.yaml", "a/b", "h100 sxm", "-",
+           "nul\x01l", "profile.yml", "~", "." * 260]
+HW_IDS = ["h100-sxm", "h200-sxm", "b200", "a100-sxm-80gb", "mi300x", "groq-3-lpu", "gb200", "cpu-generic"]
+DTYPES = ["bf16", "fp16", "fp8", "fp4", "int8", "fp7", "", "BF16", "float8"]
+MECHS = ["eagle3", "mtp", "medusa", "dflash", "dspark", "ngram", "self", "external", "none", "eagle", "", "all"]
+
+# YAML scalars a numeric field may be replaced with
+YAML_BAD = [".inf", "-.inf", ".nan", "true", "false", "null", "~", "-1", "0", "1e-310", "1e400", "9" * 400,
+            "2e63", str(2**63), str(2**70), "'x'", "[]", "{}", "[1, [2, [3]]]", "0x7fffffffffffffff", "1_000",
+            "12:30:00", "2001-12-14", "!!binary aGVsbG8=", "!!float 1e400", "*nope", "&a 1", "!!str 1",
+            f"!!python/object/apply:os.system ['touch {CANARY}']",
+            f"!!python/object/apply:builtins.open ['{CANARY}', 'w']", "!!set {a, b}", "? complex", "|\n  text",
+            "\"\\x00\"", "1.0e+12", "5e-324"]
+JSON_BAD = ["Infinity", "-Infinity", "NaN", "1e400", "9" * 400, "-1", "0", "1.5", "true", "null", '"x"', "[]", "{}",
+            str(2**64), "1e-310", '"1e3"', "[[[[1]]]]"]
+CSV_BAD = ["", " ", "inf", "-inf", "nan", "-1", "0", "abc", "1e400", "9" * 400, '"', "1,2", "\x00", "é", "NULL"]
+
+
+# ---------------------------------------------------------------- file mutations
+
+def _numeric_lines(text: str) -> list[int]:
+    return [i for i, ln in enumerate(text.splitlines()) if re.match(r"^\s*[\w.]+:\s*[-+.\d]", ln)]
+
+
+@st.composite
+def yaml_mutation(draw, seed: str) -> str:
+    """A seed YAML text with one thing broken (or, one time in eight, left valid)."""
+    lines = seed.splitlines()
+    kind = draw(st.sampled_from(["value", "value", "value", "delete", "duplicate", "unknown", "truncate", "binary",
+                                 "latin1", "deep", "bomb", "python", "empty", "valid", "flow_value", "tab"]))
+    if kind == "value":
+        nums = _numeric_lines(seed) or [0]
+        i = draw(st.sampled_from(nums))
+        key = lines[i].split(":", 1)[0]
+        lines[i] = f"{key}: {draw(st.sampled_from(YAML_BAD))}"
+        return "\n".join(lines) + "\n"
+    if kind == "flow_value":  # inside flow mappings like {mem_bw_fraction: 0.8, ...}
+        return re.sub(r"(\w+: )([-+.\d][\w.+-]*)", lambda m: m.group(1) + draw(st.sampled_from(YAML_BAD[:20])),
+                      seed, count=1 + draw(st.integers(0, 3)))
+    if kind == "delete" and lines:
+        del lines[draw(st.integers(0, len(lines) - 1))]
+        return "\n".join(lines) + "\n"
+    if kind == "duplicate" and lines:
+        i = draw(st.integers(0, len(lines) - 1))
+        lines.append(lines[i])
+        return "\n".join(lines) + "\n"
+    if kind == "unknown":
+        return seed + f"\n{draw(st.sampled_from(['mem_bandwith', 'colour', 'id2', 'num_layer', 'x' * 300]))}: 1\n"
+    if kind == "truncate":
+        return seed[: draw(st.integers(0, max(0, len(seed) - 1)))]
+    if kind == "binary":
+        return "\x00\x89PNG\x01" + seed  # a NUL byte: YAML refuses it
+    if kind == "latin1":
+        return "LATIN1:" + seed  # the body encodes it as latin-1 with an é
+    if kind == "deep":
+        n = draw(st.sampled_from([70, 500, 3000]))
+        return seed + "\nnotes: " + "[" * n + "]" * n + "\n"
+    if kind == "bomb":
+        return seed + "\n" + alias_bomb(draw(st.integers(5, 12)), 9).replace("id:", "notes:")
+    if kind == "python":
+        return f"!!python/object/apply:os.system ['touch {CANARY}']\n"
+    if kind == "empty":
+        return draw(st.sampled_from(["", "\n", "---\n", "[]\n", "42\n", "just text\n", "- a\n- b\n"]))
+    if kind == "tab":
+        return seed.replace("  ", "\t", 1)
+    return seed
+
+
+@st.composite
+def json_mutation(draw, seed: str) -> str:
+    """A seed JSON text with one thing broken (or left valid)."""
+    kind = draw(st.sampled_from(["value", "value", "value", "delete", "duplicate", "truncate", "deep", "empty",
+                                 "valid", "moe"]))
+    data = json.loads(seed)
+    keys = [k for k, v in data.items() if isinstance(v, (int, float)) and not isinstance(v, bool)] or list(data)
+    if kind == "value":
+        k = draw(st.sampled_from(keys))
+        data[k] = "__BAD__"
+        return json.dumps(data).replace('"__BAD__"', draw(st.sampled_from(JSON_BAD)))
+    if kind == "moe":
+        for k in ("num_local_experts", "num_experts", "n_routed_experts"):
+            if k in data:
+                data[k] = draw(st.sampled_from([0, None, -1, 1, 10**6]))
+        return json.dumps(data)
+    if kind == "delete":
+        data.pop(draw(st.sampled_from(list(data))), None)
+        return json.dumps(data)
+    if kind == "duplicate":
+        k = draw(st.sampled_from(list(data)))
+        return json.dumps(data)[:-1] + f', {json.dumps(k)}: 1}}'
+    if kind == "truncate":
+        return seed[: draw(st.integers(0, max(0, len(seed) - 1)))]
+    if kind == "deep":
+        n = draw(st.sampled_from([70, 1000, 100000]))
+        return json.dumps(data)[:-1] + ', "extra": ' + "[" * n + "]" * n + "}"
+    if kind == "empty":
+        return draw(st.sampled_from(["", "[]", "null", "42", '"x"', "{"]))
+    return seed
+
+
+@st.composite
+def csv_mutation(draw, seed: str) -> str:
+    """A seed CSV with one cell, column or byte range broken (or left valid)."""
+    rows = [r.split(",") for r in seed.splitlines()]
+    kind = draw(st.sampled_from(["cell", "cell", "cell", "drop_column", "truncate", "header_only", "empty",
+                                 "valid", "bom", "extra_column"]))
+    if kind == "cell" and len(rows) > 1:
+        i = draw(st.integers(1, len(rows) - 1))
+        j = draw(st.integers(0, len(rows[0]) - 1))
+        rows[i][j] = draw(st.sampled_from(CSV_BAD))
+    elif kind == "drop_column":
+        j = draw(st.integers(0, len(rows[0]) - 1))
+        rows = [r[:j] + r[j + 1:] for r in rows]
+    elif kind == "truncate":
+        return seed[: draw(st.integers(0, len(seed)))]
+    elif kind == "header_only":
+        rows = rows[:1]
+    elif kind == "empty":
+        return ""
+    elif kind == "bom":
+        return "\ufeff" + seed
+    elif kind == "extra_column":
+        rows = [r + ["x"] for r in rows]
+    return "\n".join(",".join(r) for r in rows) + "\n"
+
+
+def _seed(name: str) -> str:
+    return _SEEDS[name]
+
+
+_SEEDS: dict[str, str] = {}
+
+
+def seeds() -> dict[str, str]:
+    """Valid seed texts, read once."""
+    if not _SEEDS:
+        _SEEDS.update({
+            "hardware": (HW / "h100-sxm.yaml").read_text(),
+            "lpu": (HW / "groq-3-lpu.yaml").read_text(),
+            "model": (MODELS / "llama-3.2-1b.yaml").read_text(),
+            "moe_model": (MODELS / "mixtral-8x7b.yaml").read_text(),
+            "study": small_study(),
+            "hf": (HF / "meta-llama--Llama-3.2-1B-Instruct_config.json").read_text(),
+            "hf_moe": (HF / "mistralai--Mixtral-8x7B-v0.1_config.json").read_text(),
+            "hf_mla": (HF / "deepseek-ai--DeepSeek-V3_config.json").read_text(),
+            "gemm_csv": gemm_rows(30),
+        })
+        for name in ("engine", "kernel"):
+            folder = ROOT / "engine_profiles" / ("kernels" if name == "kernel" else "")
+            files = sorted(folder.glob("*.yaml")) if folder.is_dir() else []
+            if files:
+                _SEEDS[name] = files[0].read_text()
+        att = MEAS / "attention_decode_h100_a100.csv.gz"
+        import pandas as pd
+
+        a = pd.read_csv(att)
+        _SEEDS["attention_csv"] = a[a["device"] == "h100-sxm"].head(30).drop(columns=["source"]).to_csv(index=False)
+    return _SEEDS
+
+
+def file_spec(kind: str):
+    """A strategy of ('FILE', kind, suffix, text) placeholders: a mutated seed of that kind."""
+    s = seeds()
+    text = s[kind]
+    if kind.startswith("hf"):
+        return json_mutation(text).map(lambda t: ("FILE", kind, "_config.json", t))
+    if kind.endswith("_csv"):
+        return st.tuples(csv_mutation(text), st.sampled_from([".csv", ".csv", ".csv.gz", ".csv.gz.trunc"])).map(
+            lambda x: ("FILE", kind, x[1], x[0]))
+    return yaml_mutation(text).map(lambda t: ("FILE", kind, ".yaml", t))
+
+
+def materialize(item, folder: Path, n: list) -> str:
+    """Write a ('FILE', kind, suffix, text) placeholder to a file and return its path (other items unchanged)."""
+    if not (isinstance(item, tuple) and item and item[0] == "FILE"):
+        return item
+    _, kind, suffix, text = item
+    n[0] += 1
+    trunc = suffix.endswith(".trunc")
+    suffix = suffix.removesuffix(".trunc")
+    p = folder / f"f{n[0]}{suffix}"
+    if text.startswith("LATIN1:"):
+        data = text[7:].replace("name: ", "name: Caf\u00e9 ", 1).encode("latin-1", "replace") + b"\xe9\n"
+    else:
+        data = text.encode("utf-8", "surrogatepass")
+    if suffix.endswith(".gz"):
+        data = gzip.compress(data, mtime=0)
+        if trunc:
+            data = data[: len(data) // 2]
+    p.write_bytes(data)
+    return str(p)
+
+
+# ---------------------------------------------------------------- CLI strategies
+
+def _pick(good, bad, p_bad: float = 0.25):
+    """Mostly a good value, sometimes a bad one."""
+    return st.one_of(st.sampled_from(good), st.sampled_from(bad)) if p_bad >= 0.5 else st.sampled_from(
+        list(good) * 3 + list(bad))
+
+
+ints = _pick(GOOD_INTS, BAD_INTS)
+floats = _pick(GOOD_FLOATS, BAD_FLOATS)
+contexts = _pick(GOOD_CONTEXTS, BAD_CONTEXTS)
+models = st.one_of(st.sampled_from(MODEL_IDS * 4 + BAD_IDS), file_spec("model"), file_spec("moe_model"))
+hardware = st.one_of(st.sampled_from(HW_IDS * 4 + BAD_IDS), file_spec("hardware"), file_spec("lpu"))
+
+
+def _opt(name: str, values, p: float = 0.5):
+    """[name, value] with probability p, else []."""
+    return st.one_of(st.just([]), values.map(lambda v: [name, v])) if p < 1 else values.map(lambda v: [name, v])
+
+
+def _join(*parts):
+    return st.tuples(*parts).map(lambda t: [x for part in t for x in part])
+
+
+def _accept():
+    mech = st.sampled_from(MECHS)
+    val = st.sampled_from(GOOD_FLOATS[:4] + ["3.1@4", "0.9,0.8,0.7", "eagle3-llama-3.1-8b-mtbench"] + BAD_FLOATS
+                          + ["3@0", "9@4", "0.9,,", "@", "=", "x@y"])
+    return st.lists(st.tuples(mech, val).map(lambda t: ["--acceptance", f"{t[0]}={t[1]}"]), max_size=3).map(
+        lambda ls: [x for item in ls for x in item])
+
+
+def _base():
+    return _join(st.just([]), models.map(lambda m: ["--model", m]), hardware.map(lambda h: ["--hardware", h]))
+
+
+def step_cmd():
+    return _join(st.just(["step"]), _base(), _opt("--batch", ints, 1), _opt("--context", contexts, 1),
+                 _opt("--tp", ints, 0.3), _opt("--q-len", ints, 0.3), _opt("--dtype", st.sampled_from(DTYPES), 0.2),
+                 _opt("--kv-dtype", st.sampled_from(DTYPES), 0.2), _opt("--reserve", floats, 0.1),
+                 st.sampled_from([[], ["--json"]]))
+
+
+def predict_cmd():
+    mech = st.sampled_from(MECHS)
+    return _join(st.just(["predict"]), _base(), _opt("--batch", ints, 1), _opt("--context", contexts, 1),
+                 _opt("--mechanism", mech, 0.8), _opt("--draft-len", ints, 0.8), _opt("--tp", ints, 0.2),
+                 _opt("--acceptance-rate", floats, 0.5), _opt("--acceptance-length", floats, 0.2),
+                 _opt("--tree-tokens", ints, 0.1), _opt("--draft-kv-budget", ints, 0.1),
+                 st.sampled_from([[], ["--json"]]))
+
+
+def recommend_cmd():
+    mechs = st.lists(st.sampled_from(MECHS), max_size=3).map(",".join)
+    return _join(st.just(["recommend"]), _base(), _opt("--context", contexts, 1), _opt("--mechanisms", mechs, 0.8),
+                 _accept(), _opt("--batch", ints, 0.3), _opt("--target-tps-per-user", floats, 0.3),
+                 _opt("--max-draft-len", _pick(["1", "2", "4", "8"], BAD_INTS + ["100000", "257"]), 0.7),
+                 st.sampled_from([[], ["--json"], ["--extrapolate"]]))
+
+
+def pareto_cmd():
+    ctx = st.lists(contexts, min_size=1, max_size=2).map(",".join)
+    return _join(st.just(["pareto"]), _base(), st.lists(hardware, max_size=1).map(
+                     lambda hs: [x for h in hs for x in ("--hardware", h)]),
+                 _opt("--batch-max", _pick(["1", "2", "4", "8"], BAD_INTS + ["100000"]), 1),
+                 _opt("--batch-points", _pick(["2", "3", "4"], BAD_INTS), 0.3),
+                 _opt("--max-draft-len", _pick(["0", "1", "2", "3"], BAD_INTS + ["100000"]), 1),
+                 _opt("--tp", _pick(["1", "1,2"], BAD_INTS), 1), _opt("--context", ctx, 0.7),
+                 _opt("--mechanisms", st.lists(st.sampled_from(MECHS), min_size=1, max_size=2).map(",".join), 0.9),
+                 _accept(), _opt("--per", st.sampled_from(["gpu", "device", "chip", ""]), 0.2),
+                 st.sampled_from([["--no-plots"]] * 12 + [[]]), st.just(["--no-progress"]),
+                 st.sampled_from([["-o", "OUT"]] * 6 + [["-o", "AFILE"], ["-o", "AFILE/sub"], ["-o", "x" * 300],
+                                                         ["-o", ""]]))
+
+
+def study_cmd():
+    return _join(st.just(["study"]), file_spec("study").map(lambda f: [f]), st.just(["--no-progress"]),
+                 st.sampled_from([["-o", "OUT"]] * 6 + [["-o", "AFILE"], ["-o", "AFILE/sub"]]))
+
+
+def adaptive_cmd():
+    seg = st.tuples(st.sampled_from(["0.9", "0.5", "0", "1", "1.5", "-0.1", "nan", "x"]),
+                    st.sampled_from(["", "@8", "@32", "@0", "@-1", "@" + "9" * 40]),
+                    st.sampled_from(["x30", "x100", "x0", "x-5", "x100000000", "x" + "9" * 30, "", "x1.5"])).map(
+        lambda t: "".join(t))
+    trace = st.lists(seg, min_size=0, max_size=3).map(",".join)
+    pol = st.lists(st.sampled_from(["static:3", "ema", "model", "oracle", "static:", "static:-1", "nope",
+                                    "static:99999", ""]), max_size=4).map(",".join)
+    return _join(st.just(["adaptive"]), _base(), _opt("--context", contexts, 1), _opt("--trace", trace, 0.95),
+                 _opt("--policies", pol, 0.5), _opt("--max-draft-len", _pick(["2", "4", "8"], BAD_INTS), 0.4),
+                 _opt("--tiers", st.sampled_from(["1,3,7", "1", "", "-1,2", "0", "a,b", "9" * 30, "1,,3"]), 0.3),
+                 _opt("--slo-tpot-ms", floats, 0.2), _opt("--seed", _pick(["0", "1", "42"], BAD_INTS), 0.3),
+                 st.sampled_from([[], ["--json"]]))
+
+
+def profiles_cmd():
+    return st.one_of(st.just(["profiles", "list"]), st.just(["profiles", "list", "--json"]),
+                     st.one_of(st.sampled_from(MODEL_IDS + HW_IDS + BAD_IDS), file_spec("hardware"),
+                               file_spec("model"), file_spec("lpu")).map(lambda r: ["profiles", "show", r]))
+
+
+def import_cmd():
+    return _join(st.just(["model", "import"]),
+                 st.one_of(file_spec("hf"), file_spec("hf_moe"), file_spec("hf_mla")).map(lambda f: [f]),
+                 st.sampled_from([[], [], ["-o", "OUT/m.yaml"], ["-o", "AFILE/x.yaml"], ["-o", "OUT"]]))
+
+
+def validate_cmd():
+    return _join(st.just(["validate"]), st.one_of(file_spec("gemm_csv"), file_spec("attention_csv")).map(lambda f: [f]),
+                 hardware.map(lambda h: ["--hardware", h]), st.sampled_from([[], ["--json"], ["-o", "OUT"],
+                                                                               ["-o", "AFILE"]]),
+                 _opt("--min-time-us", floats, 0.1), _opt("--max-m", ints, 0.1))
+
+
+def calibrate_cmd():
+    return _join(st.just(["calibrate"]), file_spec("gemm_csv").map(lambda f: [f]),
+                 st.sampled_from(HW_IDS[:2] + BAD_IDS[:2]).map(lambda h: ["--hardware", h]),
+                 st.sampled_from([["-o", "OUT/cal.yaml"]] * 4 + [["-o", "AFILE/x.yaml"], ["-o", "OUT"]]))
+
+
+def misc_cmd():
+    return st.sampled_from([[], ["--help"], ["nosuch"], ["step"], ["step", "--help"], ["pareto", "--bogus"],
+                            ["bench", "nothing", "-o", "OUT/b.csv"], ["bench", "gemm", "-o", "OUT/b.csv"],
+                            ["bench", "gemm", "--model", "llama-3.2-1b", "--device", "cuda", "-o", "AFILE/b.csv"],
+                            ["profiles"], ["model"], ["--version"]])
+
+
+COMMANDS = {"step": step_cmd, "predict": predict_cmd, "recommend": recommend_cmd, "pareto": pareto_cmd,
+            "study": study_cmd, "adaptive": adaptive_cmd, "profiles": profiles_cmd, "import": import_cmd,
+            "validate": validate_cmd, "calibrate": calibrate_cmd, "misc": misc_cmd}
+WEIGHTS = {"step": 4, "predict": 4, "recommend": 3, "pareto": 2, "study": 2, "adaptive": 2, "profiles": 2,
+           "import": 3, "validate": 2, "calibrate": 1, "misc": 1}
+
+
+def cli_invocation():
+    """(command family, argv with placeholders) over every command."""
+    fams = [f for f, w in WEIGHTS.items() for _ in range(w)]
+    return st.sampled_from(fams).flatmap(lambda f: COMMANDS[f]().map(lambda argv: (f, argv)))
+
+
+def run_invocation(family: str, argv: list, timeout_s: float = 60.0):
+    """Materialize and run one CLI invocation in a fresh folder; (Result, problems)."""
+    folder = Path(tempfile.mkdtemp(prefix="specplan-fuzz-"))
+    old = Path.cwd()
+    try:
+        import os
+
+        os.chdir(folder)  # a canary written by a YAML payload would land here
+        (folder / "afile").write_text("a file\n")
+        n = [0]
+        out = folder / "out"
+        args = []
+        for a in argv:
+            a = materialize(a, folder, n)
+            if isinstance(a, str):
+                a = a.replace("AFILE", str(folder / "afile")).replace("OUT", str(out))
+            args.append(a)
+        r = run_cli(args, timeout_s)
+        probs = judge(r, out, folder / CANARY, allowed_rc=(0, 1, 2))
+        return r, probs
+    finally:
+        os.chdir(old)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- loader strategies
+
+LOADERS = ("yaml", "json", "hardware", "model", "engine", "study", "hf_import", "measured", "acceptance")
+
+
+def loader_call():
+    """(loader name, file placeholder) over every loader."""
+    s = seeds()
+    options = [("hardware", file_spec("hardware")), ("hardware", file_spec("lpu")), ("model", file_spec("model")),
+               ("model", file_spec("moe_model")), ("study", file_spec("study")), ("hf_import", file_spec("hf")),
+               ("hf_import", file_spec("hf_moe")), ("hf_import", file_spec("hf_mla")),
+               ("measured", file_spec("gemm_csv")), ("measured", file_spec("attention_csv")),
+               ("yaml", file_spec("study")), ("json", file_spec("hf")),
+               ("acceptance", yaml_mutation((ROOT / "specplan" / "data" / "acceptance_profiles" /
+                                             "eagle3-llama-3.1-8b-mtbench.yaml").read_text()).map(
+                   lambda t: ("FILE", "acc", ".yaml", t)))]
+    if "engine" in s:
+        options.append(("engine", file_spec("engine")))
+    if "kernel" in s:
+        options.append(("kernel", file_spec("kernel")))
+    return st.sampled_from(range(len(options))).flatmap(lambda i: options[i][1].map(lambda f: (options[i][0], f)))
+
+
+def run_loader(name: str, spec, timeout_s: float = 60.0) -> list[str]:
+    """Call one loader on a materialized file; problems = anything but success or a one-line SpecplanError."""
+    import os
+    import signal
+    import time
+    import traceback
+
+    from harness import Hang, _alarm
+    from specplan.errors import SpecplanError
+
+    folder = Path(tempfile.mkdtemp(prefix="specplan-fuzz-"))
+    old = Path.cwd()
+    os.chdir(folder)
+    probs = []
+    prev = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, timeout_s)
+    t0 = time.perf_counter()
+    try:
+        path = materialize(spec, folder, [0])
+        try:
+            _call_loader(name, path)
+        except SpecplanError as exc:
+            msg = str(exc)
+            if "\n" in msg or not msg.strip():
+                probs.append(f"{name}: error not one line: {msg[:200]!r}")
+            elif len(msg) > 2000:
+                probs.append(f"{name}: {len(msg)}-character error line")
+    except Hang:
+        probs.append(f"{name}: hang (> {timeout_s:.0f} s)")
+    except BaseException:  # noqa: BLE001
+        probs.append(f"{name}: traceback: " + traceback.format_exc().strip().splitlines()[-1])
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, prev)
+        os.chdir(old)
+        if (folder / CANARY).exists():
+            probs.append(f"{name}: code execution (canary created)")
+        shutil.rmtree(folder, ignore_errors=True)
+    if time.perf_counter() - t0 > timeout_s:
+        probs.append(f"{name}: slow ({time.perf_counter() - t0:.0f} s)")
+    return probs
+
+
+def _call_loader(name: str, path: str) -> None:
+    from specplan import loader
+    from specplan.profiles import registry
+
+    if name == "yaml":
+        loader.read_yaml(path, mapping=False)
+    elif name == "json":
+        loader.read_json(path, mapping=False)
+    elif name == "hardware":
+        _finite_profile(registry.load_hardware(path))
+    elif name == "model":
+        _finite_profile(registry.load_model(path))
+    elif name == "engine":
+        _finite_profile(registry.load_engine(path))
+    elif name == "kernel":
+        _finite_profile(registry.load_kernel_family(path))
+    elif name == "study":
+        from specplan.study import expand, load_study
+
+        expand(load_study(path))
+    elif name == "hf_import":
+        from specplan.profiles.hf_import import import_hf_config
+
+        _finite_profile(import_hf_config(path))
+    elif name == "measured":
+        from specplan.bench.families import check_measured, detect_family, read_measured
+
+        df = read_measured(path)
+        check_measured(df, detect_family(df.columns), path)
+    elif name == "acceptance":
+        from specplan.speculation.acceptance import Acceptance
+
+        Acceptance.from_profile(path).al(4)
+
+
+def _finite_profile(p) -> None:
+    """A loaded profile holds only finite numbers and 64-bit integers (else an AssertionError = a finding)."""
+    import math
+
+    stack = [p.model_dump()]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, float):
+            assert math.isfinite(v), f"non-finite {v} in a loaded profile"
+        elif isinstance(v, int) and not isinstance(v, bool):
+            assert abs(v) < 2**63, f"integer {v} beyond 64 bits in a loaded profile"
