@@ -14,7 +14,7 @@ from specplan.errors import SpecplanError, brief
 MAX_BATCH = 2**24  # concurrent sequences
 MAX_CONTEXT = 2**32  # tokens in the KV cache per sequence
 MAX_Q_LEN = 2**20  # new tokens per sequence in one step
-MAX_DRAFT_LEN = 256  # draft length D (two 128-row attention tiles at G = 1)
+DRAFT_LEN_LIMIT = 256  # largest draft length D accepted (two 128-row attention tiles at G = 1)
 MAX_TREE_TOKENS = 4096  # verified tokens of a draft tree
 MAX_TP = 4096  # tensor-parallel degree
 MAX_BATCH_POINTS = 4096  # batch values of a sweep grid

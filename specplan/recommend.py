@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from specplan.errors import SpecplanError
-from specplan.limits import MAX_BATCH, MAX_CONTEXT, MAX_DRAFT_LEN, MAX_TP, check_int
+from specplan.limits import DRAFT_LEN_LIMIT, MAX_BATCH, MAX_CONTEXT, MAX_TP, check_int
 from specplan.parallel import layout_for
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation.acceptance import Acceptance, find_profile
@@ -214,7 +214,7 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
     (neither given: over every batch that fits, i.e. the throughput end of the frontier)."""
     if batch is not None and target_tps_per_user is not None:
         raise SpecplanError("recommend: give at most one of --batch or --target-tps-per-user")
-    max_draft_len = check_int(max_draft_len, "max draft length", 0, MAX_DRAFT_LEN)
+    max_draft_len = check_int(max_draft_len, "max draft length", 0, DRAFT_LEN_LIMIT)
     if batch is not None:
         batch = check_int(batch, "batch", 1, MAX_BATCH)
     check_int(tp, "tp", 1, MAX_TP)

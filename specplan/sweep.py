@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specplan.errors import SpecplanError
-from specplan.limits import (MAX_BATCH, MAX_BATCH_POINTS, MAX_CONTEXT, MAX_DRAFT_LEN, MAX_GRID_POINTS, MAX_TP,
+from specplan.limits import (DRAFT_LEN_LIMIT, MAX_BATCH, MAX_BATCH_POINTS, MAX_CONTEXT, MAX_GRID_POINTS, MAX_TP,
                              check_int, check_ints)
 from specplan.profiles.registry import load_hardware, load_model
 
@@ -243,8 +243,8 @@ def sweep(
         bmax = batch_max or largest_fitting_batch(m, hws, tps_of, int(ctx.min()), dtype, kv_dtype)
         b = batch_grid(bmax, batch_points)
     if draft_lens is None:
-        max_draft_len = check_int(max_draft_len, "max draft length", 0, MAX_DRAFT_LEN)
-    d = (np.unique(np.asarray(check_ints(draft_lens, "draft length", 0, MAX_DRAFT_LEN), dtype=np.int64))
+        max_draft_len = check_int(max_draft_len, "max draft length", 0, DRAFT_LEN_LIMIT)
+    d = (np.unique(np.asarray(check_ints(draft_lens, "draft length", 0, DRAFT_LEN_LIMIT), dtype=np.int64))
          if draft_lens is not None else np.arange(0, int(max_draft_len) + 1, dtype=np.int64))
     known = list(mechanism_names())
     mechs = [x for x in (mechanisms if mechanisms is not None else known) if x != "none"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from specplan.errors import SpecplanError
-from specplan.limits import MAX_BATCH, MAX_CONTEXT, MAX_DRAFT_LEN, check_array
+from specplan.limits import DRAFT_LEN_LIMIT, MAX_BATCH, MAX_CONTEXT, check_array
 from specplan.memory import DEFAULT_RESERVE, memory_usage
 from specplan.parallel import layout_for
 from specplan.profiles.registry import load_hardware, load_model
@@ -48,7 +48,7 @@ def resolve_acceptance(mechanism: str, model_id: str, acceptance) -> Acceptance 
 def _grid(batch, context_len, draft_len):
     b = check_array(batch, "batch", 1, MAX_BATCH)
     ctx = check_array(context_len, "context", 0, MAX_CONTEXT)
-    d = check_array(draft_len, "draft length", 0, MAX_DRAFT_LEN)
+    d = check_array(draft_len, "draft length", 0, DRAFT_LEN_LIMIT)
     if d.size and (np.min(d) < 0 or not np.all(np.isfinite(d))):
         raise SpecplanError(f"draft length: must be >= 0, got {np.min(d):g}")
     if d.size and np.any(d != np.round(d)):
