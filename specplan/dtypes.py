@@ -22,6 +22,16 @@ BLOCK_SCALE_OVERHEAD = {"fp4": 1.0 / 16.0, "mxfp4": 1.0 / 32.0, "int4": 1.0 / 32
 # Storage formats whose math runs on another format's tensor cores (MXFP4 uses the FP4 units).
 MATH_FORMAT = {"mxfp4": "fp4"}
 
+# Group-quantized int4 checkpoints by group size g: int4_g<g> = AWQ / GPTQ (a 16-bit scale and a packed 4-bit zero
+# point per group: +2.5/g B per element); int4_sym_g<g> = symmetric (compressed-tensors pack-quantized: a 16-bit
+# scale per group, +2/g). Weight-only: the math runs in int4 where a device has it, else the activation dtype.
+INT4_GROUP_SIZES = (32, 64, 128)
+for _g in INT4_GROUP_SIZES:
+    for _name, _extra in ((f"int4_g{_g}", 2.5 / _g), (f"int4_sym_g{_g}", 2.0 / _g)):
+        BYTES_PER_ELEMENT[_name] = 0.5
+        BLOCK_SCALE_OVERHEAD[_name] = _extra
+        MATH_FORMAT[_name] = "int4"
+
 ALIASES = {
     "bfloat16": "bf16",
     "float16": "fp16",

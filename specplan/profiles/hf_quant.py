@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from specplan.dtypes import canonical_dtype, dtype_bytes
+from specplan.dtypes import INT4_GROUP_SIZES, canonical_dtype, dtype_bytes
 from specplan.errors import SpecplanError
 from specplan.profiles.hf_fields import HfFields, read_json
 
@@ -74,10 +74,14 @@ def module_of(name: str) -> str | None:
     return None
 
 
-def algo_dtype(algo: Any, where: str, field: str) -> str:
+def algo_dtype(algo: Any, where: str, field: str, group_size: Any = None) -> str:
+    """The weight dtype of a modelopt quant_algo (int4 AWQ with its group size: int4_g<g>)."""
     key = str(algo).strip().lower()
     if key in _QUANT_ALGOS:
-        return _QUANT_ALGOS[key]
+        fmt = _QUANT_ALGOS[key]
+        if fmt == "int4" and group_size is not None:
+            return int4_dtype(group_size, False, where, field.rsplit(".", 1)[0] + ".group_size")
+        return fmt
     raise SpecplanError(f"{where}: {field}: unsupported quant_algo {algo!r} (known: {', '.join(sorted(_QUANT_ALGOS))})")
 
 
@@ -135,7 +139,7 @@ def _excluded(names: list[str], patterns: list[str]) -> bool:
     for pat in patterns:
         p = _strip(pat)
         for n in names:
-            if fnmatch.fnmatchcase(n, p) or n.startswith(p + ".") or fnmatch.fnmatchcase(n, "*." + p):
+            if any(fnmatch.fnmatchcase(n, x) for x in (p, p + ".*", "*." + p, "*." + p + ".*")):
                 return True
     return False
 
@@ -174,13 +178,14 @@ def read_quant_config(
             a = spec.get("quant_algo") if isinstance(spec, dict) else None
             if a is None:
                 raise SpecplanError(f"{where}: quantization.quantized_layers.{name}.quant_algo: missing field")
-            votes.setdefault(mod, Counter())[algo_dtype(a, where, f"quantized_layers.{name}.quant_algo")] += 1
+            fmt = algo_dtype(a, where, f"quantized_layers.{name}.quant_algo", spec.get("group_size"))
+            votes.setdefault(mod, Counter())[fmt] += 1
         for name in excluded:
             mod = module_of(str(name).rstrip("*.") or str(name))
             if mod is not None:
                 votes.setdefault(mod, Counter())[base] += 1
     else:
-        glob_dtype = algo_dtype(algo, where, "quantization.quant_algo")
+        glob_dtype = algo_dtype(algo, where, "quantization.quant_algo", q.get("group_size"))
         patterns = [str(p) for p in excluded]
         for mod, names in module_instances(layers or [], n_mtp):
             votes.setdefault(mod, Counter())[base if _excluded(names, patterns) else glob_dtype] += 1
@@ -193,32 +198,118 @@ def read_quant_config(
     return modules, glob_dtype, kv_dtype
 
 
-def embedded_quantization(c: HfFields, family: str, base: str) -> tuple[str, dict[str, str]]:
-    """(weight dtype, module dtypes) from an embedded `quantization_config`."""
+def int4_dtype(group, symmetric: bool, where: str, field: str) -> str:
+    """The int4 dtype of a group size (int4_g<g> with zero points, int4_sym_g<g> without); -1 / None: plain int4."""
+    if group in (None, -1, 0):
+        return "int4"
+    if group not in INT4_GROUP_SIZES:
+        raise SpecplanError(f"{where}: {field}: unsupported int4 group size {group!r} "
+                            f"(supported: {', '.join(map(str, INT4_GROUP_SIZES))})")
+    return f"int4_sym_g{group}" if symmetric else f"int4_g{group}"
+
+
+def _ignore_matches(names: list[str], patterns: list[str]) -> bool:
+    """compressed-tensors / transformers ignore lists: 're:<regex>' patterns or module names / wildcards."""
+    plain = [p for p in patterns if not p.startswith("re:")]
+    for p in patterns:
+        if p.startswith("re:"):
+            rx = re.compile(p[3:])
+            if any(rx.fullmatch(n) or rx.fullmatch("model." + n) for n in names):
+                return True
+    return _excluded(names, plain)
+
+
+def _per_instance(fmt: str, base: str, ignore: list[str], layers, n_mtp: int, only: set[str] | None = None) -> dict:
+    """Module dtypes when every linear module (of the classes in `only`, if given) is `fmt` unless `ignore` covers
+    it; the embedding is never quantized."""
+    votes: dict[str, Counter] = {}
+    for mod, names in module_instances(layers or [], n_mtp):
+        quantized = mod != "embedding" and (only is None or mod in only) and not _ignore_matches(names, ignore)
+        votes.setdefault(mod, Counter())[fmt if quantized else base] += 1
+    return {mod: max(c.items(), key=lambda kv_: (kv_[1], dtype_bytes(kv_[0])))[0] for mod, c in votes.items()}
+
+
+def _ignore_list(qc: dict, c: HfFields, *fields: str) -> list[str]:
+    out = []
+    for f in fields:
+        v = qc.get(f)
+        if v is None:
+            continue
+        if not isinstance(v, list):
+            raise c.fail(f"quantization_config.{f}", f"expected a list, got {type(v).__name__}")
+        out += [str(x) for x in v]
+    return out
+
+
+def _compressed_tensors_format(qc: dict, c: HfFields) -> str:
+    """Weight format of a compressed-tensors config: its (one) config group's weight scheme."""
+    groups = qc.get("config_groups")
+    if not isinstance(groups, dict) or not groups:
+        raise c.fail("quantization_config.config_groups", "missing field")
+    fmts = set()
+    for name, grp in groups.items():
+        field = f"quantization_config.config_groups.{name}.weights"
+        w = grp.get("weights") if isinstance(grp, dict) else None
+        if not isinstance(w, dict):
+            raise c.fail(field, "missing field")
+        bits, kind, gs = w.get("num_bits"), str(w.get("type", "int")), w.get("group_size")
+        if bits == 4 and kind == "int":
+            fmts.add(int4_dtype(gs, bool(w.get("symmetric", True)), c.where, f"{field}.group_size"))
+        elif bits == 4 and kind == "float":
+            fmts.add("fp4")  # nvfp4-pack-quantized (fp8 scale per 16)
+        elif bits == 8:
+            fmts.add("fp8" if kind == "float" else "int8")
+        else:
+            raise c.fail(f"{field}.num_bits", f"unsupported {bits!r}-bit {kind} weights")
+    if len(fmts) > 1:
+        raise c.fail("quantization_config.config_groups", f"several weight formats {sorted(fmts)}: not supported")
+    return fmts.pop()
+
+
+def embedded_quantization(
+    c: HfFields, family: str, base: str, layers: list[tuple] | None = None, n_mtp: int = 0
+) -> tuple[str, dict[str, str]]:
+    """(weight dtype, module dtypes) from an embedded `quantization_config`.
+
+    Every linear module of the model is in the method's format unless the config's exclusion list
+    (`modules_to_not_convert`, `ignored_layers`, compressed-tensors `ignore`) covers it; the embedding never is, and
+    the LM head is not unless the method says so (fp8 / awq / gptq keep it 16-bit, as transformers does)."""
     qc = c.get("quantization_config")
     if qc is None:
         return base, {}
     if not isinstance(qc, dict):
         raise c.fail("quantization_config", "expected an object")
     method = str(qc.get("quant_method", "")).lower()
-    if method == "fp8":
-        # block-wise FP8 (DeepSeek): every linear layer but the embedding and LM head
-        return "fp8", {"embedding": base, "lm_head": base}
+    ignore = _ignore_list(qc, c, "modules_to_not_convert", "ignored_layers", "ignore")
     if method == "mxfp4":
         # gpt-oss: MXFP4 experts; attention, router, embedding and LM head are not converted
-        return base, {"moe": "mxfp4"}
-    if method in ("awq", "gptq"):
+        return base, _per_instance("mxfp4", base, ignore, layers, n_mtp, only={"moe"}) if layers else {"moe": "mxfp4"}
+    if method == "fp8":  # block-wise (DeepSeek) or per-channel FP8: every linear layer but the LM head
+        fmt = "fp8"
+        ignore = ignore + ["lm_head"]
+    elif method in ("awq", "gptq"):
         bits = qc.get("bits", qc.get("w_bit"))
-        fmt = {4: "int4", 8: "int8"}.get(bits)
-        if fmt is None:
+        if bits == 4:
+            sym = False  # AWQ and GPTQ both store zero points per group (GPTQ its qzeros even when symmetric)
+            fmt = int4_dtype(qc.get("group_size", qc.get("q_group_size")), sym, c.where, "quantization_config.group_size")
+        elif bits == 8:
+            fmt = "int8"
+        else:
             raise c.fail("quantization_config.bits", f"unsupported {method} bit width {bits!r}")
-        return fmt, {"embedding": base, "lm_head": base}
-    if method == "modelopt":
+        ignore = ignore + ["lm_head"]
+    elif method == "compressed-tensors":
+        fmt = _compressed_tensors_format(qc, c)
+    elif method == "modelopt":
         algo = qc.get("quant_algo")
         if algo is None or str(algo).upper() == "MIXED_PRECISION":
             raise c.fail("quantization_config.quant_algo", "mixed precision needs hf_quant_config.json beside config.json")
-        return algo_dtype(algo, c.where, "quantization_config.quant_algo"), {"embedding": base, "lm_head": base}
-    raise c.fail("quantization_config.quant_method", f"unsupported quant_method {qc.get('quant_method')!r}")
+        fmt = algo_dtype(algo, c.where, "quantization_config.quant_algo", qc.get("group_size"))
+        ignore = ignore + [str(x) for x in (qc.get("exclude_modules") or [])] + ["lm_head"]
+    else:
+        raise c.fail("quantization_config.quant_method", f"unsupported quant_method {qc.get('quant_method')!r}")
+    if not layers:
+        return fmt, {"embedding": base, "lm_head": base}
+    return fmt, _per_instance(fmt, base, ignore, layers, n_mtp)
 
 
 def base_dtype(c: HfFields) -> str:
@@ -235,7 +326,7 @@ def weight_fields(
 ) -> dict[str, Any]:
     """kv_cache_dtype, sources, weight_dtype and module_dtypes (only the modules in `present` that differ)."""
     base = base_dtype(c)
-    weight, modules = embedded_quantization(c, fam, base)
+    weight, modules = embedded_quantization(c, fam, base, layers, n_mtp)
     d: dict[str, Any] = {}
     if quant is not None:
         qmods, qglob, kv = read_quant_config(quant, base, layers, n_mtp)
