@@ -54,6 +54,10 @@ def test_dsa_reads_top_k_and_scans_the_indexer_keys():
     # a verify step of q_len tokens reads the union of up to q_len top-k sets: below ctx, grows with q_len
     t_q = [float(step_time(v32, hw, 8, 32, q, ctx).breakdown_s["attention"]) for q in (1, 4)]
     assert t_q[0] < t_q[1] < t3
+    union = attention_cost(hw, 32, 4, 4 * 2048, 16, 1, 576, "bf16", "bf16", head_dim_v=512, latent=True, family=mla)
+    scan4 = attention_cost(hw, 32, 4, ctx + 4, 64, 1, 128, "fp8", "bf16", head_dim_v=0, latent=True, family=mla)
+    busy4 = [float(np.maximum(c.compute_s, c.memory_s)) for c in (union, scan4)]
+    assert t_q[1] == pytest.approx(61 * sum(busy4), rel=1e-9)
 
 
 def test_deepseek_v4_kv_cache_by_hand():

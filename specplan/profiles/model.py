@@ -45,7 +45,8 @@ class MoE(_Frozen):
     n_group: int = Field(1, gt=0)
     topk_group: int = Field(1, gt=0)
     latent_size: int | None = Field(None, gt=0)  # LatentMoE (Nemotron-H): routed experts run in this width (h -> latent -> h)
-    hash_layers: int = Field(0, ge=0)  # DeepSeek-V4: leading MoE layers routed by a token-id lookup (no router GEMM)
+    hash_layers: int = Field(0, ge=0)  # DeepSeek-V4: leading MoE layers whose experts a token-id table picks (the
+    # router GEMM still scores them)
 
     @model_validator(mode="after")
     def _k(self) -> "MoE":

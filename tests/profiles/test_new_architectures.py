@@ -179,6 +179,10 @@ def test_cli_model_import_prints_counts_and_refuses_a_quant_config():
                        cwd=root)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().count("\n") == 0 and "quantization config" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "specplan", "profiles", "show", "deepseek-v3"], capture_output=True,
+                       text=True, cwd=root)
+    assert r.returncode == 0 and "# parameters: total 671,026,419,200" in r.stdout  # csv params_total_computed
+    assert "# draft / MTP heads: 11,610,068,224" in r.stdout
 
 
 # --- Gemma, DeepSeek-V4, Nemotron NAS and LatentMoE ------------------------------------------------------------------
@@ -285,3 +289,23 @@ def test_nemotron_super_latent_moe():
     moe_layer = 512 * 2 * 1024 * 2688 + 2 * h * 5376 + 2 * h * 1024 + h * 512 + 512 + h  # + router bias, norm
     moe_active = 22 * 2 * 1024 * 2688 + 2 * h * 5376 + 2 * h * 1024 + h * 512 + 512 + h
     assert pc["total"] - pc["active"] == 40 * (moe_layer - moe_active)
+
+
+MODEL_FILES = sorted(CFG.glob("*_config.json")) + [CFG / "kimi-k2-nvfp4"]
+
+
+@pytest.mark.parametrize("path", MODEL_FILES, ids=lambda p: p.name)
+def test_new_profiles_round_trip_and_price_a_verify_step(path, tmp_path):
+    import numpy as np
+
+    from specplan.profiles.hf_import import profile_to_yaml
+    from specplan.profiles.registry import load_model
+    from specplan.step import step_time
+
+    prof = import_hf_config(path, id="m")
+    out = tmp_path / "m.yaml"
+    profile_to_yaml(prof, out)
+    assert load_model(str(out)) == prof
+    t = step_time(prof, "h100-sxm", 8, np.array([1, 64]), np.array([[1], [5]]), 32768)
+    assert np.all(np.isfinite(t.total_s)) and np.all(t.total_s > 0)
+    assert np.all(t.total_s[1] >= t.total_s[0])  # a verify step of 5 tokens costs at least a decode step
