@@ -243,6 +243,9 @@ def gemma_overrides(c: HfFields, mt: str, mixers: list[str], L: int) -> list[tup
         return [()] * L
     k_eq_v = c.bool("attention_k_eq_v", False)
     n_shared = c.int("num_kv_shared_layers", default=0, minimum=0)
+    if n_shared and c.bool("use_double_wide_mlp", False) and c.bool("enable_moe_block", False):
+        raise c.fail("use_double_wide_mlp", "not supported with enable_moe_block (the MLP beside the experts of the "
+                                            "KV-shared layers would be twice as wide)")
     out = []
     for i, m in enumerate(mixers):
         extra: dict = {}

@@ -151,6 +151,13 @@ def _broken(tmp_path, name: str, **changes):
     ("deepseek-ai--DeepSeek-V3.2-Exp_config.json", {"mlp_layer_types": ["dense"]}, ("mlp_layer_types", "61 entries")),
     ("MiniMaxAI--MiniMax-M2_config.json", {"num_local_experts": None, "intermediate_size": None},
      ("num_experts", "an MoE config (num_experts_per_tok is 8) needs >= 1 experts")),  # not imported as dense (issue 13)
+    ("gemma-4-moe_config.json", {"use_double_wide_mlp": True}, ("use_double_wide_mlp", "enable_moe_block")),
+    ("nvidia--Llama-3_3-Nemotron-Super-49B-v1_config.json", {"block_configs": [{"attention": {}, "ffn": {}}] * 80},
+     ("block_configs[0].attention.n_heads_in_group", "None")),
+    ("deepseek-ai--DeepSeek-V4-Flash-Base_config.json", {"compress_ratios": [0, 4, 64] * 15},
+     ("compress_ratios", "0, 4 or 128")),
+    ("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B_config.json", {"mtp_hybrid_override_pattern": "*X"},
+     ("mtp_hybrid_override_pattern", "'*X'")),
 ])  # fmt: skip
 def test_new_architectures_broken_fields_are_one_line(tmp_path, name, changes, fragments):
     from specplan.errors import SpecplanError
