@@ -1,10 +1,12 @@
 """Benchmark: grid points per second of `specplan.sweep.sweep` + `specplan.frontier.frontier`, file writing
-excluded, for qwen3.5-122b-a10b and deepseek-v3 on ~4.7 million points each:
-128 batch x 33 D (0..32) x 7 mechanisms x 4 TP x 8 contexts x 5 devices (the D = 0 baseline is evaluated
-once per device/TP/context/batch, so 128 x (1 + 32 x 7) x 4 x 8 x 5 = 4.6 M rows).
+excluded, for qwen3.5-122b-a10b and deepseek-v3 on ~6.9 million points each:
+128 batch x 33 D (0..32) x 7 mechanisms x 6 layouts (tp1, tp2, tp4, tp8, tp8ep8, dp8ep8) x 8 contexts x 5 devices
+(the D = 0 baseline is evaluated once per device/layout/context/batch, so 128 x (1 + 32 x 7) x 6 x 8 x 5 = 6.9 M
+rows).
 
 Run single-threaded: `OMP_NUM_THREADS=1 python scripts/bench_sweep.py` (the script also pins BLAS threads and,
-on Linux, the CPU affinity to one core). Reports seconds, points/s and peak RSS (ru_maxrss).
+on Linux, the CPU affinity to one core). Reports wall seconds, process CPU seconds (time.process_time: the
+figure to quote on a loaded machine), points per wall and per CPU second, and peak RSS (ru_maxrss).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import time  # noqa: E402
 
 CONTEXTS = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 DEVICES = ["h100-sxm", "h200-sxm", "b200", "gb200", "mi300x"]
+LAYOUTS = ["tp1", "tp2", "tp4", "tp8", "tp8ep8", "dp8ep8"]
 CASES = {
     "qwen3.5-122b-a10b": dict(
         mechanisms=["eagle3", "mtp", "dflash", "dspark", "ngram", "self", "external"],
@@ -51,23 +54,25 @@ def main() -> None:
           acceptance={"ngram": 0.5}, tp=[1], progress=False)
     for model in args.models:
         case = CASES[model]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         df = sweep(model, DEVICES, batch=list(range(1, args.batch + 1)), max_draft_len=args.max_draft_len,
-                   tp=[1, 2, 4, 8], contexts=CONTEXTS, progress=False, **case)
+                   layouts=LAYOUTS, contexts=CONTEXTS, progress=False, **case)
         t1 = time.perf_counter()
         front = frontier(df)
-        t2 = time.perf_counter()
+        t2, c2 = time.perf_counter(), time.process_time()
         peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
         n = len(df)
         rec = {"model": model, "points": n, "sweep_s": round(t1 - t0, 3), "frontier_s": round(t2 - t1, 3),
-               "total_s": round(t2 - t0, 3), "points_per_s": round(n / (t2 - t0)), "frontier_rows": len(front),
+               "total_s": round(t2 - t0, 3), "cpu_s": round(c2 - c0, 3), "points_per_s": round(n / (t2 - t0)),
+               "points_per_cpu_s": round(n / (c2 - c0)), "frontier_rows": len(front),
                "feasible": int(df["fits"].sum()), "peak_rss_gb": round(peak_gb, 2)}
         if args.json:
             print(json.dumps(rec))
         else:
-            print(f"{model}: {n:,} points ({rec['feasible']:,} feasible) in {rec['total_s']:.2f} s "
-                  f"(sweep {rec['sweep_s']:.2f} s, frontier {rec['frontier_s']:.2f} s) = "
-                  f"{rec['points_per_s'] / 1e6:.2f} M points/s; peak RSS {peak_gb:.2f} GB")
+            print(f"{model}: {n:,} points ({rec['feasible']:,} feasible) in {rec['total_s']:.2f} s wall, "
+                  f"{rec['cpu_s']:.2f} s CPU (sweep {rec['sweep_s']:.2f} s, frontier {rec['frontier_s']:.2f} s) = "
+                  f"{rec['points_per_s'] / 1e6:.2f} M points/s wall, {rec['points_per_cpu_s'] / 1e6:.2f} M per CPU "
+                  f"second; peak RSS {peak_gb:.2f} GB")
         del df, front
         sys.stdout.flush()
 

@@ -45,6 +45,7 @@ class Grid(_Strict):
     max_draft_len: int | None = Field(None, ge=0)
     context: list[int] | None = None
     tp: list[int] | None = None
+    layouts: list[str] | None = None  # instead of tp: 'tp8', 'dp8ep8', ... (docs/parallel.md)
     mechanisms: dict[str, Any] | list[str] | None = None  # name -> acceptance spec (None: its default)
     dtype: str | None = None
     kv_dtype: str | None = None
@@ -289,7 +290,7 @@ def sweep_kwargs(sc: dict) -> dict:
     mech = g.get("mechanisms")
     kw = dict(batch=g.get("batch"), batch_max=g.get("batch_max"), draft_lens=g.get("draft_len"),
               max_draft_len=g.get("max_draft_len") if g.get("max_draft_len") is not None else MAX_DRAFT_LEN,
-              tp=g.get("tp"), contexts=g.get("context") or [1024], dtype=g.get("dtype"),
+              tp=g.get("tp"), layouts=g.get("layouts"), contexts=g.get("context") or [1024], dtype=g.get("dtype"),
               kv_dtype=g.get("kv_dtype"), draft_dtype=g.get("draft_dtype"),
               attention_style=g.get("attention_style") or "shared", routing=g.get("routing") or "random",
               draft_model=sc["draft_model"], draft_hardware=sc["draft_hardware"])

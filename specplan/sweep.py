@@ -1,8 +1,8 @@
 """Grid sweep: every (device, TP, mechanism) combination evaluated over a whole batch x D x context grid.
 
-The only Python loop is over (device, TP, mechanism); `specplan.speculation.speedup.evaluate` is called once
+The only Python loop is over (device, layout, mechanism); `specplan.speculation.speedup.evaluate` is called once
 per combination on broadcast arrays (chunked along batch so memory stays bounded). Memory-infeasible points
-are kept with `fits = False`. The D = 0 baseline is evaluated once per (device, TP) as mechanism `none`;
+are kept with `fits = False`. The D = 0 baseline is evaluated once per (device, layout) as mechanism `none`;
 each speculative mechanism is evaluated for D = 1 ... max with its own acceptance.
 
 Columns (see `COLUMNS` for units) are float32 for measures, 64-bit ints for grid coordinates and categoricals
@@ -24,7 +24,11 @@ from specplan.profiles.registry import load_hardware, load_model
 COLUMNS: dict[str, str] = {
     "hardware": "target device id",
     "mechanism": "draft mechanism ('none' = no speculation, D = 0)",
-    "tp": "tensor-parallel degree of the target (devices)",
+    "tp": "tensor-parallel degree of the target: attention TP within one DP rank (devices)",
+    "dp": "data-parallel attention ranks (docs/parallel.md)",
+    "ep": "expert-parallel ranks (expert-TP = tp x dp / ep)",
+    "pp": "pipeline stages",
+    "layout": "the layout's spelling, e.g. tp8, dp8ep8 (GPUs = tp x dp x pp)",
     "context_len": "tokens already in the KV cache per sequence (tokens)",
     "batch": "concurrent sequences B",
     "draft_len": "draft length D, tokens proposed per iteration",
@@ -155,8 +159,8 @@ def _check_finite(cols: dict) -> None:
                                 f"numbers are out of any physical range)")
 
 
-def largest_fitting_batch(model, hardware_list, tps_of, context_len, dtype=None, kv_dtype=None) -> int:
-    """Largest batch that fits on any of the (device, TP) combos at `context_len`, D = 0 (capped)."""
+def largest_fitting_batch(model, hardware_list, layouts_of, context_len, dtype=None, kv_dtype=None) -> int:
+    """Largest batch that fits on any of the (device, layout) combos at `context_len`, D = 0 (capped)."""
     from specplan.memory import memory_usage
     from specplan.precision import resolve_precision
 
@@ -168,8 +172,8 @@ def largest_fitting_batch(model, hardware_list, tps_of, context_len, dtype=None,
             best = max(best, 256)
             continue
         prec = resolve_precision(model, hw, dtype, kv_dtype)
-        for t in tps_of(hw):
-            mb = memory_usage(model, hw, t, 1, context_len, prec).max_batch
+        for lay in layouts_of(hw):
+            mb = memory_usage(model, hw, lay.tp, 1, context_len, prec, layout=lay).max_batch
             best = max(best, int(min(float(mb), BATCH_CAP)))
     return best
 
@@ -187,10 +191,34 @@ def applicable(model, hw, mechanism: str, acceptance, max_d: int, common: dict) 
     return True
 
 
+def layout_choices(model, hw, tps=None, layouts=None) -> list:
+    """Layouts to sweep: the given ones (spellings or Layouts, each checked for this model and device), else
+    TP only over `tp_choices`."""
+    from specplan.parallel import Layout, as_layout
+
+    model, hw = load_model(model), load_hardware(hw)
+    if layouts is None:
+        return [Layout(tp=t) for t in tp_choices(model, hw, tps)]
+    if tps:
+        raise SpecplanError("layouts: give either tp or layouts, not both")
+    out = []
+    for x in layouts:
+        lay = as_layout(x)
+        lay.check(model, hw)
+        if lay.tp > max(hw.scaleup_domain, 1) and hw.kind != "lpu":
+            raise SpecplanError(f"layouts: tp {lay.tp} of {lay.name} exceeds the scale-up domain of {hw.id} "
+                                f"({hw.scaleup_domain} devices)")
+        if lay not in out:
+            out.append(lay)
+    if not out:
+        raise SpecplanError("layouts: give at least one layout")
+    return out
+
+
 @dataclass
 class _Combo:
     hw: object
-    tp: int
+    layout: object
     mechanism: str
     drafts: np.ndarray
     acceptance: object
@@ -208,6 +236,7 @@ def sweep(
     mechanisms=None,
     acceptance: dict | None = None,
     tp=None,
+    layouts=None,
     contexts=(1024,),
     dtype: str | None = None,
     kv_dtype: str | None = None,
@@ -225,7 +254,8 @@ def sweep(
     hardware: one id/profile or a list. batch: explicit values, else 1 ... batch_max (default: the largest
     that fits at the smallest context). D: `draft_lens`, else 0 ... max_draft_len. mechanisms: names
     (default: every mechanism of the speculation layer); acceptance: {mechanism: spec} (see
-    `parse_acceptance`). tp: list (default 1, 2, 4, 8 where heads divide). contexts: list of tokens.
+    `parse_acceptance`). tp: list (default 1, 2, 4, 8 where heads divide); or layouts: list of Layouts or
+    spellings ('tp8', 'dp8ep8', ...; specplan.parallel) instead of tp. contexts: list of tokens.
     """
     from specplan.progress import Progress
     from specplan.speculation.speedup import evaluate, mechanism_names
@@ -233,14 +263,14 @@ def sweep(
     m = load_model(model)
     hws = _unique_devices([load_hardware(h) for h in (hardware if isinstance(hardware, (list, tuple)) else [hardware])])
     ctx = np.unique(np.asarray(check_ints(contexts, "context", 0, MAX_CONTEXT), dtype=np.int64))
-    tps_of = (lambda h: tp_choices(m, h, None if tp is None else check_ints(tp, "tp", 1, MAX_TP)))
+    lays_of = (lambda h: layout_choices(m, h, None if tp is None else check_ints(tp, "tp", 1, MAX_TP), layouts))
     if batch is not None:
         b = np.unique(np.asarray(check_ints(batch, "batch", 1, MAX_BATCH), dtype=np.int64))
     else:
         if batch_max is not None:
             batch_max = check_int(batch_max, "batch_max", 1, MAX_BATCH)
         batch_points = check_int(batch_points, "batch_points", 2, MAX_BATCH_POINTS)
-        bmax = batch_max or largest_fitting_batch(m, hws, tps_of, int(ctx.min()), dtype, kv_dtype)
+        bmax = batch_max or largest_fitting_batch(m, hws, lays_of, int(ctx.min()), dtype, kv_dtype)
         b = batch_grid(bmax, batch_points)
     if draft_lens is None:
         max_draft_len = check_int(max_draft_len, "max draft length", 0, DRAFT_LEN_LIMIT)
@@ -262,20 +292,21 @@ def sweep(
     spec_d = d[d >= 1]
     combos: list[_Combo] = []
     for h in hws:
-        for t in tps_of(h):
+        for lay in lays_of(h):
             if 0 in d or not mechs:
-                combos.append(_Combo(h, t, "none", np.array([0]), None))
+                combos.append(_Combo(h, lay, "none", np.array([0]), None))
             if spec_d.size:
-                combos.extend(_Combo(h, t, x, spec_d, acc.get(x)) for x in mechs)
+                combos.extend(_Combo(h, lay, x, spec_d, acc.get(x)) for x in mechs)
+    lay_names = list(dict.fromkeys(c.layout.name for c in combos))
     points = sum(b.size * ctx.size * c.drafts.size for c in combos)
     if points > MAX_GRID_POINTS:
         raise SpecplanError(f"grid: {points:,} points (batch {b.size} x context {ctx.size} x D {d.size} x "
-                            f"{len(combos)} device/TP/mechanism combinations) is more than {MAX_GRID_POINTS:,}; "
+                            f"{len(combos)} device/layout/mechanism combinations) is more than {MAX_GRID_POINTS:,}; "
                             f"use fewer values")
     hw_names = [h.id for h in hws]
     mech_names = ["none", *mechs]
-    cols: dict[str, list] = {c: [] for c in COLUMNS if c not in ("hardware", "mechanism")}
-    hw_codes, mech_codes = [], []
+    cols: dict[str, list] = {c: [] for c in COLUMNS if c not in ("hardware", "mechanism", "layout")}
+    hw_codes, mech_codes, lay_codes = [], [], []
     step = max(1, int(chunk_points) // max(1, ctx.size * d.size))
     total = sum(math.ceil(b.size / step) for _ in combos)
     with Progress(total, "sweep", enabled=progress) as bar:
@@ -283,14 +314,16 @@ def sweep(
             for lo in range(0, b.size, step):
                 bb = b[lo:lo + step]
                 shape = (bb.size, ctx.size, c.drafts.size)  # batch-major, so chunks concatenate in order
-                r = evaluate(m, c.hw, tp=c.tp, batch=bb[:, None, None], context_len=ctx[None, :, None],
+                r = evaluate(m, c.hw, layout=c.layout, batch=bb[:, None, None], context_len=ctx[None, :, None],
                              draft_len=c.drafts[None, None, :], mechanism=c.mechanism, acceptance=c.acceptance,
                              **common)
                 n = int(np.prod(shape))
                 cols["batch"].append(np.repeat(bb.astype(np.int64), ctx.size * c.drafts.size))
                 cols["context_len"].append(np.tile(np.repeat(ctx.astype(np.int64), c.drafts.size), bb.size))
                 cols["draft_len"].append(np.tile(c.drafts.astype(np.int64), bb.size * ctx.size))
-                cols["tp"].append(np.full(n, c.tp, dtype=np.int64))
+                for ax in ("tp", "dp", "ep", "pp"):
+                    cols[ax].append(np.full(n, getattr(c.layout, ax), dtype=np.int64))
+                lay_codes.append(np.full(n, lay_names.index(c.layout.name), dtype=np.int16))
                 for key, (col, scale) in _KEYS.items():
                     v = np.broadcast_to(np.asarray(r[key], dtype=np.float64), shape)
                     cols[col].append((v * scale if scale != 1.0 else v).astype(np.float32).ravel())
@@ -302,16 +335,18 @@ def sweep(
     for k in ("target_devices", "draft_devices"):
         out[k] = out[k].astype(np.int64)
     _check_finite(out)
-    hw_c, mech_c = np.concatenate(hw_codes), np.concatenate(mech_codes)
+    hw_c, mech_c, lay_c = np.concatenate(hw_codes), np.concatenate(mech_codes), np.concatenate(lay_codes)
     if not as_frame:
         out["hardware"] = np.asarray(hw_names, dtype=object)[hw_c]
         out["mechanism"] = np.asarray(mech_names, dtype=object)[mech_c]
+        out["layout"] = np.asarray(lay_names, dtype=object)[lay_c]
         return {k: out[k] for k in COLUMNS}
     import pandas as pd
 
     data = {
         "hardware": pd.Categorical.from_codes(hw_c, categories=hw_names),
         "mechanism": pd.Categorical.from_codes(mech_c, categories=mech_names),
+        "layout": pd.Categorical.from_codes(lay_c, categories=lay_names),
     }
     data.update(out)
     return pd.DataFrame({k: data[k] for k in COLUMNS})

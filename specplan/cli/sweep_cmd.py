@@ -94,6 +94,8 @@ def pareto(
     acceptance: Optional[List[str]] = typer.Option(None, "--acceptance", help="MECH=VALUE: rate 0.8, AL@D 3.2@4, "
                                                    "per-position 0.9,0.8 or a profile id; repeat."),
     tp: Optional[List[str]] = typer.Option(None, "--tp", help="TP degrees, comma list (default 1,2,4,8 where heads divide)."),
+    layouts: Optional[List[str]] = typer.Option(None, "--layouts", help="Layouts instead of --tp, comma list: tp8, "
+                                                "dp8ep8, tp8ep4, tp4pp2 (docs/parallel.md)."),
     context: Optional[List[str]] = typer.Option(None, "--context", "-c", help="Context lengths, comma list; 8k = 8192 (default 1024)."),
     draft_model: Optional[str] = typer.Option(None, "--draft-model", help="External draft model (mechanism external)."),
     draft_hardware: Optional[str] = typer.Option(None, "--draft-hardware", help="Device of an external draft."),
@@ -121,7 +123,7 @@ def pareto(
     contexts = int_list(context, "--context") or [DEFAULT_CONTEXT]
     acc = mech_values(acceptance, _ACCEPTANCE_FORM)
     df = sweep(m, hws, batch_max=batch_max, batch_points=batch_points, max_draft_len=max_draft_len,
-               mechanisms=mechs, acceptance=acc, tp=int_list(tp, "--tp"),
+               mechanisms=mechs, acceptance=acc, tp=int_list(tp, "--tp"), layouts=comma_list(layouts) or None,
                contexts=contexts, draft_model=draft_model,
                draft_hardware=draft_hardware, dtype=dtype, kv_dtype=kv_dtype, progress=None if progress else False)
     swept = [str(x) for x in df["mechanism"].astype(str).unique() if str(x) != "none"]
