@@ -9,6 +9,7 @@ import typer
 from specplan.cli.app import app
 from specplan.cli.parsing import cli_layout, comma_list, context_tokens, mech_values
 from specplan.cli.output import print_json, table
+from specplan.errors import SpecplanError
 from specplan.speculation.guidelines import g1_phrase
 from specplan.sweep import MAX_DRAFT_LEN
 
@@ -128,7 +129,12 @@ def recommend(
     pp: int = typer.Option(1, "--pp", help="Pipeline stages; GPUs = TP x DP x PP."),
     batch: Optional[int] = typer.Option(None, "--batch", "-b", help="Concurrent sequences (fixed)."),
     target_tps: Optional[float] = typer.Option(None, "--target-tps-per-user", help="Min tokens/s/user; batch free."),
-    context: str = typer.Option(..., "--context", "-c", help="Tokens in the KV cache per sequence; 32k = 32768."),
+    target_total: Optional[float] = typer.Option(None, "--target-tps", help="Total output tokens/s: find the smallest "
+                                                 "GPU count (whole nodes) over layouts, mechanisms and D (docs/parallel.md)."),
+    max_gpus: int = typer.Option(64, "--max-gpus", help="Largest GPU count --target-tps searches."),
+    isl: Optional[int] = typer.Option(None, "--isl", help="Input tokens per request (with --target-tps)."),
+    osl: Optional[int] = typer.Option(None, "--osl", help="Output tokens per request (with --target-tps)."),
+    context: Optional[str] = typer.Option(None, "--context", "-c", help="Tokens in the KV cache per sequence; 32k = 32768."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math dtype."),
     kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype."),
     mechanisms: Optional[List[str]] = typer.Option(None, "--mechanisms", "--mechanism",
@@ -148,6 +154,12 @@ def recommend(
 
     acc = mech_values(acceptance, "mechanism=value")
     mechs = comma_list(mechanisms) or None
+    if target_total is not None:
+        _gpus_for_load(model, hardware, target_total, target_tps, max_gpus, isl, osl, context, mechs, acc,
+                       max_draft_len, dtype, kv_dtype, json_out)
+        return
+    if context is None:
+        raise SpecplanError("recommend: --context is required (or --target-tps with --isl and --osl)")
     r = run(model, hardware, tp=tp, batch=batch, target_tps_per_user=target_tps,
             context_len=context_tokens(context), mechanisms=mechs, acceptance=acc, max_draft_len=max_draft_len,
             extrapolate=extrapolate, dtype=dtype,
@@ -226,3 +238,52 @@ def _ranked_table(rows: list[dict], unit: str, lpu: bool, why: bool = False) -> 
     if drafts:
         print(f"{unit} divides by the {'target chips' if lpu else 'target GPUs'} only; tok/s/device also counts the "
               f"draft devices (draft dev)")
+
+
+def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, osl, context, mechs, acc, max_d,
+                   dtype, kv_dtype, json_out) -> None:
+    """recommend --target-tps: the smallest GPU count for a load (specplan.capacity.search), printed."""
+    from specplan.capacity import search
+
+    if target_user is None:
+        raise SpecplanError("recommend --target-tps: give --target-tps-per-user too")
+    if mechs is None:
+        mechs = list(acc)
+    r = search(model, hardware, target_tps=target_total, target_tps_per_user=target_user, max_gpus=max_gpus,
+               isl=isl, osl=osl, context_len=None if context is None else context_tokens(context),
+               mechanisms=[x for x in mechs if x != "none"], acceptance=acc, max_draft_len=max_d, dtype=dtype,
+               kv_dtype=kv_dtype)
+    if json_out:
+        print_json(r)
+        if r["best"] is None:
+            raise typer.Exit(1)
+        return
+    load = f"ISL {r['isl']}, OSL {r['osl']}; " if r["isl"] else ""
+    print(f"{r['model']} on {r['hardware']}: {r['target_tps']:,.0f} output tokens/s at >= "
+          f"{r['target_tps_per_user']:g} tokens/s/user ({load}decode at context {r['context_len']}; whole nodes of "
+          f"{r['node_gpus']}, up to {r['max_gpus']} GPUs)")
+    rows = [[t["gpus"], t["prefill_gpus"], t["decode_gpus"], t.get("layout", "-"), t.get("instances", "-"),
+             f"{t['mechanism']} D = {t['draft_len']}" if "mechanism" in t else "-", t.get("batch", "-"),
+             f"{t['tokens_per_s_per_user']:.1f}" if "tokens_per_s_per_user" in t else "-", f"{t['tps']:,.0f}",
+             "yes" if t["meets"] else "no"]
+            for t in r["counts"]]
+    print(table(rows, ["GPUs", "prefill", "decode", "layout", "instances", "mechanism", "batch/inst",
+                       "tok/s/user", "tok/s total", "meets"]))
+    b = r["best"]
+    if b is None:
+        print(f"infeasible: {r['infeasible']}")
+        raise typer.Exit(1)
+    from specplan.parallel import parse_layout
+
+    lay = parse_layout(b["layout"])
+    flags = f"--tp {lay.tp} --dp {lay.dp} --ep {lay.ep}" + (f" --pp {lay.pp}" if lay.pp > 1 else "")
+    pre = (f"prefill {b['prefill_gpus']} GPUs (TP {r['node_gpus']} groups, {1e3 * r['prefill_s_per_request']:.1f} ms "
+           f"of prefill per request) + " if b["prefill_gpus"] else "")
+    print(f"answer: {b['gpus']} GPUs ({b['gpus'] // r['node_gpus']} nodes): {pre}decode {b['decode_gpus']} GPUs = "
+          f"{b['instances']} x {b['layout']} ({flags}, docs/parallel.md for engine flags)")
+    print(f"  {b['mechanism']} D = {b['draft_len']}, batch {b['batch']} per instance, "
+          f"{b['tokens_per_s_per_user']:.1f} tokens/s/user (AL {b['acceptance_length']:.2f}, iteration "
+          f"{b['iter_ms']:.1f} ms), {b['tps']:,.0f} tokens/s total, {b['memory_gb']:.1f} GB per GPU")
+    print(f"why not fewer: {r['smaller_fails']}")
+    print("assumptions: decode instances of one layout at the mean context ISL + OSL / 2; prefill pool sized to "
+          "the request rate (target / OSL) at the roofline prefill time; TTFT not targeted (docs/parallel.md)")
