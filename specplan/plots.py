@@ -204,9 +204,10 @@ def best_setup(df, front, per: str = "gpu") -> dict:
         if not f.empty:
             r = f.loc[f[col].idxmax()]
             return {"hardware": str(r["hardware"]), "tp": int(r["tp"]), "context_len": int(r["context_len"]),
+                    "layout": str(r["layout"]) if "layout" in r else None,
                     "batch": int(r["batch"]), "draft_len": int(r["draft_len"]),
                     "mechanism": str(r["mechanism"]) if int(r["draft_len"]) > 0 else None, "fits": True}
-    return {"hardware": str(df["hardware"].iloc[0]), "tp": int(df["tp"].min()),
+    return {"hardware": str(df["hardware"].iloc[0]), "tp": int(df["tp"].min()), "layout": None,
             "context_len": int(df["context_len"].min()), "batch": 16, "draft_len": 0, "mechanism": None,
             "fits": False}
 

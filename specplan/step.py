@@ -54,21 +54,24 @@ class _Acc:
 
     def __init__(self, shape):
         self.busy = {c: np.zeros(shape) for c in CLASSES}
-        self.comp = {c: np.zeros(shape) for c in CLASSES}
-        self.mem = {c: np.zeros(shape) for c in CLASSES}
+        self.comp = {c: np.zeros(shape) for c in CLASSES}  # busy time of the compute-bound kernels
         self.overhead = np.zeros(shape)
         self.comm_latency = np.zeros(shape)
         self.kernels = 0
 
+    @property
+    def mem(self) -> dict[str, np.ndarray]:
+        """Busy time of the memory-bound kernels per class."""
+        return {c: self.busy[c] - self.comp[c] for c in CLASSES}
+
     def add(self, cls: str, cost: KernelCost, launches: float) -> None:
         busy = np.maximum(cost.compute_s, cost.memory_s)
-        self.busy[cls] = self.busy[cls] + busy
-        self.comp[cls] = self.comp[cls] + np.where(cost.compute_s > cost.memory_s, busy, 0.0)
-        self.mem[cls] = self.mem[cls] + np.where(cost.compute_s > cost.memory_s, 0.0, busy)
+        self.busy[cls] += busy  # in place: the accumulators already have the grid's full shape
+        self.comp[cls] += np.where(cost.compute_s > cost.memory_s, busy, 0.0)
         if cls == "communication":
-            self.comm_latency = self.comm_latency + cost.overhead_s
+            self.comm_latency += cost.overhead_s
         else:
-            self.overhead = self.overhead + cost.overhead_s
+            self.overhead += cost.overhead_s
         self.kernels += int(round(launches))
 
 
@@ -82,7 +85,7 @@ def _regimes(acc: _Acc) -> dict[str, np.ndarray]:
             out[c] = np.where(acc.busy[c] + acc.comm_latency <= 0, -1,
                               np.where(acc.comm_latency >= acc.busy[c], OVERHEAD, MEMORY))
             continue
-        out[c] = np.where(acc.busy[c] <= 0, -1, np.where(acc.comp[c] > acc.mem[c], COMPUTE, MEMORY))
+        out[c] = np.where(acc.busy[c] <= 0, -1, np.where(2.0 * acc.comp[c] > acc.busy[c], COMPUTE, MEMORY))
     return out
 
 

@@ -349,7 +349,9 @@ def sweep(
         "layout": pd.Categorical.from_codes(lay_c, categories=lay_names),
     }
     data.update(out)
-    return pd.DataFrame({k: data[k] for k in COLUMNS})
+    # copy=False: the columns are fresh arrays owned by the frame; no copy into one consolidated block (about a
+    # sixth of the sweep time on millions of rows)
+    return pd.DataFrame({k: data[k] for k in COLUMNS}, copy=False)
 
 
 def columns_doc() -> str:

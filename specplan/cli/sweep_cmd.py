@@ -56,6 +56,9 @@ def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, p
              + (f"\nacceptance: {acceptance_label}" if acceptance_label else ""))
     written += P.save_figure(P.plot_frontier(df, per=per, title=title), outdir / "frontier")
     sub = df[(df["hardware"].astype(str) == hw_id) & (df["tp"] == tp) & (df["context_len"] == ctx)]
+    lay = best.get("layout")
+    if lay is not None and "layout" in sub:  # several layouts may share a TP (tp8, tp8ep8): keep the best one's
+        sub = sub[sub["layout"].astype(str) == lay]
     heat = P.plot_speedup_heatmap(sub, hardware=hw_id, mechanism=best["mechanism"], tp=tp, context_len=ctx)
     ax = heat.axes[0]
     ax.set_title(f"{ax.get_title()}\n({where})")
@@ -65,7 +68,7 @@ def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, p
                              outdir / "attention_tiles")
     written += P.save_figure(P.plot_acceptance(df), outdir / "acceptance")
     ds = sorted(int(x) for x in df["draft_len"].unique())  # every D of the grid, bars at their true D
-    br = P.plot_breakdown(m, hw, tp, batch=batch, context_len=ctx, draft_lens=ds)
+    br = P.plot_breakdown(m, hw, tp, batch=batch, context_len=ctx, draft_lens=ds, layout=lay)
     ax = br.axes[0]
     ax.set_title(f"{ax.get_title()}\n({where})")
     written += P.save_figure(br, outdir / "breakdown")
