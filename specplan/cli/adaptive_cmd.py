@@ -1,4 +1,4 @@
-"""`specplan adaptive`: compare adaptive speculation policies over a time-varying workload trace."""
+"""`specplan adaptive`: compare draft-length policies over a request workload (or `--trace` segments)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,44 @@ from typing import Optional
 import typer
 
 from specplan.cli.app import app
-from specplan.cli.parsing import comma_list, context_tokens
 from specplan.cli.output import print_json, table
-from specplan.sweep import MAX_DRAFT_LEN
+from specplan.cli.parsing import comma_list, context_tokens
+
+COLUMNS = ("policy", "tpot_p50_ms", "tpot_p99_ms", "ttft_p50_ms", "ttft_p99_ms", "tokens_per_s_per_gpu",
+           "tokens_per_s_per_user", "slo_attainment", "mean_draft_len")
+TRACE_COLUMNS = ("policy", "tokens_per_s_per_user", "expected_tokens_per_s_per_user", "speedup", "tpot_p50_ms",
+                 "tpot_p99_ms", "slo_attainment", "mean_draft_len")
+
+
+def parse_tiers(text: str) -> list[int]:
+    """'1,3,7' -> [1, 3, 7]: non-negative, strictly increasing integers; one line naming the position otherwise."""
+    from specplan.errors import SpecplanError
+
+    out = []
+    for i, part in enumerate((p.strip() for p in text.split(",")), 1):
+        try:
+            v = int(part)
+        except ValueError:
+            raise SpecplanError(f"--tiers: position {i}: expected an integer, got '{part}'") from None
+        if v < 0:
+            raise SpecplanError(f"--tiers: position {i}: must be >= 0, got {v}")
+        if out and v <= out[-1]:
+            raise SpecplanError(f"--tiers: position {i}: {v} is not above {out[-1]} (tiers must be increasing)")
+        out.append(v)
+    return out
+
+
+def tiers_config(tiers: list[int], out_dir) -> str:
+    """An SGLang adaptive config with one slot (every batch) over these tiers, written next to the outputs."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    d = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="specplan-tiers-"))
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / "sglang_tiers_config.json"
+    p.write_text(json.dumps({"1": {"candidate_steps": tiers}}, indent=2) + "\n")
+    return str(p)
 
 
 @app.command("adaptive")
@@ -17,38 +52,134 @@ def adaptive(
     model: str = typer.Option(..., "--model", "-m", help="Target model id or profile YAML path."),
     hardware: str = typer.Option(..., "--hardware", "-H", help="Hardware id or profile YAML path."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel devices."),
-    context: str = typer.Option(..., "--context", "-c", help="Tokens in the KV cache per sequence; 32k = 32768."),
-    trace: str = typer.Option(..., "--trace", help="Segments alpha[@batch]xITER, e.g. 0.9@8x300,0.5@32x300."),
+    workload: Optional[str] = typer.Option(None, "--workload", help="CSV: arrival_s, isl, osl [, alpha]."),
+    request_rate: Optional[float] = typer.Option(None, "--request-rate", help="Poisson arrivals per second."),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Closed loop: requests in the system."),
+    requests: int = typer.Option(1000, "--requests", help="Requests of a synthetic workload."),
+    isl: int = typer.Option(1024, "--isl", help="Input tokens per request (synthetic workload)."),
+    osl: int = typer.Option(256, "--osl", help="Output tokens per request (synthetic workload)."),
+    acceptance_rate: Optional[float] = typer.Option(None, "--acceptance-rate", help="One α for every request."),
+    acceptance_dist: Optional[str] = typer.Option(
+        None, "--acceptance-dist", help="α per request: 0.8, beta:A,B, uniform:LO,HI, normal:MEAN,SD, pos:P1/P2/..."),
+    acceptance_drift: Optional[str] = typer.Option(
+        None, "--acceptance-drift", help="Change of α from a request's first to last output token, e.g. -0.2."),
+    trace: Optional[str] = typer.Option(
+        None, "--trace", help="Shorthand: segments alpha\\[@batch]xITER, e.g. 0.9@8x300,0.5@32x300 (needs --context)."),
+    context: Optional[str] = typer.Option(None, "--context", "-c", help="Context of --trace segments; 32k = 32768."),
     mechanism: str = typer.Option("eagle3", "--mechanism", help="Draft mechanism whose costs are used."),
-    policies: str = typer.Option("static:3,ema,model,oracle", "--policies", help="static:D, ema, model, oracle."),
-    max_draft_len: int = typer.Option(MAX_DRAFT_LEN, "--max-draft-len", help="Largest D a policy may pick."),
-    tiers: str = typer.Option("1,3,7", "--tiers", help="Draft-length tiers of the ema policy."),
-    slo_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", "--slo-tpot-ms",
-                                               help="TPOT target (ms) for model/oracle."),
+    policies: str = typer.Option("fixed:3,sglang,model,oracle", "--policies",
+                                 help="fixed:D, sglang\\[:CONFIG.json], model\\[:acc=S/time=E/slo=0], oracle, "
+                                      "adasd\\[:max=D/relax=R], clairvoyant."),
+    max_draft_len: int = typer.Option(8, "--max-draft-len", help="Largest D a policy may pick."),
+    captured_d: Optional[str] = typer.Option(None, "--captured-d",
+                                             help="D with CUDA graphs for model/oracle (default 0..max)."),
+    sglang_config: Optional[str] = typer.Option(None, "--sglang-config",
+                                                help="SGLang --speculative-adaptive-config JSON."),
+    sglang_initial: Optional[int] = typer.Option(None, "--sglang-initial-steps",
+                                                 help="SGLang --speculative-num-steps (default: middle candidate)."),
+    tiers: Optional[str] = typer.Option(None, "--tiers", help="Shorthand for an SGLang config of one slot, e.g. 1,3,7."),
+    max_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", "--slo-tpot-ms",
+                                                help="TPOT target (ms): SLO attainment; model/oracle aim at it."),
+    max_ttft_ms: Optional[float] = typer.Option(None, "--max-ttft-ms", help="TTFT target (ms) for SLO attainment."),
+    prefill_budget: int = typer.Option(8192, "--prefill-budget", help="Prompt tokens prefilled per step (chunked)."),
+    max_running: Optional[int] = typer.Option(None, "--max-running", help="Largest running batch (default: KV)."),
+    graph_max_bs: int = typer.Option(256, "--graph-max-bs", help="Largest CUDA-graph batch (SGLang H100: 256)."),
     draft_model: Optional[str] = typer.Option(None, "--draft-model", help="Draft model / head id."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math dtype."),
-    seed: int = typer.Option(0, "--seed", help="Random seed of the acceptance draws."),
+    seed: int = typer.Option(0, "--seed", help="Random seed (an integer >= 0): arrivals, α draws, acceptance."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    out: Optional[str] = typer.Option(None, "--output", "-o", help="Directory for table, JSON, series and plots."),
 ) -> None:
-    """Tokens/s/user of static, SGLang-style EMA, model-based (AdaSpec-style) and oracle D choices."""
-    from specplan.adaptive import compare_policies, parse_trace
+    """Simulate draft-length policies request by request: TPOT/TTFT percentiles, SLO attainment, tokens/s/GPU."""
     from specplan.errors import SpecplanError
 
-    context = context_tokens(context)
-    if max_draft_len < 1:
-        raise SpecplanError(f"max-draft-len: must be >= 1, got {max_draft_len}")
-    try:
-        tier_list = tuple(int(t) for t in tiers.split(","))
-    except ValueError:
-        raise SpecplanError(f"tiers: expected integers like 1,3,7, got '{tiers}'") from None
-    segs = parse_trace(trace)
-    rows = compare_policies(model, hardware, segs, comma_list(policies),
-                            max_d=max_draft_len, mechanism=mechanism, tiers=tier_list,
-                            slo_tpot_s=None if slo_tpot_ms is None else slo_tpot_ms / 1e3, seed=seed,
-                            tp=tp, context_len=context, draft_model=draft_model, dtype=dtype)
-    if json_out:
-        print_json([{k: v for k, v in r.items() if k != "chosen_d"} for r in rows])
+    if seed < 0:
+        raise SpecplanError(f"--seed: must be an integer >= 0, got {seed}")
+    for name, v in (("--max-tpot-ms", max_tpot_ms), ("--max-ttft-ms", max_ttft_ms)):
+        if v is not None and not (v > 0):
+            raise SpecplanError(f"{name}: must be > 0, got {v:g}")
+    if prefill_budget < 1 or graph_max_bs < 1 or (max_running is not None and max_running < 1):
+        raise SpecplanError("--prefill-budget, --graph-max-bs and --max-running must be >= 1")
+    names = comma_list(policies)
+    cap = None if captured_d is None else [int(x) for x in parse_tiers(captured_d)]
+    if tiers is not None:
+        if sglang_config is not None:
+            raise SpecplanError("--tiers: give either --tiers or --sglang-config")
+        sglang_config = tiers_config(parse_tiers(tiers), out)
+    kw = dict(tp=tp, draft_model=draft_model, dtype=dtype)
+    common = dict(d_max=max_draft_len, mechanism=mechanism, seed=seed, captured_d=cap, sglang_config=sglang_config,
+                  sglang_initial=sglang_initial, max_tpot_s=None if max_tpot_ms is None else max_tpot_ms / 1e3)
+    from specplan.adaptive.simulator import Engine
+
+    engine = Engine(prefill_budget, max_running, graph_max_bs)
+    if trace is not None:
+        _trace(model, hardware, trace, context, names, common, engine, kw, json_out, out)
         return
-    print(f"{model} on {hardware} (tp {tp}), context {context}, {mechanism}; trace {trace}")
-    print(table([[r["policy"], r["tokens_per_s_per_user"], r["speedup"], r["mean_d"]] for r in rows],
-                ["policy", "tok/s/user", "speedup vs no spec", "mean D"]))
+    res = _requests(model, hardware, workload, request_rate, concurrency, requests, isl, osl, acceptance_rate,
+                    acceptance_dist, acceptance_drift, names, common, engine, max_ttft_ms, kw)
+    rows = res["policies"]
+    if out:
+        from specplan.adaptive_report import write_report
+
+        write_report(res, out)
+    if json_out:
+        print_json({"mode": "requests", "model": res["model"], "hardware": res["hardware"], "requests": res["requests"],
+                    "policies": rows,
+                    "series": {k: {c: v[c] for c in ("t_s", "draft_len", "batch", "al", "tpot_ms")}
+                               for k, v in res["series"].items()}})
+        return
+    print(f"{res['model']} on {res['hardware']} (tp {tp}), {mechanism}; {res['requests']} requests ({res['source']})")
+    print(table([[r.get(c) for c in COLUMNS] for r in rows], list(COLUMNS)))
+    for r in rows:
+        if r.get("lossy"):
+            print(f"{r['policy']} is lossy: {100 * r['relaxed_token_fraction']:.1f}% of output tokens were accepted "
+                  f"only by its relaxed test (α' = α + relax·(1 − α)); not comparable with the lossless rows")
+        if r.get("bound"):
+            print("clairvoyant: bounds of every lossless policy (TPOT percentiles are lower bounds; tokens/s and "
+                  "SLO attainment upper bounds; see docs/adaptive.md)")
+
+
+def _requests(model, hardware, workload, rate, conc, n, isl, osl, acc_rate, acc_dist, drift, names, common, engine,
+              max_ttft_ms, kw):
+    from specplan.adaptive import run_requests
+    from specplan.adaptive.workload import build_workload, read_workload_csv, synthetic
+    from specplan.errors import SpecplanError
+
+    if acc_rate is not None and acc_dist is not None:
+        raise SpecplanError("acceptance: give one of --acceptance-rate or --acceptance-dist")
+    dist = acc_dist if acc_dist is not None else (None if acc_rate is None else str(acc_rate))
+    if workload is not None:
+        if rate is not None:
+            raise SpecplanError("--workload: give either a workload CSV or --request-rate")
+        arr, i, o, alpha = read_workload_csv(workload)
+        if alpha is not None and dist is not None:
+            raise SpecplanError(f"{workload}: has an alpha column; drop --acceptance-rate/--acceptance-dist")
+        if conc is not None:
+            raise SpecplanError("--concurrency: not with --workload (its arrival times are given)")
+        wl = build_workload(arr, i, o, alpha=alpha, dist=dist, drift=drift, seed=common["seed"], source=workload)
+    else:
+        if rate is None and conc is None:
+            raise SpecplanError("workload: give --workload FILE.csv, --request-rate R or --concurrency C "
+                                "(or --trace segments)")
+        arr, i, o = synthetic(n, isl, osl, rate_per_s=rate, concurrency=conc, seed=common["seed"])
+        src = f"closed loop, concurrency {conc}" if conc else f"Poisson {rate:g}/s"
+        wl = build_workload(arr, i, o, dist=dist, drift=drift, concurrency=conc, seed=common["seed"],
+                            source=f"{src}, ISL {isl}, OSL {osl}")
+    return run_requests(model, hardware, wl, names, engine=engine,
+                        max_ttft_s=None if max_ttft_ms is None else max_ttft_ms / 1e3, **common, **kw)
+
+
+def _trace(model, hardware, trace, context, names, common, engine, kw, json_out, out):
+    from specplan.adaptive import parse_trace, run_trace
+    from specplan.errors import SpecplanError
+
+    if context is None:
+        raise SpecplanError("--trace: needs --context (the KV tokens of every sequence)")
+    ctx = context_tokens(context)
+    res = run_trace(model, hardware, parse_trace(trace), names, context_len=ctx, engine=engine, **common, **kw)
+    rows = [{k: v for k, v in r.items() if k != "chosen_d"} for r in res["policies"]]
+    if json_out:
+        print_json({"mode": "trace", "context_len": ctx, "policies": rows})
+        return
+    print(f"{model} on {hardware} (tp {kw['tp']}), context {ctx}, {common['mechanism']}; trace {trace}")
+    print(table([[r.get(c) for c in TRACE_COLUMNS] for r in rows], list(TRACE_COLUMNS)))

@@ -1,0 +1,99 @@
+"""Request-level metrics of a simulated policy: TPOT and TTFT percentiles, SLO attainment, goodput, throughput.
+
+- TTFT_i = first token − arrival (queueing + prefill; the first token comes out of the prefill step).
+- TPOT_i = (finish − first token) / (OSL_i − 1), requests with OSL > 1 (time per output token after the first).
+- SLO attainment = share of requests with TPOT_i <= --max-tpot-ms and TTFT_i <= --max-ttft-ms (those given);
+  goodput = output tokens/s of the requests that meet it.
+- tokens/s/GPU = all output tokens / (last finish − first arrival) / target devices;
+  tokens/s/user = mean over requests of 1 / TPOT_i.
+- mean D = mean draft length over decode steps (the step time series has D, batch, AL and step seconds).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+PCTS = (50, 90, 99)
+
+
+def _pct(x: np.ndarray, q: float) -> float:
+    x = x[np.isfinite(x)]
+    return float(np.percentile(x, q)) if x.size else float("nan")
+
+
+def request_times(res: dict, osl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(TPOT seconds, TTFT seconds) per request; TPOT is NaN where OSL = 1."""
+    ttft = res["first_token_s"] - res["arrival_s"]
+    tpot = np.where(osl > 1, (res["finish_s"] - res["first_token_s"]) / np.maximum(osl - 1, 1), np.nan)
+    return tpot, ttft
+
+
+def attainment(tpot: np.ndarray, ttft: np.ndarray | None, max_tpot_s: float | None,
+               max_ttft_s: float | None) -> np.ndarray | None:
+    """Per-request SLO met (booleans), None when no SLO is given; TPOT of OSL-1 requests counts as met."""
+    if max_tpot_s is None and max_ttft_s is None:
+        return None
+    ok = np.ones(tpot.size, dtype=bool)
+    if max_tpot_s is not None:
+        ok &= ~(tpot > max_tpot_s)
+    if max_ttft_s is not None and ttft is not None:
+        ok &= ttft <= max_ttft_s
+    return ok
+
+
+def summarize(res: dict, osl: np.ndarray, devices: float, *, max_tpot_s=None, max_ttft_s=None,
+              graphs: dict | None = None) -> dict:
+    """The per-policy JSON row (times in ms)."""
+    tpot, ttft = request_times(res, osl)
+    s = res["series"]
+    dec = s["batch"] > 0
+    t0 = float(np.min(res["arrival_s"]))
+    dur = float(np.nanmax(res["finish_s"])) - t0
+    tokens = float(osl.sum())
+    ok = attainment(tpot, ttft, max_tpot_s, max_ttft_s)
+    out = {"policy": res["policy"], "lossy": res["lossy"]}
+    for q in PCTS:
+        out[f"tpot_p{q}_ms"] = 1e3 * _pct(tpot, q)
+    for q in PCTS:
+        out[f"ttft_p{q}_ms"] = 1e3 * _pct(ttft, q)
+    out.update({
+        "tokens_per_s_per_gpu": tokens / dur / devices if dur > 0 else float("nan"),
+        "tokens_per_s_per_user": float(np.nanmean(1.0 / tpot)) if np.isfinite(tpot).any() else float("nan"),
+        "slo_attainment": None if ok is None else float(ok.mean()),
+        "goodput_tokens_per_s": None if ok is None else float(osl[ok].sum()) / dur if dur > 0 else None,
+        "goodput_requests_per_s": None if ok is None else float(ok.sum()) / dur if dur > 0 else None,
+        "mean_draft_len": float(s["draft_len"][dec].mean()) if dec.any() else 0.0,
+        "mean_batch": float(np.sum(s["batch"][dec] * s["step_s"][dec]) / np.sum(s["step_s"][dec]))
+        if dec.any() else 0.0,
+        "mean_acceptance_length": float(np.nanmean(s["al"][dec])) if dec.any() else float("nan"),
+        "duration_s": dur,
+        "steps": int(s["t_s"].size),
+        "eager_steps": res["eager_steps"],
+        "over_capacity": res["over_capacity"],
+    })
+    if res["lossy"]:
+        out["relaxed_token_fraction"] = res["relaxed_token_fraction"]
+    if graphs is not None:
+        out["cuda_graphs"] = {"graphs": graphs["graphs"], "capture_s": graphs["capture_s"],
+                              "memory_gb": graphs["memory_bytes"] / 1e9}
+    return out
+
+
+def draft_len_series(res: dict, bins: int = 200) -> dict[str, np.ndarray]:
+    """D, batch, AL and per-token step time averaged over `bins` equal time windows (for plots and JSON)."""
+    s = res["series"]
+    t = s["t_s"]
+    if t.size == 0:
+        return {k: np.zeros(0) for k in ("t_s", "draft_len", "batch", "al", "tpot_ms")}
+    edges = np.linspace(0.0, t[-1], bins + 1)
+    idx = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, bins - 1)
+    dec = s["batch"] > 0
+    w = np.where(dec, s["step_s"], 0.0)
+    out = {"t_s": 0.5 * (edges[1:] + edges[:-1])}
+    wsum = np.bincount(idx, w, bins)
+    for k in ("draft_len", "batch", "al"):
+        v = np.where(dec, np.nan_to_num(s[k]), 0.0)
+        out[k] = np.bincount(idx, w * v, bins) / np.where(wsum > 0, wsum, np.nan)
+    tp = np.where(dec, s["step_s"] / np.where(dec, np.nan_to_num(s["al"], nan=1.0), 1.0), 0.0)
+    out["tpot_ms"] = 1e3 * np.bincount(idx, w * tp, bins) / np.where(wsum > 0, wsum, np.nan)
+    return out

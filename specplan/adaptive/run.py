@@ -1,0 +1,111 @@
+"""Entry points: compare policies over a request workload, or over `--trace` segments (the CLI calls these)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specplan.adaptive.costs import build_costs, graphs_for, sglang_graph_batch_sizes
+from specplan.adaptive.metrics import draft_len_series, summarize
+from specplan.adaptive.policies import SGLang, check_sglang_steps, make_policy
+from specplan.adaptive.simulator import Engine, simulate
+from specplan.adaptive.workload import Segment, Workload
+from specplan.errors import SpecplanError
+
+BATCH_MAX = 2048  # largest running batch tabulated (as recommend.BATCH_MAX)
+
+
+def _policies(names: list[str], d_max: int, engine: Engine, sglang_config, sglang_initial):
+    if not names:
+        raise SpecplanError("--policies: give at least one policy")
+    bs = sglang_graph_batch_sizes(engine.graph_max_bs)
+    out = []
+    for name in names:
+        if name == "clairvoyant":
+            out.append(name)
+            continue
+        p = make_policy(name, d_max, sglang_config=sglang_config, sglang_initial=sglang_initial, cuda_graph_bs=bs)
+        check_sglang_steps(p, d_max)
+        out.append(p)
+    return out
+
+
+def _graphs(p, d_max: int, engine: Engine, captured_d):
+    ds = p.graph_ds(d_max)
+    if ds is None:
+        ds = list(range(d_max + 1)) if captured_d is None else list(captured_d)
+    slots = p.params.slot_steps if isinstance(p, SGLang) else None
+    return graphs_for(ds, engine.graph_max_bs, slots)
+
+
+def check_captured(captured_d, d_max: int):
+    """--captured-d must be sorted, distinct, within 0..d_max."""
+    if captured_d is None:
+        return None
+    c = list(captured_d)
+    if not c or any(x < 0 for x in c) or any(b <= a for a, b in zip(c, c[1:])) or max(c) > d_max:
+        raise SpecplanError(f"--captured-d: expected increasing draft lengths in 0..{d_max}, got "
+                            f"{','.join(map(str, c))}")
+    return c
+
+
+def run_requests(model, hardware, wl: Workload, policies: list[str], *, d_max: int = 8, mechanism: str = "eagle3",
+                 engine: Engine = Engine(), max_tpot_s: float | None = None, max_ttft_s: float | None = None,
+                 seed: int = 0, captured_d=None, sglang_config: str | None = None, sglang_initial: int | None = None,
+                 progress: bool | None = None, costs=None, **kw) -> dict:
+    """Simulate each policy over the same workload and draws; rows (metrics), time series, and the costs."""
+    from specplan.adaptive.bounds import clairvoyant_row
+
+    if d_max < 1:
+        raise SpecplanError(f"--max-draft-len: must be >= 1, got {d_max}")
+    captured_d = check_captured(captured_d, d_max)
+    pols = _policies(policies, d_max, engine, sglang_config, sglang_initial)
+    if costs is None:
+        top = min(engine.max_running or BATCH_MAX, BATCH_MAX, wl.n, wl.closed_loop or BATCH_MAX)
+        costs = build_costs(model, hardware, d_max=d_max, ctx_min=float(wl.isl.min()),
+                            ctx_max=float((wl.isl + wl.osl).max()), b_max=int(top), mean_isl=float(wl.isl.mean()),
+                            prefill_budget=engine.prefill_budget, mechanism=mechanism, **kw)
+    rows, series = [], {}
+    for p in pols:
+        if p == "clairvoyant":
+            rows.append(clairvoyant_row(wl, costs, seed, max_tpot_s=max_tpot_s))
+            continue
+        g = _graphs(p, d_max, engine, captured_d)
+        res = simulate(wl, costs, p, g, engine=engine, slo_tpot_s=max_tpot_s if not p.lossy else None, seed=seed,
+                       progress=progress)
+        rows.append(summarize(res, wl.osl, costs.devices, max_tpot_s=max_tpot_s, max_ttft_s=max_ttft_s,
+                              graphs=g.cost(costs, model, kw.get("tp", 1))))
+        series[p.name] = draft_len_series(res)
+    return {"mode": "requests", "model": costs.model_id, "hardware": costs.hardware_id, "requests": wl.n,
+            "source": wl.source, "policies": rows, "series": series, "costs": costs}
+
+
+def run_trace(model, hardware, segs: list[Segment], policies: list[str], *, context_len: int, d_max: int = 8,
+              mechanism: str = "eagle3", engine: Engine = Engine(), max_tpot_s: float | None = None, seed: int = 0,
+              captured_d=None, sglang_config: str | None = None, sglang_initial: int | None = None, **kw) -> dict:
+    """Simulate each policy over trace segments (iterations at a given batch and α); speedup vs no speculation."""
+    from specplan.adaptive.costs import EAGER_LAUNCH_S
+    from specplan.adaptive.policies import Fixed, Oracle
+    from specplan.adaptive.trace import simulate_trace, trace_costs
+    from specplan.step import step_time
+
+    if d_max < 1:
+        raise SpecplanError(f"--max-draft-len: must be >= 1, got {d_max}")
+    captured_d = check_captured(captured_d, d_max)
+    pols = _policies(policies, d_max, engine, sglang_config, sglang_initial)
+    table, d1, dev, rho = trace_costs(model, hardware, segs, d_max, context_len, mechanism, **kw)
+    base = step_time(model, hardware, kw.get("tp", 1), 1, 1, context_len, kw.get("dtype"), kw.get("kv_dtype"))
+    eager = EAGER_LAUNCH_S * base.kernels * (1.0 + rho * np.arange(d_max + 1))
+    ref = simulate_trace(segs, table, d1, Fixed(0, "fixed:0"), graphs_for([0], engine.graph_max_bs), d_max,
+                         eager, dev, seed)
+    rows = []
+    for p in pols:
+        p = "oracle" if isinstance(p, Oracle) else p
+        if isinstance(p, str):
+            g = graphs_for(range(d_max + 1), engine.graph_max_bs)
+        else:
+            g = _graphs(p, d_max, engine, captured_d)
+        r = simulate_trace(segs, table, d1, p, g, d_max, eager, dev, seed,
+                           slo_tpot_s=None if getattr(p, "lossy", False) else max_tpot_s)
+        r["speedup"] = r["tokens_per_s_per_user"] / ref["tokens_per_s_per_user"]
+        rows.append(r)
+    return {"mode": "trace", "policies": rows, "context_len": context_len}
