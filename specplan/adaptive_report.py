@@ -86,7 +86,7 @@ EXAMPLE = {"requests": 3000, "rate_start": 4.0, "rate_end": 30.0, "alpha_start":
                                               "oracle", "adasd", "clairvoyant"]}
 EXAMPLE_COMMAND = ("specplan adaptive --model llama-3.1-8b --hardware h100-sxm --workload examples/adaptive/workload.csv "
                    "--policies fixed:1,fixed:3,fixed:5,sglang,model,model:slo=0,oracle,adasd,clairvoyant "
-                   "--max-tpot-ms 8 --max-ttft-ms 500 -o examples/adaptive")
+                   "--max-draft-len 8 --max-tpot-ms 8 --max-ttft-ms 500 -o examples/adaptive")
 
 
 def make_example(root) -> list[Path]:
@@ -103,7 +103,7 @@ def make_example(root) -> list[Path]:
     write_workload_csv(d / "workload.csv", cols)
     wl = build_workload(cols["arrival_s"], cols["isl"], cols["osl"], alpha=cols["alpha"],
                         source="examples/adaptive/workload.csv")
-    res = run_requests(e["model"], e["hardware"], wl, e["policies"], max_tpot_s=e["max_tpot_ms"] / 1e3,
+    res = run_requests(e["model"], e["hardware"], wl, e["policies"], d_max=8, max_tpot_s=e["max_tpot_ms"] / 1e3,
                        max_ttft_s=e["max_ttft_ms"] / 1e3, seed=e["seed"])
     title = (f"Adaptive example: α shifts {e['alpha_start']} → {e['alpha_end']} while the arrival rate rises "
              f"{e['rate_start']:g} → {e['rate_end']:g} requests/s")

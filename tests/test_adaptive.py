@@ -126,25 +126,38 @@ def test_kv_capacity_limits_the_running_batch():
     assert res["series"]["batch"].max() >= 0.7 * fit  # and the capacity is used
 
 
-def test_eager_steps_and_captured_d(costs):
-    """A batch above the largest captured graph runs eagerly (kernels × launch cost more); model/oracle pick
-    only captured D."""
+def test_eager_steps_and_captured_d():
+    """A batch above the largest captured graph runs eagerly (kernels × launch cost more, SGLang's engine states
+    graphs up to 256 and no eager cost: the assumption EAGER_LAUNCH_S); model/oracle pick only captured D;
+    the ideal engine adds nothing."""
+    from specplan.step import step_time
+
+    c = build_costs(M, H, d_max=4, ctx_min=256, ctx_max=1024, b_max=200, mean_isl=512, prefill_budget=8192,
+                    engine="sglang")
+    kernels = step_time(M, H, 1, 1, 1, 256).kernels
+    assert c.eager_extra_s(0) == pytest.approx(EAGER_LAUNCH_S * kernels)
+    ideal = build_costs(M, H, d_max=4, ctx_min=256, ctx_max=1024, b_max=2, mean_isl=512, prefill_budget=8192)
+    assert ideal.eager_extra_s(3) == 0.0
     wl = _wl(n=200, rate=400.0)
-    r = run_requests(M, H, wl, ["fixed:2", "oracle"], costs=costs, engine=Engine(graph_max_bs=16), captured_d=[0, 1])
+    r = run_requests(M, H, wl, ["fixed:2", "oracle"], costs=c, engine=Engine(graph_max_bs=16), captured_d=[0, 1],
+                     d_max=4)
     fixed, oracle = r["policies"]
     assert fixed["eager_steps"] > 0 and fixed["cuda_graphs"]["graphs"] > 0
     assert np.nanmax(r["series"]["oracle"]["draft_len"]) <= 1
-    assert costs.eager_extra_s(0) == pytest.approx(EAGER_LAUNCH_S * costs.kernels)
 
 
 def test_single_request_ttft_and_tpot_by_hand(costs):
     """One request alone: TTFT = prefill of its prompt; TPOT at D = 0 = the plain decode step at its context."""
+    from specplan.profiles.registry import load_hardware, load_model
+    from specplan.precision import resolve_precision
+    from specplan.serving.prefill import prefill_s
     from specplan.step import step_time
 
     wl = build_workload(np.zeros(1), [512], [65], dist="0.5")
-    r = run_requests(M, H, wl, ["fixed:0"], costs=costs)["policies"][0]
-    pre = step_time(M, H, 1, 1, 512, 256).total_s  # 512 query tokens over half the prompt
-    assert r["ttft_p50_ms"] == pytest.approx(1e3 * pre, rel=0.01)  # interpolated on a 24-point token grid
+    r = run_requests(M, H, wl, ["fixed:0"], costs=costs, engine=Engine("ideal"))["policies"][0]
+    m, hw = load_model(M), load_hardware(H)
+    pre = prefill_s(m, hw, 1, 512, precision=resolve_precision(m, hw, None, None))  # the serving model's prefill
+    assert r["ttft_p50_ms"] == pytest.approx(1e3 * float(pre), rel=0.01)  # interpolated on a 32-point grid
     dec = step_time(M, H, 1, 1, 1, np.arange(513, 577)).total_s.mean()
     assert r["tpot_p50_ms"] == pytest.approx(1e3 * dec, rel=0.01)
 

@@ -48,7 +48,7 @@ def test_example_slo_changes_the_choice():
     D than the same policy told to ignore the SLO, and meets the SLO for more requests. Fails if the option or
     the policy ignores the target."""
     r = run(*BASE, "--workload", "examples/adaptive/workload.csv", "--policies", "model,model:slo=0",
-            "--max-tpot-ms", "8", "--json")
+            "--max-draft-len", "8", "--max-tpot-ms", "8", "--json")
     assert r.returncode == 0, r.stderr
     aware, blind = json.loads(r.stdout)["policies"]
     assert aware["mean_draft_len"] < blind["mean_draft_len"] - 0.3

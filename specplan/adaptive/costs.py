@@ -4,9 +4,11 @@ KV memory per request, and CUDA-graph capture of (D, batch bucket) pairs.
 - Decode / verify: `evaluate` on every integer batch 1..b_max × a geometric context grid × D = 0..d_max;
   a step of B sequences with mean context c̄ costs T(B, D, c̄) (exact in B and D, linear in context between grid
   points; the KV read is linear in context, so the mean context prices the batch's attention).
-- Prefill (`interim_prefill_s`): until the serving model (specplan/serving, issue 8) lands, a chunk of n prompt
-  tokens is priced as one roofline step of n query tokens over half the mean prompt (causal attention sees on
-  average half the prompt); engine host overheads are not added.
+- Prefill: a step of n prompt tokens is `specplan.serving.prefill.mixed_step_s` with no decode rows (SGLang runs
+  prefill batches as steps of their own unless --enable-mixed-chunk), n / mean ISL prompts per chunk, plus the
+  engine's host time per step, eager launches and host seconds per prefill token.
+- Engine (`--engine`, default sglang): host time per step and per-kernel graph launch cost on every decode step,
+  its speculative iteration / draft-step host costs through `evaluate`.
 - Memory: per-request bytes (KV + drafter state) and fixed bytes from `evaluate`'s memory at batch 1 and 2.
 - CUDA graphs: see `GraphSet`.
 """
@@ -22,7 +24,9 @@ from specplan.errors import SpecplanError
 N_CTX = 12
 GRAPH_HOST_S = 0.05  # assumption (no measurement available): host time to warm up and capture one graph
 GRAPH_RUNS = 3  # warm-up runs + the capture run of each graph (SGLang runs the shape twice, then captures)
-EAGER_LAUNCH_S = 4.0e-6  # assumption: extra host launch cost per kernel when a step runs eagerly, not as a graph
+# Assumption (no measurement in reference/): extra host launch seconds per kernel of a step that runs eagerly
+# instead of replaying a CUDA graph; used when the engine profile sets no eager_launch_s.
+EAGER_LAUNCH_S = 4.0e-6
 
 
 @dataclass
@@ -42,6 +46,8 @@ class StepCosts:
     rho: float  # draft layers / target layers (draft kernels per drafted token ≈ rho × kernels)
     model_id: str = ""
     hardware_id: str = ""
+    eager_per_kernel_s: float = EAGER_LAUNCH_S  # extra seconds per kernel of a step without a captured graph
+    engine_id: str = "ideal"
 
     @property
     def b_max(self) -> int:
@@ -86,18 +92,32 @@ class StepCosts:
 
     def eager_extra_s(self, d: int) -> float:
         """Extra host seconds when a step at draft length d runs eagerly (no captured graph)."""
-        return EAGER_LAUNCH_S * self.kernels * (1.0 + self.rho * d)
+        return self.eager_per_kernel_s * self.kernels * (1.0 + self.rho * d)
+
+
+def eager_per_kernel_s(eng) -> float:
+    """Extra seconds per kernel when a decode step runs eagerly instead of replaying a graph: the engine's
+    eager − graph launch cost; EAGER_LAUNCH_S for an engine that captures graphs up to a stated batch but states
+    no eager cost; 0 otherwise (no decode graphs, or `ideal`: no engine cost at all)."""
+    if eng.eager_launch_s > 0:
+        return max(eng.eager_launch_s - eng.graph_launch_s, 0.0)
+    return EAGER_LAUNCH_S if (eng.cuda_graphs_decode and eng.graph_max_batch > 0) else 0.0
 
 
 def build_costs(model, hardware, *, d_max: int, ctx_min: float, ctx_max: float, b_max: int, mean_isl: float,
-                prefill_budget: int, mechanism: str = "eagle3", **kw) -> StepCosts:
-    """Tabulate step costs with one `evaluate` call (and one for memory, one for prefill)."""
-    from specplan.profiles.registry import load_hardware, load_model
+                prefill_budget: int, mechanism: str = "eagle3", engine=None, **kw) -> StepCosts:
+    """Tabulate step costs with one `evaluate` call (and one for memory, one for prefill) under an engine
+    profile (specplan/profiles/engine.py): its speculative iteration and draft-step host costs go into
+    `evaluate`, its host time per step and per-kernel launch cost are added to every step here."""
+    from specplan.profiles.registry import load_engine, load_hardware, load_model
+    from specplan.serving.prefill import mixed_step_s
     from specplan.speculation.acceptance import Acceptance
+    from specplan.speculation.serving import ServingProfile
     from specplan.speculation.speedup import evaluate
     from specplan.step import step_time
 
-    m, hw = load_model(model), load_hardware(hardware)
+    m, hw, eng = load_model(model), load_hardware(hardware), load_engine(engine)
+    srv = ServingProfile(eng.spec_iteration_overhead_s, eng.spec_draft_step_overhead_s, f"engine {eng.id}")
     tp = kw.get("tp", 1)
     lo, hi = max(float(ctx_min), 1.0), max(float(ctx_max), float(ctx_min) + 1.0)
     ctx = np.unique(np.round(np.geomspace(lo, hi, N_CTX)))
@@ -105,23 +125,29 @@ def build_costs(model, hardware, *, d_max: int, ctx_min: float, ctx_max: float, 
     d = np.arange(d_max + 1, dtype=float)
     acc = Acceptance.from_rate(0.5)  # costs do not depend on acceptance
     r = evaluate(m, hw, batch=b[:, None, None], context_len=ctx[None, :, None], draft_len=d[None, None, :],
-                 mechanism=mechanism, acceptance=acc, **kw)
-    iter_s = np.where(d[None, None, :] == 0, r["baseline_step_s"], r["iter_s"])
+                 mechanism=mechanism, acceptance=acc, serving=srv, **kw)
+    prec = r["precision"]
+    base = step_time(m, hw, tp, 1, 1, lo, precision=prec)
+    rho = float(np.asarray(r["rho"]).flat[0])
+    kernels = base.kernels * (1.0 + rho * d)  # target kernels plus ρ × as many per drafted token
+    graphed = eng.host_step_s + kernels * eng.graph_launch_s
+    iter_s = np.where(d[None, None, :] == 0, r["baseline_step_s"], r["iter_s"]) + graphed
     d1 = r["draft_s"][:, :, 1] if d_max >= 1 else np.zeros(iter_s.shape[:2])
     mem = evaluate(m, hw, batch=np.array([[1.0], [2.0]]), context_len=ctx[None, :], draft_len=float(d_max),
                    mechanism=mechanism, acceptance=acc, **kw)["memory_total_bytes"]
     per_seq = mem[1] - mem[0]
     fixed = float(np.min(mem[0] - per_seq))
     cap = float(np.asarray(r["memory_capacity_bytes"]).reshape(-1)[0])
-    prec = r["precision"]
-    base = step_time(m, hw, tp, 1, 1, lo, precision=prec)
-    toks = np.unique(np.round(np.geomspace(1, max(prefill_budget, 2), 24)))
-    pf = step_time(m, hw, tp, 1, toks, max(mean_isl / 2.0, 1.0), precision=prec).total_s
+    toks = np.unique(np.round(np.geomspace(1, max(prefill_budget, 2), 32)))
+    seqs = np.maximum(1.0, toks / max(mean_isl, 1.0))
+    pf = mixed_step_s(m, hw, tp, 0, 0, toks, 0, precision=prec, engine=eng, prefill_seqs=seqs)
+    pf = pf + eng.host_step_s + base.kernels * eng.launch_s(False) + toks * eng.prefill_tokens_s
+    extra = eager_per_kernel_s(eng)
     return StepCosts(iter_s=np.asarray(iter_s, float), draft1_s=np.asarray(d1, float), ctx_grid=ctx,
                      prefill_tokens=toks, prefill_s_grid=np.asarray(pf, float), per_seq_bytes=per_seq,
                      fixed_bytes=fixed, capacity_bytes=cap, devices=float(np.asarray(r["target_devices"]).flat[0]),
-                     kernels=int(base.kernels), rho=float(np.asarray(r["rho"]).flat[0]), model_id=m.id,
-                     hardware_id=hw.id)
+                     kernels=int(base.kernels), rho=rho, model_id=m.id, hardware_id=hw.id,
+                     eager_per_kernel_s=float(extra), engine_id=eng.id)
 
 
 def sglang_graph_batch_sizes(max_bs: int) -> list[int]:
@@ -147,6 +173,8 @@ class GraphSet:
 
     def bucket(self, batch: int) -> int | None:
         """The captured bucket a batch pads to (None above the largest: eager)."""
+        if not self.buckets:
+            return None
         i = int(np.searchsorted(self.buckets, batch, side="left"))
         return self.buckets[i] if i < len(self.buckets) else None
 
@@ -160,6 +188,8 @@ class GraphSet:
         b = np.arange(1, b_max + 1)
         i = np.searchsorted(self.buckets, b, side="left")
         out = np.zeros((b_max, d_max + 1), dtype=bool)
+        if not self.buckets:
+            return out
         for d, bk in self.captured:
             if d <= d_max:
                 out[:, d] |= (i < len(self.buckets)) & (np.asarray(self.buckets + (0,))[i] == bk)
@@ -187,6 +217,8 @@ class GraphSet:
 
 
 def graphs_for(ds, max_bs: int, slot_steps: dict[int, list[int]] | None = None) -> GraphSet:
+    if max_bs < 1:  # the engine captures no decode graphs: every step runs eagerly
+        return GraphSet((), frozenset())
     """Graphs for draft lengths `ds` at every SGLang bucket up to max_bs; with `slot_steps` (an SGLang adaptive
     config's {batch key: candidate steps}) only the buckets whose slot lists that D (cuda_graph_bs_for_step)."""
     import bisect

@@ -12,12 +12,15 @@ from specplan.adaptive.workload import Segment, Workload
 from specplan.errors import SpecplanError
 
 BATCH_MAX = 2048  # largest running batch tabulated (as recommend.BATCH_MAX)
+# model / oracle / clairvoyant capture graphs for D = 0..8 unless --captured-d says otherwise: SGLang's largest
+# default candidate is 7, and every captured D costs graph memory (costs.GraphSet.cost)
+CAPTURED_MAX = 8
 
 
 def _policies(names: list[str], d_max: int, engine: Engine, sglang_config, sglang_initial):
     if not names:
         raise SpecplanError("--policies: give at least one policy")
-    bs = sglang_graph_batch_sizes(engine.graph_max_bs)
+    bs = sglang_graph_batch_sizes(engine.graph_max_bs) if engine.graph_max_bs else None
     out = []
     for name in names:
         if name == "clairvoyant":
@@ -32,7 +35,7 @@ def _policies(names: list[str], d_max: int, engine: Engine, sglang_config, sglan
 def _graphs(p, d_max: int, engine: Engine, captured_d):
     ds = p.graph_ds(d_max)
     if ds is None:
-        ds = list(range(d_max + 1)) if captured_d is None else list(captured_d)
+        ds = list(range(min(d_max, CAPTURED_MAX) + 1)) if captured_d is None else list(captured_d)
     slots = p.params.slot_steps if isinstance(p, SGLang) else None
     return graphs_for(ds, engine.graph_max_bs, slots)
 
@@ -58,12 +61,13 @@ def run_requests(model, hardware, wl: Workload, policies: list[str], *, d_max: i
     if d_max < 1:
         raise SpecplanError(f"--max-draft-len: must be >= 1, got {d_max}")
     captured_d = check_captured(captured_d, d_max)
+    engine = engine.resolved()
     pols = _policies(policies, d_max, engine, sglang_config, sglang_initial)
     if costs is None:
-        top = min(engine.max_running or BATCH_MAX, BATCH_MAX, wl.n, wl.closed_loop or BATCH_MAX)
+        top = min(engine.max_running, BATCH_MAX, wl.n, wl.closed_loop or BATCH_MAX)
         costs = build_costs(model, hardware, d_max=d_max, ctx_min=float(wl.isl.min()),
                             ctx_max=float((wl.isl + wl.osl).max()), b_max=int(top), mean_isl=float(wl.isl.mean()),
-                            prefill_budget=engine.prefill_budget, mechanism=mechanism, **kw)
+                            prefill_budget=engine.prefill_budget, mechanism=mechanism, engine=engine.profile, **kw)
     rows, series = [], {}
     for p in pols:
         if p == "clairvoyant":
@@ -75,7 +79,8 @@ def run_requests(model, hardware, wl: Workload, policies: list[str], *, d_max: i
         rows.append(summarize(res, wl.osl, costs.devices, max_tpot_s=max_tpot_s, max_ttft_s=max_ttft_s,
                               graphs=g.cost(costs, model, kw.get("tp", 1))))
         series[p.name] = draft_len_series(res)
-    return {"mode": "requests", "model": costs.model_id, "hardware": costs.hardware_id, "requests": wl.n,
+    return {"mode": "requests", "model": costs.model_id, "hardware": costs.hardware_id, "engine": engine.profile,
+            "requests": wl.n,
             "source": wl.source, "policies": rows, "series": series, "costs": costs}
 
 
@@ -83,25 +88,28 @@ def run_trace(model, hardware, segs: list[Segment], policies: list[str], *, cont
               mechanism: str = "eagle3", engine: Engine = Engine(), max_tpot_s: float | None = None, seed: int = 0,
               captured_d=None, sglang_config: str | None = None, sglang_initial: int | None = None, **kw) -> dict:
     """Simulate each policy over trace segments (iterations at a given batch and α); speedup vs no speculation."""
-    from specplan.adaptive.costs import EAGER_LAUNCH_S
+    from specplan.adaptive.costs import eager_per_kernel_s
     from specplan.adaptive.policies import Fixed, Oracle
     from specplan.adaptive.trace import simulate_trace, trace_costs
+    from specplan.profiles.registry import load_engine
     from specplan.step import step_time
 
     if d_max < 1:
         raise SpecplanError(f"--max-draft-len: must be >= 1, got {d_max}")
     captured_d = check_captured(captured_d, d_max)
+    engine = engine.resolved()
     pols = _policies(policies, d_max, engine, sglang_config, sglang_initial)
-    table, d1, dev, rho = trace_costs(model, hardware, segs, d_max, context_len, mechanism, **kw)
+    table, d1, dev, rho = trace_costs(model, hardware, segs, d_max, context_len, mechanism, engine.profile, **kw)
     base = step_time(model, hardware, kw.get("tp", 1), 1, 1, context_len, kw.get("dtype"), kw.get("kv_dtype"))
-    eager = EAGER_LAUNCH_S * base.kernels * (1.0 + rho * np.arange(d_max + 1))
+    eng = load_engine(engine.profile)
+    eager = eager_per_kernel_s(eng) * base.kernels * (1.0 + rho * np.arange(d_max + 1))
     ref = simulate_trace(segs, table, d1, Fixed(0, "fixed:0"), graphs_for([0], engine.graph_max_bs), d_max,
                          eager, dev, seed)
     rows = []
     for p in pols:
         p = "oracle" if isinstance(p, Oracle) else p
         if isinstance(p, str):
-            g = graphs_for(range(d_max + 1), engine.graph_max_bs)
+            g = graphs_for(range(d_max + 1) if captured_d is None else captured_d, engine.graph_max_bs)
         else:
             g = _graphs(p, d_max, engine, captured_d)
         r = simulate_trace(segs, table, d1, p, g, d_max, eager, dev, seed,

@@ -21,16 +21,29 @@ from specplan.adaptive.policies import Policy, StepView
 from specplan.adaptive.workload import Workload
 from specplan.progress import Progress
 
+UNLIMITED_GRAPH_BS = 2048  # an engine with decode graphs but no stated largest graph batch (ideal): all captured
 PF_EMA = 0.95  # smoothing of the mean prefill seconds per step that the SLO test adds to a decode step
 
 
 @dataclass(frozen=True)
 class Engine:
-    """Scheduler limits: chunked-prefill token budget per step, largest running batch, KV capacity reserve."""
+    """Engine profile (specplan/profiles/engine.py) and scheduler limits; None takes the profile's value:
+    chunked-prefill token budget per step (max_num_batched_tokens), largest running batch (max_num_seqs; the
+    KV capacity limits it too), largest CUDA-graph decode batch (graph_max_batch; 0 without decode graphs)."""
 
-    prefill_budget: int = 8192  # SGLang 0.5.23 chunked_prefill_size on H100/H200 (arg_groups/memory_hook.py)
-    max_running: int | None = None  # None: only KV capacity limits the running requests
-    graph_max_bs: int = 256  # SGLang 0.5.23 decode cuda_graph max_bs on H100/H200 at tp < 4 (memory_hook.py)
+    profile: str = "sglang"
+    prefill_budget: int | None = None
+    max_running: int | None = None
+    graph_max_bs: int | None = None
+
+    def resolved(self) -> "Engine":
+        """The same with every None replaced by the engine profile's value."""
+        from specplan.profiles.registry import load_engine
+
+        e = load_engine(self.profile)
+        graphs = (e.graph_max_batch or UNLIMITED_GRAPH_BS) if e.cuda_graphs_decode else 0
+        return Engine(e.id, self.prefill_budget or e.max_num_batched_tokens, self.max_running or e.max_num_seqs,
+                      self.graph_max_bs if self.graph_max_bs is not None else graphs)
 
 
 def token_uniforms(wl: Workload, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -82,6 +95,7 @@ def simulate(wl: Workload, costs: StepCosts, policy: Policy, graphs: GraphSet, *
              slo_tpot_s: float | None = None, seed: int = 0, progress: bool | None = None) -> dict:
     """Run one policy over the workload; per-request times (s), the step time series, and counters."""
     n, d_max = wl.n, costs.d_max
+    engine = engine.resolved()
     off, u = token_uniforms(wl, seed)
     runs = token_runs(wl, off, u)
     loose = token_runs(wl, off, u, policy.relax) if policy.relax > 0 else runs

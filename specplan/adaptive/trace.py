@@ -21,16 +21,26 @@ from specplan.adaptive.workload import Segment
 from specplan.speculation.acceptance import al_from_rate
 
 
-def trace_costs(model, hardware, segs: list[Segment], d_max: int, context_len: int, mechanism: str, **kw):
-    """(T[b][D] step seconds per trace batch (D = 0: plain decode), one draft forward per batch, devices, ρ)."""
+def trace_costs(model, hardware, segs: list[Segment], d_max: int, context_len: int, mechanism: str,
+                engine="sglang", **kw):
+    """(T[b][D] step seconds per trace batch (D = 0: plain decode), one draft forward per batch, devices, ρ);
+    the engine's speculative host costs via `evaluate`, its host time and graph launches per step added."""
+    from specplan.profiles.registry import load_engine
     from specplan.speculation.acceptance import Acceptance
+    from specplan.speculation.serving import ServingProfile
     from specplan.speculation.speedup import evaluate
+    from specplan.step import step_time
 
+    eng = load_engine(engine)
+    srv = ServingProfile(eng.spec_iteration_overhead_s, eng.spec_draft_step_overhead_s, f"engine {eng.id}")
     bs = np.array(sorted({s.batch for s in segs}), dtype=float)
     d = np.arange(d_max + 1, dtype=float)
     r = evaluate(model, hardware, batch=bs[:, None], draft_len=d[None, :], context_len=context_len,
-                 mechanism=mechanism, acceptance=Acceptance.from_rate(0.5), **kw)
+                 mechanism=mechanism, acceptance=Acceptance.from_rate(0.5), serving=srv, **kw)
+    kern = step_time(model, hardware, kw.get("tp", 1), 1, 1, context_len, precision=r["precision"]).kernels
+    rho0 = float(np.asarray(r["rho"]).flat[0])
     t = np.where(d[None, :] == 0, r["baseline_step_s"], r["iter_s"])
+    t = t + eng.host_step_s + kern * (1.0 + rho0 * d[None, :]) * eng.graph_launch_s
     d1 = r["draft_s"][:, min(1, d_max)]
     dev = float(np.asarray(r["target_devices"]).flat[0])
     rho = float(np.asarray(r["rho"]).flat[0])

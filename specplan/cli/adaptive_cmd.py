@@ -9,6 +9,7 @@ import typer
 from specplan.cli.app import app
 from specplan.cli.output import print_json, table
 from specplan.cli.parsing import comma_list, context_tokens
+from specplan.sweep import MAX_DRAFT_LEN
 
 COLUMNS = ("policy", "tpot_p50_ms", "tpot_p99_ms", "ttft_p50_ms", "ttft_p99_ms", "tokens_per_s_per_gpu",
            "tokens_per_s_per_user", "slo_attainment", "mean_draft_len")
@@ -64,15 +65,15 @@ def adaptive(
     acceptance_drift: Optional[str] = typer.Option(
         None, "--acceptance-drift", help="Change of α from a request's first to last output token, e.g. -0.2."),
     trace: Optional[str] = typer.Option(
-        None, "--trace", help="Shorthand: segments alpha\\[@batch]xITER, e.g. 0.9@8x300,0.5@32x300 (needs --context)."),
+        None, "--trace", help="Shorthand: segments alpha[@batch]xITER, e.g. 0.9@8x300,0.5@32x300 (needs --context)."),
     context: Optional[str] = typer.Option(None, "--context", "-c", help="Context of --trace segments; 32k = 32768."),
     mechanism: str = typer.Option("eagle3", "--mechanism", help="Draft mechanism whose costs are used."),
     policies: str = typer.Option("fixed:3,sglang,model,oracle", "--policies",
-                                 help="fixed:D, sglang\\[:CONFIG.json], model\\[:acc=S/time=E/slo=0], oracle, "
-                                      "adasd\\[:max=D/relax=R], clairvoyant."),
-    max_draft_len: int = typer.Option(8, "--max-draft-len", help="Largest D a policy may pick."),
+                                 help="fixed:D, sglang[:CONFIG.json], model[:acc=S/time=E/slo=0], oracle, "
+                                      "adasd[:max=D/relax=R], clairvoyant."),
+    max_draft_len: int = typer.Option(MAX_DRAFT_LEN, "--max-draft-len", help="Largest D a policy may pick."),
     captured_d: Optional[str] = typer.Option(None, "--captured-d",
-                                             help="D with CUDA graphs for model/oracle (default 0..max)."),
+                                             help="D with CUDA graphs for model/oracle (default 0..8)."),
     sglang_config: Optional[str] = typer.Option(None, "--sglang-config",
                                                 help="SGLang --speculative-adaptive-config JSON."),
     sglang_initial: Optional[int] = typer.Option(None, "--sglang-initial-steps",
@@ -81,9 +82,13 @@ def adaptive(
     max_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", "--slo-tpot-ms",
                                                 help="TPOT target (ms): SLO attainment; model/oracle aim at it."),
     max_ttft_ms: Optional[float] = typer.Option(None, "--max-ttft-ms", help="TTFT target (ms) for SLO attainment."),
-    prefill_budget: int = typer.Option(8192, "--prefill-budget", help="Prompt tokens prefilled per step (chunked)."),
-    max_running: Optional[int] = typer.Option(None, "--max-running", help="Largest running batch (default: KV)."),
-    graph_max_bs: int = typer.Option(256, "--graph-max-bs", help="Largest CUDA-graph batch (SGLang H100: 256)."),
+    engine: str = typer.Option("sglang", "--engine", help="Engine profile id or YAML (host costs, budgets, graphs)."),
+    prefill_budget: Optional[int] = typer.Option(None, "--prefill-budget",
+                                                 help="Prompt tokens per step (default: the engine's)."),
+    max_running: Optional[int] = typer.Option(None, "--max-running",
+                                              help="Largest running batch (default: the engine's; KV limits too)."),
+    graph_max_bs: Optional[int] = typer.Option(None, "--graph-max-bs",
+                                               help="Largest CUDA-graph decode batch (default: the engine's)."),
     draft_model: Optional[str] = typer.Option(None, "--draft-model", help="Draft model / head id."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math dtype."),
     seed: int = typer.Option(0, "--seed", help="Random seed (an integer >= 0): arrivals, α draws, acceptance."),
@@ -98,8 +103,10 @@ def adaptive(
     for name, v in (("--max-tpot-ms", max_tpot_ms), ("--max-ttft-ms", max_ttft_ms)):
         if v is not None and not (v > 0):
             raise SpecplanError(f"{name}: must be > 0, got {v:g}")
-    if prefill_budget < 1 or graph_max_bs < 1 or (max_running is not None and max_running < 1):
-        raise SpecplanError("--prefill-budget, --graph-max-bs and --max-running must be >= 1")
+    for name, v, low in (("--prefill-budget", prefill_budget, 1), ("--graph-max-bs", graph_max_bs, 0),
+                         ("--max-running", max_running, 1)):
+        if v is not None and v < low:
+            raise SpecplanError(f"{name}: must be >= {low}, got {v}")
     names = comma_list(policies)
     cap = None if captured_d is None else [int(x) for x in parse_tiers(captured_d)]
     if tiers is not None:
@@ -111,24 +118,26 @@ def adaptive(
                   sglang_initial=sglang_initial, max_tpot_s=None if max_tpot_ms is None else max_tpot_ms / 1e3)
     from specplan.adaptive.simulator import Engine
 
-    engine = Engine(prefill_budget, max_running, graph_max_bs)
+    eng = Engine(engine, prefill_budget, max_running, graph_max_bs)
     if trace is not None:
-        _trace(model, hardware, trace, context, names, common, engine, kw, json_out, out)
+        _trace(model, hardware, trace, context, names, common, eng, kw, json_out)
         return
     res = _requests(model, hardware, workload, request_rate, concurrency, requests, isl, osl, acceptance_rate,
-                    acceptance_dist, acceptance_drift, names, common, engine, max_ttft_ms, kw)
+                    acceptance_dist, acceptance_drift, names, common, eng, max_ttft_ms, kw)
     rows = res["policies"]
     if out:
         from specplan.adaptive_report import write_report
 
         write_report(res, out)
     if json_out:
-        print_json({"mode": "requests", "model": res["model"], "hardware": res["hardware"], "requests": res["requests"],
+        print_json({"mode": "requests", "model": res["model"], "hardware": res["hardware"], "engine": res["engine"],
+                    "requests": res["requests"],
                     "policies": rows,
                     "series": {k: {c: v[c] for c in ("t_s", "draft_len", "batch", "al", "tpot_ms")}
                                for k, v in res["series"].items()}})
         return
-    print(f"{res['model']} on {res['hardware']} (tp {tp}), {mechanism}; {res['requests']} requests ({res['source']})")
+    print(f"{res['model']} on {res['hardware']} (tp {tp}), {mechanism}, engine {res['engine']}; {res['requests']} "
+          f"requests ({res['source']})")
     print(table([[r.get(c) for c in COLUMNS] for r in rows], list(COLUMNS)))
     for r in rows:
         if r.get("lossy"):
@@ -169,7 +178,7 @@ def _requests(model, hardware, workload, rate, conc, n, isl, osl, acc_rate, acc_
                         max_ttft_s=None if max_ttft_ms is None else max_ttft_ms / 1e3, **common, **kw)
 
 
-def _trace(model, hardware, trace, context, names, common, engine, kw, json_out, out):
+def _trace(model, hardware, trace, context, names, common, engine, kw, json_out):
     from specplan.adaptive import parse_trace, run_trace
     from specplan.errors import SpecplanError
 
