@@ -187,11 +187,3 @@ def make_policy(text: str, d_max: int, *, sglang_config: str | None = None, sgla
         return AdaSD(text, int(kv["max"]), kv["relax"])
     raise SpecplanError(f"policy: unknown '{text}' (fixed:D, sglang[:CONFIG.json], model[:acc=S/time=E], oracle, "
                         f"adasd[:max=D/relax=R], clairvoyant)")
-
-
-def check_sglang_steps(policy: Policy, d_max: int) -> None:
-    """SGLang candidate steps above --max-draft-len cannot be priced: one line."""
-    if isinstance(policy, SGLang):
-        top = max(policy.graph_ds(d_max))
-        if top > d_max:
-            raise SpecplanError(f"policy '{policy.name}': candidate step {top} exceeds --max-draft-len {d_max}")

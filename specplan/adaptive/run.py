@@ -6,7 +6,7 @@ import numpy as np
 
 from specplan.adaptive.costs import build_costs, graphs_for, sglang_graph_batch_sizes
 from specplan.adaptive.metrics import draft_len_series, summarize
-from specplan.adaptive.policies import SGLang, check_sglang_steps, make_policy
+from specplan.adaptive.policies import SGLang, make_policy
 from specplan.adaptive.simulator import Engine, simulate
 from specplan.adaptive.workload import Segment, Workload
 from specplan.errors import SpecplanError
@@ -26,10 +26,15 @@ def _policies(names: list[str], d_max: int, engine: Engine, sglang_config, sglan
         if name == "clairvoyant":
             out.append(name)
             continue
-        p = make_policy(name, d_max, sglang_config=sglang_config, sglang_initial=sglang_initial, cuda_graph_bs=bs)
-        check_sglang_steps(p, d_max)
-        out.append(p)
+        out.append(make_policy(name, d_max, sglang_config=sglang_config, sglang_initial=sglang_initial,
+                               cuda_graph_bs=bs))
     return out
+
+
+def table_d_max(pols, d_max: int) -> int:
+    """Largest D to price: --max-draft-len, or an SGLang config's largest candidate step if above it (the
+    config, not --max-draft-len, decides what SGLang runs)."""
+    return max([d_max] + [max(p.graph_ds(d_max)) for p in pols if isinstance(p, SGLang)])
 
 
 def _graphs(p, d_max: int, engine: Engine, captured_d):
@@ -65,7 +70,7 @@ def run_requests(model, hardware, wl: Workload, policies: list[str], *, d_max: i
     pols = _policies(policies, d_max, engine, sglang_config, sglang_initial)
     if costs is None:
         top = min(engine.max_running, BATCH_MAX, wl.n, wl.closed_loop or BATCH_MAX)
-        costs = build_costs(model, hardware, d_max=d_max, ctx_min=float(wl.isl.min()),
+        costs = build_costs(model, hardware, d_max=table_d_max(pols, d_max), ctx_min=float(wl.isl.min()),
                             ctx_max=float((wl.isl + wl.osl).max()), b_max=int(top), mean_isl=float(wl.isl.mean()),
                             prefill_budget=engine.prefill_budget, mechanism=mechanism, engine=engine.profile, **kw)
     rows, series = [], {}
@@ -99,20 +104,21 @@ def run_trace(model, hardware, segs: list[Segment], policies: list[str], *, cont
     captured_d = check_captured(captured_d, d_max)
     engine = engine.resolved()
     pols = _policies(policies, d_max, engine, sglang_config, sglang_initial)
-    table, d1, dev, rho = trace_costs(model, hardware, segs, d_max, context_len, mechanism, engine.profile, **kw)
+    dt = table_d_max(pols, d_max)  # D priced (an SGLang config may go above --max-draft-len)
+    table, d1, dev, rho = trace_costs(model, hardware, segs, dt, context_len, mechanism, engine.profile, **kw)
     base = step_time(model, hardware, kw.get("tp", 1), 1, 1, context_len, kw.get("dtype"), kw.get("kv_dtype"))
     eng = load_engine(engine.profile)
-    eager = eager_per_kernel_s(eng) * base.kernels * (1.0 + rho * np.arange(d_max + 1))
-    ref = simulate_trace(segs, table, d1, Fixed(0, "fixed:0"), graphs_for([0], engine.graph_max_bs), d_max,
+    eager = eager_per_kernel_s(eng) * base.kernels * (1.0 + rho * np.arange(dt + 1))
+    ref = simulate_trace(segs, table, d1, Fixed(0, "fixed:0"), graphs_for([0], engine.graph_max_bs), dt,
                          eager, dev, seed)
     rows = []
     for p in pols:
         p = "oracle" if isinstance(p, Oracle) else p
         if isinstance(p, str):
-            g = graphs_for(range(d_max + 1) if captured_d is None else captured_d, engine.graph_max_bs)
+            g = graphs_for(range(dt + 1) if captured_d is None else captured_d, engine.graph_max_bs)
         else:
             g = _graphs(p, d_max, engine, captured_d)
-        r = simulate_trace(segs, table, d1, p, g, d_max, eager, dev, seed,
+        r = simulate_trace(segs, table, d1, p, g, dt, eager, dev, seed,
                            slo_tpot_s=None if getattr(p, "lossy", False) else max_tpot_s)
         r["speedup"] = r["tokens_per_s_per_user"] / ref["tokens_per_s_per_user"]
         rows.append(r)
