@@ -92,30 +92,60 @@ def _regimes(acc: _Acc) -> dict[str, np.ndarray]:
 INDEXER_KEY_DTYPE = "fp8"  # DSA lightning-indexer keys are scored in fp8 (DeepSeek's fp8_index kernel)
 
 
+def attention_kernels(model, hw, g: LayerGroup, tp, prec, b, q, ctx, style="shared", fam=(None, None)) -> list:
+    """KernelCosts of the attention kernels of one layer of group `g` on one device (empty for other mixers).
+
+    A layer reads its whole context (full), its window (sliding) or at most one chunk (chunked: the worst position
+    in it); DSA (DeepSeek-V3.2) scans every indexer key, then reads the union of up to q top-k sets; DeepSeek-V4
+    reads its window plus the compressed entries (hca: all; csa: the indexer's top-k after its scan)."""
+    if g.mixer not in ATTENTION_MIXERS:
+        return []
+    out = []
+    if model.compressed_attention is not None:
+        ca = model.compressed_attention
+        kv_len = np.minimum(ctx + q, model.sliding_window)
+        if g.mixer in ("csa", "hca"):
+            entries = np.floor((ctx + q) / (ca.csa_rate if g.mixer == "csa" else ca.hca_rate))
+            if g.mixer == "csa":
+                out.append(_indexer_scan(model, hw, prec, b, q, entries, style, fam[1]))
+                entries = np.minimum(entries, q * model.indexer.topk)
+            kv_len = kv_len + entries
+        out.append(attention_cost(hw, b, q, kv_len, model.num_q_heads // tp, 1, model.head_dim, prec.kv, prec.compute,
+                                  style, latent=True, family=fam[1]))
+        return out
+    kv_len = ctx + q
+    if g.mixer == "sliding":
+        kv_len = np.minimum(kv_len, model.sliding_window)
+    elif g.mixer == "chunked":
+        kv_len = np.minimum(kv_len, model.chunk_size)
+    if model.mla is not None:
+        a = model.mla
+        if model.indexer is not None:
+            out.append(_indexer_scan(model, hw, prec, b, q, ctx + q, style, fam[1]))
+            kv_len = np.minimum(kv_len, q * model.indexer.topk)
+        out.append(attention_cost(hw, b, q, kv_len, model.num_q_heads // tp, 1, a.kv_lora_rank + a.qk_rope_head_dim,
+                                  prec.kv, prec.compute, style, head_dim_v=a.kv_lora_rank, latent=True, family=fam[1]))
+    else:
+        qh, kvh = model.heads_per_device(tp, model.kv_heads_of(g))
+        out.append(attention_cost(hw, b, q, kv_len, qh, kvh, model.head_dim_of(g), prec.kv, prec.compute, style,
+                                  family=fam[0]))
+    return out
+
+
+def _indexer_scan(model, hw, prec, b, q, entries, style, family=None):
+    """DSA lightning indexer: its heads score every cached key (one fp8 key of index_head_dim per entry)."""
+    ix = model.indexer
+    return attention_cost(hw, b, q, entries, ix.num_heads, 1, ix.head_dim, INDEXER_KEY_DTYPE, prec.compute, style,
+                          head_dim_v=0, latent=True, family=family)
+
+
 def _mixer(acc, model, hw, g: LayerGroup, tp, prec, b, q, ctx, style, fam=(None, None)):
     """Attention / recurrent kernel of one layer group (the projections are added with the GEMMs)."""
     n = g.count
     tokens = b * q
-    if model.compressed_attention is not None and g.mixer in ATTENTION_MIXERS:
-        _compressed_attention(acc, model, hw, g, tp, prec, b, q, ctx, style, fam[1])
-    elif g.mixer in ATTENTION_MIXERS:
-        kv_len = ctx + q
-        if g.mixer == "sliding":
-            kv_len = np.minimum(kv_len, model.sliding_window)
-        elif g.mixer == "chunked":  # Llama 4 local attention: at most one chunk (the worst position in it)
-            kv_len = np.minimum(kv_len, model.chunk_size)
-        if model.mla is not None:
-            a = model.mla
-            if model.indexer is not None:  # DSA: the indexer scans the context, attention reads the top-k union
-                _indexer_scan(acc, model, hw, n, prec, b, q, ctx + q, style, fam[1])
-                kv_len = np.minimum(kv_len, q * model.indexer.topk)
-            cost = attention_cost(hw, b, q, kv_len, model.num_q_heads // tp, 1, a.kv_lora_rank + a.qk_rope_head_dim,
-                                  prec.kv, prec.compute, style, head_dim_v=a.kv_lora_rank, latent=True, family=fam[1])
-        else:
-            qh, kvh = model.heads_per_device(tp, model.kv_heads_of(g))
-            cost = attention_cost(hw, b, q, kv_len, qh, kvh, model.head_dim_of(g), prec.kv, prec.compute, style,
-                                  family=fam[0])
-        acc.add("attention", cost.scaled(n), n)
+    if g.mixer in ATTENTION_MIXERS:
+        for cost in attention_kernels(model, hw, g, tp, prec, b, q, ctx, style, fam):
+            acc.add("attention", cost.scaled(n), n)
         acc.add("elementwise", elementwise_cost(hw, tokens * model.hidden_size * ACT_BYTES * 2, n), n)  # RoPE
     elif g.mixer == "linear":  # two kernels: causal-conv1d update (bf16 conv state), gated-delta recurrent update
         la = model.linear_attention
@@ -127,31 +157,6 @@ def _mixer(acc, model, hw, g: LayerGroup, tp, prec, b, q, ctx, style, fam=(None,
         nh = m.num_heads / tp
         conv_dim = (m.num_heads * m.head_dim + 2 * m.n_groups * m.d_state) / tp
         _conv_and_state(acc, hw, b, q, n, conv_dim, m.conv_kernel, nh * m.head_dim * m.d_state)
-
-
-def _indexer_scan(acc, model, hw, n, prec, b, q, entries, style, family=None):
-    """DSA lightning indexer: its heads score every cached key (one fp8 key of index_head_dim per entry)."""
-    ix = model.indexer
-    cost = attention_cost(hw, b, q, entries, ix.num_heads, 1, ix.head_dim, INDEXER_KEY_DTYPE, prec.compute, style,
-                          head_dim_v=0, latent=True, family=family)
-    acc.add("attention", cost.scaled(n), n)
-
-
-def _compressed_attention(acc, model, hw, g, tp, prec, b, q, ctx, style, family=None):
-    """DeepSeek-V4 attention of one layer group: one shared K=V head (head_dim) over the sliding window plus the
-    compressed entries (hca: all of them; csa: the indexer's top-k of them, after the indexer scan)."""
-    ca, n = model.compressed_attention, g.count
-    kv_len = np.minimum(ctx + q, model.sliding_window)
-    if g.mixer in ("csa", "hca"):
-        entries = np.floor((ctx + q) / (ca.csa_rate if g.mixer == "csa" else ca.hca_rate))
-        if g.mixer == "csa":
-            _indexer_scan(acc, model, hw, n, prec, b, q, entries, style, family)
-            entries = np.minimum(entries, q * model.indexer.topk)
-        kv_len = kv_len + entries
-    cost = attention_cost(hw, b, q, kv_len, model.num_q_heads // tp, 1, model.head_dim, prec.kv, prec.compute, style,
-                          latent=True, family=family)
-    acc.add("attention", cost.scaled(n), n)
-    acc.add("elementwise", elementwise_cost(hw, b * q * model.hidden_size * ACT_BYTES * 2, n), n)  # RoPE
 
 
 def _conv_and_state(acc, hw, b, q, n, conv_dim, conv_kernel, state_elems):

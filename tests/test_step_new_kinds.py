@@ -87,3 +87,24 @@ def test_latent_moe_shapes_and_weights():
     pc = param_counts(sup)
     # every weight matrix in bf16 at TP 1: about 2 bytes per parameter (norms, biases, convolutions not held here)
     assert weight_bytes(sup, 1, prec) == pytest.approx(2 * pc["total"], rel=2e-3)
+
+
+def test_guideline_attention_share_sees_sparse_and_chunked_reads():
+    from specplan.speculation.guidelines import attention_share
+
+    hw = load_hardware(HW)
+    ctx = 131_072
+
+    def share(m, tp):
+        prec = resolve_precision(m, hw)
+        total = step_time(m, hw, tp, 32, 1, ctx).total_s
+        att = float(step_time(m, hw, tp, 32, 1, ctx).breakdown_s["attention"])
+        return float(attention_share(m, hw, tp, 32, ctx, prec, total)), att / float(total)
+
+    v32 = import_hf_config(CFG / "deepseek-ai--DeepSeek-V3.2-Exp_config.json")
+    v3 = import_hf_config(REF / "deepseek-ai--DeepSeek-V3_config.json")
+    scout = import_hf_config(CFG / "meta-llama--Llama-4-Scout-17B-16E_config.json")
+    s32, s3, s4 = share(v32, 8), share(v3, 8), share(scout, 8)
+    assert s32[0] < 0.5 * s3[0]  # DSA: top-k reads, not the whole context
+    for busy_share, step_share in (s32, s3, s4):  # the guideline prices the same kernels as the step (+ launches)
+        assert busy_share == pytest.approx(step_share, rel=0.1)

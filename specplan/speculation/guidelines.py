@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from specplan.costs.attention import attention_cost
 from specplan.costs.gemm import compute_dtype_for
 from specplan.costs.moe import per_expert_m
 from specplan.dtypes import dtype_bytes
 from specplan.precision import Precision
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import ModelProfile
+from specplan.step import attention_kernels
 
 ATTENTION_DOMINATES = 0.5  # full-attention share of the D = 0 step above which G2/G3 lead
 MOE_D_SEARCH_MAX = 65536  # largest D searched for the experts' compute-bound D
@@ -114,22 +114,12 @@ def g1_phrase(diag: dict, key: str = "gemm_compute_bound_from_d") -> str:
 
 def attention_share(model: ModelProfile, hw: HardwareProfile, tp: int, batch, context_len, prec: Precision,
                     total_s, style: str = "shared") -> np.ndarray:
-    """Share of the D = 0 step spent in the attention kernels of full (and sliding) attention layers."""
+    """Share of the D = 0 step spent in the attention kernels of the attention layers (step.attention_kernels)."""
     t = 0.0
+    ctx = np.asarray(context_len, dtype=float)
     for g in model.groups():
-        if g.mixer not in ("full", "sliding"):
-            continue
-        kv = np.asarray(context_len, dtype=float) + 1.0
-        if g.mixer == "sliding":
-            kv = np.minimum(kv, model.sliding_window)
-        if model.mla is not None:
-            a = model.mla
-            c = attention_cost(hw, batch, 1, kv, model.num_q_heads // tp, 1, a.kv_lora_rank + a.qk_rope_head_dim,
-                               prec.kv, prec.compute, style, head_dim_v=a.kv_lora_rank, latent=True)
-        else:
-            qh, kvh = model.heads_per_device(tp)
-            c = attention_cost(hw, batch, 1, kv, qh, kvh, model.head_dim, prec.kv, prec.compute, style)
-        t = t + g.count * c.time_s
+        for c in attention_kernels(model, hw, g, tp, prec, batch, 1, ctx, style):
+            t = t + g.count * c.time_s
     return np.asarray(t, dtype=float) / np.asarray(total_s, dtype=float)
 
 
