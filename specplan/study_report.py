@@ -96,6 +96,7 @@ def summarize(st, scenarios, grids, fronts) -> dict:
                             for lv, es, eb, er in zip(levels, env_s, env_b, ref_env)],
             "recommended_d": _recommend(df, st.report_batches, ctx),
             "summary_context": ctx,
+            "max_draft_len_searched": int(df["draft_len"].max()),
         })
     return {"study": st.name, "description": st.description, "levels_tok_s_user": levels, "variants": rows}
 
@@ -131,6 +132,11 @@ def _num(x, fmt="{:.3g}"):
     return "-" if x is None else fmt.format(x)
 
 
+def _limit(v: dict, point: dict) -> str:
+    """' — at the search limit' when a chosen D is the largest D the variant searched."""
+    return " — at the search limit" if point and point["draft_len"] >= v["max_draft_len_searched"] else ""
+
+
 def markdown(summary: dict) -> str:
     """summary.md: variants side by side (one column each)."""
     vs = summary["variants"]
@@ -149,7 +155,7 @@ def markdown(summary: dict) -> str:
     row("grid points (feasible)", lambda v: f"{v['points']:,} ({v['feasible_points']:,})")
     row("best speedup (x)", lambda v: _num(v["best"] and v["best"]["speedup"], "{:.2f}"))
     row("... at (B, D, TP)", lambda v: "-" if not v["best"] else
-        f"({v['best']['batch']}, {v['best']['draft_len']}, {v['best']['tp']})")
+        f"({v['best']['batch']}, {v['best']['draft_len']}, {v['best']['tp']})" + _limit(v, v["best"]))
     row("... mechanism, context", lambda v: "-" if not v["best"] else
         f"{v['best']['mechanism']}, {v['best']['context_len']:,}")
     row("max tok/s/user, no spec → spec", lambda v: f"{_num(v['max_tok_s_user']['baseline'], '{:.0f}')} → "
@@ -170,14 +176,16 @@ def markdown(summary: dict) -> str:
         row(f"recommended D at B = {b} (mechanism, TP, speedup)", lambda v, b=b: "-" if not v["recommended_d"][b]
             else (f"{v['recommended_d'][b]['draft_len']} ({_near(v['recommended_d'][b], b)}"
                   f"{v['recommended_d'][b]['mechanism']}, "
-                  f"TP {v['recommended_d'][b]['tp']}, x{v['recommended_d'][b]['speedup']:.2f})"))
+                  f"TP {v['recommended_d'][b]['tp']}, x{v['recommended_d'][b]['speedup']:.2f})"
+                  + _limit(v, v["recommended_d"][b])))
     ctx = vs[0]["summary_context"] if vs else 0
     lines += ["", f"Recommended D at context {ctx:,} tokens (at the nearest batch of the grid). Frontier "
               "throughput is the best tokens/s per GPU among feasible points at or above the given interactivity; "
               "tokens/s per GPU divides by the target's devices only (an external draft's devices are free in it); "
               "tokens/s per device also counts the draft devices: compare variants by it when drafts run on other "
               "hardware. \"x no spec\" compares with the same variant at D = 0 (\"x-\": D = 0 cannot reach that "
-              "interactivity), \"x base\" with the first variant's speculation frontier. \"-\" for a "
+              "interactivity), \"x base\" with the first variant's speculation frontier. \"at the search limit\": the D "
+              "chosen is the largest searched (raise max_draft_len to see past it). \"-\" for a "
               "recommended D: no feasible point at that batch (memory).", ""]
     return "\n".join(lines)
 

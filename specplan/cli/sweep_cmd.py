@@ -162,7 +162,9 @@ def study(
     print(f"study {summary['study']}: {len(summary['variants'])} variants")
     for v in summary["variants"]:
         b = v["best"]
+        limit = (f" — at the search limit D = {v['max_draft_len_searched']} (raise max_draft_len)"
+                 if b and b["draft_len"] >= v["max_draft_len_searched"] else "")
         best = f"best speedup x{b['speedup']:.2f} at (B {b['batch']}, D {b['draft_len']}, TP {b['tp']}, " \
-               f"{b['mechanism']})" if b else "no feasible speculative point"
+               f"{b['mechanism']}){limit}" if b else "no feasible speculative point"
         print(f"  {v['variant']}: {best}")
     print(f"wrote {Path(outdir) / 'summary.md'} and {len(summary['plots'])} plot files")

@@ -330,3 +330,64 @@ def test_round_significant_by_hand():
     got = round_significant(np.array([123456789.0, 0.000123456789, -2.5, 0.0, np.nan, np.inf]))
     assert got[:4].tolist() == [123457000.0, 0.000123457, -2.5, 0.0]
     assert np.isnan(got[4]) and np.isinf(got[5])
+
+
+# ------------------------------------------------------------------ study plots
+
+def _study_figs(study):
+    from specplan import study as S
+    from specplan import study_plots as SP
+    from specplan.frontier import frontier
+    from specplan.sweep import sweep
+
+    st = S.load_study(study)
+    scs = S.expand(st)
+    grids = [sweep(sc["model"], sc["hardware"], progress=False, **S.sweep_kwargs(sc)) for sc in scs]
+    return st, scs, grids, [frontier(g) for g in grids], SP
+
+
+def test_study_recommended_d_offsets_reference_lines_and_search_limit():
+    study = {"name": "g", "base": {"model": "llama-3.1-8b", "hardware": "h100-sxm", "tp": [1], "batch": [1, 4, 16],
+                                   "max_draft_len": 3, "context": [2048], "mechanisms": {"ngram": 0.9}},
+             "variants": [{"name": "G 8", "model": {"num_kv_heads": 4}}, {"name": "same", "model": {}}]}
+    st, scs, grids, fronts, SP = _study_figs(study)
+    per_batch = []
+    for sc, df in zip(scs, grids):
+        fit = df[df["fits"] & (df["draft_len"] >= 1)]
+        per_batch.append((sc["name"], fit.loc[fit.groupby("batch")["speedup"].idxmax().to_numpy()], 2048))
+    fig = SP.plot_recommended_d(st, scs, grids, per_batch)
+    ax = fig.axes[0]
+    data = [ln for ln in ax.get_lines() if ln.get_label() in ("base", "G 8", "same")]
+    assert len(data) == 3
+    ys = [tuple(np.round(ln.get_ydata(), 3)) for ln in data]
+    assert len(set(ys)) == 3  # base and 'same' recommend the same D, yet their lines do not coincide
+    labels = [ln.get_label() for ln in ax.get_lines()]
+    assert "D = 128/G − 1 = 31 (G = 4)" in labels and "D = 128/G − 1 = 15 (G = 8)" in labels
+    refs = {ln.get_label(): ln.get_ydata()[0] for ln in ax.get_lines() if ln.get_label().startswith("D = 128")}
+    assert refs["D = 128/G − 1 = 15 (G = 8)"] == 15  # 128 rows / G = 8 query heads per KV head - 1
+    assert any(lb.startswith("at the search limit") for lb in labels)  # alpha 0.9 picks D = 3 = the limit
+
+
+def test_study_frontier_shows_the_lpu_chips_it_spends():
+    study = {"name": "lpu", "base": {"model": "qwen3.5-122b-a10b", "hardware": "b200", "tp": [2], "batch": [1, 16],
+                                     "max_draft_len": 3, "context": [8192], "draft_model": "qwen3.5-35b-a3b",
+                                     "mechanisms": {"external": 0.8}},
+             "variants": [{"name": "on LPU", "draft_hardware": "groq-3-lpu"}]}
+    st, scs, grids, fronts, SP = _study_figs(study)
+    fig = SP.plot_frontier_variants(st, scs, grids, fronts)
+    assert len(fig.axes) == 2  # per target GPU, and per device with the draft's chips counted
+    assert "draft devices counted" in fig.axes[1].get_ylabel()
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    lpu = next(t for t in legend if t.startswith("on LPU"))
+    chips = int(grids[1]["draft_devices"].max())
+    assert "groq-3-lpu chips" in lpu and str(chips) in lpu and chips > 0
+
+
+def test_study_summary_says_when_d_sits_at_the_search_limit(tmp_path):
+    from specplan.study import run_study
+
+    study = {"name": "lim", "base": {"model": "llama-3.1-8b", "hardware": "h100-sxm", "tp": [1], "batch": [1, 4],
+                                     "max_draft_len": 2, "context": [2048], "mechanisms": {"ngram": 0.95}}}
+    s = run_study(study, tmp_path, progress=False)
+    assert s["variants"][0]["best"]["draft_len"] == 2 == s["variants"][0]["max_draft_len_searched"]
+    assert "(1, 2, 1) — at the search limit" in (tmp_path / "summary.md").read_text()
