@@ -468,14 +468,15 @@ def attention_steps(at: pd.DataFrame, pa: pd.DataFrame) -> tuple[list[str], floa
     for G, y in x.groupby("G"):
         y = y.sort_values("gq")
         line = ax.plot(y.gq, y.time_us, "o", ms=3, label=f"G={G} measured")[0]
-        ax.plot(y.gq, y.pred, "-", color=line.get_color(), lw=1)
-    for m in (128, 256, 384, 512):
-        ax.axvline(m, color="gray", lw=0.5, ls=":")
+        ax.plot(y.gq, y.pred, "-", color=line.get_color(), lw=1, label=f"G={G} model")
+    for i, m in enumerate((128, 256, 384, 512)):
+        ax.axvline(m, color="gray", lw=0.5, ls=":", label="tile edges: G·q_len = k × 128" if i == 0 else None)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("G * q_len (query rows per KV head)")
     ax.set_ylabel("time (us)")
-    ax.set_title(f"H200 triton_packed, batch {big[0]}, n_kv {big[1]}, d {big[2]}, kv {big[3]} (lines: model)", fontsize=8)
-    ax.legend(fontsize=6)
+    ax.set_title(f"H200 triton_packed, batch {big[0]}, n_kv {big[1]}, d {big[2]}, kv {big[3]} (points: measured, "
+                 "lines: model)", fontsize=8)
+    ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(OUT / "attention_qlen_h200.png", dpi=110)
     plt.close(fig)

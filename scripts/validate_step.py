@@ -117,9 +117,9 @@ def plots(rows: list[dict]) -> None:
                         ax.plot(qs, [r["hybrid_ratio"] for r in sel], "^:", color=col, mfc="none",
                                 label="packed increment on flash t(1)")
                     if kern == "sdpa_flash":
-                        ax.plot(qs, [r[pkey] for r in sel], "k--", label="step_time (shared)")
+                        ax.plot(qs, [r[pkey] for r in sel], "k--", label="model: step_time (KV shared by the G heads)")
                         ukey = "pred_unpacked_ms" if key == "meas_ms" else "unpacked_ratio"
-                        ax.plot(qs, [r[ukey] for r in sel], ":", color="gray", label="step_time, KV per q head")
+                        ax.plot(qs, [r[ukey] for r in sel], ":", color="gray", label="model: step_time, KV read per query head")
                 ax.set_xscale("log", base=2)
                 ax.set_xticks([1, 2, 4, 8, 16], ["1", "2", "4", "8", "16"])
                 ax.set_title(f"batch {b}, context {c}", fontsize=9)
@@ -128,7 +128,7 @@ def plots(rows: list[dict]) -> None:
                     ax.set_ylabel(ylabel)
                 ax.set_ylim(bottom=0)
                 ax.grid(alpha=0.3)
-        axes[0][0].legend(fontsize=7)
+        axes[0][0].legend(fontsize=7.5, framealpha=0.95)
         fig.suptitle("H200, Llama-3.1-8B-shaped step (CUDA graph): measured vs specplan.step.step_time", fontsize=10)
         fig.tight_layout()
         fig.savefig(OUT / name, dpi=110)

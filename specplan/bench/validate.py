@@ -142,15 +142,18 @@ def scatter_plot(rows: pd.DataFrame, path, title: str = "", color_by: str = "kin
     lo = float(min(rows["measured_us"].min(), rows["predicted_us"].min()))
     hi = float(max(rows["measured_us"].max(), rows["predicted_us"].max()))
     xs = np.array([lo, hi])
-    ax.plot(xs, xs, "k-", lw=1)
-    ax.plot(xs, xs * 1.2, "k:", lw=0.8)
+    ax.plot(xs, xs, "k-", lw=1, label="predicted = measured")
+    ax.plot(xs, xs * 1.2, "k:", lw=0.8, label="±20 %")
     ax.plot(xs, xs / 1.2, "k:", lw=0.8)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("measured time (us)")
     ax.set_ylabel("predicted time (us)")
     ax.set_title(title or f"{rows['family'].iloc[0]}: median APE {np.median(rows['ape_pct']):.1f}%", fontsize=9)
-    ax.legend(fontsize=6, markerscale=3, loc="upper left")
+    leg = ax.legend(fontsize=7.5, markerscale=4, loc="upper left", framealpha=0.95,
+                    title="rows (colour) and reference lines", title_fontsize=7.5)
+    for h in leg.legend_handles:  # legend markers opaque although the points are translucent
+        h.set_alpha(1.0)
     fig.tight_layout()
     import io
 
