@@ -7,6 +7,10 @@ rows).
 Run single-threaded: `OMP_NUM_THREADS=1 python scripts/bench_sweep.py` (the script also pins BLAS threads and,
 on Linux, the CPU affinity to one core). Reports wall seconds, process CPU seconds (time.process_time: the
 figure to quote on a loaded machine), points per wall and per CPU second, and peak RSS (ru_maxrss).
+
+`--pareto` times the whole `specplan pareto` command instead (a subprocess: imports, sweep, frontier, the CSV +
+Parquet tables and the five plots) on PARETO_ARGS (~0.3 M points), next to its sweep + frontier alone, in wall
+and process CPU seconds (CPU time is the stable figure on a shared machine).
 """
 
 from __future__ import annotations
@@ -37,15 +41,60 @@ CASES = {
 }
 
 
+PARETO_ARGS = ["--model", "qwen3.5-122b-a10b", "-H", "b200", "-H", "h200-sxm", "--batch-max", "256",
+               "--max-draft-len", "32", "--mechanisms", "mtp,dflash,ngram", "--acceptance", "mtp=0.8",
+               "--acceptance", "dflash=0.75", "--acceptance", "ngram=0.4", "--tp", "1,2,4,8",
+               "--context", "8k,32k,128k", "--no-progress"]
+
+
+def bench_pareto() -> dict:
+    """Wall and CPU seconds of the whole pareto command (subprocess) and of its sweep + frontier in-process."""
+    import subprocess
+    import tempfile
+
+    from specplan.cli.parsing import int_list, mech_values
+    from specplan.frontier import frontier
+    from specplan.sweep import sweep
+
+    a = PARETO_ARGS
+    hws = [a[i + 1] for i, x in enumerate(a) if x == "-H"]
+    acc = mech_values([a[i + 1] for i, x in enumerate(a) if x == "--acceptance"], "MECH=VALUE")
+    kw = dict(batch_max=256, max_draft_len=32, mechanisms=["mtp", "dflash", "ngram"], acceptance=acc,
+              tp=[1, 2, 4, 8], contexts=int_list(["8k,32k,128k"], "--context"), progress=False)
+    w0, c0 = time.perf_counter(), time.process_time()
+    df = sweep("qwen3.5-122b-a10b", hws, **kw)
+    frontier(df)
+    sweep_wall, sweep_cpu = time.perf_counter() - w0, time.process_time() - c0
+    n = len(df)
+    out = {"points": n, "sweep_frontier_wall_s": round(sweep_wall, 2), "sweep_frontier_cpu_s": round(sweep_cpu, 2)}
+    for name, extra in (("pareto_tables_only", ["--no-plots"]), ("pareto", [])):
+        with tempfile.TemporaryDirectory() as tmp:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            w0 = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "specplan", "pareto", *a, *extra, "-o", tmp], check=True,
+                           stdout=subprocess.DEVNULL)
+            wall = time.perf_counter() - w0
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+            out["tables"] = sorted(p.name for p in os.scandir(tmp) if p.name.endswith((".csv", ".parquet")))
+        out.update({f"{name}_wall_s": round(wall, 2), f"{name}_cpu_s": round(cpu, 2),
+                    f"{name}_points_per_cpu_s": round(n / cpu)})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="*", default=list(CASES))
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--max-draft-len", type=int, default=32)
     ap.add_argument("--json", action="store_true", help="print one JSON line per model")
+    ap.add_argument("--pareto", action="store_true", help="time the whole pareto command (see the module doc)")
     args = ap.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    if args.pareto:
+        print(json.dumps(bench_pareto()))
+        return
     from specplan.frontier import frontier
     from specplan.sweep import sweep
 

@@ -419,8 +419,11 @@ def write_table(df, stem, parquet: bool = True) -> list:
     atomic_write_bytes(stem.with_suffix(".csv"), csv_bytes(df))
     out = [stem.with_suffix(".csv")]
     if parquet:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         buf = io.BytesIO()
-        df.to_parquet(buf, index=False)
+        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), buf, compression="snappy")
         atomic_write_bytes(stem.with_suffix(".parquet"), buf.getvalue())
         out.append(stem.with_suffix(".parquet"))
     return out
