@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from specplan.adaptive.costs import StepCosts
-from specplan.adaptive.metrics import PCTS, attainment
+from specplan.adaptive.metrics import PCTS, attainment, finite_or_none
 from specplan.adaptive.simulator import thresholds, token_uniforms
 from specplan.adaptive.workload import Workload
 
@@ -77,4 +77,4 @@ def clairvoyant_row(wl: Workload, costs: StepCosts, seed: int, *, max_tpot_s=Non
         "slo_attainment": None if ok is None else float(ok.mean()),
         "mean_draft_len": None,
     })
-    return out
+    return finite_or_none(out)

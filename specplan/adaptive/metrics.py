@@ -76,7 +76,7 @@ def summarize(res: dict, osl: np.ndarray, devices: float, *, max_tpot_s=None, ma
     if graphs is not None:
         out["cuda_graphs"] = {"graphs": graphs["graphs"], "capture_s": graphs["capture_s"],
                               "memory_gb": graphs["memory_bytes"] / 1e9}
-    return out
+    return finite_or_none(out)
 
 
 def draft_len_series(res: dict, bins: int = 200) -> dict[str, np.ndarray]:
@@ -96,4 +96,10 @@ def draft_len_series(res: dict, bins: int = 200) -> dict[str, np.ndarray]:
         out[k] = np.bincount(idx, w * v, bins) / np.where(wsum > 0, wsum, np.nan)
     tp = np.where(dec, s["step_s"] / np.where(dec, np.nan_to_num(s["al"], nan=1.0), 1.0), 0.0)
     out["tpot_ms"] = 1e3 * np.bincount(idx, w * tp, bins) / np.where(wsum > 0, wsum, np.nan)
-    return out
+    keep = wsum > 0  # windows without a decode step (idle, or prefill only) are left out
+    return {k: v[keep] for k, v in out.items()}
+
+
+def finite_or_none(row: dict) -> dict:
+    """NaN (a metric that is not defined, e.g. TPOT when every OSL is 1) as None: JSON has no NaN."""
+    return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in row.items()}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from specplan.adaptive.costs import GraphSet
+from specplan.adaptive.metrics import finite_or_none
 from specplan.adaptive.policies import Policy, StepView
 from specplan.adaptive.workload import Segment
 from specplan.speculation.acceptance import al_from_rate
@@ -135,4 +136,4 @@ def simulate_trace(segs: list[Segment], table: dict, draft1: dict, policy: Polic
            "mean_draft_len": float(d_seq.mean()), "time_s": total, "chosen_d": d_seq}
     if out["lossy"]:
         out["relaxed_token_fraction"] = lossy / float((batch * tok).sum())
-    return out
+    return finite_or_none(out)
