@@ -117,6 +117,7 @@ def predict(
         print(f"binding at D = {r['draft_len']}: [{r['binding']['guideline']}] {r['binding']['line']}")
     for n in r["notes"]:
         print(f"note: {n}")
+    print(TERMS)
 
 
 @app.command("recommend")

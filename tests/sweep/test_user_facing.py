@@ -391,3 +391,29 @@ def test_study_summary_says_when_d_sits_at_the_search_limit(tmp_path):
     s = run_study(study, tmp_path, progress=False)
     assert s["variants"][0]["best"]["draft_len"] == 2 == s["variants"][0]["max_draft_len_searched"]
     assert "(1, 2, 1) — at the search limit" in (tmp_path / "summary.md").read_text()
+
+
+# ------------------------------------------------------------------ Fails: output modes follow the umask
+
+def test_pareto_study_and_model_import_outputs_respect_the_umask(tmp_path):
+    import os
+    import stat
+
+    def under_umask():
+        os.umask(0o022)
+
+    def go(*args):
+        p = subprocess.run([sys.executable, "-m", "specplan", *map(str, args)], capture_output=True, text=True,
+                           preexec_fn=under_umask, timeout=300)
+        assert p.returncode == 0, p.stderr
+
+    go("pareto", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--batch-max", "4", "--max-draft-len", "2", "--tp", "1",
+       "--mechanisms", "ngram", "--acceptance", "ngram=0.5", "--no-progress", "-o", tmp_path / "p")
+    study = tmp_path / "s.yaml"
+    study.write_text("name: m\nbase: {model: llama-3.1-8b, hardware: h100-sxm, batch: [1, 2], tp: [1], "
+                     "max_draft_len: 1, mechanisms: {ngram: 0.5}}\n")
+    go("study", study, "-o", tmp_path / "s", "--no-progress")
+    go("model", "import", REPO / "reference" / "hf_configs" / "Qwen--Qwen3-8B_config.json", "-o", tmp_path / "m.yaml")
+    files = [*(tmp_path / "p").iterdir(), *(tmp_path / "s").iterdir(), tmp_path / "m.yaml"]
+    modes = {f.name: stat.S_IMODE(f.stat().st_mode) for f in files}
+    assert len(modes) > 10 and set(modes.values()) == {0o644}, modes  # 0666 & ~0022, not mkstemp's 0600
