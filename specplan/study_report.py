@@ -26,8 +26,14 @@ def _best(df):
         return None
     r = fit.loc[fit["speedup"].idxmax()]
     return {"speedup": float(r["speedup"]), "batch": int(r["batch"]), "draft_len": int(r["draft_len"]),
-            "tp": int(r["tp"]), "mechanism": str(r["mechanism"]), "context_len": int(r["context_len"]),
+            "tp": _layout_of(r), "mechanism": str(r["mechanism"]), "context_len": int(r["context_len"]),
             "hardware": str(r["hardware"])}
+
+
+def _layout_of(r):
+    """The TP degree of a grid row, or its layout's spelling (e.g. 'dp8ep8') when it has more than TP."""
+    lay = str(r["layout"]) if "layout" in r else ""
+    return int(r["tp"]) if lay in ("", f"tp{int(r['tp'])}") else lay
 
 
 def _recommend(df, batches, context):
@@ -42,7 +48,7 @@ def _recommend(df, batches, context):
             continue
         r = s.loc[s["speedup"].idxmax()]
         out[str(b)] = {"batch": near, "draft_len": int(r["draft_len"]), "mechanism": str(r["mechanism"]),
-                       "tp": int(r["tp"]), "speedup": float(r["speedup"])}
+                       "tp": _layout_of(r), "speedup": float(r["speedup"])}
     return out
 
 

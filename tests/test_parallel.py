@@ -173,3 +173,33 @@ def test_pipeline_stages_bubble(ds):
     # batch 64: two micro-batches of 32 keep both stages busy; a sequence sees one step at batch 32
     assert pp2.total_s[1] == pytest.approx(float(half.total_s), rel=0.03)
     assert pp2.devices == 16
+
+
+def test_sweep_and_frontier_carry_the_layout_columns():
+    from specplan.frontier import frontier
+    from specplan.sweep import sweep
+
+    df = sweep("deepseek-v3", "h200-sxm", batch=[8, 64], draft_lens=[0, 2], mechanisms=["mtp"],
+               acceptance={"mtp": 0.8}, layouts=["tp8", "dp8ep8", "tp8pp2"], contexts=[2048], progress=False)
+    assert {"tp", "dp", "ep", "pp", "layout"} <= set(df.columns)
+    assert set(df["layout"].astype(str)) == {"tp8", "dp8ep8", "tp8pp2"}
+    assert (df["target_devices"] == df["tp"] * df["dp"] * df["pp"]).all()
+    d = df[df["layout"].astype(str) == "dp8ep8"]
+    assert set(d["tp"]) == {1} and set(d["dp"]) == {8} and set(d["ep"]) == {8}
+    # one row per point: the same (batch, D) under dp8ep8 equals a direct step evaluation
+    row = d[(d["batch"] == 64) & (d["draft_len"] == 0)].iloc[0]
+    direct = step_time("deepseek-v3", "h200-sxm", batch=64, context_len=2048, layout=DP8)
+    assert row["step_ms"] == pytest.approx(1e3 * float(direct.total_s), rel=1e-5)
+    assert "layout" in frontier(df).columns
+    with pytest.raises(SpecplanError, match="either tp or layouts"):
+        sweep("deepseek-v3", "h200-sxm", batch=[8], draft_lens=[0], tp=[8], layouts=["dp8ep8"], progress=False)
+    with pytest.raises(SpecplanError, match="does not divide"):
+        sweep("deepseek-v3", "h200-sxm", batch=[8], draft_lens=[0], layouts=["dp3ep8"], progress=False)
+
+
+def test_study_grid_takes_layouts():
+    from specplan.study import Grid, sweep_kwargs
+
+    assert Grid(layouts=["dp8ep8", "tp8"]).layouts == ["dp8ep8", "tp8"]
+    kw = sweep_kwargs({"grid": {"layouts": ["dp8ep8"]}, "draft_model": None, "draft_hardware": None})
+    assert kw["layouts"] == ["dp8ep8"]
