@@ -44,7 +44,7 @@ COLUMNS: dict[str, str] = {
                  "counted (tokens/s per device)",
     "tok_s_device": "system throughput per device, draft devices included: B x tok_s_user / (target_devices + "
                     "draft_devices); rank by this when drafts run on other hardware (tokens/s per device)",
-    "target_devices": "devices serving the target: TP GPUs, or LPU chips (devices)",
+    "target_devices": "devices serving the target: the layout's TP x DP x PP GPUs, or LPU chips (devices)",
     "draft_devices": "devices serving the draft beyond the target's: an external draft's own devices "
                      "(--draft-hardware), or extra chips of a draft on the target's LPU; 0 when the draft shares "
                      "the target GPUs (devices)",
@@ -305,37 +305,44 @@ def sweep(
                             f"use fewer values")
     hw_names = [h.id for h in hws]
     mech_names = ["none", *mechs]
-    cols: dict[str, list] = {c: [] for c in COLUMNS if c not in ("hardware", "mechanism", "layout")}
-    hw_codes, mech_codes, lay_codes = [], [], []
+    # Output columns preallocated at the grid's size and filled chunk by chunk (no per-chunk lists to concatenate).
+    kinds = {"fits": bool, "target_devices": np.int64, "draft_devices": np.int64,
+             **{k: np.int64 for k in ("batch", "context_len", "draft_len", "tp", "dp", "ep", "pp")}}
+    out = {k: np.empty(points, dtype=kinds.get(k, np.float32)) for k in COLUMNS
+           if k not in ("hardware", "mechanism", "layout")}
+    hw_c, mech_c, lay_c = (np.empty(points, dtype=np.int8), np.empty(points, dtype=np.int8),
+                           np.empty(points, dtype=np.int16))
     step = max(1, int(chunk_points) // max(1, ctx.size * d.size))
     total = sum(math.ceil(b.size / step) for _ in combos)
+    pos = 0
     with Progress(total, "sweep", enabled=progress) as bar:
         for c in combos:
             for lo in range(0, b.size, step):
                 bb = b[lo:lo + step]
-                shape = (bb.size, ctx.size, c.drafts.size)  # batch-major, so chunks concatenate in order
+                shape = (bb.size, ctx.size, c.drafts.size)  # batch-major, so chunks follow each other in order
                 r = evaluate(m, c.hw, layout=c.layout, batch=bb[:, None, None], context_len=ctx[None, :, None],
                              draft_len=c.drafts[None, None, :], mechanism=c.mechanism, acceptance=c.acceptance,
                              **common)
                 n = int(np.prod(shape))
-                cols["batch"].append(np.repeat(bb.astype(np.int64), ctx.size * c.drafts.size))
-                cols["context_len"].append(np.tile(np.repeat(ctx.astype(np.int64), c.drafts.size), bb.size))
-                cols["draft_len"].append(np.tile(c.drafts.astype(np.int64), bb.size * ctx.size))
+                sl = slice(pos, pos + n)
+                pos += n
+                out["batch"][sl] = np.repeat(bb, ctx.size * c.drafts.size)
+                out["context_len"][sl] = np.tile(np.repeat(ctx, c.drafts.size), bb.size)
+                out["draft_len"][sl] = np.tile(c.drafts, bb.size * ctx.size)
                 for ax in ("tp", "dp", "ep", "pp"):
-                    cols[ax].append(np.full(n, getattr(c.layout, ax), dtype=np.int64))
-                lay_codes.append(np.full(n, lay_names.index(c.layout.name), dtype=np.int16))
+                    out[ax][sl] = getattr(c.layout, ax)
+                lay_c[sl] = lay_names.index(c.layout.name)
                 for key, (col, scale) in _KEYS.items():
-                    v = np.broadcast_to(np.asarray(r[key], dtype=np.float64), shape)
-                    cols[col].append((v * scale if scale != 1.0 else v).astype(np.float32).ravel())
-                cols["fits"].append(np.broadcast_to(np.asarray(r["fits"], dtype=bool), shape).ravel())
-                hw_codes.append(np.full(n, hw_names.index(c.hw.id), dtype=np.int8))
-                mech_codes.append(np.full(n, mech_names.index(c.mechanism), dtype=np.int8))
+                    dst = out[col][sl].reshape(shape)  # a view: written in place, cast to the column's dtype
+                    if scale != 1.0:
+                        np.multiply(r[key], scale, out=dst, casting="unsafe")
+                    else:
+                        np.copyto(dst, r[key], casting="unsafe")
+                np.copyto(out["fits"][sl].reshape(shape), r["fits"])
+                hw_c[sl] = hw_names.index(c.hw.id)
+                mech_c[sl] = mech_names.index(c.mechanism)
                 bar.update(1)
-    out = {k: np.concatenate(v) for k, v in cols.items()}
-    for k in ("target_devices", "draft_devices"):
-        out[k] = out[k].astype(np.int64)
     _check_finite(out)
-    hw_c, mech_c, lay_c = np.concatenate(hw_codes), np.concatenate(mech_codes), np.concatenate(lay_codes)
     if not as_frame:
         out["hardware"] = np.asarray(hw_names, dtype=object)[hw_c]
         out["mechanism"] = np.asarray(mech_names, dtype=object)[mech_c]
