@@ -203,3 +203,26 @@ def test_study_grid_takes_layouts():
     assert Grid(layouts=["dp8ep8", "tp8"]).layouts == ["dp8ep8", "tp8"]
     kw = sweep_kwargs({"grid": {"layouts": ["dp8ep8"]}, "draft_model": None, "draft_hardware": None})
     assert kw["layouts"] == ["dp8ep8"]
+
+
+def test_pipeline_weights_per_gpu_by_hand(ds):
+    m, _, prec = ds
+    tp8 = 61 * MLA_LAYER_TP8 + 3 * DENSE_FFN / 8 + 58 * (ROUTER + EXPERT / 8 + 256 * EXPERT / 8)
+    # two stages: half the layers each, and the heavier of embedding and LM head (equal here: one of them)
+    assert weight_bytes(m, 8, prec, Layout(tp=8, pp=2)) == pytest.approx(tp8 / 2 + VOCAB / 8, rel=1e-12)
+
+
+def test_alltoall_spanning_nodes_uses_the_nic():
+    from specplan.costs.comm import alltoall_terms
+    from specplan.profiles.registry import load_hardware
+
+    hw = load_hardware("h200-sxm")
+    a = hw.alltoall
+    nbytes = 1.0e6
+    lat, xfer = alltoall_terms(hw, nbytes, 8)  # one node: NVLink only
+    assert float(lat) == a.latency_s
+    assert float(xfer) == pytest.approx(nbytes / (450e9 * a.scaleup_bw_fraction))
+    lat, xfer = alltoall_terms(hw, nbytes, 16)  # two nodes: 8 of the 15 peers over the 50 GB/s NIC
+    nic = 8 / 15 * nbytes / (hw.scaleout_bandwidth_bytes_s * a.scaleout_bw_fraction)
+    nv = 7 / 15 * nbytes / (450e9 * a.scaleup_bw_fraction)
+    assert float(lat) == a.scaleout_latency_s and float(xfer) == pytest.approx(max(nic, nv))
