@@ -15,7 +15,7 @@ from typing import Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from specplan.errors import SpecplanError
+from specplan.errors import SpecplanError, brief
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import ModelProfile
 from specplan.profiles.registry import load_hardware, load_model, read_yaml
@@ -103,11 +103,12 @@ GRID_FIELDS = tuple(Grid.model_fields)
 # ---------------------------------------------------------------- error messages
 
 def _val(v) -> str:
+    """A user value for an error line, bounded in length however large the value (errors.brief)."""
     if isinstance(v, float):
         return f"{v:g}"
     if isinstance(v, (dict, list)):
-        return repr(v)
-    return str(v) if not isinstance(v, str) else repr(v)
+        return brief(v)
+    return brief(v) if not isinstance(v, str) else brief(v, 80) if len(v) > 80 else repr(v)
 
 
 def _path(prefix: str, loc) -> str:

@@ -67,6 +67,8 @@ def run_cli(argv: list[str], timeout_s: float = 60.0) -> Result:
         rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except Hang:
         hang = True
+    except KeyboardInterrupt:  # the fuzz run itself was interrupted
+        raise
     except BaseException:  # noqa: BLE001 - any escaped exception is a finding
         exc = traceback.format_exc()
     finally:

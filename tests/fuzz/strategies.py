@@ -267,8 +267,21 @@ def _base():
     return _join(st.just([]), models.map(lambda m: ["--model", m]), hardware.map(lambda h: ["--hardware", h]))
 
 
+def _layout():
+    """Parallel layout (--dp/--ep/--pp), engine (--serving) and kernel options of step/predict/recommend."""
+    par = _pick(["1", "2", "4", "8"], BAD_INTS)
+    serving = st.one_of(st.sampled_from(["roofline", "vllm-v1-eagle-2025", "vllm", "sglang", "trtllm", "ideal",
+                                         "nosuch", "", "x" * 300]), file_spec("engine") if "engine" in seeds()
+                        else st.just("vllm"))
+    return _join(st.just([]), _opt("--dp", par, 0.15), _opt("--ep", par, 0.15), _opt("--pp", par, 0.15),
+                 _opt("--serving", serving, 0.2),
+                 _opt("--attention-style", st.sampled_from(["shared", "reread", "x", ""]), 0.1),
+                 _opt("--routing", st.sampled_from(["random", "balanced", "x"]), 0.1),
+                 _opt("--weight-dtype", st.sampled_from(DTYPES + ["int4"]), 0.1))
+
+
 def step_cmd():
-    return _join(st.just(["step"]), _base(), _opt("--batch", ints, 1), _opt("--context", contexts, 1),
+    return _join(st.just(["step"]), _base(), _layout(), _opt("--batch", ints, 1), _opt("--context", contexts, 1),
                  _opt("--tp", ints, 0.3), _opt("--q-len", ints, 0.3), _opt("--dtype", st.sampled_from(DTYPES), 0.2),
                  _opt("--kv-dtype", st.sampled_from(DTYPES), 0.2), _opt("--reserve", floats, 0.1),
                  st.sampled_from([[], ["--json"]]))
@@ -276,16 +289,21 @@ def step_cmd():
 
 def predict_cmd():
     mech = st.sampled_from(MECHS)
-    return _join(st.just(["predict"]), _base(), _opt("--batch", ints, 1), _opt("--context", contexts, 1),
+    return _join(st.just(["predict"]), _base(), _layout(), _opt("--batch", ints, 1), _opt("--context", contexts, 1),
                  _opt("--mechanism", mech, 0.8), _opt("--draft-len", ints, 0.8), _opt("--tp", ints, 0.2),
                  _opt("--acceptance-rate", floats, 0.5), _opt("--acceptance-length", floats, 0.2),
                  _opt("--tree-tokens", ints, 0.1), _opt("--draft-kv-budget", ints, 0.1),
+                 _opt("--acceptance-per-position", st.sampled_from(["0.9,0.8", "0.9,,", "1.5,0.2", "nan", ""]), 0.1),
+                 _opt("--acceptance-profile", st.sampled_from(["eagle3-llama-3.1-8b-mtbench", "nosuch", "x" * 300]),
+                      0.1),
+                 _opt("--draft-model", st.sampled_from(MODEL_IDS[:3] + ["eagle3-llama-3.1-8b"] + BAD_IDS[:3]), 0.1),
+                 _opt("--draft-hardware", st.sampled_from(HW_IDS[:3] + BAD_IDS[:2]), 0.1),
                  st.sampled_from([[], ["--json"]]))
 
 
 def recommend_cmd():
     mechs = st.lists(st.sampled_from(MECHS), max_size=3).map(",".join)
-    return _join(st.just(["recommend"]), _base(), _opt("--context", contexts, 1), _opt("--mechanisms", mechs, 0.8),
+    return _join(st.just(["recommend"]), _base(), _layout(), _opt("--context", contexts, 1), _opt("--mechanisms", mechs, 0.8),
                  _accept(), _opt("--batch", ints, 0.3), _opt("--target-tps-per-user", floats, 0.3),
                  _opt("--max-draft-len", _pick(["1", "2", "4", "8"], BAD_INTS + ["100000", "257"]), 0.7),
                  st.sampled_from([[], ["--json"], ["--extrapolate"]]))
@@ -389,6 +407,8 @@ def run_invocation(family: str, argv: list, timeout_s: float = 60.0):
                 a = a.replace("AFILE", str(folder / "afile")).replace("OUT", str(out))
             args.append(a)
         r = run_cli(args, timeout_s)
+        if r.rc == 130:  # the fuzz run itself got Ctrl-C / SIGTERM (the CLI turned it into exit 130)
+            raise KeyboardInterrupt
         probs = judge(r, out, folder / CANARY, allowed_rc=(0, 1, 2))
         return r, probs
     finally:
@@ -448,6 +468,8 @@ def run_loader(name: str, spec, timeout_s: float = 60.0) -> list[str]:
                 probs.append(f"{name}: {len(msg)}-character error line")
     except Hang:
         probs.append(f"{name}: hang (> {timeout_s:.0f} s)")
+    except KeyboardInterrupt:
+        raise
     except BaseException:  # noqa: BLE001
         probs.append(f"{name}: traceback: " + traceback.format_exc().strip().splitlines()[-1])
     finally:
