@@ -224,6 +224,12 @@ def example_cases(tmp: Path) -> list[Case]:
         cfg = dict(mixtral, num_local_experts=v)
         add(Case(f"moe_{n}_experts", ["model", "import", write(tmp, f"moe_{n}_config.json", json.dumps(cfg))], 2,
                  "num_local_experts"))
+    ad = ["adaptive", *FAST, "--context", "1024"]
+    add(Case("adaptive_seed_negative", [*ad, "--trace", "0.9@8x30", "--seed", "-1"], 2, "seed: must be"))
+    add(Case("adaptive_trace_unbounded", [*ad, "--trace", "0.9@8x100000000"], 2, "iterations"))
+    add(Case("adaptive_policies_empty", [*ad, "--trace", "0.9@8x30", "--policies", ","], 2, "polic"))
+    add(Case("adaptive_tiers_negative", [*ad, "--trace", "0.9@8x30", "--tiers", "-1,3"], 2, "tiers"))
+    add(Case("adaptive_slo_negative", [*ad, "--trace", "0.9@8x30", "--slo-tpot-ms", "-5"], 2, "tpot"))
     add(Case("batch_max_zero", ["pareto", *FAST, "--batch-max", "0", "--no-plots", "-o", tmp / "bm0"], 2,
              "batch_max: must be >= 1"))
     return c
