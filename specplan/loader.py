@@ -193,12 +193,17 @@ def parse_yaml(text: str, where: str):
     return data
 
 
-def read_yaml(path, what: str = "YAML file", mapping: bool = True):
-    """A YAML file parsed with the bounds of this module (a mapping unless `mapping` is False)."""
-    data = parse_yaml(read_text(path, what), str(path))
+def _read(parse, path, what: str, mapping: bool):
+    """Read, parse and (when `mapping`) require a mapping at the top level."""
+    data = parse(read_text(path, what), str(path))
     if mapping and not isinstance(data, dict):
         raise SpecplanError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
     return data
+
+
+def read_yaml(path, what: str = "YAML file", mapping: bool = True):
+    """A YAML file parsed with the bounds of this module (a mapping unless `mapping` is False)."""
+    return _read(parse_yaml, path, what, mapping)
 
 
 # ---------------------------------------------------------------- JSON
@@ -230,10 +235,7 @@ def parse_json(text: str, where: str):
 
 def read_json(path, what: str = "JSON file", mapping: bool = True):
     """A JSON file parsed with the bounds of this module (an object unless `mapping` is False)."""
-    data = parse_json(read_text(path, what), str(path))
-    if mapping and not isinstance(data, dict):
-        raise SpecplanError(f"{path}: expected a JSON object of fields, got {type(data).__name__}")
-    return data
+    return _read(parse_json, path, what, mapping)
 
 
 def read_yaml_or_json(path, what: str = "file", mapping: bool = True):

@@ -20,11 +20,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from specplan.dtypes import canonical_dtype
 from specplan.limits import MAX_BATCH
-
-MAX_TIME_S = 1.0  # any per-step / per-kernel / per-token overhead (seconds)
-MIN_FRACTION = 1e-3  # as hardware profiles: a fraction of the spec sheet
+from specplan.profiles.hardware import MAX_TIME_S, MIN_FRACTION, kv_fractions  # the hardware profiles' bounds
 
 
 class _Frozen(BaseModel):
@@ -52,12 +49,7 @@ class KernelFamily(_Frozen):
     @field_validator("kv_mem_bw_fraction")
     @classmethod
     def _kv_bw(cls, v: dict[str, float]) -> dict[str, float]:
-        out = {}
-        for k, val in v.items():
-            if not (MIN_FRACTION <= val <= 1):
-                raise ValueError(f"kv_mem_bw_fraction.{k}: must be in [{MIN_FRACTION:g}, 1], got {val}")
-            out[canonical_dtype(k, where=f"kv_mem_bw_fraction.{k}")] = float(val)
-        return out
+        return kv_fractions(v, "kv_mem_bw_fraction")
 
 
 class EngineProfile(_Frozen):

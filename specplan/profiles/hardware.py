@@ -18,6 +18,16 @@ MAX_TIME_S = 1.0
 MAX_BYTES = 1e18
 
 
+def kv_fractions(v: dict[str, float], where: str) -> dict[str, float]:
+    """{canonical KV dtype: fraction in [MIN_FRACTION, 1]} of a per-KV-dtype bandwidth table, or a ValueError."""
+    out = {}
+    for k, val in v.items():
+        if not (MIN_FRACTION <= val <= 1):
+            raise ValueError(f"{where}.{k}: must be in [{MIN_FRACTION:g}, 1], got {val}")
+        out[canonical_dtype(k, where=f"{where}.{k}")] = float(val)
+    return out
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
@@ -56,12 +66,7 @@ class AttentionEfficiency(_Frozen):
     @field_validator("kv_mem_bw_fraction")
     @classmethod
     def _check_kv_bw(cls, v: dict[str, float]) -> dict[str, float]:
-        out = {}
-        for k, val in v.items():
-            if not (MIN_FRACTION <= val <= 1):
-                raise ValueError(f"attention.kv_mem_bw_fraction.{k}: must be in [{MIN_FRACTION:g}, 1], got {val}")
-            out[canonical_dtype(k, where=f"attention.kv_mem_bw_fraction.{k}")] = float(val)
-        return out
+        return kv_fractions(v, "attention.kv_mem_bw_fraction")
 
     def bw_fraction(self, kv_dtype: str) -> float:
         """Fraction of HBM bandwidth for reading KV of `kv_dtype`."""
