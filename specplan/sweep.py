@@ -277,7 +277,7 @@ def sweep(
     d = (np.unique(np.asarray(check_ints(draft_lens, "draft length", 0, DRAFT_LEN_LIMIT), dtype=np.int64))
          if draft_lens is not None else np.arange(0, int(max_draft_len) + 1, dtype=np.int64))
     known = list(mechanism_names())
-    mechs = [x for x in (mechanisms if mechanisms is not None else known) if x != "none"]
+    mechs = list(dict.fromkeys(x for x in (mechanisms if mechanisms is not None else known) if x != "none"))
     for x in mechs:
         if x not in known:
             raise SpecplanError(f"mechanism: unknown '{x}' (known: {', '.join(known)})")

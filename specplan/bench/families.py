@@ -16,7 +16,7 @@ from specplan.costs.gemm import LOW_PRECISION, compute_dtype_for, elementwise_co
 from specplan.costs.moe import moe_experts_cost
 from specplan.costs.roofline import REGIME_NAMES
 from specplan.dtypes import canonical_dtype, dtype_bytes
-from specplan.errors import SpecplanError
+from specplan.errors import SpecplanError, brief
 from specplan.profiles.hardware import HardwareProfile
 
 FAMILIES = ("gemm", "attention", "allreduce", "moe", "mla", "linear_attention")
@@ -65,6 +65,7 @@ SHAPE_COLUMNS = {
     "mla": ("batch", "num_heads", "isl", "step"),
     "linear_attention": ("batch_size",),
 }
+MAX_SIZE = 1e12  # any size column (elements, tokens, heads): far above any kernel, far below float overflow
 # Shape columns where 0 is not a measurement (a GEMM with no rows, attention with no heads): must be > 0.
 POSITIVE_COLUMNS = {
     "gemm": ("m", "n", "k"),
@@ -103,6 +104,21 @@ def read_measured(path) -> pd.DataFrame:
     return df
 
 
+def _float_or_nan(x) -> float:
+    try:
+        return float(str(x).strip())  # a 400-digit number is inf here (then refused), text is NaN
+    except ValueError:
+        return float("nan")
+
+
+def _numeric(raw: pd.Series) -> pd.Series:
+    """A column as floats (NaN where not a number); numbers too large for a float become inf, not an error."""
+    try:
+        return pd.to_numeric(raw, errors="coerce")
+    except (OverflowError, ValueError):
+        return raw.map(_float_or_nan).astype(float)
+
+
 def check_measured(df: pd.DataFrame, family: str, source: str = "measured table") -> pd.DataFrame:
     """The table with its numeric columns as floats, or a one-line error naming `source`, the column and the first
     bad data row (1 = the first row under the header, line 2 of the file; assumes `df` is the file as read, before
@@ -112,7 +128,7 @@ def check_measured(df: pd.DataFrame, family: str, source: str = "measured table"
 
     def bad(col: str, mask: np.ndarray, what: str, show: bool = True):
         i = int(np.argmax(mask))
-        got = f", got '{df[col].iloc[i]}'" if show else ""
+        got = f", got '{brief(str(df[col].iloc[i]), 40)}'" if show else ""
         raise SpecplanError(f"{source}: column '{col}', data row {i + 1} (line {i + 2}): {what}{got} "
                             f"({int(mask.sum())} bad row{'s' if mask.sum() > 1 else ''})")
 
@@ -124,7 +140,7 @@ def check_measured(df: pd.DataFrame, family: str, source: str = "measured table"
                 raise SpecplanError(f"{source}: missing column '{col}' of a {family} table")
             continue
         raw = df[col]
-        num = pd.to_numeric(raw, errors="coerce")
+        num = _numeric(raw)
         blank = raw.isna().to_numpy() | raw.astype(str).str.strip().eq("").to_numpy()
         v = num.to_numpy(dtype=float)
         if np.any(~blank & np.isnan(v)):
@@ -139,6 +155,8 @@ def check_measured(df: pd.DataFrame, family: str, source: str = "measured table"
         else:
             if np.any(v < 0) or np.any(np.isinf(v)):
                 bad(col, (v < 0) | np.isinf(v), "must be a finite number >= 0")
+            if np.any(v > MAX_SIZE):
+                bad(col, v > MAX_SIZE, f"must be <= {MAX_SIZE:.0e} (not a kernel size)")
             if col in POSITIVE_COLUMNS.get(family, ()) and np.any(v == 0):
                 bad(col, v == 0, "must be > 0 (a kernel of size 0 is not a measurement)")
         if not pd.api.types.is_numeric_dtype(raw):

@@ -225,7 +225,24 @@ def load_profile(name: str) -> dict:
     if not isinstance(data, dict) or "points" not in data or "mechanism" not in data:
         raise SpecplanError(f"{path}: an acceptance profile needs 'mechanism' and 'points' ([D, AL] pairs)")
     data.setdefault("id", path.stem)
+    _check_points(data["points"], f"{path}: points")
+    for k in ("id", "mechanism"):
+        if not isinstance(data[k], str):
+            raise SpecplanError(f"{path}: {k}: expected text, got {data[k]!r}"[:300])
     return data
+
+
+def _check_points(points, where: str) -> None:
+    """[D, AL] pairs: D a whole number in [1, 256], AL a number (its range is checked with the table)."""
+    if not isinstance(points, list) or not points:
+        raise SpecplanError(f"{where}: expected a list of [D, AL] pairs, got {type(points).__name__}")
+    for i, pt in enumerate(points):
+        ok = isinstance(pt, (list, tuple)) and len(pt) == 2 and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in pt)
+        if not ok:
+            raise SpecplanError(f"{where}[{i}]: expected a [D, AL] pair of numbers, got {str(pt)[:80]}")
+        if not (1 <= pt[0] <= 256 and float(pt[0]).is_integer()):
+            raise SpecplanError(f"{where}[{i}]: D must be a whole number in [1, 256], got {pt[0]}")
 
 
 def profile_ids() -> list[str]:

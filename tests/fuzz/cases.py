@@ -232,4 +232,20 @@ def example_cases(tmp: Path) -> list[Case]:
     add(Case("adaptive_slo_negative", [*ad, "--trace", "0.9@8x30", "--slo-tpot-ms", "-5"], 2, "tpot"))
     add(Case("batch_max_zero", ["pareto", *FAST, "--batch-max", "0", "--no-plots", "-o", tmp / "bm0"], 2,
              "batch_max: must be >= 1"))
+
+    # --- found by the fuzz suite itself
+    mt = tmp / "mech_twice"
+    add(Case("fuzz_mechanisms_twice_pareto", ["pareto", *FAST, "--batch-max", "4", "--max-draft-len", "2", "--tp",
+                                              "1", "--mechanisms", "eagle3,eagle3", "--acceptance", "eagle3=0.7",
+                                              "--no-plots", "--no-progress", "-o", mt], 0, "grid points", outdir=mt))
+    acc = (ROOT / "specplan" / "data" / "acceptance_profiles" / "eagle3-llama-3.1-8b-mtbench.yaml").read_text()
+    acc_null = write(tmp, "acc_null.yaml", "\n".join(ln for ln in acc.splitlines() if not ln.startswith("- ["))
+                     .replace("points:", "points: null #"))
+    add(Case("fuzz_acceptance_points_null", ["predict", *FAST, "--batch", "1", "--context", "128", "--mechanism",
+                                             "eagle3", "--draft-len", "2", "--acceptance-profile", acc_null], 2,
+             "points: expected a list of [D, AL] pairs"))
+    digits = rows[:]
+    digits[2] = ",".join("9" * 400 if i == 5 else x for i, x in enumerate(rows[2].split(",")))
+    add(Case("fuzz_measured_400_digit_cell", ["validate", write(tmp, "digits.csv", "\n".join(digits) + "\n"),
+                                              "--hardware", "h100-sxm"], 2, "column 'time_us', data row 2 (line 3): time must be finite"))
     return c

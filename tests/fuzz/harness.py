@@ -25,7 +25,8 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-NONFINITE = re.compile(r"(?<![\w.-])[-+]?(nan|NaN|NAN|inf|Inf|INF|Infinity)(?![\w.])")
+# How Python and numpy print a non-finite float in plain text (JSON and YAML output are parsed instead).
+PLAIN_NONFINITE = re.compile(r"(?<![\w.-])[-+]?(nan|inf)(?![\w.])")
 INT_COLUMNS = ("batch", "context_len", "draft_len", "tp", "target_devices", "draft_devices")
 
 
@@ -93,53 +94,72 @@ def _walk_json(v, path=""):
             yield from _walk_json(x, f"{path}[{i}]")
 
 
-def check_text(text: str, where: str) -> list[str]:
-    """Problems in printed or written text: nan / inf tokens, non-finite JSON numbers."""
-    probs = []
+def check_text(text: str, where: str, echo: frozenset = frozenset()) -> list[str]:
+    """Problems in printed or written text: non-finite numbers in JSON or YAML output, `nan` / `inf` tokens in
+    plain text (tokens in `echo`, text the user gave, e.g. a kernel named 'inf' in a measured table, excepted)."""
     s = text.strip()
+    data = None
     if s[:1] in "[{":
         try:
             data = json.loads(s)
         except ValueError:
             data = None
-        if data is not None:
-            probs += [f"{where}: non-finite {p}" for p in _walk_json(data)]
-            return probs
-    m = NONFINITE.search(text)
-    if m:
-        line = text[max(0, text.rfind("\n", 0, m.start()) + 1): text.find("\n", m.end()) % (len(text) + 1)]
-        probs.append(f"{where}: non-finite token '{m.group(0)}' in: {line[:160]}")
-    return probs
+    if data is None and s and re.match(r"^[\w-]+:( |$)", s):  # YAML (profiles show, model import)
+        try:
+            import yaml
+
+            data = yaml.safe_load(s)
+        except yaml.YAMLError:
+            data = None
+    if isinstance(data, (dict, list)):
+        return [f"{where}: non-finite {p}" for p in _walk_json(data)]
+    for m in PLAIN_NONFINITE.finditer(text):
+        if m.group(0).lstrip("-+") in echo:
+            continue
+        a, b = text.rfind("\n", 0, m.start()) + 1, text.find("\n", m.end())
+        return [f"{where}: non-finite token '{m.group(0)}' in: {text[a:b if b >= 0 else None][:160]}"]
+    return []
 
 
-def check_file(path: Path) -> list[str]:
-    """Problems in one written file: non-finite cells, negative or overflowed integer grid columns."""
-    name = path.name
+def _is_number(cell: str) -> bool:
+    try:
+        return math.isfinite(float(cell))
+    except ValueError:
+        return False
+
+
+def check_file(path: Path, echo: frozenset = frozenset()) -> list[str]:
+    """Problems in one written file: non-finite cells of numeric CSV columns, negative integer grid columns,
+    non-finite numbers in JSON / YAML files."""
     if path.suffix in (".png", ".svg", ".parquet"):
-        if path.stat().st_size == 0:
-            return [f"{path}: empty file"]
-        return []
+        return [f"{path}: empty file"] if path.stat().st_size == 0 else []
     try:
         text = path.read_text()
     except (UnicodeDecodeError, OSError) as exc:
         return [f"{path}: unreadable ({exc})"]
-    probs = check_text(text, str(path))
-    if name.endswith(".csv"):
-        lines = text.splitlines()
-        if lines:
-            head = lines[0].split(",")
-            idx = [head.index(c) for c in INT_COLUMNS if c in head]
-            for ln in lines[1:]:
-                cells = ln.split(",")
-                for i in idx:
-                    if i < len(cells) and cells[i].startswith("-"):
-                        probs.append(f"{path}: negative {head[i]} {cells[i]}")
-                        return probs
-    return probs
+    if not path.name.endswith(".csv"):
+        return check_text(text, str(path), echo)
+    import csv
+
+    rows = list(csv.reader(text.splitlines()))
+    if len(rows) < 2:
+        return []
+    head, body = rows[0], rows[1:]
+    for j, col in enumerate(head):
+        cells = [r[j] for r in body if j < len(r)]
+        numeric = sum(_is_number(c) for c in cells) > len(cells) // 2  # a number column (not a name column)
+        for c in cells:
+            if numeric and c.strip().lower() in ("nan", "inf", "-inf", "infinity", "-infinity"):
+                return [f"{path}: non-finite {col} '{c}'"]
+            if col in INT_COLUMNS and c.startswith("-"):
+                return [f"{path}: negative {col} {c}"]
+    return []
 
 
-def judge(r: Result, outdir: Path | None = None, canary: Path | None = None, allowed_rc=(0, 1, 2)) -> list[str]:
-    """The problems of one run (see the module docstring)."""
+def judge(r: Result, outdir: Path | None = None, canary: Path | None = None, allowed_rc=(0, 1, 2),
+          inputs: str = "") -> list[str]:
+    """The problems of one run (see the module docstring); `inputs`: the text of the argv and input files."""
+    echo = frozenset(m.group(1) for m in PLAIN_NONFINITE.finditer(inputs))
     probs = []
     if r.hang:
         probs.append(f"hang (> limit, {r.seconds:.0f} s)")
@@ -158,14 +178,14 @@ def judge(r: Result, outdir: Path | None = None, canary: Path | None = None, all
         if "not a finite number: the inputs" in r.err or "is not finite at batch" in r.err:
             probs.append("non-finite value reached the output: " + r.err.strip()[:200])
     if r.rc == 0:
-        probs += check_text(r.out, "stdout")
+        probs += check_text(r.out, "stdout", echo)
     if outdir is not None and outdir.exists():
         for p in sorted(outdir.rglob("*")):
             if p.is_file():
                 if p.name.startswith(".") and (".tmp" in p.name or p.name.startswith(".tmp")):
                     probs.append(f"{p}: temp file left behind")
                 elif r.rc == 0:
-                    probs += check_file(p)
+                    probs += check_file(p, echo)
     if canary is not None and canary.exists():
         probs.append(f"code execution: {canary} was created")
     return probs

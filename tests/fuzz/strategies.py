@@ -212,7 +212,8 @@ def run_invocation(family: str, argv: list, timeout_s: float = 60.0):
         r = run_cli(args, timeout_s)
         if r.rc == 130:  # the fuzz run itself got Ctrl-C / SIGTERM (the CLI turned it into exit 130)
             raise KeyboardInterrupt
-        probs = judge(r, out, folder / CANARY, allowed_rc=(0, 1, 2))
+        given = " ".join(a[3] if isinstance(a, tuple) else str(a) for a in argv)  # what the user typed or wrote
+        probs = judge(r, out, folder / CANARY, allowed_rc=(0, 1, 2), inputs=given)
         return r, probs
     finally:
         os.chdir(old)
