@@ -21,6 +21,7 @@ from scipy.optimize import least_squares
 from specplan.bench.families import attention_kv_bytes, detect_family, predict_table, quant_in_kernel
 from specplan.costs.gemm import LOW_PRECISION
 from specplan.dtypes import canonical_dtype
+from specplan.errors import SpecplanError
 from specplan.profiles.hardware import HardwareProfile
 
 MAX_FIT_ROWS = 20000  # rows used per fit (a seeded random subset of larger tables)
@@ -205,7 +206,10 @@ def calibrate(tables: list[tuple[str, pd.DataFrame]], hw: HardwareProfile, new_i
     for fam, name, df in fams:
         if fam not in FITTERS or df.empty:
             continue
-        hw, info = FITTERS[fam](df, hw)
+        try:
+            hw, info = FITTERS[fam](df, hw)
+        except KeyError as exc:  # a text column the family needs (dtype, kv_dtype, kernel, ...)
+            raise SpecplanError(f"{name}: missing column {exc} of a {fam} table") from None
         what = f"fitted by specplan calibrate (least squares on log time) on {name}: {describe_rows(df)}"
         record["fits"][fam] = {"file": name, **info, "rows_described": describe_rows(df)}
         keys = {"gemm": ("efficiency", "kernel_overhead_s"), "attention": ("attention",), "allreduce": ("allreduce",)}[fam]

@@ -105,10 +105,13 @@ def validate(df: pd.DataFrame, hw: HardwareProfile, filters: Filters | None = No
         raise SpecplanError(f"{source}: no data rows")
     family = detect_family(df.columns)
     df = check_measured(df, family, source)
-    kept, fallback = apply_filters(df, family, hw, filters or Filters())
-    if kept.empty:
-        raise SpecplanError("validate: no rows left after the filters")
-    rows = predict_table(kept, hw, family)
+    try:
+        kept, fallback = apply_filters(df, family, hw, filters or Filters())
+        if kept.empty:
+            raise SpecplanError("validate: no rows left after the filters")
+        rows = predict_table(kept, hw, family)
+    except KeyError as exc:  # a text column the family needs (dtype, kv_dtype, kernel, ...)
+        raise SpecplanError(f"{source}: missing column {exc} of a {family} table") from None
     summary = summarize(rows)
     summary["hardware"] = hw.id
     summary["fallback_rows_excluded"] = int(len(fallback))

@@ -248,4 +248,7 @@ def example_cases(tmp: Path) -> list[Case]:
     digits[2] = ",".join("9" * 400 if i == 5 else x for i, x in enumerate(rows[2].split(",")))
     add(Case("fuzz_measured_400_digit_cell", ["validate", write(tmp, "digits.csv", "\n".join(digits) + "\n"),
                                               "--hardware", "h100-sxm"], 2, "column 'time_us', data row 2 (line 3): time must be finite"))
+    nodt = "\n".join(",".join(x for i, x in enumerate(ln.split(",")) if i != 1) for ln in gemm.splitlines())
+    add(Case("fuzz_missing_text_column", ["validate", write(tmp, "no_dtype.csv", nodt + "\n"), "--hardware",
+                                          "h100-sxm"], 2, "missing column 'dtype' of a gemm table"))
     return c

@@ -109,7 +109,11 @@ def recommend_cmd():
     return _join(st.just(["recommend"]), _base(), _layout(), _opt("--context", contexts, 1), _opt("--mechanisms", mechs, 0.8),
                  _accept(), _opt("--batch", ints, 0.3), _opt("--target-tps-per-user", floats, 0.3),
                  _opt("--max-draft-len", _pick(["1", "2", "4", "8"], BAD_INTS + ["100000", "257"]), 0.7),
-                 st.sampled_from([[], ["--json"], ["--extrapolate"]]))
+                 st.sampled_from([[], ["--json"], ["--extrapolate"]]),
+                 st.one_of(st.just([]), st.just([]), _join(  # capacity: the smallest GPU count for a total rate
+                     _opt("--target-tps", _pick(["1000", "50000"], BAD_FLOATS), 1),
+                     _opt("--max-gpus", _pick(["8", "16"], BAD_INTS + ["100000"]), 0.5),
+                     _opt("--isl", _pick(["1024", "128"], BAD_INTS), 0.5), _opt("--osl", _pick(["256"], BAD_INTS), 0.5))))
 
 
 def pareto_cmd():
@@ -119,7 +123,10 @@ def pareto_cmd():
                  _opt("--batch-max", _pick(["1", "2", "4", "8"], BAD_INTS + ["100000"]), 1),
                  _opt("--batch-points", _pick(["2", "3", "4"], BAD_INTS), 0.3),
                  _opt("--max-draft-len", _pick(["0", "1", "2", "3"], BAD_INTS + ["100000"]), 1),
-                 _opt("--tp", _pick(["1", "1,2"], BAD_INTS), 1), _opt("--context", ctx, 0.7),
+                 st.one_of(_opt("--tp", _pick(["1", "1,2"], BAD_INTS), 1),
+                           _opt("--layouts", st.sampled_from(["tp1", "tp2", "tp1,tp2", "dp2", "tp2dp2ep4", "tp0",
+                                                               "tp" + "9" * 30, "x", "", "tp1pp2"]), 1)),
+                 _opt("--context", ctx, 0.7),
                  _opt("--mechanisms", st.lists(st.sampled_from(MECHS), min_size=1, max_size=2).map(",".join), 0.9),
                  _accept(), _opt("--per", st.sampled_from(["gpu", "device", "chip", ""]), 0.2),
                  st.sampled_from([["--no-plots"]] * 12 + [[]]), st.just(["--no-progress"]),
