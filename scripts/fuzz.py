@@ -37,7 +37,7 @@ def _classify(problem: str) -> str:
     return "other problems"
 
 
-def fuzz(n: int, seed: int, cli_share: float, timeout_s: float) -> int:
+def fuzz(n: int, seed: int, cli_share: float, timeout_s: float, only=None) -> int:
     """Run n examples (a cli_share of them CLI invocations, the rest loader calls); print the report."""
     from hypothesis import HealthCheck, Phase, given, settings
 
@@ -68,7 +68,7 @@ def fuzz(n: int, seed: int, cli_share: float, timeout_s: float) -> int:
     n_cli = int(round(n * cli_share))
 
     @settings(max_examples=max(n_cli, 1), **cfg)
-    @given(inv=cli_invocation())
+    @given(inv=cli_invocation(only))
     def cli(inv):
         family, argv = inv
         t0 = time.perf_counter()
@@ -126,8 +126,10 @@ def main() -> int:
     ap.add_argument("--cli-share", type=float, default=0.5, help="share of CLI invocations (rest: loader calls)")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds allowed per invocation")
     ap.add_argument("--properties", type=int, default=100000, help="property-test examples in all (0: skip)")
+    ap.add_argument("--commands", default="", help="only these CLI command families, comma list (e.g. adaptive)")
     a = ap.parse_args()
-    rc = fuzz(a.n, a.seed, a.cli_share, a.timeout) if a.n > 0 else 0
+    only = [c for c in a.commands.split(",") if c] or None
+    rc = fuzz(a.n, a.seed, a.cli_share, a.timeout, only) if a.n > 0 else 0
     if a.properties > 0:
         rc |= properties(a.properties)
     return rc

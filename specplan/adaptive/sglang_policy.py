@@ -44,13 +44,12 @@ def load_config(path: str | None) -> tuple[dict, dict[int, dict]]:
     if path is None:
         cfg = DEFAULT_ADAPTIVE_CONFIG
     else:
+        from specplan.loader import read_json  # bounded: size, nesting, duplicate keys, finite numbers
+
         p = Path(path)
         if not p.is_file():
             raise SpecplanError(f"sglang config: no such file '{path}'")
-        try:
-            cfg = json.loads(p.read_text())
-        except json.JSONDecodeError as exc:
-            raise SpecplanError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        cfg = read_json(p, "sglang config", mapping=False)
         if not isinstance(cfg, dict):
             raise SpecplanError(f"{path}: expected a JSON object of batch-size keys")
     entries: dict[int, dict] = {}
@@ -63,9 +62,9 @@ def load_config(path: str | None) -> tuple[dict, dict[int, dict]]:
             raise SpecplanError(f"{where}: BS {key}: expected an object with candidate_steps")
         steps = entry.get("candidate_steps")
         if (not isinstance(steps, list) or not steps
-                or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in steps)):
-            raise SpecplanError(f"{where}: BS {key}: candidate_steps must be a list of non-negative ints, "
-                                f"got {steps!r}")
+                or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= 256 for s in steps)):
+            raise SpecplanError(f"{where}: BS {key}: candidate_steps must be a list of non-negative ints (<= 256), "
+                                f"got {steps!r}"[:300])
         for k, v in entry.items():
             if k not in KNOBS:
                 raise SpecplanError(f"{where}: BS {key}: unknown field '{k}' (known: {', '.join(KNOBS)})")

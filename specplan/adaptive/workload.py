@@ -11,12 +11,13 @@ Bad input is one line naming the row and column (rows count data rows from 1, th
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from specplan.errors import SpecplanError
+from specplan.errors import SpecplanError, brief
 from specplan.speculation.acceptance import check_rate
 
 MAX_REQUESTS = 1_000_000  # a trace beyond this is refused: the simulator's work is bounded
@@ -83,9 +84,9 @@ def _cell(path: str, row: int, col: str, text: str, kind: type):
             raise ValueError
     except (TypeError, ValueError, OverflowError):
         raise SpecplanError(f"{path}: row {row}, column '{col}': expected {'an integer' if kind is int else 'a number'}"
-                            f", got '{text}'") from None
+                            f", got '{brief(text, 40)}'") from None
     if not np.isfinite(v):
-        raise SpecplanError(f"{path}: row {row}, column '{col}': must be finite, got '{text}'")
+        raise SpecplanError(f"{path}: row {row}, column '{col}': must be finite, got '{brief(text, 40)}'")
     return v
 
 
@@ -94,7 +95,9 @@ def read_workload_csv(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     p = Path(path)
     if not p.is_file():
         raise SpecplanError(f"--workload: no such file '{path}'")
-    with p.open(newline="") as f:
+    from specplan.loader import read_text  # the bounded reader: size cap, one line for a binary / latin-1 file
+
+    with io.StringIO(read_text(p, "workload CSV"), newline="") as f:
         reader = csv.reader(f)
         header = [h.strip() for h in next(reader, [])]
         missing = [c for c in REQUIRED if c not in header]

@@ -20,6 +20,7 @@ TRACE_COLUMNS = ("policy", "tokens_per_s_per_user", "expected_tokens_per_s_per_u
 def parse_tiers(text: str) -> list[int]:
     """'1,3,7' -> [1, 3, 7]: non-negative, strictly increasing integers; one line naming the position otherwise."""
     from specplan.errors import SpecplanError
+    from specplan.limits import DRAFT_LEN_LIMIT
 
     out = []
     for i, part in enumerate((p.strip() for p in text.split(",")), 1):
@@ -29,6 +30,8 @@ def parse_tiers(text: str) -> list[int]:
             raise SpecplanError(f"--tiers: position {i}: expected an integer, got '{part}'") from None
         if v < 0:
             raise SpecplanError(f"--tiers: position {i}: must be >= 0, got {v}")
+        if v > DRAFT_LEN_LIMIT:
+            raise SpecplanError(f"--tiers: position {i}: must be <= {DRAFT_LEN_LIMIT} (the largest D), got {v}")
         if out and v <= out[-1]:
             raise SpecplanError(f"--tiers: position {i}: {v} is not above {out[-1]} (tiers must be increasing)")
         out.append(v)
@@ -98,6 +101,17 @@ def adaptive(
     """Simulate draft-length policies request by request: TPOT/TTFT percentiles, SLO attainment, tokens/s/GPU."""
     from specplan.errors import SpecplanError
 
+    from specplan.limits import DRAFT_LEN_LIMIT, MAX_BATCH, MAX_CONTEXT, check_int, check_number
+
+    check_int(max_draft_len, "--max-draft-len", 0, DRAFT_LEN_LIMIT)
+    for name, v, hi in (("--isl", isl, MAX_CONTEXT), ("--osl", osl, MAX_CONTEXT), ("--concurrency", concurrency, MAX_BATCH),
+                        ("--max-running", max_running, MAX_BATCH), ("--graph-max-bs", graph_max_bs, MAX_BATCH),
+                        ("--prefill-budget", prefill_budget, MAX_CONTEXT), ("--sglang-initial-steps", sglang_initial,
+                                                                            DRAFT_LEN_LIMIT)):
+        if v is not None:  # bounds of specplan.limits: no overflow, no run without end
+            check_int(v, name, 0 if name == "--sglang-initial-steps" else 1, hi)
+    if request_rate is not None:
+        check_number(request_rate, "--request-rate", 1e-6, 1e9)
     if seed < 0:
         raise SpecplanError(f"--seed: must be an integer >= 0, got {seed}")
     for name, v in (("--max-tpot-ms", max_tpot_ms), ("--max-ttft-ms", max_ttft_ms)):

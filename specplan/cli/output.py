@@ -9,8 +9,8 @@ import numpy as np
 
 
 def to_jsonable(obj, path: str = ""):
-    """Numpy scalars/arrays and floats -> plain JSON types; a NaN or inf is an error naming its key (never a
-    silent null)."""
+    """Numpy scalars/arrays and floats -> plain JSON types. NaN means "no value" (e.g. a time window without a
+    decode step) and becomes null; an infinity is never a result and is an error naming its key."""
     if isinstance(obj, dict):
         return {str(k): to_jsonable(v, f"{path}.{k}" if path else str(k)) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -20,7 +20,9 @@ def to_jsonable(obj, path: str = ""):
     if isinstance(obj, np.generic):
         return to_jsonable(obj.item(), path)
     if isinstance(obj, float):
-        if math.isnan(obj) or math.isinf(obj):
+        if math.isnan(obj):
+            return None
+        if math.isinf(obj):
             from specplan.errors import SpecplanError
 
             raise SpecplanError(f"output {path or 'value'} is {obj}, not a finite number: the inputs are outside "

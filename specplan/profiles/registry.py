@@ -50,7 +50,8 @@ def format_validation_error(err: ValidationError, where: str) -> str:
     loc = ".".join(str(p) for p in e.get("loc", ())) or "(top level)"
     msg = e.get("msg", "invalid").removeprefix("Value error, ")
     val = e.get("input")
-    got = "" if isinstance(val, dict) or "got" in msg else f", got {brief(val)}"
+    shown = repr(brief(val)) if isinstance(val, str) else brief(val)  # '1' (text) is not 1 (a number)
+    got = "" if isinstance(val, dict) or "got" in msg else f", got {shown}"
     if e.get("type") == "missing":
         got = ""
     return f"{where}: {loc}: {msg}{got}"

@@ -251,4 +251,9 @@ def example_cases(tmp: Path) -> list[Case]:
     nodt = "\n".join(",".join(x for i, x in enumerate(ln.split(",")) if i != 1) for ln in gemm.splitlines())
     add(Case("fuzz_missing_text_column", ["validate", write(tmp, "no_dtype.csv", nodt + "\n"), "--hardware",
                                           "h100-sxm"], 2, "missing column 'dtype' of a gemm table"))
+    wl = ["--workload", ROOT / "examples" / "adaptive" / "workload.csv"]
+    add(Case("fuzz_adaptive_tiers_huge", [*ad, *wl, "--tiers", "9" * 30], 2, "--tiers: position 1: must be <= 256"))
+    add(Case("fuzz_adaptive_graph_bs_huge", [*ad, *wl, "--graph-max-bs", "9" * 25], 2, "--graph-max-bs: must be <="))
+    add(Case("fuzz_adaptive_max_draft_len_huge", [*ad, *wl, "--max-draft-len", "9" * 40], 2,
+             "--max-draft-len: must be <= 256"))
     return c

@@ -94,7 +94,24 @@ def _walk_json(v, path=""):
             yield from _walk_json(x, f"{path}[{i}]")
 
 
-def check_text(text: str, where: str, echo: frozenset = frozenset()) -> list[str]:
+# Results that step / predict / recommend always have: null here is a NaN that reached the output.
+RESULT_KEYS = frozenset({"step_ms", "verify_ms", "draft_ms", "speedup", "acceptance_length", "break_even_al",
+                         "tokens_per_s_per_user", "tokens_per_s_per_gpu", "total_gb", "weights_gb", "kv_cache_gb"})
+
+
+def _null_results(v, path=""):
+    if isinstance(v, dict):
+        for k, x in v.items():
+            if x is None and k in RESULT_KEYS:
+                yield f"{path}.{k}"
+            else:
+                yield from _null_results(x, f"{path}.{k}")
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            yield from _null_results(x, f"{path}[{i}]")
+
+
+def check_text(text: str, where: str, echo: frozenset = frozenset(), results: bool = False) -> list[str]:
     """Problems in printed or written text: non-finite numbers in JSON or YAML output, `nan` / `inf` tokens in
     plain text (tokens in `echo`, text the user gave, e.g. a kernel named 'inf' in a measured table, excepted)."""
     s = text.strip()
@@ -112,7 +129,8 @@ def check_text(text: str, where: str, echo: frozenset = frozenset()) -> list[str
         except yaml.YAMLError:
             data = None
     if isinstance(data, (dict, list)):
-        return [f"{where}: non-finite {p}" for p in _walk_json(data)]
+        return [f"{where}: non-finite {p}" for p in _walk_json(data)] + [
+            f"{where}: {p} is null (a result every run has)" for p in (_null_results(data) if results else ())]
     for m in PLAIN_NONFINITE.finditer(text):
         if m.group(0).lstrip("-+") in echo:
             continue
@@ -158,7 +176,8 @@ def check_file(path: Path, echo: frozenset = frozenset()) -> list[str]:
 
 def judge(r: Result, outdir: Path | None = None, canary: Path | None = None, allowed_rc=(0, 1, 2),
           inputs: str = "") -> list[str]:
-    """The problems of one run (see the module docstring); `inputs`: the text of the argv and input files."""
+    """The problems of one run (see the module docstring); `inputs`: the text of the argv and input files.
+    step / predict / recommend JSON must have every result in RESULT_KEYS (null = a NaN that got out)."""
     echo = frozenset(m.group(1) for m in PLAIN_NONFINITE.finditer(inputs))
     probs = []
     if r.hang:
@@ -178,7 +197,8 @@ def judge(r: Result, outdir: Path | None = None, canary: Path | None = None, all
         if "not a finite number: the inputs" in r.err or "is not finite at batch" in r.err:
             probs.append("non-finite value reached the output: " + r.err.strip()[:200])
     if r.rc == 0:
-        probs += check_text(r.out, "stdout", echo)
+        results = bool(r.argv) and str(r.argv[0]) in ("step", "predict", "recommend")
+        probs += check_text(r.out, "stdout", echo, results)
     if outdir is not None and outdir.exists():
         for p in sorted(outdir.rglob("*")):
             if p.is_file():

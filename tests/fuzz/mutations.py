@@ -161,6 +161,9 @@ def seeds() -> dict[str, str]:
             files = sorted(folder.glob("*.yaml")) if folder.is_dir() else []
             if files:
                 _SEEDS[name] = files[0].read_text()
+        wl = ROOT / "examples" / "adaptive" / "workload.csv"
+        if wl.is_file():  # the adaptive simulator's request workload (arrival_s, isl, osl, alpha): 40 rows
+            _SEEDS["workload_csv"] = "\n".join(wl.read_text().splitlines()[:41]) + "\n"
         att = MEAS / "attention_decode_h100_a100.csv.gz"
         import pandas as pd
 
@@ -169,16 +172,24 @@ def seeds() -> dict[str, str]:
     return _SEEDS
 
 
-def file_spec(kind: str):
-    """A strategy of ('FILE', kind, suffix, text) placeholders: a mutated seed of that kind."""
+def file_spec(kind: str, valid_share: float = 0.0):
+    """A strategy of ('FILE', kind, suffix, text) placeholders: a mutated seed of that kind (the seed itself with
+    probability `valid_share`, so that commands fed files also run through to their results)."""
     s = seeds()
     text = s[kind]
     if kind.startswith("hf"):
-        return json_mutation(text).map(lambda t: ("FILE", kind, "_config.json", t))
-    if kind.endswith("_csv"):
-        return st.tuples(csv_mutation(text), st.sampled_from([".csv", ".csv", ".csv.gz", ".csv.gz.trunc"])).map(
+        spec = json_mutation(text).map(lambda t: ("FILE", kind, "_config.json", t))
+        seed = ("FILE", kind, "_config.json", text)
+    elif kind.endswith("_csv"):
+        spec = st.tuples(csv_mutation(text), st.sampled_from([".csv", ".csv", ".csv.gz", ".csv.gz.trunc"])).map(
             lambda x: ("FILE", kind, x[1], x[0]))
-    return yaml_mutation(text).map(lambda t: ("FILE", kind, ".yaml", t))
+        seed = ("FILE", kind, ".csv", text)
+    else:
+        spec = yaml_mutation(text).map(lambda t: ("FILE", kind, ".yaml", t))
+        seed = ("FILE", kind, ".yaml", text)
+    if not valid_share:
+        return spec
+    return st.integers(0, 99).flatmap(lambda u: st.just(seed) if u < 100 * valid_share else spec)
 
 
 def materialize(item, folder: Path, n: list) -> str:

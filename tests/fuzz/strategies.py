@@ -33,25 +33,32 @@ BAD_IDS = ["llama-3.2-1x", "", "x" * 300, "../../etc/passwd", "/nonexistent/m.ya
            "nul\x01l", "profile.yml", "~", "." * 260]
 HW_IDS = ["h100-sxm", "h200-sxm", "b200", "a100-sxm-80gb", "mi300x", "groq-3-lpu", "gb200", "cpu-generic"]
 DTYPES = ["bf16", "fp16", "fp8", "fp4", "int8", "fp7", "", "BF16", "float8"]
+GOOD_DTYPES, BAD_DTYPES = ["bf16", "fp16", "fp8"], ["fp4", "int8", "fp7", "", "BF16", "float8"]
 MECHS = ["eagle3", "mtp", "medusa", "dflash", "dspark", "ngram", "self", "external", "none", "eagle", "", "all"]
 
 # ---------------------------------------------------------------- CLI strategies
 
+BAD_SHARE = 0.12  # chance that one option gets a bad value: most commands get one bad value, many none
+
+
 def _pick(good, bad):
-    """Mostly a good value (3 : 1 per value), sometimes a bad one."""
-    return st.sampled_from(list(good) * 3 + list(bad))
+    """A good value, or with probability BAD_SHARE a bad one."""
+    good, bad = st.sampled_from(list(good)), st.sampled_from(list(bad))
+    return st.integers(0, 99).flatmap(lambda u: bad if u < 100 * BAD_SHARE else good)  # (floats are not uniform)
 
 
 ints = _pick(GOOD_INTS, BAD_INTS)
 floats = _pick(GOOD_FLOATS, BAD_FLOATS)
 contexts = _pick(GOOD_CONTEXTS, BAD_CONTEXTS)
-models = st.one_of(st.sampled_from(MODEL_IDS * 4 + BAD_IDS), file_spec("model"), file_spec("moe_model"))
-hardware = st.one_of(st.sampled_from(HW_IDS * 4 + BAD_IDS), file_spec("hardware"), file_spec("lpu"))
+models = st.one_of(_pick(MODEL_IDS, BAD_IDS), _pick(MODEL_IDS[:3], BAD_IDS), file_spec("model", 0.5),
+                   file_spec("moe_model", 0.5))
+hardware = st.one_of(_pick(HW_IDS, BAD_IDS), _pick(HW_IDS[:2], BAD_IDS), file_spec("hardware", 0.5), file_spec("lpu", 0.5))
 
 
 def _opt(name: str, values, p: float = 0.5):
     """[name, value] with probability p, else []."""
-    return st.one_of(st.just([]), values.map(lambda v: [name, v])) if p < 1 else values.map(lambda v: [name, v])
+    given = values.map(lambda v: [name, v])
+    return given if p >= 1 else st.integers(0, 99).flatmap(lambda u: given if u < 100 * p else st.just([]))
 
 
 def _join(*parts):
@@ -59,9 +66,9 @@ def _join(*parts):
 
 
 def _accept():
-    mech = st.sampled_from(MECHS)
-    val = st.sampled_from(GOOD_FLOATS[:4] + ["3.1@4", "0.9,0.8,0.7", "eagle3-llama-3.1-8b-mtbench"] + BAD_FLOATS
-                          + ["3@0", "9@4", "0.9,,", "@", "=", "x@y"])
+    mech = _pick(["eagle3", "ngram", "dflash"], MECHS)
+    val = _pick(GOOD_FLOATS[:4] + ["3.1@4", "0.9,0.8,0.7"], BAD_FLOATS + ["3@0", "9@4", "0.9,,", "@", "=", "x@y",
+                                                                         "eagle3-llama-3.1-8b-mtbench"])
     return st.lists(st.tuples(mech, val).map(lambda t: ["--acceptance", f"{t[0]}={t[1]}"]), max_size=3).map(
         lambda ls: [x for item in ls for x in item])
 
@@ -70,14 +77,18 @@ def _base():
     return _join(st.just([]), models.map(lambda m: ["--model", m]), hardware.map(lambda h: ["--hardware", h]))
 
 
+def _serving():
+    """--serving: an engine id or an engine profile file (predict, recommend)."""
+    serving = st.one_of(_pick(["roofline", "vllm-v1-eagle-2025", "vllm", "sglang", "trtllm", "ideal"],
+                              ["nosuch", "", "x" * 300]), file_spec("engine", 0.5) if "engine" in seeds()
+                        else st.just("vllm"))
+    return _opt("--serving", serving, 0.2)
+
+
 def _layout():
     """Parallel layout (--dp/--ep/--pp), engine (--serving) and kernel options of step/predict/recommend."""
-    par = _pick(["1", "2", "4", "8"], BAD_INTS)
-    serving = st.one_of(st.sampled_from(["roofline", "vllm-v1-eagle-2025", "vllm", "sglang", "trtllm", "ideal",
-                                         "nosuch", "", "x" * 300]), file_spec("engine") if "engine" in seeds()
-                        else st.just("vllm"))
-    return _join(st.just([]), _opt("--dp", par, 0.15), _opt("--ep", par, 0.15), _opt("--pp", par, 0.15),
-                 _opt("--serving", serving, 0.2),
+    par = _pick(["1", "2"], BAD_INTS)
+    return _join(st.just([]), _opt("--dp", par, 0.07), _opt("--ep", par, 0.07), _opt("--pp", par, 0.07),
                  _opt("--attention-style", st.sampled_from(["shared", "reread", "x", ""]), 0.1),
                  _opt("--routing", st.sampled_from(["random", "balanced", "x"]), 0.1),
                  _opt("--weight-dtype", st.sampled_from(DTYPES + ["int4"]), 0.1))
@@ -85,33 +96,37 @@ def _layout():
 
 def step_cmd():
     return _join(st.just(["step"]), _base(), _layout(), _opt("--batch", ints, 1), _opt("--context", contexts, 1),
-                 _opt("--tp", ints, 0.3), _opt("--q-len", ints, 0.3), _opt("--dtype", st.sampled_from(DTYPES), 0.2),
-                 _opt("--kv-dtype", st.sampled_from(DTYPES), 0.2), _opt("--reserve", floats, 0.1),
+                 _opt("--tp", ints, 0.3), _opt("--q-len", ints, 0.3), _opt("--dtype", _pick(GOOD_DTYPES, BAD_DTYPES), 0.2),
+                 _opt("--kv-dtype", _pick(GOOD_DTYPES, BAD_DTYPES), 0.2), _opt("--reserve", floats, 0.1),
                  st.sampled_from([[], ["--json"]]))
 
 
 def predict_cmd():
-    mech = st.sampled_from(MECHS)
-    return _join(st.just(["predict"]), _base(), _layout(), _opt("--batch", ints, 1), _opt("--context", contexts, 1),
-                 _opt("--mechanism", mech, 0.8), _opt("--draft-len", ints, 0.8), _opt("--tp", ints, 0.2),
-                 _opt("--acceptance-rate", floats, 0.5), _opt("--acceptance-length", floats, 0.2),
-                 _opt("--tree-tokens", ints, 0.1), _opt("--draft-kv-budget", ints, 0.1),
-                 _opt("--acceptance-per-position", st.sampled_from(["0.9,0.8", "0.9,,", "1.5,0.2", "nan", ""]), 0.1),
-                 _opt("--acceptance-profile", st.sampled_from(["eagle3-llama-3.1-8b-mtbench", "nosuch", "x" * 300]),
-                      0.1),
+    mech = _pick(["eagle3", "ngram", "dflash", "medusa"], MECHS)
+    acceptance = st.one_of(  # one acceptance input (two of them is an error of its own, drawn by the bad share)
+        _opt("--acceptance-rate", floats, 1), _opt("--acceptance-rate", floats, 1),
+        _join(_opt("--acceptance-length", _pick(["1.5", "2.5"], BAD_FLOATS), 1), _opt("--acceptance-rate", floats, 0.1)),
+        _opt("--acceptance-per-position", _pick(["0.9,0.8", "0.7"], ["0.9,,", "1.5,0.2", "nan", ""]), 1),
+        _opt("--acceptance-profile", _pick(["eagle3-llama-3.1-8b-mtbench"], ["nosuch", "x" * 300]), 1))
+    return _join(st.just(["predict"]), _base(), _layout(), _serving(), _opt("--batch", ints, 1),
+                 _opt("--context", contexts, 1), _opt("--mechanism", mech, 0.9),
+                 _opt("--draft-len", _pick(["1", "2", "4"], BAD_INTS), 0.9), _opt("--tp", ints, 0.2), acceptance,
+                 _opt("--tree-tokens", ints, 0.05), _opt("--draft-kv-budget", ints, 0.05),
                  _opt("--draft-model", st.sampled_from(MODEL_IDS[:3] + ["eagle3-llama-3.1-8b"] + BAD_IDS[:3]), 0.1),
                  _opt("--draft-hardware", st.sampled_from(HW_IDS[:3] + BAD_IDS[:2]), 0.1),
                  st.sampled_from([[], ["--json"]]))
 
 
 def recommend_cmd():
-    mechs = st.lists(st.sampled_from(MECHS), max_size=3).map(",".join)
-    return _join(st.just(["recommend"]), _base(), _layout(), _opt("--context", contexts, 1), _opt("--mechanisms", mechs, 0.8),
-                 _accept(), _opt("--batch", ints, 0.3), _opt("--target-tps-per-user", floats, 0.3),
+    mechs = st.lists(_pick(["eagle3", "ngram", "dflash"], MECHS), min_size=1, max_size=3).map(",".join)
+    return _join(st.just(["recommend"]), _base(), _layout(), _serving(), _opt("--context", contexts, 1),
+                 _opt("--mechanisms", mechs, 0.8), _accept(),
+                 st.one_of(st.just([]), _opt("--batch", ints, 1), _opt("--target-tps-per-user", floats, 1)),
                  _opt("--max-draft-len", _pick(["1", "2", "4", "8"], BAD_INTS + ["100000", "257"]), 0.7),
                  st.sampled_from([[], ["--json"], ["--extrapolate"]]),
                  st.one_of(st.just([]), st.just([]), _join(  # capacity: the smallest GPU count for a total rate
                      _opt("--target-tps", _pick(["1000", "50000"], BAD_FLOATS), 1),
+                     _opt("--target-tps-per-user", _pick(["20", "50"], BAD_FLOATS), 0.9),
                      _opt("--max-gpus", _pick(["8", "16"], BAD_INTS + ["100000"]), 0.5),
                      _opt("--isl", _pick(["1024", "128"], BAD_INTS), 0.5), _opt("--osl", _pick(["256"], BAD_INTS), 0.5))))
 
@@ -135,19 +150,37 @@ def pareto_cmd():
 
 
 def study_cmd():
-    return _join(st.just(["study"]), file_spec("study").map(lambda f: [f]), st.just(["--no-progress"]),
+    return _join(st.just(["study"]), file_spec("study", 0.5).map(lambda f: [f]), st.just(["--no-progress"]),
                  st.sampled_from([["-o", "OUT"]] * 6 + [["-o", "AFILE"], ["-o", "AFILE/sub"]]))
 
 
 def adaptive_cmd():
-    seg = st.tuples(st.sampled_from(["0.9", "0.5", "0", "1", "1.5", "-0.1", "nan", "x"]),
-                    st.sampled_from(["", "@8", "@32", "@0", "@-1", "@" + "9" * 40]),
-                    st.sampled_from(["x30", "x100", "x0", "x-5", "x100000000", "x" + "9" * 30, "", "x1.5"])).map(
+    seg = st.tuples(_pick(["0.9", "0.5", "0", "1"], ["1.5", "-0.1", "nan", "x"]),
+                    _pick(["", "@8", "@32"], ["@0", "@-1", "@" + "9" * 40]),
+                    _pick(["x30", "x100"], ["x0", "x-5", "x100000000", "x" + "9" * 30, "", "x1.5"])).map(
         lambda t: "".join(t))
-    trace = st.lists(seg, min_size=0, max_size=3).map(",".join)
-    pol = st.lists(st.sampled_from(["static:3", "ema", "model", "oracle", "static:", "static:-1", "nope",
-                                    "static:99999", ""]), max_size=4).map(",".join)
-    return _join(st.just(["adaptive"]), _base(), _opt("--context", contexts, 1), _opt("--trace", trace, 0.95),
+    trace = st.lists(seg, min_size=1, max_size=3).map(",".join) | st.just("")
+    load = st.one_of(
+        _opt("--trace", trace, 1),
+        _join(st.just([]), (file_spec("workload_csv", 0.5) if "workload_csv" in seeds() else st.just("x.csv")).map(
+            lambda f: ["--workload", f])),
+        _join(st.just([]), _opt("--request-rate", _pick(["2", "20"], BAD_FLOATS), 0.7),
+              _opt("--concurrency", _pick(["4", "16"], BAD_INTS + ["100000"]), 0.4),
+              _opt("--requests", _pick(["8", "20"], BAD_INTS + ["99999999"]), 0.9),
+              _opt("--isl", _pick(["128", "512"], BAD_INTS), 0.5), _opt("--osl", _pick(["16", "64"], BAD_INTS), 0.9),
+              st.one_of(_opt("--acceptance-rate", floats, 1), _opt("--acceptance-rate", floats, 1),
+                        _opt("--acceptance-dist", _pick(["0.8", "beta:2,1", "uniform:0.3,0.9"], [
+                            "beta:0,0", "uniform:0.9,0.3", "nope:1", "", "beta:" + "9" * 400]), 1)),
+              _opt("--acceptance-drift", st.sampled_from(["0.9->0.4", "-0.2", "x", "", "2", "nan"]), 0.2)))
+    engine = _join(st.just([]), _opt("--engine", st.sampled_from(["vllm", "sglang", "ideal", "nosuch", ""]), 0.2),
+                   _opt("--max-ttft-ms", floats, 0.1), _opt("--prefill-budget", ints, 0.1),
+                   _opt("--max-running", ints, 0.1), _opt("--graph-max-bs", ints, 0.1),
+                   _opt("--sglang-initial-steps", ints, 0.1),
+                   _opt("--captured-d", st.sampled_from(["1,3,7", "0", "-1", "a", ""]), 0.1))
+    pol = st.lists(st.sampled_from(["fixed:3", "sglang", "model", "oracle", "adasd", "fixed:", "fixed:-1", "nope",
+                                    "fixed:99999", "static:3", "ema", "model:slo=0", "model:acc=x", ""]),
+                   max_size=4).map(",".join)
+    return _join(st.just(["adaptive"]), _base(), _opt("--context", contexts, 0.5), load, engine,
                  _opt("--policies", pol, 0.5), _opt("--max-draft-len", _pick(["2", "4", "8"], BAD_INTS), 0.4),
                  _opt("--tiers", st.sampled_from(["1,3,7", "1", "", "-1,2", "0", "a,b", "9" * 30, "1,,3"]), 0.3),
                  _opt("--slo-tpot-ms", floats, 0.2), _opt("--seed", _pick(["0", "1", "42"], BAD_INTS), 0.3),
@@ -156,25 +189,25 @@ def adaptive_cmd():
 
 def profiles_cmd():
     return st.one_of(st.just(["profiles", "list"]), st.just(["profiles", "list", "--json"]),
-                     st.one_of(st.sampled_from(MODEL_IDS + HW_IDS + BAD_IDS), file_spec("hardware"),
-                               file_spec("model"), file_spec("lpu")).map(lambda r: ["profiles", "show", r]))
+                     st.one_of(st.sampled_from(MODEL_IDS + HW_IDS + BAD_IDS), file_spec("hardware", 0.5),
+                               file_spec("model", 0.5), file_spec("lpu", 0.5)).map(lambda r: ["profiles", "show", r]))
 
 
 def import_cmd():
     return _join(st.just(["model", "import"]),
-                 st.one_of(file_spec("hf"), file_spec("hf_moe"), file_spec("hf_mla")).map(lambda f: [f]),
+                 st.one_of(file_spec("hf", 0.5), file_spec("hf_moe", 0.5), file_spec("hf_mla", 0.5)).map(lambda f: [f]),
                  st.sampled_from([[], [], ["-o", "OUT/m.yaml"], ["-o", "AFILE/x.yaml"], ["-o", "OUT"]]))
 
 
 def validate_cmd():
-    return _join(st.just(["validate"]), st.one_of(file_spec("gemm_csv"), file_spec("attention_csv")).map(lambda f: [f]),
+    return _join(st.just(["validate"]), st.one_of(file_spec("gemm_csv", 0.5), file_spec("attention_csv", 0.5)).map(lambda f: [f]),
                  hardware.map(lambda h: ["--hardware", h]), st.sampled_from([[], ["--json"], ["-o", "OUT"],
                                                                                ["-o", "AFILE"]]),
                  _opt("--min-time-us", floats, 0.1), _opt("--max-m", ints, 0.1))
 
 
 def calibrate_cmd():
-    return _join(st.just(["calibrate"]), file_spec("gemm_csv").map(lambda f: [f]),
+    return _join(st.just(["calibrate"]), file_spec("gemm_csv", 0.5).map(lambda f: [f]),
                  st.sampled_from(HW_IDS[:2] + BAD_IDS[:2]).map(lambda h: ["--hardware", h]),
                  st.sampled_from([["-o", "OUT/cal.yaml"]] * 4 + [["-o", "AFILE/x.yaml"], ["-o", "OUT"]]))
 
@@ -193,14 +226,50 @@ WEIGHTS = {"step": 4, "predict": 4, "recommend": 3, "pareto": 2, "study": 2, "ad
            "import": 3, "validate": 2, "calibrate": 1, "misc": 1}
 
 
-def cli_invocation():
-    """(command family, argv with placeholders) over every command."""
-    fams = [f for f, w in WEIGHTS.items() for _ in range(w)]
+def cli_invocation(only=None):
+    """(command family, argv with placeholders) over every command (or the families in `only`)."""
+    fams = [f for f, w in WEIGHTS.items() for _ in range(w) if not only or f in only]
     return st.sampled_from(fams).flatmap(lambda f: COMMANDS[f]().map(lambda argv: (f, argv)))
+
+
+def _options_of(argv: list) -> set[str] | None:
+    """The option names the command of `argv` takes (from the typer app), None when it is not a command."""
+    import typer.main
+
+    from specplan.cli import app
+
+    cmd = typer.main.get_command(app)
+    for word in argv:
+        sub = getattr(cmd, "commands", {}).get(word) if isinstance(word, str) else None
+        if sub is None:
+            break
+        cmd = sub
+    if getattr(cmd, "commands", None):
+        return None
+    return {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)}
+
+
+def known_options(argv: list) -> list:
+    """`argv` without the options its command does not have (and their values): the strategies draw options
+    for a family of commands, each command keeps its own; misspelled options are the misc family's job."""
+    have = _options_of(argv)
+    if have is None:
+        return argv
+    out, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        if isinstance(a, str) and a.startswith("--") and a not in have:
+            i += 1 if a in ("--json", "--no-plots", "--no-progress", "--extrapolate") else 2
+            continue
+        out.append(a)
+        i += 1
+    return out
 
 
 def run_invocation(family: str, argv: list, timeout_s: float = 60.0):
     """Materialize and run one CLI invocation in a fresh folder; (Result, problems)."""
+    if family != "misc":
+        argv = known_options(argv)
     folder = Path(tempfile.mkdtemp(prefix="specplan-fuzz-"))
     old = Path.cwd()
     try:
