@@ -61,19 +61,22 @@ def plot_series(series: dict[str, dict], stem) -> list[Path]:
 
 def write_report(res: dict, out_dir, title: str = "", plot_stem=None) -> list[Path]:
     """summary.md, results.json, series_<policy>.csv and adaptive_timeseries.png/svg under out_dir."""
-    d = Path(out_dir)
-    d.mkdir(parents=True, exist_ok=True)
-    from specplan.cli.output import to_jsonable
+    import io
 
+    from specplan.cli.output import to_jsonable
+    from specplan.io import atomic_write_text  # umask mode, no partial file on failure or Ctrl-C
+
+    d = Path(out_dir)
     paths = [d / "summary.md", d / "results.json"]
-    paths[0].write_text(summary_markdown(res, title))
-    paths[1].write_text(json.dumps(to_jsonable({"policies": res["policies"]}), indent=2) + "\n")
+    atomic_write_text(paths[0], summary_markdown(res, title))
+    atomic_write_text(paths[1], json.dumps(to_jsonable({"policies": res["policies"]}), indent=2) + "\n")
     for name, s in res["series"].items():
         p = d / f"series_{name.replace(':', '_').replace('/', '_').replace('=', '')}.csv"
-        with p.open("w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(list(s))
-            w.writerows(zip(*(np.round(np.asarray(v, float), 5).tolist() for v in s.values())))
+        f = io.StringIO(newline="")
+        w = csv.writer(f, lineterminator="\r\n")
+        w.writerow(list(s))
+        w.writerows(zip(*(np.round(np.asarray(v, float), 5).tolist() for v in s.values())))
+        atomic_write_text(p, f.getvalue())
         paths.append(p)
     if res["series"]:
         paths += plot_series(res["series"], plot_stem or d / "adaptive_timeseries")

@@ -104,6 +104,10 @@ def adaptive(
     from specplan.limits import DRAFT_LEN_LIMIT, MAX_BATCH, MAX_CONTEXT, check_int, check_number
 
     check_int(max_draft_len, "--max-draft-len", 0, DRAFT_LEN_LIMIT)
+    if out is not None:
+        from specplan.io import check_output_dir
+
+        check_output_dir(out)  # before the simulation, not after it
     for name, v, hi in (("--isl", isl, MAX_CONTEXT), ("--osl", osl, MAX_CONTEXT), ("--concurrency", concurrency, MAX_BATCH),
                         ("--max-running", max_running, MAX_BATCH), ("--graph-max-bs", graph_max_bs, MAX_BATCH),
                         ("--prefill-budget", prefill_budget, MAX_CONTEXT), ("--sglang-initial-steps", sglang_initial,
