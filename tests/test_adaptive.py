@@ -170,3 +170,25 @@ def test_policy_and_input_errors():
         make_policy("fixed:9", 8)
     with pytest.raises(SpecplanError, match="exactly one of"):
         synthetic(10, 10, 10)
+
+
+def test_trace_memory_is_checked():
+    """A segment whose batch fits at D = 0 but not at D = 8: adaptive policies and the bounds stay within memory;
+    a fixed D that does not fit runs and says fits: false (a result, not an error)."""
+    from specplan.speculation.acceptance import Acceptance
+    from specplan.speculation.speedup import evaluate
+
+    ctx = np.arange(20000, 40000, 8, dtype=float)
+    r0 = evaluate(M, H, batch=16, context_len=ctx[:, None], draft_len=np.array([0.0, 8.0])[None, :],
+                  mechanism="eagle3", acceptance=Acceptance.from_rate(0.8))
+    edge = np.flatnonzero(r0["fits"][:, 0] & ~r0["fits"][:, 1])
+    assert edge.size  # the case exists: D = 0 fits, D = 8 does not
+    c = int(ctx[edge[0]])
+    segs = parse_trace("0.8@16x40")
+    rows = {r["policy"]: r for r in run_trace(M, H, segs, ["fixed:0", "fixed:8", "model", "oracle", "clairvoyant"],
+                                              context_len=c)["policies"]}
+    assert rows["fixed:0"]["fits"] and not rows["fixed:8"]["fits"]
+    fit = np.asarray(evaluate(M, H, batch=16, context_len=c, draft_len=np.arange(9), mechanism="eagle3",
+                              acceptance=Acceptance.from_rate(0.8))["fits"])
+    for name in ("model", "oracle", "clairvoyant"):
+        assert rows[name]["fits"] and fit[np.unique(rows[name]["chosen_d"])].all()

@@ -105,12 +105,12 @@ def run_trace(model, hardware, segs: list[Segment], policies: list[str], *, cont
     engine = engine.resolved()
     pols = _policies(policies, d_max, engine, sglang_config, sglang_initial)
     dt = table_d_max(pols, d_max)  # D priced (an SGLang config may go above --max-draft-len)
-    table, d1, dev, rho = trace_costs(model, hardware, segs, dt, context_len, mechanism, engine.profile, **kw)
+    table, d1, dev, rho, fits = trace_costs(model, hardware, segs, dt, context_len, mechanism, engine.profile, **kw)
     base = step_time(model, hardware, kw.get("tp", 1), 1, 1, context_len, kw.get("dtype"), kw.get("kv_dtype"))
     eng = load_engine(engine.profile)
     eager = eager_per_kernel_s(eng) * base.kernels * (1.0 + rho * np.arange(dt + 1))
     ref = simulate_trace(segs, table, d1, Fixed(0, "fixed:0"), graphs_for([0], engine.graph_max_bs), dt,
-                         eager, dev, seed)
+                         eager, dev, seed, fits=fits)
     rows = []
     for p in pols:
         p = "oracle" if isinstance(p, Oracle) else p
@@ -119,7 +119,7 @@ def run_trace(model, hardware, segs: list[Segment], policies: list[str], *, cont
         else:
             g = _graphs(p, d_max, engine, captured_d)
         r = simulate_trace(segs, table, d1, p, g, dt, eager, dev, seed,
-                           slo_tpot_s=None if getattr(p, "lossy", False) else max_tpot_s)
+                           slo_tpot_s=None if getattr(p, "lossy", False) else max_tpot_s, fits=fits)
         r["speedup"] = r["tokens_per_s_per_user"] / ref["tokens_per_s_per_user"]
         rows.append(r)
     return {"mode": "trace", "policies": rows, "context_len": context_len}

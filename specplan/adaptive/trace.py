@@ -24,8 +24,9 @@ from specplan.speculation.acceptance import al_from_rate
 
 def trace_costs(model, hardware, segs: list[Segment], d_max: int, context_len: int, mechanism: str,
                 engine="sglang", **kw):
-    """(T[b][D] step seconds per trace batch (D = 0: plain decode), one draft forward per batch, devices, ρ);
-    the engine's speculative host costs via `evaluate`, its host time and graph launches per step added."""
+    """(T[b][D] step seconds per trace batch (D = 0: plain decode), one draft forward per batch, devices, ρ,
+    fits[b][D] in memory); the engine's speculative host costs via `evaluate`, its host time and graph launches
+    per step added."""
     from specplan.profiles.registry import load_engine
     from specplan.speculation.acceptance import Acceptance
     from specplan.speculation.serving import ServingProfile
@@ -45,7 +46,9 @@ def trace_costs(model, hardware, segs: list[Segment], d_max: int, context_len: i
     d1 = r["draft_s"][:, min(1, d_max)]
     dev = float(np.asarray(r["target_devices"]).flat[0])
     rho = float(np.asarray(r["rho"]).flat[0])
-    return {int(b): t[i] for i, b in enumerate(bs)}, {int(b): float(d1[i]) for i, b in enumerate(bs)}, dev, rho
+    fits = {int(b): np.asarray(r["fits"][i], bool) for i, b in enumerate(bs)}
+    return ({int(b): t[i] for i, b in enumerate(bs)}, {int(b): float(d1[i]) for i, b in enumerate(bs)}, dev, rho,
+            fits)
 
 
 def runs(segs: list[Segment], d_max: int, seed: int, relax: float = 0.0) -> list[np.ndarray]:
@@ -77,8 +80,12 @@ def dinkelbach(gain: np.ndarray, cost: np.ndarray, weight: np.ndarray | None = N
 
 def simulate_trace(segs: list[Segment], table: dict, draft1: dict, policy: Policy | str, graphs: GraphSet,
                    d_max: int, eager: np.ndarray, devices: float = 1.0, seed: int = 0,
-                   slo_tpot_s: float | None = None) -> dict:
-    """Run one policy (or 'oracle' / 'clairvoyant') over the trace; realized and expected tokens/s/user."""
+                   slo_tpot_s: float | None = None, fits: dict | None = None) -> dict:
+    """Run one policy (or 'oracle' / 'clairvoyant') over the trace; realized and expected tokens/s/user.
+    Adaptive policies and the bounds pick only D that fit in memory (`fits`; when none fits, any D); a fixed D
+    that does not fit still runs and the row says `fits: false`."""
+    fit = {s.batch: (fits[s.batch] if fits is not None and fits[s.batch].any() else np.ones(d_max + 1, bool))
+           for s in segs}
     rel = getattr(policy, "relax", 0.0)
     strict = runs(segs, d_max, seed)
     loose = runs(segs, d_max, seed, rel) if rel > 0 else strict
@@ -92,13 +99,16 @@ def simulate_trace(segs: list[Segment], table: dict, draft1: dict, policy: Polic
         else:
             gain = np.concatenate([np.minimum(r[:, :, None], np.arange(d_max + 1)).mean(axis=1) + 1.0
                                    for r in strict])
-        plan, _ = dinkelbach(gain, cost)
+        ok = np.concatenate([np.tile(fit[s.batch], (s.iterations, 1)) for s in segs])
+        plan, _ = dinkelbach(np.where(ok, gain, -np.inf), cost)
     d_seq, tok, exp_tok, time_s, batch = [], [], [], [], []
     i = 0
     lossy = 0.0
+    all_fit = True
     for s, r_s, l_s in zip(segs, strict, loose):
         cost = table[s.batch]
         has = np.array([graphs.has(x, s.batch) for x in range(d_max + 1)])
+        allowed = has & fit[s.batch] if (has & fit[s.batch]).any() else (fit[s.batch] if has.any() else has)
         alpha = np.full(s.batch, s.alpha)
         for it in range(s.iterations):
             step = cost + np.where(has, 0.0, eager)
@@ -108,14 +118,15 @@ def simulate_trace(segs: list[Segment], table: dict, draft1: dict, policy: Polic
                 if policy.draft_extend_at_zero:
                     step = step.copy()
                     step[0] += draft1[s.batch]
-                view = StepView(s.batch, step, alpha, (), has if has.any() else np.ones(d_max + 1, bool),
-                                slo_tpot_s, rng)
+                view = StepView(s.batch, step, alpha, (), allowed if allowed.any() else fit[s.batch], slo_tpot_s,
+                                rng)
                 d = int(policy.choose(view))
             acc = np.minimum(l_s[it], d).astype(np.int64)
             d_run = int(min(d, acc.max() + 1)) if (plan is None and policy.lossy and d) else d
             if plan is None:
                 policy.observe(acc, d, s.batch)
             lossy += float(np.sum(acc - np.minimum(r_s[it], d)))
+            all_fit = all_fit and bool(fits is None or fits[s.batch][d])
             d_seq.append(d)
             tok.append(float(acc.mean()) + 1.0)
             exp_tok.append(float(al_tab[s.alpha][d]))
@@ -133,7 +144,7 @@ def simulate_trace(segs: list[Segment], table: dict, draft1: dict, policy: Polic
            "tpot_p50_ms": 1e3 * float(np.percentile(tpot, 50)), "tpot_p90_ms": 1e3 * float(np.percentile(tpot, 90)),
            "tpot_p99_ms": 1e3 * float(np.percentile(tpot, 99)), "ttft_p50_ms": None,
            "slo_attainment": None if slo_tpot_s is None else float(np.mean(tpot <= slo_tpot_s)),
-           "mean_draft_len": float(d_seq.mean()), "time_s": total, "chosen_d": d_seq}
+           "mean_draft_len": float(d_seq.mean()), "time_s": total, "fits": all_fit, "chosen_d": d_seq}
     if out["lossy"]:
         out["relaxed_token_fraction"] = lossy / float((batch * tok).sum())
     return finite_or_none(out)

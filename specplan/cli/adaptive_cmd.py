@@ -14,7 +14,7 @@ from specplan.sweep import MAX_DRAFT_LEN
 COLUMNS = ("policy", "tpot_p50_ms", "tpot_p99_ms", "ttft_p50_ms", "ttft_p99_ms", "tokens_per_s_per_gpu",
            "tokens_per_s_per_user", "slo_attainment", "mean_draft_len")
 TRACE_COLUMNS = ("policy", "tokens_per_s_per_user", "expected_tokens_per_s_per_user", "speedup", "tpot_p50_ms",
-                 "tpot_p99_ms", "slo_attainment", "mean_draft_len")
+                 "tpot_p99_ms", "slo_attainment", "mean_draft_len", "fits")
 
 
 def parse_tiers(text: str) -> list[int]:
