@@ -20,7 +20,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specplan.bench.calibrate import fallback_attention_rows, fit_allreduce, fit_attention, fit_gemm  # noqa: E402
+from specplan.bench.calibrate import (allreduce_latency_floors, fallback_attention_rows, fit_allreduce,  # noqa: E402
+                                      fit_attention, fit_gemm)
 from specplan.bench.families import attention_kv_bytes, predict_table  # noqa: E402
 from specplan.bench.validate import metrics, oracle_ape, scatter_plot  # noqa: E402
 from specplan.profiles.hardware import AllReduceParams, AttentionEfficiency, HardwareProfile, KernelEfficiency  # noqa: E402
@@ -322,13 +323,18 @@ def main() -> None:
     r = pd.read_csv(MEAS / "allreduce_h100_a100.csv.gz")
     rh = r[r["device"] == H100]
     train = rh[(rh["kernel"] == "TRTLLM") | (rh["framework"] == "nccl 2.29.2")]
-    hw, rinfo = fit_allreduce(train, hw, fit_latency=False)  # latencies: measured floors (profile)
-    fit_record["allreduce"] = {"fitted_on": "bandwidth fractions on TRT-LLM custom all-reduce (all 3 versions) + NCCL 2.29.2 H100 rows; latencies = measured small-message floors",
+    floors = allreduce_latency_floors(train)  # latencies from the fit rows' own small-message floors only
+    hw = hw.model_copy(update={"allreduce": hw.allreduce.model_copy(update=floors)})
+    hw, rinfo = fit_allreduce(train, hw, fit_latency=False)
+    fit_record["allreduce"] = {"fitted_on": "bandwidth fractions on TRT-LLM custom all-reduce (all 3 versions) + NCCL 2.29.2 H100 rows; latencies = the small-message floors of the same rows (held out: vLLM / SGLang custom, NCCL 2.27.3)",
                                **hw.allreduce.model_dump(), **rinfo}
     rtest = rh[~rh.index.isin(train.index)]
     pr = predict_table(rtest, hw)
-    md += ["## All-reduce (H100, 2-8 GPUs)", "", f"Fitted on {len(train)} TRT-LLM custom + NCCL 2.29.2 rows; "
-           f"scored on {len(rtest)} vLLM / SGLang custom (graph and eager) and NCCL 2.27.3 rows.", ""]
+    md += ["## All-reduce (H100, 2-8 GPUs)", "", f"Fitted on {len(train)} TRT-LLM custom + NCCL 2.29.2 rows (bandwidth "
+           f"fractions by least squares; latencies = those rows' small-message floors: custom "
+           f"{hw.allreduce.custom_latency_s * 1e6:.2f} µs, NCCL {hw.allreduce.nccl_latency_s * 1e6:.2f} + "
+           f"{hw.allreduce.nccl_latency_per_peer_s * 1e6:.2f} × (GPUs − 1) µs); scored on {len(rtest)} vLLM / SGLang "
+           f"custom (graph and eager) and NCCL 2.27.3 rows, held out for every parameter.", ""]
     md += table_by(pr, ["kernel", "regime"])
     ar = {k: med(x["ape_pct"]) for k, x in pr.groupby(["kernel", "regime"])}
     bound_stats = {"allreduce": group_stats(pr, ["kernel", "regime"])}

@@ -111,18 +111,20 @@ def kv_bytes_per_seq(model: ModelProfile, tp: int, kv_dtype: str, context_len) -
     return total
 
 
-def state_bytes_per_seq(model: ModelProfile, tp: int) -> float:
-    """Recurrent state (fp32) + conv state (16-bit) per sequence per device, over all linear/Mamba layers."""
+def state_bytes_per_seq(model: ModelProfile, tp: int, state_dtype: str | None = None) -> float:
+    """Recurrent state (in `state_dtype`, default the profile's) + conv state (16-bit) per sequence per device,
+    over all linear/Mamba layers."""
+    b_state = dtype_bytes(state_dtype or model.state_dtype)
     total = 0.0
     for g in model.groups():
         if g.mixer == "linear":
             la = model.linear_attention
-            s = la.num_v_heads * la.head_k_dim * la.head_v_dim * 4.0
+            s = la.num_v_heads * la.head_k_dim * la.head_v_dim * b_state
             s += (la.conv_kernel - 1) * (2 * la.num_k_heads * la.head_k_dim + la.num_v_heads * la.head_v_dim) * 2.0
             total += g.count * s / tp
         elif g.mixer == "mamba":
             m = model.mamba
-            s = m.num_heads * m.head_dim * m.d_state * 4.0
+            s = m.num_heads * m.head_dim * m.d_state * b_state
             s += (m.conv_kernel - 1) * (m.num_heads * m.head_dim + 2 * m.n_groups * m.d_state) * 2.0
             total += g.count * s / tp
     return total
@@ -177,7 +179,7 @@ def memory_usage(
     ctx = np.asarray(context_len, dtype=float) + np.asarray(q_len, dtype=float)
     w = weight_bytes(model, tp, prec, lay) + extra_fixed_bytes
     per_seq = kv_bytes_per_seq(model, tp, prec.kv, ctx) / lay.pp + np.asarray(extra_per_seq_bytes, dtype=float)
-    state = state_bytes_per_seq(model, tp) / lay.pp * np.asarray(q_len, dtype=float)  # one checkpoint per token
+    state = state_bytes_per_seq(model, tp, prec.state) / lay.pp * np.asarray(q_len, dtype=float)  # one checkpoint per token
     act_per_seq = activation_bytes(model, tp, np.asarray(q_len, dtype=float))
     kv = b * per_seq
     st = b * state

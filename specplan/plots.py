@@ -30,7 +30,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from specplan.io import atomic_write_bytes  # noqa: E402
 
 RC = {"svg.hashsalt": "specplan", "svg.fonttype": "path", "font.size": 9, "axes.titlesize": 10}
-CLASS_COLORS = {"gemm": "#4C72B0", "attention": "#DD8452", "moe": "#55A868", "elementwise": "#8172B3",
+CLASS_COLORS = {"gemm": "#4C72B0", "attention": "#DD8452", "state": "#DA8BC3", "moe": "#55A868", "elementwise": "#8172B3",
                 "communication": "#C44E52", "overhead": "#937860"}
 
 

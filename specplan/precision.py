@@ -14,11 +14,13 @@ MODULES = ("attention", "linear_attention", "mamba", "fc", "ffn", "moe", "shared
 
 @dataclass(frozen=True)
 class Precision:
-    """compute: activation/math dtype of GEMMs; kv: KV-cache dtype; weights: module -> weight dtype."""
+    """compute: activation/math dtype of GEMMs; kv: KV-cache dtype; weights: module -> weight dtype;
+    state: dtype of the recurrent state of linear-attention / Mamba layers (the conv state is 16-bit)."""
 
     compute: str
     kv: str
     weights: dict[str, str] = field(default_factory=dict)
+    state: str = "fp32"
 
     def w(self, module: str) -> str:
         """Weight dtype of a module."""
@@ -31,6 +33,7 @@ def resolve_precision(
     dtype: str | None = None,
     kv_dtype: str | None = None,
     weight_dtype: str | None = None,
+    state_dtype: str | None = None,
 ) -> Precision:
     """Precision from CLI-style choices.
 
@@ -39,6 +42,8 @@ def resolve_precision(
     - no `dtype`: the checkpoint's own weight dtypes per module; math in the weight format where the device
       supports it, else in bf16 (fp16 on devices without bf16).
     - `kv_dtype` defaults to the checkpoint's KV format when the profile names one, else 16-bit.
+    - `state_dtype` (an engine override, e.g. vLLM's --mamba-ssm-cache-dtype) defaults to the profile's
+      `state_dtype` (the config's mamba_ssm_dtype / mamba_ssm_cache_dtype).
     """
     sixteen = _device_activation_dtype(hw)
     if dtype is not None:
@@ -64,7 +69,8 @@ def resolve_precision(
         kv = canonical_dtype(model.kv_cache_dtype)
     else:
         kv = sixteen
-    return Precision(compute=compute, kv=kv, weights=weights)
+    state = canonical_dtype(state_dtype or model.state_dtype, where="state_dtype")
+    return Precision(compute=compute, kv=kv, weights=weights, state=state)
 
 
 def _device_activation_dtype(hw: HardwareProfile) -> str:

@@ -9,12 +9,12 @@ from specplan.limits import DRAFT_LEN_LIMIT, MAX_BATCH, MAX_CONTEXT, MAX_TP, che
 from specplan.parallel import layout_for
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation.acceptance import Acceptance, find_profile
-from specplan.speculation.guidelines import binding_line, g1_sentence
+from specplan.speculation.guidelines import binding_line, g1_sentence, mechanism_line
 from specplan.speculation.speedup import evaluate, mechanism_names
 from specplan.sweep import MAX_DRAFT_LEN
 
 BATCH_MAX = 2048  # largest batch recommend searches (every integer batch 1 ... the largest that fits, up to this)
-STEP_KEYS = ("verify_attention_s", "verify_gemm_s", "verify_s", "draft_s", "acceptance_length", "speedup", "fits",
+STEP_KEYS = ("verify_attention_s", "verify_state_s", "verify_gemm_s", "verify_s", "draft_s", "acceptance_length", "speedup", "fits",
              "memory_total_bytes", "rho", "rho_time")
 
 
@@ -149,6 +149,14 @@ def _predict_binding(model, hardware, tp, batch, context_len, mechanism, draft_l
     """The shared binding rule (`guidelines.binding_line`) at the predicted D: the curve D = 0 ... D + 1."""
     if mechanism == "none" or draft_len < 1:
         return "-", "no speculation (D = 0)"
+    if mechanism == "medusa":
+        from specplan.speculation.drafters import medusa_heads
+
+        acc = acceptance if acceptance is not None else None
+        heads = medusa_heads(None if kw.get("draft_model") is None else load_model(kw["draft_model"]),
+                             kw.get("draft_heads") or (None if acc is None else (acc.meta or {}).get("heads")))
+        if draft_len + 1 > heads:
+            return "range", f"D = {draft_len + 1} needs more than the drafter's {heads} Medusa heads"
     ds = np.arange(0, draft_len + 2)
     kw2 = dict(kw)
     if kw2.get("tree_tokens") is not None:  # one more depth needs at least one more verified token
@@ -277,6 +285,8 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
     if best["draft_len"] == 0 and any(x["draft_len"] > 0 and not x["feasible"] for x in rows):
         guideline, line = "memory", "speculative configurations do not fit in memory at this batch (see the notes)"
     out["binding"] = {"guideline": guideline, "line": line}
+    choice = mechanism_line(rows)  # G5: the choice of mechanism (None with one mechanism or speculation off)
+    out["mechanism_choice"] = None if choice is None else {"guideline": choice[0], "line": choice[1]}
     out["guidelines"] = _summary(diag, best["batch"])
     out["near_best"] = near_best(feasible, best)
     out["per_mechanism"] = best_per_mechanism(feasible, best, mechs)
@@ -394,6 +404,7 @@ def _row(mech, d, r, i, j, feasible, bs) -> dict:
                                               "tokens_per_s_per_gpu", "iter_s", "draft_s", "verify_s",
                                               "memory_total_bytes", "rho_d", "rho_time",
                                               "tokens_per_s_per_device")},
+            "max_batch": None if not np.isfinite(float(r["max_batch"][i, j])) else int(min(float(r["max_batch"][i, j]), 1e9)),
             "target_devices": int(round(float(r["target_devices"][i, j]))),
             "draft_devices": int(round(float(r["draft_devices"][i, j])))}
 

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specplan.costs.attention import attention_cost, recurrent_state_cost
-from specplan.costs.comm import allreduce_cost, alltoall_cost, p2p_cost
+from specplan.costs.comm import allgather_cost, allreduce_cost, alltoall_cost, p2p_cost
 from specplan.costs.gemm import elementwise_cost, gemm_cost
 from specplan.costs.moe import moe_experts_cost
 from specplan.costs.roofline import COMPUTE, MEMORY, OVERHEAD, REGIME_NAMES, KernelCost
+from specplan.dtypes import dtype_bytes
 from specplan.errors import SpecplanError
 from specplan.parallel import Layout, layout_for, moe_alltoall_bytes
 from specplan.precision import Precision, resolve_precision
@@ -23,8 +24,11 @@ from specplan.profiles.model import ATTENTION_MIXERS, LayerGroup, ModelProfile
 from specplan.profiles.registry import load_hardware, load_kernel_family, load_model
 from specplan.shapes import layer_gemms, lm_head_gemm
 
-CLASSES = ("gemm", "attention", "moe", "elementwise", "communication", "overhead")
+CLASSES = ("gemm", "attention", "state", "moe", "elementwise", "communication", "overhead")
+# "state": the recurrent-state kernels of linear-attention / Mamba layers (conv-state and state update, with the
+# per-position checkpoint writes of verification); "attention" is softmax attention only (full, sliding, MLA).
 ACT_BYTES = 2.0  # activations between kernels are 16-bit
+LOGITS_BYTES = ACT_BYTES  # logits leave the LM head in the activation dtype (vLLM 0.33.0 LogitsProcessor._apply_head)
 
 
 @dataclass
@@ -103,7 +107,7 @@ def attention_kernels(model, hw, g: LayerGroup, tp, prec, b, q, ctx, style="shar
     out = []
     if model.compressed_attention is not None:
         ca = model.compressed_attention
-        kv_len = np.minimum(ctx + q, model.sliding_window)
+        kv_len = attended_kv_len(ctx, q, model.sliding_window)
         if g.mixer in ("csa", "hca"):
             entries = np.floor((ctx + q) / (ca.csa_rate if g.mixer == "csa" else ca.hca_rate))
             if g.mixer == "csa":
@@ -113,10 +117,8 @@ def attention_kernels(model, hw, g: LayerGroup, tp, prec, b, q, ctx, style="shar
         out.append(attention_cost(hw, b, q, kv_len, model.num_q_heads // tp, 1, model.head_dim, prec.kv, prec.compute,
                                   style, latent=True, family=fam[1]))
         return out
-    kv_len = ctx + q
-    if g.mixer == "sliding":
-        kv_len = np.minimum(kv_len, model.sliding_window)
-    elif g.mixer == "chunked":
+    kv_len = attended_kv_len(ctx, q, model.sliding_window if g.mixer == "sliding" else None)
+    if g.mixer == "chunked":
         kv_len = np.minimum(kv_len, model.chunk_size)
     if model.mla is not None:
         a = model.mla
@@ -151,21 +153,32 @@ def _mixer(acc, model, hw, g: LayerGroup, tp, prec, b, q, ctx, style, fam=(None,
         la = model.linear_attention
         nv = la.num_v_heads / tp
         conv_dim = (2 * la.num_k_heads * la.head_k_dim + la.num_v_heads * la.head_v_dim) / tp
-        _conv_and_state(acc, hw, b, q, n, conv_dim, la.conv_kernel, nv * la.head_k_dim * la.head_v_dim)
+        _conv_and_state(acc, hw, b, q, n, conv_dim, la.conv_kernel, nv * la.head_k_dim * la.head_v_dim, prec.state)
     elif g.mixer == "mamba":  # two kernels: causal-conv1d update, selective-state (SSM) update
         m = model.mamba
         nh = m.num_heads / tp
         conv_dim = (m.num_heads * m.head_dim + 2 * m.n_groups * m.d_state) / tp
-        _conv_and_state(acc, hw, b, q, n, conv_dim, m.conv_kernel, nh * m.head_dim * m.d_state)
+        _conv_and_state(acc, hw, b, q, n, conv_dim, m.conv_kernel, nh * m.head_dim * m.d_state, prec.state)
 
 
-def _conv_and_state(acc, hw, b, q, n, conv_dim, conv_kernel, state_elems):
-    """A linear-attention / Mamba mixer's two decode kernels: the conv-state update (bf16, 2 FLOPs per weight)
-    and the fp32 recurrent-state update (6 FLOPs per state element per token)."""
+def attended_kv_len(context_len, q_len, window: int | None = None) -> np.ndarray:
+    """Keys one verify/decode attention kernel reads per sequence: context + q_len, or for a sliding-window
+    layer min(context + q_len, window + q_len - 1) (query i of q_len sees the window ending at its own position,
+    so the q_len queries together span window + q_len - 1 keys)."""
+    kv = np.asarray(context_len, dtype=float) + np.asarray(q_len, dtype=float)
+    if window is None:
+        return kv
+    return np.minimum(kv, window + np.asarray(q_len, dtype=float) - 1.0)
+
+
+def _conv_and_state(acc, hw, b, q, n, conv_dim, conv_kernel, state_elems, state_dtype="fp32"):
+    """A linear-attention / Mamba mixer's two decode kernels, booked as class "state": the conv-state update
+    (16-bit, 2 FLOPs per weight) and the recurrent-state update (state in `state_dtype`, 6 FLOPs per state
+    element per token)."""
     conv = recurrent_state_cost(hw, b, q, (conv_kernel - 1) * conv_dim * ACT_BYTES, 2.0 * conv_dim * conv_kernel)
-    rec = recurrent_state_cost(hw, b, q, state_elems * 4.0, 6.0 * state_elems)
-    acc.add("attention", conv.scaled(n), n)
-    acc.add("attention", rec.scaled(n), n)
+    rec = recurrent_state_cost(hw, b, q, state_elems * dtype_bytes(state_dtype), 6.0 * state_elems)
+    acc.add("state", conv.scaled(n), n)
+    acc.add("state", rec.scaled(n), n)
 
 
 def _layer_group(acc, model, hw, g: LayerGroup, lay: Layout, prec, b, q, ctx, style, routing, allreduce, fam, b_moe):
@@ -288,6 +301,9 @@ def step_time(
     acc.add("elementwise", elementwise_cost(hw, tokens * model.hidden_size * ACT_BYTES * 3, 2), 2)  # embed, final norm
     lm = lm_head_gemm(model, tp)
     acc.add("gemm", gemm_cost(hw, tokens, lm.n, lm.k, prec.w("lm_head"), prec.compute), 1)
+    if tp > 1:  # vocabulary-parallel LM head: each rank holds vocab/TP logits per token, all-gathered to every
+        # rank (vLLM 0.33.0 LogitsProcessor._gather_logits -> tensor_model_parallel_all_gather; costs.comm)
+        acc.add("communication", allgather_cost(hw, tokens * lm.n * LOGITS_BYTES, tp), 1)
     breakdown = {c: acc.busy[c] for c in CLASSES if c not in ("overhead", "communication")}
     breakdown["communication"] = acc.busy["communication"] + acc.comm_latency
     breakdown["overhead"] = acc.overhead + hops

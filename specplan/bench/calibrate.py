@@ -227,3 +227,26 @@ def profile_yaml(hw: HardwareProfile) -> str:
     import yaml
 
     return yaml.safe_dump(hw.model_dump(mode="json"), sort_keys=False, width=120)
+
+
+def allreduce_latency_floors(df: pd.DataFrame, max_bytes: float = 8192.0) -> dict:
+    """Small-message latency floors of all-reduce rows (fastest time at messages <= `max_bytes`, per framework
+    and GPU count): custom_latency_s = median of the custom-kernel floors; nccl_latency_s and
+    nccl_latency_per_peer_s = least-squares line of the NCCL floors against (GPUs - 1). Keys absent when the rows
+    have no such kernel."""
+    from specplan.dtypes import dtype_bytes
+
+    nbytes = df["message_elems"].astype(float) * df["dtype"].map(lambda d: dtype_bytes(canonical_dtype(str(d))))
+    small = df[nbytes <= max_bytes]
+    floors = small.groupby(["framework", "kernel", "num_gpus"])["time_us"].min().reset_index()
+    nccl = floors["kernel"].astype(str).str.upper() == "NCCL"
+    out: dict = {}
+    if (~nccl).any():
+        out["custom_latency_s"] = float(np.median(floors.loc[~nccl, "time_us"])) * 1e-6
+    if nccl.any():
+        x = floors.loc[nccl, "num_gpus"].to_numpy(float) - 1.0
+        y = floors.loc[nccl, "time_us"].to_numpy(float)
+        slope, base = np.polyfit(x, y, 1) if np.unique(x).size > 1 else (0.0, float(np.mean(y)))
+        out["nccl_latency_s"] = max(0.0, float(base)) * 1e-6
+        out["nccl_latency_per_peer_s"] = max(0.0, float(slope)) * 1e-6
+    return out

@@ -62,13 +62,13 @@ def bench_gemm(shapes: Sequence, m_values: Sequence[int] | None = None, *, devic
                dtype: str = "bf16", reps: int | None = None, progress: bool = True,
                max_m: int | None = None, warmup: int = 3, flush_bytes: int | None = None,
                use_graph: bool = True, deadline: float | None = None,
-               notes: list | None = None, seed: int = 0) -> list[dict]:
+               notes: list | None = None, seed: int = 0, cpu_clock: str = "wall") -> list[dict]:
     """Time y = x[M,K] @ W[N,K]^T for each (n, k, name) in ``shapes`` and each M.
 
     ``m_values`` defaults to 1, 2, ..., 4096 (capped by ``max_m``).  ``deadline`` is a
     ``time.monotonic()`` value after which no new measurement starts.  Returns rows with the
     columns :data:`GEMM_COLUMNS`; skipped cases (fp8 unsupported, out of memory) are
-    reported in ``notes``.
+    reported in ``notes``.  ``cpu_clock`` ("wall" or "thread") selects the CPU timer (timing.measure).
     """
     torch = require_torch()
     dev = torch.device(device)
@@ -117,7 +117,7 @@ def bench_gemm(shapes: Sequence, m_values: Sequence[int] | None = None, *, devic
                         def fn(x=x):
                             return torch.nn.functional.linear(x, w)
                     res = measure(fn, dev, reps=reps, warmup=warmup, flush_bytes=flush_bytes,
-                                  use_graph=use_graph)
+                                  use_graph=use_graph, cpu_clock=cpu_clock)
                 except Exception as exc:
                     note(notes, f"gemm {dname} {name} m={m} n={n} k={k} skipped: {type(exc).__name__}: {str(exc)[:200]}")
                     bar.update(1)

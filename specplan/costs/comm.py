@@ -135,3 +135,21 @@ def p2p_cost(hw: HardwareProfile, nbytes, scaleout: bool = False) -> KernelCost:
     else:
         lat, bw = hw.scaleup_latency_s, hw.scaleup_bandwidth_bytes_s * p.scaleup_bw_fraction
     return roofline(np.zeros_like(nbytes), nbytes / bw, np.full(nbytes.shape, lat))
+
+
+def allgather_cost(hw: HardwareProfile, shard_bytes, tp: int) -> KernelCost:
+    """One NCCL ring all-gather of `shard_bytes` per device (each device receives the other TP-1 shards):
+    latency = the ring's nccl_latency_s + (TP-1) x nccl_latency_per_peer_s (the all-reduce's, an upper bound for
+    a one-pass ring), transfer = (TP-1) x shard / (link x nccl_bw_fraction); zero when tp == 1.
+
+    Used for the vocabulary-parallel LM head: vLLM 0.33.0 LogitsProcessor._gather_logits calls
+    tensor_model_parallel_all_gather (Platform.use_all_gather() is True and the CUDA platform keeps it), so every
+    rank receives all B·q_len·vocab logits in the LM head's output dtype (the activation dtype by default)."""
+    shard = np.asarray(shard_bytes, dtype=float)
+    if tp == 1:
+        return roofline(np.zeros_like(shard), np.zeros_like(shard), np.zeros_like(shard))
+    _check_tp(hw, tp)
+    p = hw.allreduce
+    lat = np.full(shard.shape, p.nccl_latency_s + (tp - 1) * p.nccl_latency_per_peer_s)
+    xfer = (tp - 1) * shard / (link_bandwidth_bytes_s(hw, tp) * p.nccl_bw_fraction)
+    return roofline(np.zeros_like(xfer), xfer, lat)

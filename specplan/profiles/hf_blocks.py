@@ -174,6 +174,16 @@ def mixer_blocks(c: HfFields, mixer_kinds: set[str]) -> dict[str, Any]:
             "n_groups": c.int("n_groups", "mamba_n_groups", default=1),
             "conv_kernel": c.int("conv_kernel", "mamba_d_conv", default=4),
         }
+    if mixer_kinds & {"linear", "mamba"}:
+        state = c.get("mamba_ssm_dtype", "mamba_ssm_cache_dtype")  # Qwen3-Next / Qwen3.5, Nemotron-H
+        if state is not None:
+            from specplan.dtypes import canonical_dtype
+            from specplan.errors import SpecplanError
+
+            try:
+                d["state_dtype"] = canonical_dtype(str(state))
+            except SpecplanError:
+                raise c.fail("mamba_ssm_dtype", f"unknown recurrent-state dtype '{state}'") from None
     return d
 
 

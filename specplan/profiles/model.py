@@ -188,6 +188,9 @@ class ModelProfile(_Frozen):
     # projections), linear_attention (Gated DeltaNet projections), mamba (Mamba-2 in_proj/out_proj), ffn (dense FFN),
     # moe (routed and shared experts), lm_head, embedding, mtp (the MTP modules as a whole).
     module_dtypes: dict[str, str] = Field(default_factory=dict)
+    # Recurrent-state dtype of linear-attention / Mamba layers (HF mamba_ssm_dtype in Qwen3-Next / Qwen3.5,
+    # mamba_ssm_cache_dtype in Nemotron-H); engines may override it (Precision.state).
+    state_dtype: str = "fp32"
     kv_cache_dtype: str | None = None  # KV-cache format the checkpoint was calibrated for (e.g. fp8), if it names one
     architecture: str = ""  # Hugging Face model_type the profile was imported from (informational)
     sources: dict[str, str] = Field(default_factory=dict)
@@ -204,6 +207,7 @@ class ModelProfile(_Frozen):
             if k not in MODULE_KEYS:
                 raise ValueError(f"module_dtypes.{k}: unknown module (known: {', '.join(MODULE_KEYS)})")
             canonical_dtype(v, where=f"module_dtypes.{k}")
+        canonical_dtype(self.state_dtype, where="state_dtype")
         if self.kv_cache_dtype is not None:
             canonical_dtype(self.kv_cache_dtype, where="kv_cache_dtype")
         groups = self.groups()

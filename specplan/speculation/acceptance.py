@@ -171,18 +171,60 @@ class Acceptance:
         return np.where(d > x[-1], tail, inside)
 
 
-def tree_tokens(widths) -> int:
-    """Verified tokens of a draft tree with `widths[i]` candidates at depth i+1: 1 + Σ widths (root included)."""
-    w = [int(x) for x in widths]
-    if any(x < 1 for x in w):
-        raise SpecplanError(f"tree widths: each must be >= 1, got {w}")
-    return 1 + sum(w)
+def tree_paths(tree) -> tuple[tuple[int, ...], ...]:
+    """A draft tree as its nodes, each the path of child ranks from the root (Medusa's "choices" format, e.g.
+    (0,), (1,), (0, 0)); a list of ints is the branching of a full tree (branching[i] children per node at
+    depth i), expanded to its paths. Every prefix of a node must be a node."""
+    items = list(tree)
+    if items and all(isinstance(x, (int, np.integer)) for x in items):
+        k = [int(x) for x in items]
+        if any(x < 1 for x in k):
+            raise SpecplanError(f"tree branching: each must be >= 1, got {k}")
+        paths, level = [], [()]
+        for width in k:
+            level = [p + (r,) for p in level for r in range(width)]
+            paths += level
+        return tuple(paths)
+    paths = tuple(sorted({tuple(int(r) for r in p) for p in items}, key=lambda p: (len(p), p)))
+    known = set(paths) | {()}
+    for p in paths:
+        if not p or any(r < 0 for r in p) or p[:-1] not in known:
+            raise SpecplanError(f"tree: node {list(p)} needs non-negative ranks and its parent {list(p[:-1])} in the tree")
+    return paths
 
 
-def tree_per_position(alpha: float, branching) -> tuple[float, ...]:
-    """Per-depth acceptance of a tree keeping `branching[i]` independent candidates: 1 − (1 − α)^k."""
+def tree_tokens(tree) -> int:
+    """Verified tokens of a draft tree (`tree_paths`): 1 + its nodes (root included). A full tree of branching
+    [k1, k2, ...] has 1 + k1 + k1·k2 + ... tokens."""
+    return 1 + len(tree_paths(tree))
+
+
+def tree_depth(tree) -> int:
+    """Depth of a draft tree (its longest path): the D it drafts."""
+    return max((len(p) for p in tree_paths(tree)), default=0)
+
+
+def tree_per_position(alpha: float, tree) -> tuple[float, ...]:
+    """Per-depth acceptance p_i (conditional on depth i - 1 accepted) of the same tree `tree_tokens` prices.
+
+    Model: at a reached node every child candidate is accepted independently with probability α and the walk
+    follows the first accepted child in rank order (P(child j) = (1 − α)^(children before j) · α). For a full
+    tree of branching k_i this is 1 − (1 − α)^k_i; a sparse tree (`tree_paths`) gets its exact per-depth values,
+    so al_from_per_position(tree_per_position(α, tree), depth) is the tree's expected AL."""
     a = check_rate(alpha)
-    return tuple(1.0 - (1.0 - a) ** int(k) for k in branching)
+    paths = tree_paths(tree)
+    children: dict[tuple, list] = {}
+    for p in paths:
+        children.setdefault(p[:-1], []).append(p)
+    reach = {(): 1.0}
+    depth = max((len(p) for p in paths), default=0)
+    at_depth = [1.0] + [0.0] * depth
+    for p in paths:  # sorted by depth, then rank: parents come first
+        kids = sorted(children.get(p[:-1], []))
+        before = kids.index(p)
+        reach[p] = reach[p[:-1]] * (1.0 - a) ** before * a
+        at_depth[len(p)] += reach[p]
+    return tuple(at_depth[i] / at_depth[i - 1] if at_depth[i - 1] > 0 else 0.0 for i in range(1, depth + 1))
 
 
 def simulate_al(probs, n_iter: int = 100_000, seed: int = 0) -> tuple[float, float]:

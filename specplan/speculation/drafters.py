@@ -26,6 +26,14 @@ from specplan.step import step_time
 # Named assumptions (docs/speculation.md).
 CROSS_DEVICE_TRANSFER_S = 20e-6  # draft on other hardware: one round trip (tokens out, accepted ids back) per iteration
 DFLASH_LAYERS = 5  # DFlash / DSpark draft depth ("~5 layers, once", Table 1 of the seed post)
+# DFlash drafts are dense decoder layers whatever the target (vLLM 0.33.0 model_executor/models/qwen3_dflash.py:
+# DFlashQwen3DecoderLayer has a dense Qwen3MLP of the draft config's intermediate_size). Their FFN width: the
+# target's dense FFN when it has one, else DFLASH_FFN_PER_HIDDEN x hidden (an assumption: the Qwen3 dense ratio,
+# Qwen3-8B 12288 / 4096 in reference/model_configs.csv; no released DFlash config is in reference/).
+DFLASH_FFN_PER_HIDDEN = 3
+# Medusa heads of a checkpoint when neither the heads profile nor the acceptance profile names them:
+# reference/model_configs.csv row medusa-heads (FasterDecoding/Medusa MedusaConfig default medusa_num_heads = 5).
+MEDUSA_DEFAULT_HEADS = 5
 DFLASH_FUSED_LAYERS = 5  # target layers whose hidden states the DFlash fusion projection concatenates
 MARKOV_HEAD_GEMMS = 2  # DSpark Markov head: two hidden x hidden GEMMs per drafted token (2·h² weights)
 NGRAM_CPU_S_PER_SEQ = 2e-6  # suffix/n-gram lookup of one sequence on the host, per iteration
@@ -52,6 +60,7 @@ class DraftInput:
     attention_style: str = "shared"
     routing: str = "random"
     layout: Layout | None = None  # the target's layout (None: TP only)
+    draft_heads: int | None = None  # Medusa heads of the trained drafter (flag or acceptance profile), not the search
 
     @property
     def lay(self) -> Layout:
@@ -163,12 +172,18 @@ def eagle3_head(model: ModelProfile, head: ModelProfile | None = None) -> ModelP
 
 
 def draft_eagle3(inp: DraftInput) -> DraftCost:
-    """EAGLE-3: one decoder layer (q/k/v over 2h inputs, fc 3h -> h) + LM head over the draft vocabulary, run D
-    times serially at q_len 1 over the head's own one-layer KV cache."""
+    """EAGLE-3: one decoder layer (q/k/v over 2h inputs) + LM head over the draft vocabulary, run D times serially
+    at q_len 1 over the head's own one-layer KV cache, plus the fc 3h -> h fusion once per proposal."""
     one = eagle3_head(inp.model, inp.draft_model)
     prec_h = resolve_precision(one, inp.hw, inp.dtype, inp.kv_dtype)
     tp, b, d = inp.tp, inp.batch, inp.draft_len
-    t = d * _step(one, inp.hw, b, 1, inp.context_len, prec_h, inp)
+    h = one.hidden_size
+    br = inp.rank_batch
+    # The 3h -> h fusion (fc) of the target's hidden states runs once per proposal, over the B·(1 + D) positions
+    # the target just verified, not once per draft step: take it out of the per-step layer and add it once.
+    fc = lambda m: gemm_cost(inp.hw, m, h, 3 * h, prec_h.w("fc"), prec_h.compute).time_s  # noqa: E731
+    step = _step(one, inp.hw, b, 1, inp.context_len, prec_h, inp) - fc(br)
+    t = d * step + _active(d) * fc(br * (1 + d))
     per_seq = kv_bytes_per_seq(one, tp, prec_h.kv, inp.context_len + d)
     return DraftCost(t, d * np.ones_like(t), fixed_bytes=weight_bytes(one, tp, prec_h), per_seq_bytes=per_seq,
                      rho=1.0 / inp.model.num_layers, notes=[f"EAGLE-3 head {one.id}, {prec_h.w('attention')}"])
@@ -199,9 +214,7 @@ def draft_medusa(inp: DraftInput) -> DraftCost:
     heads = inp.draft_model
     m, tp, b, d = inp.model, inp.tp, inp.batch, inp.draft_len
     blocks = heads.num_layers if heads is not None and heads.kind == "medusa_heads" else 1
-    n_heads = heads.num_draft_heads if heads is not None and heads.num_draft_heads else int(np.max(d))
-    if np.max(d) > n_heads:
-        raise SpecplanError(f"mechanism medusa: D = {np.max(d):g} exceeds the {n_heads} Medusa heads")
+    n_heads = medusa_heads(heads, inp.draft_heads)
     h, vocab = m.hidden_size, m.vocab_size
     w = inp.prec.w("lm_head")
     br = inp.rank_batch
@@ -210,14 +223,30 @@ def draft_medusa(inp: DraftInput) -> DraftCost:
     t = d * per_head
     fixed = n_heads * (blocks * h * h + vocab * h) / tp * dtype_bytes(w)
     rho = blocks / (m.num_layers * np.maximum(d, 1))
-    return DraftCost(t, _active(d) * np.ones_like(t), fixed_bytes=fixed, rho=rho,
-                     notes=[f"{n_heads} Medusa heads x {blocks} ResBlock(s), one pass"])
+    notes = [f"{n_heads} Medusa heads x {blocks} ResBlock(s), one pass (D heads evaluated)"]
+    if np.max(d) > n_heads:
+        notes.append(f"medusa: D > {n_heads} needs more heads than the drafter has (not feasible; --draft-heads)")
+    return DraftCost(t, _active(d) * np.ones_like(t), fixed_bytes=fixed, rho=rho, fits=d <= n_heads, notes=notes)
+
+
+def medusa_heads(heads: ModelProfile | None, draft_heads: int | None = None) -> int:
+    """Heads of the trained Medusa drafter: the heads profile's, else the given count (flag or acceptance
+    profile), else MEDUSA_DEFAULT_HEADS; never the largest D of a search."""
+    if heads is not None and heads.num_draft_heads:
+        return int(heads.num_draft_heads)
+    if draft_heads is not None:
+        if int(draft_heads) < 1:
+            raise SpecplanError(f"medusa heads: must be >= 1, got {draft_heads}")
+        return int(draft_heads)
+    return MEDUSA_DEFAULT_HEADS
 
 
 def dflash_model(model: ModelProfile) -> ModelProfile:
-    """Five target-shaped full-attention decoder layers (dense FFN when the target has one, else its MoE)."""
-    ffn = "dense" if model.ffn_size > 0 else ("moe" if model.moe else "none")
-    return _single_layer(model, "full", ffn, count=DFLASH_LAYERS)
+    """The DFlash / DSpark draft: DFLASH_LAYERS full-attention layers with the target's attention shape and a
+    dense FFN (the target's dense FFN size, else DFLASH_FFN_PER_HIDDEN x hidden), never the target's MoE."""
+    ffn = model.ffn_size or DFLASH_FFN_PER_HIDDEN * model.hidden_size
+    return _single_layer(model, "full", "dense", count=DFLASH_LAYERS, ffn_size=ffn, moe=None,
+                         linear_attention=None, mamba=None, sliding_window=None)
 
 
 def _dflash(inp: DraftInput) -> tuple[np.ndarray, float, np.ndarray, ModelProfile]:
@@ -225,23 +254,26 @@ def _dflash(inp: DraftInput) -> tuple[np.ndarray, float, np.ndarray, ModelProfil
     h, tp, b, d = five.hidden_size, inp.tp, inp.batch, inp.draft_len
     _, kv_dev = five.heads_per_device(tp)
     w = inp.prec.w("attention")
-    q = np.maximum(d, 1)
+    q = d + 1  # one parallel pass over the anchor (last verified token) + D masked positions
     t = _step(five, inp.hw, b, q, inp.context_len, inp.prec, inp)
     fuse_m = inp.rank_batch * (1 + d)  # new target hidden states of the verified positions become draft K/V
     t = t + gemm_cost(inp.hw, fuse_m, h // tp, DFLASH_FUSED_LAYERS * h, w, inp.prec.compute).time_s
-    t = t + gemm_cost(inp.hw, fuse_m, DFLASH_LAYERS * 2 * kv_dev * five.head_dim, h, w, inp.prec.compute).time_s
+    n = five.num_layers
+    t = t + gemm_cost(inp.hw, fuse_m, n * 2 * kv_dev * five.head_dim, h, w, inp.prec.compute).time_s
     fixed = weight_bytes(five, tp, inp.prec) - _lm_head_bytes(five, tp, inp.prec)  # LM head shared with target
-    fixed += (DFLASH_FUSED_LAYERS * h * h / tp + DFLASH_LAYERS * 2 * kv_dev * five.head_dim * h) * dtype_bytes(w)
+    fixed += (DFLASH_FUSED_LAYERS * h * h / tp + n * 2 * kv_dev * five.head_dim * h) * dtype_bytes(w)
     per_seq = kv_bytes_per_seq(five, tp, inp.prec.kv, inp.context_len + d)
     return _active(d) * t, fixed, per_seq, five
 
 
 def draft_dflash(inp: DraftInput) -> DraftCost:
-    """DFlash: five target-shaped layers run once over D positions (GEMM-M = B·D) + LM head; KV from the target."""
-    t, fixed, per_seq, _ = _dflash(inp)
+    """DFlash: five dense decoder layers run once over the anchor + D masked positions (q_len D + 1) + LM head;
+    their KV is projected from the target's hidden states."""
+    t, fixed, per_seq, five = _dflash(inp)
     d = inp.draft_len
     return DraftCost(t, _active(d) * np.ones_like(t), fixed_bytes=fixed, per_seq_bytes=per_seq,
-                     rho=DFLASH_LAYERS / (inp.model.num_layers * np.maximum(d, 1)), notes=["DFlash, 5 layers once"])
+                     rho=five.num_layers / (inp.model.num_layers * np.maximum(d, 1)),
+                     notes=[f"DFlash, {five.num_layers} dense layers (FFN {five.ffn_size}) once at q_len D + 1"])
 
 
 def draft_dspark(inp: DraftInput) -> DraftCost:
@@ -253,7 +285,7 @@ def draft_dspark(inp: DraftInput) -> DraftCost:
     t = t + d * markov
     fixed += MARKOV_HEAD_GEMMS * h * h / tp * dtype_bytes(w)
     return DraftCost(t, _active(d) * np.ones_like(t), fixed_bytes=fixed, per_seq_bytes=per_seq,
-                     rho=DFLASH_LAYERS / (inp.model.num_layers * np.maximum(d, 1)),
+                     rho=five.num_layers / (inp.model.num_layers * np.maximum(d, 1)),
                      notes=["DSpark: DFlash + Markov head (2·h² weights, assumption)"])
 
 

@@ -5,7 +5,12 @@
   of each expert is B·(1+D)·k / touched experts (`costs.moe.per_expert_m`), which crosses the ridge far later.
 - G2: when attention dominates, D = 128/G_dev − 1 fills one 128-row tile per KV head.
 - G3: past that, prefer G_dev·(1 + D) a multiple of 128.
-- G4: at low latency the draft overhead ρ·D must be paid for by the AL gain.
+- G4: at low latency (the far right of the Pareto curve: the D = 0 step at batch B is within
+  LOW_LATENCY_STEP_RATIO of its batch-1 time, fixed costs dominate) the draft overhead ρ·D must be paid for by
+  the AL gain.
+- G5: the choice of mechanism (best decode speedup for the workload and hardware), not "speculation off".
+Recurrent-state traffic (linear attention / Mamba, class "state") is neither attention nor a guideline: when it is
+what grows most with D the explanation names the state checkpoints.
 """
 
 from __future__ import annotations
@@ -20,9 +25,24 @@ from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import ModelProfile
 from specplan.step import attention_kernels
 
-ATTENTION_DOMINATES = 0.5  # full-attention share of the D = 0 step above which G2/G3 lead
+ATTENTION_DOMINATES = 0.5  # full-attention share of the D = 0 step from which G2 is named (below it: G3 at most)
+LOW_LATENCY_STEP_RATIO = 1.25  # G4's low-latency end: the D = 0 step at batch B takes <= this x its batch-1 time
 MOE_D_SEARCH_MAX = 65536  # largest D searched for the experts' compute-bound D
 NEVER = -1  # compute-bound D sentinel: not reached for any D <= MOE_D_SEARCH_MAX
+
+
+def mla_family():
+    """The MLA kernel family the step prices MLA attention with by default (engine_profiles/kernels/mla-latent)."""
+    from specplan.profiles.registry import load_kernel_family
+
+    return load_kernel_family("mla-latent")
+
+
+def attention_tile_rows(model: ModelProfile, hw: HardwareProfile) -> int:
+    """Query rows per tile of the model's attention kernel on this device (MLA: the MLA family's tile)."""
+    from specplan.costs.attention import family_efficiency
+
+    return int(family_efficiency(hw, mla_family() if model.mla is not None else None).tile_rows)
 
 
 def attention_tile_d(g_dev: int, tile_rows: int = 128) -> int:
@@ -123,13 +143,24 @@ def attention_share(model: ModelProfile, hw: HardwareProfile, tp: int, batch, co
     return np.asarray(t, dtype=float) / np.asarray(total_s, dtype=float)
 
 
+def low_latency(model, hw, tp, context_len, prec, base_total_s, style="shared", routing="random") -> np.ndarray:
+    """Guideline 4's regime: the D = 0 step at this batch is within LOW_LATENCY_STEP_RATIO of the batch-1 step
+    (fixed costs, weight streaming and launches, dominate; tokens/s/user is near its maximum)."""
+    from specplan.step import step_time
+
+    one = step_time(model, hw, tp, 1, 1, context_len, precision=prec, attention_style=style, routing=routing).total_s
+    return np.asarray(base_total_s, dtype=float) <= LOW_LATENCY_STEP_RATIO * np.asarray(one, dtype=float)
+
+
 def diagnostics(model, hw, tp, batch, context_len, draft_len, prec, base, verify, rho, style="shared",
                 routing="random") -> dict:
     """Guideline diagnostics per grid point (arrays broadcast to the grid; scalars where they do not vary)."""
     g = model.g_dev(tp)
-    tile = hw.attention.tile_rows
+    tile = attention_tile_rows(model, hw)
     d = np.asarray(draft_len, dtype=float)
     return {
+        "tile_rows": tile,
+        "low_latency": low_latency(model, hw, tp, context_len, prec, base.total_s, style, routing),
         "g_dev": g,
         "attention_tile_d": attention_tile_d(g, tile),
         "tile_aligned": tile_aligned(g, d, tile),
@@ -188,24 +219,32 @@ def binding_line(best_d: int, step: dict, diag: dict, d_max=None, extrapolate: b
     if sp1 > sp * (1 + 1e-9):
         return "none", (f"D = {nxt} is faster here (speedup {sp1:.3f} vs {sp:.3f}): no guideline binds D = {best_d}")
     if best_d == 0:
-        return "G5", "no draft length pays for its draft and verify cost here: speculation off"
+        return "off", "no draft length pays for its draft and verify cost here: speculation off"
     grow = {
         "attention": step["verify_attention_s"][nxt] - step["verify_attention_s"][best_d],
         "gemm": step["verify_gemm_s"][nxt] - step["verify_gemm_s"][best_d],
         "draft": step["draft_s"][nxt] - step["draft_s"][best_d],
     }
+    if "verify_state_s" in step:
+        grow["state"] = step["verify_state_s"][nxt] - step["verify_state_s"][best_d]
     gain = float(step["acceptance_length"][nxt] - step["acceptance_length"][best_d])
     top = max(grow, key=grow.get)
-    if top == "attention" and best_d == tile_d:
-        return "G2", (f"attention dominates ({100 * share:.0f}% of the D = 0 step): D = 128/G − 1 = 128/{g} − 1 "
-                      f"= {tile_d}; D = {nxt} opens a second 128-row tile")
+    rows = int(diag.get("tile_rows", 128))
+    if top == "attention" and best_d == tile_d and share >= ATTENTION_DOMINATES:
+        return "G2", (f"attention dominates ({100 * share:.0f}% of the D = 0 step): D = {rows}/G − 1 = {rows}/{g} − 1 "
+                      f"= {tile_d}; D = {nxt} opens a second {rows}-row tile")
     if top == "attention":
-        return "G3", (f"attention tiles: G·(1 + D) = {g * (1 + best_d)} rows; D = {nxt} adds "
-                      f"{1e3 * grow['attention']:.3f} ms of attention per step")
+        return "G3", (f"attention tiles: G·(1 + D) = {g * (1 + best_d)} rows in {rows}-row tiles; D = {nxt} adds "
+                      f"{1e3 * grow['attention']:.3f} ms of attention per step (attention {100 * share:.0f}% of the "
+                      f"D = 0 step)")
+    if top == "state":
+        return "state", (f"recurrent-state checkpoints: verification writes the linear-attention / Mamba state after "
+                         f"every verified position, so D = {nxt} adds {1e3 * grow['state']:.3f} ms of state traffic "
+                         f"for +{gain:.2f} AL")
     if top == "gemm" and g1_near(diag, best_d):
         return "G1", (f"{g1_sentence(diag)}; past that each drafted token adds verify GEMM time: D = {nxt} adds "
                       f"{1e3 * grow['gemm']:.3f} ms of GEMM for +{gain:.2f} AL")
-    if top == "draft":
+    if top == "draft" and bool(np.asarray(diag.get("low_latency", True)).reshape(-1)[0]):
         cost = ""
         if "rho_time" in step:
             cost = f"; the draft step costs {float(step['rho_time'][best_d]):.3f} of a target step"
@@ -220,8 +259,11 @@ def marginal_sentence(d: int, step: dict, grow: dict, gain: float, diag: dict | 
     """The trade of D + 1 in words: added verify ms by kernel class and draft ms against the AL gain."""
     nxt = d + 1
     parts = [f"{1e3 * grow['gemm']:.3f} ms GEMM", f"{1e3 * grow['attention']:.3f} ms attention"]
+    if abs(float(grow.get("state", 0.0))) >= 5e-7:
+        parts.append(f"{1e3 * grow['state']:.3f} ms recurrent state")
     if "verify_s" in step:
-        other = float(step["verify_s"][nxt] - step["verify_s"][d]) - float(grow["gemm"] + grow["attention"])
+        other = float(step["verify_s"][nxt] - step["verify_s"][d]) - float(grow["gemm"] + grow["attention"]
+                                                                          + grow.get("state", 0.0))
         if abs(other) >= 5e-7:
             parts.append(f"{1e3 * other:.3f} ms other")
     al0 = float(step["acceptance_length"][d])
@@ -242,3 +284,23 @@ def g1_sentence(diag: dict) -> str:
     return (f"expert GEMMs (the bulk of the weights) turn compute-bound at {g1_phrase(diag)} (per-expert GEMM-M "
             f"B·(1 + D)·k / touched experts crosses the effective ridge of "
             f"{float(diag['ridge_tokens_effective']):.0f} tokens); the dense GEMMs turn {dense}")
+
+
+def mechanism_line(ranked: list[dict]) -> tuple[str, str] | None:
+    """Guideline 5, the choice of mechanism: the best feasible row's mechanism against the best feasible row of
+    every other mechanism (None when only one mechanism, or only D = 0, is feasible)."""
+    feasible = [x for x in ranked if x.get("feasible")]
+    if not feasible or feasible[0]["mechanism"] == "none":
+        return None
+    best = feasible[0]
+    others = {}
+    for x in feasible:
+        if x["mechanism"] not in ("none", best["mechanism"]) and x["mechanism"] not in others:
+            others[x["mechanism"]] = x
+    if not others:
+        return None
+    rest = "; ".join(f"{m} D = {x['draft_len']}: speedup {x['speedup']:.3f}, AL {x['acceptance_length']:.2f}, "
+                     f"draft {1e3 * x['draft_s']:.3f} ms" for m, x in others.items())
+    return "G5", (f"{best['mechanism']} D = {best['draft_len']} has the best decode speedup here "
+                  f"({best['speedup']:.3f}, AL {best['acceptance_length']:.2f}, draft {1e3 * best['draft_s']:.3f} ms "
+                  f"per iteration) against {rest}")

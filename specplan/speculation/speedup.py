@@ -68,8 +68,30 @@ def verify_tokens(draft_len, tree_tokens=None) -> np.ndarray:
     return np.where(d > 0, t, 1.0)
 
 
+def profile_tree_tokens(acc: Acceptance | None, draft_len):
+    """Verified tokens of the tree an acceptance profile was measured with (its `tree_tokens` at its depth, the
+    profile's largest D), or None for a chain profile. At another D the tree is taken as pruned or grown
+    proportionally: 1 + (T − 1)·D / depth, at least 1 + D (an assumption: the same nodes per depth)."""
+    t = (acc.meta or {}).get("tree_tokens") if acc is not None else None
+    if t is None:
+        return None
+    depth = float(acc.d_max or max(acc.table_d or (1.0,)))
+    d = np.asarray(draft_len, dtype=float)
+    return np.maximum(np.round(1.0 + (float(t) - 1.0) * d / depth), 1.0 + d)
+
+
 def _tree_notes(acc: Acceptance | None, d, q) -> list[str]:
-    """A tree verified with a chain acceptance: the AL input must be the tree's own (it is not converted)."""
+    """A tree verified with a chain acceptance, or a tree AL priced with fewer verified tokens than its tree."""
+    tree = profile_tree_tokens(acc, d)
+    if tree is not None:
+        d_b, q_b, t_b = np.broadcast_arrays(np.asarray(d, dtype=float), np.asarray(q, dtype=float), tree)
+        short = (d_b > 0) & (q_b < t_b)
+        if not np.any(short):
+            return []
+        return [f"the AL ({acc.source}) was measured with tree verification of {int((acc.meta or {})['tree_tokens'])} "
+                f"tokens at D = {acc.d_max:g}, but the verify step is priced with {int(np.min(q_b[short]))} "
+                f"(a chain is 1 + D): the AL is the tree's, so the speedup is overstated; drop --tree-tokens to price "
+                f"the profile's tree"]
     if acc is None or acc.kind not in ("rate", "length"):
         return []
     d, q = np.broadcast_arrays(np.asarray(d, dtype=float), np.asarray(q, dtype=float))
@@ -85,13 +107,17 @@ def _tree_notes(acc: Acceptance | None, d, q) -> list[str]:
 
 def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, mechanism="none",
              acceptance=None, dtype=None, kv_dtype=None, draft_model=None, draft_hardware=None,
-             draft_dtype=None, draft_kv_budget=None, tree_tokens=None, serving=None,
+             draft_dtype=None, draft_kv_budget=None, tree_tokens=None, draft_heads=None, serving=None,
              attention_style="shared", routing="random", reserve=DEFAULT_RESERVE,
              guidelines=False, layout=None) -> dict[str, np.ndarray]:
     """Baseline and speculative step times, AL, speedup, throughputs, memory and ρ over a broadcast grid
     (with `guidelines`, also the guideline diagnostics under the key 'guidelines'). `batch` counts the
     instance's sequences; `layout` (specplan.parallel: TP, DP, EP, PP; default TP only) places them, and
-    tokens/s/GPU divides by its TP x DP x PP GPUs."""
+    tokens/s/GPU divides by its TP x DP x PP GPUs.
+
+    `tree_tokens`: verified tokens per sequence of a tree (default: the acceptance profile's tree, if it was
+    measured with one, else a chain of 1 + D). `draft_heads`: Medusa heads of the trained drafter (default:
+    the heads profile's, else the acceptance profile's `heads`, else drafters.MEDUSA_DEFAULT_HEADS)."""
     if draft_kv_budget is not None and not (draft_kv_budget >= 0):
         raise SpecplanError(f"draft KV budget (--draft-kv-budget): must be >= 0 tokens, got {draft_kv_budget:g}")
     m = load_model(model)
@@ -107,14 +133,16 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
     base = step_time(m, hw, tp, b, 1, ctx, dtype, kv_dtype, attention_style=attention_style, routing=routing,
                      layout=lay)
     prec = base.precision
-    q = verify_tokens(d, tree_tokens)
+    q = verify_tokens(d, profile_tree_tokens(acc, d) if tree_tokens is None else tree_tokens)
     ver = step_time(m, hw, tp, b, q, ctx, precision=prec, attention_style=attention_style, routing=routing,
                     layout=lay)
     inp = DraftInput(m, hw, tp, prec, b, d, ctx, dtype=dtype, kv_dtype=kv_dtype, layout=lay,
                      draft_model=None if draft_model is None else load_model(draft_model),
                      draft_hardware=None if draft_hardware is None else load_hardware(draft_hardware),
                      draft_dtype=draft_dtype, draft_kv_budget=draft_kv_budget,
-                     attention_style=attention_style, routing=routing)
+                     attention_style=attention_style, routing=routing,
+                     draft_heads=draft_heads if draft_heads is not None else
+                     (None if acc is None else (acc.meta or {}).get("heads")))
     dc = drafter(inp)
     spec = d > 0
     verify_s = ver.total_s + np.where(spec, srv.iteration_overhead_s, 0.0)
@@ -133,7 +161,7 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
         # SRAM-only chips: the target needs the chips of its own bytes at q_len = 1 + D (the verify step's);
         # a draft on the same LPU adds the chips its weights and KV/state need on top (mem.total_bytes holds
         # target + draft + verify-time KV/state; a draft on separate hardware brings dc.devices instead).
-        fits = np.ones(shape, dtype=bool)
+        fits = np.ones(shape, dtype=bool) & np.asarray(dc.fits)  # e.g. Medusa D beyond its heads
         dev_t = np.asarray(ver.devices, dtype=float)
         chips = np.maximum(1.0, np.ceil(mem.total_bytes / hw.mem_capacity_bytes))
         dev_d = dev_d + np.maximum(0.0, chips - dev_t) * (d > 0)
@@ -160,8 +188,11 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
         "rho_time": np.where(spec, draft_s / np.maximum(d, 1.0), 0.0) / base.total_s,
         "verify_tokens": q,
         "verify_attention_s": ver.breakdown_s["attention"],
+        "verify_state_s": ver.breakdown_s["state"],
         "verify_gemm_s": ver.breakdown_s["gemm"] + ver.breakdown_s["moe"],
         "memory_capacity_bytes": mem.capacity_bytes,
+        # the largest batch whose verify step (q_len = verify tokens, with the draft's bytes) fits, as `fits` has it
+        "max_batch": np.where(np.asarray(dc.fits), mem.max_batch, 0.0) if hw.kind != "lpu" else np.inf,
     }
     out = {k: np.broadcast_to(np.asarray(v, dtype=float if k != "fits" else bool), shape) for k, v in out.items()}
     if guidelines:

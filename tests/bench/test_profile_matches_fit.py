@@ -18,3 +18,25 @@ def test_h100_profile_equals_the_committed_fit():
     assert h.attention.cta_overhead_s == pytest.approx(fit["attention"]["cta_overhead_s"], rel=0.01)
     for k in ("custom_bw_fraction", "nccl_bw_fraction"):
         assert getattr(h.allreduce, k) == pytest.approx(fit["allreduce"][k], abs=0.002), k
+    # latencies: the fit rows' own small-message floors (TRT-LLM custom, NCCL 2.29.2), not the held-out rows'
+    for k in ("custom_latency_s", "nccl_latency_s", "nccl_latency_per_peer_s"):
+        assert getattr(h.allreduce, k) == pytest.approx(fit["allreduce"][k], rel=0.01), k
+    assert "held out" in fit["allreduce"]["fitted_on"]
+
+
+def test_allreduce_latencies_come_from_the_fit_rows_only():
+    """The floors of the TRT-LLM custom and NCCL 2.29.2 rows, by hand from the measured table: fastest time at
+    messages <= 8 KB per (framework, GPUs); the profile must equal them (not the held-out vLLM / SGLang rows')."""
+    import pandas as pd
+
+    r = pd.read_csv(ROOT / "reference" / "measured" / "allreduce_h100_a100.csv.gz")
+    width = r["dtype"].map({"half": 2, "bfloat16": 2, "int8": 1})
+    r = r[(r["device"] == "h100-sxm") & (r["message_elems"] * width <= 8192)]
+    trt = r[r["kernel"] == "TRTLLM"].groupby(["framework", "num_gpus"])["time_us"].min()
+    h = load_hardware("h100-sxm")
+    assert h.allreduce.custom_latency_s * 1e6 == pytest.approx(float(trt.median()), abs=0.01)
+    nccl = r[r["framework"] == "nccl 2.29.2"].groupby("num_gpus")["time_us"].min()
+    x = nccl.index.to_numpy(float) - 1
+    slope = ((x - x.mean()) * (nccl.to_numpy() - nccl.mean())).sum() / ((x - x.mean()) ** 2).sum()
+    assert h.allreduce.nccl_latency_per_peer_s * 1e6 == pytest.approx(slope, abs=0.01)
+    assert h.allreduce.nccl_latency_s * 1e6 == pytest.approx(nccl.mean() - slope * x.mean(), abs=0.01)

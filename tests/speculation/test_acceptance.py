@@ -77,7 +77,9 @@ def test_generation_loop_tokens_per_iteration():
 
 
 def test_tree_helpers():
-    assert tree_tokens([4, 8, 8, 4]) == 25
+    # a list of ints is a full tree's branching: 1 + 4 + 4·8 + 4·8·8 + 4·8·8·4 verified tokens
+    assert tree_tokens([4, 8, 8, 4]) == 1 + 4 + 32 + 256 + 1024
+    assert tree_tokens([(0,), (1,), (0, 0)]) == 4  # a sparse tree: its nodes + the root
     p = tree_per_position(0.6, [1, 2, 4])
     assert p == pytest.approx((0.6, 1 - 0.4 ** 2, 1 - 0.4 ** 4))
 

@@ -70,15 +70,16 @@ def test_qwen35_attention_bound_cheap_draft_picks_tile_d7():
 
 def test_qwen35_mtp_long_context_draft_cost_binds():
     # MTP drafts serially through a full-attention layer over the 131K-token context: each draft step costs
-    # ~1/12 of the target's attention, so the draft (G4) stops D just short of the tile (model finding; see
-    # docs/speculation.md, "Must-show 3")
+    # ~1/12 of the target's attention, so the draft stops D just short of the tile (model finding; see
+    # docs/speculation.md, "Must-show 3"); batch 64 is not the low-latency end, so that is the marginal trade, not G4
     r = recommend("qwen3.5-122b-a10b", "b200", batch=64, mechanisms=["mtp"], acceptance={"mtp": "0.8"},
                   max_draft_len=16, **QWEN)
     assert r["best"]["mechanism"] == "mtp"
     assert 5 <= r["best"]["draft_len"] <= 7
     ranked = {x["draft_len"]: x for x in r["ranked"]}
     assert ranked[8]["speedup"] < 0.95 * ranked[7]["speedup"]  # the second attention tile
-    assert r["binding"]["guideline"] in ("G2", "G4")
+    assert r["binding"]["guideline"] in ("G2", "marginal")
+    assert r["binding"]["guideline"] == "G2" or "of drafting" in r["binding"]["line"]
 
 
 def test_infeasible_rows_are_explained():
