@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from specplan.bench.calibrate import (allreduce_latency_floors, fallback_attention_rows, fit_allreduce,  # noqa: E402
-                                      fit_attention, fit_gemm)
+                                      fit_attention, fit_gemm, fit_mla)
 from specplan.bench.families import attention_kv_bytes, predict_table  # noqa: E402
 from specplan.bench.validate import metrics, oracle_ape, scatter_plot  # noqa: E402
 from specplan.profiles.hardware import AllReduceParams, AttentionEfficiency, HardwareProfile, KernelEfficiency  # noqa: E402
@@ -164,6 +164,66 @@ def table_by(pred: pd.DataFrame, keys: list[str], title: str = "") -> list[str]:
     for k, g in pred.groupby(keys, sort=True):
         out.append(row(" / ".join(map(str, k if isinstance(k, tuple) else (k,))), g["ape_pct"]))
     return out + [""]
+
+
+MLA_FIT: dict = {}  # the fitted mla-latent family, shared by mla_section and the MLA validation table
+MLA_TILE_ROWS = 64  # FlashMLA (Hopper) processes 64 query rows (heads x query tokens) per CTA tile
+
+
+def mla_section(hw: HardwareProfile, fit_record: dict, nums: dict) -> list[str]:
+    """MLA decode before (the hardware attention block: 128-row tiles, compute 0.45) and after (the mla-latent
+    family: 64-row tiles, mem_bw / compute fractions fitted on the H100 rows), on H100 and, carried over, A100;
+    and what it changes for DeepSeek-V3 on H200 (TP 8, B 16, 32K)."""
+    from specplan.profiles.engine import KernelFamily
+    from specplan.profiles.registry import load_kernel_family
+    from specplan.step import step_time
+
+    t = pd.read_csv(MEAS / "mla_decode_h100_a100.csv.gz")
+    h, a = t[t["device"] == H100], t[t["device"] != H100]
+    before = KernelFamily(id="hardware-attention-block", source="the hardware profile's attention block")
+    fam, info = fit_mla(h, hw, load_kernel_family("mla-latent"), tile_rows=MLA_TILE_ROWS)
+    MLA_FIT["family"] = fam
+    fit_record["mla"] = {"fitted_on": f"{info['rows']} H100 TRT-LLM 1.3.0rc20 MLA decode rows of "
+                                      "reference/measured/mla_decode_h100_a100.csv.gz (bf16 and fp8 KV), tile 64 rows",
+                         "tile_rows": info["tile_rows"], "mem_bw_fraction": fam.mem_bw_fraction,
+                         "compute_fraction": fam.compute_fraction}
+    a100 = load_hardware("a100-sxm-80gb")
+    pb, pa = predict_table(h, hw, "mla", before), predict_table(h, hw, "mla", fam)
+    ab, aa = predict_table(a, a100, "mla", before), predict_table(a, a100, "mla", fam)
+    md = ["## MLA decode: before and after the 64-row tile (H100)", "",
+          f"Before: the hardware attention block ({hw.attention.tile_rows}-row tiles, compute_fraction "
+          f"{hw.attention.compute_fraction:g}, mem_bw_fraction {hw.attention.mem_bw_fraction:.3f}). After: the "
+          f"`mla-latent` kernel family (engine_profiles/kernels/mla-latent.yaml), {fam.tile_rows}-row tiles as FlashMLA "
+          f"runs them, mem_bw_fraction {fam.mem_bw_fraction:.3f} and compute_fraction {fam.compute_fraction:.3f} fitted "
+          f"(robust least squares on log time, specplan.bench.calibrate.fit_mla) on the {info['rows']} H100 rows. "
+          f"Tile rule for MLA: D = {fam.tile_rows}/G − 1. Regimes are each model's own.", "",
+          "| rows | n | median APE % before | after | MAPE % before | after | measured / predicted before | after |",
+          "|---|---|---|---|---|---|---|---|"]
+    for name, b_, a_ in (("H100 all", pb, pa), ("A100 all (carried over, not fitted)", ab, aa)):
+        md.append(f"| {name} | {len(b_)} | {med(b_['ape_pct']):.1f} | {med(a_['ape_pct']):.1f} | "
+                  f"{b_['ape_pct'].mean():.1f} | {a_['ape_pct'].mean():.1f} | "
+                  f"{med(b_['measured_us'] / b_['predicted_us']):.2f} | {med(a_['measured_us'] / a_['predicted_us']):.2f} |")
+    for kv in ("kv_bf16", "kv_fp8"):
+        for heads in ((1, 8), (16, 64), (128, 128)):
+            sel = (pb["dtype"] == kv).to_numpy() & h["num_heads"].between(*heads).to_numpy()
+            if not sel.any():
+                continue
+            b_, a_ = pb[sel], pa[sel]
+            md.append(f"| H100 {kv}, {heads[0]}–{heads[1]} heads | {int(sel.sum())} | {med(b_['ape_pct']):.1f} | "
+                      f"{med(a_['ape_pct']):.1f} | {b_['ape_pct'].mean():.1f} | {a_['ape_pct'].mean():.1f} | "
+                      f"{med(b_['measured_us'] / b_['predicted_us']):.2f} | {med(a_['measured_us'] / a_['predicted_us']):.2f} |")
+    r0 = step_time("deepseek-v3", "h200-sxm", 8, 16, 1, 32768, mla_family=before)
+    r1 = step_time("deepseek-v3", "h200-sxm", 8, 16, 1, 32768, mla_family=fam)
+    att0, att1 = float(r0.breakdown_s["attention"]) * 1e3, float(r1.breakdown_s["attention"]) * 1e3
+    t0, t1 = float(r0.total_s) * 1e3, float(r1.total_s) * 1e3
+    md += ["", f"DeepSeek-V3 on h200-sxm, TP 8, B 16, context 32K, D = 0: attention {att0:.3f} → {att1:.3f} ms "
+           f"({100 * (att1 / att0 - 1):+.0f} %, now {r1.regime('attention')}-bound), step {t0:.3f} → {t1:.3f} ms "
+           f"({100 * (t1 / t0 - 1):+.0f} %). The A100 rows are slower than the H100-fitted family predicts: "
+           f"FlashMLA is Hopper-only and TRT-LLM 1.0 runs another MLA kernel on A100.", ""]
+    nums.update(mla_before=f"{med(pb['ape_pct']):.1f}", mla_after=f"{med(pa['ape_pct']):.1f}",
+                mla_bw=f"{fam.mem_bw_fraction:.3f}", mla_cf=f"{fam.compute_fraction:.3f}",
+                mla_att=f"{att0:.3f} → {att1:.3f}", mla_step=f"{t0:.3f} → {t1:.3f}")
+    return md
 
 
 def main() -> None:
@@ -344,14 +404,17 @@ def main() -> None:
                 nccl_bw=f"{ar[('NCCL', 'bandwidth')]:.1f}", nccl_lat=f"{ar[('NCCL', 'latency')]:.1f}",
                 ar_custom=f"{hw.allreduce.custom_bw_fraction:.3f}", ar_nccl=f"{hw.allreduce.nccl_bw_fraction:.3f}")
     scatter_plot(pr, OUT / "allreduce_h100.png", "H100 all-reduce, fitted on TRT-LLM + NCCL 2.29.2")
+    # ---------------- MLA: the mla-latent kernel family, 64-row tiles, efficiencies fitted on the H100 rows ----------------
+    md += mla_section(hw, fit_record, nums)
     # ---------------- MoE, MLA, linear attention: validation only ----------------
     for name, fam, keys in (("moe_h100_a100.csv.gz", "MoE (fused experts, balanced routing)", ["framework", "dtype", "regime"]),
                             ("mla_decode_h100_a100.csv.gz", "MLA decode", ["dtype", "regime"]),
                             ("linear_attention_decode_h100_a100.csv.gz", "Linear attention decode", ["kind", "regime"])):
         t = pd.read_csv(MEAS / name)
         t = t[t["device"] == H100]
-        pt = predict_table(t, hw)
-        md += [f"## {fam} (H100, validation only: nothing fitted on it)", ""]
+        pt = predict_table(t, hw, kernel_family=MLA_FIT.get("family"))
+        md += ([f"## {fam} (H100, after: the mla-latent family fitted above)", ""] if "MLA" in fam else
+               [f"## {fam} (H100, validation only: nothing fitted on it)", ""])
         md += table_by(pt, keys)
         scatter_plot(pt, OUT / (name.split("_h100")[0] + "_h100.png"), f"H100 {fam}")
         fit_record[f"validate_{name.split('_h100')[0]}"] = metrics(pt["ape_pct"])

@@ -250,3 +250,22 @@ def allreduce_latency_floors(df: pd.DataFrame, max_bytes: float = 8192.0) -> dic
         out["nccl_latency_s"] = max(0.0, float(base)) * 1e-6
         out["nccl_latency_per_peer_s"] = max(0.0, float(slope)) * 1e-6
     return out
+
+
+def fit_mla(df: pd.DataFrame, hw: HardwareProfile, kernel_family, tile_rows: int | None = None):
+    """Fit an MLA KernelFamily's mem_bw_fraction and compute_fraction (robust least squares on log time) on MLA
+    decode rows, at a given tile height (default: the family's); returns (family, info)."""
+    fam = kernel_family if tile_rows is None else kernel_family.model_copy(update={"tile_rows": int(tile_rows)})
+    att = hw.attention
+
+    def build(x):
+        return fam.model_copy(update={"mem_bw_fraction": float(x[0]), "compute_fraction": float(x[1]),
+                                      "kv_mem_bw_fraction": {}})
+
+    def resid(x):
+        p = predict_table(df, hw, "mla", kernel_family=build(x))
+        return np.log(np.maximum(p["predicted_us"].to_numpy(), 1e-3) / p["measured_us"].to_numpy())
+
+    x0 = [fam.mem_bw_fraction or att.mem_bw_fraction, fam.compute_fraction or att.compute_fraction]
+    x = _solve(resid, x0, [0.05, 0.05], [1.0, 1.0], extra_starts=([0.8, 0.8], [0.6, 0.3]))
+    return build(x), {"rows": int(len(df)), "tile_rows": int(build(x).tile_rows or att.tile_rows)}

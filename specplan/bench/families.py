@@ -286,9 +286,14 @@ def predict_moe(df: pd.DataFrame, hw: HardwareProfile) -> pd.DataFrame:
     return out
 
 
-def predict_mla(df: pd.DataFrame, hw: HardwareProfile) -> pd.DataFrame:
+def predict_mla(df: pd.DataFrame, hw: HardwareProfile, kernel_family=None) -> pd.DataFrame:
     """MLA decode rows: latent attention, num_heads per device over one 576-wide latent KV of isl+step tokens,
-    plus the RoPE + KV-cache-append kernel of the op (an element-wise kernel, as the step model counts it)."""
+    plus the RoPE + KV-cache-append kernel of the op (an element-wise kernel, as the step model counts it).
+    `kernel_family`: the MLA KernelFamily (default: the built-in `mla-latent` the step prices MLA with)."""
+    if kernel_family is None:
+        from specplan.profiles.registry import load_kernel_family
+
+        kernel_family = load_kernel_family("mla-latent")
     kvd = _dtype_col(df["kv_dtype"])
     cd = _dtype_col(df["dtype"])
     out = _base(df, "mla", "kv_" + kvd)
@@ -301,7 +306,8 @@ def predict_mla(df: pd.DataFrame, hw: HardwareProfile) -> pd.DataFrame:
         c, kv = k.split("|")
         g = df[sel]
         cost = attention_cost(hw, g["batch"].to_numpy(), 1, kv_len[sel], g["num_heads"].to_numpy(), 1,
-                              MLA_KV_WIDTH, kv_dtype=kv, compute_dtype=c, head_dim_v=MLA_V_WIDTH, latent=True)
+                              MLA_KV_WIDTH, kv_dtype=kv, compute_dtype=c, head_dim_v=MLA_V_WIDTH, latent=True,
+                              family=kernel_family)
         rope = elementwise_cost(hw, g["batch"].to_numpy(float) * (g["num_heads"].to_numpy(float) + 1) * MLA_KV_WIDTH * 2.0 * 2)
         pred[sel] = cost.time_s + rope.time_s
         reg[sel] = _regime_names(cost.regime)
@@ -350,12 +356,14 @@ PREDICTORS = {
 }
 
 
-def predict_table(df: pd.DataFrame, hw: HardwareProfile, family: str | None = None) -> pd.DataFrame:
-    """Predict every row of a measured table; adds ape_pct = |pred - meas| / meas * 100."""
+def predict_table(df: pd.DataFrame, hw: HardwareProfile, family: str | None = None,
+                  kernel_family=None) -> pd.DataFrame:
+    """Predict every row of a measured table; adds ape_pct = |pred - meas| / meas * 100. `kernel_family` (a
+    KernelFamily) replaces the MLA table's default `mla-latent` family."""
     family = family or detect_family(df.columns)
     if family not in PREDICTORS:
         raise SpecplanError(f"kernel family: must be one of {', '.join(FAMILIES)}, got '{family}'")
-    out = PREDICTORS[family](df, hw)
+    out = PREDICTORS[family](df, hw, kernel_family) if family == "mla" else PREDICTORS[family](df, hw)
     out.insert(0, "family", family)
     out["ape_pct"] = np.abs(out["predicted_us"] - out["measured_us"]) / out["measured_us"] * 100.0
     return out
