@@ -23,7 +23,6 @@ from specplan.dtypes import dtype_bytes
 from specplan.precision import Precision
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import ModelProfile
-from specplan.step import attention_kernels
 
 ATTENTION_DOMINATES = 0.5  # full-attention share of the D = 0 step from which G2 is named (below it: G3 at most)
 LOW_LATENCY_STEP_RATIO = 1.25  # G4's low-latency end: the D = 0 step at batch B takes <= this x its batch-1 time
@@ -132,15 +131,10 @@ def g1_phrase(diag: dict, key: str = "gemm_compute_bound_from_d") -> str:
     return f"no D <= {MOE_D_SEARCH_MAX}" if d == NEVER else f"D = {d}"
 
 
-def attention_share(model: ModelProfile, hw: HardwareProfile, tp: int, batch, context_len, prec: Precision,
-                    total_s, style: str = "shared") -> np.ndarray:
-    """Share of the D = 0 step spent in the attention kernels of the attention layers (step.attention_kernels)."""
-    t = 0.0
-    ctx = np.asarray(context_len, dtype=float)
-    for g in model.groups():
-        for c in attention_kernels(model, hw, g, tp, prec, batch, 1, ctx, style):
-            t = t + g.count * c.time_s
-    return np.asarray(t, dtype=float) / np.asarray(total_s, dtype=float)
+def attention_share(base) -> np.ndarray:
+    """Share of the D = 0 step (a StepResult) spent in attention kernels: softmax attention of every attention
+    mixer (full, sliding, chunked, MLA / DSA / compressed), not the recurrent-state kernels (class 'state')."""
+    return np.asarray(base.breakdown_s["attention"], dtype=float) / np.asarray(base.total_s, dtype=float)
 
 
 def low_latency(model, hw, tp, context_len, prec, base_total_s, style="shared", routing="random") -> np.ndarray:
@@ -167,7 +161,7 @@ def diagnostics(model, hw, tp, batch, context_len, draft_len, prec, base, verify
         "gemm_regime": verify.regime("gemm"),
         "moe_regime": verify.regime("moe"),
         **g1_targets(model, hw, prec, batch, routing),
-        "attention_share": attention_share(model, hw, tp, batch, context_len, prec, base.total_s, style),
+        "attention_share": attention_share(base),
         "rho": np.asarray(rho, dtype=float),
         "rho_d": np.asarray(rho, dtype=float) * d,
     }
