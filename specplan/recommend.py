@@ -191,7 +191,9 @@ def mla_tp_note(m, hw, tp: int, context_len, prec, layout=None) -> str | None:
             f"data-parallel attention (--dp N --tp 1 --ep N) holds it once per sequence; {fit}")
 
 
-def _mechanisms(model_id: str, mechanisms, acceptance: dict) -> list[str]:
+def _mechanisms(model_id: str, mechanisms, acceptance: dict, draft_model=None) -> list[str]:
+    """The mechanisms to search: the given ones, else those with acceptance data (an external draft only with
+    a draft model, which the shipped external profiles need)."""
     known = mechanism_names()
     if mechanisms:
         for m in mechanisms:
@@ -202,7 +204,8 @@ def _mechanisms(model_id: str, mechanisms, acceptance: dict) -> list[str]:
             raise SpecplanError(f"mechanisms: give at least one draft mechanism besides 'none' (the D = 0 baseline "
                                 f"is always included; known: {', '.join(m for m in known if m != 'none')})")
         return mechs
-    found = [m for m in known if m != "none" and (m in acceptance or find_profile(m, model_id))]
+    found = [m for m in known if m != "none" and (m in acceptance or find_profile(m, model_id))
+             and (m != "external" or draft_model is not None)]
     if not found:
         raise SpecplanError(f"no mechanism has acceptance data for {model_id}: pass --acceptance mechanism=value")
     return found
@@ -231,7 +234,7 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
         raise SpecplanError(f"target tokens/s/user (--target-tps-per-user): must be > 0, got {target_tps_per_user:g}")
     m = load_model(model)
     acceptance = {k: parse_acceptance(v) for k, v in (acceptance or {}).items()}
-    mechs = _mechanisms(m.id, mechanisms, acceptance)
+    mechs = _mechanisms(m.id, mechanisms, acceptance, kw.get("draft_model"))
     for k in acceptance:
         if k not in mechs:
             raise SpecplanError(f"acceptance: '{k}' is not among the mechanisms ({', '.join(mechs)})")
@@ -450,7 +453,7 @@ def _explain(rows, curves, target) -> str:
 
 def _summary(diag: dict, batch) -> dict:
     """Guideline diagnostics at the chosen batch as plain numbers."""
-    keep = ("g_dev", "attention_tile_d", "gemm_compute_bound_applies_to", "gemm_compute_bound_from_d",
+    keep = ("g_dev", "tile_rows", "attention_tile_d", "gemm_compute_bound_applies_to", "gemm_compute_bound_from_d",
             "gemm_compute_bound_from_d_spec_sheet", "ridge_tokens_effective", "ridge_tokens_spec_sheet",
             "dense_gemm_compute_bound_from_d", "dense_gemm_compute_bound_from_d_spec_sheet",
             "dense_ridge_tokens_effective", "dense_ridge_tokens_spec_sheet", "attention_share")

@@ -197,14 +197,14 @@ def recommend(
         close = ", ".join(f"{x['mechanism']} D = {x['draft_len']} (B {x['batch']}, -{x['below_best_pct']:.1f}%)"
                           for x in r["near_best"])
         tile = [x for x in r["near_best"] if x["draft_len"] == g["attention_tile_d"] and not lpu]
-        hint = f"; includes G2's D = 128/G − 1 = {g['attention_tile_d']}" if tile else ""
+        hint = f"; includes G2's D = {g.get('tile_rows', 128)}/G − 1 = {g['attention_tile_d']}" if tile else ""
         print(f"within 2% of the best (not separable at the model's accuracy): {close}{hint}")
-    g2 = ("attention tiles n/a (LPU)" if lpu else f"G2 start D = 128/G − 1 = {g['attention_tile_d']}")
+    g2 = ("attention tiles n/a (LPU)" if lpu else f"G2 start D = {g.get('tile_rows', 128)}/G − 1 = {g['attention_tile_d']}")
     print(f"guidelines: G_dev {g['g_dev']} -> {g2} (full attention "
           f"{100 * g['attention_share']:.0f}% of the D = 0 step); G1 {g['g1_line']} (spec-sheet ridge "
           f"{g['ridge_tokens_spec_sheet']:.0f} tokens -> {g1_phrase(g, 'gemm_compute_bound_from_d_spec_sheet')})")
     if not lpu and b["draft_len"] > 0:
-        print(f"G2 vs the choice: {g2_relation(b['draft_len'], g['attention_tile_d'], r['binding']['guideline'])}")
+        print(f"G2 vs the choice: {g2_relation(b['draft_len'], g['attention_tile_d'], r['binding']['guideline'], g.get('tile_rows', 128))}")
     print(TERMS)
 
 
@@ -213,16 +213,16 @@ TERMS = ("terms: AL = tokens produced per iteration (1 ... 1 + D); G_dev = query
          "(docs/speculation.md#guidelines-guidelinespy)")
 
 
-def g2_relation(d: int, tile_d: int, binding: str) -> str:
-    """One line relating the recommended D to G2's start D = 128/G − 1."""
+def g2_relation(d: int, tile_d: int, binding: str, tile_rows: int = 128) -> str:
+    """One line relating the recommended D to G2's start D = tile_rows/G − 1 (128; MLA kernels 64)."""
     if d < tile_d:
         first = f"[{binding}] binds first" if binding not in ("-", "G2", "G3") else "its AL gain runs out first"
-        return (f"D = {d} < {tile_d}: attention would stay within one 128-row tile up to D = {tile_d}, but "
+        return (f"D = {d} < {tile_d}: attention would stay within one {tile_rows}-row tile up to D = {tile_d}, but "
                 f"{first}")
     if d == tile_d:
-        return f"D = {d} = 128/G − 1: the last D before the attention step (G2)"
+        return f"D = {d} = {tile_rows}/G − 1: the last D before the attention step (G2's start D)"
     return (f"D = {d} > {tile_d}: past the first attention tile; the added tile costs less than the AL gained "
-            f"(G3: prefer G·(1 + D) a multiple of 128)")
+            f"(G3: prefer G·(1 + D) a multiple of {tile_rows})")
 
 
 def _ranked_table(rows: list[dict], unit: str, lpu: bool, why: bool = False) -> None:
