@@ -33,9 +33,11 @@ def test_ideal_adds_nothing():
 
 
 def test_vllm_engine_holds_the_former_serving_profile_fit():
-    eng = load_engine("vllm")  # fitted on the vLLM V1 EAGLE-3 sweep (docs/eagle3_llama8b_validation.md)
-    assert eng.spec_iteration_overhead_s == pytest.approx(1.075e-3)
-    assert eng.spec_draft_step_overhead_s == pytest.approx(0.592e-3)
+    # fitted on the vLLM V1 EAGLE-3 sweep (docs/eagle3_llama8b_validation.md); refitted after the EAGLE-3 fc runs
+    # once per proposal (issue 10); tests/speculation/test_eagle3_report.py checks it equals the script's fit
+    eng = load_engine("vllm")
+    assert eng.spec_iteration_overhead_s == pytest.approx(1.034e-3)
+    assert eng.spec_draft_step_overhead_s == pytest.approx(0.633e-3)
 
 
 def test_engine_yaml_with_negative_overhead_is_one_line(tmp_path):
