@@ -96,10 +96,10 @@ def test_guideline_attention_share_sees_sparse_and_chunked_reads():
     ctx = 131_072
 
     def share(m, tp):
-        prec = resolve_precision(m, hw)
-        total = step_time(m, hw, tp, 32, 1, ctx).total_s
-        att = float(step_time(m, hw, tp, 32, 1, ctx).breakdown_s["attention"])
-        return float(attention_share(m, hw, tp, 32, ctx, prec, total)), att / float(total)
+        # the guideline's share is the D = 0 step's attention class (issue 10: one pricing, state excluded)
+        r = step_time(m, hw, tp, 32, 1, ctx)
+        att = float(r.breakdown_s["attention"])
+        return float(attention_share(r)), att / float(r.total_s)
 
     v32 = import_hf_config(CFG / "deepseek-ai--DeepSeek-V3.2-Exp_config.json")
     v3 = import_hf_config(REF / "deepseek-ai--DeepSeek-V3_config.json")
