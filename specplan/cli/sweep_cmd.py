@@ -52,7 +52,7 @@ def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, p
              else "DOES NOT FIT in memory (no feasible point)")
     ctxs = ", ".join(f"{int(c):,}" for c in sorted(df["context_len"].unique()))
     devs = ", ".join(str(h) for h in df["hardware"].astype(str).unique())
-    title = (f"{m.id} on {devs}, context {ctxs} tokens: throughput vs interactivity"
+    title = (f"{m.id} on {devs}, context {ctxs} tokens\nthroughput vs interactivity"  # 2 lines: no clipping
              + (f"\nacceptance: {acceptance_label}" if acceptance_label else ""))
     written += P.save_figure(P.plot_frontier(df, per=per, title=title), outdir / "frontier")
     sub = df[(df["hardware"].astype(str) == hw_id) & (df["tp"] == tp) & (df["context_len"] == ctx)]
