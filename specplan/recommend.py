@@ -140,6 +140,21 @@ def predict_summary(model, hardware, *, tp=1, batch=1, context_len=1024, mechani
     }
 
 
+def predict_serving(model, hardware, workload, *, tp=1, mechanism="none", draft_len=0, acceptance=None,
+                    engine=None, **kw) -> dict:
+    """predict_summary at the derived decode batch and context (ISL + OSL/2), plus r['serving'] (serving/api)."""
+    from specplan.serving.api import serving_summary
+
+    keep = {k: kw[k] for k in ("dtype", "kv_dtype", "draft_model") if kw.get(k) is not None}
+    srv = serving_summary(model, hardware, workload, tp=tp, engine=engine, mechanism=mechanism, draft_len=draft_len,
+                          acceptance=acceptance, **keep)
+    batch = max(1, int(round(srv["baseline"]["decode_batch"])))
+    r = predict_summary(model, hardware, tp=tp, batch=batch, context_len=int(round(workload.decode_context)),
+                        mechanism=mechanism, draft_len=draft_len, acceptance=acceptance, engine=engine, **kw)
+    r["serving"] = srv
+    return r
+
+
 def draft_hardware_is_same(kw: dict) -> bool:
     """True when the draft (if any) runs on the target's hardware (no --draft-hardware)."""
     return kw.get("draft_hardware") is None

@@ -24,6 +24,36 @@ def layout_phrase(lay: dict) -> str:
     return f"tp {lay['tp']} dp {lay['dp']} ep {lay['ep']}{pp} (expert-TP {lay['expert_tp']}, {lay['gpus']} GPUs)"
 
 
+SERVING_HELP = "Engine overheads (alias of --engine for one release): roofline | vllm-v1-eagle-2025 | engine id."
+
+
+def _engine(engine, serving):
+    """--engine, or the engine behind a --serving alias (roofline = ideal, vllm-v1-eagle-2025 = vllm)."""
+    from specplan.speculation.serving import ALIASES
+
+    if engine is not None and serving is not None:
+        from specplan.errors import SpecplanError
+
+        raise SpecplanError("engine: give --engine or its old alias --serving, not both")
+    return engine if serving is None else ALIASES.get(serving, serving)
+
+
+def _print_serving(s: dict) -> None:
+    load = f"concurrency {s['concurrency']:g}" if "concurrency" in s else f"{s['request_rate']:g} requests/s"
+    pools = f" {s['pools']}" if "pools" in s else ""
+    print(f"serving ({s['mode']}{pools}, engine {s['engine']}): ISL {s['isl']}, OSL {s['osl']}, {load}")
+    rows = []
+    for name in ("baseline", "speculative"):
+        if name in s:
+            x = s[name]
+            rows.append([name, x["tpot_ms"], x["ttft_ms"], x["request_latency_ms"], x["tokens_per_s_per_user"],
+                         x["tokens_per_s_per_gpu"], x["decode_batch"], "yes" if x["fits"] else "no"])
+    print(table(rows, ["", "TPOT ms", "TTFT ms", "latency ms", "tok/s/user", "tok/s/GPU", "decode batch", "fits"]))
+    if "speedup_tpot" in s:
+        print(f"serving speedup: TPOT {s['speedup_tpot']:.3f}, throughput {s['speedup_throughput']:.3f} "
+              f"(same load)")
+
+
 @app.command("predict")
 def predict(
     model: str = typer.Option(..., "--model", "-m", help="Target model id or profile YAML path."),
@@ -32,8 +62,8 @@ def predict(
     dp: int = typer.Option(1, "--dp", help="Data-parallel attention ranks (docs/parallel.md)."),
     ep: int = typer.Option(1, "--ep", help="Expert-parallel ranks; expert-TP = TP x DP / EP."),
     pp: int = typer.Option(1, "--pp", help="Pipeline stages; GPUs = TP x DP x PP."),
-    batch: int = typer.Option(..., "--batch", "-b", help="Concurrent sequences."),
-    context: str = typer.Option(..., "--context", "-c", help="Tokens in the KV cache per sequence; 32k = 32768."),
+    batch: Optional[int] = typer.Option(None, "--batch", "-b", help="Concurrent sequences (derived with --isl)."),
+    context: Optional[str] = typer.Option(None, "--context", "-c", help="KV tokens per sequence; 32k = 32768."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math dtype (default: checkpoint's)."),
     kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype (default 16-bit)."),
     mechanism: str = typer.Option("none", "--mechanism", "--mechanisms", help=MECHS + " (one)."),
@@ -49,23 +79,43 @@ def predict(
     acceptance_profile: Optional[str] = typer.Option(None, "--acceptance-profile", help="Shipped profile id."),
     acceptance: Optional[List[str]] = typer.Option(None, "--acceptance", help="[MECH=]VALUE as in recommend: rate "
                                                    "0.8, AL@D 3.1@4, per-position 0.9/0.8, or a profile id."),
-    serving: Optional[str] = typer.Option(None, "--serving", help="Engine overheads: roofline | vllm-v1-eagle-2025."),
+    serving: Optional[str] = typer.Option(None, "--serving", help=SERVING_HELP),
+    engine: Optional[str] = typer.Option(None, "--engine", help="Serving engine: trtllm | vllm | sglang | ideal | YAML."),
+    mode: str = typer.Option("agg", "--mode", help="agg (in-flight batching) | disagg (prefill/decode pools)."),
+    isl: Optional[int] = typer.Option(None, "--isl", help="Prompt tokens per request (serving model)."),
+    osl: Optional[int] = typer.Option(None, "--osl", help="Output tokens per request (serving model)."),
+    concurrency: Optional[float] = typer.Option(None, "--concurrency", help="Requests in flight (closed loop)."),
+    request_rate: Optional[float] = typer.Option(None, "--request-rate", help="Requests per second (open loop)."),
+    pools: Optional[str] = typer.Option(None, "--pools", help="Disaggregated pools xPyD, e.g. 1P1D, 2P3D."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Baseline vs speculative step, AL, speedup, throughputs, memory and guideline diagnostics of one point."""
-    from specplan.recommend import cli_acceptance, one_acceptance, predict_summary
+    """Baseline vs speculative step, AL, speedup, throughputs, memory and guideline diagnostics of one point;
+    with --isl/--osl also the serving model (TPOT, TTFT, latency, tokens/s) at --concurrency or --request-rate."""
+    from specplan.recommend import cli_acceptance, one_acceptance, predict_serving, predict_summary
+    from specplan.serving.workload import workload_from_options
 
     acc = cli_acceptance(acceptance_length, acceptance_rate, acceptance_per_position, acceptance_profile, draft_len)
     if acceptance:
         acc = one_acceptance(acceptance, mechanism, draft_len, given=acc is not None)
-    r = predict_summary(model, hardware, tp=tp, batch=batch, context_len=context_tokens(context),
-                        mechanism=mechanism, draft_len=draft_len, acceptance=acc, dtype=dtype, kv_dtype=kv_dtype,
-                        draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
-                        draft_kv_budget=draft_kv_budget, tree_tokens=tree_tokens, serving=serving,
-                        layout=cli_layout(tp, dp, ep, pp))
+    wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools)
+    kw = dict(mechanism=mechanism, draft_len=draft_len, acceptance=acc, dtype=dtype, kv_dtype=kv_dtype,
+              draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
+              draft_kv_budget=draft_kv_budget, tree_tokens=tree_tokens, engine=_engine(engine, serving))
+    if wl is not None:
+        if (dp, ep, pp) != (1, 1, 1):
+            raise SpecplanError("predict: the serving model (--isl/--osl) takes --tp only, not --dp/--ep/--pp")
+        r = predict_serving(model, hardware, wl, tp=tp, **kw)
+    else:
+        if batch is None or context is None:
+            raise SpecplanError("predict: give --batch and --context, or --isl and --osl with --concurrency or "
+                                "--request-rate")
+        r = predict_summary(model, hardware, tp=tp, batch=batch, context_len=context_tokens(context),
+                            layout=cli_layout(tp, dp, ep, pp), **kw)
     if json_out:
         print_json(r)
         return
+    if wl is not None:
+        _print_serving(r["serving"])
     print(f"{r['model']} on {r['hardware']} ({layout_phrase(r['layout'])}), batch {r['batch']}, "
           f"context {r['context_len']}; "
           f"{r['mechanism']} D = {r['draft_len']} ({r['verify_tokens']:g} verified tokens); "
@@ -133,8 +183,8 @@ def recommend(
     target_total: Optional[float] = typer.Option(None, "--target-tps", help="Total output tokens/s: find the smallest "
                                                  "GPU count (whole nodes) over layouts, mechanisms and D (docs/parallel.md)."),
     max_gpus: int = typer.Option(64, "--max-gpus", help="Largest GPU count --target-tps searches."),
-    isl: Optional[int] = typer.Option(None, "--isl", help="Input tokens per request (with --target-tps)."),
-    osl: Optional[int] = typer.Option(None, "--osl", help="Output tokens per request (with --target-tps)."),
+    isl: Optional[int] = typer.Option(None, "--isl", help="Input tokens per request (--target-tps; serving model)."),
+    osl: Optional[int] = typer.Option(None, "--osl", help="Output tokens per request (--target-tps; serving model)."),
     context: Optional[str] = typer.Option(None, "--context", "-c", help="Tokens in the KV cache per sequence; 32k = 32768."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math dtype."),
     kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype."),
@@ -147,25 +197,44 @@ def recommend(
     draft_hardware: Optional[str] = typer.Option(None, "--draft-hardware", help="Run the draft on this hardware."),
     draft_dtype: Optional[str] = typer.Option(None, "--draft-dtype", help="Dtype of an external draft."),
     draft_kv_budget: Optional[int] = typer.Option(None, "--draft-kv-budget", help="KV tokens the draft reads."),
-    serving: Optional[str] = typer.Option(None, "--serving", help="Engine overheads: roofline | vllm-v1-eagle-2025."),
+    serving: Optional[str] = typer.Option(None, "--serving", help=SERVING_HELP),
+    engine: Optional[str] = typer.Option(None, "--engine", help="Serving engine: trtllm | vllm | sglang | ideal | YAML."),
+    mode: str = typer.Option("agg", "--mode", help="agg | disagg (searches pools unless --pools)."),
+    concurrency: Optional[float] = typer.Option(None, "--concurrency", help="Requests in flight (default: searched)."),
+    request_rate: Optional[float] = typer.Option(None, "--request-rate", help="Requests per second (open loop)."),
+    pools: Optional[str] = typer.Option(None, "--pools", help="Disaggregated pools xPyD (default: searched)."),
+    max_ttft_ms: Optional[float] = typer.Option(None, "--max-ttft-ms", help="SLA: time to first token (ms)."),
+    max_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", help="SLA: time per output token (ms)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Best (mechanism, D) with runners-up, and the guideline that bound the choice."""
+    """Best (mechanism, D) with runners-up, and the guideline that bound the choice; with --isl/--osl (and no
+    --target-tps) the best (mechanism, D, concurrency[, pools]) by serving tokens/s/GPU under --max-ttft-ms /
+    --max-tpot-ms (docs/serving.md)."""
     from specplan.recommend import recommend as run
+    from specplan.serving.workload import workload_from_options
 
     acc = mech_values(acceptance, "mechanism=value")
     mechs = comma_list(mechanisms) or None
+    eng = _engine(engine, serving)
     if target_total is not None:
         _gpus_for_load(model, hardware, target_total, target_tps, max_gpus, isl, osl, context, mechs, acc,
                        max_draft_len, dtype, kv_dtype, json_out)
         return
+    wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools, require_load=False)
+    if wl is not None:
+        _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, extrapolate, max_ttft_ms,
+                           max_tpot_ms, concurrency is None and request_rate is None, json_out,
+                           dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model))
+        return
+    if max_ttft_ms is not None or max_tpot_ms is not None:
+        raise SpecplanError("recommend: --max-ttft-ms / --max-tpot-ms need --isl and --osl (the serving model)")
     if context is None:
         raise SpecplanError("recommend: --context is required (or --target-tps with --isl and --osl)")
     r = run(model, hardware, tp=tp, batch=batch, target_tps_per_user=target_tps,
             context_len=context_tokens(context), mechanisms=mechs, acceptance=acc, max_draft_len=max_draft_len,
             extrapolate=extrapolate, dtype=dtype,
             kv_dtype=kv_dtype, draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
-            draft_kv_budget=draft_kv_budget, serving=serving, layout=cli_layout(tp, dp, ep, pp))
+            draft_kv_budget=draft_kv_budget, engine=eng, layout=cli_layout(tp, dp, ep, pp))
     if json_out:
         print_json(r)
         return
@@ -288,3 +357,36 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
     print(f"why not fewer: {r['smaller_fails']}")
     print("assumptions: decode instances of one layout at the mean context ISL + OSL / 2; prefill pool sized to "
           "the request rate (target / OSL) at the roofline prefill time; TTFT not targeted (docs/parallel.md)")
+
+
+def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, extrapolate, max_ttft_ms, max_tpot_ms,
+                       search, json_out, kw) -> None:
+    """recommend --isl/--osl: print the ranked serving configurations; exit 1 (explained) when none meets the SLA."""
+    from specplan.recommend_serving import recommend_serving
+
+    r = recommend_serving(model, hardware, wl, tp=tp, engine=eng, mechanisms=mechs, acceptance=acc,
+                          max_draft_len=max_draft_len, extrapolate=extrapolate, max_ttft_ms=max_ttft_ms,
+                          max_tpot_ms=max_tpot_ms, search_concurrency=search,
+                          **{k: v for k, v in kw.items() if v is not None})
+    if json_out:
+        print_json(r)
+        if r["best"] is None:
+            raise typer.Exit(1)
+        return
+    sla = ", ".join(x for x in (f"TTFT <= {max_ttft_ms:g} ms" if max_ttft_ms else "",
+                                f"TPOT <= {max_tpot_ms:g} ms" if max_tpot_ms else "") if x) or "no SLA"
+    print(f"{r['model']} on {hardware} (tp {tp}), engine {r['engine']}, {r['mode']}, ISL {r['isl']}, OSL {r['osl']}; {sla}")
+    rows = [[x["mechanism"], x["draft_len"], x["concurrency"], x["pools"] or "-", x["acceptance_length"], x["tpot_ms"],
+             x["ttft_ms"], x["tokens_per_s_per_user"], x["tokens_per_s_per_gpu"], "yes" if x["feasible"] else "no"]
+            for x in r["ranked"]]
+    print(table(rows, ["mechanism", "D", "concurrency", "pools", "AL", "TPOT ms", "TTFT ms", "tok/s/user",
+                       "tok/s/GPU", "meets SLA"]))
+    for n in r["notes"]:
+        print(f"note: {n}")
+    if r["best"] is None:
+        print(f"infeasible: {r['infeasible']}")
+        raise typer.Exit(1)
+    b = r["best"]
+    print(f"best: {b['mechanism']} D = {b['draft_len']} at concurrency {b['concurrency']:g}"
+          f"{' ' + b['pools'] if b['pools'] else ''}: {b['tokens_per_s_per_gpu']:.1f} tok/s/GPU, "
+          f"TPOT {b['tpot_ms']:.2f} ms, TTFT {b['ttft_ms']:.1f} ms")

@@ -109,12 +109,28 @@ def pareto(
     no_plots: bool = typer.Option(False, "--no-plots", help="Skip the figures."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on a terminal."),
     outdir: Path = typer.Option(..., "--out", "-o", help="Output folder."),
+    engine: Optional[str] = typer.Option(None, "--engine", help="Serving engine (with --isl/--osl)."),
+    mode: str = typer.Option("agg", "--mode", help="agg | disagg (with --isl/--osl)."),
+    isl: Optional[int] = typer.Option(None, "--isl", help="Prompt tokens: serving frontier over concurrency."),
+    osl: Optional[int] = typer.Option(None, "--osl", help="Output tokens per request (with --isl)."),
+    concurrency: Optional[float] = typer.Option(None, "--concurrency", help="Fixed concurrency (default: searched)."),
+    request_rate: Optional[float] = typer.Option(None, "--request-rate", help="Requests per second (open loop)."),
+    pools: Optional[str] = typer.Option(None, "--pools", help="Disaggregated pools xPyD (default: searched)."),
 ) -> None:
-    """Sweep batch x D x mechanism x TP x context x device; write grid, frontier and plots."""
+    """Sweep batch x D x mechanism x TP x context x device; write grid, frontier and plots. With --isl/--osl:
+    the serving grid (mechanism x D x concurrency [x pools]) and its frontier as CSV (first device and TP)."""
     from specplan.frontier import frontier, throughput_column
     from specplan.profiles.registry import load_hardware, load_model
+    from specplan.serving.workload import workload_from_options
     from specplan.speculation.speedup import mechanism_names
     from specplan.sweep import sweep
+
+    wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools, require_load=False)
+    if wl is not None:
+        _serving_pareto(model, hardware[0], wl, (int_list(tp, "--tp") or [1])[0], engine, comma_list(mechanisms) or None,
+                        mech_values(acceptance, _ACCEPTANCE_FORM), max_draft_len, concurrency is None and
+                        request_rate is None, Path(outdir), dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model))
+        return
 
     from specplan.io import check_output_dir
 
@@ -168,3 +184,22 @@ def study(
                f"{b['mechanism']}){limit}" if b else "no feasible speculative point"
         print(f"  {v['variant']}: {best}")
     print(f"wrote {Path(outdir) / 'summary.md'} and {len(summary['plots'])} plot files")
+
+
+def _serving_pareto(model, hardware, wl, tp, engine, mechs, acc, max_draft_len, search, outdir: Path, kw) -> None:
+    """pareto --isl/--osl: serving_grid.csv and serving_frontier.csv (tokens/s/GPU vs tokens/s/user)."""
+    from specplan.frontier import frontier_mask
+    from specplan.io import atomic_write_text
+    from specplan.recommend_serving import serving_grid
+
+    df = serving_grid(model, hardware, wl, tp=tp, engine=engine, mechanisms=mechs, acceptance=acc,
+                      max_draft_len=max_draft_len, search_concurrency=search,
+                      **{k: v for k, v in kw.items() if v is not None})
+    ok = df[df["meets_sla"]]
+    front = ok[frontier_mask(ok["tokens_per_s_per_user"].to_numpy(), ok["tokens_per_s_per_gpu"].to_numpy())]
+    front = front.sort_values("tokens_per_s_per_user")
+    outdir.mkdir(parents=True, exist_ok=True)
+    for name, t in (("serving_grid.csv", df), ("serving_frontier.csv", front)):
+        atomic_write_text(outdir / name, t.to_csv(index=False))
+        print(f"wrote {outdir / name}")
+    print(f"{len(df):,} serving configurations, {len(front):,} on the frontier")

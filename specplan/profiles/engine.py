@@ -58,17 +58,24 @@ class EngineProfile(_Frozen):
     id: str = Field(min_length=1, max_length=255)
     name: str = ""
     version: str = ""
-    host_step_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # exposed host/scheduler time per engine step (any step)
+    host_step_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host/scheduler time per engine step (any step)
+    host_per_seq_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host time per running sequence per step (sampling, streaming)
+    overlap_scheduler: bool = False  # host work of step n+1 runs while the GPU runs step n
     cuda_graphs_decode: bool = False  # decode-only steps replay a captured CUDA graph
     graph_max_batch: int = Field(0, ge=0, le=MAX_BATCH)  # largest captured decode batch; larger decode batches run eager
-    graph_launch_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # extra seconds per kernel inside a graph (over the hardware floor)
-    eager_launch_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # extra seconds per kernel launched eagerly (mixed/prefill steps)
+    graph_launch_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host seconds per kernel of a replayed graph (over the hardware floor)
+    eager_launch_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host seconds per kernel launched eagerly (mixed/prefill steps)
     max_num_batched_tokens: int = Field(8192, gt=0, le=2**32)  # chunked-prefill token budget per step (decode + prefill)
     max_num_seqs: int = Field(1024, gt=0, le=MAX_BATCH)  # requests an engine step may hold
+    chunked_prefill: bool = True  # long prompts split to fill the step budget; False: whole prompts per step
+    admission: Literal["immediate", "next_departure"] = "immediate"  # when a new request gets a batch slot
     prefill_tokens_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host seconds per prefill token (tokenizer-free scheduling, copy)
     spec_iteration_overhead_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host work of one speculative iteration beyond a decode
     spec_draft_step_overhead_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host work per serial draft step
     ttft_includes_first_decode: bool = False  # TTFT counts the first decode step after prefill
+    # closed loop: fraction of the other in-flight requests whose prompt is prefilled ahead of a new one
+    # (requests of equal length released together stay bunched); adds cohort x (C - 1) prompt prefills to TTFT
+    prefill_cohort: float = Field(0.0, ge=0, le=1)
     decode_attention: str = "default"  # kernel family ids (engine_profiles/kernels/)
     verify_attention: str = "default"
     prefill_attention: str = "prefill-default"
@@ -78,8 +85,9 @@ class EngineProfile(_Frozen):
 
     @model_validator(mode="after")
     def _sourced(self) -> "EngineProfile":
-        numeric = ("host_step_s", "graph_launch_s", "eager_launch_s", "max_num_batched_tokens", "max_num_seqs",
-                   "prefill_tokens_s", "spec_iteration_overhead_s", "spec_draft_step_overhead_s", "graph_max_batch")
+        numeric = ("host_step_s", "host_per_seq_s", "graph_launch_s", "eager_launch_s", "max_num_batched_tokens",
+                   "max_num_seqs", "prefill_tokens_s", "spec_iteration_overhead_s", "spec_draft_step_overhead_s",
+                   "graph_max_batch", "prefill_cohort")
         missing = [k for k in numeric if getattr(self, k) and k not in self.sources]
         if missing:
             raise ValueError(f"sources: every number needs a source; missing for {', '.join(missing)}")
@@ -88,3 +96,14 @@ class EngineProfile(_Frozen):
     def launch_s(self, graphed) -> float:
         """Extra seconds per kernel launch: graph_launch_s inside a CUDA graph, eager_launch_s otherwise."""
         return np.where(graphed, self.graph_launch_s, self.eager_launch_s)
+
+    def step_s(self, gpu_s, batch, kernels, graphed) -> np.ndarray:
+        """Seconds of one engine step from its GPU seconds: kernel launches (kernels x launch_s) overlap the GPU
+        (the launch queue runs ahead); the scheduler's host time (host_step_s + batch x host_per_seq_s) overlaps
+        it too with an overlap scheduler, else adds to it:
+            overlap:  max(gpu, host + launches)        no overlap: host + max(gpu, launches)"""
+        launches = np.asarray(kernels, dtype=float) * self.launch_s(graphed)
+        host = self.host_step_s + np.asarray(batch, dtype=float) * self.host_per_seq_s
+        if self.overlap_scheduler:
+            return np.maximum(gpu_s, host + launches)
+        return host + np.maximum(gpu_s, launches)

@@ -179,6 +179,7 @@ class ModelProfile(_Frozen):
     norms_per_layer: int | None = Field(None, ge=0)  # hidden-size norms per layer; None: one per mixer and per FFN
     per_layer_input_size: int = Field(0, ge=0)  # Gemma per-layer embeddings (PLE): width per layer
     per_layer_vocab_size: int = Field(0, ge=0)  # Gemma PLE table rows
+    max_context_len: int | None = Field(None, gt=0)  # longest sequence (prompt + output) the model takes, tokens
     linear_attention: LinearAttention | None = None
     mamba: Mamba | None = None
     layer_groups: list[LayerGroup] | None = None  # None: every layer full attention (+ MoE if moe)

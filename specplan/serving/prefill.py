@@ -1,7 +1,7 @@
 """Prefill and mixed (decode + prefill-chunk) steps through the same roofline kernels as a decode step.
 
 Stable API (issue 14's simulator calls these; arrays broadcast, seconds out, GPU time only — engine host time
-and launch costs are added by `engine_step_s`):
+and launch costs are added by `EngineProfile.step_s`):
 
     mixed_step_s(model, hw, tp, decode_batch, decode_context, prefill_tokens, prefill_context, *, q_len=1,
                  precision, engine=None, routing="random", prefill_seqs=1) -> np.ndarray  [s]
@@ -11,8 +11,8 @@ and launch costs are added by `engine_step_s`):
     prefill_s(model, hw, tp, isl, *, precision, engine=None, budget_tokens=None, n_seqs=1) -> np.ndarray  [s]
         a whole prompt of `isl` tokens (n_seqs prompts together) in chunks of the engine's token budget,
         each chunk a step of its own (no decode rows): the prefill part of TTFT.
-    engine_step_s(engine, kernels, graphed) -> float | np.ndarray  [s]
-        host/scheduler time of one step + per-kernel launch cost (graph or eager) on top of the roofline.
+    EngineProfile.step_s(gpu_s, batch, kernels, graphed) -> np.ndarray  [s]
+        an engine step from its GPU seconds: host/scheduler time and kernel launches, overlapped or added.
 
 Model (docs/serving.md): the GEMMs, norms, MoE and all-reduces of a step depend only on its token count, so a
 mixed step's non-attention part is that of a decode step with M = decode_batch * q_len + prefill_tokens; its
@@ -129,9 +129,3 @@ def prefill_s(model, hw, tp, isl, *, precision, engine=None, budget_tokens=None,
                                            load_kernel_family(eng.prefill_attention))
         out = out + np.where(live, t, 0.0)
     return out
-
-
-def engine_step_s(engine, kernels, graphed) -> np.ndarray:
-    """Host/scheduler seconds of one step plus the engine's per-kernel launch cost (graph or eager)."""
-    eng = load_engine(engine)
-    return eng.host_step_s + float(kernels) * eng.launch_s(graphed)

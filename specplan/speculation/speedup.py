@@ -25,6 +25,16 @@ KEYS = ("baseline_step_s", "verify_s", "draft_s", "iter_s", "acceptance_length",
         "target_devices", "baseline_devices", "draft_devices", "rho", "rho_d", "rho_time")
 
 
+def engine_families(engine):
+    """(decode, verify, MLA) attention KernelFamily of an engine; (None, None, None) without one."""
+    if engine is None:
+        return None, None, None
+    from specplan.profiles.registry import load_engine, load_kernel_family
+
+    eng = load_engine(engine)
+    return tuple(load_kernel_family(f) for f in (eng.decode_attention, eng.verify_attention, eng.mla_attention))
+
+
 def mechanism_names() -> list[str]:
     """The draft mechanisms evaluate() understands."""
     return list(DRAFTERS)
@@ -109,7 +119,7 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
              acceptance=None, dtype=None, kv_dtype=None, draft_model=None, draft_hardware=None,
              draft_dtype=None, draft_kv_budget=None, tree_tokens=None, draft_heads=None, serving=None,
              attention_style="shared", routing="random", reserve=DEFAULT_RESERVE,
-             guidelines=False, layout=None) -> dict[str, np.ndarray]:
+             guidelines=False, layout=None, engine=None) -> dict[str, np.ndarray]:
     """Baseline and speculative step times, AL, speedup, throughputs, memory and ρ over a broadcast grid
     (with `guidelines`, also the guideline diagnostics under the key 'guidelines'). `batch` counts the
     instance's sequences; `layout` (specplan.parallel: TP, DP, EP, PP; default TP only) places them, and
@@ -117,7 +127,10 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
 
     `tree_tokens`: verified tokens per sequence of a tree (default: the acceptance profile's tree, if it was
     measured with one, else a chain of 1 + D). `draft_heads`: Medusa heads of the trained drafter (default:
-    the heads profile's, else the acceptance profile's `heads`, else drafters.MEDUSA_DEFAULT_HEADS)."""
+    the heads profile's, else the acceptance profile's `heads`, else drafters.MEDUSA_DEFAULT_HEADS).
+
+    `engine` (EngineProfile, id or path) sets the decode / verify / MLA attention kernel families and, unless
+    `serving` is given, the two speculative host costs; None = hardware attention block, no engine costs."""
     if draft_kv_budget is not None and not (draft_kv_budget >= 0):
         raise SpecplanError(f"draft KV budget (--draft-kv-budget): must be >= 0 tokens, got {draft_kv_budget:g}")
     m = load_model(model)
@@ -129,13 +142,14 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
     b, ctx, d, shape = _grid(batch, context_len, draft_len)
     if mechanism == "none":
         d = np.zeros_like(d)
-    srv = get_serving(serving)
+    srv = get_serving(serving if serving is not None or engine is None else engine)
+    fam_dec, fam_ver, fam_mla = engine_families(engine)
     base = step_time(m, hw, tp, b, 1, ctx, dtype, kv_dtype, attention_style=attention_style, routing=routing,
-                     layout=lay)
+                     layout=lay, attention_family=fam_dec, mla_family=fam_mla)
     prec = base.precision
     q = verify_tokens(d, profile_tree_tokens(acc, d) if tree_tokens is None else tree_tokens)
     ver = step_time(m, hw, tp, b, q, ctx, precision=prec, attention_style=attention_style, routing=routing,
-                    layout=lay)
+                    layout=lay, attention_family=fam_ver, mla_family=fam_mla)
     inp = DraftInput(m, hw, tp, prec, b, d, ctx, dtype=dtype, kv_dtype=kv_dtype, layout=lay,
                      draft_model=None if draft_model is None else load_model(draft_model),
                      draft_hardware=None if draft_hardware is None else load_hardware(draft_hardware),
@@ -145,7 +159,7 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
                      (None if acc is None else (acc.meta or {}).get("heads")))
     dc = drafter(inp)
     spec = d > 0
-    verify_s = ver.total_s + np.where(spec, srv.iteration_overhead_s, 0.0)
+    verify_s = np.where(spec, ver.total_s + srv.iteration_overhead_s, base.total_s)
     draft_s = np.where(spec, dc.time_s + dc.serial_steps * srv.draft_step_overhead_s, 0.0)
     iter_s = verify_s + draft_s
     al = np.ones(shape) if acc is None else np.broadcast_to(acc.al(d), shape)

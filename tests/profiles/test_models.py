@@ -43,6 +43,10 @@ BUILTIN_TO_CSV = {
     "eagle3-llama-3.1-8b": "eagle3-llama3.1-8b-draft",
 }
 
+# Built-in ids without a reference/model_configs.csv row, checked against their published parameter counts
+# (sources in their model_profiles/*.yaml `parameters` entry).
+PUBLISHED_PARAMS = {"llama-2-7b-32k": 6_738_415_616, "tinyllama-1.1b": 1_100_048_384}
+
 # Built-in id -> csv row of its MTP module (params_total_computed excludes the shared embedding and LM head).
 MTP_ROWS = {
     "qwen3-next-80b-a3b": "qwen3-next-80b-a3b-mtp",
@@ -72,7 +76,13 @@ def test_required_ids_present():
 
 
 def test_every_builtin_is_mapped_to_a_csv_row():
-    assert set(model_ids()) <= set(BUILTIN_TO_CSV), "add new built-in models to BUILTIN_TO_CSV"
+    assert set(model_ids()) <= set(BUILTIN_TO_CSV) | set(PUBLISHED_PARAMS), "add new built-in models to BUILTIN_TO_CSV"
+
+
+@pytest.mark.parametrize("mid", sorted(PUBLISHED_PARAMS))
+def test_total_params_match_published(mid):
+    got = param_counts(load_model(mid))["total"]
+    assert abs(got - PUBLISHED_PARAMS[mid]) / PUBLISHED_PARAMS[mid] < 0.001, (mid, got)
 
 
 @pytest.mark.parametrize("mid", sorted(BUILTIN_TO_CSV))

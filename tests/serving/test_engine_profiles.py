@@ -28,7 +28,7 @@ def test_four_engines_ship_and_reference_known_families():
 def test_ideal_adds_nothing():
     eng = load_engine("ideal")
     assert eng.host_step_s == eng.graph_launch_s == eng.eager_launch_s == 0.0
-    assert eng.spec_iteration_overhead_s == eng.spec_draft_step_overhead_s == eng.prefill_tokens_s == 0.0
+    assert eng.spec_iteration_overhead_s == eng.spec_draft_step_overhead_s == 0.0
     assert load_engine(None).id == "ideal"
 
 

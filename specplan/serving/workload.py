@@ -1,0 +1,96 @@
+"""A serving workload: prompt and output lengths, closed-loop concurrency or open-loop request rate, mode.
+
+    Workload(isl, osl, concurrency=None, request_rate=None, mode="agg", pools=None)
+        isl, osl      tokens per request (prompt, generated; osl counts the first token, made by the prefill)
+        concurrency   requests in flight (closed loop, as benchmark clients run); or
+        request_rate  requests per second arriving (open loop, Poisson)
+        mode          "agg" (prefill chunks share engine steps with decoding) | "disagg" (prefill and decode pools)
+        pools         (prefill instances x, decode instances y) for disagg, from "xPyD" (default 1P1D)
+
+`check(model)` raises a one-line SpecplanError for impossible values (OSL 0, ISL beyond the model's context,
+concurrency 0, a pools string that does not parse).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from specplan.errors import SpecplanError
+
+MODES = ("agg", "disagg")
+
+
+def parse_pools(text: str | None) -> tuple[int, int] | None:
+    """'2P1D' -> (2, 1): prefill and decode instances of a disaggregated deployment; None stays None."""
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*[pP]\s*(\d+)\s*[dD]\s*", str(text))
+    if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
+        raise SpecplanError(f"pools (--pools): expected xPyD with x, y >= 1 (e.g. 1P1D, 2P3D), got '{text}'")
+    return int(m.group(1)), int(m.group(2))
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Request lengths (tokens), load (concurrency or requests/s) and serving mode."""
+
+    isl: int
+    osl: int
+    concurrency: float | np.ndarray | None = None  # one value or an array (a sweep)
+    request_rate: float | None = None
+    mode: str = "agg"
+    pools: tuple[int, int] | None = None
+
+    def __post_init__(self):
+        if not (isinstance(self.isl, (int, float)) and self.isl >= 1 and float(self.isl).is_integer()):
+            raise SpecplanError(f"isl (--isl): must be a whole number of prompt tokens >= 1, got {self.isl}")
+        if not (isinstance(self.osl, (int, float)) and self.osl >= 1 and float(self.osl).is_integer()):
+            raise SpecplanError(f"osl (--osl): must be a whole number of output tokens >= 1, got {self.osl}")
+        if self.mode not in MODES:
+            raise SpecplanError(f"mode (--mode): must be agg or disagg, got '{self.mode}'")
+        if (self.concurrency is None) == (self.request_rate is None):
+            raise SpecplanError("workload: give exactly one of --concurrency or --request-rate")
+        if self.concurrency is not None:
+            c = np.asarray(self.concurrency, dtype=float)
+            if c.size == 0 or not (np.all(np.isfinite(c)) and np.min(c) >= 1):
+                bad = np.min(c) if c.size else "nothing"
+                raise SpecplanError(f"concurrency (--concurrency): must be >= 1 request, got {bad:g}"
+                                    if c.size else "concurrency (--concurrency): got no value")
+        if self.request_rate is not None and not (0 < self.request_rate < float("inf")):
+            raise SpecplanError(f"request rate (--request-rate): must be > 0 requests/s, got {self.request_rate:g}")
+        if self.pools is not None and self.mode != "disagg":
+            raise SpecplanError(f"pools (--pools): only with --mode disagg, got mode {self.mode}")
+        if self.mode == "disagg" and self.pools is None:
+            object.__setattr__(self, "pools", (1, 1))
+
+    def check(self, model) -> None:
+        """One-line error if a request does not fit the model's context (prompt + output tokens)."""
+        cap = getattr(model, "max_context_len", None)
+        if cap is not None and self.isl + self.osl > cap:
+            raise SpecplanError(f"isl + osl (--isl, --osl): {self.isl} + {self.osl} = {self.isl + self.osl} tokens "
+                                f"exceeds {model.id}'s context of {cap} tokens (max_context_len)")
+
+    @property
+    def decode_context(self) -> float:
+        """Mean cached tokens of a decoding request: ISL + OSL / 2."""
+        return self.isl + self.osl / 2.0
+
+
+def workload_from_options(isl=None, osl=None, concurrency=None, request_rate=None, mode="agg", pools=None,
+                          require_load: bool = True) -> Workload | None:
+    """The Workload of the --isl/--osl/--concurrency/--request-rate/--mode/--pools options, or None without
+    --isl/--osl (one-line errors for half a workload)."""
+    if isl is None and osl is None:
+        given = [n for n, v in (("--concurrency", concurrency), ("--request-rate", request_rate),
+                                ("--pools", pools)) if v is not None] + (["--mode"] if mode not in (None, "agg") else [])
+        if given:
+            raise SpecplanError(f"workload: {', '.join(given)} need --isl and --osl")
+        return None
+    if isl is None or osl is None:
+        raise SpecplanError(f"workload: give both --isl and --osl, got only {'--isl' if osl is None else '--osl'}")
+    if not require_load and concurrency is None and request_rate is None:
+        concurrency = 1.0  # a placeholder load: the caller searches the concurrency
+    return Workload(isl, osl, concurrency, request_rate, mode or "agg", parse_pools(pools))

@@ -1,0 +1,167 @@
+"""Serving model: the ideal disaggregated decode pool is `specplan step`, a hand-solved aggregated point,
+invariants of the steady state, and the CLI's JSON keys."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy.optimize import brentq
+
+from specplan.precision import resolve_precision
+from specplan.profiles.registry import load_hardware, load_model
+from specplan.serving.aggregated import aggregated
+from specplan.serving.disaggregated import disaggregated
+from specplan.serving.prefill import mixed_step_s
+from specplan.serving.workload import Workload
+from specplan.speculation.acceptance import Acceptance
+from specplan.step import step_time
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "specplan", *args], capture_output=True, text=True)
+
+
+def test_ideal_disagg_decode_tpot_is_specplan_step_at_concurrency_and_mean_context():
+    # ISL 2048, OSL 512, concurrency 24: the decode step at batch 24 and context 2048 + 512/2 = 2304.
+    p = run("predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--engine", "ideal", "--mode", "disagg",
+            "--isl", "2048", "--osl", "512", "--concurrency", "24", "--json")
+    assert p.returncode == 0, p.stderr
+    srv = json.loads(p.stdout)["serving"]
+    s = run("step", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--batch", "24", "--context", "2304", "--json")
+    assert srv["baseline"]["tpot_ms"] == pytest.approx(json.loads(s.stdout)["step_ms"], rel=1e-9)
+    assert srv["pools"] == "1P1D"
+
+
+def test_hand_solved_aggregated_tpot_and_ttft():
+    # llama-3.2-1b on H100, ideal engine, ISL 512, OSL 65, C = 4 (closed loop). The documented equations,
+    # solved here independently (brentq on B): T(B) decode step at context 512 + 65/2; dP(B) = mixed step
+    # with one 512-token chunk minus the decode step; N_d = 64 iterations per request;
+    # tau = T + B dP / N_d; X = B / (N_d tau); u = X * 512 * tau / (8192 - B); service = max(tau, T + dP);
+    # TTFT = tau/2 + u / (2 (1 - u)) * service + service; C = B + X * TTFT.
+    m, hw = load_model("llama-3.2-1b"), load_hardware("h100-sxm")
+    prec = resolve_precision(m, hw, None, None)
+    ctx, n_d = 512 + 65 / 2, 64.0
+
+    def parts(b):
+        t = float(step_time(m, hw, 1, max(b, 1.0), 1, ctx, precision=prec).total_s)
+        dp = float(mixed_step_s(m, hw, 1, max(b, 1.0), ctx, 512, 0, precision=prec)
+                   - mixed_step_s(m, hw, 1, max(b, 1.0), ctx, 0, 0, precision=prec))
+        tau = t + b * dp / n_d
+        x = b / (n_d * tau)
+        u = x * 512 * tau / (8192 - b)
+        service = max(tau, t + dp)
+        return tau, x, tau / 2 + u / (2 * (1 - u)) * service + service
+
+    b = brentq(lambda b: b + parts(b)[1] * parts(b)[2] - 4.0, 1.0, 4.0, xtol=1e-10)
+    tau, x, ttft = parts(b)
+    r = aggregated(m, hw, Workload(512, 65, concurrency=4), engine="ideal")
+    assert float(r["tpot_s"]) == pytest.approx(tau, rel=5e-3)  # tables interpolate in log batch
+    assert float(r["ttft_s"]) == pytest.approx(ttft, rel=5e-3)
+    assert float(r["decode_batch"]) == pytest.approx(b, rel=5e-3)
+    assert float(r["request_latency_s"]) == pytest.approx(ttft + 64 * tau, rel=5e-3)
+    assert float(r["tokens_per_s_per_gpu"]) == pytest.approx(x * 65, rel=5e-3)
+
+
+def test_prompt_tokens_per_step_follow_b_isl_al_over_osl():
+    wl = Workload(2048, 257, concurrency=np.array([8.0, 32.0]))
+    base = aggregated("llama-3.1-8b", "h100-sxm", wl, engine="vllm")
+    np.testing.assert_allclose(base["prefill_tokens_per_step"], base["decode_batch"] * 2048 / 256, rtol=1e-9)
+    assert np.all(base["decode_batch"] < wl.concurrency)  # requests in prefill are not decoding
+    spec = aggregated("llama-3.1-8b", "h100-sxm", wl, engine="vllm", mechanism="eagle3", draft_len=3,
+                      acceptance=Acceptance.from_rate(0.8))
+    al = float(np.asarray(spec["acceptance_length"]).reshape(-1)[0])
+    np.testing.assert_allclose(spec["prefill_tokens_per_step"], spec["decode_batch"] * 2048 * al / 256, rtol=1e-9)
+
+
+def test_tpot_grows_with_concurrency_and_exceeds_decode_only():
+    c = np.array([1.0, 4, 16, 64])
+    r = aggregated("llama-3.1-8b", "h100-sxm", Workload(4096, 128, concurrency=c), engine="trtllm")
+    assert np.all(np.diff(r["tpot_s"]) > 0)
+    dec = step_time("llama-3.1-8b", "h100-sxm", 1, np.maximum(r["decode_batch"], 1), 1, 4096 + 64).total_s
+    assert np.all(r["tpot_s"] > dec)  # prefill interference and engine costs on top of the decode step
+
+
+def test_disagg_counts_both_pools_in_tokens_per_gpu():
+    one = disaggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 512, concurrency=16, mode="disagg"),
+                        engine="ideal")
+    two = disaggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 512, concurrency=16, mode="disagg", pools=(2, 1)),
+                        engine="ideal")
+    assert float(two["tpot_s"]) == pytest.approx(float(one["tpot_s"]))  # same decode pool
+    assert float(two["tokens_per_s_per_gpu"]) == pytest.approx(float(one["tokens_per_s_per_gpu"]) * 2 / 3)
+    assert float(two["ttft_s"]) < float(one["ttft_s"])  # less prefill queueing
+
+
+def test_prefill_bound_disagg_shrinks_the_decode_batch():
+    r = disaggregated("llama-3.1-8b", "h100-sxm", Workload(8192, 16, concurrency=256, mode="disagg"), engine="ideal")
+    assert bool(r["prefill_bound"]) and float(r["decode_batch"]) < 256
+    assert float(r["requests_per_s"]) == pytest.approx(1.0 / float(r["prefill_s"]), rel=1e-6)
+
+
+def test_predict_json_has_the_issue_keys():
+    p = run("predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--engine", "vllm", "--isl", "1024", "--osl", "256",
+            "--concurrency", "16", "--mechanism", "eagle3", "-D", "3", "--acceptance-rate", "0.8", "--json")
+    assert p.returncode == 0, p.stderr
+    s = json.loads(p.stdout)["serving"]
+    keys = {"tpot_ms", "ttft_ms", "request_latency_ms", "tokens_per_s_per_user", "tokens_per_s_per_gpu"}
+    assert keys <= set(s["baseline"]) and keys <= set(s["speculative"])
+    assert s["speedup_tpot"] == pytest.approx(s["baseline"]["tpot_ms"] / s["speculative"]["tpot_ms"])
+    assert s["speedup_throughput"] == pytest.approx(s["speculative"]["tokens_per_s_per_gpu"]
+                                                    / s["baseline"]["tokens_per_s_per_gpu"])
+
+
+def test_predict_without_isl_behaves_as_before_and_serving_alias_is_the_vllm_engine():
+    a = run("predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-b", "1", "-c", "1024", "--mechanism", "eagle3",
+            "-D", "3", "--acceptance-rate", "0.8", "--serving", "vllm-v1-eagle-2025", "--json")
+    b = run("predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-b", "1", "-c", "1024", "--mechanism", "eagle3",
+            "-D", "3", "--acceptance-rate", "0.8", "--engine", "vllm", "--json")
+    ja, jb = json.loads(a.stdout), json.loads(b.stdout)
+    assert "serving" not in ja and ja["speedup"] == jb["speedup"]
+    # the two speculative host costs of the fit (1.075 ms + 3 x 0.592 ms) are in the iteration
+    c = run("predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-b", "1", "-c", "1024", "--mechanism", "eagle3",
+            "-D", "3", "--acceptance-rate", "0.8", "--json")
+    jc = json.loads(c.stdout)
+    assert ja["speculative"]["step_ms"] - jc["speculative"]["step_ms"] == pytest.approx(1.075 + 3 * 0.592, rel=1e-6)
+
+
+@pytest.mark.parametrize("args, field", [
+    (["--isl", "1024", "--osl", "0", "--concurrency", "8"], "osl"),
+    (["--isl", "131072", "--osl", "64", "--concurrency", "8"], "max_context_len"),
+    (["--isl", "1024", "--osl", "64", "--concurrency", "0"], "concurrency"),
+    (["--isl", "1024", "--osl", "64", "--concurrency", "8", "--mode", "disagg", "--pools", "2PxD"], "pools"),
+    (["--isl", "1024", "--concurrency", "8"], "--osl"),
+])
+def test_bad_serving_input_is_one_line_and_exit_2(args, field):
+    p = run("predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", *args)
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and field in lines[0] and "Traceback" not in p.stderr
+
+
+def test_engine_yaml_with_negative_overhead_on_the_cli(tmp_path):
+    y = tmp_path / "neg.yaml"
+    y.write_text("id: neg\neager_launch_s: -5.0e-6\nsources: {eager_launch_s: test}\n")
+    p = run("predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--engine", str(y), "--isl", "512", "--osl", "64",
+            "--concurrency", "4")
+    assert p.returncode == 2 and "eager_launch_s" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_recommend_sla_nothing_meets_is_explained_exit_1():
+    p = run("recommend", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--isl", "1024", "--osl", "256",
+            "--max-tpot-ms", "0.5")
+    assert p.returncode == 1
+    assert "infeasible: no configuration fits and meets TPOT <= 0.5 ms" in p.stdout
+    assert "lowest TPOT reachable" in p.stdout
+
+
+def test_recommend_serving_maximizes_throughput_under_the_sla():
+    from specplan.recommend_serving import recommend_serving
+
+    wl = Workload(1024, 256, concurrency=1.0)
+    r = recommend_serving("llama-3.1-8b", "h100-sxm", wl, engine="vllm", max_tpot_ms=12.0, search_concurrency=True)
+    best = r["best"]
+    assert best["tpot_ms"] <= 12.0
+    # one more concurrency step past the best breaks the SLA (throughput grows with concurrency here)
+    grid = [x for x in r["ranked"] if x["feasible"]]
+    assert best["tokens_per_s_per_gpu"] == max(x["tokens_per_s_per_gpu"] for x in grid)
