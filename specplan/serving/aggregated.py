@@ -113,9 +113,11 @@ class GpuTables:
 
 
 def gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft=None) -> GpuTables:
-    """Price every GPU quantity of aggregated serving once, on GRID_POINTS decode batches 1 ... b_max."""
+    """Price every GPU quantity of aggregated serving once, on up to GRID_POINTS whole decode batches 1 ... b_max
+    (geometric); `solve` interpolates linearly in log batch between them."""
     d = np.asarray(spec.get("draft_len", 0), dtype=float)
-    grid = np.geomspace(1.0, max(float(b_max), 1.0 + 1e-6), GRID_POINTS)
+    top = max(float(np.ceil(b_max)), 2.0)  # step costs are priced at whole batches, interpolated between
+    grid = np.unique(np.round(np.geomspace(1.0, top, GRID_POINTS)))
     b = grid.reshape((-1,) + (1,) * d.ndim) * np.ones((1,) + d.shape)
     r = _decode_iteration_gpu(model, hw, tp, b, wl.decode_context, eng, spec, prec)
     q = np.asarray(r["verify_tokens"], dtype=float)

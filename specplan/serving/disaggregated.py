@@ -61,11 +61,20 @@ def disaggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mec
     s_p = prefill_instance_s(m, hw, tp, workload.isl, eng, prec, draft)
     kernels = step_kernels(m, hw, tp)
 
-    def iteration(b):
+    def at_whole(b):
         r = evaluate(m, hw, tp=tp, batch=b, context_len=workload.decode_context, engine=eng, dtype=prec.compute,
                      kv_dtype=prec.kv, **spec)
         k = kernels * (1.0 + np.asarray(r["rho_d"]))
         return eng.step_s(r["iter_s"], b, k, decode_graphed(eng, b)), r
+
+    def iteration(b):
+        """Iteration seconds at a decode batch b >= 1, linear between the whole batches around it."""
+        lo = np.floor(b)
+        t_lo, r = at_whole(lo)
+        if np.all(b == lo):
+            return t_lo, r
+        t_hi, _ = at_whole(lo + 1.0)
+        return t_lo + (b - lo) * (t_hi - t_lo), r
 
     capacity = x_pools / s_p  # requests/s the prefill pool can feed
     if conc is not None:

@@ -75,8 +75,8 @@ class Workload:
 
     @property
     def decode_context(self) -> float:
-        """Mean cached tokens of a decoding request: ISL + OSL / 2."""
-        return self.isl + self.osl / 2.0
+        """Mean cached tokens of a decoding request: ISL + OSL / 2 (whole tokens, OSL / 2 rounded down)."""
+        return float(int(self.isl) + int(self.osl) // 2)
 
 
 def workload_from_options(isl=None, osl=None, concurrency=None, request_rate=None, mode="agg", pools=None,

@@ -36,18 +36,22 @@ def test_ideal_disagg_decode_tpot_is_specplan_step_at_concurrency_and_mean_conte
 
 def test_hand_solved_aggregated_tpot_and_ttft():
     # llama-3.2-1b on H100, ideal engine, ISL 512, OSL 65, C = 4 (closed loop). The documented equations,
-    # solved here independently (brentq on B): T(B) decode step at context 512 + 65/2; dP(B) = mixed step
+    # solved here independently (brentq on B): T(B) decode step at context 512 + 32 (OSL/2 rounded down); dP(B) = mixed step
     # with one 512-token chunk minus the decode step; N_d = 64 iterations per request;
     # tau = T + B dP / N_d; X = B / (N_d tau); u = X * 512 * tau / (8192 - B); service = max(tau, T + dP);
     # TTFT = tau/2 + u / (2 (1 - u)) * service + service; C = B + X * TTFT.
+    # Step costs are priced at whole batches 1..4 and interpolated linearly in log batch (docs/serving.md).
     m, hw = load_model("llama-3.2-1b"), load_hardware("h100-sxm")
     prec = resolve_precision(m, hw, None, None)
-    ctx, n_d = 512 + 65 / 2, 64.0
+    ctx, n_d = 512 + 65 // 2, 64.0
+    whole = np.array([1.0, 2.0, 3.0, 4.0])
+    t_w = step_time(m, hw, 1, whole, 1, ctx, precision=prec).total_s
+    dp_w = (mixed_step_s(m, hw, 1, whole, ctx, 512, 0, precision=prec)
+            - mixed_step_s(m, hw, 1, whole, ctx, 0, 0, precision=prec))
 
     def parts(b):
-        t = float(step_time(m, hw, 1, max(b, 1.0), 1, ctx, precision=prec).total_s)
-        dp = float(mixed_step_s(m, hw, 1, max(b, 1.0), ctx, 512, 0, precision=prec)
-                   - mixed_step_s(m, hw, 1, max(b, 1.0), ctx, 0, 0, precision=prec))
+        t = float(np.interp(np.log(max(b, 1.0)), np.log(whole), t_w))
+        dp = float(np.interp(np.log(max(b, 1.0)), np.log(whole), dp_w))
         tau = t + b * dp / n_d
         x = b / (n_d * tau)
         u = x * 512 * tau / (8192 - b)
@@ -57,11 +61,11 @@ def test_hand_solved_aggregated_tpot_and_ttft():
     b = brentq(lambda b: b + parts(b)[1] * parts(b)[2] - 4.0, 1.0, 4.0, xtol=1e-10)
     tau, x, ttft = parts(b)
     r = aggregated(m, hw, Workload(512, 65, concurrency=4), engine="ideal")
-    assert float(r["tpot_s"]) == pytest.approx(tau, rel=5e-3)  # tables interpolate in log batch
-    assert float(r["ttft_s"]) == pytest.approx(ttft, rel=5e-3)
-    assert float(r["decode_batch"]) == pytest.approx(b, rel=5e-3)
-    assert float(r["request_latency_s"]) == pytest.approx(ttft + 64 * tau, rel=5e-3)
-    assert float(r["tokens_per_s_per_gpu"]) == pytest.approx(x * 65, rel=5e-3)
+    assert float(r["tpot_s"]) == pytest.approx(tau, rel=1e-6)
+    assert float(r["ttft_s"]) == pytest.approx(ttft, rel=1e-6)
+    assert float(r["decode_batch"]) == pytest.approx(b, rel=1e-6)
+    assert float(r["request_latency_s"]) == pytest.approx(ttft + 64 * tau, rel=1e-6)
+    assert float(r["tokens_per_s_per_gpu"]) == pytest.approx(x * 65, rel=1e-6)
 
 
 def test_prompt_tokens_per_step_follow_b_isl_al_over_osl():
@@ -127,13 +131,13 @@ def test_predict_without_isl_behaves_as_before_and_serving_alias_is_the_vllm_eng
 
 @pytest.mark.parametrize("args, field", [
     (["--isl", "1024", "--osl", "0", "--concurrency", "8"], "osl"),
-    (["--isl", "131072", "--osl", "64", "--concurrency", "8"], "max_context_len"),
+    (["--isl", "32768", "--osl", "64", "--concurrency", "8"], "max_context_len"),
     (["--isl", "1024", "--osl", "64", "--concurrency", "0"], "concurrency"),
     (["--isl", "1024", "--osl", "64", "--concurrency", "8", "--mode", "disagg", "--pools", "2PxD"], "pools"),
     (["--isl", "1024", "--concurrency", "8"], "--osl"),
 ])
 def test_bad_serving_input_is_one_line_and_exit_2(args, field):
-    p = run("predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", *args)
+    p = run("predict", "-m", "llama-2-7b-32k", "-H", "h100-sxm", *args)  # a 32768-token context
     assert p.returncode == 2
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and field in lines[0] and "Traceback" not in p.stderr
