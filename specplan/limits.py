@@ -20,8 +20,6 @@ MAX_TP = 4096  # tensor-parallel degree
 MAX_BATCH_POINTS = 4096  # batch values of a sweep grid
 MAX_GRID_POINTS = 50_000_000  # points of one sweep grid (about 4 GB of columns)
 MAX_PROFILE_INT = 2**24  # any integer field of a model profile (layers, heads, dims, vocab, experts)
-MAX_SEED = 2**32 - 1  # numpy seeds
-MAX_ITERATIONS = 100_000  # iterations of an adaptive simulation trace, all segments together (~20 s)
 
 
 def check_int(value, name: str, lo: int = 1, hi: int | None = None) -> int:
