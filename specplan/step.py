@@ -99,9 +99,10 @@ INDEXER_KEY_DTYPE = "fp8"  # DSA lightning-indexer keys are scored in fp8 (DeepS
 def attention_kernels(model, hw, g: LayerGroup, tp, prec, b, q, ctx, style="shared", fam=(None, None)) -> list:
     """KernelCosts of the attention kernels of one layer of group `g` on one device (empty for other mixers).
 
-    A layer reads its whole context (full), its window (sliding) or at most one chunk (chunked: the worst position
-    in it); DSA (DeepSeek-V3.2) scans every indexer key, then reads the union of up to q top-k sets; DeepSeek-V4
-    reads its window plus the compressed entries (hca: all; csa: the indexer's top-k after its scan)."""
+    A layer reads its whole context (full), its window (sliding) or at most one chunk (chunked: the worst position,
+    plus q - 1 tokens when the q new tokens cross a chunk boundary; see attended_kv_len); DSA (DeepSeek-V3.2) scans
+    every indexer key, then reads the union of up to q top-k sets; DeepSeek-V4 reads its window plus the compressed
+    entries (hca: all; csa: the indexer's top-k after its scan)."""
     if g.mixer not in ATTENTION_MIXERS:
         return []
     out = []
@@ -117,9 +118,8 @@ def attention_kernels(model, hw, g: LayerGroup, tp, prec, b, q, ctx, style="shar
         out.append(attention_cost(hw, b, q, kv_len, model.num_q_heads // tp, 1, model.head_dim, prec.kv, prec.compute,
                                   style, latent=True, family=fam[1]))
         return out
-    kv_len = attended_kv_len(ctx, q, model.sliding_window if g.mixer == "sliding" else None)
-    if g.mixer == "chunked":
-        kv_len = np.minimum(kv_len, model.chunk_size)
+    window = {"sliding": model.sliding_window, "chunked": model.chunk_size}.get(g.mixer)
+    kv_len = attended_kv_len(ctx, q, window)  # a chunk is read like a window (the q tokens may cross a boundary)
     if model.mla is not None:
         a = model.mla
         if model.indexer is not None:

@@ -22,6 +22,11 @@ REF = Path(__file__).resolve().parents[1] / "reference" / "hf_configs"
 HW = "h100-sxm"
 
 
+def _busy(c) -> float:
+    """Busy seconds of one kernel (what the step's attention class adds; launch overheads go to `overhead`)."""
+    return float(np.maximum(c.compute_s, c.memory_s))
+
+
 def test_chunked_layers_cache_and_read_one_chunk():
     scout = import_hf_config(CFG / "meta-llama--Llama-4-Scout-17B-16E_config.json")
     per_layer_token = 2 * 8 * 128 * 2  # K and V, 8 KV heads of 128, bf16
@@ -33,6 +38,12 @@ def test_chunked_layers_cache_and_read_one_chunk():
     a = [float(step_time(scout, hw, 1, 8, 1, c).breakdown_s["attention"]) for c in (50_000, 100_000)]
     full = [float(attention_cost(hw, 8, 1, c + 1, 40, 8, 128).time_s) for c in (50_000, 100_000)]
     assert a[1] - a[0] == pytest.approx(12 * (full[1] - full[0]), rel=1e-9)
+    # a verify step of 5 tokens reads at most chunk + 4 tokens in a chunked layer (it may cross a chunk boundary)
+    v = [float(step_time(scout, hw, 1, 8, 5, c).breakdown_s["attention"]) for c in (50_000, 100_000)]
+    full5 = [float(attention_cost(hw, 8, 5, c + 5, 40, 8, 128).time_s) for c in (50_000, 100_000)]
+    assert v[1] - v[0] == pytest.approx(12 * (full5[1] - full5[0]), rel=1e-9)
+    chunked = v[0] - 12 * _busy(attention_cost(hw, 8, 5, 50_005, 40, 8, 128))
+    assert chunked == pytest.approx(36 * _busy(attention_cost(hw, 8, 5, 8192 + 4, 40, 8, 128)), rel=1e-9)
 
 
 def test_dsa_reads_top_k_and_scans_the_indexer_keys():
@@ -48,16 +59,14 @@ def test_dsa_reads_top_k_and_scans_the_indexer_keys():
     mla = load_kernel_family("mla-latent")
     sel = attention_cost(hw, 32, 1, 2048, 16, 1, 576, "bf16", "bf16", head_dim_v=512, latent=True, family=mla)
     scan = attention_cost(hw, 32, 1, ctx + 1, 64, 1, 128, "fp8", "bf16", head_dim_v=0, latent=True, family=mla)
-    busy = [float(np.maximum(c.compute_s, c.memory_s)) for c in (sel, scan)]  # launch overheads: the overhead class
-    assert t32 == pytest.approx(61 * sum(busy), rel=1e-9)
+    assert t32 == pytest.approx(61 * (_busy(sel) + _busy(scan)), rel=1e-9)
     assert t32 < 0.2 * t3
     # a verify step of q_len tokens reads the union of up to q_len top-k sets: below ctx, grows with q_len
     t_q = [float(step_time(v32, hw, 8, 32, q, ctx).breakdown_s["attention"]) for q in (1, 4)]
     assert t_q[0] < t_q[1] < t3
     union = attention_cost(hw, 32, 4, 4 * 2048, 16, 1, 576, "bf16", "bf16", head_dim_v=512, latent=True, family=mla)
     scan4 = attention_cost(hw, 32, 4, ctx + 4, 64, 1, 128, "fp8", "bf16", head_dim_v=0, latent=True, family=mla)
-    busy4 = [float(np.maximum(c.compute_s, c.memory_s)) for c in (union, scan4)]
-    assert t_q[1] == pytest.approx(61 * sum(busy4), rel=1e-9)
+    assert t_q[1] == pytest.approx(61 * (_busy(union) + _busy(scan4)), rel=1e-9)
 
 
 def test_deepseek_v4_kv_cache_by_hand():

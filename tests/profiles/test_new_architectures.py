@@ -104,7 +104,9 @@ def test_nvfp4_kimi_k2_weights_per_gpu_at_tp8():
     hand = experts * (0.5 + 1 / 16) / 8 + split * 2 / 8 + replicated * 2
     assert got == pytest.approx(hand, rel=1e-9)
     assert got == pytest.approx((experts * (0.5 + 1 / 16) + (split + replicated) * 2) / 8, rel=0.03)
-    assert 70e9 < got < 80e9  # ~75 GB: fits an 80 GB H100 only just, unlike the FP8 sibling (~130 GB)
+    fp8 = import_hf_config(CFG / "moonshotai--Kimi-K2-Instruct_config.json")  # block-FP8 sibling
+    fp8_bytes = weight_bytes(fp8, 8, resolve_precision(fp8, hw))
+    assert 70e9 < got < 80e9 and fp8_bytes > 125e9  # ~75 GB per GPU against ~130 GB for the FP8 checkpoint
 
 
 # --- must-show 3: every import that cannot be done is one line naming the field --------------------------------------
