@@ -148,7 +148,7 @@ def import_hf_config(
         d = hf_config_to_dict(raw, where, quant)
     except SpecplanError:
         raise
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, ArithmeticError) as exc:
         raise SpecplanError(f"{where}: cannot import ({type(exc).__name__}: {exc})") from None
     repo = _repo_from_path(p, raw)
     d = {"id": id or _slug(repo), "name": repo.split("/")[-1], "hf_repo": repo, **d}

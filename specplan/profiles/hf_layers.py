@@ -229,8 +229,8 @@ def nas_layers(c: HfFields, h: int, nq: int, L: int) -> list[tuple[str, str, tup
             kind = "linear"
         else:
             mult = ffn.get("ffn_mult")
-            if isinstance(mult, bool) or not isinstance(mult, (int, float)) or not mult > 0:
-                raise c.fail(f"{where}.ffn.ffn_mult", f"expected a positive number, got {mult!r}")
+            if isinstance(mult, bool) or not isinstance(mult, (int, float)) or not 0 < mult <= 1000:
+                raise c.fail(f"{where}.ffn.ffn_mult", f"expected a number in (0, 1000], got {mult!r}")
             kind, extra["ffn_size"] = "dense", _find_multiple(int(2 * mult * h / 3), 256)
         out.append((mixer, kind, tuple(sorted(extra.items()))))
     return out
