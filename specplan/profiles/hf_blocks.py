@@ -126,6 +126,8 @@ def moe_block(c: HfFields, fam: str, mt: str) -> dict | None:
 def mtp_block(c: HfFields, mt: str, moe: dict | None) -> tuple[dict | None, str]:
     """(MTP fields or None, a note when the layer count is assumed rather than read)."""
     n_mtp = c.int("mtp_num_hidden_layers", "num_nextn_predict_layers", default=0, minimum=0)
+    if n_mtp > 64:
+        raise c.fail("num_nextn_predict_layers", f"must be <= 64 MTP layers, got {n_mtp:,}")
     note = ""
     if n_mtp == 0 and mt == "qwen3_next":
         n_mtp = 1  # Qwen3-Next checkpoints carry one MTP layer, but the config has no field for it

@@ -33,6 +33,8 @@ from specplan.profiles.hf_quant import quant_file_for, weight_fields
 from specplan.profiles.model import ModelProfile
 from specplan.profiles.registry import build, write_profile_yaml
 
+MAX_IMPORT_LAYERS = 4096  # decoder (and MTP) layers of an imported config (real models have a few hundred at most)
+
 __all__ = ["SUPPORTED", "hf_config_to_dict", "import_hf_config", "profile_to_yaml"]
 
 
@@ -66,6 +68,8 @@ def hf_config_to_dict(raw: dict, where: str, quant: Path | None = None) -> dict:
     c = HfFields(flatten_text_config(raw), where)
     fam, mt, eagle, fam_note = family_of(c, raw)
     L = c.int("num_hidden_layers", "n_layer", "num_layers")
+    if L > MAX_IMPORT_LAYERS:  # the importer lays out every layer: refuse before building the lists
+        raise c.fail("num_hidden_layers", f"must be <= {MAX_IMPORT_LAYERS:,}, got {L:,}")
     h = c.int("hidden_size", "d_model", "n_embd")
     nq = c.int("num_attention_heads", "n_head")
     nkv = c.int("num_key_value_heads", default=nq)

@@ -134,14 +134,26 @@ def module_instances(layers: list[tuple], n_mtp: int) -> list[tuple[str, list[st
     return out
 
 
-def _excluded(names: list[str], patterns: list[str]) -> bool:
-    """True when an exclude_modules pattern (fnmatch wildcards, or a parent module name) covers one of the names."""
+def exclusion_matcher(patterns: list[str], where: str = "", field: str = "exclude_modules"):
+    """One compiled regex for exclude_modules / ignore patterns: fnmatch wildcards or parent module names (with or
+    without the wrapper prefixes), and compressed-tensors 're:<regex>' patterns; None when there are none."""
+    parts = []
     for pat in patterns:
-        p = _strip(pat)
-        for n in names:
-            if any(fnmatch.fnmatchcase(n, x) for x in (p, p + ".*", "*." + p, "*." + p + ".*")):
-                return True
-    return False
+        if pat.startswith("re:"):
+            parts.append(f"(?:{pat[3:]})")
+            continue
+        t = fnmatch.translate(_strip(pat))
+        m = re.fullmatch(r"\(\?s:(.*)\)\\[Zz]", t, re.S)  # fnmatch wraps its regex as (?s:...)\Z
+        parts.append(f"(?:(?:.*\\.)?(?:{m.group(1) if m else t})(?:\\..*)?)")
+    try:
+        return re.compile("|".join(parts), re.S) if parts else None
+    except re.error as exc:
+        raise SpecplanError(f"{where}: {field}: bad module pattern ({exc})") from None
+
+
+def _excluded(names: list[str], matcher) -> bool:
+    """True when the matcher (exclusion_matcher) covers one of a module's checkpoint names."""
+    return matcher is not None and any(matcher.fullmatch(n) or matcher.fullmatch("model." + n) for n in names)
 
 
 def read_quant_config(
@@ -186,9 +198,9 @@ def read_quant_config(
                 votes.setdefault(mod, Counter())[base] += 1
     else:
         glob_dtype = algo_dtype(algo, where, "quantization.quant_algo", q.get("group_size"))
-        patterns = [str(p) for p in excluded]
+        matcher = exclusion_matcher([str(p) for p in excluded], where, "quantization.exclude_modules")
         for mod, names in module_instances(layers or [], n_mtp):
-            votes.setdefault(mod, Counter())[base if _excluded(names, patterns) else glob_dtype] += 1
+            votes.setdefault(mod, Counter())[base if _excluded(names, matcher) else glob_dtype] += 1
     modules = {"embedding": base} if glob_dtype else {}  # modelopt does not quantize the embedding table
     for mod, c in votes.items():
         if mod == "embedding" and glob_dtype:
@@ -208,23 +220,14 @@ def int4_dtype(group, symmetric: bool, where: str, field: str) -> str:
     return f"int4_sym_g{group}" if symmetric else f"int4_g{group}"
 
 
-def _ignore_matches(names: list[str], patterns: list[str]) -> bool:
-    """compressed-tensors / transformers ignore lists: 're:<regex>' patterns or module names / wildcards."""
-    plain = [p for p in patterns if not p.startswith("re:")]
-    for p in patterns:
-        if p.startswith("re:"):
-            rx = re.compile(p[3:])
-            if any(rx.fullmatch(n) or rx.fullmatch("model." + n) for n in names):
-                return True
-    return _excluded(names, plain)
-
-
-def _per_instance(fmt: str, base: str, ignore: list[str], layers, n_mtp: int, only: set[str] | None = None) -> dict:
+def _per_instance(fmt: str, base: str, ignore: list[str], layers, n_mtp: int, only: set[str] | None = None,
+                  where: str = "") -> dict:
     """Module dtypes when every linear module (of the classes in `only`, if given) is `fmt` unless `ignore` covers
     it; the embedding is never quantized."""
     votes: dict[str, Counter] = {}
+    matcher = exclusion_matcher(ignore, where, "quantization_config")
     for mod, names in module_instances(layers or [], n_mtp):
-        quantized = mod != "embedding" and (only is None or mod in only) and not _ignore_matches(names, ignore)
+        quantized = mod != "embedding" and (only is None or mod in only) and not _excluded(names, matcher)
         votes.setdefault(mod, Counter())[fmt if quantized else base] += 1
     return {mod: max(c.items(), key=lambda kv_: (kv_[1], dtype_bytes(kv_[0])))[0] for mod, c in votes.items()}
 
@@ -238,6 +241,12 @@ def _ignore_list(qc: dict, c: HfFields, *fields: str) -> list[str]:
         if not isinstance(v, list):
             raise c.fail(f"quantization_config.{f}", f"expected a list, got {type(v).__name__}")
         out += [str(x) for x in v]
+    for x in out:
+        if x.startswith("re:"):
+            try:
+                re.compile(x[3:])
+            except re.error as exc:
+                raise c.fail("quantization_config.ignore", f"bad regular expression {x!r}: {exc}") from None
     return out
 
 
@@ -283,7 +292,7 @@ def embedded_quantization(
     ignore = _ignore_list(qc, c, "modules_to_not_convert", "ignored_layers", "ignore")
     if method == "mxfp4":
         # gpt-oss: MXFP4 experts; attention, router, embedding and LM head are not converted
-        return base, _per_instance("mxfp4", base, ignore, layers, n_mtp, only={"moe"}) if layers else {"moe": "mxfp4"}
+        return base, _per_instance("mxfp4", base, ignore, layers, n_mtp, {"moe"}, c.where) if layers else {"moe": "mxfp4"}
     if method == "fp8":  # block-wise (DeepSeek) or per-channel FP8: every linear layer but the LM head
         fmt = "fp8"
         ignore = ignore + ["lm_head"]
@@ -309,7 +318,7 @@ def embedded_quantization(
         raise c.fail("quantization_config.quant_method", f"unsupported quant_method {qc.get('quant_method')!r}")
     if not layers:
         return fmt, {"embedding": base, "lm_head": base}
-    return fmt, _per_instance(fmt, base, ignore, layers, n_mtp)
+    return fmt, _per_instance(fmt, base, ignore, layers, n_mtp, None, c.where)
 
 
 def base_dtype(c: HfFields) -> str:

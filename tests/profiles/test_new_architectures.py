@@ -163,6 +163,12 @@ def _broken(tmp_path, name: str, **changes):
      ("compress_ratios", "0, 4 or 128")),
     ("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B_config.json", {"mtp_hybrid_override_pattern": "*X"},
      ("mtp_hybrid_override_pattern", "'*X'")),
+    ("moonshotai--Kimi-K2-Instruct_config.json", {"num_nextn_predict_layers": 2**24}, ("num_nextn_predict_layers", "64")),
+    ("moonshotai--Kimi-K2-Instruct_config.json", {"num_hidden_layers": 10**6}, ("num_hidden_layers", "4,096")),
+    ("moonshotai--Kimi-K2-Instruct_config.json", {"quantization_config": {
+        "quant_method": "compressed-tensors", "ignore": ["re:(("],
+        "config_groups": {"g": {"weights": {"num_bits": 4, "group_size": 32}}}}},
+     ("quantization_config.ignore", "bad regular expression")),
 ])  # fmt: skip
 def test_new_architectures_broken_fields_are_one_line(tmp_path, name, changes, fragments):
     from specplan.errors import SpecplanError
