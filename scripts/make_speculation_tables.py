@@ -81,6 +81,12 @@ def pricing() -> str:
         "where Guideline 2 says it pays.")
 
 
+def _named(guideline: str) -> str:
+    """How the paragraph names a binding: a guideline id, or the marginal trade / state / memory in words."""
+    return {"marginal": "no guideline (the marginal trade of D + 1)", "state": "the recurrent-state checkpoints",
+            "memory": "memory", "off": "speculation off"}.get(guideline, guideline)
+
+
 def qwen128k() -> str:
     """The Must-show 3 paragraph, every number from `recommend` / `evaluate`."""
     acc = parse_acceptance(Q_RATE)
@@ -107,12 +113,12 @@ def qwen128k() -> str:
         f"(a second 128-row tile: {step_pct:+.0f}% speedup with a free drafter). With a drafter that is free on the "
         f"GPU (`ngram`, α = {Q_RATE}) recommend picks D = {bn['draft_len']} and names {ng['binding']['guideline']}. "
         f"With MTP it picks D = {b['draft_len']} (speedup {b['speedup']:.2f}) and names "
-        f"{mt['binding']['guideline']}: \"{mt['binding']['line']}\". The MTP module is a full-attention layer "
+        f"{_named(mt['binding']['guideline'])}: \"{mt['binding']['line']}\". The MTP module is a full-attention layer "
         f"drafting serially over the {Q['context_len'] // 1024}K-token context. The full-attention kernels are "
         f"{100 * float(share[Q_BATCH - 1]):.0f}% of the D = 0 step at batch {Q_BATCH}; "
         + (f"70% needs batch ≥ {int(b70.min())}" if b70.size else "no batch up to 2048 reaches 70%")
         + f". The KV is {gb(kv_seq)} GB per sequence per device and the recurrent-state checkpoints "
-        f"{st_seq / 1e6:.0f} MB per sequence per device per verified token (fp32 state); with MTP at D = 1 the "
+        f"{st_seq / 1e6:.0f} MB per sequence per device per verified token ({m.state_dtype} state); with MTP at D = 1 the "
         f"largest batch that fits is {b_fit}"
         + (f", so batch {int(b70.min())} does not fit" if b70.size and b70.min() > b_fit else "") + ".")
 
