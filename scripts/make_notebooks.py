@@ -134,13 +134,11 @@ scaled) on a smaller grid so that the notebook runs in seconds; the study schema
 from pathlib import Path
 from IPython.display import Image, Markdown, display
 
-import specplan
 from specplan.profiles.registry import read_yaml
-from specplan.study import expand, load_study
+from specplan.study import example_study_path, expand, load_study
 from specplan.study_plots import run_study
 
-root = Path(specplan.__file__).resolve().parents[1]
-study = read_yaml(root / 'examples' / 'studies' / 'bandwidth_h100_h200_b200.yaml')
+study = read_yaml(example_study_path('bandwidth_h100_h200_b200'))  # shipped with the package
 study['base'].update({'tp': [2], 'batch_max': 64, 'batch_points': 12, 'max_draft_len': 6})  # small grid
 print([s['name'] for s in expand(load_study(study))])"""),
     new_code_cell("""out = Path(tempfile.mkdtemp(prefix='what_if_'))

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from specplan.errors import SpecplanError, brief
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import ModelProfile
-from specplan.profiles.registry import load_hardware, load_model, read_yaml
+from specplan.profiles.registry import _builtin_dir, load_hardware, load_model, read_yaml
 from specplan.sweep import MAX_DRAFT_LEN
 
 Ref = Union[str, dict[str, Any]]  # an id / YAML path, or an override mapping
@@ -235,6 +235,11 @@ def resolve_profile(ref, cls, where: str, start=None):
         return cls.model_validate(data)
     except ValidationError as err:
         raise SpecplanError(format_error(err, where)) from None
+
+
+def example_study_path(name: str) -> Path:
+    """Path of a shipped example study (examples/studies/NAME.yaml): the repository's copy, else the wheel's."""
+    return _builtin_dir("examples/studies") / f"{name}.yaml"
 
 
 def load_study(path_or_dict) -> Study:
