@@ -89,9 +89,10 @@ def predict_summary(model, hardware, *, tp=1, batch=1, context_len=1024, mechani
     """One point as a dict: baseline and speculative step (ms), AL, speedup, throughputs, memory, guidelines."""
     if mechanism != "none" and draft_len < 1:
         raise SpecplanError(f"draft length: mechanism {mechanism} needs --draft-len >= 1, got {draft_len}")
+    model, hardware = load_model(model), load_hardware(hardware)  # resolved once, passed down as profiles
+    hw = hardware
     r = evaluate(model, hardware, tp=tp, batch=batch, context_len=context_len, draft_len=draft_len,
                  mechanism=mechanism, acceptance=acceptance, guidelines=True, **kw)
-    hw = load_hardware(hardware)
     g = r["guidelines"]
     diag = {k: (v.item() if isinstance(v, np.ndarray) and v.size == 1 else v) for k, v in g.items()}
     diag = {k: (np.asarray(v).reshape(-1)[0].item() if isinstance(v, np.ndarray) else v) for k, v in diag.items()}
@@ -110,11 +111,11 @@ def predict_summary(model, hardware, *, tp=1, batch=1, context_len=1024, mechani
                        "chip_sram_gb": hw.mem_capacity_bytes / 1e9})
     notes = list(r["notes"])
     if not memory["fits"]:
-        why = mla_tp_note(load_model(model), hw, tp, context_len, prec, kw.get("layout"))
+        why = mla_tp_note(model, hw, tp, context_len, prec, kw.get("layout"))
         if why:
             notes.append(why)
     return {
-        "model": load_model(model).id, "hardware": hw.id, "hardware_kind": hw.kind, "tp": tp,
+        "model": model.id, "hardware": hw.id, "hardware_kind": hw.kind, "tp": tp,
         "layout": layout_dict(layout_for(tp, kw.get("layout"))), "batch": batch,
         "context_len": context_len, "mechanism": mechanism, "draft_len": draft_len,
         "verify_tokens": _f(r["verify_tokens"]),
