@@ -36,8 +36,8 @@ def summary_markdown(res: dict, title: str = "") -> str:
                           "were accepted only by the relaxed test (α' = α + relax·(1 − α)); not comparable with the "
                           "lossless rows."]
         if r.get("bound"):
-            lines += ["", "`clairvoyant` bounds every lossless policy: its TPOT percentiles are lower bounds, its "
-                          "tokens/s and TPOT-SLO attainment upper bounds (docs/adaptive.md)."]
+            lines += ["", f"`{r['policy']}` bounds every lossless policy on this seed: its TPOT percentiles are lower "
+                          "bounds, its tokens/s and TPOT-SLO attainment upper bounds (docs/adaptive.md)."]
     return "\n".join(lines) + "\n"
 
 
@@ -86,9 +86,9 @@ def write_report(res: dict, out_dir, title: str = "", plot_stem=None) -> list[Pa
 EXAMPLE = {"requests": 3000, "rate_start": 4.0, "rate_end": 30.0, "alpha_start": 0.9, "alpha_end": 0.4, "isl": 512,
            "osl": 256, "seed": 0, "model": "llama-3.1-8b", "hardware": "h100-sxm", "max_tpot_ms": 8.0,
            "max_ttft_ms": 500.0, "policies": ["fixed:1", "fixed:3", "fixed:5", "sglang", "model", "model:slo=0",
-                                              "oracle", "adasd", "clairvoyant"]}
+                                              "model:acc=0", "adasd", "oracle"]}
 EXAMPLE_COMMAND = ("specplan adaptive --model llama-3.1-8b --hardware h100-sxm --workload examples/adaptive/workload.csv "
-                   "--policies fixed:1,fixed:3,fixed:5,sglang,model,model:slo=0,oracle,adasd,clairvoyant "
+                   "--policies fixed:1,fixed:3,fixed:5,sglang,model,model:slo=0,model:acc=0,adasd,oracle "
                    "--max-draft-len 8 --max-tpot-ms 8 --max-ttft-ms 500 -o examples/adaptive")
 
 

@@ -13,7 +13,7 @@ from specplan.recommend import recommend
 from specplan.speculation.acceptance import al_from_per_position, al_from_rate
 
 M, H = "llama-3.1-8b", "h100-sxm"
-LOSSLESS = ["fixed:0", "fixed:1", "fixed:3", "fixed:6", "sglang", "model", "model:acc=0.2/time=0.1", "oracle"]
+LOSSLESS = ["fixed:0", "fixed:1", "fixed:3", "fixed:6", "sglang", "model", "model:acc=0.2/time=0.1", "model:acc=0"]
 
 
 def _wl(n=300, rate=15.0, isl=512, osl=96, dist="beta:6,2", seed=0, **kw):
@@ -53,12 +53,16 @@ def test_deterministic_for_a_seed(costs):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_clairvoyant_bounds_every_lossless_policy(costs, seed):
-    """Request level: clairvoyant TPOT percentiles <= every policy's, tokens/s and TPOT attainment >=."""
+def test_oracle_bounds_every_lossless_policy(costs, seed):
+    """Request level: the oracle's (= clairvoyant's) TPOT percentiles <= every policy's, tokens/s and TPOT
+    attainment >=, on every seed."""
     wl = _wl(n=250, rate=25.0, dist="beta:3,2", seed=seed)
-    rows = run_requests(M, H, wl, LOSSLESS + ["clairvoyant"], costs=costs, seed=seed, max_tpot_s=0.007)["policies"]
+    rows = run_requests(M, H, wl, LOSSLESS + ["clairvoyant", "oracle"], costs=costs, seed=seed,
+                        max_tpot_s=0.007)["policies"]
     bound = rows[-1]
-    for r in rows[:-1]:
+    assert bound["policy"] == "oracle" and bound["bound"]
+    assert {k: v for k, v in rows[-2].items() if k != "policy"} == {k: v for k, v in bound.items() if k != "policy"}
+    for r in rows[:-2]:
         for q in (50, 90, 99):
             assert bound[f"tpot_p{q}_ms"] <= r[f"tpot_p{q}_ms"]
         assert bound["tokens_per_s_per_gpu"] >= r["tokens_per_s_per_gpu"]
@@ -70,9 +74,9 @@ def test_clairvoyant_bounds_every_lossless_policy(costs, seed):
 def test_trace_oracle_and_clairvoyant_bound_every_policy(seed):
     """Trace: the oracle's expected tokens/s/user >= every policy's; the clairvoyant's realized >= every one's."""
     segs = parse_trace("0.9@4x120,0.5@32x120,0.75@12x120")
-    pols = LOSSLESS + ["fixed:8", "clairvoyant"]
+    pols = LOSSLESS + ["fixed:8", "oracle", "clairvoyant"]
     rows = {r["policy"]: r for r in run_trace(M, H, segs, pols, context_len=2048, seed=seed)["policies"]}
-    for name in pols[:-1]:
+    for name in pols[:-2]:
         assert rows["oracle"]["expected_tokens_per_s_per_user"] >= rows[name]["expected_tokens_per_s_per_user"] - 1e-9
         assert rows["clairvoyant"]["tokens_per_s_per_user"] >= rows[name]["tokens_per_s_per_user"] - 1e-9
 
@@ -112,6 +116,24 @@ def test_request_level_model_policy_matches_recommend_at_the_operating_point(cos
     assert model["tokens_per_s_per_gpu"] >= 0.98 * top
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_constant_load_oracle_bounds_every_policy_on_every_seed(costs, seed):
+    """Must-show 1 at request level: constant α, closed loop at constant concurrency; on every seed the oracle's
+    tokens/s/GPU and /user and TPOT-SLO attainment are >= every lossless policy's, its TPOT percentiles <=."""
+    a, i, o = synthetic(300, 512, 128, concurrency=24)
+    wl = build_workload(a, i, o, dist="0.8", concurrency=24, seed=seed)
+    pols = ["fixed:1", "fixed:4", "fixed:7", "sglang", "model", "model:acc=0", "oracle"]
+    rows = run_requests(M, H, wl, pols, costs=costs, seed=seed, max_tpot_s=0.006)["policies"]
+    bound = rows[-1]
+    assert bound["bound"] and not any(r.get("bound") for r in rows[:-1])
+    for r in rows[:-1]:
+        assert bound["tokens_per_s_per_gpu"] >= r["tokens_per_s_per_gpu"]
+        assert bound["tokens_per_s_per_user"] >= r["tokens_per_s_per_user"]
+        assert bound["slo_attainment"] >= r["slo_attainment"]
+        for q in (50, 90, 99):
+            assert bound[f"tpot_p{q}_ms"] <= r[f"tpot_p{q}_ms"]
+
+
 def test_kv_capacity_limits_the_running_batch():
     """Long requests on a small budget: admitted requests never hold more KV than the capacity leaves."""
     from specplan.memory import memory_usage
@@ -141,11 +163,11 @@ def test_eager_steps_and_captured_d():
     ideal = build_costs(M, H, d_max=4, ctx_min=256, ctx_max=1024, b_max=2, mean_isl=512, prefill_budget=8192)
     assert ideal.eager_extra_s(3) == 0.0
     wl = _wl(n=200, rate=400.0)
-    r = run_requests(M, H, wl, ["fixed:2", "oracle"], costs=c, engine=Engine(graph_max_bs=16), captured_d=[0, 1],
-                     d_max=4)
-    fixed, oracle = r["policies"]
+    r = run_requests(M, H, wl, ["fixed:2", "model:acc=0"], costs=c, engine=Engine(graph_max_bs=16),
+                     captured_d=[0, 1], d_max=4)
+    fixed, exact = r["policies"]
     assert fixed["eager_steps"] > 0 and fixed["cuda_graphs"]["graphs"] > 0
-    assert np.nanmax(r["series"]["oracle"]["draft_len"]) <= 1
+    assert np.nanmax(r["series"]["model:acc=0"]["draft_len"]) <= 1
 
 
 def test_single_request_ttft_and_tpot_by_hand(costs):
@@ -165,7 +187,7 @@ def test_single_request_ttft_and_tpot_by_hand(costs):
 
 
 def test_policy_and_input_errors():
-    for bad in ("fixed:x", "greedy", "model:acc=-1", "adasd:relax=2", "oracle:3"):
+    for bad in ("fixed:x", "greedy", "model:acc=-1", "adasd:relax=2", "oracle:3", "oracle", "clairvoyant"):
         with pytest.raises(SpecplanError):
             make_policy(bad, 8)
     with pytest.raises(SpecplanError, match="exceeds --max-draft-len"):

@@ -7,12 +7,16 @@
                   from the performance model (times 1 + E), then pick D maximizing the step's expected tokens/s;
                   with a TPOT target (unless slo=0), first maximize the number of requests whose predicted
                   per-token time T(D)/AL_i(D) meets it, then tokens/s.
-- `oracle`        the same rule with the true acceptance law and step times (no prediction error).
+                  `model:acc=0` is this rule with the true acceptance law and step times (no prediction error);
+                  it is not a bound at request level (its choices change which requests share later batches).
+- `oracle`        not a policy that runs: a bound. At request level the per-step best D with known acceptance
+                  (the draws), per request, at the least step cost (bounds.py; the same bound as `clairvoyant`);
+                  over trace segments Dinkelbach's optimum of the expected tokens/s/user (trace.py).
 - `adasd[:max=D/relax=R]`  AdaSD-style lossy decoding (reported separately): each sequence drafts until the first
                   token its (relaxed) test rejects — an ideal entropy stop —, at most D; the batch drafts until its
                   last sequence stops; a draft the exact rule rejects is accepted with probability R (the
                   Jensen–Shannon threshold), i.e. α' = α + R (1 − α).
-- `clairvoyant`   not a policy that runs: the bound of every lossless policy (bounds.py, trace.py).
+- `clairvoyant`   not a policy that runs: the bound of every lossless policy's realized metrics (bounds.py, trace.py).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from specplan.speculation.acceptance import al_from_per_position
 
 MODEL_ACC_ERR = 0.05  # default std of the model policy's α prediction (a draft-confidence estimate is not exact)
 NAMES = ("fixed", "sglang", "model", "oracle", "adasd", "clairvoyant")
+BOUNDS = ("oracle", "clairvoyant")  # computed, not simulated
 
 
 @dataclass
@@ -130,11 +135,6 @@ class ModelBased(Policy):
                           view.slo_tpot_s if self.use_slo else None, slo_t)
 
 
-class Oracle(ModelBased):
-    def __init__(self, text: str):
-        super().__init__(text)
-
-
 class AdaSD(Policy):
     lossy = True
 
@@ -163,7 +163,7 @@ def _kv(text: str, arg: str, keys: dict) -> dict:
 
 def make_policy(text: str, d_max: int, *, sglang_config: str | None = None, sglang_initial: int | None = None,
                 cuda_graph_bs: list[int] | None = None) -> Policy:
-    """A policy from its name ('fixed:3', 'sglang', 'sglang:cfg.json', 'model:acc=0.05', 'oracle', 'adasd')."""
+    """A policy from its name ('fixed:3', 'sglang', 'sglang:cfg.json', 'model:acc=0.05', 'adasd')."""
     name, _, arg = text.partition(":")
     if name in ("fixed", "static"):
         if not arg.isdigit():
@@ -178,8 +178,8 @@ def make_policy(text: str, d_max: int, *, sglang_config: str | None = None, sgla
         if kv["acc"] < 0 or kv["time"] <= -1 or kv["slo"] not in (0.0, 1.0):
             raise SpecplanError(f"policy '{text}': acc must be >= 0, time > -1, slo 0 or 1")
         return ModelBased(text, kv["acc"], kv["time"], bool(kv["slo"]))
-    if name == "oracle" and not arg:
-        return Oracle(text)
+    if name in BOUNDS:
+        raise SpecplanError(f"policy '{text}': {name} is a bound, not a policy to run (no arguments)")
     if name == "adasd":
         kv = _kv(text, arg, {"max": float(min(7, d_max)), "relax": 0.3})
         if not (0 <= kv["relax"] <= 1) or kv["max"] != int(kv["max"]) or not (1 <= kv["max"] <= d_max):

@@ -6,7 +6,7 @@ import numpy as np
 
 from specplan.adaptive.costs import build_costs, graphs_for, sglang_graph_batch_sizes
 from specplan.adaptive.metrics import draft_len_series, summarize
-from specplan.adaptive.policies import SGLang, make_policy
+from specplan.adaptive.policies import BOUNDS, SGLang, make_policy
 from specplan.adaptive.simulator import Engine, simulate
 from specplan.adaptive.workload import Segment, Workload
 from specplan.errors import SpecplanError
@@ -23,7 +23,7 @@ def _policies(names: list[str], d_max: int, engine: Engine, sglang_config, sglan
     bs = sglang_graph_batch_sizes(engine.graph_max_bs) if engine.graph_max_bs else None
     out = []
     for name in names:
-        if name == "clairvoyant":
+        if name in BOUNDS:
             out.append(name)
             continue
         out.append(make_policy(name, d_max, sglang_config=sglang_config, sglang_initial=sglang_initial,
@@ -75,8 +75,10 @@ def run_requests(model, hardware, wl: Workload, policies: list[str], *, d_max: i
                             prefill_budget=engine.prefill_budget, mechanism=mechanism, engine=engine.profile, **kw)
     rows, series = [], {}
     for p in pols:
-        if p == "clairvoyant":
-            rows.append(clairvoyant_row(wl, costs, seed, max_tpot_s=max_tpot_s))
+        if p in BOUNDS:  # at request level the oracle must know the draws to be a bound: the same bound
+            rows.append(clairvoyant_row(wl, costs, seed, max_tpot_s=max_tpot_s, max_ttft_s=max_ttft_s,
+                                        max_running=engine.max_running, prefill_budget=engine.prefill_budget,
+                                        name=p))
             continue
         g = _graphs(p, d_max, engine, captured_d)
         res = simulate(wl, costs, p, g, engine=engine, slo_tpot_s=max_tpot_s if not p.lossy else None, seed=seed,
@@ -94,7 +96,7 @@ def run_trace(model, hardware, segs: list[Segment], policies: list[str], *, cont
               captured_d=None, sglang_config: str | None = None, sglang_initial: int | None = None, **kw) -> dict:
     """Simulate each policy over trace segments (iterations at a given batch and α); speedup vs no speculation."""
     from specplan.adaptive.costs import eager_per_kernel_s
-    from specplan.adaptive.policies import Fixed, Oracle
+    from specplan.adaptive.policies import Fixed
     from specplan.adaptive.trace import simulate_trace, trace_costs
     from specplan.profiles.registry import load_engine
     from specplan.step import step_time
@@ -113,7 +115,6 @@ def run_trace(model, hardware, segs: list[Segment], policies: list[str], *, cont
                          eager, dev, seed, fits=fits)
     rows = []
     for p in pols:
-        p = "oracle" if isinstance(p, Oracle) else p
         if isinstance(p, str):
             g = graphs_for(range(dt + 1) if captured_d is None else captured_d, engine.graph_max_bs)
         else:

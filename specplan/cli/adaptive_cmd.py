@@ -72,18 +72,18 @@ def adaptive(
     context: Optional[str] = typer.Option(None, "--context", "-c", help="Context of --trace segments; 32k = 32768."),
     mechanism: str = typer.Option("eagle3", "--mechanism", help="Draft mechanism whose costs are used."),
     policies: str = typer.Option("fixed:3,sglang,model,oracle", "--policies",
-                                 help="fixed:D, sglang[:CONFIG.json], model[:acc=S/time=E/slo=0], oracle, "
-                                      "adasd[:max=D/relax=R], clairvoyant."),
+                                 help="fixed:D, sglang[:CONFIG.json], model[:acc=S/time=E/slo=0], "
+                                      "adasd[:max=D/relax=R]; bounds: oracle, clairvoyant (docs/adaptive.md)."),
     max_draft_len: int = typer.Option(MAX_DRAFT_LEN, "--max-draft-len", help="Largest D a policy may pick."),
     captured_d: Optional[str] = typer.Option(None, "--captured-d",
-                                             help="D with CUDA graphs for model/oracle (default 0..8)."),
+                                             help="D with CUDA graphs for model/adasd (default 0..8)."),
     sglang_config: Optional[str] = typer.Option(None, "--sglang-config",
                                                 help="SGLang --speculative-adaptive-config JSON."),
     sglang_initial: Optional[int] = typer.Option(None, "--sglang-initial-steps",
                                                  help="SGLang --speculative-num-steps (default: middle candidate)."),
     tiers: Optional[str] = typer.Option(None, "--tiers", help="Shorthand for an SGLang config of one slot, e.g. 1,3,7."),
     max_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", "--slo-tpot-ms",
-                                                help="TPOT target (ms): SLO attainment; model/oracle aim at it."),
+                                                help="TPOT target (ms): SLO attainment; model aims at it."),
     max_ttft_ms: Optional[float] = typer.Option(None, "--max-ttft-ms", help="TTFT target (ms) for SLO attainment."),
     engine: str = typer.Option("sglang", "--engine", help="Engine profile id or YAML (host costs, budgets, graphs)."),
     prefill_budget: Optional[int] = typer.Option(None, "--prefill-budget",
@@ -162,8 +162,8 @@ def adaptive(
             print(f"{r['policy']} is lossy: {100 * r['relaxed_token_fraction']:.1f}% of output tokens were accepted "
                   f"only by its relaxed test (α' = α + relax·(1 − α)); not comparable with the lossless rows")
         if r.get("bound"):
-            print("clairvoyant: bounds of every lossless policy (TPOT percentiles are lower bounds; tokens/s and "
-                  "SLO attainment upper bounds; see docs/adaptive.md)")
+            print(f"{r['policy']}: bounds of every lossless policy on this seed (TPOT percentiles are lower bounds; "
+                  "tokens/s and SLO attainment upper bounds; see docs/adaptive.md)")
 
 
 def _requests(model, hardware, workload, rate, conc, n, isl, osl, acc_rate, acc_dist, drift, names, common, engine,
