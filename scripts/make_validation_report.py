@@ -4,7 +4,9 @@ Fits the H100 efficiencies on the TRT-LLM rows of reference/measured/ (GEMM, dec
 all-reduce; NCCL on nccl 2.29.2), scores them on the vLLM / SGLang rows (NCCL on 2.27.3), compares with the
 spec-sheet profile (schema-default efficiencies), validates MoE / MLA / linear attention, checks the
 H100-learned defaults on A100, and includes bench_data/*.csv (specplan's own harness) when present.
-Writes docs/validation/README.md, *.png and h100_fit.json. Takes about a minute on a laptop CPU.
+Writes docs/validation/README.md, *.png and h100_fit.json, and the per-framework numbers (the fa3 kernel family,
+the engines' GEMM scales: fitted on half of each framework's rows, scored on the rest) to frameworks.md / .json
+(`specplan.bench.framework_fit`). Takes about a minute on a laptop CPU.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 from specplan.bench.calibrate import (allreduce_latency_floors, fallback_attention_rows, fit_allreduce,  # noqa: E402
                                       fit_attention, fit_gemm, fit_mla)
 from specplan.bench.families import attention_kv_bytes, predict_table  # noqa: E402
+from specplan.bench.framework_fit import write_report as write_framework_report  # noqa: E402
 from specplan.bench.validate import metrics, oracle_ape, scatter_plot  # noqa: E402
 from specplan.profiles.hardware import AllReduceParams, AttentionEfficiency, HardwareProfile, KernelEfficiency  # noqa: E402
 from specplan.profiles.registry import load_hardware  # noqa: E402
@@ -458,6 +461,7 @@ def main() -> None:
     nums["must_show_table"] = "\n".join(targets)
     (OUT / "h100_fit.json").write_text(json.dumps(fit_record, indent=1, default=float))
     (OUT / "README.md").write_text(Template(NARRATIVE).substitute(nums) + "\n".join(md) + "\n")
+    write_framework_report(OUT, MEAS)
     print("\n".join(md))
 
 

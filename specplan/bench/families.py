@@ -222,8 +222,9 @@ def attention_kv_bytes(df: pd.DataFrame) -> np.ndarray:
     return (df["batch"] * df["kv_len"] * df["n_kv_heads"] * df["head_dim"]).to_numpy(float) * 2.0 * b
 
 
-def predict_attention(df: pd.DataFrame, hw: HardwareProfile, style: str = "shared") -> pd.DataFrame:
-    """Decode/verify attention rows: attention_cost per (dtype, kv_dtype)."""
+def predict_attention(df: pd.DataFrame, hw: HardwareProfile, kernel_family=None, style: str = "shared") -> pd.DataFrame:
+    """Decode/verify attention rows: attention_cost per (dtype, kv_dtype); `kernel_family` (a KernelFamily, e.g.
+    an engine's decode family) overrides the hardware's attention block, None keeps it."""
     kvd = _dtype_col(df["kv_dtype"])
     cd = _dtype_col(df["dtype"])
     out = _base(df, "attention", "kv_" + kvd)
@@ -236,7 +237,7 @@ def predict_attention(df: pd.DataFrame, hw: HardwareProfile, style: str = "share
         c, kv = k.split("|")
         cost = attention_cost(hw, g["batch"].to_numpy(), g["q_len"].to_numpy(), g["kv_len"].to_numpy(),
                               g["n_q_heads"].to_numpy(), g["n_kv_heads"].to_numpy(), g["head_dim"].to_numpy(),
-                              kv_dtype=kv, compute_dtype=c, style=style)
+                              kv_dtype=kv, compute_dtype=c, style=style, family=kernel_family)
         pred[sel] = cost.time_s
         reg[sel] = _regime_names(cost.regime)
     out["predicted_us"] = pred * 1e6
@@ -359,11 +360,12 @@ PREDICTORS = {
 def predict_table(df: pd.DataFrame, hw: HardwareProfile, family: str | None = None,
                   kernel_family=None) -> pd.DataFrame:
     """Predict every row of a measured table; adds ape_pct = |pred - meas| / meas * 100. `kernel_family` (a
-    KernelFamily) replaces the MLA table's default `mla-latent` family."""
+    KernelFamily) replaces the MLA table's default `mla-latent` family, or the attention table's hardware block."""
     family = family or detect_family(df.columns)
     if family not in PREDICTORS:
         raise SpecplanError(f"kernel family: must be one of {', '.join(FAMILIES)}, got '{family}'")
-    out = PREDICTORS[family](df, hw, kernel_family) if family == "mla" else PREDICTORS[family](df, hw)
+    out = (PREDICTORS[family](df, hw, kernel_family) if family in ("mla", "attention")
+           else PREDICTORS[family](df, hw))
     out.insert(0, "family", family)
     out["ape_pct"] = np.abs(out["predicted_us"] - out["measured_us"]) / out["measured_us"] * 100.0
     return out

@@ -9,8 +9,10 @@ K/V read once per KV head) or tiles each query head's q_len rows separately and 
 An `EngineProfile` (engine_profiles/<id>.yaml) holds per-step host/scheduler time, CUDA graphs for decode
 (extra launch seconds per kernel inside a graph vs eager, on top of the hardware's per-kernel floor, which
 stays in the hardware profile), the chunked-prefill token budget, the speculative iteration and per-draft-step
-host costs, and which kernel family the engine runs for decode, verification, prefill and MLA. Every number
-names its source in `sources`; the `ideal` engine adds nothing.
+host costs, which kernel family the engine runs for decode, verification, prefill and MLA, and how its GEMM
+kernels differ from the ones the hardware profile was fitted on (`gemm_mem_bw_scale` / `gemm_compute_scale` per
+compute dtype: the hardware's GEMM mem_bw_fraction / compute_max_fraction are multiplied by them, capped at 1, when
+the engine is selected; `engine_hardware`). Every number names its source in `sources`; `ideal` adds nothing.
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from specplan.dtypes import canonical_dtype
 from specplan.limits import MAX_BATCH
-from specplan.profiles.hardware import MAX_TIME_S, MIN_FRACTION, kv_fractions  # the hardware profiles' bounds
+from specplan.profiles.hardware import MAX_TIME_S, MIN_FRACTION, HardwareProfile, kv_fractions  # the hardware profiles' bounds
+
+GEMM_SCALE_RANGE = (0.2, 5.0)  # an engine's GEMM kernels run at 1/5 to 5x the fitted fractions; beyond is a typo
 
 
 class _Frozen(BaseModel):
@@ -80,14 +85,29 @@ class EngineProfile(_Frozen):
     verify_attention: str = "default"
     prefill_attention: str = "prefill-default"
     mla_attention: str = "mla-latent"
+    # per compute dtype: multipliers of the hardware's GEMM mem_bw_fraction / compute_max_fraction for this engine's
+    # GEMM kernels (the H100 profile is fitted on TensorRT-LLM's); {} = the hardware's own fractions
+    gemm_mem_bw_scale: dict[str, float] = Field(default_factory=dict)
+    gemm_compute_scale: dict[str, float] = Field(default_factory=dict)
     sources: dict[str, str] = Field(default_factory=dict)
     notes: str = ""
+
+    @field_validator("gemm_mem_bw_scale", "gemm_compute_scale")
+    @classmethod
+    def _gemm_scale(cls, v: dict[str, float], info) -> dict[str, float]:
+        lo, hi = GEMM_SCALE_RANGE
+        out = {}
+        for k, val in v.items():
+            if not (lo <= val <= hi):
+                raise ValueError(f"{info.field_name}.{k}: must be in [{lo:g}, {hi:g}], got {val}")
+            out[canonical_dtype(k, where=f"{info.field_name}.{k}")] = float(val)
+        return out
 
     @model_validator(mode="after")
     def _sourced(self) -> "EngineProfile":
         numeric = ("host_step_s", "host_per_seq_s", "graph_launch_s", "eager_launch_s", "max_num_batched_tokens",
                    "max_num_seqs", "prefill_tokens_s", "spec_iteration_overhead_s", "spec_draft_step_overhead_s",
-                   "graph_max_batch", "prefill_cohort")
+                   "graph_max_batch", "prefill_cohort", "gemm_mem_bw_scale", "gemm_compute_scale")
         missing = [k for k in numeric if getattr(self, k) and k not in self.sources]
         if missing:
             raise ValueError(f"sources: every number needs a source; missing for {', '.join(missing)}")
@@ -107,3 +127,30 @@ class EngineProfile(_Frozen):
         if self.overlap_scheduler:
             return np.maximum(gpu_s, host + launches)
         return host + np.maximum(gpu_s, launches)
+
+
+_ENGINE_HW: dict = {}  # (id(hardware), id(engine)) -> (hardware, engine, scaled hardware): the objects keep ids valid
+
+
+def engine_hardware(hw: HardwareProfile, engine: "EngineProfile | None") -> HardwareProfile:
+    """`hw` with the engine's GEMM scales applied to its per-dtype GEMM efficiencies (fractions capped at 1);
+    `hw` itself when the engine has none (or is None), or when `hw` already carries an engine's scales."""
+    if engine is None or not (engine.gemm_mem_bw_scale or engine.gemm_compute_scale):
+        return hw
+    key = (id(hw), id(engine))
+    if key not in _ENGINE_HW:
+        if any(v[2] is hw for v in _ENGINE_HW.values()):  # already scaled: never apply twice
+            return hw
+        eff = {k: v.model_dump() for k, v in hw.efficiency.items()}
+        for d in sorted(set(engine.gemm_mem_bw_scale) | set(engine.gemm_compute_scale)):
+            blk = dict(eff.get(d, eff["default"]))
+            blk["mem_bw_fraction"] = min(1.0, blk["mem_bw_fraction"] * engine.gemm_mem_bw_scale.get(d, 1.0))
+            blk["compute_max_fraction"] = min(1.0, blk["compute_max_fraction"] * engine.gemm_compute_scale.get(d, 1.0))
+            eff[d] = blk
+        data = hw.model_dump()
+        data.update(efficiency=eff, sources={**hw.sources, "efficiency": f"{hw.sources.get('efficiency', '')}; GEMM "
+                                             f"fractions scaled by engine {engine.id} (engine_profiles/{engine.id}.yaml)"})
+        if len(_ENGINE_HW) > 256:
+            _ENGINE_HW.clear()
+        _ENGINE_HW[key] = (hw, engine, HardwareProfile.model_validate(data))
+    return _ENGINE_HW[key][2]

@@ -18,7 +18,8 @@ Model (docs/serving.md): the GEMMs, norms, MoE and all-reduces of a step depend 
 mixed step's non-attention part is that of a decode step with M = decode_batch * q_len + prefill_tokens; its
 attention is the decode attention of the decode rows plus causal prefill attention of the chunk (query rows
 tiled as in costs/attention.py, at the engine's prefill kernel family, mean key length prefill_context +
-(tokens + 1) / 2, i.e. causal FLOPs), plus the KV-cache write of the chunk at memory speed.
+(tokens + 1) / 2, i.e. causal FLOPs), plus the KV-cache write of the chunk at memory speed. GEMMs run at the
+engine's GEMM scales (`engine_hardware`; none for `ideal` / trtllm).
 Linear-attention / Mamba layers read and write their state once per chunk (chunked scan, 6 FLOPs per state
 element per token). Units: tokens are counts, contexts are tokens, results are seconds.
 """
@@ -30,7 +31,7 @@ import numpy as np
 from specplan.costs.attention import attention_cost, recurrent_state_cost
 from specplan.costs.gemm import elementwise_cost
 from specplan.memory import kv_bytes_per_token
-from specplan.profiles.engine import EngineProfile
+from specplan.profiles.engine import EngineProfile, engine_hardware
 from specplan.profiles.registry import load_engine, load_kernel_family
 from specplan.step import ACT_BYTES, step_time
 
@@ -88,6 +89,7 @@ def mixed_step_s(model, hw, tp, decode_batch, decode_context, prefill_tokens, pr
     plus a prefill chunk of `prefill_tokens` tokens (split evenly over `prefill_seqs` prompts) after
     `prefill_context` cached tokens of each prompt."""
     eng, pfam = _families(engine)
+    hw = engine_hardware(hw, eng)
     if decode_family is None:
         decode_family = load_kernel_family(eng.decode_attention if np.all(np.asarray(q_len) <= 1)
                                            else eng.verify_attention)
@@ -110,6 +112,7 @@ def prefill_s(model, hw, tp, isl, *, precision, engine=None, budget_tokens=None,
               routing="random") -> np.ndarray:
     """GPU seconds to prefill `n_seqs` prompts of `isl` tokens in chunks of the token budget (one step each)."""
     eng, _ = _families(engine)
+    hw = engine_hardware(hw, eng)
     budget = float(budget_tokens or eng.max_num_batched_tokens)
     isl = np.asarray(isl, dtype=float)
     total = isl * n_seqs

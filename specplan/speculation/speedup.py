@@ -14,7 +14,8 @@ from specplan.errors import SpecplanError
 from specplan.limits import DRAFT_LEN_LIMIT, MAX_BATCH, MAX_CONTEXT, check_array
 from specplan.memory import DEFAULT_RESERVE, memory_usage
 from specplan.parallel import layout_for
-from specplan.profiles.registry import load_hardware, load_model
+from specplan.profiles.engine import engine_hardware
+from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.speculation.acceptance import Acceptance, find_profile
 from specplan.speculation.drafters import DRAFTERS, DraftInput, get_drafter
 from specplan.speculation.serving import get_serving
@@ -129,8 +130,9 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
     measured with one, else a chain of 1 + D). `draft_heads`: Medusa heads of the trained drafter (default:
     the heads profile's, else the acceptance profile's `heads`, else drafters.MEDUSA_DEFAULT_HEADS).
 
-    `engine` (EngineProfile, id or path) sets the decode / verify / MLA attention kernel families and, unless
-    `serving` is given, the two speculative host costs; None = hardware attention block, no engine costs."""
+    `engine` (EngineProfile, id or path) sets the decode / verify / MLA attention kernel families, the GEMM
+    scales of its kernels and, unless `serving` is given, the two speculative host costs; None = hardware
+    attention block and GEMM fractions, no engine costs."""
     if draft_kv_budget is not None and not (draft_kv_budget >= 0):
         raise SpecplanError(f"draft KV budget (--draft-kv-budget): must be >= 0 tokens, got {draft_kv_budget:g}")
     m = load_model(model)
@@ -144,6 +146,8 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
         d = np.zeros_like(d)
     srv = get_serving(serving if serving is not None or engine is None else engine)
     fam_dec, fam_ver, fam_mla = engine_families(engine)
+    if engine is not None:  # the engine's GEMM kernels (its gemm_*_scale); no engine: the hardware's own
+        hw = engine_hardware(hw, load_engine(engine))
     base = step_time(m, hw, tp, b, 1, ctx, dtype, kv_dtype, attention_style=attention_style, routing=routing,
                      layout=lay, attention_family=fam_dec, mla_family=fam_mla)
     prec = base.precision

@@ -115,16 +115,26 @@ def test_predict_json_has_the_issue_keys():
                                                     / s["baseline"]["tokens_per_s_per_gpu"])
 
 
-def test_predict_without_isl_behaves_as_before_and_serving_alias_is_the_vllm_engine():
+def test_predict_without_isl_behaves_as_before_and_serving_alias_is_the_vllm_engine(tmp_path):
     a = run("predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-b", "1", "-c", "1024", "--mechanism", "eagle3",
             "-D", "3", "--acceptance-rate", "0.8", "--serving", "vllm-v1-eagle-2025", "--json")
     b = run("predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-b", "1", "-c", "1024", "--mechanism", "eagle3",
             "-D", "3", "--acceptance-rate", "0.8", "--engine", "vllm", "--json")
     ja, jb = json.loads(a.stdout), json.loads(b.stdout)
     assert "serving" not in ja and ja["speedup"] == jb["speedup"]
-    # the two speculative host costs of the vllm profile (1.034 ms + 3 x 0.633 ms) are in the iteration
+    # the two speculative host costs of the vllm profile (1.034 ms + 3 x 0.633 ms) are in the iteration: against
+    # the same engine (its kernel families and GEMM scales) without them
+    import yaml
+
+    from specplan.profiles.registry import engine_dir
+
+    data = yaml.safe_load((engine_dir() / "vllm.yaml").read_text())
+    for k in ("spec_iteration_overhead_s", "spec_draft_step_overhead_s"):
+        data.pop(k)
+        data["sources"].pop(k)
+    (tmp_path / "vllm-no-spec.yaml").write_text(yaml.safe_dump(data))
     c = run("predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-b", "1", "-c", "1024", "--mechanism", "eagle3",
-            "-D", "3", "--acceptance-rate", "0.8", "--json")
+            "-D", "3", "--acceptance-rate", "0.8", "--engine", str(tmp_path / "vllm-no-spec.yaml"), "--json")
     jc = json.loads(c.stdout)
     assert ja["speculative"]["step_ms"] - jc["speculative"]["step_ms"] == pytest.approx(1.034 + 3 * 0.633, rel=1e-6)
 
