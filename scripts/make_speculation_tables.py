@@ -29,7 +29,8 @@ sys.path.insert(0, str(ROOT))
 from specplan.memory import kv_bytes_per_seq, memory_usage, state_bytes_per_seq  # noqa: E402
 from specplan.costs.comm import nccl_allreduce_s  # noqa: E402
 from specplan.profiles.registry import load_hardware, load_model  # noqa: E402
-from specplan.recommend import parse_acceptance, recommend  # noqa: E402
+from specplan.acceptance_spec import parse_acceptance  # noqa: E402
+from specplan.recommend import recommend  # noqa: E402
 from specplan.speculation.speedup import evaluate  # noqa: E402
 from specplan.step import step_time  # noqa: E402
 

@@ -9,7 +9,8 @@ import numpy as np
 
 from specplan.errors import SpecplanError
 from specplan.profiles.registry import load_engine, load_model
-from specplan.recommend import _draft_range, _mechanisms, parse_acceptance
+from specplan.acceptance_spec import parse_acceptance
+from specplan.recommend import _draft_range, _mechanisms
 from specplan.serving.api import serve
 
 CONCURRENCIES = np.unique(np.round(np.geomspace(1, 1024, 41)))  # searched when --concurrency is not given

@@ -91,7 +91,8 @@ def predict(
 ) -> None:
     """Baseline vs speculative step, AL, speedup, throughputs, memory and guideline diagnostics of one point;
     with --isl/--osl also the serving model (TPOT, TTFT, latency, tokens/s) at --concurrency or --request-rate."""
-    from specplan.recommend import cli_acceptance, one_acceptance, predict_serving, predict_summary
+    from specplan.acceptance_spec import cli_acceptance, one_acceptance
+    from specplan.predict import predict_serving, predict_summary
     from specplan.serving.workload import workload_from_options
 
     acc = cli_acceptance(acceptance_length, acceptance_rate, acceptance_per_position, acceptance_profile, draft_len)

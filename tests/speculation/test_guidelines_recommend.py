@@ -5,7 +5,9 @@ import pytest
 
 from specplan.errors import SpecplanError
 from specplan.profiles.registry import load_hardware, load_model
-from specplan.recommend import parse_acceptance, predict_summary, recommend
+from specplan.acceptance_spec import parse_acceptance
+from specplan.predict import predict_summary
+from specplan.recommend import recommend
 from specplan.speculation.guidelines import attention_tile_d, compute_bound_from_d, tile_aligned
 
 

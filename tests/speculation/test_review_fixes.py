@@ -8,7 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from specplan.recommend import predict_summary, recommend
+from specplan.predict import predict_summary
+from specplan.recommend import recommend
 from specplan.speculation.acceptance import Acceptance
 from specplan.speculation.guidelines import binding_line
 from specplan.speculation.speedup import evaluate
