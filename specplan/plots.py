@@ -17,6 +17,7 @@ import io
 from pathlib import Path
 
 import matplotlib
+import matplotlib.markers  # noqa: F401
 import matplotlib.patches  # noqa: F401
 import matplotlib.ticker  # noqa: F401
 
@@ -34,12 +35,58 @@ CLASS_COLORS = {"gemm": "#4C72B0", "attention": "#DD8452", "state": "#DA8BC3", "
                 "communication": "#C44E52", "overhead": "#937860"}
 
 
-def _figure(w: float = 8.0, h: float = 5.2, ncols: int = 1):
+def _figure(w: float = 8.0, h: float = 5.2, ncols: int = 1, margins: tuple | None = None):
+    """Figure and axes on an Agg canvas. margins (left, right, bottom, top[, wspace]) in inches: fixed margins
+    (`fit_margins`, the top grows with the title lines) instead of matplotlib's constrained layout, whose
+    solve costs about as much as drawing the figure; None: constrained layout."""
     with matplotlib.rc_context(RC):
-        fig = Figure(figsize=(w, h), dpi=110, layout="constrained")
+        fig = Figure(figsize=(w, h), dpi=110, layout=None if margins else "constrained")
         FigureCanvasAgg(fig)
         axes = fig.subplots(1, ncols)
+    if margins:
+        fig._specplan_margins = tuple(margins)
+        for ax in np.atleast_1d(axes):
+            ax.set_title("", y=1.0)  # a fixed title place: no search for top-side ticks at every draw
+        fit_margins(fig)
     return fig, axes
+
+
+def _lines(text) -> int:
+    """Lines of a title (0 when empty)."""
+    return text.count("\n") + 1 if text else 0
+
+
+def fit_margins(fig) -> None:
+    """Set a fixed-margin figure's subplot box from its margins in inches; the top margin adds one line
+    height (1.2 x font size) per line of the tallest axes title and of the suptitle (nothing is laid out)."""
+    margins = getattr(fig, "_specplan_margins", None)
+    if margins is None:
+        return
+    left, right, bottom, top, *rest = margins
+    w, h = fig.get_size_inches()
+    title_in = max((_lines(ax.get_title()) * ax.title.get_fontsize() * 1.2 / 72 for ax in fig.axes), default=0.0)
+    sup = fig._suptitle
+    if sup is not None and sup.get_text():
+        title_in += _lines(sup.get_text()) * sup.get_fontsize() * 1.2 / 72 + 0.08
+    main = [ax for ax in fig.axes if getattr(ax, "_colorbar", None) is None]
+    ncols = max(1, len(main))
+    wspace = rest[0] / ((w - left - right - rest[0] * (ncols - 1)) / ncols) if rest and ncols > 1 else None
+    fig.subplots_adjust(left=left / w, right=1 - right / w, bottom=bottom / h, top=1 - (top + title_in) / h,
+                        wspace=wspace)
+
+
+def tick_marks(ax, positions, axis: str = "y", gid: str | None = None):
+    """Unlabelled minor-size tick marks at data `positions` on the left (y) or bottom (x) spine, drawn as one
+    line of tick markers: matplotlib makes every tick its own artist with two lines and two texts, which for
+    a hundred ticks is most of a figure's build and drawing time. Returns the Line2D."""
+    pos = np.asarray(positions, dtype=float)
+    zero = np.zeros(pos.size)
+    xy, marker, tr = ((zero, pos), matplotlib.markers.TICKLEFT, ax.get_yaxis_transform()) if axis == "y" else \
+        ((pos, zero), matplotlib.markers.TICKDOWN, ax.get_xaxis_transform())
+    rc = matplotlib.rcParams
+    line, = ax.plot(*xy, ls="", marker=marker, ms=rc[f"{axis}tick.minor.size"], mew=rc[f"{axis}tick.minor.width"],
+                    color=rc[f"{axis}tick.color"], transform=tr, clip_on=False, gid=gid, label="_tick marks")
+    return line
 
 
 def plain_log_axes(ax, x: bool = True, y: bool = True) -> None:
@@ -53,11 +100,14 @@ def plain_log_axes(ax, x: bool = True, y: bool = True) -> None:
 
 
 def save_figure(fig, stem, formats=("png", "svg")) -> list[Path]:
-    """Write `stem.png` / `stem.svg` atomically; SVG and PNG carry no date, SVG ids use a fixed salt.
+    """Write `stem.<fmt>` for each format atomically; SVG and PNG carry no date, SVG ids use a fixed salt.
 
-    The layout (constrained) is solved once, before the first write, and then switched off: no format
-    solves it again or draws the figure an extra time for it. PNGs are zlib level 1 (about 1.3x the bytes of the default level 6, same pixels)."""
+    A fixed-margin figure (`_figure(margins=...)`) gets its margins refitted to its titles; a constrained
+    layout is solved once, before the first write, and then switched off: no format solves it again or draws
+    the figure an extra time for it. PNGs are zlib level 1 (about 1.3x the bytes of the default level 6, same
+    pixels)."""
     out = []
+    fit_margins(fig)
     engine = fig.get_layout_engine()
     if engine is not None:
         with matplotlib.rc_context(RC):
@@ -93,11 +143,15 @@ def place_labels(fig, ax, items, avoid=(), per_group: int = 8, pad_px: float = 2
     """Greedy label placer: for each (group, x, y, text, color) item, in order, try the `_OFFSETS` around the
     point and keep the first position whose box lies inside the axes and overlaps no placed label, no curve
     of the axes and no `avoid` artist (e.g. the legend); at most `per_group` labels per group. Fixes the
-    layout first and then switches the layout engine off, so the boxes tested are the boxes drawn. A label's
-    size is measured once; candidate boxes are shifted copies, tested against all taken boxes in numpy.
-    Returns the placed texts."""
-    fig.draw_without_rendering()
-    fig.set_layout_engine("none")
+    layout first (fixed margins: `fit_margins` and the axis limits, no draw; a layout engine: one draw, then
+    the engine is switched off), so the boxes tested are the boxes drawn. A label's size is measured once;
+    candidate boxes are shifted copies, tested against all taken boxes in numpy. Returns the placed texts."""
+    if getattr(fig, "_specplan_margins", None) is not None:
+        fit_margins(fig)
+        ax.get_xlim(), ax.get_ylim()  # autoscale now, as the draw would
+    else:
+        fig.draw_without_rendering()
+        fig.set_layout_engine("none")
     renderer = fig.canvas.get_renderer()
     frame = ax.get_window_extent(renderer)
     taken = [a.get_window_extent(renderer) for a in avoid if a is not None]
@@ -116,6 +170,9 @@ def place_labels(fig, ax, items, avoid=(), per_group: int = 8, pad_px: float = 2
             x0 = X + dx * px - {"left": 0.0, "center": w / 2, "right": w}[ha] - pad_px
             y0 = Y + dy * px - {"bottom": 0.0, "center": h / 2, "top": h}[va] - pad_px
             x1, y1 = x0 + w + 2 * pad_px, y0 + h + 2 * pad_px
+            if abs(dx) + abs(dy) > 12:  # a leader line, from the label's corner to the point, is in the box too
+                cx, cy = x0 + pad_px + _REL[ha] * w, y0 + pad_px + _REL[va] * h
+                x0, x1, y0, y1 = min(x0, X, cx), max(x1, X, cx), min(y0, Y, cy), max(y1, Y, cy)
             if x0 < frame.x0 or x1 > frame.x1 or y0 < frame.y0 or y1 > frame.y1:
                 continue
             if boxes.size and np.any((boxes[:, 0] < x1) & (boxes[:, 2] > x0) & (boxes[:, 1] < y1) &
@@ -187,12 +244,12 @@ def plot_frontier(df, title: str | None = None, max_labels: int = 8, label_hardw
 
     col = throughput_column(per)
 
-    fig, ax = _figure(8.8, 6.2)
-    hws = [h for h in df["hardware"].astype(str).unique()]
+    fig, ax = _figure(8.8, 6.2, margins=(0.8, 0.15, 1.12, 0.16))
+    hws = [str(h) for h in df["hardware"].unique()]
     colors = matplotlib.colormaps["tab10"]
     labelled = []
     for i, h in enumerate(hws):
-        f = frontier(df[df["hardware"].astype(str) == h], sets=["baseline", "overall"], per=per)
+        f = frontier(df[df["hardware"] == h], sets=["baseline", "overall"], per=per)
         base = f[f["set"] == "baseline"]
         spec = f[f["set"] == "overall"]
         c = colors(i % 10)
@@ -248,7 +305,7 @@ def best_setup(df, front, per: str = "gpu") -> dict:
 def _pick(df, hardware, mechanism, tp, context_len):
     d = df
     hardware = hardware or str(d["hardware"].iloc[0])
-    d = d[d["hardware"].astype(str) == hardware]
+    d = d[d["hardware"] == hardware]
     context_len = int(d["context_len"].min()) if context_len is None else int(context_len)
     d = d[d["context_len"] == context_len]
     if tp is None:
@@ -274,7 +331,7 @@ def colorbar_ticks(vmin: float, vmax: float) -> list[float]:
 def plot_speedup_heatmap(df, hardware=None, mechanism=None, tp=None, context_len=None, title=None):
     """Figure 2: speedup over batch (rows) x D (columns); infeasible points grey; break-even contour."""
     d, hardware, mechanism, tp, context_len = _pick(df, hardware, mechanism, tp, context_len)
-    sub = d[(d["mechanism"].astype(str) == mechanism) | (d["draft_len"] == 0)]
+    sub = d[(d["mechanism"] == mechanism) | (d["draft_len"] == 0)]
     batches = np.sort(sub["batch"].unique())
     drafts = np.sort(sub["draft_len"].unique())
     grid = np.full((batches.size, drafts.size), np.nan)
@@ -283,7 +340,7 @@ def plot_speedup_heatmap(df, hardware=None, mechanism=None, tp=None, context_len
     di = np.searchsorted(drafts, sub["draft_len"].to_numpy())
     grid[bi, di] = sub["speedup"].to_numpy(dtype=float)
     fit[bi, di] = sub["fits"].to_numpy(dtype=bool)
-    fig, ax = _figure(7.6, 5.6)
+    fig, ax = _figure(7.6, 5.6, margins=(0.62, 0.1, 0.8, 0.16))
     shown = np.where(fit, grid, np.nan)
     lo, hi = np.nanmin(grid), np.nanmax(grid)
     norm = TwoSlopeNorm(vcenter=1.0, vmin=min(lo, 0.99), vmax=max(hi, 1.01))
@@ -310,10 +367,9 @@ def plot_speedup_heatmap(df, hardware=None, mechanism=None, tp=None, context_len
               frameon=False)
     step_d = max(1, drafts.size // 12)
     ax.set_xticks(np.arange(0, drafts.size, step_d), [str(v) for v in drafts[::step_d]])
-    ax.set_yticks(np.arange(batches.size), minor=True)  # a tick on every batch row, a label on every k-th
-    ax.tick_params(axis="y", which="minor", labelleft=False)  # unlabelled: no empty texts to lay out
     step_b = max(1, int(np.ceil(batches.size / 24)))
-    ax.set_yticks(np.arange(0, batches.size, step_b), [str(v) for v in batches[::step_b]])
+    ax.set_yticks(np.arange(0, batches.size, step_b), [str(v) for v in batches[::step_b]])  # every k-th labelled
+    tick_marks(ax, np.arange(batches.size), "y", gid="batch-row-ticks")  # a tick mark on every batch row
     ax.set_xlabel("draft length D (tokens per iteration)")
     ax.set_ylabel("batch B (concurrent sequences)")
     ax.set_title(title or f"Speedup: {mechanism} on {hardware}, TP {tp}, context {context_len:,} tokens")
@@ -343,7 +399,7 @@ def plot_attention_tiles(hw, groups=(4, 8, 16, 32), contexts=(32768, 131072), ba
     from specplan.profiles.registry import load_hardware
 
     hw = load_hardware(hw)
-    fig, (a1, a2) = _figure(10.5, 4.6, ncols=2)
+    fig, (a1, a2) = _figure(10.5, 4.6, ncols=2, margins=(0.68, 0.1, 0.5, 0.16, 0.62))
     colors = matplotlib.colormaps["tab10"]
     styles = ["-", "--", ":", "-."]
     marks = ["o", "x", "s", "^"]
@@ -381,14 +437,14 @@ def plot_attention_tiles(hw, groups=(4, 8, 16, 32), contexts=(32768, 131072), ba
 
 def plot_acceptance(df, title=None):
     """Figure 4: acceptance length against D for each mechanism in the grid (AL = 1 + D bound dashed)."""
-    fig, ax = _figure(7.0, 4.8)
-    spec = df[df["draft_len"] >= 1]
+    fig, ax = _figure(7.0, 4.8, margins=(0.48, 0.1, 0.5, 0.16))
+    spec = df.loc[df["draft_len"] >= 1, ["mechanism", "draft_len", "acceptance_length"]]
     dmax = int(df["draft_len"].max()) if len(df) else 1
     ax.plot([0, dmax], [1, 1 + dmax], ls="--", color="grey", lw=1, label="upper bound AL = 1 + D")
-    for mech in sorted(spec["mechanism"].astype(str).unique()):
-        s = spec[spec["mechanism"].astype(str) == mech]
-        g = s.groupby("draft_len", observed=True)["acceptance_length"].mean()
-        ax.plot(np.r_[0, g.index.to_numpy()], np.r_[1.0, g.to_numpy()], marker="o", ms=3, label=mech)
+    mean = spec.groupby(["mechanism", "draft_len"], observed=True)["acceptance_length"].mean()  # one pass
+    for mech in sorted(mean.index.unique(level=0), key=str):
+        g = mean.xs(mech, level=0)
+        ax.plot(np.r_[0, g.index.to_numpy()], np.r_[1.0, g.to_numpy()], marker="o", ms=3, label=str(mech))
     ax.set_xlabel("draft length D (tokens per iteration)")
     ax.set_ylabel("acceptance length AL (tokens per iteration)")
     ax.set_title(title or "Acceptance length vs draft length, per mechanism")
@@ -408,18 +464,26 @@ def plot_breakdown(model, hw, tp=1, batch=8, context_len=8192, draft_lens=(0, 1,
     m, h = load_model(model), load_hardware(hw)
     d = np.asarray(draft_lens)
     r = step_time(m, h, tp, batch, 1 + d, context_len, **kw)
-    fig, ax = _figure(max(7.6, 0.22 * d.size + 2), 4.8)
+    fig, ax = _figure(max(7.6, 0.22 * d.size + 2), 4.8, margins=(0.62, 0.1, 0.5, 0.16))
     x = d.astype(float)  # bars at their true D (gaps in the list stay gaps)
     width = 0.7 * (float(np.min(np.diff(np.unique(d)))) if d.size > 1 else 1.0)
     bottom = np.zeros(d.size)
-    for c in CLASSES:
+    for c in CLASSES:  # Rectangles added as artists: ax.bar's per-bar data-limit update is most of its cost
         v = np.broadcast_to(r.breakdown_s[c], d.shape) * 1e3
         if not np.any(v > 0):
             continue
-        ax.bar(x, v, bottom=bottom, color=CLASS_COLORS.get(c), label=c, width=width)
+        label = c
+        for k in np.flatnonzero(v > 0):
+            ax.add_artist(matplotlib.patches.Rectangle((x[k] - width / 2, bottom[k]), width, v[k],
+                                                       color=CLASS_COLORS.get(c), label=label))
+            label = "_nolegend_"
         bottom = bottom + v
+    lo, hi = float(x.min()) - width / 2, float(x.max()) + width / 2
+    ax.set_xlim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))  # the limits ax.bar's autoscale would set
     step = max(1, int(np.ceil(d.size / 20)))
-    ax.set_xticks(x, [str(v) if k % step == 0 else "" for k, v in enumerate(d)])
+    ax.set_xticks(x[::step], [str(v) for v in d[::step]])  # every step-th D labelled, a mark at every D
+    if step > 1:
+        tick_marks(ax, x, "x", gid="draft-len-ticks")
     ax.set_xlabel("draft length D (verified tokens per sequence = 1 + D)")
     ax.set_ylabel("target step time (ms)")
     ax.set_title(title or f"Step-time breakdown: {m.id} on {h.id}, TP {tp}, B = {batch}, "

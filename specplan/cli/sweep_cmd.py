@@ -16,12 +16,26 @@ from specplan.sweep import MAX_DRAFT_LEN
 
 
 DEFAULT_CONTEXT = 1024  # tokens in the KV cache when pareto gets no --context (stated in its output)
+FIGURE_FORMATS = ("png", "svg")  # what --formats takes; png alone by default (svg about doubles the figure time)
 _ACCEPTANCE_FORM = "MECH=VALUE (rate 0.8, AL@D 3.2@4, p1,p2,.. or a profile)"
 
 
+def figure_formats(value: str | None) -> tuple[str, ...]:
+    """--formats 'png,svg' as a tuple of formats (default png); anything else is a one-line error."""
+    from specplan.errors import SpecplanError
+
+    fmts = tuple(dict.fromkeys(x.lower() for x in comma_list(value))) if value is not None else ("png",)
+    bad = [f for f in fmts if f not in FIGURE_FORMATS]
+    if bad or not fmts:
+        raise SpecplanError(f"--formats: {', '.join(bad) or repr(value)} is not a figure format; use a comma list of "
+                            f"{', '.join(FIGURE_FORMATS)}")
+    return fmts
+
+
 def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, plots: bool = True,
-                 per: str = "gpu", acceptance_label: str = "") -> list[Path]:
-    """Grid CSV+Parquet, frontier CSV, best-at-interactivity CSV, columns doc and the five plots.
+                 per: str = "gpu", acceptance_label: str = "", formats=("png",)) -> list[Path]:
+    """Grid CSV+Parquet, frontier CSV, best-at-interactivity CSV, columns doc and the five plots (each in
+    every one of `formats`).
 
     model: the target's profile (or id); hardware: {id: profile} of the swept devices, so profiles loaded
     from YAML paths are never looked up again by id. The heat map and the breakdown show the device, TP,
@@ -51,27 +65,27 @@ def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, p
     where = (f"best frontier point ({unit}): B = {batch}, D = {best['draft_len']}" if best["fits"]
              else "DOES NOT FIT in memory (no feasible point)")
     ctxs = ", ".join(f"{int(c):,}" for c in sorted(df["context_len"].unique()))
-    devs = ", ".join(str(h) for h in df["hardware"].astype(str).unique())
+    devs = ", ".join(str(h) for h in df["hardware"].unique())
     title = (f"{m.id} on {devs}, context {ctxs} tokens\nthroughput vs interactivity"  # 2 lines: no clipping
              + (f"\nacceptance: {acceptance_label}" if acceptance_label else ""))
-    written += P.save_figure(P.plot_frontier(df, per=per, title=title), outdir / "frontier")
-    sub = df[(df["hardware"].astype(str) == hw_id) & (df["tp"] == tp) & (df["context_len"] == ctx)]
+    written += P.save_figure(P.plot_frontier(df, per=per, title=title), outdir / "frontier", formats=formats)
+    sub = df[(df["hardware"] == hw_id) & (df["tp"] == tp) & (df["context_len"] == ctx)]
     lay = best.get("layout")
     if lay is not None and "layout" in sub:  # several layouts may share a TP (tp8, tp8ep8): keep the best one's
-        sub = sub[sub["layout"].astype(str) == lay]
+        sub = sub[sub["layout"] == lay]
     heat = P.plot_speedup_heatmap(sub, hardware=hw_id, mechanism=best["mechanism"], tp=tp, context_len=ctx)
     ax = heat.axes[0]
     ax.set_title(f"{ax.get_title()}\n({where})")
-    written += P.save_figure(heat, outdir / "speedup_heatmap")
+    written += P.save_figure(heat, outdir / "speedup_heatmap", formats=formats)
     written += P.save_figure(P.plot_attention_tiles(hw, head_dim=m.head_dim,
                                                     kv_heads=max(1, m.heads_per_device(tp)[1])),
-                             outdir / "attention_tiles")
-    written += P.save_figure(P.plot_acceptance(df), outdir / "acceptance")
+                             outdir / "attention_tiles", formats=formats)
+    written += P.save_figure(P.plot_acceptance(df), outdir / "acceptance", formats=formats)
     ds = sorted(int(x) for x in df["draft_len"].unique())  # every D of the grid, bars at their true D
     br = P.plot_breakdown(m, hw, tp, batch=batch, context_len=ctx, draft_lens=ds, layout=lay)
     ax = br.axes[0]
     ax.set_title(f"{ax.get_title()}\n({where})")
-    written += P.save_figure(br, outdir / "breakdown")
+    written += P.save_figure(br, outdir / "breakdown", formats=formats)
     return written
 
 
@@ -80,7 +94,7 @@ def acceptance_label(df, model_id: str, given: dict) -> str:
     from specplan.speculation.acceptance import find_profile
 
     parts = []
-    for mech in [str(x) for x in df["mechanism"].astype(str).unique() if str(x) != "none"]:
+    for mech in [str(x) for x in df["mechanism"].unique() if str(x) != "none"]:
         src = given.get(mech) or find_profile(mech, model_id) or "mechanism default"
         parts.append(f"{mech} {src}")
     return "; ".join(parts)
@@ -107,6 +121,8 @@ def pareto(
     per: str = typer.Option("gpu", "--per", help="Rank throughput per target GPU (gpu) or per device, draft "
                             "devices included (device): use device when drafts run on other hardware."),
     no_plots: bool = typer.Option(False, "--no-plots", help="Skip the figures."),
+    formats: Optional[str] = typer.Option(None, "--formats", help="Figure formats, comma list of png, svg "
+                                          "(default png; png,svg also writes SVGs, about twice the figure time)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on a terminal."),
     outdir: Path = typer.Option(..., "--out", "-o", help="Output folder."),
     engine: Optional[str] = typer.Option(None, "--engine", help="Serving engine (with --isl/--osl)."),
@@ -136,6 +152,7 @@ def pareto(
 
     check_output_dir(outdir)  # a bad -o is an error before the sweep
     throughput_column(per)  # a bad --per is an error before the sweep
+    fmts = figure_formats(formats)  # and a bad --formats
     m = load_model(model)  # resolved once: a YAML path is never looked up again by its id
     hws = [load_hardware(h) for h in hardware]
     mechs = comma_list(mechanisms) or None
@@ -145,7 +162,7 @@ def pareto(
                mechanisms=mechs, acceptance=acc, tp=int_list(tp, "--tp"), layouts=comma_list(layouts) or None,
                contexts=contexts, draft_model=draft_model,
                draft_hardware=draft_hardware, dtype=dtype, kv_dtype=kv_dtype, progress=None if progress else False)
-    swept = [str(x) for x in df["mechanism"].astype(str).unique() if str(x) != "none"]
+    swept = [str(x) for x in df["mechanism"].unique() if str(x) != "none"]
     print(f"context: {', '.join(f'{c:,}' for c in contexts)} tokens"
           + ("" if context else f" (default; --context 8k,32k for others)"))
     left = [x for x in mechanism_names() if x != "none" and x not in swept]
@@ -156,7 +173,7 @@ def pareto(
           f"shipped acceptance profile may cap it)")
     front = frontier(df, per=per)
     written = write_pareto(df, front, Path(outdir), m, {h.id: h for h in hws}, plots=not no_plots, per=per,
-                           acceptance_label=acceptance_label(df, m.id, acc))
+                           acceptance_label=acceptance_label(df, m.id, acc), formats=fmts)
     n_fit = int(df["fits"].sum())
     print(f"{len(df):,} grid points ({n_fit:,} fit in memory), {len(front):,} frontier rows")
     for p in written:

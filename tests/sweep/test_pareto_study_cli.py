@@ -19,7 +19,7 @@ ARGS = ["pareto", "--model", "llama-3.1-8b", "-H", "h100-sxm", "-H", "b200", "--
 def test_pareto_writes_everything_identically(tmp_path):
     r = CliRunner()
     for d in ("a", "b"):
-        res = r.invoke(app, [*ARGS, "-o", str(tmp_path / d)])
+        res = r.invoke(app, [*ARGS, "--formats", "png,svg", "-o", str(tmp_path / d)])
         assert res.exit_code == 0, res.output
     names = sorted(p.name for p in (tmp_path / "a").iterdir())
     for stem in ("frontier", "speedup_heatmap", "attention_tiles", "acceptance", "breakdown"):
@@ -86,6 +86,20 @@ def _imported(argv) -> set[str]:
 ], ids=["step", "predict", "recommend-rate", "recommend-tables", "profiles-list"])
 def test_light_commands_do_not_import_heavy_modules(argv, allowed):
     assert _imported(argv) & (set(HEAVY) - set(allowed)) == set()
+
+
+def test_pareto_figures_are_png_unless_formats_asks(tmp_path):
+    r = CliRunner()
+    res = r.invoke(app, [*ARGS, "-o", str(tmp_path / "png")])
+    assert res.exit_code == 0, res.output
+    figs = sorted(p.name for p in (tmp_path / "png").iterdir() if p.suffix in (".png", ".svg"))
+    assert figs == sorted(f"{s}.png" for s in ("frontier", "speedup_heatmap", "attention_tiles", "acceptance",
+                                                "breakdown"))
+    res = r.invoke(app, [*ARGS, "--formats", "svg", "-o", str(tmp_path / "svg")])
+    assert res.exit_code == 0, res.output
+    assert {p.suffix for p in (tmp_path / "svg").iterdir() if p.suffix in (".png", ".svg")} == {".svg"}
+    assert _pareto_error(tmp_path / "bad", "--formats", "png,jpg") == ("error: --formats: jpg is not a figure "
+                                                                       "format; use a comma list of png, svg")
 
 
 def _pareto_error(tmp_path, *extra):

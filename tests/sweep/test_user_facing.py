@@ -278,6 +278,8 @@ def test_breakdown_has_every_d_at_its_true_position():
 
 
 def test_heatmap_colorbar_ticks_on_both_sides_of_one_and_every_batch_row(small_grid):
+    import matplotlib.markers
+
     from specplan import plots as P
 
     fig = P.plot_speedup_heatmap(small_grid)
@@ -287,8 +289,12 @@ def test_heatmap_colorbar_ticks_on_both_sides_of_one_and_every_batch_row(small_g
     assert any(t < 1 for t in ticks) and any(t > 1 for t in ticks) and 1.0 in ticks
     ax = fig.axes[0]
     n_batches = small_grid["batch"].nunique()
-    rows = set(ax.get_yticks(minor=True)) | set(ax.get_yticks())  # matplotlib drops minor ticks under major ones
-    assert rows == set(range(n_batches))
+    # a tick mark on every batch row: one line of tick markers on the left spine, outside the clip box
+    marks = [ln for ln in ax.get_lines() if ln.get_gid() == "batch-row-ticks"]
+    assert len(marks) == 1 and set(marks[0].get_ydata()) == set(range(n_batches))
+    assert marks[0].get_marker() == matplotlib.markers.TICKLEFT and not marks[0].get_clip_on()
+    assert set(marks[0].get_xdata()) == {0} and marks[0].get_transform() == ax.get_yaxis_transform()
+    assert set(ax.get_yticks()) < set(range(n_batches))  # the labelled rows
 
 
 def test_colorbar_ticks_closed_form():
