@@ -210,7 +210,7 @@ def write_outputs(st, scenarios, grids, outdir: Path, plot=None) -> dict:
         fronts.append(frontier(df))
     allg = pd.concat(grids, ignore_index=True)
     allf = pd.concat(fronts, ignore_index=True)
-    from specplan.sweep import write_table
+    from specplan.tables import write_table
 
     write_table(allg, outdir / "results", parquet=True)
     write_table(allf, outdir / "frontier", parquet=False)

@@ -44,7 +44,8 @@ def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, p
     from specplan.frontier import best_at, interactivity_levels
     from specplan.io import atomic_write_text
     from specplan.profiles.registry import load_hardware, load_model
-    from specplan.sweep import columns_doc, write_table
+    from specplan.sweep import columns_doc
+    from specplan.tables import write_table
 
     written = write_table(df, outdir / "grid", parquet=True)
     written += write_table(front, outdir / "frontier", parquet=False)

@@ -54,3 +54,17 @@ def test_attention_tiles_step_at_128_rows():
     # G(1+D) <= 128 up to D = 15: flat while memory-bound; the 129th row (D = 16) adds a tile.
     assert t[16] > t[15]
     assert np.allclose(t[16:32], t[16], rtol=0.02)  # partly filled second tile costs a full tile
+
+
+def test_split_modules_keep_the_old_import_paths():
+    """plots.py became the package specplan.plots and the table writers moved to specplan.tables: the names
+    stay importable from where they were (the same objects)."""
+    from specplan import sweep, tables
+    from specplan.plots import canvas, frontier_plot, heatmap
+
+    assert sweep.write_table is tables.write_table and sweep.csv_bytes is tables.csv_bytes
+    assert sweep.round_significant is tables.round_significant
+    assert P.save_figure is canvas.save_figure and P._figure is canvas._figure
+    assert P.plot_frontier is frontier_plot.plot_frontier and P.colorbar_ticks is heatmap.colorbar_ticks
+    for name in P.__all__:
+        assert getattr(P, name) is not None, name

@@ -320,7 +320,7 @@ def test_attention_tile_lines_that_coincide_stay_visible():
 # ------------------------------------------------------------------ fast outputs
 
 def test_csv_writer_matches_pandas_formatting_and_is_deterministic(small_grid, tmp_path):
-    from specplan.sweep import csv_bytes, write_table
+    from specplan.tables import csv_bytes, write_table
 
     sub = small_grid.iloc[::37]
     want = sub.to_csv(index=False, float_format="%.6g", lineterminator="\n").encode()
@@ -331,7 +331,7 @@ def test_csv_writer_matches_pandas_formatting_and_is_deterministic(small_grid, t
 
 
 def test_round_significant_by_hand():
-    from specplan.sweep import round_significant
+    from specplan.tables import round_significant
 
     got = round_significant(np.array([123456789.0, 0.000123456789, -2.5, 0.0, np.nan, np.inf]))
     assert got[:4].tolist() == [123457000.0, 0.000123457, -2.5, 0.0]

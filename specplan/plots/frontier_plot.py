@@ -1,0 +1,94 @@
+"""Figure 1: tokens/s per GPU against tokens/s per user, with and without speculation, frontier points
+labelled 'mechanism (B, D, TP)'; `best_setup`, the point the heat map and the breakdown show."""
+
+from __future__ import annotations
+
+import matplotlib
+import numpy as np
+
+from specplan.plots.canvas import _figure, plain_log_axes
+from specplan.plots.labels import place_labels
+
+def frontier_label(r) -> str:
+    """'eagle3 (B, D, TP)' of one frontier row ('no spec' when D = 0)."""
+    mech = str(r["mechanism"]) if int(r["draft_len"]) > 0 else "no spec"
+    return f"{mech} ({int(r['batch'])}, {int(r['draft_len'])}, {int(r['tp'])})"
+
+
+def _label_candidates(spec, col: str, n: int) -> list[int]:
+    """Row positions of `n` frontier points spread evenly in log interactivity, both ends first."""
+    x = np.log(spec["tok_s_user"].to_numpy(dtype=float))
+    order = []
+    for mk in np.linspace(x.min(), x.max(), n):
+        j = int(np.argmin(np.abs(x - mk)))
+        if j not in order:
+            order.append(j)
+    ends, middle = order[:1] + order[-1:], order[1:-1]
+    return list(dict.fromkeys(ends + middle[::2] + middle[1::2]))  # spread: ends, every other, then the rest
+
+
+def plot_frontier(df, title: str | None = None, max_labels: int = 8, label_hardware: bool | None = None,
+                  per: str = "gpu"):
+    """Figure 1: frontier with (solid) and without (dashed) speculation for each device; up to `max_labels`
+    points per device labelled 'mechanism (B, D, TP)', placed inside the axes without overlaps.
+    per: throughput per target GPU ('gpu') or per device, draft devices included ('device')."""
+    from specplan.frontier import frontier, throughput_column
+
+    col = throughput_column(per)
+
+    fig, ax = _figure(8.8, 6.2, margins=(0.8, 0.15, 1.12, 0.16))
+    hws = [str(h) for h in df["hardware"].unique()]
+    colors = matplotlib.colormaps["tab10"]
+    labelled = []
+    for i, h in enumerate(hws):
+        f = frontier(df[df["hardware"] == h], sets=["baseline", "overall"], per=per)
+        base = f[f["set"] == "baseline"]
+        spec = f[f["set"] == "overall"]
+        c = colors(i % 10)
+        ax.plot(base["tok_s_user"], base[col], "--", color=c, lw=1.3, alpha=0.8,
+                label=f"{h}: without speculation (D = 0)")
+        ax.plot(spec["tok_s_user"], spec[col], "-", color=c, lw=2.0, marker="o", ms=3,
+                label=f"{h}: with speculation (best D)")
+        labelled.append((h, spec.reset_index(drop=True), c))
+    if any(not x.empty for _, x, _ in labelled):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        plain_log_axes(ax)
+        ax.margins(x=0.12, y=0.18)  # room for labels at the ends of the frontier
+    else:
+        ax.text(0.5, 0.5, "no point fits in memory", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("interactivity (tokens/s per user)")
+    ax.set_ylabel("throughput (tokens/s per GPU)" if per == "gpu" else
+                  "throughput (tokens/s per device, draft devices included)")
+    ax.set_title(title or "Throughput vs interactivity frontier, with and without speculation")
+    ax.grid(True, which="major", alpha=0.3)
+    leg = ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, fontsize=7.5, frameon=False,
+                    title="point labels: mechanism (B, D, TP) = (batch, draft length, tensor parallel)",
+                    title_fontsize=7.5)
+    items = []
+    per_device = [[(h, float(s.loc[j, "tok_s_user"]), float(s.loc[j, col]), frontier_label(s.loc[j]), c)
+                   for j in _label_candidates(s, col, 3 * max_labels)] for h, s, c in labelled if not s.empty]
+    for k in range(max(map(len, per_device), default=0)):  # devices take turns so each gets its labels
+        items += [p[k] for p in per_device if k < len(p)]
+    place_labels(fig, ax, items, avoid=[leg], per_group=max_labels)
+    return fig
+
+
+def best_setup(df, front, per: str = "gpu") -> dict:
+    """Device, TP, context, batch and mechanism of the best frontier point (highest throughput `per` on the
+    speculation frontier, else the overall one) for the heat map and breakdown; `fits` False (first device,
+    smallest TP, context and batch 16) when no point fits."""
+    from specplan.frontier import throughput_column
+
+    col = throughput_column(per)
+    for name in ("speculation", "overall"):
+        f = front[front["set"] == name]
+        if not f.empty:
+            r = f.loc[f[col].idxmax()]
+            return {"hardware": str(r["hardware"]), "tp": int(r["tp"]), "context_len": int(r["context_len"]),
+                    "layout": str(r["layout"]) if "layout" in r else None,
+                    "batch": int(r["batch"]), "draft_len": int(r["draft_len"]),
+                    "mechanism": str(r["mechanism"]) if int(r["draft_len"]) > 0 else None, "fits": True}
+    return {"hardware": str(df["hardware"].iloc[0]), "tp": int(df["tp"].min()), "layout": None,
+            "context_len": int(df["context_len"].min()), "batch": 16, "draft_len": 0, "mechanism": None,
+            "fits": False}
