@@ -7,6 +7,7 @@ from typing import List, Optional
 import typer
 
 from specplan.cli.app import app
+from specplan.cli.serving_options import Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate
 from specplan.cli.parsing import cli_layout, comma_list, context_tokens, mech_values
 from specplan.cli.output import print_json, table
 from specplan.errors import SpecplanError
@@ -80,13 +81,13 @@ def predict(
     acceptance: Optional[List[str]] = typer.Option(None, "--acceptance", help="[MECH=]VALUE as in recommend: rate "
                                                    "0.8, AL@D 3.1@4, per-position 0.9/0.8, or a profile id."),
     serving: Optional[str] = typer.Option(None, "--serving", help=SERVING_HELP),
-    engine: Optional[str] = typer.Option(None, "--engine", help="Serving engine: trtllm | vllm | sglang | ideal | YAML."),
-    mode: str = typer.Option("agg", "--mode", help="agg (in-flight batching) | disagg (prefill/decode pools)."),
-    isl: Optional[int] = typer.Option(None, "--isl", help="Prompt tokens per request (serving model)."),
-    osl: Optional[int] = typer.Option(None, "--osl", help="Output tokens per request (serving model)."),
-    concurrency: Optional[float] = typer.Option(None, "--concurrency", help="Requests in flight (closed loop)."),
-    request_rate: Optional[float] = typer.Option(None, "--request-rate", help="Requests per second (open loop)."),
-    pools: Optional[str] = typer.Option(None, "--pools", help="Disaggregated pools xPyD, e.g. 1P1D, 2P3D."),
+    engine: Engine = None,
+    mode: Mode = "agg",
+    isl: Isl = None,
+    osl: Osl = None,
+    concurrency: Concurrency = None,
+    request_rate: RequestRate = None,
+    pools: Pools = None,
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Baseline vs speculative step, AL, speedup, throughputs, memory and guideline diagnostics of one point;
@@ -184,8 +185,8 @@ def recommend(
     target_total: Optional[float] = typer.Option(None, "--target-tps", help="Total output tokens/s: find the smallest "
                                                  "GPU count (whole nodes) over layouts, mechanisms and D (docs/parallel.md)."),
     max_gpus: int = typer.Option(64, "--max-gpus", help="Largest GPU count --target-tps searches."),
-    isl: Optional[int] = typer.Option(None, "--isl", help="Input tokens per request (--target-tps; serving model)."),
-    osl: Optional[int] = typer.Option(None, "--osl", help="Output tokens per request (--target-tps; serving model)."),
+    isl: Isl = None,
+    osl: Osl = None,
     context: Optional[str] = typer.Option(None, "--context", "-c", help="Tokens in the KV cache per sequence; 32k = 32768."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math dtype."),
     kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype."),
@@ -199,11 +200,11 @@ def recommend(
     draft_dtype: Optional[str] = typer.Option(None, "--draft-dtype", help="Dtype of an external draft."),
     draft_kv_budget: Optional[int] = typer.Option(None, "--draft-kv-budget", help="KV tokens the draft reads."),
     serving: Optional[str] = typer.Option(None, "--serving", help=SERVING_HELP),
-    engine: Optional[str] = typer.Option(None, "--engine", help="Serving engine: trtllm | vllm | sglang | ideal | YAML."),
-    mode: str = typer.Option("agg", "--mode", help="agg | disagg (searches pools unless --pools)."),
-    concurrency: Optional[float] = typer.Option(None, "--concurrency", help="Requests in flight (default: searched)."),
-    request_rate: Optional[float] = typer.Option(None, "--request-rate", help="Requests per second (open loop)."),
-    pools: Optional[str] = typer.Option(None, "--pools", help="Disaggregated pools xPyD (default: searched)."),
+    engine: Engine = None,
+    mode: Mode = "agg",
+    concurrency: Concurrency = None,
+    request_rate: RequestRate = None,
+    pools: Pools = None,
     max_ttft_ms: Optional[float] = typer.Option(None, "--max-ttft-ms", help="SLA: time to first token (ms)."),
     max_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", help="SLA: time per output token (ms)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),

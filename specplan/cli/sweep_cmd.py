@@ -11,6 +11,7 @@ from typing import List, Optional
 import typer
 
 from specplan.cli.app import app
+from specplan.cli.serving_options import Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate
 from specplan.cli.parsing import comma_list, int_list, mech_values
 from specplan.sweep import MAX_DRAFT_LEN
 
@@ -126,13 +127,13 @@ def pareto(
                                           "(default png; png,svg also writes SVGs, about twice the figure time)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on a terminal."),
     outdir: Path = typer.Option(..., "--out", "-o", help="Output folder."),
-    engine: Optional[str] = typer.Option(None, "--engine", help="Serving engine (with --isl/--osl)."),
-    mode: str = typer.Option("agg", "--mode", help="agg | disagg (with --isl/--osl)."),
-    isl: Optional[int] = typer.Option(None, "--isl", help="Prompt tokens: serving frontier over concurrency."),
-    osl: Optional[int] = typer.Option(None, "--osl", help="Output tokens per request (with --isl)."),
-    concurrency: Optional[float] = typer.Option(None, "--concurrency", help="Fixed concurrency (default: searched)."),
-    request_rate: Optional[float] = typer.Option(None, "--request-rate", help="Requests per second (open loop)."),
-    pools: Optional[str] = typer.Option(None, "--pools", help="Disaggregated pools xPyD (default: searched)."),
+    engine: Engine = None,
+    mode: Mode = "agg",
+    isl: Isl = None,
+    osl: Osl = None,
+    concurrency: Concurrency = None,
+    request_rate: RequestRate = None,
+    pools: Pools = None,
 ) -> None:
     """Sweep batch x D x mechanism x TP x context x device; write grid, frontier and plots. With --isl/--osl:
     the serving grid (mechanism x D x concurrency [x pools]) and its frontier as CSV (first device and TP)."""

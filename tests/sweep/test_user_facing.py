@@ -125,6 +125,22 @@ def test_help_has_no_bool_metavar_and_one_output_spelling(cmd):
         assert "-o, --out" in text
 
 
+def test_serving_options_are_one_definition_in_every_command():
+    import typer.main
+
+    from specplan.cli import app
+
+    cmd = typer.main.get_command(app)
+    want = {"--engine", "--mode", "--isl", "--osl", "--concurrency", "--request-rate", "--pools"}
+    helps = {}
+    for name in ("predict", "recommend", "pareto"):
+        opts = {o: (p.help, p.default) for p in cmd.commands[name].params for o in p.opts if o in want}
+        assert set(opts) == want, name
+        helps[name] = opts
+    assert helps["predict"] == helps["recommend"] == helps["pareto"]
+    assert helps["pareto"]["--mode"][1] == "agg"
+
+
 def test_adaptive_help_shows_trace_brackets_and_sla_spelling():
     text = _help("adaptive")
     assert "alpha[@batch]xITER" in text and "--max-tpot-ms" in text and "--slo-tpot-ms" in text

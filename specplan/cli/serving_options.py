@@ -1,0 +1,23 @@
+"""The serving-workload options of predict, recommend and pareto, defined once (typer Annotated types): one
+spelling and one help text in every command. `specplan.serving.workload.workload_from_options` reads them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+Engine = Annotated[Optional[str], typer.Option(
+    "--engine", help="Serving engine: trtllm | vllm | sglang | ideal | YAML (with --isl/--osl).")]
+Mode = Annotated[str, typer.Option(
+    "--mode", help="agg (in-flight batching) | disagg (prefill / decode pools; recommend and pareto search the "
+                   "pools unless --pools).")]
+Isl = Annotated[Optional[int], typer.Option(
+    "--isl", help="Prompt tokens per request: the serving model (recommend --target-tps: the load; pareto: the "
+                  "serving frontier over concurrency).")]
+Osl = Annotated[Optional[int], typer.Option("--osl", help="Output tokens per request (with --isl).")]
+Concurrency = Annotated[Optional[float], typer.Option(
+    "--concurrency", help="Requests in flight, closed loop (recommend and pareto: searched when not given).")]
+RequestRate = Annotated[Optional[float], typer.Option("--request-rate", help="Requests per second (open loop).")]
+Pools = Annotated[Optional[str], typer.Option(
+    "--pools", help="Disaggregated pools xPyD, e.g. 1P1D, 2P3D (recommend and pareto: searched when not given).")]
