@@ -8,15 +8,16 @@ Run single-threaded: `OMP_NUM_THREADS=1 python scripts/bench_sweep.py` (the scri
 on Linux, the CPU affinity to one core). Reports wall seconds, process CPU seconds (time.process_time: the
 figure to quote on a loaded machine), points per wall and per CPU second, and peak RSS (ru_maxrss).
 
-`--pareto` times the whole `specplan pareto` command instead (a subprocess: imports, sweep, frontier, the CSV +
-Parquet tables and the five plots as PNG; with --no-plots; with --formats png,svg) on PARETO_ARGS (181,584
-points), next to its sweep + frontier alone in a fresh process, in wall and process CPU seconds (CPU time is
+`--pareto` times the whole `specplan pareto` command instead (a subprocess: imports, sweep, frontier, the
+default outputs — grid Parquet, frontier and best-at-interactivity CSV, the frontier figure as PNG —; with
+--no-plots; and with everything: --figures all --grid-csv --formats png,svg) on PARETO_ARGS (181,584 points), next to its sweep + frontier alone in a fresh process, in wall and process CPU seconds (CPU time is
 the stable figure on a shared machine); `--repeat N` keeps the fastest of N interleaved runs of each.
 """
 
 from __future__ import annotations
 
 import os
+import re
 
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
@@ -90,21 +91,26 @@ def bench_pareto(repeat: int = 1) -> dict:
     runs = {"sweep_frontier": [sys.executable, "-c", SWEEP_ONLY],
             "startup_imports": [sys.executable, "-c", STARTUP_IMPORTS],
             "startup_imports_no_mpl": [sys.executable, "-c", STARTUP_NO_MPL],
-            "pareto_tables_only": ["--no-plots"], "pareto": [], "pareto_png_svg": ["--formats", "png,svg"]}
+            "pareto_tables_only": ["--no-plots"], "pareto": [],
+            "pareto_everything": ["--figures", "all", "--grid-csv", "--formats", "png,svg"]}
     best: dict[str, tuple[float, float]] = {}
     out: dict = {"repeat": repeat}
     for _ in range(repeat):
         for name, extra in runs.items():
             with tempfile.TemporaryDirectory() as tmp:
                 is_pareto = name.startswith("pareto")
-                cmd = [sys.executable, "-m", "specplan", "pareto", *PARETO_ARGS, *extra, "-o", tmp] if is_pareto \
-                    else extra
+                cmd = [sys.executable, "-m", "specplan", "pareto", *PARETO_ARGS, *extra, "--timings", "-o", tmp] \
+                    if is_pareto else extra
                 wall, cpu, text = _child(cmd)
                 if name == "sweep_frontier":  # its own timing, imports excluded
                     rec = json.loads(text)
                     wall, cpu, out["points"] = rec["wall_s"], rec["cpu_s"], rec["points"]
                 if is_pareto:
                     out[f"{name}_files"] = sorted(p.name for p in os.scandir(tmp) if not p.name.endswith(".md"))
+                    line = next(x for x in text.splitlines() if x.startswith("timings"))
+                    if name not in best or cpu < best[name][1]:  # the in-process phases of the fastest run
+                        out[f"{name}_timings"] = line
+                        out[f"{name}_in_process_ratio"] = float(re.search(r"= ([\d.]+)x", line).group(1))
             b = best.get(name)
             best[name] = (min(wall, b[0]), min(cpu, b[1])) if b else (wall, cpu)
     n = out["points"]
@@ -118,7 +124,7 @@ def bench_pareto(repeat: int = 1) -> dict:
     # excluded).
     sweep_cpu = best["sweep_frontier"][1]
     for name, start in (("pareto_tables_only", "startup_imports_no_mpl"), ("pareto", "startup_imports"),
-                        ("pareto_png_svg", "startup_imports")):
+                        ("pareto_everything", "startup_imports")):
         work = best[name][1] - best[start][1]
         out[f"{name}_work_cpu_s"] = round(work, 2)
         out[f"{name}_work_over_sweep_frontier"] = round(work / sweep_cpu, 2)

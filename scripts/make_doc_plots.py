@@ -20,7 +20,8 @@ def main() -> None:
                         "-H", "b200", "-H", "h200-sxm", "--batch-max", "256", "--max-draft-len", "12",
                         "--mechanisms", "mtp,dflash,ngram", "--acceptance", "mtp=0.8",
                         "--acceptance", "dflash=0.75", "--acceptance", "ngram=0.4", "--tp", "2,4,8",
-                        "--context", "8k,32k", "--formats", "png,svg", "--no-progress", "-o", str(tmp / "pareto")],
+                        "--context", "8k,32k", "--formats", "png,svg", "--figures", "all", "--no-progress",
+                        "-o", str(tmp / "pareto")],
                        check=True)
         for p in sorted((tmp / "pareto").glob("*.*")):
             if p.suffix in (".png", ".svg"):

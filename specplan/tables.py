@@ -53,16 +53,18 @@ def csv_bytes(df, digits: int = 6) -> bytes:
     return head.encode() + buf.getvalue()
 
 
-def write_table(df, stem, parquet: bool = True) -> list:
-    """Write `stem.csv` (6 significant digits, `csv_bytes`) and optionally `stem.parquet` (snappy), each atomically."""
+def write_table(df, stem, parquet: bool = True, csv: bool = True) -> list:
+    """Write `stem.csv` (6 significant digits, `csv_bytes`) and/or `stem.parquet` (snappy), each atomically."""
     import io
     from pathlib import Path
 
     from specplan.io import atomic_write_bytes
 
     stem = Path(stem)
-    atomic_write_bytes(stem.with_suffix(".csv"), csv_bytes(df))
-    out = [stem.with_suffix(".csv")]
+    out = []
+    if csv:
+        atomic_write_bytes(stem.with_suffix(".csv"), csv_bytes(df))
+        out.append(stem.with_suffix(".csv"))
     if parquet:
         import pyarrow as pa
         import pyarrow.parquet as pq

@@ -18,6 +18,11 @@ from specplan.sweep import MAX_DRAFT_LEN
 
 DEFAULT_CONTEXT = 1024  # tokens in the KV cache when pareto gets no --context (stated in its output)
 FIGURE_FORMATS = ("png", "svg")  # what --formats takes; png alone by default (svg about doubles the figure time)
+# what --figures takes (file stems): the frontier by default; the four explanatory figures on request, since
+# each costs a fixed ~0.2-0.5 CPU s of matplotlib whatever the grid size (README speed table)
+FIGURES = {"frontier": "frontier", "heatmap": "speedup_heatmap", "tiles": "attention_tiles",
+           "acceptance": "acceptance", "breakdown": "breakdown"}
+DEFAULT_FIGURES = ("frontier",)
 _ACCEPTANCE_FORM = "MECH=VALUE (rate 0.8, AL@D 3.2@4, p1,p2,.. or a profile)"
 
 
@@ -33,30 +38,56 @@ def figure_formats(value: str | None) -> tuple[str, ...]:
     return fmts
 
 
-def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, plots: bool = True,
-                 per: str = "gpu", acceptance_label: str = "", formats=("png",)) -> list[Path]:
-    """Grid CSV+Parquet, frontier CSV, best-at-interactivity CSV, columns doc and the five plots (each in
-    every one of `formats`).
+def figure_names(value: str | None, no_plots: bool = False) -> tuple[str, ...]:
+    """--figures 'frontier,heatmap' (or 'all', 'none') as a tuple of FIGURES keys; default the frontier."""
+    from specplan.errors import SpecplanError
+
+    if value is None:
+        return () if no_plots else DEFAULT_FIGURES
+    names = [x.lower() for x in comma_list(value)]
+    names = list(FIGURES) if names == ["all"] else [] if names == ["none"] else names
+    bad = [x for x in names if x not in FIGURES]
+    if bad or not comma_list(value):
+        raise SpecplanError(f"--figures: {', '.join(bad) or repr(value)} is not a figure; use all, none or a comma "
+                            f"list of {', '.join(FIGURES)}")
+    return () if no_plots else tuple(x for x in FIGURES if x in names)
+
+
+def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, figures=DEFAULT_FIGURES,
+                 per: str = "gpu", acceptance_label: str = "", formats=("png",), grid_csv: bool = False,
+                 timings: dict | None = None) -> list[Path]:
+    """Grid Parquet (and CSV with grid_csv), frontier CSV, best-at-interactivity CSV, columns doc and the
+    figures named in `figures` (FIGURES keys; each in every one of `formats`).
 
     model: the target's profile (or id); hardware: {id: profile} of the swept devices, so profiles loaded
     from YAML paths are never looked up again by id. The heat map and the breakdown show the device, TP,
     context and batch of the best frontier point (`plots.best_setup`); their titles say so, or that nothing
-    fits."""
+    fits. timings: filled with the CPU seconds of the tables and of the figures."""
+    import time
+
     from specplan.frontier import best_at, interactivity_levels
     from specplan.io import atomic_write_text
     from specplan.profiles.registry import load_hardware, load_model
     from specplan.sweep import columns_doc
     from specplan.tables import write_table
 
-    written = write_table(df, outdir / "grid", parquet=True)
+    t0 = time.process_time()
+    written = write_table(df, outdir / "grid", parquet=True, csv=grid_csv)
     written += write_table(front, outdir / "frontier", parquet=False)
     written += write_table(best_at(front, interactivity_levels(front), per=per), outdir / "best_at_interactivity",
                            parquet=False)
     atomic_write_text(outdir / "columns.md", columns_doc() + "\n")
     written.append(outdir / "columns.md")
-    if not plots:
+    t1 = time.process_time()
+    if timings is not None:
+        timings.update(tables_s=t1 - t0, figures_s=0.0, import_s=0.0)
+    if not figures:
         return written
     from specplan import plots as P
+
+    if timings is not None:  # importing matplotlib is start-up, not drawing
+        timings["import_s"] = time.process_time() - t1
+        t1 = time.process_time()
 
     m = load_model(model)
     hws = dict(hardware or {})
@@ -70,7 +101,29 @@ def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, p
     devs = ", ".join(str(h) for h in df["hardware"].unique())
     title = (f"{m.id} on {devs}, context {ctxs} tokens\nthroughput vs interactivity"  # 2 lines: no clipping
              + (f"\nacceptance: {acceptance_label}" if acceptance_label else ""))
-    written += P.save_figure(P.plot_frontier(df, per=per, title=title), outdir / "frontier", formats=formats)
+    if "frontier" in figures:
+        written += P.save_figure(P.plot_frontier(df, per=per, title=title), outdir / "frontier", formats=formats)
+    if "heatmap" in figures:
+        written += _heatmap(P, df, best, hw_id, tp, ctx, where, outdir, formats)
+    if "tiles" in figures:
+        written += P.save_figure(P.plot_attention_tiles(hw, head_dim=m.head_dim,
+                                                        kv_heads=max(1, m.heads_per_device(tp)[1])),
+                                 outdir / "attention_tiles", formats=formats)
+    if "acceptance" in figures:
+        written += P.save_figure(P.plot_acceptance(df), outdir / "acceptance", formats=formats)
+    if "breakdown" in figures:
+        ds = sorted(int(x) for x in df["draft_len"].unique())  # every D of the grid, bars at their true D
+        br = P.plot_breakdown(m, hw, tp, batch=batch, context_len=ctx, draft_lens=ds, layout=best.get("layout"))
+        ax = br.axes[0]
+        ax.set_title(f"{ax.get_title()}\n({where})")
+        written += P.save_figure(br, outdir / "breakdown", formats=formats)
+    if timings is not None:
+        timings["figures_s"] = time.process_time() - t1
+    return written
+
+
+def _heatmap(P, df, best, hw_id, tp, ctx, where, outdir, formats) -> list[Path]:
+    """The speedup heat map of the best frontier point's device, TP, context (and layout)."""
     sub = df[(df["hardware"] == hw_id) & (df["tp"] == tp) & (df["context_len"] == ctx)]
     lay = best.get("layout")
     if lay is not None and "layout" in sub:  # several layouts may share a TP (tp8, tp8ep8): keep the best one's
@@ -78,17 +131,7 @@ def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, p
     heat = P.plot_speedup_heatmap(sub, hardware=hw_id, mechanism=best["mechanism"], tp=tp, context_len=ctx)
     ax = heat.axes[0]
     ax.set_title(f"{ax.get_title()}\n({where})")
-    written += P.save_figure(heat, outdir / "speedup_heatmap", formats=formats)
-    written += P.save_figure(P.plot_attention_tiles(hw, head_dim=m.head_dim,
-                                                    kv_heads=max(1, m.heads_per_device(tp)[1])),
-                             outdir / "attention_tiles", formats=formats)
-    written += P.save_figure(P.plot_acceptance(df), outdir / "acceptance", formats=formats)
-    ds = sorted(int(x) for x in df["draft_len"].unique())  # every D of the grid, bars at their true D
-    br = P.plot_breakdown(m, hw, tp, batch=batch, context_len=ctx, draft_lens=ds, layout=lay)
-    ax = br.axes[0]
-    ax.set_title(f"{ax.get_title()}\n({where})")
-    written += P.save_figure(br, outdir / "breakdown", formats=formats)
-    return written
+    return P.save_figure(heat, outdir / "speedup_heatmap", formats=formats)
 
 
 def acceptance_label(df, model_id: str, given: dict) -> str:
@@ -122,7 +165,12 @@ def pareto(
     kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype."),
     per: str = typer.Option("gpu", "--per", help="Rank throughput per target GPU (gpu) or per device, draft "
                             "devices included (device): use device when drafts run on other hardware."),
-    no_plots: bool = typer.Option(False, "--no-plots", help="Skip the figures."),
+    no_plots: bool = typer.Option(False, "--no-plots", help="No figures (as --figures none)."),
+    figures: Optional[str] = typer.Option(None, "--figures", help="Figures to draw: all, none, or a comma list of "
+                                          "frontier, heatmap, tiles, acceptance, breakdown (default frontier)."),
+    grid_csv: bool = typer.Option(False, "--grid-csv", help="Also write the grid as CSV (grid.parquet always)."),
+    timings: bool = typer.Option(False, "--timings", help="Print the CPU seconds of sweep, frontier, tables and "
+                                 "figures."),
     formats: Optional[str] = typer.Option(None, "--formats", help="Figure formats, comma list of png, svg "
                                           "(default png; png,svg also writes SVGs, about twice the figure time)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on a terminal."),
@@ -155,11 +203,19 @@ def pareto(
     check_output_dir(outdir)  # a bad -o is an error before the sweep
     throughput_column(per)  # a bad --per is an error before the sweep
     fmts = figure_formats(formats)  # and a bad --formats
+    figs = figure_names(figures, no_plots)  # and bad --figures
     m = load_model(model)  # resolved once: a YAML path is never looked up again by its id
     hws = [load_hardware(h) for h in hardware]
     mechs = comma_list(mechanisms) or None
     contexts = int_list(context, "--context") or [DEFAULT_CONTEXT]
     acc = mech_values(acceptance, _ACCEPTANCE_FORM)
+    import time
+
+    t_imp = time.process_time()
+    import pandas  # noqa: F401  (the sweep and the tables need them: imported here, counted as start-up)
+    import pyarrow.parquet  # noqa: F401
+
+    t0 = time.process_time()
     df = sweep(m, hws, batch_max=batch_max, batch_points=batch_points, max_draft_len=max_draft_len,
                mechanisms=mechs, acceptance=acc, tp=int_list(tp, "--tp"), layouts=comma_list(layouts) or None,
                contexts=contexts, draft_model=draft_model,
@@ -173,9 +229,19 @@ def pareto(
                               f"{', '.join(left)}, which need --acceptance MECH=VALUE or a draft model)"))
     print(f"draft length D: 0 ... {int(df['draft_len'].max())} (--max-draft-len, default {MAX_DRAFT_LEN}; a "
           f"shipped acceptance profile may cap it)")
+    t1 = time.process_time()
     front = frontier(df, per=per)
-    written = write_pareto(df, front, Path(outdir), m, {h.id: h for h in hws}, plots=not no_plots, per=per,
-                           acceptance_label=acceptance_label(df, m.id, acc), formats=fmts)
+    t2 = time.process_time()
+    cost: dict = {}
+    written = write_pareto(df, front, Path(outdir), m, {h.id: h for h in hws}, figures=figs, per=per,
+                           acceptance_label=acceptance_label(df, m.id, acc), formats=fmts, grid_csv=grid_csv,
+                           timings=cost)
+    if timings:
+        work = time.process_time() - t0 - cost["import_s"]
+        print(f"timings (CPU s): sweep {t1 - t0:.2f}, frontier {t2 - t1:.2f}, tables {cost['tables_s']:.2f}, "
+              f"figures {cost['figures_s']:.2f} (imports, not counted: pandas and pyarrow {t0 - t_imp:.2f}, "
+              f"matplotlib {cost['import_s']:.2f}); the command's work {work:.2f} = "
+              f"{work / max(t2 - t0, 1e-9):.2f}x sweep + frontier")
     n_fit = int(df["fits"].sum())
     print(f"{len(df):,} grid points ({n_fit:,} fit in memory), {len(front):,} frontier rows")
     for p in written:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import matplotlib
 import numpy as np
 
-from specplan.plots.canvas import _figure, plain_log_axes
+from specplan.plots.canvas import _figure, log_minor_marks, plain_log_axes
 from specplan.plots.labels import place_labels
 
 def frontier_label(r) -> str:
@@ -70,6 +70,8 @@ def plot_frontier(df, title: str | None = None, max_labels: int = 8, label_hardw
                    for j in _label_candidates(s, col, 3 * max_labels)] for h, s, c in labelled if not s.empty]
     for k in range(max(map(len, per_device), default=0)):  # devices take turns so each gets its labels
         items += [p[k] for p in per_device if k < len(p)]
+    if any(not x.empty for _, x, _ in labelled):
+        log_minor_marks(ax)  # limits are final: cheap minor ticks (labels placed against these limits)
     place_labels(fig, ax, items, avoid=[leg], per_group=max_labels)
     return fig
 

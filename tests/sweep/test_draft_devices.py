@@ -101,14 +101,15 @@ def test_pareto_titles_name_the_plotted_point(tmp_path, monkeypatch):
     monkeypatch.setattr(P, "save_figure", spy)
     df = sweep("llama-3.1-8b", "h100-sxm", batch_max=48, max_draft_len=4, mechanisms=["eagle3"],
                acceptance={"eagle3": 0.7}, tp=[1, 2], contexts=[1024], progress=False)
-    sweep_cmd.write_pareto(df, frontier(df), tmp_path, "llama-3.1-8b")
+    sweep_cmd.write_pareto(df, frontier(df), tmp_path, "llama-3.1-8b", figures=tuple(sweep_cmd.FIGURES))
     t = dict(titles)
     assert "best frontier point" in t["speedup_heatmap"] and "best frontier point" in t["breakdown"]
     spec = frontier(df)
     r = spec[spec["set"] == "speculation"].sort_values("tok_s_gpu").iloc[-1]
     assert f"B = {int(r['batch'])}," in t["breakdown"] and f"TP {int(r['tp'])}" in t["breakdown"]
     titles.clear()
-    sweep_cmd.write_pareto(df.assign(fits=False), frontier(df.assign(fits=False)), tmp_path, "llama-3.1-8b")
+    sweep_cmd.write_pareto(df.assign(fits=False), frontier(df.assign(fits=False)), tmp_path, "llama-3.1-8b",
+                           figures=("breakdown",))
     assert "DOES NOT FIT" in dict(titles)["breakdown"]
 
 

@@ -19,7 +19,7 @@ ARGS = ["pareto", "--model", "llama-3.1-8b", "-H", "h100-sxm", "-H", "b200", "--
 def test_pareto_writes_everything_identically(tmp_path):
     r = CliRunner()
     for d in ("a", "b"):
-        res = r.invoke(app, [*ARGS, "--formats", "png,svg", "-o", str(tmp_path / d)])
+        res = r.invoke(app, [*ARGS, "--formats", "png,svg", "--figures", "all", "--grid-csv", "-o", str(tmp_path / d)])
         assert res.exit_code == 0, res.output
     names = sorted(p.name for p in (tmp_path / "a").iterdir())
     for stem in ("frontier", "speedup_heatmap", "attention_tiles", "acceptance", "breakdown"):
@@ -27,7 +27,7 @@ def test_pareto_writes_everything_identically(tmp_path):
     for f in ("grid.csv", "grid.parquet", "frontier.csv", "best_at_interactivity.csv", "columns.md"):
         assert f in names
     for n in names:
-        if n.endswith((".csv", ".svg", ".md")):
+        if n.endswith((".csv", ".svg", ".md", ".parquet")):
             assert (tmp_path / "a" / n).read_bytes() == (tmp_path / "b" / n).read_bytes(), n
     import pandas as pd
 
@@ -88,18 +88,28 @@ def test_light_commands_do_not_import_heavy_modules(argv, allowed):
     assert _imported(argv) & (set(HEAVY) - set(allowed)) == set()
 
 
-def test_pareto_figures_are_png_unless_formats_asks(tmp_path):
+def test_pareto_draws_the_frontier_as_png_unless_figures_and_formats_ask(tmp_path):
+    """Default: the frontier figure as PNG and the grid as Parquet only; --figures and --formats add the rest."""
     r = CliRunner()
     res = r.invoke(app, [*ARGS, "-o", str(tmp_path / "png")])
     assert res.exit_code == 0, res.output
-    figs = sorted(p.name for p in (tmp_path / "png").iterdir() if p.suffix in (".png", ".svg"))
+    out = {p.name for p in (tmp_path / "png").iterdir()}
+    assert {n for n in out if n.endswith((".png", ".svg"))} == {"frontier.png"}
+    assert "grid.parquet" in out and "grid.csv" not in out and "frontier.csv" in out
+    res = r.invoke(app, [*ARGS, "--figures", "all", "-o", str(tmp_path / "all")])
+    assert res.exit_code == 0, res.output
+    figs = sorted(p.name for p in (tmp_path / "all").iterdir() if p.suffix in (".png", ".svg"))
     assert figs == sorted(f"{s}.png" for s in ("frontier", "speedup_heatmap", "attention_tiles", "acceptance",
                                                 "breakdown"))
-    res = r.invoke(app, [*ARGS, "--formats", "svg", "-o", str(tmp_path / "svg")])
+    res = r.invoke(app, [*ARGS, "--figures", "breakdown,heatmap", "--formats", "svg", "-o", str(tmp_path / "svg")])
     assert res.exit_code == 0, res.output
-    assert {p.suffix for p in (tmp_path / "svg").iterdir() if p.suffix in (".png", ".svg")} == {".svg"}
+    assert sorted(p.name for p in (tmp_path / "svg").iterdir() if p.suffix in (".png", ".svg")) == [
+        "breakdown.svg", "speedup_heatmap.svg"]
     assert _pareto_error(tmp_path / "bad", "--formats", "png,jpg") == ("error: --formats: jpg is not a figure "
                                                                        "format; use a comma list of png, svg")
+    assert _pareto_error(tmp_path / "bad2", "--figures", "frontier,pie") == (
+        "error: --figures: pie is not a figure; use all, none or a comma list of frontier, heatmap, tiles, "
+        "acceptance, breakdown")
 
 
 def _pareto_error(tmp_path, *extra):
@@ -108,7 +118,7 @@ def _pareto_error(tmp_path, *extra):
                          capture_output=True, text=True)
     assert res.returncode == 2, res.stderr
     assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
-    assert not (tmp_path / "grid.csv").exists()
+    assert not (tmp_path / "grid.csv").exists() and not (tmp_path / "grid.parquet").exists()
     return res.stderr.strip()
 
 

@@ -39,7 +39,8 @@ def custom_profiles(tmp_path_factory):
 def test_pareto_with_yaml_paths_writes_tables_and_all_plots(custom_profiles, tmp_path):
     m, h = custom_profiles
     p = run("pareto", "-m", m, "-H", h, "-H", "b200", "--batch-max", "16", "--max-draft-len", "3", "--tp", "1",
-            "--mechanisms", "eagle3", "--acceptance", "eagle3=0.8", "--no-progress", "-o", tmp_path / "o")
+            "--mechanisms", "eagle3", "--acceptance", "eagle3=0.8", "--no-progress", "--figures", "all",
+            "--grid-csv", "-o", tmp_path / "o")
     assert p.returncode == 0, p.stderr
     for stem in ("frontier", "speedup_heatmap", "attention_tiles", "acceptance", "breakdown"):
         assert (tmp_path / "o" / f"{stem}.png").is_file(), stem
