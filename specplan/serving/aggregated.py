@@ -12,7 +12,7 @@ M = decode tokens + chunk, causal prefill attention, KV writes; engine: eager la
 
 with T_iter(B) the decode (or speculative) iteration at mean context ISL + OSL/2 plus the engine's host time
 and launch cost. TTFT = queueing + prefill service: half an iteration to the next step boundary, an M/D/1
-wait on the prefill token budget (utilization u = X·ISL·τ / (budget − decode tokens)), and, with the engine's
+wait on the prefill (busy fraction u = X·(t_iter/k + ΔP) with k prompts per step: prefill_utilization), and, with the engine's
 `admission: next_departure`, the wait for a request slot to free (1/X: the slot of a finishing request frees
 only after its successor arrived, as in the TRT-LLM benchmark runs where max batch = concurrency), and in a
 closed loop the prompts of the `prefill_cohort` fraction of the other C - 1 requests that arrive bunched with
@@ -150,10 +150,22 @@ def gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft=
 
 
 def _queue_wait_s(tau, u, service_s):
-    """Half an iteration to the next step boundary plus an M/D/1 wait at budget utilization u (inf at u >= 1)."""
+    """Half an iteration to the next step boundary plus an M/D/1 wait at prefill busy fraction u (inf at u >= 1)."""
     u = np.asarray(u, dtype=float)
     mdl = np.where(u < 1.0, u / (2.0 * np.maximum(1.0 - u, 1e-12)) * service_s, np.inf)
     return tau / 2.0 + mdl
+
+
+def prefill_utilization(eng, wl: Workload, decode_tokens, x, t_it, d_p):
+    """Fraction of time the engine's prefill is busy: X · (t_it / k + ΔP), k prompts per step.
+
+    A prompt is served by the step(s) that carry its chunks: ΔP, what it adds to them, plus its share 1/k of their
+    base time t_it, where k is the number of prompts one step's leftover budget (max_num_batched_tokens - decode
+    tokens) holds: budget / ISL with chunked prefill (k < 1: a prompt spans 1/k steps), else whole prompts,
+    max(1, floor(budget / ISL)) of them (a 5000-token prompt under an 8192 budget is alone in its step)."""
+    avail = np.maximum(eng.max_num_batched_tokens - np.asarray(decode_tokens, dtype=float), 1.0)
+    k = avail / wl.isl if eng.chunked_prefill else np.maximum(np.floor(avail / wl.isl), 1.0)
+    return x * (t_it / k + d_p)
 
 
 def state(tab: GpuTables, eng, wl: Workload, b, admission: str = "immediate"):
@@ -166,8 +178,7 @@ def state(tab: GpuTables, eng, wl: Workload, b, admission: str = "immediate"):
     n_d = np.maximum((wl.osl - 1.0) / tab.al, 1e-9)
     tau = t_it + b * d_p / n_d  # B / N_d prompts enter per iteration
     x = b / (n_d * tau)
-    avail = np.maximum(eng.max_num_batched_tokens - b * tab.q, 1.0)
-    u = x * wl.isl * tau / avail
+    u = prefill_utilization(eng, wl, b * tab.q, x, t_it, d_p)
     service = n_chunks * np.maximum(tau, t_it + d_p / n_chunks)  # the iterations that carry its chunks
     ttft = _queue_wait_s(tau, u, service) + service
     if eng.ttft_includes_first_decode:

@@ -38,7 +38,8 @@ def test_hand_solved_aggregated_tpot_and_ttft():
     # llama-3.2-1b on H100, ideal engine, ISL 512, OSL 65, C = 4 (closed loop). The documented equations,
     # solved here independently (brentq on B): T(B) decode step at context 512 + 32 (OSL/2 rounded down); dP(B) = mixed step
     # with one 512-token chunk minus the decode step; N_d = 64 iterations per request;
-    # tau = T + B dP / N_d; X = B / (N_d tau); u = X * 512 * tau / (8192 - B); service = max(tau, T + dP);
+    # tau = T + B dP / N_d; X = B / (N_d tau); prefill busy fraction u = X * (T / k + dP) with k = (8192 - B) / 512
+    # prompts per step (chunked prefill); service = max(tau, T + dP);
     # TTFT = tau/2 + u / (2 (1 - u)) * service + service; C = B + X * TTFT.
     # Step costs are priced at whole batches 1..4 and interpolated linearly in log batch (docs/serving.md).
     m, hw = load_model("llama-3.2-1b"), load_hardware("h100-sxm")
@@ -54,7 +55,7 @@ def test_hand_solved_aggregated_tpot_and_ttft():
         dp = float(np.interp(np.log(max(b, 1.0)), np.log(whole), dp_w))
         tau = t + b * dp / n_d
         x = b / (n_d * tau)
-        u = x * 512 * tau / (8192 - b)
+        u = x * (t * 512 / (8192 - b) + dp)
         service = max(tau, t + dp)
         return tau, x, tau / 2 + u / (2 * (1 - u)) * service + service
 
@@ -179,3 +180,42 @@ def test_recommend_serving_maximizes_throughput_under_the_sla():
     # one more concurrency step past the best breaks the SLA (throughput grows with concurrency here)
     grid = [x for x in r["ranked"] if x["feasible"]]
     assert best["tokens_per_s_per_gpu"] == max(x["tokens_per_s_per_gpu"] for x in grid)
+
+
+def test_prefill_utilization_hand_computed():
+    from specplan.profiles.registry import load_engine
+    from specplan.serving.aggregated import prefill_utilization
+
+    trt = load_engine("trtllm")  # no chunked prefill, 8192-token budget
+    assert not trt.chunked_prefill and trt.max_num_batched_tokens == 8192
+    # ISL 5000 with 192 decode tokens: floor(8000 / 5000) = 1 prompt per step, so u = X (T + dP)
+    # = 1.5 * (0.025 + 0.39) = 0.6225
+    u = prefill_utilization(trt, Workload(5000, 500, concurrency=50), 192.0, 1.5, 0.025, 0.39)
+    assert float(u) == pytest.approx(0.6225)
+    # ISL 1000: floor(8000 / 1000) = 8 prompts share a step: u = 1.5 * (0.025 / 8 + 0.39)
+    u = prefill_utilization(trt, Workload(1000, 500, concurrency=50), 192.0, 1.5, 0.025, 0.39)
+    assert float(u) == pytest.approx(1.5 * (0.025 / 8 + 0.39))
+    # chunked (vllm): ISL 16000 over 8000 free tokens = half a prompt per step, its chunks take two steps
+    vl = load_engine("vllm")
+    assert vl.chunked_prefill and vl.max_num_batched_tokens == 8192
+    u = prefill_utilization(vl, Workload(16000, 500, concurrency=50), 192.0, 0.1, 0.02, 0.5)
+    assert float(u) == pytest.approx(0.1 * (0.02 * 2 + 0.5))
+
+
+def test_bunched_start_only_for_aiconfigurator_rows():
+    from specplan.serving.validation import bunched_start, load_rows
+
+    d = load_rows()
+    assert not d.loc[d["framework"].str.startswith("NIM"), "bunched"].any()
+    assert d.loc[d["source"].str.contains("aiconfigurator"), "bunched"].all()
+    assert bunched_start("https://github.com/ai-dynamo/aiconfigurator/blob/x/silicon_sample.csv")
+
+
+def test_nim_group_ignores_prefill_cohort():
+    from specplan.serving.validation import groups, load_rows
+
+    d = load_rows()
+    (g,) = groups(d[d["framework"].str.startswith("NIM")])
+    a = g.predict(g.engine.model_copy(update={"prefill_cohort": 0.5}))["ttft_s"]
+    b = g.predict(g.engine.model_copy(update={"prefill_cohort": 0.0}))["ttft_s"]
+    np.testing.assert_allclose(a, b, rtol=1e-12)
