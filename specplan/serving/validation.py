@@ -146,6 +146,20 @@ def fit(gs: list[Group], start=None) -> dict:
     return {**dict(zip(FITTED, (float(v) for v in host))), "prefill_cohort": fit_cohort(gs, host)}
 
 
+def fit_consistent(gs: list[Group], passes: int = 2) -> dict:
+    """fit(), with the TPOT fit redone at the fitted prefill_cohort until the cohort moves by < 0.002 (at most
+    `passes` more times): the TPOT fit holds the groups' cohort (closed-loop B depends on TTFT), so without this
+    the result leans on the cohort the YAML happened to hold. Leaves the groups' engines at the fitted cohort."""
+    p = fit(gs)
+    for _ in range(passes):
+        if abs(p["prefill_cohort"] - gs[0].engine.prefill_cohort) < 0.002:
+            break
+        for g in gs:
+            g.engine = g.engine.model_copy(update={"prefill_cohort": p["prefill_cohort"]})
+        p = fit(gs, start=[p[k] for k in FITTED])
+    return p
+
+
 def fitted_engine(engine, params: dict):
     """The engine profile with fitted numbers in place."""
     return engine.model_copy(update={k: float(v) for k, v in params.items()})
@@ -181,7 +195,9 @@ def calibrate(rows=None, progress=None) -> dict:
         fw = g.rows["framework"].iloc[0]
         if not fw.startswith("NIM"):  # NIM rows are scored with the TensorRT-LLM fit, never fitted on
             fams.setdefault(g.engine.id, []).append(g)
-    full = {e: fit(sub) for e, sub in fams.items()}
+    full = {e: fit_consistent(sub) for e, sub in fams.items()}
+    for g in gs:  # the folds' TPOT fits (and NIM's groups) hold the all-row cohort
+        g.engine = g.engine.model_copy(update={"prefill_cohort": full[g.engine.id]["prefill_cohort"]})
     held = {}
     for e, sub in fams.items():
         for i, g in enumerate(sub):
