@@ -230,7 +230,8 @@ def pareto(
     print(f"draft length D: 0 ... {int(df['draft_len'].max())} (--max-draft-len, default {MAX_DRAFT_LEN}; a "
           f"shipped acceptance profile may cap it)")
     t1 = time.process_time()
-    front = frontier(df, per=per)
+    by = ["hardware", "context_len"] + (["layout"] if len(comma_list(layouts)) > 1 else [])
+    front = frontier(df, per=per, by=by)
     t2 = time.process_time()
     cost: dict = {}
     written = write_pareto(df, front, Path(outdir), m, {h.id: h for h in hws}, figures=figs, per=per,
@@ -243,7 +244,9 @@ def pareto(
               f"matplotlib {cost['import_s']:.2f}); the command's work {work:.2f} = "
               f"{work / max(t2 - t0, 1e-9):.2f}x sweep + frontier")
     n_fit = int(df["fits"].sum())
-    print(f"{len(df):,} grid points ({n_fit:,} fit in memory), {len(front):,} frontier rows")
+    n_scopes = int(front["scope"].nunique()) - 1 if len(front) else 0
+    print(f"{len(df):,} grid points ({n_fit:,} fit in memory), {len(front):,} frontier rows: the overall frontier "
+          f"and one per ({', '.join(by)}) ({n_scopes}), told apart by frontier.csv's scope column")
     for p in written:
         print(f"wrote {p}")
 
