@@ -12,7 +12,7 @@ import typer
 
 from specplan.cli.app import app
 from specplan.cli.serving_options import Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate
-from specplan.cli.parsing import comma_list, int_list, mech_values
+from specplan.cli.parsing import comma_list, fold_ids, int_list, mech_values
 from specplan.sweep import MAX_DRAFT_LEN
 
 
@@ -152,7 +152,8 @@ def pareto(
     batch_max: Optional[int] = typer.Option(None, "--batch-max", help="Largest batch (default: largest that fits)."),
     batch_points: int = typer.Option(128, "--batch-points", help="Batch values when batch-max is larger."),
     max_draft_len: int = typer.Option(MAX_DRAFT_LEN, "--max-draft-len", help="D from 0 to this (every command's default)."),
-    mechanisms: Optional[List[str]] = typer.Option(None, "--mechanisms", "--mechanism", help="Comma list or repeat (default: all that apply)."),
+    mechanisms: Optional[List[str]] = typer.Option(None, "--mechanisms", "--mechanism", callback=fold_ids,
+                                                   help="Comma list or repeat (default: all that apply)."),
     acceptance: Optional[List[str]] = typer.Option(None, "--acceptance", help="MECH=VALUE: rate 0.8, AL@D 3.2@4, "
                                                    "per-position 0.9,0.8 or a profile id; repeat."),
     tp: Optional[List[str]] = typer.Option(None, "--tp", help="TP degrees, comma list (default 1,2,4,8 where heads divide)."),
