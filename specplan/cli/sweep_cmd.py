@@ -55,7 +55,7 @@ def figure_names(value: str | None, no_plots: bool = False) -> tuple[str, ...]:
 
 def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, figures=DEFAULT_FIGURES,
                  per: str = "gpu", acceptance_label: str = "", formats=("png",), grid_csv: bool = False,
-                 timings: dict | None = None) -> list[Path]:
+                 timings: dict | None = None, acceptance: dict | None = None) -> list[Path]:
     """Grid Parquet (and CSV with grid_csv), frontier CSV, best-at-interactivity CSV, columns doc and the
     figures named in `figures` (FIGURES keys; each in every one of `formats`).
 
@@ -110,7 +110,7 @@ def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, f
                                                         kv_heads=max(1, m.heads_per_device(tp)[1])),
                                  outdir / "attention_tiles", formats=formats)
     if "acceptance" in figures:
-        written += P.save_figure(P.plot_acceptance(df), outdir / "acceptance", formats=formats)
+        written += P.save_figure(P.plot_acceptance(df, acceptance=acceptance), outdir / "acceptance", formats=formats)
     if "breakdown" in figures:
         ds = sorted(int(x) for x in df["draft_len"].unique())  # every D of the grid, bars at their true D
         br = P.plot_breakdown(m, hw, tp, batch=batch, context_len=ctx, draft_lens=ds, layout=best.get("layout"))
@@ -132,6 +132,38 @@ def _heatmap(P, df, best, hw_id, tp, ctx, where, outdir, formats) -> list[Path]:
     ax = heat.axes[0]
     ax.set_title(f"{ax.get_title()}\n({where})")
     return P.save_figure(heat, outdir / "speedup_heatmap", formats=formats)
+
+
+def acceptance_words(value: str) -> str:
+    """A user's --acceptance value in words: 'α = 0.8', 'AL 3.2 at D = 4', 'α per position 0.9, 0.8' or
+    'profile ID'."""
+    v = str(value).strip()
+    if "@" in v:
+        al, at = v.split("@", 1)
+        return f"AL {al} at D = {at}"
+    if "," in v:
+        return "α per position " + ", ".join(x.strip() for x in v.split(",") if x.strip())
+    try:
+        return f"α = {float(v):g}"
+    except ValueError:
+        return f"profile {v}"
+
+
+def acceptance_legend(df, model_id: str, given: dict) -> dict[str, str]:
+    """{mechanism: its acceptance in words} for the acceptance figure: the user's value, else the shipped profile
+    with its first-position α1 = AL(1) - 1 read off the grid."""
+    from specplan.speculation.acceptance import find_profile
+
+    out = {}
+    for mech in [str(x) for x in df["mechanism"].unique() if str(x) != "none"]:
+        if mech in given:
+            out[mech] = acceptance_words(given[mech])
+            continue
+        one = df.loc[(df["mechanism"] == mech) & (df["draft_len"] == 1), "acceptance_length"]
+        a1 = f"α1 = {float(one.mean()) - 1:.2f}" if len(one) else ""
+        src = find_profile(mech, model_id)
+        out[mech] = ", ".join(x for x in (f"profile {src}" if src else "mechanism default", a1) if x)
+    return out
 
 
 def acceptance_label(df, model_id: str, given: dict) -> str:
@@ -237,7 +269,7 @@ def pareto(
     cost: dict = {}
     written = write_pareto(df, front, Path(outdir), m, {h.id: h for h in hws}, figures=figs, per=per,
                            acceptance_label=acceptance_label(df, m.id, acc), formats=fmts, grid_csv=grid_csv,
-                           timings=cost)
+                           timings=cost, acceptance=acceptance_legend(df, m.id, acc))
     if timings:
         work = time.process_time() - t0 - cost["import_s"]
         print(f"timings (CPU s): sweep {t1 - t0:.2f}, frontier {t2 - t1:.2f}, tables {cost['tables_s']:.2f}, "
