@@ -209,27 +209,39 @@ def pareto(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on a terminal."),
     outdir: Path = typer.Option(..., "--out", "-o", help="Output folder."),
     engine: Engine = None,
-    mode: Mode = "agg",
+    mode: Mode = None,
     isl: Isl = None,
     osl: Osl = None,
     concurrency: Concurrency = None,
     request_rate: RequestRate = None,
     pools: Pools = None,
+    max_ttft_ms: Optional[float] = typer.Option(None, "--max-ttft-ms", help="Serving SLA (with --isl/--osl): "
+                                                "time to first token (ms)."),
+    max_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", help="Serving SLA (with --isl/--osl): "
+                                                "time per output token (ms)."),
 ) -> None:
     """Sweep batch x D x mechanism x TP x context x device; write grid, frontier and plots. With --isl/--osl:
-    the serving grid (mechanism x D x concurrency [x pools]) and its frontier as CSV (first device and TP)."""
+    the serving grid (device x TP x mode x mechanism x D x concurrency [x pools]; agg and disagg unless --mode),
+    its frontier and the serving frontier figure."""
+    from specplan.core.errors import SpecplanError
     from specplan.planning.frontier import frontier, throughput_column
     from specplan.profiles.registry import load_hardware, load_model
     from specplan.serving.workload import workload_from_options
     from specplan.speculation.speedup import mechanism_names
     from specplan.planning.sweep import sweep
 
-    wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools, require_load=False)
+    wl = workload_from_options(isl, osl, concurrency, request_rate, mode or ("disagg" if pools else "agg"), pools, require_load=False)
     if wl is not None:
-        _serving_pareto(model, hardware[0], wl, (int_list(tp, "--tp") or [1])[0], engine, comma_list(mechanisms) or None,
-                        mech_values(acceptance, _ACCEPTANCE_FORM), max_draft_len, concurrency is None and
-                        request_rate is None, Path(outdir), dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model))
+        modes = [mode] if mode else ["disagg"] if pools else ["agg", "disagg"]
+        _serving_pareto(model, hardware, wl, int_list(tp, "--tp") or [1], modes, engine,
+                        comma_list(mechanisms) or None, mech_values(acceptance, _ACCEPTANCE_FORM), max_draft_len,
+                        concurrency is None and request_rate is None, Path(outdir),
+                        dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model, max_ttft_ms=max_ttft_ms,
+                             max_tpot_ms=max_tpot_ms), figure_names(figures, no_plots), figure_formats(formats))
         return
+    for name, v in (("--max-ttft-ms", max_ttft_ms), ("--max-tpot-ms", max_tpot_ms)):
+        if v is not None:
+            raise SpecplanError(f"{name}: a serving SLA, needs --isl and --osl")
 
     from specplan.core.io import check_output_dir
 
@@ -307,20 +319,57 @@ def study(
     print(f"wrote {Path(outdir) / 'summary.md'} and {len(summary['plots'])} plot files")
 
 
-def _serving_pareto(model, hardware, wl, tp, engine, mechs, acc, max_draft_len, search, outdir: Path, kw) -> None:
-    """pareto --isl/--osl: serving_grid.csv and serving_frontier.csv (tokens/s/GPU vs tokens/s/user)."""
-    from specplan.planning.frontier import frontier_mask
-    from specplan.core.io import atomic_write_text
-    from specplan.planning.recommend_serving import serving_grid
+def _serving_pareto(model, hardware: list, wl, tps: list[int], modes: list[str], engine, mechs, acc, max_draft_len,
+                    search, outdir: Path, kw, figures=("frontier",), formats=("png",)) -> None:
+    """pareto --isl/--osl: serving_grid.csv (every device, TP and mode), serving_frontier.csv (set and scope
+    columns: overall and per (device, mode)) and the serving frontier figure (tokens/s/GPU vs tokens/s/user)."""
+    import dataclasses
 
-    df = serving_grid(model, hardware, wl, tp=tp, engine=engine, mechanisms=mechs, acceptance=acc,
-                      max_draft_len=max_draft_len, search_concurrency=search,
-                      **{k: v for k, v in kw.items() if v is not None})
-    ok = df[df["meets_sla"]]
-    front = ok[frontier_mask(ok["tokens_per_s_per_user"].to_numpy(), ok["tokens_per_s_per_gpu"].to_numpy())]
-    front = front.sort_values("tokens_per_s_per_user")
+    import pandas as pd
+
+    from specplan.core.io import atomic_write_text, check_output_dir
+    from specplan.planning.frontier import serving_frontier
+    from specplan.planning.recommend_serving import serving_grid
+    from specplan.profiles.registry import load_hardware, load_model
+
+    check_output_dir(outdir)
+    m = load_model(model)
+    hws = list({h.id: h for h in (load_hardware(x) for x in hardware)}.values())
+    parts = []
+    for hw in hws:
+        for tp in tps:
+            for mode in modes:
+                w = dataclasses.replace(wl, mode=mode, pools=wl.pools if mode == "disagg" else None)
+                g = serving_grid(m, hw, w, tp=tp, engine=engine, mechanisms=mechs, acceptance=acc,
+                                 max_draft_len=max_draft_len, search_concurrency=search,
+                                 **{k: v for k, v in kw.items() if v is not None})
+                g.insert(0, "mode", mode)
+                g.insert(0, "tp", tp)
+                g.insert(0, "hardware", hw.id)
+                parts.append(g)
+    df = pd.concat(parts, ignore_index=True)
+    front = serving_frontier(df)
     outdir.mkdir(parents=True, exist_ok=True)
+    written = []
     for name, t in (("serving_grid.csv", df), ("serving_frontier.csv", front)):
         atomic_write_text(outdir / name, t.to_csv(index=False))
-        print(f"wrote {outdir / name}")
-    print(f"{len(df):,} serving configurations, {len(front):,} on the frontier")
+        written.append(outdir / name)
+    if "frontier" in figures:
+        from specplan import plots as P
+        from specplan.plots.serving_frontier import plot_serving_frontier
+
+        title = (f"{m.id} serving on {', '.join(h.id for h in hws)}: ISL {wl.isl:,}, OSL {wl.osl:,}, "
+                 f"TP {', '.join(map(str, tps))}")
+        fig = plot_serving_frontier(front, title=title, max_tpot_ms=kw.get("max_tpot_ms"),
+                                    max_ttft_ms=kw.get("max_ttft_ms"))
+        written += P.save_figure(fig, outdir / "serving_frontier", formats=formats)
+    left = [f for f in figures if f != "frontier"]
+    if left:
+        print(f"figures: {', '.join(left)} are drawn for the batch grid only (without --isl/--osl); the serving "
+              f"grid draws serving_frontier")
+    n_ok = int(df["meets_sla"].sum())
+    print(f"{len(df):,} serving configurations ({n_ok:,} meet the SLA) over {len(hws)} device(s) x TP "
+          f"{', '.join(map(str, tps))} x {', '.join(modes)}; {len(front):,} frontier rows: the overall frontier and "
+          f"one per (device, mode), told apart by serving_frontier.csv's scope column")
+    for p in written:
+        print(f"wrote {p}")

@@ -15,7 +15,7 @@ enter a frontier. `best_at` reads the best configuration at given interactivity 
 
 A `scope` column (second) says over which grid points each frontier was taken: `overall` (the whole grid), and
 with `by=["hardware", "context_len"]` (what `specplan pareto` writes) one scope per (device, context), spelled
-`hardware=h100-sxm,context_len=4096`: context is a property of the workload, not a knob to pick, so a frontier
+`hardware=h100-sxm context_len=4096`: context is a property of the workload, not a knob to pick, so a frontier
 over several contexts alone would drop every context but the shortest.
 """
 
@@ -134,8 +134,8 @@ OVERALL = "overall"  # the scope of the frontier over the whole grid
 
 
 def scope_label(keys: dict) -> str:
-    """'hardware=h100-sxm,context_len=4096' of one group of a frontier `by` (the `scope` column)."""
-    return ",".join(f"{k}={v}" for k, v in keys.items())
+    """'hardware=h100-sxm context_len=4096' of one group of a frontier `by` (the `scope` column)."""
+    return " ".join(f"{k}={v}" for k, v in keys.items())
 
 
 def frontier(df, sets: list[str] | None = None, per: str = "gpu", by: list[str] | None = None):
@@ -217,3 +217,40 @@ def interactivity_levels(front, n: int = 12, set_name: str = "overall") -> np.nd
     raw = np.geomspace(max(lo, 1e-6), hi, n)
     mag = 10.0 ** np.floor(np.log10(raw))
     return np.unique(np.floor(raw / mag * 2) / 2 * mag)
+
+
+SERVING_BY = ("hardware", "mode")  # the serving frontier's scopes besides the overall one
+
+
+def serving_frontier(grid, by=SERVING_BY):
+    """Frontier of a serving grid (tokens_per_s_per_gpu against tokens_per_s_per_user, rows meeting the SLA
+    only): sets baseline (D = 0), speculation (D >= 1) and overall, for the whole grid (scope `overall`) and
+    for each group of `by` (scope `hardware=b200 mode=agg`). Rows ordered by scope, set, increasing
+    tokens_per_s_per_user; `set` and `scope` columns first."""
+    import pandas as pd
+
+    ok = grid[grid["meets_sla"].to_numpy(dtype=bool)].reset_index(drop=True)
+    u = ok["tokens_per_s_per_user"].to_numpy(dtype=float)
+    g = ok["tokens_per_s_per_gpu"].to_numpy(dtype=float)
+    d = ok["draft_len"].to_numpy()
+    groups = [(OVERALL, np.arange(len(ok)))]
+    cols = [c for c in by if c in ok.columns]
+    if cols and len(ok):
+        for key, idx in ok.groupby(cols, sort=True).indices.items():
+            key = key if isinstance(key, tuple) else (key,)
+            groups.append((scope_label(dict(zip(cols, key))), np.sort(idx)))
+    parts = []
+    for scope, rows in groups:
+        for name, sel in (("baseline", rows[d[rows] == 0]), ("speculation", rows[d[rows] >= 1]), ("overall", rows)):
+            if sel.size == 0:
+                continue
+            part = ok.iloc[sel[frontier_indices(u[sel], g[sel])]].reset_index(drop=True)
+            part.insert(0, "scope", scope)
+            part.insert(0, "set", name)
+            parts.append(part)
+    if not parts:
+        out = ok.iloc[0:0].copy()
+        out.insert(0, "scope", pd.Series(dtype=str))
+        out.insert(0, "set", pd.Series(dtype=str))
+        return out
+    return pd.concat(parts, ignore_index=True)

@@ -115,7 +115,7 @@ def test_frontier_by_device_and_context_keeps_every_pair(small_grid):
     front = frontier(small_grid, by=["hardware", "context_len"])
     assert list(front.columns[:2]) == ["set", "scope"]
     pairs = {(h, c) for h in ("h100-sxm", "b200") for c in (1024, 65536)}
-    want = {"overall"} | {f"hardware={h},context_len={c}" for h, c in pairs}
+    want = {"overall"} | {f"hardware={h} context_len={c}" for h, c in pairs}
     assert set(front["scope"]) == want
     # The overall scope is exactly the frontier without `by`.
     plain = frontier(small_grid)
@@ -126,7 +126,7 @@ def test_frontier_by_device_and_context_keeps_every_pair(small_grid):
     assert len({(h, c) for h, c in zip(o["hardware"], o["context_len"])}) < 4
     fit = small_grid[small_grid["fits"]]
     for h, c in pairs:
-        f = front[front["scope"] == f"hardware={h},context_len={c}"]
+        f = front[front["scope"] == f"hardware={h} context_len={c}"]
         assert set(f["hardware"]) == {h} and set(f["context_len"]) == {c}
         sub = fit[(fit["hardware"] == h) & (fit["context_len"] == c)]
         _check_set(sub, f[f["set"] == "overall"])

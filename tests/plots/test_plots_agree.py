@@ -12,62 +12,6 @@ pytest.importorskip("matplotlib")
 from specplan import plots as P  # noqa: E402
 
 
-def _data_lines(fig):
-    """Every drawn data line of a figure (not tick-mark lines, not invisible or empty ones)."""
-    out = []
-    for ax in fig.axes:
-        if not ax.get_visible() or getattr(ax, "_colorbar", None) is not None:
-            continue
-        for ln in ax.get_lines():
-            if ln.get_label() == "_tick marks" or not ln.get_visible() or len(ln.get_xdata()) == 0:
-                continue
-            out.append(ln)
-    return out
-
-
-def legend_over_line(fig) -> list[str]:
-    """Labels of data lines with a point (vertices and 20 points along each segment, in pixels) inside some
-    legend's box; [] when no legend covers a line."""
-    fig.canvas.draw()
-    r = fig.canvas.get_renderer()
-    boxes = [leg.get_window_extent(r) for ax in fig.axes if (leg := ax.get_legend()) is not None]
-    boxes += [leg.get_window_extent(r) for leg in fig.legends]
-    hits = []
-    for ln in _data_lines(fig):
-        xy = np.column_stack([np.asarray(ln.get_xdata(), float), np.asarray(ln.get_ydata(), float)])
-        xy = xy[np.isfinite(xy).all(axis=1)]
-        if xy.size == 0:
-            continue
-        px = ln.get_transform().transform(xy)
-        if len(px) > 1 and ln.get_linestyle() not in ("None", "", " "):
-            t = np.linspace(0, 1, 21)[:, None, None]
-            px = (px[:-1][None] * (1 - t) + px[1:][None] * t).reshape(-1, 2)
-        clip = ln.axes.get_window_extent(r)  # only what the axes show
-        inside = (px[:, 0] >= clip.x0) & (px[:, 0] <= clip.x1) & (px[:, 1] >= clip.y0) & (px[:, 1] <= clip.y1)
-        px = px[inside]
-        for b in boxes:
-            if np.any((px[:, 0] > b.x0) & (px[:, 0] < b.x1) & (px[:, 1] > b.y0) & (px[:, 1] < b.y1)):
-                hits.append(ln.get_label())
-    return hits
-
-
-def unlabelled_log_axes(fig) -> list[str]:
-    """'axes title: x' for each log axis with fewer than 2 tick labels within its limits."""
-    fig.canvas.draw()
-    bad = []
-    for ax in fig.axes:
-        if not ax.get_visible():
-            continue
-        for name, axis, lims in (("x", ax.xaxis, ax.get_xlim()), ("y", ax.yaxis, ax.get_ylim())):
-            if axis.get_scale() != "log":
-                continue
-            lo, hi = sorted(lims)
-            shown = [t for t in axis.get_majorticklabels() + axis.get_minorticklabels()
-                     if t.get_text() and t.get_visible() and lo * (1 - 1e-9) <= t.get_position()[name == "y"]
-                     <= hi * (1 + 1e-9)]
-            if len(shown) < 2:
-                bad.append(f"{ax.get_title()}: {name}")
-    return bad
 
 
 def _figures(small_grid):
@@ -78,7 +22,8 @@ def _figures(small_grid):
             "breakdown": P.plot_breakdown("llama-3.1-8b", "h100-sxm", 1, 8, 8192)}
 
 
-def test_every_log_axis_has_tick_labels_and_no_legend_covers_a_line(small_grid):
+def test_every_log_axis_has_tick_labels_and_no_legend_covers_a_line(small_grid, figure_checks):
+    legend_over_line, unlabelled_log_axes = figure_checks  # noqa: F841
     for name, fig in _figures(small_grid).items():
         assert unlabelled_log_axes(fig) == [], name
         assert legend_over_line(fig) == [], name
@@ -94,8 +39,9 @@ def test_attention_tiles_runtime_axis_has_several_labels():
     assert len(labels) >= 3, labels
 
 
-def test_the_checks_catch_what_they_should():
+def test_the_checks_catch_what_they_should(figure_checks):
     """A legend put over a line, and a log axis inside one decade with matplotlib's default labels, are caught."""
+    legend_over_line, unlabelled_log_axes = figure_checks  # noqa: F841
     fig, ax = P._figure(5, 4)
     ax.plot([1, 2, 3], [1, 2, 3], label="data")
     ax.legend(loc="center")
@@ -139,9 +85,10 @@ def test_acceptance_figure_names_each_mechanism_alpha(small_grid):
     assert "eagle3: α1 = AL(1) − 1 = 0.70" in texts
 
 
-def test_adaptive_tpot_panel_is_the_tables_statistic():
+def test_adaptive_tpot_panel_is_the_tables_statistic(figure_checks):
     """The per-policy TPOT markers are the table's p50 and p99; the time panel is the median of per-request
     TPOT (finish − first token) / (OSL − 1) of the requests finishing in each window, checked by hand."""
+    legend_over_line, unlabelled_log_axes = figure_checks  # noqa: F841
     from specplan.adaptive import build_workload, run_requests
     from specplan.adaptive.workload import synthetic
     from specplan.adaptive.report import series_figure, summary_markdown
@@ -174,7 +121,8 @@ def test_adaptive_tpot_panel_is_the_tables_statistic():
     assert np.isnan(window_medians(t, x, np.array([0.0, 10.0, 20.0]))[1])
 
 
-def test_study_figures_label_log_axes_and_keep_legends_off_lines():
+def test_study_figures_label_log_axes_and_keep_legends_off_lines(figure_checks):
+    legend_over_line, unlabelled_log_axes = figure_checks  # noqa: F841
     from specplan import study as S
     from specplan.plots import study_plots as SP
     from specplan.planning.frontier import frontier
