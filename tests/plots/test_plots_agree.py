@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("matplotlib")
+pytest.importorskip("matplotlib", reason="matplotlib is not installed: the figure tests need it "
+                    "(a dependency of specplan: pip install -e .)")
 
 from specplan import plots as P  # noqa: E402
 
