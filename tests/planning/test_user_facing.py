@@ -138,8 +138,10 @@ def test_serving_options_are_one_definition_in_every_command():
         opts = {o: (p.help, p.default) for p in cmd.commands[name].params for o in p.opts if o in want}
         assert set(opts) == want, name
         helps[name] = opts
-    assert helps["predict"] == helps["recommend"] == helps["pareto"]
-    assert helps["pareto"]["--mode"][1] == "agg"
+    assert helps["predict"] == helps["recommend"]
+    assert {k: v[0] for k, v in helps["pareto"].items()} == {k: v[0] for k, v in helps["predict"].items()}  # help
+    assert helps["predict"]["--mode"][1] == "agg"
+    assert helps["pareto"]["--mode"][1] is None  # pareto's serving frontier: agg and disagg unless --mode
 
 
 def test_adaptive_help_shows_trace_brackets_and_sla_spelling():
@@ -271,7 +273,9 @@ def test_frontier_labels_five_per_device_inside_and_disjoint(small_grid):
     frame = ax.get_window_extent(fig.canvas.get_renderer())
     labels = [t for t in ax.texts if (t.get_gid() or "").startswith("frontier-label:")]
     for hw in ("h100-sxm", "b200"):
-        assert sum(t.get_gid() == f"frontier-label:{hw}" for t in labels) >= 5, hw
+        assert sum((t.get_gid() or "").startswith(f"frontier-label:{hw}") for t in labels) >= 5, hw
+        for ctx in (1024, 65536):  # two contexts: each (device, context) is its own curve, with its labels
+            assert any(t.get_gid() == f"frontier-label:{hw}, context {ctx:,}" for t in labels), (hw, ctx)
     boxes = _boxes(fig, labels)
     for b in boxes:
         assert frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1
