@@ -161,22 +161,24 @@ def frontier(df, sets: list[str] | None = None, per: str = "gpu", by: list[str] 
         for key, idx in df.groupby(list(by), sort=True, observed=True).indices.items():
             key = key if isinstance(key, tuple) else (key,)
             groups.append((scope_label(dict(zip(by, key))), np.sort(idx)))
-    parts = []
+    idx_parts, set_names, scopes = [], [], []
     for scope, rows in groups:
         found = frontier_sets(fits[rows], d[rows], codes[rows], u[rows], g[rows], names)
         for name, idx in found.items():
             if (sets is not None and name not in sets) or idx.size == 0:
                 continue
-            part = df.iloc[rows[idx]].reset_index(drop=True)
-            part.insert(0, "scope", scope)
-            part.insert(0, "set", name)
-            parts.append(part)
-    if not parts:
+            idx_parts.append(rows[idx])
+            set_names.append(np.full(idx.size, name, dtype=object))
+            scopes.append(np.full(idx.size, scope, dtype=object))
+    if not idx_parts:
         out = df.iloc[0:0].copy()
         out.insert(0, "scope", pd.Series(dtype=str))
         out.insert(0, "set", pd.Series(dtype=str))
         return out
-    return pd.concat(parts, ignore_index=True)
+    out = df.iloc[np.concatenate(idx_parts)].reset_index(drop=True)  # one take for every set and scope
+    out.insert(0, "scope", np.concatenate(scopes))
+    out.insert(0, "set", np.concatenate(set_names))
+    return out
 
 
 def overall(front):
