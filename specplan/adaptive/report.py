@@ -132,7 +132,9 @@ def write_report(res: dict, out_dir, title: str = "", plot_stem=None) -> list[Pa
         atomic_write_text(p, f.getvalue())
         paths.append(p)
     if res["series"]:
-        paths += plot_series(res["series"], plot_stem or d / "adaptive_timeseries", res["policies"], title)
+        fig_title = title or (f"Adaptive speculation: {res['model']} on {res['hardware']}, {res['requests']} requests "
+                              f"({res['source']})")
+        paths += plot_series(res["series"], plot_stem or d / "adaptive_timeseries", res["policies"], fig_title)
     return paths
 
 
