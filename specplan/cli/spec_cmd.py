@@ -7,7 +7,7 @@ from typing import List, Optional
 import typer
 
 from specplan.cli.app import app
-from specplan.cli.serving_options import Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate
+from specplan.cli.serving_options import Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate, StartupCohort
 from specplan.cli.parsing import cli_layout, comma_list, context_tokens, mech_values
 from specplan.cli.output import print_json, table
 from specplan.errors import SpecplanError
@@ -43,14 +43,21 @@ def _print_serving(s: dict) -> None:
     load = f"concurrency {s['concurrency']:g}" if "concurrency" in s else f"{s['request_rate']:g} requests/s"
     pools = f" {s['pools']}" if "pools" in s else ""
     print(f"serving ({s['mode']}{pools}, engine {s['engine']}): ISL {s['isl']}, OSL {s['osl']}, {load}")
-    rows = []
+    rows, notes = [], []
+    dash = lambda v: "-" if v is None else v  # noqa: E731
     for name in ("baseline", "speculative"):
         if name in s:
             x = s[name]
-            rows.append([name, x["tpot_ms"], x["ttft_ms"], x["request_latency_ms"], x["tokens_per_s_per_user"],
-                         x["tokens_per_s_per_gpu"], x["decode_batch"], "yes" if x["fits"] else "no"])
-    print(table(rows, ["", "TPOT ms", "TTFT ms", "latency ms", "tok/s/user", "tok/s/GPU", "decode batch", "fits"]))
-    if "speedup_tpot" in s:
+            rows.append([name, dash(x["tpot_ms"]), dash(x["ttft_ms"]), dash(x.get("ttft_p90_ms")),
+                         dash(x["request_latency_ms"]), dash(x["tokens_per_s_per_user"]),
+                         dash(x["tokens_per_s_per_gpu"]), x["decode_batch"], "yes" if x["fits"] else "no"])
+            if x.get("note") and x["note"] not in notes:
+                notes.append(x["note"])
+    print(table(rows, ["", "TPOT ms", "TTFT ms", "TTFT p90 ms", "latency ms", "tok/s/user", "tok/s/GPU",
+                       "decode batch", "fits"]))
+    for n in notes:
+        print(f"note: {n}")
+    if s.get("speedup_tpot") is not None:
         print(f"serving speedup: TPOT {s['speedup_tpot']:.3f}, throughput {s['speedup_throughput']:.3f} "
               f"(same load)")
 
@@ -88,6 +95,7 @@ def predict(
     concurrency: Concurrency = None,
     request_rate: RequestRate = None,
     pools: Pools = None,
+    startup_cohort: StartupCohort = False,
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Baseline vs speculative step, AL, speedup, throughputs, memory and guideline diagnostics of one point;
@@ -99,7 +107,7 @@ def predict(
     acc = cli_acceptance(acceptance_length, acceptance_rate, acceptance_per_position, acceptance_profile, draft_len)
     if acceptance:
         acc = one_acceptance(acceptance, mechanism, draft_len, given=acc is not None)
-    wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools)
+    wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools, startup_cohort=startup_cohort)
     kw = dict(mechanism=mechanism, draft_len=draft_len, acceptance=acc, dtype=dtype, kv_dtype=kv_dtype,
               draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
               draft_kv_budget=draft_kv_budget, tree_tokens=tree_tokens, engine=_engine(engine, serving))
@@ -205,6 +213,7 @@ def recommend(
     concurrency: Concurrency = None,
     request_rate: RequestRate = None,
     pools: Pools = None,
+    startup_cohort: StartupCohort = False,
     max_ttft_ms: Optional[float] = typer.Option(None, "--max-ttft-ms", help="SLA: time to first token (ms)."),
     max_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", help="SLA: time per output token (ms)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -222,7 +231,8 @@ def recommend(
         _gpus_for_load(model, hardware, target_total, target_tps, max_gpus, isl, osl, context, mechs, acc,
                        max_draft_len, dtype, kv_dtype, json_out)
         return
-    wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools, require_load=False)
+    wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools, require_load=False,
+                               startup_cohort=startup_cohort)
     if wl is not None:
         _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, extrapolate, max_ttft_ms,
                            max_tpot_ms, concurrency is None and request_rate is None, json_out,

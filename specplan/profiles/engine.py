@@ -73,6 +73,9 @@ class EngineProfile(_Frozen):
     max_num_batched_tokens: int = Field(8192, gt=0, le=2**32)  # chunked-prefill token budget per step (decode + prefill)
     max_num_seqs: int = Field(1024, gt=0, le=MAX_BATCH)  # requests an engine step may hold
     chunked_prefill: bool = True  # long prompts split to fill the step budget; False: whole prompts per step
+    # prefill chunks ride in the decode steps (mixed batches); False: prefill batches run first, in steps of their
+    # own, while decoding waits (SGLang without --enable-mixed-chunk)
+    mixed_prefill: bool = True
     admission: Literal["immediate", "next_departure"] = "immediate"  # when a new request gets a batch slot
     prefill_tokens_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host seconds per prefill token (tokenizer-free scheduling, copy)
     spec_iteration_overhead_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host work of one speculative iteration beyond a decode
