@@ -209,13 +209,20 @@ def recommend(
     draft_kv_budget: Optional[int] = typer.Option(None, "--draft-kv-budget", help="KV tokens the draft reads."),
     serving: Optional[str] = typer.Option(None, "--serving", help=SERVING_HELP),
     engine: Engine = None,
-    mode: Mode = "agg",
+    mode: Optional[str] = typer.Option(None, "--mode", help="agg | disagg (pools searched unless --pools); with "
+                                       "--gpus also auto (both; the default there)."),
     concurrency: Concurrency = None,
     request_rate: RequestRate = None,
     pools: Pools = None,
     startup_cohort: StartupCohort = False,
     max_ttft_ms: Optional[float] = typer.Option(None, "--max-ttft-ms", help="SLA: time to first token (ms)."),
     max_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", help="SLA: time per output token (ms)."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPU budget (with --isl/--osl): search TP, replicas, "
+                                       "agg/disagg pools, mechanism, D and concurrency (a load: --target-tps)."),
+    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="Largest TP (default: the "
+                                                "hardware's scale-up domain)."),
+    dtypes: Optional[str] = typer.Option(None, "--dtypes", help="Comma list of dtypes --gpus searches (e.g. "
+                                         "fp8,bf16; default --dtype)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Best (mechanism, D) with runners-up, and the guideline that bound the choice; with --isl/--osl (and no
@@ -231,6 +238,18 @@ def recommend(
         _gpus_for_load(model, hardware, target_total, target_tps, max_gpus, isl, osl, context, mechs, acc,
                        max_draft_len, dtype, kv_dtype, json_out)
         return
+    if gpus is not None:
+        if isl is None or osl is None:
+            raise SpecplanError("recommend --gpus: give --isl and --osl (the serving workload to deploy)")
+        if tp != 1 or pools is not None or concurrency is not None or request_rate is not None:
+            raise SpecplanError("recommend --gpus: searches TP, pools and concurrency itself; drop --tp / --pools / "
+                                "--concurrency / --request-rate")
+        _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, dtype, mode, eng, mechs, acc,
+                           max_draft_len, extrapolate, max_ttft_ms, max_tpot_ms, json_out,
+                           dict(kv_dtype=kv_dtype, draft_model=draft_model))
+        return
+    if mode == "auto":
+        raise SpecplanError("mode (--mode): auto needs --gpus (the deployment search); use agg or disagg")
     wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools, require_load=False,
                                startup_cohort=startup_cohort)
     if wl is not None:
@@ -371,6 +390,54 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
           "the request rate (target / OSL) at the roofline prefill time; TTFT not targeted (docs/parallel.md)")
 
 
+def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, dtype, mode, eng, mechs, acc,
+                       max_draft_len, extrapolate, max_ttft_ms, max_tpot_ms, json_out, kw) -> None:
+    """recommend --gpus: the best deployment of each mode and layout, why the others lost; exit 1 if none."""
+    from specplan.recommend_serving import search_deployment
+
+    if mode not in (None, "auto", "agg", "disagg"):
+        raise SpecplanError(f"mode (--mode): must be auto, agg or disagg, got '{mode}'")
+    modes = ("agg", "disagg") if mode in (None, "auto") else (mode,)
+    dl = comma_list([dtypes]) if dtypes else None
+    if dl and dtype:
+        raise SpecplanError("recommend --gpus: give --dtype or --dtypes, not both")
+    r = search_deployment(model, hardware, isl, osl, gpus=gpus, gpus_per_node=gpus_per_node, dtypes=dl or [dtype],
+                          modes=modes, engine=eng, mechanisms=mechs, acceptance=acc, max_draft_len=max_draft_len,
+                          extrapolate=extrapolate, max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms,
+                          **{k: v for k, v in kw.items() if v is not None})
+    if json_out:
+        print_json(r)
+        if r["best"] is None:
+            raise typer.Exit(1)
+        return
+    sla = ", ".join(x for x in (f"TTFT <= {max_ttft_ms:g} ms" if max_ttft_ms else "",
+                                f"TPOT <= {max_tpot_ms:g} ms" if max_tpot_ms else "") if x) or "no SLA"
+    print(f"{r['model']} on up to {gpus} x {r['hardware']} (TP up to {r['gpus_per_node']}), engine {r['engine']}, "
+          f"ISL {isl}, OSL {osl}; {sla}")
+    rows = []
+    for x in r["layouts"]:
+        b = x["best"] or {}
+        rows.append([x["mode"], x["dtype"], x.get("layout", f"TP {x['tp']}"), x.get("gpus_used", "-"),
+                     f"{b['mechanism']} D = {b['draft_len']}" if b else "-", x.get("total_concurrency", "-"),
+                     b.get("tpot_ms", "-"), b.get("ttft_ms", "-"), b.get("tokens_per_s_per_gpu", "-"), x["verdict"]])
+    print(table(rows, ["mode", "dtype", "layout", "GPUs", "mechanism", "concurrency", "TPOT ms", "TTFT ms",
+                       "tok/s/GPU", "verdict"]))
+    notes = sorted({n for x in r["layouts"] for n in x.get("notes", [])})
+    for n in notes:
+        print(f"note: {n}")
+    print(f"assumptions: {r['assumptions']}")
+    if r["best"] is None:
+        print("infeasible: no layout meets the SLA (each layout's line says why)")
+        raise typer.Exit(1)
+    for m_, x in r["best_by_mode"].items():
+        b = x["best"]
+        print(f"best {m_}: {x['layout']} ({x['dtype']}), {b['mechanism']} D = {b['draft_len']}, concurrency "
+              f"{x['total_concurrency']:g} in all: {b['tokens_per_s_per_gpu']:.1f} tok/s/GPU on {x['gpus_used']} GPUs, "
+              f"TPOT {b['tpot_ms']:.2f} ms, TTFT {b['ttft_ms']:.1f} ms")
+    x = r["best"]
+    print(f"answer: {x['mode']} {x['layout']} ({x['dtype']})")
+
+
 def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, extrapolate, max_ttft_ms, max_tpot_ms,
                        search, json_out, kw) -> None:
     """recommend --isl/--osl: print the ranked serving configurations; exit 1 (explained) when none meets the SLA."""
@@ -389,10 +456,11 @@ def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
                                 f"TPOT <= {max_tpot_ms:g} ms" if max_tpot_ms else "") if x) or "no SLA"
     print(f"{r['model']} on {hardware} (tp {tp}), engine {r['engine']}, {r['mode']}, ISL {r['isl']}, OSL {r['osl']}; {sla}")
     rows = [[x["mechanism"], x["draft_len"], x["concurrency"], x["pools"] or "-", x["acceptance_length"], x["tpot_ms"],
-             x["ttft_ms"], x["tokens_per_s_per_user"], x["tokens_per_s_per_gpu"], "yes" if x["feasible"] else "no"]
-            for x in r["ranked"]]
+             x["ttft_ms"], x["tokens_per_s_per_user"], x["tokens_per_s_per_gpu"],
+             "-" if x.get("speedup_vs_none") is None else f"{x['speedup_vs_none']:.3f}",
+             "yes" if x["feasible"] else "no"] for x in r["ranked"]]
     print(table(rows, ["mechanism", "D", "concurrency", "pools", "AL", "TPOT ms", "TTFT ms", "tok/s/user",
-                       "tok/s/GPU", "meets SLA"]))
+                       "tok/s/GPU", "x none", "meets SLA"]))
     for n in r["notes"]:
         print(f"note: {n}")
     if r["best"] is None:
@@ -401,4 +469,6 @@ def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
     b = r["best"]
     print(f"best: {b['mechanism']} D = {b['draft_len']} at concurrency {b['concurrency']:g}"
           f"{' ' + b['pools'] if b['pools'] else ''}: {b['tokens_per_s_per_gpu']:.1f} tok/s/GPU, "
-          f"TPOT {b['tpot_ms']:.2f} ms, TTFT {b['ttft_ms']:.1f} ms")
+          f"TPOT {b['tpot_ms']:.2f} ms, TTFT {b['ttft_ms']:.1f} ms"
+          + (f" ({b['speedup_vs_none']:.2f}x the best without speculation)" if b.get("speedup_vs_none") and
+             b["mechanism"] != "none" else ""))

@@ -67,11 +67,19 @@ def _decode_tables(at_whole, b_top, shape):
 def disaggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechanism="none", draft_len=0,
                   acceptance=None, dtype=None, kv_dtype=None, draft_model=None, **spec_kw) -> dict:
     """Steady-state xPyD serving (arrays over draft_len / concurrency): TPOT, TTFT, latency, tokens/s."""
+    return disaggregated_pools(model, hardware, workload, [workload.pools or (1, 1)], tp=tp, engine=engine,
+                               mechanism=mechanism, draft_len=draft_len, acceptance=acceptance, dtype=dtype,
+                               kv_dtype=kv_dtype, draft_model=draft_model, **spec_kw)[0]
+
+
+def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, engine=None, mechanism="none",
+                        draft_len=0, acceptance=None, dtype=None, kv_dtype=None, draft_model=None,
+                        **spec_kw) -> list[dict]:
+    """`disaggregated` for each (x, y) of `pools`, the decode and prefill pricing shared (one list entry each)."""
     m = load_model(model)
     hw = load_hardware(hardware)
     eng = load_engine(engine)
     workload.check(m)
-    x_pools, y_pools = workload.pools or (1, 1)
     prec = resolve_precision(m, hw, dtype, kv_dtype)
     d = np.asarray(draft_len, dtype=float)
     conc = None if workload.concurrency is None else np.asarray(workload.concurrency, dtype=float)
@@ -82,8 +90,6 @@ def disaggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mec
     draft = None if dpm is None or np.all(d == 0) else (dpm, resolve_precision(dpm, hw, dtype, kv_dtype))
     s_p = prefill_instance_s(m, hw, tp, workload.isl, eng, prec, draft)
     kernels = step_kernels(m, hw, tp)
-    devices = float((x_pools + y_pools) * tp)
-    kv_s = kv_transfer_s(m, hw, tp, workload.isl, prec, int(devices))
     mem_one = memory_usage(m, hw, tp, 1, workload.isl + workload.osl, prec)
     cap = running_cap(eng, workload, mem_one.max_batch)  # decode batch per instance: engine cap, KV cache
 
@@ -93,90 +99,94 @@ def disaggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mec
         k = kernels * (1.0 + np.asarray(r["rho_d"]))
         return eng.step_s(r["iter_s"], b, k, decode_graphed(eng, b)), r
 
-    b_top = float(np.max(conc)) / y_pools if conc is not None else float(cap)
+    b_top = float(np.max(conc)) / min(y for _, y in pools) if conc is not None else float(cap)
     b_top = min(max(b_top, 1.0), float(cap))
     grid, t_grid, r_grid = _decode_tables(at_whole, b_top, d.shape)
     al = np.asarray(r_grid["acceptance_length"])[0]
-    lg = np.log(grid)
+    def one(x_pools, y_pools):
+        devices = float((x_pools + y_pools) * tp)
+        kv_s = kv_transfer_s(m, hw, tp, workload.isl, prec, int(devices))
 
-    def iteration(b):
-        """Iteration seconds at decode batch b (priced at max(b, 1)), linear between whole batches."""
-        bb = np.clip(np.maximum(np.asarray(b, dtype=float), 1.0), grid[0], grid[-1])
-        i = np.clip(np.searchsorted(grid, bb) - 1, 0, len(grid) - 2)
-        w = (bb - grid[i]) / (grid[i + 1] - grid[i])
-        idx = np.indices(bb.shape)
-        lo, hi = t_grid[(i, *idx)], t_grid[(i + 1, *idx)]
-        return lo + w * (hi - lo)
+        def iteration(b):
+            """Iteration seconds at decode batch b (priced at max(b, 1)), linear between whole batches."""
+            bb = np.clip(np.maximum(np.asarray(b, dtype=float), 1.0), grid[0], grid[-1])
+            i = np.clip(np.searchsorted(grid, bb) - 1, 0, len(grid) - 2)
+            w = (bb - grid[i]) / (grid[i + 1] - grid[i])
+            idx = np.indices(bb.shape)
+            lo, hi = t_grid[(i, *idx)], t_grid[(i + 1, *idx)]
+            return lo + w * (hi - lo)
 
-    n_d = np.maximum((workload.osl - 1.0) / al, 1e-9) if workload.osl > 1 else np.zeros(np.shape(al))
-    capacity = x_pools / s_p  # requests/s the prefill pool can feed
-    others = None if conc is None else np.maximum(conc - 1.0, 0.0) * np.ones(d.shape)
+        n_d = np.maximum((workload.osl - 1.0) / al, 1e-9) if workload.osl > 1 else np.zeros(np.shape(al))
+        capacity = x_pools / s_p  # requests/s the prefill pool can feed
+        others = None if conc is None else np.maximum(conc - 1.0, 0.0) * np.ones(d.shape)
 
-    def flows(b):
-        tau = iteration(b)
-        if workload.osl == 1:
-            return tau, np.zeros(d.shape)
-        return tau, y_pools * np.asarray(b, dtype=float) / (n_d * tau)
+        def flows(b):
+            tau = iteration(b)
+            if workload.osl == 1:
+                return tau, np.zeros(d.shape)
+            return tau, y_pools * np.asarray(b, dtype=float) / (n_d * tau)
 
-    def ttft_of(x):
-        rho = x * s_p / x_pools
-        wait = np.where(rho < 1.0, rho / (2.0 * np.maximum(1.0 - rho, 1e-12)) * s_p, np.inf)
-        if others is not None:
-            wait = np.where(rho < 1.0, np.minimum(wait, others * s_p / x_pools), np.inf)
-        return s_p + wait + kv_s, wait, rho
+        def ttft_of(x):
+            rho = x * s_p / x_pools
+            wait = np.where(rho < 1.0, rho / (2.0 * np.maximum(1.0 - rho, 1e-12)) * s_p, np.inf)
+            if others is not None:
+                wait = np.where(rho < 1.0, np.minimum(wait, others * s_p / x_pools), np.inf)
+            return s_p + wait + kv_s, wait, rho
 
-    if workload.osl == 1:  # no decode: the loop is the prefill pool alone, C = X·TTFT
-        if conc is not None:
+        if workload.osl == 1:  # no decode: the loop is the prefill pool alone, C = X·TTFT
+            if conc is not None:
+                c = conc * np.ones(d.shape)
+                lo, hi = np.zeros(d.shape), capacity * np.ones(d.shape)
+                for _ in range(BISECTION_STEPS):
+                    mid = (lo + hi) / 2.0
+                    over = mid * np.nan_to_num(ttft_of(mid)[0], posinf=1e30) > c
+                    hi, lo = np.where(over, mid, hi), np.where(over, lo, mid)
+                x = lo
+            else:
+                x = np.full(d.shape, float(workload.request_rate))
+            b = np.zeros(d.shape)
+            tau = np.full(d.shape, np.nan)
+        elif conc is not None:
             c = conc * np.ones(d.shape)
-            lo, hi = np.zeros(d.shape), capacity * np.ones(d.shape)
-            for _ in range(BISECTION_STEPS):
+            lo, hi = np.zeros(d.shape), np.minimum(c / y_pools, cap)
+            for _ in range(BISECTION_STEPS):  # C = y·B + X·TTFT, increasing in B
                 mid = (lo + hi) / 2.0
-                over = mid * np.nan_to_num(ttft_of(mid)[0], posinf=1e30) > c
+                _, xm = flows(mid)
+                over = y_pools * mid + xm * np.nan_to_num(ttft_of(xm)[0], posinf=1e30) > c
                 hi, lo = np.where(over, mid, hi), np.where(over, lo, mid)
-            x = lo
+            b = lo
+            tau, x = flows(b)
         else:
-            x = np.full(d.shape, float(workload.request_rate))
-        b = np.zeros(d.shape)
-        tau = np.full(d.shape, np.nan)
-    elif conc is not None:
-        c = conc * np.ones(d.shape)
-        lo, hi = np.zeros(d.shape), np.minimum(c / y_pools, cap)
-        for _ in range(BISECTION_STEPS):  # C = y·B + X·TTFT, increasing in B
-            mid = (lo + hi) / 2.0
-            _, xm = flows(mid)
-            over = y_pools * mid + xm * np.nan_to_num(ttft_of(xm)[0], posinf=1e30) > c
-            hi, lo = np.where(over, mid, hi), np.where(over, lo, mid)
-        b = lo
-        tau, x = flows(b)
-    else:
-        lam = float(workload.request_rate)
-        b = np.zeros(d.shape)
-        for _ in range(BISECTION_STEPS):  # B = λ · N_d · τ(B) / y, increasing, iterated from below
-            b = np.minimum(lam * n_d * iteration(b) / y_pools, 2.0 * cap)
-        tau = iteration(b)
-        x = np.full(d.shape, lam)
-    ttft, wait, rho = ttft_of(x)
-    adm = np.zeros(d.shape)
-    if conc is not None:  # requests the loop cannot place (prefill saturated, running cap) wait for admission
-        gap = np.maximum(c - y_pools * b - x * ttft, 0.0)
-        adm = np.where(np.isfinite(ttft) & (gap > 1e-9 * c), gap / np.maximum(x, 1e-300), 0.0)
-        ttft = np.where(np.isfinite(ttft), ttft + adm, c / np.maximum(x, 1e-300))
-        stable = np.ones(d.shape, dtype=bool)
-        load = c
-    else:
-        stable = np.isfinite(ttft) & (b <= cap)
-        load = y_pools * b + x * np.where(np.isfinite(ttft), ttft, 0.0)
-    decode_cap = y_pools * cap / (n_d * iteration(cap)) if workload.osl > 1 else np.full(d.shape, np.inf)
-    tpot = tau / al
-    lat = ttft + (0.0 if workload.osl == 1 else (workload.osl - 1.0) * tpot)
-    p90 = np.where(np.isfinite(ttft), ttft_p90_s(ttft, np.where(np.isfinite(wait), wait, 0.0), rho), np.inf)
-    return {
-        "tpot_s": tpot, "ttft_s": ttft, "ttft_p90_s": p90, "request_latency_s": lat,
-        "tokens_per_s_per_user": 1.0 / tpot, "tokens_per_s_per_gpu": x * workload.osl / devices,
-        "decode_batch": b, "iteration_s": tau, "acceptance_length": al, "requests_per_s": x,
-        "concurrency": load, "prefill_s": s_p, "prefill_utilization": rho, "kv_transfer_s": kv_s,
-        "pools": (x_pools, y_pools), "devices": devices, "admission_wait_s": adm,
-        "fits": np.asarray(mem_one.max_batch >= 1) & np.ones(d.shape, dtype=bool), "stable": stable,
-        "prefill_bound": (rho >= 0.95) | (x >= capacity * (1 - 1e-3)), "saturation_requests_per_s": np.minimum(capacity, decode_cap),
-        "running_cap": cap,
-    }
+            lam = float(workload.request_rate)
+            b = np.zeros(d.shape)
+            for _ in range(BISECTION_STEPS):  # B = λ · N_d · τ(B) / y, increasing, iterated from below
+                b = np.minimum(lam * n_d * iteration(b) / y_pools, 2.0 * cap)
+            tau = iteration(b)
+            x = np.full(d.shape, lam)
+        ttft, wait, rho = ttft_of(x)
+        adm = np.zeros(d.shape)
+        if conc is not None:  # requests the loop cannot place (prefill saturated, running cap) wait for admission
+            gap = np.maximum(c - y_pools * b - x * ttft, 0.0)
+            adm = np.where(np.isfinite(ttft) & (gap > 1e-9 * c), gap / np.maximum(x, 1e-300), 0.0)
+            ttft = np.where(np.isfinite(ttft), ttft + adm, c / np.maximum(x, 1e-300))
+            stable = np.ones(d.shape, dtype=bool)
+            load = c
+        else:
+            stable = np.isfinite(ttft) & (b <= cap)
+            load = y_pools * b + x * np.where(np.isfinite(ttft), ttft, 0.0)
+        decode_cap = y_pools * cap / (n_d * iteration(cap)) if workload.osl > 1 else np.full(d.shape, np.inf)
+        tpot = tau / al
+        lat = ttft + (0.0 if workload.osl == 1 else (workload.osl - 1.0) * tpot)
+        p90 = np.where(np.isfinite(ttft), ttft_p90_s(ttft, np.where(np.isfinite(wait), wait, 0.0), rho), np.inf)
+        return {
+            "tpot_s": tpot, "ttft_s": ttft, "ttft_p90_s": p90, "request_latency_s": lat,
+            "tokens_per_s_per_user": 1.0 / tpot, "tokens_per_s_per_gpu": x * workload.osl / devices,
+            "decode_batch": b, "iteration_s": tau, "acceptance_length": al, "requests_per_s": x,
+            "concurrency": load, "prefill_s": s_p, "prefill_utilization": rho, "kv_transfer_s": kv_s,
+            "pools": (x_pools, y_pools), "devices": devices, "admission_wait_s": adm,
+            "fits": np.asarray(mem_one.max_batch >= 1) & np.ones(d.shape, dtype=bool), "stable": stable,
+            "prefill_bound": (rho >= 0.95) | (x >= capacity * (1 - 1e-3)), "saturation_requests_per_s": np.minimum(capacity, decode_cap),
+            "running_cap": cap,
+        }
+
+    return [one(int(x), int(y)) for x, y in pools]
