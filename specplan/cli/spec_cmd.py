@@ -48,12 +48,13 @@ def _print_serving(s: dict) -> None:
     for name in ("baseline", "speculative"):
         if name in s:
             x = s[name]
-            rows.append([name, dash(x["tpot_ms"]), dash(x["ttft_ms"]), dash(x.get("ttft_p90_ms")),
+            rows.append([name, dash(x["tpot_ms"]), dash(x["ttft_ms"]), dash(x.get("ttft_p50_ms")),
+                         dash(x.get("ttft_p90_ms")),
                          dash(x["request_latency_ms"]), dash(x["tokens_per_s_per_user"]),
                          dash(x["tokens_per_s_per_gpu"]), x["decode_batch"], "yes" if x["fits"] else "no"])
             if x.get("note") and x["note"] not in notes:
                 notes.append(x["note"])
-    print(table(rows, ["", "TPOT ms", "TTFT ms", "TTFT p90 ms", "latency ms", "tok/s/user", "tok/s/GPU",
+    print(table(rows, ["", "TPOT ms", "TTFT ms", "TTFT p50 ms", "TTFT p90 ms", "latency ms", "tok/s/user", "tok/s/GPU",
                        "decode batch", "fits"]))
     for n in notes:
         print(f"note: {n}")
@@ -236,7 +237,7 @@ def recommend(
     eng = _engine(engine, serving)
     if target_total is not None:
         _gpus_for_load(model, hardware, target_total, target_tps, max_gpus, isl, osl, context, mechs, acc,
-                       max_draft_len, dtype, kv_dtype, json_out)
+                       max_draft_len, dtype, kv_dtype, json_out, max_ttft_ms, eng)
         return
     if gpus is not None:
         if isl is None or osl is None:
@@ -342,7 +343,7 @@ def _ranked_table(rows: list[dict], unit: str, lpu: bool, why: bool = False) -> 
 
 
 def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, osl, context, mechs, acc, max_d,
-                   dtype, kv_dtype, json_out) -> None:
+                   dtype, kv_dtype, json_out, max_ttft_ms=None, engine=None) -> None:
     """recommend --target-tps: the smallest GPU count for a load (specplan.capacity.search), printed."""
     from specplan.capacity import search
 
@@ -353,7 +354,7 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
     r = search(model, hardware, target_tps=target_total, target_tps_per_user=target_user, max_gpus=max_gpus,
                isl=isl, osl=osl, context_len=None if context is None else context_tokens(context),
                mechanisms=[x for x in mechs if x != "none"], acceptance=acc, max_draft_len=max_d, dtype=dtype,
-               kv_dtype=kv_dtype)
+               kv_dtype=kv_dtype, max_ttft_ms=max_ttft_ms, engine=engine)
     if json_out:
         print_json(r)
         if r["best"] is None:
@@ -371,8 +372,16 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
     print(table(rows, ["GPUs", "prefill", "decode", "layout", "instances", "mechanism", "batch/inst",
                        "tok/s/user", "tok/s total", "meets"]))
     b = r["best"]
+    a = r.get("aggregated")
+    if a is not None:
+        print(f"aggregated (serving model): {a['gpus']} GPUs = {a['replicas']} x TP {a['tp']} replicas, "
+              f"{a['mechanism']} D = {a['draft_len']} at concurrency {a['concurrency_per_replica']:g} per replica, "
+              f"TPOT {a['tpot_ms']:.1f} ms, TTFT {a['ttft_ms']:.0f} ms, {a['tokens_per_s_per_replica']:,.0f} "
+              f"tokens/s per replica" + ("" if a["fits_budget"] else f" (over --max-gpus {r['max_gpus']})"))
+    if r.get("prefill_unreachable"):
+        print(f"note: disaggregated: {r['prefill_unreachable']}")
     if b is None:
-        print(f"infeasible: {r['infeasible']}")
+        print(f"infeasible (disaggregated): {r['infeasible']}")
         raise typer.Exit(1)
     from specplan.parallel import parse_layout
 
@@ -386,8 +395,10 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
           f"{b['tokens_per_s_per_user']:.1f} tokens/s/user (AL {b['acceptance_length']:.2f}, iteration "
           f"{b['iter_ms']:.1f} ms), {b['tps']:,.0f} tokens/s total, {b['memory_gb']:.1f} GB per GPU")
     print(f"why not fewer: {r['smaller_fails']}")
-    print("assumptions: decode instances of one layout at the mean context ISL + OSL / 2; prefill pool sized to "
-          "the request rate (target / OSL) at the roofline prefill time; TTFT not targeted (docs/parallel.md)")
+    ttft = r.get("prefill_ttft_target_ms")
+    print("assumptions: decode instances of one layout at the mean context ISL + OSL / 2; prefill pool of whole "
+          "nodes sized to the request rate (target / OSL) at the roofline prefill time with its M/D/1 wait"
+          + (f", TTFT <= {ttft:.0f} ms" if ttft else "") + " (docs/parallel.md)")
 
 
 def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, dtype, mode, eng, mechs, acc,

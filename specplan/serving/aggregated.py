@@ -283,7 +283,8 @@ def _prefill_only(tab: GpuTables, eng, wl: Workload, shape, admission):
         stable = np.isfinite(ttft)
         c = x * np.where(stable, ttft, 0.0)
     nan = np.full(shape, np.nan)
-    return {"tpot_s": nan, "ttft_s": ttft, "ttft_p90_s": ttft, "iteration_s": nan, "decode_batch": np.zeros(shape),
+    return {"tpot_s": nan, "ttft_s": ttft, "ttft_p50_s": ttft, "ttft_p90_s": ttft, "iteration_s": nan,
+            "decode_batch": np.zeros(shape),
             "requests_per_s": x, "concurrency": c, "stable": stable, "admission_wait_s": np.zeros(shape),
             "saturation_requests_per_s": cap_x * np.ones(shape)}
 
@@ -303,13 +304,19 @@ def saturation_rate(tab: GpuTables, eng, wl: Workload, admission="immediate", kv
     return best
 
 
-def ttft_p90_s(ttft_mean, wait_mean, u):
-    """p90 of TTFT from its mean: the M/D/1 wait taken as zero with probability 1 - u and exponential otherwise
-    (mean wait_mean / u), an approximation; the rest of TTFT is deterministic."""
+def ttft_quantile_s(ttft_mean, wait_mean, u, q=0.9):
+    """Quantile q of TTFT from its mean: the M/D/1 wait taken as zero with probability 1 - u and exponential
+    otherwise (mean wait_mean / u), an approximation; the rest of TTFT is deterministic."""
     u = np.clip(np.asarray(u, dtype=float), 1e-12, 1.0 - 1e-12)
     w = np.asarray(wait_mean, dtype=float)
-    q = np.where(u > 0.1, w / u * np.log(u / 0.1), 0.0)
-    return ttft_mean - w + q
+    tail = 1.0 - q
+    qw = np.where(u > tail, w / u * np.log(u / tail), 0.0)
+    return ttft_mean - w + qw
+
+
+def ttft_p90_s(ttft_mean, wait_mean, u):
+    """p90 of TTFT (ttft_quantile_s at 0.9)."""
+    return ttft_quantile_s(ttft_mean, wait_mean, u, 0.9)
 
 
 def solve(tab: GpuTables, eng, wl: Workload, admission: str = "immediate", kv_cap=None) -> dict:
@@ -360,8 +367,11 @@ def solve(tab: GpuTables, eng, wl: Workload, admission: str = "immediate", kv_ca
     service = prefill_service_s(eng, tau, t_it, d_p, n_chunks)
     others = None if wl.concurrency is None else np.maximum(np.asarray(wl.concurrency, dtype=float) - 1.0, 0.0)
     wait = _queue_wait_s(tau, u, service, u / np.maximum(x, 1e-300), others) - tau / 2.0
-    p90 = np.where(np.isfinite(ttft), ttft_p90_s(ttft, np.where(np.isfinite(wait), wait, 0.0), u), np.inf)
-    out = {"tpot_s": tau / tab.al, "ttft_s": ttft, "ttft_p90_s": p90, "iteration_s": tau, "decode_batch": b,
+    w_ok = np.where(np.isfinite(wait), wait, 0.0)
+    p90 = np.where(np.isfinite(ttft), ttft_quantile_s(ttft, w_ok, u, 0.9), np.inf)
+    p50 = np.where(np.isfinite(ttft), ttft_quantile_s(ttft, w_ok, u, 0.5), np.inf)
+    out = {"tpot_s": tau / tab.al, "ttft_s": ttft, "ttft_p50_s": p50, "ttft_p90_s": p90, "iteration_s": tau,
+           "decode_batch": b,
            "requests_per_s": x, "concurrency": c, "stable": stable, "admission_wait_s": adm}
     if wl.concurrency is None:
         out["saturation_requests_per_s"] = saturation_rate(tab, eng, wl, admission, kv_cap)

@@ -29,6 +29,7 @@ def _point(r: dict, workload: Workload | None = None) -> dict:
     ms = lambda k: None if f(k) is None else 1e3 * f(k)  # noqa: E731
     stable = bool(np.all(r["stable"]))
     out = {"tpot_ms": ms("tpot_s"), "ttft_ms": ms("ttft_s") if stable else None,
+           "ttft_p50_ms": ms("ttft_p50_s") if stable and "ttft_p50_s" in r else None,
            "ttft_p90_ms": ms("ttft_p90_s") if stable and "ttft_p90_s" in r else None,
            "request_latency_ms": ms("request_latency_s") if stable else None,
            "tokens_per_s_per_user": f("tokens_per_s_per_user"),

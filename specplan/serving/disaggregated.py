@@ -20,7 +20,7 @@ import numpy as np
 from specplan.memory import kv_bytes_per_token, memory_usage
 from specplan.precision import resolve_precision
 from specplan.profiles.registry import load_engine, load_hardware, load_model
-from specplan.serving.aggregated import decode_graphed, draft_prefill_model, running_cap, step_kernels, ttft_p90_s
+from specplan.serving.aggregated import decode_graphed, draft_prefill_model, running_cap, step_kernels, ttft_quantile_s
 from specplan.serving.prefill import prefill_s
 from specplan.serving.workload import Workload
 from specplan.speculation.speedup import evaluate
@@ -50,7 +50,8 @@ def kv_link_bytes_s(hw, gpus: int) -> float:
 def kv_transfer_s(model, hw, tp, isl, prec, gpus=None) -> float:
     """Seconds to move one prompt's KV cache (all layers, every TP rank in parallel) from a prefill to a decode
     instance, over the link kv_link_bytes_s picks for a deployment of `gpus` GPUs (default: one instance pair)."""
-    per_rank = isl * (kv_bytes_per_token(model, tp, prec.kv, "full") + kv_bytes_per_token(model, tp, prec.kv, "sliding"))
+    per_rank = isl * (kv_bytes_per_token(model, tp, prec.kv, "full")
+                      + kv_bytes_per_token(model, tp, prec.kv, "sliding"))
     return float(per_rank / kv_link_bytes_s(hw, 2 * tp if gpus is None else gpus))
 
 
@@ -177,15 +178,18 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
         decode_cap = y_pools * cap / (n_d * iteration(cap)) if workload.osl > 1 else np.full(d.shape, np.inf)
         tpot = tau / al
         lat = ttft + (0.0 if workload.osl == 1 else (workload.osl - 1.0) * tpot)
-        p90 = np.where(np.isfinite(ttft), ttft_p90_s(ttft, np.where(np.isfinite(wait), wait, 0.0), rho), np.inf)
+        w_ok = np.where(np.isfinite(wait), wait, 0.0)
+        p90 = np.where(np.isfinite(ttft), ttft_quantile_s(ttft, w_ok, rho, 0.9), np.inf)
+        p50 = np.where(np.isfinite(ttft), ttft_quantile_s(ttft, w_ok, rho, 0.5), np.inf)
         return {
-            "tpot_s": tpot, "ttft_s": ttft, "ttft_p90_s": p90, "request_latency_s": lat,
+            "tpot_s": tpot, "ttft_s": ttft, "ttft_p50_s": p50, "ttft_p90_s": p90, "request_latency_s": lat,
             "tokens_per_s_per_user": 1.0 / tpot, "tokens_per_s_per_gpu": x * workload.osl / devices,
             "decode_batch": b, "iteration_s": tau, "acceptance_length": al, "requests_per_s": x,
             "concurrency": load, "prefill_s": s_p, "prefill_utilization": rho, "kv_transfer_s": kv_s,
             "pools": (x_pools, y_pools), "devices": devices, "admission_wait_s": adm,
             "fits": np.asarray(mem_one.max_batch >= 1) & np.ones(d.shape, dtype=bool), "stable": stable,
-            "prefill_bound": (rho >= 0.95) | (x >= capacity * (1 - 1e-3)), "saturation_requests_per_s": np.minimum(capacity, decode_cap),
+            "prefill_bound": (rho >= 0.95) | (x >= capacity * (1 - 1e-3)),
+            "saturation_requests_per_s": np.minimum(capacity, decode_cap),
             "running_cap": cap,
         }
 
