@@ -85,3 +85,15 @@ def test_serving_table_always_has_the_no_speculation_row_and_the_speedup_over_it
     for x in r["ranked"]:
         assert x["speedup_vs_none"] == pytest.approx(x["tokens_per_s_per_gpu"] / base["tokens_per_s_per_gpu"])
     assert base["speedup_vs_none"] == pytest.approx(1.0)
+
+
+def test_deployment_search_takes_a_dtype_list_and_refuses_bad_budgets():
+    from specplan.errors import SpecplanError
+
+    r = search_deployment("llama-3.1-8b", "h100-sxm", 1024, 256, gpus=2, dtypes=["fp8", "bf16"], engine="vllm",
+                          mechanisms=["none"], max_tpot_ms=30.0, modes=("agg",))
+    assert {(x["dtype"], x["tp"]) for x in r["layouts"]} == {("fp8", 1), ("fp8", 2), ("bf16", 1), ("bf16", 2)}
+    with pytest.raises(SpecplanError, match="--gpus"):
+        search_deployment("llama-3.1-8b", "h100-sxm", 1024, 256, gpus=0)
+    p = run("recommend", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--isl", "1024", "--osl", "256", "--mode", "auto")
+    assert p.returncode == 2 and "auto needs --gpus" in p.stderr
