@@ -251,6 +251,8 @@ def recommend(
         return
     if mode == "auto":
         raise SpecplanError("mode (--mode): auto needs --gpus (the deployment search); use agg or disagg")
+    if isl is not None and (dp, ep, pp) != (1, 1, 1):
+        raise SpecplanError("recommend: the serving model (--isl/--osl) takes --tp only, not --dp/--ep/--pp")
     wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools, require_load=False,
                                startup_cohort=startup_cohort)
     if wl is not None:

@@ -13,6 +13,7 @@ import typer
 from specplan.cli.app import app
 from specplan.cli.serving_options import Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate, StartupCohort
 from specplan.cli.parsing import comma_list, int_list, mech_values
+from specplan.errors import SpecplanError
 from specplan.sweep import MAX_DRAFT_LEN
 
 
@@ -195,6 +196,8 @@ def pareto(
     wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools, require_load=False,
                                startup_cohort=startup_cohort)
     if wl is not None:
+        if layouts:
+            raise SpecplanError("pareto: the serving model (--isl/--osl) takes --tp only, not --layouts")
         _serving_pareto(model, hardware[0], wl, (int_list(tp, "--tp") or [1])[0], engine, comma_list(mechanisms) or None,
                         mech_values(acceptance, _ACCEPTANCE_FORM), max_draft_len, concurrency is None and
                         request_rate is None, Path(outdir), dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model))

@@ -97,3 +97,11 @@ def test_deployment_search_takes_a_dtype_list_and_refuses_bad_budgets():
         search_deployment("llama-3.1-8b", "h100-sxm", 1024, 256, gpus=0)
     p = run("recommend", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--isl", "1024", "--osl", "256", "--mode", "auto")
     assert p.returncode == 2 and "auto needs --gpus" in p.stderr
+
+
+@pytest.mark.parametrize("cmd, extra, flag", [("recommend", ["--ep", "5", "--pp", "200"], "--dp/--ep/--pp"),
+                                              ("pareto", ["--layouts", "tp8", "-o", "OUT"], "--layouts")])
+def test_serving_commands_refuse_layout_flags_they_do_not_price(cmd, extra, flag, tmp_path):
+    extra = [str(tmp_path) if x == "OUT" else x for x in extra]
+    p = run(cmd, "-m", "llama-3.1-8b", "-H", "h100-sxm", "--isl", "100", "--osl", "10", *extra)
+    assert p.returncode == 2 and flag in p.stderr and len(p.stderr.strip().splitlines()) == 1
