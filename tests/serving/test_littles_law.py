@@ -175,3 +175,33 @@ def test_open_loop_overload_is_an_answer(mode):
     below = fn("llama-3.1-8b", "h100-sxm", Workload(4096, 128, request_rate=0.9 * sat, mode=mode), engine="vllm")
     above = fn("llama-3.1-8b", "h100-sxm", Workload(4096, 128, request_rate=1.1 * sat, mode=mode), engine="vllm")
     assert bool(below["stable"]) and not bool(above["stable"])
+
+
+def test_prefill_first_engine_hand_solved():
+    # SGLang's order (mixed_prefill: false): a prompt runs in a prefill step of its own while decoding waits.
+    # llama-3.2-1b, H100, the ideal engine with mixed_prefill off, ISL 512 / OSL 65, C = 4: P = the 512-token
+    # prefill step alone (no decode rows); tau = T(B) + B P / 64; X = B / (64 tau); u = X P; wait =
+    # min(u / (2 (1 - u)) P, 3 P); TTFT = tau / 2 + wait + P; C = 4 = B + X TTFT.
+    from specplan.profiles.registry import load_engine
+
+    eng = load_engine("ideal").model_copy(update={"mixed_prefill": False})
+    m, hw = load_model("llama-3.2-1b"), load_hardware("h100-sxm")
+    prec = resolve_precision(m, hw, None, None)
+    ctx = 512 + 65 // 2
+    whole = np.array([1.0, 2.0, 3.0, 4.0])
+    t_w = step_time(m, hw, 1, whole, 1, ctx, precision=prec).total_s
+    p = float(mixed_step_s(m, hw, 1, 0.0, ctx, 512, 0, precision=prec))
+
+    def parts(b):
+        t = float(np.interp(np.log(max(b, 1.0)), np.log(whole), t_w))
+        tau = t + b * p / 64
+        x = b / (64 * tau)
+        u = x * p
+        return tau, x, tau / 2 + min(u / (2 * (1 - u)) * p, 3 * p) + p
+
+    b = brentq(lambda b: b + parts(b)[1] * parts(b)[2] - 4.0, 1e-6, 4.0, xtol=1e-12)
+    tau, x, ttft = parts(b)
+    r = aggregated(m, hw, Workload(512, 65, concurrency=4), engine=eng)
+    assert float(r["tpot_s"]) == pytest.approx(tau, rel=1e-6)
+    assert float(r["ttft_s"]) == pytest.approx(ttft, rel=1e-6)
+    assert float(r["decode_batch"]) == pytest.approx(b, rel=1e-6)
