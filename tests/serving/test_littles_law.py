@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq
 
-from specplan.precision import resolve_precision
+from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.serving.aggregated import aggregated
 from specplan.serving.disaggregated import disaggregated
 from specplan.serving.prefill import mixed_step_s, prefill_s
 from specplan.serving.workload import Workload
-from specplan.step import step_time
+from specplan.model.step import step_time
 
 KV_BYTES_PER_TOKEN_L8B = 32 * 2 * 8 * 128 * 2  # Llama-3.1-8B bf16: layers x (K, V) x kv heads x head dim x bytes
 
