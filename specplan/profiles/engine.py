@@ -82,7 +82,8 @@ class EngineProfile(_Frozen):
     spec_draft_step_overhead_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host work per serial draft step
     ttft_includes_first_decode: bool = False  # TTFT counts the first decode step after prefill
     # closed loop: fraction of the other in-flight requests whose prompt is prefilled ahead of a new one
-    # (requests of equal length released together stay bunched); adds cohort x (C - 1) prompt prefills to TTFT
+    # (requests of equal length released together stay bunched); adds cohort x (C - 1) prompt prefills to TTFT,
+    # only where asked (Workload.startup_cohort, --startup-cohort: a benchmark whose clients start together)
     prefill_cohort: float = Field(0.0, ge=0, le=1)
     decode_attention: str = "default"  # kernel family ids (engine_profiles/kernels/)
     verify_attention: str = "default"
