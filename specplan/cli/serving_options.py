@@ -11,7 +11,8 @@ Engine = Annotated[Optional[str], typer.Option(
     "--engine", help="Serving engine: trtllm | vllm | sglang | ideal | YAML (with --isl/--osl).")]
 Mode = Annotated[str, typer.Option(
     "--mode", help="agg (in-flight batching) | disagg (prefill / decode pools; recommend and pareto search the "
-                   "pools unless --pools); pareto draws both when not given.")]
+                   "pools unless --pools) | auto (both: recommend --gpus's default); pareto draws both when "
+                   "not given.")]
 Isl = Annotated[Optional[int], typer.Option(
     "--isl", help="Prompt tokens per request: the serving model (recommend --target-tps: the load; pareto: the "
                   "serving frontier over concurrency).")]
@@ -21,3 +22,6 @@ Concurrency = Annotated[Optional[float], typer.Option(
 RequestRate = Annotated[Optional[float], typer.Option("--request-rate", help="Requests per second (open loop).")]
 Pools = Annotated[Optional[str], typer.Option(
     "--pools", help="Disaggregated pools xPyD, e.g. 1P1D, 2P3D (recommend and pareto: searched when not given).")]
+StartupCohort = Annotated[bool, typer.Option(
+    "--startup-cohort", help="Add the start-up bunching of a benchmark whose clients all start at once to a closed "
+                             "loop's TTFT (the engine's prefill_cohort; to reproduce such runs). Off: steady traffic.")]

@@ -11,7 +11,7 @@ from typing import List, Optional
 import typer
 
 from specplan.cli.app import app
-from specplan.cli.serving_options import Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate
+from specplan.cli.serving_options import Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate, StartupCohort
 from specplan.cli.parsing import comma_list, fold_ids, int_list, mech_values
 from specplan.planning.sweep import MAX_DRAFT_LEN
 
@@ -219,6 +219,7 @@ def pareto(
                                                 "time to first token (ms)."),
     max_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", help="Serving SLA (with --isl/--osl): "
                                                 "time per output token (ms)."),
+    startup_cohort: StartupCohort = False,
 ) -> None:
     """Sweep batch x D x mechanism x TP x context x device; write grid, frontier and plots. With --isl/--osl:
     the serving grid (device x TP x mode x mechanism x D x concurrency [x pools]; agg and disagg unless --mode),
@@ -230,8 +231,11 @@ def pareto(
     from specplan.speculation.speedup import mechanism_names
     from specplan.planning.sweep import sweep
 
-    wl = workload_from_options(isl, osl, concurrency, request_rate, mode or ("disagg" if pools else "agg"), pools, require_load=False)
+    wl = workload_from_options(isl, osl, concurrency, request_rate, mode or ("disagg" if pools else "agg"), pools,
+                               require_load=False, startup_cohort=startup_cohort)
     if wl is not None:
+        if layouts:
+            raise SpecplanError("pareto: the serving model (--isl/--osl) takes --tp only, not --layouts")
         modes = [mode] if mode else ["disagg"] if pools else ["agg", "disagg"]
         _serving_pareto(model, hardware, wl, int_list(tp, "--tp") or [1], modes, engine,
                         comma_list(mechanisms) or None, mech_values(acceptance, _ACCEPTANCE_FORM), max_draft_len,
