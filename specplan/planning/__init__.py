@@ -1,0 +1,1 @@
+"""Answers a user acts on: recommend / capacity / launch commands / cost."""
