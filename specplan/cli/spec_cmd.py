@@ -208,6 +208,8 @@ def recommend(
     max_ttft_ms: Optional[float] = typer.Option(None, "--max-ttft-ms", help="SLA: time to first token (ms)."),
     max_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", help="SLA: time per output token (ms)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    emit: Optional[str] = typer.Option(None, "--emit", help="Also print the launch of the best point: vllm | sglang | "
+                                       "trtllm | dynamo (disaggregated answers; docs/launch.md)."),
 ) -> None:
     """Best (mechanism, D) with runners-up, and the guideline that bound the choice; with --isl/--osl (and no
     --target-tps) the best (mechanism, D, concurrency[, pools]) by serving tokens/s/GPU under --max-ttft-ms /
@@ -226,7 +228,7 @@ def recommend(
     if wl is not None:
         _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, extrapolate, max_ttft_ms,
                            max_tpot_ms, concurrency is None and request_rate is None, json_out,
-                           dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model))
+                           dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model), emit=emit)
         return
     if max_ttft_ms is not None or max_tpot_ms is not None:
         raise SpecplanError("recommend: --max-ttft-ms / --max-tpot-ms need --isl and --osl (the serving model)")
@@ -237,8 +239,9 @@ def recommend(
             extrapolate=extrapolate, dtype=dtype,
             kv_dtype=kv_dtype, draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
             draft_kv_budget=draft_kv_budget, engine=eng, layout=cli_layout(tp, dp, ep, pp))
+    launch = _launch(r, emit, dict(hardware=hardware, kv_dtype=kv_dtype, dtype=dtype, draft_model=draft_model))
     if json_out:
-        print_json(r)
+        print_json(r if launch is None else {**r, "launch": launch})
         return
     lpu = r["hardware_kind"] == "lpu"
     unit = "tok/s/chip" if lpu else "tok/s/GPU"
@@ -277,6 +280,20 @@ def recommend(
     if not lpu and b["draft_len"] > 0:
         print(f"G2 vs the choice: {g2_relation(b['draft_len'], g['attention_tile_d'], r['binding']['guideline'], g.get('tile_rows', 128))}")
     print(TERMS)
+    if launch is not None:
+        print(launch["text"])
+
+
+def _launch(r: dict, engine, given: dict) -> dict | None:
+    """The --emit launch of an answer as {engine, argv, files, notes, text}; None without --emit or a best point."""
+    if engine is None or r.get("best") is None:
+        return None
+    from dataclasses import asdict
+
+    from specplan.planning.launch.emit import build, plan_from_answer, render
+
+    launch = build(engine, plan_from_answer(r, **given))
+    return {**asdict(launch), "text": render(launch)}
 
 
 TERMS = ("terms: AL = tokens produced per iteration (1 ... 1 + D); G_dev = query heads per KV head on one device; "
@@ -362,7 +379,7 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
 
 
 def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, extrapolate, max_ttft_ms, max_tpot_ms,
-                       search, json_out, kw) -> None:
+                       search, json_out, kw, emit=None) -> None:
     """recommend --isl/--osl: print the ranked serving configurations; exit 1 (explained) when none meets the SLA."""
     from specplan.recommend_serving import recommend_serving
 
@@ -370,8 +387,9 @@ def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
                           max_draft_len=max_draft_len, extrapolate=extrapolate, max_ttft_ms=max_ttft_ms,
                           max_tpot_ms=max_tpot_ms, search_concurrency=search,
                           **{k: v for k, v in kw.items() if v is not None})
+    launch = _launch(r, emit, dict(hardware=hardware, **kw))
     if json_out:
-        print_json(r)
+        print_json(r if launch is None else {**r, "launch": launch})
         if r["best"] is None:
             raise typer.Exit(1)
         return
@@ -392,3 +410,5 @@ def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
     print(f"best: {b['mechanism']} D = {b['draft_len']} at concurrency {b['concurrency']:g}"
           f"{' ' + b['pools'] if b['pools'] else ''}: {b['tokens_per_s_per_gpu']:.1f} tok/s/GPU, "
           f"TPOT {b['tpot_ms']:.2f} ms, TTFT {b['ttft_ms']:.1f} ms")
+    if launch is not None:
+        print(launch["text"])

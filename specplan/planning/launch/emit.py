@@ -111,7 +111,11 @@ def plan_from_answer(answer: dict, **given) -> dict:
         d = 0
     if mech != "none" and d < 1:
         raise SpecplanError(f"launch: mechanism {mech} needs draft_len >= 1, got {d}")
-    batch = _int(src, "batch", 0) or _int(src, "concurrency", 0) or _int(src, "decode_batch", 0) or 256
+    pools = _pools(src.get("pools"))
+    batch = _int(src, "batch", 0) or _int(src, "decode_batch", 0)
+    if not batch:  # closed-loop concurrency: split over the decode replicas of a disaggregated answer
+        y = pools["decode"].get("replicas", 1) if pools else 1
+        batch = math.ceil(_int(src, "concurrency", 256) / y)
     draft_repo = src.get("draft_repo") or src.get("draft_model")
     if isinstance(draft_repo, str) and draft_repo in model_ids():
         draft_repo = load_model(draft_repo).hf_repo or draft_repo
@@ -129,7 +133,7 @@ def plan_from_answer(answer: dict, **given) -> dict:
         "checkpoint_dtype": prof.weight_dtype if prof is not None else None,
         "tp": _int(lay, "tp", _int(src, "tp", 1)), "dp": _int(lay, "dp", _int(src, "dp", 1)),
         "ep": _int(lay, "ep", _int(src, "ep", 1)), "pp": _int(lay, "pp", _int(src, "pp", 1)),
-        "mode": src.get("mode") or "agg", "pools": _pools(src.get("pools")),
+        "mode": src.get("mode") or "agg", "pools": pools, "engine": src.get("engine"),
         "d_schedule": _schedule(sched) if sched else None,
         "hardware": src.get("hardware"), "isl": src.get("isl"), "osl": src.get("osl"),
     }
@@ -354,7 +358,7 @@ def build(engine: str, plan: dict, backend: str | None = None) -> Launch:
     if engine == "trtllm":
         return build_trtllm(plan)
     if engine == "dynamo":
-        return build_dynamo(plan, backend or "sglang")
+        return build_dynamo(plan, backend or (plan.get("engine") if plan.get("engine") in METHODS else "sglang"))
     raise SpecplanError(f"launch: --emit/--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
 
 
