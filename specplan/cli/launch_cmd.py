@@ -39,3 +39,13 @@ def launch(
         print_json(asdict(out))
         return
     print(render(out))
+
+
+@app.command("validate-power")
+def validate_power(
+    outdir: Path = typer.Option(Path("docs/validation"), "--out", "-o", help="Folder of power.md."),
+) -> None:
+    """Fit H100's dynamic power split on public measured rows, score every H100 row (docs/validation/power.md)."""
+    from specplan.validation.power import write_report
+
+    print(f"wrote {write_report(outdir)}")
