@@ -182,3 +182,62 @@ def objective_value(objective: str, row: dict) -> float:
         raise SpecplanError(f"objective {objective}: no {key} for this point (hardware without a power model or a "
                             f"price: give --gpu-hour-usd)")
     return -row[key]
+
+
+def serving_energy(model, hardware, workload, r: dict, draft_len, *, tp=1, dtype=None, kv_dtype=None,
+                   price: dict | None = None) -> dict | None:
+    """Energy and cost arrays of a `serve` result grid (decode batch, AL and tokens/s/GPU per point); None when
+    the device has no power model."""
+    from specplan.precision import resolve_precision
+    from specplan.profiles.registry import load_hardware, load_model
+
+    m, hw = load_model(model), load_hardware(hardware)
+    if hw.power is None:
+        return None
+    prec = resolve_precision(m, hw, dtype, kv_dtype)
+    shape = np.broadcast(np.asarray(r["tokens_per_s_per_gpu"]), np.asarray(draft_len)).shape
+    get = lambda k: np.broadcast_to(np.asarray(r[k], dtype=float), shape)  # noqa: E731
+    return point_energy(m, hw, prec, Layout(tp=tp), tokens_per_s_per_gpu=get("tokens_per_s_per_gpu"),
+                        batch=np.maximum(get("decode_batch"), 1.0), draft_len=np.broadcast_to(draft_len, shape),
+                        acceptance_length=get("acceptance_length"), context_len=workload.decode_context,
+                        isl=workload.isl, osl=workload.osl, **(price or {}))
+
+
+ENERGY_KEYS = ("power_w_per_gpu", "joules_per_token", "tokens_per_s_per_mw", "usd_per_mtok")
+
+
+def row_energy(e: dict | None, i, j) -> dict:
+    """The energy fields of grid point (i, j) as floats (empty without a power model)."""
+    if e is None:
+        return {}
+    return {k: float(np.asarray(e[k])[i, j]) for k in ENERGY_KEYS if k in e}
+
+
+def predict_energy(model, hw, prec, layout, *, batch, context_len, baseline_tps, speculative_tps=None,
+                   draft_len=0, acceptance_length=1.0, isl=None, osl=None, price: dict | None = None) -> dict | None:
+    """{'baseline': {...}, 'speculative': {...}} energy and cost of a predicted point (floats); None without a
+    power model. With isl/osl the prefill work is included (serving); without, decode steps only."""
+    if hw.power is None:
+        return None
+    kw = dict(context_len=context_len, isl=isl, osl=osl, **(price or {}))
+    out = {"baseline": scalars(point_energy(model, hw, prec, layout, tokens_per_s_per_gpu=baseline_tps,
+                                            batch=batch[0] if isinstance(batch, tuple) else batch, **kw))}
+    if speculative_tps is not None and draft_len > 0:
+        b = batch[1] if isinstance(batch, tuple) else batch
+        out["speculative"] = scalars(point_energy(model, hw, prec, layout, tokens_per_s_per_gpu=speculative_tps,
+                                                  batch=b, draft_len=draft_len,
+                                                  acceptance_length=acceptance_length, **kw))
+    return out
+
+
+def annotate_rows(rows, model, hw, prec, layout, context_len, price: dict | None = None) -> None:
+    """Add power, J/token, tokens/s/MW and $/Mtok to recommend rows (mechanism, draft_len, batch, AL, tok/s/GPU)."""
+    if hw.power is None:
+        return
+    for x in rows:
+        if x is None:
+            continue
+        e = point_energy(model, hw, prec, layout, tokens_per_s_per_gpu=x["tokens_per_s_per_gpu"], batch=x["batch"],
+                         context_len=context_len, draft_len=x["draft_len"],
+                         acceptance_length=x["acceptance_length"], **(price or {}))
+        x.update({k: float(np.asarray(e[k]).reshape(-1)[0]) for k in ENERGY_KEYS if k in e})

@@ -112,10 +112,11 @@ def plan_from_answer(answer: dict, **given) -> dict:
     if mech != "none" and d < 1:
         raise SpecplanError(f"launch: mechanism {mech} needs draft_len >= 1, got {d}")
     pools = _pools(src.get("pools"))
-    batch = _int(src, "batch", 0) or _int(src, "decode_batch", 0)
-    if not batch:  # closed-loop concurrency: split over the decode replicas of a disaggregated answer
-        y = pools["decode"].get("replicas", 1) if pools else 1
-        batch = math.ceil(_int(src, "concurrency", 256) / y)
+    batch = _int(src, "batch", 0)
+    if not batch and src.get("concurrency") is not None:  # closed loop: every request may run (split over the
+        y = pools["decode"].get("replicas", 1) if pools else 1  # decode replicas of a disaggregated answer)
+        batch = math.ceil(_int(src, "concurrency", 1) / y)
+    batch = batch or _int(src, "decode_batch", 0) or 256
     draft_repo = src.get("draft_repo") or src.get("draft_model")
     if isinstance(draft_repo, str) and draft_repo in model_ids():
         draft_repo = load_model(draft_repo).hf_repo or draft_repo
