@@ -19,7 +19,7 @@ import numpy as np
 from specplan.adaptive.costs import GraphSet, StepCosts
 from specplan.adaptive.policies import Policy, StepView
 from specplan.adaptive.workload import Workload
-from specplan.progress import Progress
+from specplan.core.progress import Progress
 
 UNLIMITED_GRAPH_BS = 2048  # an engine with decode graphs but no stated largest graph batch (ideal): all captured
 PF_EMA = 0.95  # smoothing of the mean prefill seconds per step that the SLO test adds to a decode step

@@ -1,1 +1,3 @@
-"""Answers a user acts on: recommend / capacity / launch commands / cost."""
+"""The answers: predict (one point), recommend (best point), recommend_serving (under a serving workload and an SLA),
+capacity (GPUs for a load), sweep + frontier (grids), launch (engine commands), cost (power, energy, $/token).
+Above serving/ and speculation/."""
