@@ -21,7 +21,7 @@ FIGURE_FORMATS = ("png", "svg")  # what --formats takes; png alone by default (s
 # what --figures takes (file stems): the frontier by default; the four explanatory figures on request, since
 # each costs a fixed ~0.2-0.5 CPU s of matplotlib whatever the grid size (README speed table)
 FIGURES = {"frontier": "frontier", "heatmap": "speedup_heatmap", "tiles": "attention_tiles",
-           "acceptance": "acceptance", "breakdown": "breakdown"}
+           "acceptance": "acceptance", "breakdown": "breakdown", "energy": "serving_energy_frontier"}
 DEFAULT_FIGURES = ("frontier",)
 _ACCEPTANCE_FORM = "MECH=VALUE (rate 0.8, AL@D 3.2@4, p1,p2,.. or a profile)"
 
@@ -195,7 +195,8 @@ def pareto(
     if wl is not None:
         _serving_pareto(model, hardware[0], wl, (int_list(tp, "--tp") or [1])[0], engine, comma_list(mechanisms) or None,
                         mech_values(acceptance, _ACCEPTANCE_FORM), max_draft_len, concurrency is None and
-                        request_rate is None, Path(outdir), dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model))
+                        request_rate is None, Path(outdir), dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model),
+                        figures=figure_names(figures, no_plots), formats=figure_formats(formats))
         return
 
     from specplan.core.io import check_output_dir
@@ -271,7 +272,8 @@ def study(
     print(f"wrote {Path(outdir) / 'summary.md'} and {len(summary['plots'])} plot files")
 
 
-def _serving_pareto(model, hardware, wl, tp, engine, mechs, acc, max_draft_len, search, outdir: Path, kw) -> None:
+def _serving_pareto(model, hardware, wl, tp, engine, mechs, acc, max_draft_len, search, outdir: Path, kw,
+                    figures=(), formats=("png",)) -> None:
     """pareto --isl/--osl: serving_grid.csv and serving_frontier.csv (tokens/s/GPU vs tokens/s/user)."""
     from specplan.planning.frontier import frontier_mask
     from specplan.core.io import atomic_write_text
@@ -284,7 +286,18 @@ def _serving_pareto(model, hardware, wl, tp, engine, mechs, acc, max_draft_len, 
     front = ok[frontier_mask(ok["tokens_per_s_per_user"].to_numpy(), ok["tokens_per_s_per_gpu"].to_numpy())]
     front = front.sort_values("tokens_per_s_per_user")
     outdir.mkdir(parents=True, exist_ok=True)
-    for name, t in (("serving_grid.csv", df), ("serving_frontier.csv", front)):
+    tables = [("serving_grid.csv", df), ("serving_frontier.csv", front)]
+    if "joules_per_token" in ok:  # the energy frontier: fewest J/token at each tokens/s/user or faster
+        e_front = ok[frontier_mask(ok["tokens_per_s_per_user"].to_numpy(), -ok["joules_per_token"].to_numpy())]
+        tables.append(("serving_energy_frontier.csv", e_front.sort_values("tokens_per_s_per_user")))
+    for name, t in tables:
         atomic_write_text(outdir / name, t.to_csv(index=False))
         print(f"wrote {outdir / name}")
     print(f"{len(df):,} serving configurations, {len(front):,} on the frontier")
+    if "energy" in figures and "joules_per_token" in df:
+        from specplan.plots import save_figure
+        from specplan.plots.cost_plot import plot_energy_frontier
+
+        title = f"{model} on {hardware}, ISL {wl.isl}, OSL {wl.osl}: energy and cost per output token"
+        for p in save_figure(plot_energy_frontier(df, title), outdir / FIGURES["energy"], formats=formats):
+            print(f"wrote {p}")

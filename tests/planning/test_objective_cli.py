@@ -42,3 +42,19 @@ def test_objective_cost_across_devices_picks_the_cheapest_per_token():
     x, y = a["best"], b["best"]
     assert x["usd_per_mtok"] == pytest.approx(1.0 / (x["tokens_per_s_per_gpu"] * 3600 / 1e6), rel=1e-4)
     assert y["usd_per_mtok"] - x["usd_per_mtok"] == pytest.approx(x["joules_per_token"] * 1.3 * 0.1 / 3.6, rel=1e-3)
+
+
+def test_pareto_serving_writes_the_energy_frontier_and_figure(tmp_path):
+    import csv
+
+    r = subprocess.run([sys.executable, "-m", "specplan", "pareto", "--model", "llama-3.1-8b", "--hardware", "h100-sxm",
+                        "--isl", "128", "--osl", "1024", "--engine", "vllm", "--mechanisms", "eagle3", "--acceptance",
+                        "eagle3=0.8", "--max-draft-len", "4", "-o", str(tmp_path), "--figures", "energy"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "serving_energy_frontier.png").stat().st_size > 10_000
+    rows = list(csv.DictReader(open(tmp_path / "serving_energy_frontier.csv")))
+    assert rows and all(float(x["power_w_per_gpu"]) <= 700.0 for x in rows)
+    # along the frontier a faster user never costs fewer J/token (non-dominated in both)
+    pts = sorted((float(x["tokens_per_s_per_user"]), float(x["joules_per_token"])) for x in rows)
+    assert all(b[1] >= a[1] for a, b in zip(pts, pts[1:]))
