@@ -317,9 +317,9 @@ def recommend(
 
 def _annotate_energy(r: dict, model, hardware, dtype, kv_dtype, price) -> None:
     """Power, J/token, tokens/s/MW and $/Mtok on recommend's rows (decode steps at its context)."""
-    from specplan.parallel import Layout
+    from specplan.model.parallel import Layout
     from specplan.planning.cost import annotate_rows
-    from specplan.precision import resolve_precision
+    from specplan.costs.precision import resolve_precision
     from specplan.profiles.registry import load_hardware, load_model
 
     m, hw = load_model(model), load_hardware(hardware)
@@ -359,7 +359,7 @@ def _recommend_devices(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
                        max_tpot_ms, search, json_out, kw, objective, price) -> None:
     """recommend with several --hardware: each device's best point, the one --objective prefers first."""
     from specplan.planning.cost import objective_value
-    from specplan.recommend_serving import recommend_serving
+    from specplan.planning.recommend_serving import recommend_serving
 
     out = []
     for h in hardware:
@@ -378,8 +378,8 @@ def _recommend_devices(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
             raise typer.Exit(1)
         return
     rows = [[x["hardware"], x["best"]["mechanism"], x["best"]["draft_len"], x["best"]["concurrency"],
-             x["best"]["tokens_per_s_per_gpu"], x["best"].get("power_w_per_gpu", float("nan")),
-             x["best"].get("joules_per_token", float("nan")), x["best"].get("usd_per_mtok", float("nan"))]
+             x["best"]["tokens_per_s_per_gpu"], x["best"].get("power_w_per_gpu", "-"),
+             x["best"].get("joules_per_token", "-"), x["best"].get("usd_per_mtok", "-")]
             for x in ok]
     print(f"{model} over {', '.join(hardware)} (tp {tp}), ISL {wl.isl}, OSL {wl.osl}; each device's best by "
           f"{objective}")

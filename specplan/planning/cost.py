@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from specplan.dtypes import dtype_bytes
-from specplan.errors import SpecplanError
-from specplan.memory import kv_bytes_per_seq, routed_expert_bytes, weight_bytes
-from specplan.parallel import Layout, layout_for
+from specplan.core.dtypes import dtype_bytes
+from specplan.core.errors import SpecplanError
+from specplan.model.memory import kv_bytes_per_seq, routed_expert_bytes, weight_bytes
+from specplan.model.parallel import Layout, layout_for
 from specplan.profiles.model import ATTENTION_MIXERS
-from specplan.shapes import layer_gemms, lm_head_gemm
+from specplan.costs.shapes import layer_gemms, lm_head_gemm
 
 PRICES_YAML = Path(__file__).with_name("prices.yaml")
 OBJECTIVES = ("tokens-per-gpu", "cost", "energy")
@@ -124,7 +124,7 @@ def energy_metrics(hw, power, tokens_per_s_per_gpu, *, gpu_hour_usd=None, kwh_us
     rate = np.asarray(tokens_per_s_per_gpu, dtype=float)
     p = np.asarray(power, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        j_tok = np.where(rate > 0, p / rate, np.inf)
+        j_tok = np.where(rate > 0, p / rate, np.nan)  # no tokens: no value (null in JSON), never infinity
     price = None
     try:
         price = prices_for(hw.id, tier)
@@ -137,7 +137,7 @@ def energy_metrics(hw, power, tokens_per_s_per_gpu, *, gpu_hour_usd=None, kwh_us
     usd_h = gpu_hour_usd if gpu_hour_usd is not None else (price["gpu_hour_usd"] if price else None)
     if usd_h is not None:
         with np.errstate(divide="ignore", invalid="ignore"):
-            usd = np.where(rate > 0, usd_h / (rate * 3600.0 / 1e6), np.inf)
+            usd = np.where(rate > 0, usd_h / (rate * 3600.0 / 1e6), np.nan)
         if kwh_usd is not None:
             if gpu_hour_usd is None:
                 raise SpecplanError("cost: --kwh-usd adds energy to a price given without power: give "
@@ -188,7 +188,7 @@ def serving_energy(model, hardware, workload, r: dict, draft_len, *, tp=1, dtype
                    price: dict | None = None) -> dict | None:
     """Energy and cost arrays of a `serve` result grid (decode batch, AL and tokens/s/GPU per point); None when
     the device has no power model."""
-    from specplan.precision import resolve_precision
+    from specplan.costs.precision import resolve_precision
     from specplan.profiles.registry import load_hardware, load_model
 
     m, hw = load_model(model), load_hardware(hardware)

@@ -75,7 +75,8 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
                 if e is None or key not in e:
                     raise SpecplanError(f"objective {objective}: no {key} on this hardware (no power model or no "
                                         f"default price: give --gpu-hour-usd)")
-                obj = np.where(ok, -np.broadcast_to(e[key], shape), -np.inf)
+                val = np.broadcast_to(e[key], shape)
+                obj = np.where(ok & np.isfinite(val), -val, -np.inf)
             if keep_grid:
                 cc = np.broadcast_to(np.asarray(r.get("concurrency", conc[:, None]), dtype=float), shape)
                 grid += [{"mechanism": mech, "draft_len": int(d[j]), "concurrency": float(cc[i, j]),
