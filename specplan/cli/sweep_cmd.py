@@ -167,7 +167,8 @@ def pareto(
                             "devices included (device): use device when drafts run on other hardware."),
     no_plots: bool = typer.Option(False, "--no-plots", help="No figures (as --figures none)."),
     figures: Optional[str] = typer.Option(None, "--figures", help="Figures to draw: all, none, or a comma list of "
-                                          "frontier, heatmap, tiles, acceptance, breakdown (default frontier)."),
+                                          "frontier, heatmap, tiles, acceptance, breakdown (default frontier); energy: the "
+                                          "serving grid's J/token and $/Mtok frontier (with --isl/--osl)."),
     grid_csv: bool = typer.Option(False, "--grid-csv", help="Also write the grid as CSV (grid.parquet always)."),
     timings: bool = typer.Option(False, "--timings", help="Print the CPU seconds of sweep, frontier, tables and "
                                  "figures."),
