@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from specplan.cli.app import app
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 
 
 @app.command("launch")

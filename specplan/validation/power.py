@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from specplan.parallel import Layout
+from specplan.model.parallel import Layout
 from specplan.planning.cost import power_w, utilization
-from specplan.precision import resolve_precision
+from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_hardware, load_model
 
 CSV = Path(__file__).resolve().parents[2] / "reference" / "published" / "power_public.csv"

@@ -5,11 +5,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specplan.errors import SpecplanError
-from specplan.parallel import Layout
+from specplan.core.errors import SpecplanError
+from specplan.model.parallel import Layout
 from specplan.planning.cost import (energy_metrics, objective_value, point_energy, power_w, prices_for,
                                     step_work, utilization)
-from specplan.precision import resolve_precision
+from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation.speedup import evaluate
 
@@ -47,7 +47,7 @@ def test_energy_per_token_does_not_rise_with_batch_at_fixed_d(model, hw, d, mech
     m, h = load_model(model), load_hardware(hw)
     batch = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256, 512], dtype=float)
     acc = {"eagle3": "0.8"} if mech != "none" else None
-    from specplan.acceptance_spec import parse_acceptance
+    from specplan.speculation.acceptance_spec import parse_acceptance
 
     r = evaluate(m, h, batch=batch, context_len=2048, draft_len=d, mechanism=mech,
                  acceptance=None if acc is None else parse_acceptance(acc["eagle3"]))

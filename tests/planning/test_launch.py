@@ -6,7 +6,7 @@ import zipfile
 import pytest
 import yaml
 
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 from specplan.planning.launch import emit
 from specplan.planning.launch.emit import build, build_dynamo, check_launch, flag_list, plan_from_answer, render
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 
 FLAGS_DIR = Path(__file__).with_name("flags")
 ENGINES = ("vllm", "sglang", "trtllm", "dynamo")
