@@ -14,7 +14,8 @@ from specplan.core.errors import SpecplanError
 # Register command modules (import for side effects).
 from specplan.cli import profiles_cmd, step_cmd  # noqa: E402,F401
 
-for _optional in ("spec_cmd", "sweep_cmd", "bench_cmd", "adaptive_cmd", "serving_cmd", "validate_cmd"):
+for _optional in ("spec_cmd", "sweep_cmd", "bench_cmd", "adaptive_cmd", "serving_cmd", "validate_cmd",
+                  "launch_cmd"):
     try:
         __import__(f"specplan.cli.{_optional}")
     except ModuleNotFoundError as _exc:  # a command family not written yet

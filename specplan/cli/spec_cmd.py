@@ -161,6 +161,11 @@ def predict(
         where = (f"memory {mem['total_gb']:.2f} GB of {mem['capacity_gb']:.2f} GB per device "
                  f"(state {mem['state_gb']:.2f}), fits: {str(mem['fits']).lower()}")
     print(f"speedup {r['speedup']:.3f}  (break-even AL {r['break_even_al']:.3f}); {where}")
+    en = (r.get("serving") or {}).get("energy") or r.get("energy")
+    if en:
+        where_e = "serving, prefill included" if (r.get("serving") or {}).get("energy") else "decode steps"
+        spec_e = f"; speculative {_energy_phrase(en['speculative'])}" if "speculative" in en else ""
+        print(f"energy/cost ({where_e}): baseline {_energy_phrase(en['baseline'])}{spec_e}")
     g = r["guidelines"]
     if g["gemm_compute_bound_applies_to"] == "experts":
         g1 = (f"expert GEMMs {g['moe_regime']} (compute-bound from {g1_phrase(g)}; spec sheet "
@@ -185,7 +190,8 @@ def predict(
 def recommend(
     ctx: typer.Context,
     model: str = typer.Option(..., "--model", "-m", help="Target model id or profile YAML path."),
-    hardware: str = typer.Option(..., "--hardware", "-H", help="Hardware id or profile YAML path."),
+    hardware: List[str] = typer.Option(..., "--hardware", "-H", help="Hardware id or profile YAML path; repeat to "
+                                       "compare devices by --objective (with --isl/--osl)."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel devices of the target."),
     dp: int = typer.Option(1, "--dp", help="Data-parallel attention ranks (docs/parallel.md)."),
     ep: int = typer.Option(1, "--ep", help="Expert-parallel ranks; expert-TP = TP x DP / EP."),
@@ -225,6 +231,16 @@ def recommend(
     dtypes: Optional[str] = typer.Option(None, "--dtypes", help="Comma list of dtypes --gpus searches (e.g. "
                                          "fp8,bf16; default --dtype)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    emit: Optional[str] = typer.Option(None, "--emit", help="Also print the launch of the best point: vllm | sglang | "
+                                       "trtllm | dynamo (disaggregated answers; docs/launch.md)."),
+    objective: str = typer.Option("tokens-per-gpu", "--objective", help="Rank by tokens-per-gpu | cost ($/Mtok) | "
+                                  "energy (J/token) (with --isl/--osl; docs/cost.md)."),
+    gpu_hour_usd: Optional[float] = typer.Option(None, "--gpu-hour-usd", help="$/GPU-hour (default: InferenceX's "
+                                                 "all-in TCO for the device, power included)."),
+    kwh_usd: Optional[float] = typer.Option(None, "--kwh-usd", help="$/kWh added to a --gpu-hour-usd price that "
+                                            "excludes power."),
+    pue: Optional[float] = typer.Option(None, "--pue", help="Facility PUE (default 1.3 air, 1.1 liquid-cooled GB200)."),
+    price_tier: Optional[str] = typer.Option(None, "--price-tier", help="hyperscaler (default) | neocloud | rental_3yr."),
 ) -> None:
     """Best (mechanism, D) with runners-up, and the guideline that bound the choice; with --isl/--osl (and no
     --target-tps) the best (mechanism, D, concurrency[, pools]) by serving tokens/s/GPU under --max-ttft-ms /
@@ -235,6 +251,9 @@ def recommend(
     acc = mech_values(acceptance, "mechanism=value")
     mechs = comma_list(mechanisms) or None
     eng = _engine(engine, serving)
+    hw_list, hardware = list(hardware), hardware[0]
+    if target_total is not None and len(hw_list) > 1:
+        raise SpecplanError("recommend --target-tps: give one --hardware")
     if target_total is not None:
         _gpus_for_load(model, hardware, target_total, target_tps, max_gpus, isl, osl, context, mechs, acc,
                        max_draft_len, dtype, kv_dtype, json_out, max_ttft_ms, eng)
@@ -248,6 +267,8 @@ def recommend(
         if tp != 1 or pools is not None or concurrency is not None or request_rate is not None:
             raise SpecplanError("recommend --gpus: searches TP, pools and concurrency itself; drop --tp / --pools / "
                                 "--concurrency / --request-rate")
+        if len(hw_list) > 1:
+            raise SpecplanError("recommend --gpus: one --hardware (the GPU type to deploy on)")
         _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, dtype, mode, eng, mechs, acc,
                            max_draft_len, extrapolate, max_ttft_ms, max_tpot_ms, json_out,
                            dict(kv_dtype=kv_dtype, draft_model=draft_model))
@@ -258,10 +279,21 @@ def recommend(
         raise SpecplanError("recommend: the serving model (--isl/--osl) takes --tp only, not --dp/--ep/--pp")
     wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools, require_load=False,
                                startup_cohort=startup_cohort)
+    price = _price(gpu_hour_usd, kwh_usd, pue, price_tier)
+    if len(hw_list) > 1:
+        if wl is None:
+            raise SpecplanError("recommend: several --hardware are compared with the serving model: give --isl and --osl")
+        _recommend_devices(model, hw_list, wl, tp, eng, mechs, acc, max_draft_len, extrapolate, max_ttft_ms,
+                           max_tpot_ms, concurrency is None and request_rate is None, json_out,
+                           dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model), objective, price)
+        return
+    if wl is None and objective != "tokens-per-gpu":
+        raise SpecplanError("recommend: --objective cost|energy ranks serving points: give --isl and --osl")
     if wl is not None:
         _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, extrapolate, max_ttft_ms,
                            max_tpot_ms, concurrency is None and request_rate is None, json_out,
-                           dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model))
+                           dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model), emit=emit,
+                           objective=objective, price=price)
         return
     if max_ttft_ms is not None or max_tpot_ms is not None:
         raise SpecplanError("recommend: --max-ttft-ms / --max-tpot-ms need --isl and --osl (the serving model)")
@@ -272,8 +304,10 @@ def recommend(
             extrapolate=extrapolate, dtype=dtype,
             kv_dtype=kv_dtype, draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
             draft_kv_budget=draft_kv_budget, engine=eng, layout=cli_layout(tp, dp, ep, pp))
+    _annotate_energy(r, model, hardware, dtype, kv_dtype, price)
+    launch = _launch(r, emit, dict(hardware=hardware, kv_dtype=kv_dtype, dtype=dtype, draft_model=draft_model))
     if json_out:
-        print_json(r)
+        print_json(r if launch is None else {**r, "launch": launch})
         return
     lpu = r["hardware_kind"] == "lpu"
     unit = "tok/s/chip" if lpu else "tok/s/GPU"
@@ -298,6 +332,8 @@ def recommend(
              f"{b['draft_devices']} draft devices" if b["draft_devices"] > 0 else "")
     print(f"best: {b['mechanism']} D = {b['draft_len']} at batch {b['batch']} "
           f"(speedup {b['speedup']:.3f}, {b['tokens_per_s_per_gpu']:.1f} {unit}{extra})")
+    if "joules_per_token" in b:
+        print(f"energy/cost (decode steps): {_energy_phrase(b)}")
     print(f"why: [{r['binding']['guideline']}] {r['binding']['line']}")
     if r.get("near_best"):
         close = ", ".join(f"{x['mechanism']} D = {x['draft_len']} (B {x['batch']}, -{x['below_best_pct']:.1f}%)"
@@ -312,6 +348,97 @@ def recommend(
     if not lpu and b["draft_len"] > 0:
         print(f"G2 vs the choice: {g2_relation(b['draft_len'], g['attention_tile_d'], r['binding']['guideline'], g.get('tile_rows', 128))}")
     print(TERMS)
+    if launch is not None:
+        print(launch["text"])
+
+
+def _annotate_energy(r: dict, model, hardware, dtype, kv_dtype, price) -> None:
+    """Power, J/token, tokens/s/MW and $/Mtok on recommend's rows (decode steps at its context)."""
+    from specplan.model.parallel import Layout
+    from specplan.planning.cost import annotate_rows
+    from specplan.costs.precision import resolve_precision
+    from specplan.profiles.registry import load_hardware, load_model
+
+    m, hw = load_model(model), load_hardware(hardware)
+    lay = Layout(**{k: r["layout"][k] for k in ("tp", "dp", "ep", "pp")})
+    rows = [r.get("best")] + list(r.get("per_mechanism") or []) + list(r.get("runners_up") or []) + list(r["ranked"])
+    annotate_rows(rows, m, hw, resolve_precision(m, hw, dtype, kv_dtype), lay, r["context_len"], price)
+
+
+def _price(gpu_hour_usd, kwh_usd, pue, tier) -> dict:
+    """Price options for specplan.planning.cost (only those given)."""
+    got = dict(gpu_hour_usd=gpu_hour_usd, kwh_usd=kwh_usd, pue=pue, tier=tier)
+    for k in ("gpu_hour_usd", "kwh_usd", "pue"):
+        if got[k] is not None and not got[k] > 0:
+            raise SpecplanError(f"--{k.replace('_', '-')}: must be > 0, got {got[k]:g}")
+    return {k: v for k, v in got.items() if v is not None}
+
+
+def _energy_phrase(x: dict) -> str:
+    """'612 W/GPU, 0.110 J/token, 7.9M tok/s/MW, $0.056/Mtok' of a row (what it has)."""
+    if "joules_per_token" not in x:
+        return "no power model for this hardware"
+    usd = f", ${x['usd_per_mtok']:.3f}/Mtok" if "usd_per_mtok" in x else ""
+    return (f"{x['power_w_per_gpu']:.0f} W/GPU, {x['joules_per_token']:.3f} J/token, "
+            f"{x['tokens_per_s_per_mw'] / 1e6:.2f}M tok/s per MW{usd}")
+
+
+def _print_energy(r: dict) -> None:
+    """Energy and cost of the best point and of the best no-speculation point (recommend with --isl/--osl)."""
+    b = r["best"]
+    base = next((x for x in r["ranked"] if x["mechanism"] == "none" and x["feasible"]), None)
+    print(f"energy/cost ({r.get('objective', 'tokens-per-gpu')} objective): best {_energy_phrase(b)}")
+    if base is not None and b["mechanism"] != "none":
+        print(f"  no speculation (D = 0, concurrency {base['concurrency']:g}): {_energy_phrase(base)}")
+
+
+def _recommend_devices(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, extrapolate, max_ttft_ms,
+                       max_tpot_ms, search, json_out, kw, objective, price) -> None:
+    """recommend with several --hardware: each device's best point, the one --objective prefers first."""
+    from specplan.planning.cost import objective_value
+    from specplan.planning.recommend_serving import recommend_serving
+
+    out = []
+    for h in hardware:
+        r = recommend_serving(model, h, wl, tp=tp, engine=eng, mechanisms=mechs, acceptance=acc,
+                              max_draft_len=max_draft_len, extrapolate=extrapolate, max_ttft_ms=max_ttft_ms,
+                              max_tpot_ms=max_tpot_ms, search_concurrency=search, objective=objective, price=price,
+                              **{k: v for k, v in kw.items() if v is not None})
+        out.append({"hardware": h, "best": r["best"], "notes": r["notes"]})
+    ok = [x for x in out if x["best"] is not None]
+    ok.sort(key=lambda x: objective_value(objective, x["best"]), reverse=True)
+    res = {"model": model, "objective": objective, "devices": ok + [x for x in out if x["best"] is None],
+           "best": ok[0] if ok else None}
+    if json_out:
+        print_json(res)
+        if not ok:
+            raise typer.Exit(1)
+        return
+    rows = [[x["hardware"], x["best"]["mechanism"], x["best"]["draft_len"], x["best"]["concurrency"],
+             x["best"]["tokens_per_s_per_gpu"], x["best"].get("power_w_per_gpu", "-"),
+             x["best"].get("joules_per_token", "-"), x["best"].get("usd_per_mtok", "-")]
+            for x in ok]
+    print(f"{model} over {', '.join(hardware)} (tp {tp}), ISL {wl.isl}, OSL {wl.osl}; each device's best by "
+          f"{objective}")
+    print(table(rows, ["hardware", "mechanism", "D", "concurrency", "tok/s/GPU", "W/GPU", "J/token", "$/Mtok"]))
+    for x in out:
+        if x["best"] is None:
+            print(f"{x['hardware']}: no configuration meets the SLA")
+    if not ok:
+        raise typer.Exit(1)
+    print(f"best by {objective}: {ok[0]['hardware']} ({_energy_phrase(ok[0]['best'])})")
+
+
+def _launch(r: dict, engine, given: dict) -> dict | None:
+    """The --emit launch of an answer as {engine, argv, files, notes, text}; None without --emit or a best point."""
+    if engine is None or r.get("best") is None:
+        return None
+    from dataclasses import asdict
+
+    from specplan.planning.launch.emit import build, plan_from_answer, render
+
+    launch = build(engine, plan_from_answer(r, **given))
+    return {**asdict(launch), "text": render(launch)}
 
 
 TERMS = ("terms: AL = tokens produced per iteration (1 ... 1 + D); G_dev = query heads per KV head on one device; "
@@ -455,16 +582,17 @@ def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, d
 
 
 def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, extrapolate, max_ttft_ms, max_tpot_ms,
-                       search, json_out, kw) -> None:
+                       search, json_out, kw, emit=None, objective="tokens-per-gpu", price=None) -> None:
     """recommend --isl/--osl: print the ranked serving configurations; exit 1 (explained) when none meets the SLA."""
     from specplan.planning.recommend_serving import recommend_serving
 
     r = recommend_serving(model, hardware, wl, tp=tp, engine=eng, mechanisms=mechs, acceptance=acc,
                           max_draft_len=max_draft_len, extrapolate=extrapolate, max_ttft_ms=max_ttft_ms,
-                          max_tpot_ms=max_tpot_ms, search_concurrency=search,
+                          max_tpot_ms=max_tpot_ms, search_concurrency=search, objective=objective, price=price,
                           **{k: v for k, v in kw.items() if v is not None})
+    launch = _launch(r, emit, dict(hardware=hardware, **kw))
     if json_out:
-        print_json(r)
+        print_json(r if launch is None else {**r, "launch": launch})
         if r["best"] is None:
             raise typer.Exit(1)
         return
@@ -488,3 +616,6 @@ def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
           f"TPOT {b['tpot_ms']:.2f} ms, TTFT {b['ttft_ms']:.1f} ms"
           + (f" ({b['speedup_vs_none']:.2f}x the best without speculation)" if b.get("speedup_vs_none") and
              b["mechanism"] != "none" else ""))
+    _print_energy(r)
+    if launch is not None:
+        print(launch["text"])

@@ -21,7 +21,7 @@ FIGURE_FORMATS = ("png", "svg")  # what --formats takes; png alone by default (s
 # what --figures takes (file stems): the frontier by default; the four explanatory figures on request, since
 # each costs a fixed ~0.2-0.5 CPU s of matplotlib whatever the grid size (README speed table)
 FIGURES = {"frontier": "frontier", "heatmap": "speedup_heatmap", "tiles": "attention_tiles",
-           "acceptance": "acceptance", "breakdown": "breakdown"}
+           "acceptance": "acceptance", "breakdown": "breakdown", "energy": "serving_energy_frontier"}
 DEFAULT_FIGURES = ("frontier",)
 _ACCEPTANCE_FORM = "MECH=VALUE (rate 0.8, AL@D 3.2@4, p1,p2,.. or a profile)"
 
@@ -200,7 +200,8 @@ def pareto(
                             "devices included (device): use device when drafts run on other hardware."),
     no_plots: bool = typer.Option(False, "--no-plots", help="No figures (as --figures none)."),
     figures: Optional[str] = typer.Option(None, "--figures", help="Figures to draw: all, none, or a comma list of "
-                                          "frontier, heatmap, tiles, acceptance, breakdown (default frontier)."),
+                                          "frontier, heatmap, tiles, acceptance, breakdown (default frontier); energy: the "
+                                          "serving grid's J/token and $/Mtok frontier (with --isl/--osl)."),
     grid_csv: bool = typer.Option(False, "--grid-csv", help="Also write the grid as CSV (grid.parquet always)."),
     timings: bool = typer.Option(False, "--timings", help="Print the CPU seconds of sweep, frontier, tables and "
                                  "figures."),
@@ -355,7 +356,14 @@ def _serving_pareto(model, hardware: list, wl, tps: list[int], modes: list[str],
     front = serving_frontier(df)
     outdir.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, t in (("serving_grid.csv", df), ("serving_frontier.csv", front)):
+    tables = [("serving_grid.csv", df), ("serving_frontier.csv", front)]
+    ok = df[df["meets_sla"]]
+    if "joules_per_token" in ok:  # the energy frontier: fewest J/token at each tokens/s/user or faster
+        from specplan.planning.frontier import frontier_mask
+
+        e_front = ok[frontier_mask(ok["tokens_per_s_per_user"].to_numpy(), -ok["joules_per_token"].to_numpy())]
+        tables.append(("serving_energy_frontier.csv", e_front.sort_values("tokens_per_s_per_user")))
+    for name, t in tables:
         atomic_write_text(outdir / name, t.to_csv(index=False))
         written.append(outdir / name)
     if "frontier" in figures:
@@ -367,10 +375,17 @@ def _serving_pareto(model, hardware: list, wl, tps: list[int], modes: list[str],
         fig = plot_serving_frontier(front, title=title, max_tpot_ms=kw.get("max_tpot_ms"),
                                     max_ttft_ms=kw.get("max_ttft_ms"))
         written += P.save_figure(fig, outdir / "serving_frontier", formats=formats)
-    left = [f for f in figures if f != "frontier"]
+    if "energy" in figures and "joules_per_token" in df:
+        from specplan import plots as P
+        from specplan.plots.cost_plot import plot_energy_frontier
+
+        title = (f"{m.id} on {', '.join(h.id for h in hws)}, ISL {wl.isl}, OSL {wl.osl}: energy and cost per "
+                 f"output token")
+        written += P.save_figure(plot_energy_frontier(df, title), outdir / FIGURES["energy"], formats=formats)
+    left = [f for f in figures if f not in ("frontier", "energy")]
     if left:
         print(f"figures: {', '.join(left)} are drawn for the batch grid only (without --isl/--osl); the serving "
-              f"grid draws serving_frontier")
+              f"grid draws serving_frontier and energy")
     n_ok = int(df["meets_sla"].sum())
     print(f"{len(df):,} serving configurations ({n_ok:,} meet the SLA) over {len(hws)} device(s) x TP "
           f"{', '.join(map(str, tps))} x {', '.join(modes)}; {len(front):,} frontier rows: the overall frontier and "

@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from specplan.core.errors import SpecplanError
+from specplan.costs.precision import resolve_precision
 from specplan.model.parallel import layout_for
+from specplan.planning.cost import predict_energy
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation.guidelines import binding_line
 from specplan.speculation.speedup import evaluate
@@ -72,6 +74,11 @@ def predict_summary(model, hardware, *, tp=1, batch=1, context_len=1024, mechani
         "memory": memory,
         "guidelines": diag,
         "binding": {"guideline": guideline, "line": line},
+        "energy": predict_energy(model, hw, prec, layout_for(tp, kw.get("layout")), batch=batch,
+                                 context_len=context_len,
+                                 baseline_tps=batch / (_f(r["baseline_step_s"]) * _f(r["baseline_devices"])),
+                                 speculative_tps=_f(r["tokens_per_s_per_gpu"]), draft_len=draft_len,
+                                 acceptance_length=_f(r["acceptance_length"])),
         "notes": notes,
     }
 
@@ -88,6 +95,15 @@ def predict_serving(model, hardware, workload, *, tp=1, mechanism="none", draft_
     r = predict_summary(model, hardware, tp=tp, batch=batch, context_len=int(round(workload.decode_context)),
                         mechanism=mechanism, draft_len=draft_len, acceptance=acceptance, engine=engine, **kw)
     r["serving"] = srv
+    if r["energy"] is not None:  # serving rates, decode batches and one prefill per request
+        hw = load_hardware(hardware)
+        sp = srv.get("speculative")
+        r["serving"]["energy"] = predict_energy(
+            load_model(model), hw, resolve_precision(load_model(model), hw, kw.get("dtype"), kw.get("kv_dtype")),
+            layout_for(tp), batch=(srv["baseline"]["decode_batch"], sp["decode_batch"] if sp else 1.0),
+            context_len=workload.decode_context, baseline_tps=srv["baseline"]["tokens_per_s_per_gpu"],
+            speculative_tps=sp["tokens_per_s_per_gpu"] if sp else None, draft_len=draft_len,
+            acceptance_length=sp["acceptance_length"] if sp else 1.0, isl=workload.isl, osl=workload.osl)
     return r
 
 

@@ -30,9 +30,16 @@ def _candidates(workload, search_concurrency: bool, pools=None):
 
 def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanisms=None, acceptance=None,
                       max_draft_len=16, extrapolate=False, max_ttft_ms=None, max_tpot_ms=None,
-                      search_concurrency=None, top=10, keep_grid=False, pools=None, **kw) -> dict:
-    """Rank (mechanism, D) by their best tokens/s/GPU over the concurrency (and pools) grid under the SLA;
-    disaggregated without workload.pools searches `pools` (default every xPyD with x, y in POOL_SIZES)."""
+                      search_concurrency=None, top=10, keep_grid=False, pools=None, objective="tokens-per-gpu",
+                      price=None, **kw) -> dict:
+    """Rank (mechanism, D) by their best tokens/s/GPU (or lowest $/Mtok or J/token: `objective`) over the
+    concurrency (and pools) grid under the SLA; disaggregated without workload.pools searches `pools` (default
+    every xPyD with x, y in POOL_SIZES); rows carry power, J/token, tokens/s/MW and $/Mtok
+    (specplan.planning.cost; `price`: gpu_hour_usd, kwh_usd, pue, tier)."""
+    from specplan.planning.cost import OBJECTIVES, row_energy, serving_energy
+
+    if objective not in OBJECTIVES:
+        raise SpecplanError(f"objective: must be one of {', '.join(OBJECTIVES)}, got '{objective}'")
     for name, v in (("max TTFT (--max-ttft-ms)", max_ttft_ms), ("max TPOT (--max-tpot-ms)", max_tpot_ms)):
         if v is not None and not (v > 0):
             raise SpecplanError(f"{name}: must be > 0 ms, got {v:g}")
@@ -74,7 +81,17 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
                 ok = ok & (get("ttft_s") * 1e3 <= max_ttft_ms)
             if max_tpot_ms is not None:
                 ok = ok & (get("tpot_s") * 1e3 <= max_tpot_ms)
-            obj = np.where(ok, get("tokens_per_s_per_gpu"), -np.inf)
+            e = serving_energy(m, hardware, wl, r, d[None, :], tp=tp, dtype=kw.get("dtype"),
+                               kv_dtype=kw.get("kv_dtype"), price=price)
+            if objective == "tokens-per-gpu":
+                obj = np.where(ok, get("tokens_per_s_per_gpu"), -np.inf)
+            else:
+                key = "usd_per_mtok" if objective == "cost" else "joules_per_token"
+                if e is None or key not in e:
+                    raise SpecplanError(f"objective {objective}: no {key} on this hardware (no power model or no "
+                                        f"default price: give --gpu-hour-usd)")
+                val = np.broadcast_to(e[key], shape)
+                obj = np.where(ok & np.isfinite(val), -val, -np.inf)
             if keep_grid:
                 cc = np.broadcast_to(np.asarray(r.get("concurrency", conc[:, None]), dtype=float), shape)
                 grid += [{"mechanism": mech, "draft_len": int(d[j]), "concurrency": float(cc[i, j]),
@@ -82,7 +99,8 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
                           "tpot_ms": 1e3 * float(get("tpot_s")[i, j]), "ttft_ms": 1e3 * float(get("ttft_s")[i, j]),
                           "tokens_per_s_per_user": float(get("tokens_per_s_per_user")[i, j]),
                           "tokens_per_s_per_gpu": float(get("tokens_per_s_per_gpu")[i, j]),
-                          "meets_sla": bool(ok[i, j])} for i in range(shape[0]) for j in range(len(d))]
+                          "meets_sla": bool(ok[i, j]), **row_energy(e, i, j)}
+                         for i in range(shape[0]) for j in range(len(d))]
             for j, dd in enumerate(d):
                 i = int(np.argmax(obj[:, j])) if np.any(ok[:, j]) else int(np.argmin(get("tpot_s")[:, j]))
                 rows.append({"mechanism": mech, "draft_len": int(dd), "feasible": bool(ok[i, j]),
@@ -94,8 +112,13 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
                              "tokens_per_s_per_gpu": float(get("tokens_per_s_per_gpu")[i, j]),
                              "acceptance_length": float(get("acceptance_length")[i, j]),
                              "min_tpot_ms": 1e3 * float(np.min(get("tpot_s")[:, j])),
-                             "min_ttft_ms": 1e3 * float(np.min(get("ttft_s")[:, j]))})
-    rows.sort(key=lambda x: (x["feasible"], x["tokens_per_s_per_gpu"] if x["feasible"] else -x["tpot_ms"]),
+                             "min_ttft_ms": 1e3 * float(np.min(get("ttft_s")[:, j])),
+                             "decode_batch": float(np.broadcast_to(np.asarray(r["decode_batch"], dtype=float),
+                                                                   shape)[i, j]),
+                             **row_energy(e, i, j)})
+    from specplan.planning.cost import objective_value
+
+    rows.sort(key=lambda x: (x["feasible"], objective_value(objective, x) if x["feasible"] else -x["tpot_ms"]),
               reverse=True)
     feasible = [x for x in rows if x["feasible"]]
     # the best configuration without speculation, and every row's throughput over it (the speedup a user buys)
@@ -107,7 +130,8 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
     if base is not None and top and base not in ranked:
         ranked = ranked + [base]  # the no-speculation row is always shown
     out = {"model": m.id, "engine": eng.id, "mode": workload.mode, "isl": workload.isl, "osl": workload.osl,
-           "tp": tp, "max_ttft_ms": max_ttft_ms, "max_tpot_ms": max_tpot_ms, "ranked": ranked, "notes": notes,
+           "tp": tp, "hardware": getattr(hardware, "id", hardware), "objective": objective,
+           "max_ttft_ms": max_ttft_ms, "max_tpot_ms": max_tpot_ms, "ranked": ranked, "notes": notes,
            "best": feasible[0] if feasible else None, "baseline": base, "grid": grid}
     if not feasible:
         t = min(x["min_tpot_ms"] for x in rows)

@@ -94,6 +94,25 @@ class AllToAllParams(_Frozen):
     scaleout_bw_fraction: float = Field(0.86, ge=MIN_FRACTION, le=1)  # of scaleout_bandwidth_bytes_s
 
 
+class PowerSpec(_Frozen):
+    """Board power of one device: spec-sheet TDP, idle draw, and the split of dynamic power (fractions of TDP - idle).
+
+    power = idle + (TDP - idle) x min(1, active_floor + compute x u_compute + memory x u_memory), where u_compute
+    is the fraction of dense peak FLOP/s and u_memory of HBM bandwidth a step achieves (specplan.planning.cost)."""
+
+    tdp_w: float = Field(gt=0, le=1e5)
+    idle_w: float = Field(ge=0, le=1e5)
+    active_floor: float = Field(ge=0, le=1)  # a busy GPU with no traffic (clocks up, kernels resident)
+    compute: float = Field(ge=0, le=100)  # per unit of compute utilization
+    memory: float = Field(ge=0, le=100)  # per unit of HBM bandwidth utilization
+
+    @model_validator(mode="after")
+    def _idle_below_tdp(self) -> "PowerSpec":
+        if self.idle_w >= self.tdp_w:
+            raise ValueError(f"power.idle_w: must be below tdp_w ({self.tdp_w:g} W), got {self.idle_w:g}")
+        return self
+
+
 class HardwareProfile(_Frozen):
     """One device: spec-sheet numbers (dense, never sparse) plus calibrated efficiencies; every number sourced."""
 
@@ -120,6 +139,7 @@ class HardwareProfile(_Frozen):
     attention: AttentionEfficiency = AttentionEfficiency()
     allreduce: AllReduceParams = AllReduceParams()
     alltoall: AllToAllParams = AllToAllParams()
+    power: PowerSpec | None = None  # None: no power model for this device (energy and power not reported)
     sources: dict[str, str] = Field(default_factory=dict)
     notes: str = ""
     calibration: dict | None = None

@@ -109,7 +109,7 @@ def test_pareto_draws_the_frontier_as_png_unless_figures_and_formats_ask(tmp_pat
                                                                        "format; use a comma list of png, svg")
     assert _pareto_error(tmp_path / "bad2", "--figures", "frontier,pie") == (
         "error: --figures: pie is not a figure; use all, none or a comma list of frontier, heatmap, tiles, "
-        "acceptance, breakdown")
+        "acceptance, breakdown, energy")
 
 
 def _pareto_error(tmp_path, *extra):

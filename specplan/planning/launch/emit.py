@@ -1,0 +1,502 @@
+"""Engine launch commands from a recommend answer: vLLM, SGLang, TensorRT-LLM, and Dynamo for disaggregated answers.
+
+Input is a plain dict (the `recommend --json` answer, or its `best` row plus model / hardware / layout / kv dtype),
+normalised once by `plan_from_answer`; each `build_*` returns a `Launch` (argv, config files, notes) and `render`
+prints it. Every flag and config key comes from the lists extracted from the engines' own code (flags/*.json);
+`check_launch` verifies a launch against them. A mechanism an engine lacks raises one SpecplanError line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from specplan.core.errors import SpecplanError
+
+FLAGS_DIR = Path(__file__).with_name("flags")
+ENGINES = ("vllm", "sglang", "trtllm", "dynamo")
+DEFAULT_TOKEN_BUDGET = 8192  # vLLM's and TensorRT-LLM's default per-step token budget (max_num_batched_tokens)
+
+# specplan mechanism -> each engine's name for it (None: the engine has no such method in the extracted version).
+METHODS = {
+    "vllm": {"eagle3": "eagle3", "mtp": "mtp", "external": "draft_model", "ngram": "ngram", "dflash": "dflash",
+             "dspark": "dspark", "medusa": None, "self": None},
+    "sglang": {"eagle3": "EAGLE3", "mtp": "NEXTN", "external": "STANDALONE", "ngram": "NGRAM", "dflash": "DFLASH",
+               "dspark": "DSPARK", "medusa": None, "self": None},
+    "trtllm": {"eagle3": "Eagle3", "mtp": "MTP", "external": "Draft_Target", "ngram": "NGram", "dflash": "DFlash",
+               "dspark": "DSpark", "medusa": None, "self": None},
+}
+NEEDS_DRAFT = {"eagle3", "external", "dflash"}
+KV_DTYPES = {  # specplan KV dtype -> engine value (None: the checkpoint's own = "auto")
+    "vllm": {None: "auto", "bf16": "bfloat16", "fp16": "float16", "fp8": "fp8", "fp4": "nvfp4", "nvfp4": "nvfp4"},
+    "sglang": {None: "auto", "bf16": "bfloat16", "fp16": "auto", "fp8": "fp8_e4m3", "fp4": "nvfp4", "nvfp4": "nvfp4"},
+    "trtllm": {None: "auto", "bf16": "bfloat16", "fp16": "float16", "fp8": "fp8", "fp4": "nvfp4", "nvfp4": "nvfp4"},
+}
+
+
+@lru_cache(maxsize=None)
+def flag_list(engine: str) -> dict:
+    """The committed flag / key list of one engine (flags/<engine>.json)."""
+    return json.loads((FLAGS_DIR / f"{engine}.json").read_text())
+
+
+@dataclass
+class Launch:
+    """What runs one answer on one engine: a command line, config files to write beside it, and notes."""
+
+    engine: str
+    version: str
+    argv: list[str]
+    files: dict[str, dict] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _int(answer: dict, key: str, default: int) -> int:
+    v = answer.get(key, default)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0:
+        raise SpecplanError(f"launch: answer field '{key}' must be a non-negative number, got {v!r}")
+    return int(math.ceil(v))
+
+
+def _pools(p) -> dict | None:
+    """{'prefill': {...}, 'decode': {...}} from '2P1D' or a dict; None for aggregated."""
+    if p is None:
+        return None
+    if isinstance(p, str):
+        s = p.strip().upper()
+        if "P" not in s or not s.endswith("D"):
+            raise SpecplanError(f"launch: answer field 'pools' must look like 2P1D, got {p!r}")
+        x, y = s[:-1].split("P")
+        if not (x.isdigit() and y.isdigit()) or int(x) < 1 or int(y) < 1:
+            raise SpecplanError(f"launch: answer field 'pools' must look like 2P1D, got {p!r}")
+        return {"prefill": {"replicas": int(x)}, "decode": {"replicas": int(y)}}
+    if isinstance(p, dict) and {"prefill", "decode"} <= set(p):
+        return {k: dict(p[k]) for k in ("prefill", "decode")}
+    raise SpecplanError(f"launch: answer field 'pools' must be 'xPyD' or {{prefill: ..., decode: ...}}, got {p!r}")
+
+
+def plan_from_answer(answer: dict, **given) -> dict:
+    """One flat plan from a recommend answer (the whole `--json` output or its best row) plus `given` defaults.
+
+    Keys: model, hf_repo, mechanism, draft_len, draft_repo, tree_topk, tree_tokens, max_batch, token_budget,
+    kv_dtype, dtype, checkpoint_dtype, tp, dp, ep, pp, mode, pools, d_schedule [(batch_lo, batch_hi, D)], isl, osl."""
+    from specplan.profiles.registry import load_model, model_ids
+
+    if not isinstance(answer, dict):
+        raise SpecplanError("launch: the answer must be a JSON object (recommend --json output)")
+    best = answer.get("best", answer) if isinstance(answer.get("best", answer), dict) else None
+    if best is None:
+        raise SpecplanError("launch: the answer has no best configuration (recommend found none that fits)")
+    src = {**{k: v for k, v in answer.items() if k not in ("best", "ranked", "grid", "runners_up", "per_mechanism")},
+           **best}
+    for k, v in given.items():
+        if v is not None and src.get(k) is None:
+            src[k] = v
+    model_id = src.get("model")
+    if not isinstance(model_id, str) or not model_id:
+        raise SpecplanError("launch: answer field 'model' is missing")
+    prof = load_model(model_id) if model_id in model_ids() else None
+    lay = src.get("layout") if isinstance(src.get("layout"), dict) else {}
+    mech = src.get("mechanism") or "none"
+    d = _int(src, "draft_len", 0)
+    if mech == "none":
+        d = 0
+    if mech != "none" and d < 1:
+        raise SpecplanError(f"launch: mechanism {mech} needs draft_len >= 1, got {d}")
+    pools = _pools(src.get("pools"))
+    batch = _int(src, "batch", 0)
+    if not batch and src.get("concurrency") is not None:  # closed loop: every request may run (split over the
+        y = pools["decode"].get("replicas", 1) if pools else 1  # decode replicas of a disaggregated answer)
+        batch = math.ceil(_int(src, "concurrency", 1) / y)
+    batch = batch or _int(src, "decode_batch", 0) or 256
+    draft_repo = src.get("draft_repo") or src.get("draft_model")
+    if isinstance(draft_repo, str) and draft_repo in model_ids():
+        draft_repo = load_model(draft_repo).hf_repo or draft_repo
+    if draft_repo is None and mech == "eagle3" and prof is not None and f"eagle3-{prof.id}" in model_ids():
+        draft_repo = load_model(f"eagle3-{prof.id}").hf_repo
+    sched = src.get("d_schedule") or src.get("draft_len_schedule")
+    plan = {
+        "model": model_id,
+        "hf_repo": src.get("hf_repo") or (prof.hf_repo if prof is not None and prof.hf_repo else model_id),
+        "mechanism": mech, "draft_len": d, "draft_repo": draft_repo,
+        "tree_topk": _int(src, "tree_topk", 1), "tree_tokens": _int(src, "tree_tokens", d + 1 if d else 0),
+        "max_batch": batch,
+        "token_budget": _int(src, "token_budget", max(DEFAULT_TOKEN_BUDGET, batch * (1 + d))),
+        "kv_dtype": src.get("kv_dtype"), "dtype": src.get("dtype"),
+        "checkpoint_dtype": prof.weight_dtype if prof is not None else None,
+        "tp": _int(lay, "tp", _int(src, "tp", 1)), "dp": _int(lay, "dp", _int(src, "dp", 1)),
+        "ep": _int(lay, "ep", _int(src, "ep", 1)), "pp": _int(lay, "pp", _int(src, "pp", 1)),
+        "mode": src.get("mode") or "agg", "pools": pools, "engine": src.get("engine"),
+        "d_schedule": _schedule(sched) if sched else None,
+        "hardware": src.get("hardware"), "isl": src.get("isl"), "osl": src.get("osl"),
+    }
+    if plan["mode"] == "disagg" and plan["pools"] is None:
+        plan["pools"] = {"prefill": {"replicas": 1}, "decode": {"replicas": 1}}
+    return plan
+
+
+def _schedule(s) -> list[tuple[int, int, int]]:
+    """[(batch_lo, batch_hi, D)] from [[lo, hi, D], ...] or {batch_hi: D} (TRT-LLM's form)."""
+    out = []
+    if isinstance(s, dict):
+        lo = 1
+        for hi, dd in sorted((int(k), int(v)) for k, v in s.items()):
+            out.append((lo, hi, dd))
+            lo = hi + 1
+    elif isinstance(s, list) and all(isinstance(r, (list, tuple)) and len(r) == 3 for r in s):
+        out = [tuple(int(x) for x in r) for r in s]
+    else:
+        raise SpecplanError(f"launch: answer field 'd_schedule' must be [[batch_lo, batch_hi, D], ...], got {s!r}")
+    return out
+
+
+def _method(engine: str, plan: dict) -> str | None:
+    """The engine's name for the plan's mechanism, or a one-line error naming what the engine lacks."""
+    mech = plan["mechanism"]
+    if mech == "none":
+        return None
+    m = METHODS[engine].get(mech, None)
+    if m is None:
+        v = flag_list(engine)["version"]
+        raise SpecplanError(f"launch: {engine} ({v}) has no speculative method for mechanism '{mech}'; "
+                            f"it supports {', '.join(k for k, x in METHODS[engine].items() if x)}")
+    if mech in NEEDS_DRAFT and not plan["draft_repo"]:
+        raise SpecplanError(f"launch: mechanism '{mech}' needs a draft model (answer field 'draft_model' or "
+                            f"--draft-model); none is known for {plan['model']}")
+    return m
+
+
+def _quant_note(plan: dict, engine: str) -> tuple[str | None, str | None]:
+    """(online quantization value, note) when the answer's weight dtype differs from the checkpoint's."""
+    want, have = plan["dtype"], plan["checkpoint_dtype"]
+    if not want or want == have or want in ("bf16", "fp16") and have in ("bf16", "fp16"):
+        return None, None
+    if want == "fp8" and engine in ("vllm", "sglang"):
+        return "fp8", f"weights quantized to FP8 at load (--quantization fp8); checkpoint is {have}"
+    return None, (f"the answer assumes {want} weights but the checkpoint is {have}: point the command at a {want} "
+                  f"checkpoint (this engine does not quantize at load)")
+
+
+def build_vllm(plan: dict, worker: bool = False) -> Launch:
+    """`vllm serve MODEL ...` for the plan (worker=True: the engine flags only, for a Dynamo worker)."""
+    fl = flag_list("vllm")
+    argv = [] if worker else ["vllm", "serve", plan["hf_repo"]]
+    notes = []
+    argv += ["--tensor-parallel-size", str(plan["tp"])]
+    if plan["pp"] > 1:
+        argv += ["--pipeline-parallel-size", str(plan["pp"])]
+    if plan["dp"] > 1:
+        argv += ["--data-parallel-size", str(plan["dp"])]
+    if plan["ep"] > 1:
+        argv += ["--enable-expert-parallel"]
+        if plan["ep"] != plan["tp"] * plan["dp"]:
+            notes.append(f"vLLM's expert parallelism spans TP x DP = {plan['tp'] * plan['dp']} GPUs, not the "
+                         f"answer's EP {plan['ep']}")
+    argv += ["--max-num-seqs", str(plan["max_batch"]), "--max-num-batched-tokens", str(plan["token_budget"]),
+             "--kv-cache-dtype", KV_DTYPES["vllm"].get(plan["kv_dtype"], "auto")]
+    q, note = _quant_note(plan, "vllm")
+    if q:
+        argv += ["--quantization", q]
+    if note:
+        notes.append(note)
+    method = _method("vllm", plan)
+    if method:
+        sc = {"method": method, "num_speculative_tokens": plan["draft_len"]}
+        if plan["draft_repo"] and plan["mechanism"] in NEEDS_DRAFT:
+            sc["model"] = plan["draft_repo"]
+        if plan["d_schedule"]:
+            sc["num_speculative_tokens_per_batch_size"] = [list(r) for r in plan["d_schedule"]]
+            sc["num_speculative_tokens"] = max(r[2] for r in plan["d_schedule"])
+        argv += ["--speculative-config", json.dumps(sc, separators=(",", ":"))]
+        if plan["tree_topk"] > 1:
+            notes.append("vLLM drafts a chain: the answer's tree (top-k > 1) is emitted as a chain of the same depth")
+    return Launch("vllm", fl["version"], argv, notes=notes)
+
+
+def build_sglang(plan: dict, worker: bool = False) -> Launch:
+    """`python -m sglang.launch_server --model-path MODEL ...` for the plan."""
+    fl = flag_list("sglang")
+    argv = ([] if worker else ["python", "-m", "sglang.launch_server"]) + ["--model-path", plan["hf_repo"]]
+    notes = []
+    gpus = plan["tp"] * plan["dp"]
+    argv += ["--tp-size", str(gpus)]
+    if plan["pp"] > 1:
+        argv += ["--pp-size", str(plan["pp"])]
+    if plan["dp"] > 1:
+        argv += ["--attn-dp-size", str(plan["dp"])]  # SGLang 0.5.23: replaces --dp-size N --enable-dp-attention
+    if plan["ep"] > 1:
+        argv += ["--ep-size", str(plan["ep"])]
+    argv += ["--max-running-requests", str(plan["max_batch"]),
+             "--chunked-prefill-size", str(plan["token_budget"]),
+             "--kv-cache-dtype", KV_DTYPES["sglang"].get(plan["kv_dtype"], "auto")]
+    q, note = _quant_note(plan, "sglang")
+    if q:
+        argv += ["--quantization", q]
+    if note:
+        notes.append(note)
+    method = _method("sglang", plan)
+    if method:
+        d = max(r[2] for r in plan["d_schedule"]) if plan["d_schedule"] else plan["draft_len"]
+        argv += ["--speculative-algorithm", method]
+        if plan["draft_repo"] and plan["mechanism"] in NEEDS_DRAFT:
+            argv += ["--speculative-draft-model-path", plan["draft_repo"]]
+        tokens = plan["tree_tokens"] if plan["tree_topk"] > 1 else d + 1
+        argv += ["--speculative-num-steps", str(d), "--speculative-eagle-topk", str(plan["tree_topk"]),
+                 "--speculative-num-draft-tokens", str(tokens)]
+        if plan["d_schedule"]:
+            notes.append(f"SGLang {fl['version']} has no per-batch-size D schedule flag: emitted the largest D = {d}")
+    return Launch("sglang", fl["version"], argv, notes=notes)
+
+
+def trtllm_options(plan: dict) -> tuple[dict, list[str]]:
+    """The extra LLM-API YAML of trtllm-serve (as a dict) and notes."""
+    notes = []
+    opts = {"tensor_parallel_size": plan["tp"] * plan["dp"], "max_batch_size": plan["max_batch"],
+            "max_num_tokens": plan["token_budget"],
+            "kv_cache_config": {"dtype": KV_DTYPES["trtllm"].get(plan["kv_dtype"], "auto")}}
+    if plan["pp"] > 1:
+        opts["pipeline_parallel_size"] = plan["pp"]
+    if plan["dp"] > 1:
+        opts["enable_attention_dp"] = True
+    if plan["ep"] > 1:
+        opts["moe_expert_parallel_size"] = plan["ep"]
+        opts["moe_tensor_parallel_size"] = plan["tp"] * plan["dp"] // plan["ep"]
+    _, note = _quant_note(plan, "trtllm")
+    if note:
+        notes.append(note)
+    method = _method("trtllm", plan)
+    if method:
+        sc = {"decoding_type": method, "max_draft_len": plan["draft_len"]}
+        if plan["draft_repo"] and plan["mechanism"] in NEEDS_DRAFT:
+            sc["speculative_model"] = plan["draft_repo"]
+        if plan["d_schedule"]:
+            sc["max_draft_len"] = plan["d_schedule"][0][2]
+            sc["draft_len_schedule"] = {int(hi): int(dd) for _, hi, dd in plan["d_schedule"]}
+            if max(r[2] for r in plan["d_schedule"]) != plan["d_schedule"][0][2]:
+                raise SpecplanError("launch: TensorRT-LLM's draft_len_schedule needs D to fall with batch (its "
+                                    "smallest batch key must equal max_draft_len)")
+        if plan["mechanism"] == "mtp":
+            notes.append("MTP: max_draft_len sets the MTP depth (num_nextn_predict_layers is deprecated in "
+                         "llm_args.py and filled from the checkpoint)")
+        if plan["tree_topk"] > 1 and plan["mechanism"] in ("eagle3", "mtp"):
+            sc["use_dynamic_tree"] = True
+            sc["dynamic_tree_max_topK"] = plan["tree_topk"]
+            sc["max_total_draft_tokens"] = max(plan["tree_tokens"] - 1, plan["draft_len"])
+        opts["speculative_config"] = sc
+    return opts, notes
+
+
+def build_trtllm(plan: dict) -> Launch:
+    """`trtllm-serve MODEL --config extra-llm-api.yaml` plus that YAML."""
+    fl = flag_list("trtllm")
+    opts, notes = trtllm_options(plan)
+    return Launch("trtllm", fl["version"], ["trtllm-serve", plan["hf_repo"], "--config", "extra-llm-api.yaml"],
+                  files={"extra-llm-api.yaml": opts}, notes=notes)
+
+
+def build_dynamo(plan: dict, backend: str = "sglang", gpus_per_node: int = 8) -> Launch:
+    """A DynamoGraphDeployment with a frontend, a prefill and a decode worker service for a disaggregated plan."""
+    dyn = flag_list("dynamo")
+    if plan["mode"] != "disagg" or not plan["pools"]:
+        raise SpecplanError("launch: --engine dynamo emits disaggregated answers (mode disagg with xPyD pools); "
+                            "this answer is aggregated: use --engine vllm|sglang|trtllm")
+    if backend not in dyn["workers"]:
+        raise SpecplanError(f"launch: dynamo backend must be one of {', '.join(dyn['workers'])}, got {backend!r}")
+    w = dyn["workers"][backend]
+    notes, services, files = [], {}, {}
+    services["Frontend"] = {"componentType": "frontend", "replicas": 1,
+                            "extraPodSpec": {"mainContainer": {"image": w["image"]}}}
+    for role in ("prefill", "decode"):
+        pool = plan["pools"][role]
+        sub = dict(plan)
+        for k in ("tp", "dp", "ep", "pp"):
+            sub[k] = int(pool.get(k, plan[k] if role == "decode" else (plan["tp"] if k == "tp" else 1)))
+        if role == "prefill":
+            sub = {**sub, "mechanism": "none", "draft_len": 0, "d_schedule": None,
+                   "max_batch": int(pool.get("max_batch", max(1, plan["token_budget"] // max(1, plan["isl"] or 1024))))}
+        gpus = sub["tp"] * sub["dp"] * sub["pp"]
+        if backend == "vllm":
+            args = ["--model", plan["hf_repo"]] + build_vllm(sub, worker=True).argv
+        elif backend == "sglang":
+            args = build_sglang(sub, worker=True).argv + ["--served-model-name", plan["hf_repo"]]
+        else:
+            opts, n = trtllm_options(sub)
+            opts["cache_transceiver_config"] = {"backend": "DEFAULT"}  # as Dynamo's trtllm engine_configs
+            files[f"{role}.yaml"] = opts
+            notes += n
+            args = ["--model-path", plan["hf_repo"], "--served-model-name", plan["hf_repo"],
+                    "--extra-engine-args", f"./{role}.yaml"]
+        args += w["role_flags"][role]
+        svc = {"envFromSecret": "hf-token-secret", "componentType": "worker", "subComponentType": role,
+               "replicas": int(pool.get("replicas", 1)), "resources": {"limits": {"gpu": str(min(gpus, gpus_per_node))}},
+               "extraPodSpec": {"mainContainer": {"image": w["image"], "workingDir": w["workingDir"],
+                                                  "command": ["python3", "-m", w["module"]], "args": args}}}
+        if gpus > gpus_per_node:
+            svc["multinode"] = {"nodeCount": math.ceil(gpus / gpus_per_node)}
+        services[role] = svc
+    name = f"specplan-{plan['model']}-disagg".lower().replace(".", "-").replace("_", "-")[:63]
+    dgd = {"apiVersion": dyn["api_version"], "kind": dyn["kind"], "metadata": {"name": name},
+           "spec": {"backendFramework": backend, "services": services}}
+    files = {"dynamo-graph-deployment.yaml": dgd, **files}
+    return Launch("dynamo", dyn["version"], ["kubectl", "apply", "-f", "dynamo-graph-deployment.yaml"],
+                  files=files, notes=notes + [f"workers run {backend} ({flag_list(backend)['version']})"])
+
+
+def build(engine: str, plan: dict, backend: str | None = None) -> Launch:
+    """The launch of `plan` on `engine` (vllm | sglang | trtllm | dynamo)."""
+    if engine == "vllm":
+        return build_vllm(plan)
+    if engine == "sglang":
+        return build_sglang(plan)
+    if engine == "trtllm":
+        return build_trtllm(plan)
+    if engine == "dynamo":
+        return build_dynamo(plan, backend or (plan.get("engine") if plan.get("engine") in METHODS else "sglang"))
+    raise SpecplanError(f"launch: --emit/--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+
+
+def render(launch: Launch) -> str:
+    """The command (shell-quoted), each config file as YAML under a `# file:` line, then notes as comments."""
+    out = [f"# {launch.engine}: {launch.version}"]
+    for name, body in launch.files.items():
+        out.append(f"# file: {name}")
+        out.append(yaml.safe_dump(body, sort_keys=False, default_flow_style=False).rstrip())
+    out.append(" ".join(shlex.quote(a) for a in launch.argv))
+    out += [f"# note: {n}" for n in launch.notes]
+    return "\n".join(out)
+
+
+def _kind_ok(kind: str, value) -> bool:
+    """Does `value` (a CLI token or a YAML value) have the list's kind?"""
+    if kind == "bool":
+        return value is None or isinstance(value, bool)
+    if kind == "int":
+        return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, str) and value.isdigit())
+    if kind == "float":
+        try:
+            float(value)
+            return not isinstance(value, bool)
+        except (TypeError, ValueError):
+            return False
+    if kind == "json":
+        try:
+            return isinstance(json.loads(value), (dict, list))
+        except (TypeError, ValueError):
+            return False
+    if kind == "list":
+        return isinstance(value, (list, tuple))
+    if kind == "object":
+        return isinstance(value, dict)
+    if kind == "dict_int_int":
+        return isinstance(value, dict) and all(isinstance(k, int) and isinstance(v, int) for k, v in value.items())
+    return isinstance(value, str)
+
+
+def check_argv(argv: list[str], flags: dict) -> list[str]:
+    """Problems of a flag list against an engine's extracted flags: unknown flags, wrong kinds, bad choices."""
+    bad, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        if not a.startswith("--"):
+            bad.append(f"positional {a!r} where a flag was expected")
+            i += 1
+            continue
+        spec = flags.get(a)
+        if spec is None:
+            bad.append(f"{a}: not a flag of this engine")
+            i += 1
+            continue
+        if spec.get("deprecated"):
+            bad.append(f"{a}: deprecated in this engine version")
+        if spec["kind"] == "bool":
+            i += 1
+            continue
+        val = argv[i + 1] if i + 1 < len(argv) else None
+        if val is None or not _kind_ok(spec["kind"], val):
+            bad.append(f"{a} {val!r}: not a {spec['kind']}")
+        elif spec.get("choices") and val not in [str(c) for c in spec["choices"]]:
+            bad.append(f"{a} {val!r}: not one of the engine's choices")
+        i += 2
+    return bad
+
+
+def check_keys(obj: dict, spec: dict, where: str = "") -> list[str]:
+    """Problems of a YAML dict against a nested key spec ({key: {kind, choices, keys}})."""
+    bad = []
+    for k, v in obj.items():
+        s = spec.get(k)
+        if s is None:
+            bad.append(f"{where}{k}: not a key of this engine")
+            continue
+        if not _kind_ok(s["kind"], v):
+            bad.append(f"{where}{k} = {v!r}: not a {s['kind']}")
+        elif s.get("choices") and v not in s["choices"]:
+            bad.append(f"{where}{k} = {v!r}: not one of the engine's choices")
+        if s["kind"] == "object" and isinstance(v, dict) and "keys" in s:
+            bad += check_keys(v, s["keys"], f"{where}{k}.")
+    return bad
+
+
+def _check_tree(obj, spec, where="") -> list[str]:
+    """Problems of a Dynamo YAML against the key tree of flags/dynamo.json."""
+    bad = []
+    if not isinstance(obj, dict):
+        return [f"{where}: expected a mapping"]
+    for k, v in obj.items():
+        s = spec.get(k, spec.get("*"))
+        if s is None:
+            bad.append(f"{where}{k}: not a key of a DynamoGraphDeployment")
+        elif isinstance(s, str):
+            if not _kind_ok(s, v):
+                bad.append(f"{where}{k} = {v!r}: not a {s}")
+        elif "kind" in s:
+            if not _kind_ok(s["kind"], v) or (s.get("choices") and v not in s["choices"]):
+                bad.append(f"{where}{k} = {v!r}: not allowed")
+        else:
+            bad += _check_tree(v, s, f"{where}{k}.")
+    return bad
+
+
+def check_launch(launch: Launch) -> list[str]:
+    """Every flag, key, value kind and choice of a launch against the committed lists; [] when all hold."""
+    if launch.engine == "vllm":
+        fl = flag_list("vllm")
+        bad = check_argv(launch.argv[3:], fl["flags"])
+        if "--speculative-config" in launch.argv:
+            sc = json.loads(launch.argv[launch.argv.index("--speculative-config") + 1])
+            bad += check_keys(sc, {k: {**v, "kind": "int" if v["kind"] == "int" else v["kind"]}
+                                   for k, v in fl["speculative_config"].items()}, "speculative_config.")
+        return bad
+    if launch.engine == "sglang":
+        return check_argv(launch.argv[3:], flag_list("sglang")["flags"])
+    if launch.engine == "trtllm":
+        fl = flag_list("trtllm")
+        return check_argv(launch.argv[2:], fl["cli_flags"]) + check_keys(launch.files["extra-llm-api.yaml"],
+                                                                         fl["llm_api"])
+    if launch.engine == "dynamo":
+        dyn = flag_list("dynamo")
+        dgd = launch.files["dynamo-graph-deployment.yaml"]
+        bad = _check_tree(dgd, dyn["keys"])
+        backend = dgd["spec"]["backendFramework"]
+        w = dyn["workers"][backend]
+        for name, svc in dgd["spec"]["services"].items():
+            if svc.get("componentType") != "worker":
+                continue
+            args = svc["extraPodSpec"]["mainContainer"]["args"]
+            flags = {**w["own_flags"]}
+            if backend in ("vllm", "sglang"):
+                flags = {**flag_list(backend)["flags"], **flags}
+            bad += [f"{name}: {b}" for b in check_argv(args, flags)]
+        for fname, body in launch.files.items():
+            if fname != "dynamo-graph-deployment.yaml":
+                bad += [f"{fname}: {b}" for b in check_keys(body, flag_list("trtllm")["llm_api"])]
+        return bad
+    return [f"unknown engine {launch.engine}"]

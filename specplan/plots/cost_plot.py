@@ -1,0 +1,45 @@
+"""Energy and cost frontier of the serving grid: J/token and $/Mtok against tokens/s per user, with and without
+speculation (the lowest J/token or $/Mtok reachable at or above each interactivity, under the SLA)."""
+
+from __future__ import annotations
+
+import matplotlib
+import numpy as np
+
+from specplan.plots.canvas import _figure, plain_log_axes
+
+
+def lower_envelope(user, value) -> tuple[np.ndarray, np.ndarray]:
+    """Points (tok/s/user ascending) of the lowest `value` reachable at or above each tok/s/user."""
+    u, v = np.asarray(user, dtype=float), np.asarray(value, dtype=float)
+    order = np.argsort(-u, kind="stable")  # from the fastest user down: running minimum of the value
+    best = np.minimum.accumulate(v[order])
+    keep = np.r_[True, best[1:] < best[:-1]]
+    return u[order][keep][::-1], best[keep][::-1]
+
+
+def plot_energy_frontier(df, title: str = ""):
+    """Two panels (J/token, $/Mtok) against tokens/s per user for the SLA-meeting rows of a serving grid."""
+    ok = df[df["meets_sla"]] if "meets_sla" in df else df
+    panels = [c for c in ("joules_per_token", "usd_per_mtok") if c in ok]
+    fig, axes = _figure(11.0, 4.8, ncols=len(panels), margins=(0.8, 0.2, 0.75, 0.5, 0.9))
+    axes = np.atleast_1d(axes)
+    for ax, col in zip(axes, panels):
+        for name, sub, style, color in (("no speculation", ok[ok["draft_len"] == 0], "--", "C0"),
+                                        ("speculative", ok[ok["draft_len"] > 0], "-", "C1")):
+            if len(sub):
+                ax.scatter(sub["tokens_per_s_per_user"], sub[col], s=6, alpha=0.25, color=color)
+                x, y = lower_envelope(sub["tokens_per_s_per_user"], sub[col])
+                ax.plot(x, y, style, color=color, drawstyle="steps-post", label=f"{name} (lowest at >= tok/s/user)")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        plain_log_axes(ax, y=False)
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_xlabel("tokens/s per user")
+        ax.set_ylabel("J per output token (GPU board)" if col == "joules_per_token" else "$ per million output tokens")
+        ax.legend(fontsize=8)
+        ax.grid(True, which="both", alpha=0.3)
+    if title:
+        fig.suptitle(title)
+    return fig

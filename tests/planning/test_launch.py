@@ -1,0 +1,201 @@
+"""Launch emitters: every flag / key / value kind / choice against the lists extracted from the engines' code."""
+
+import json
+import zipfile
+
+import pytest
+import yaml
+
+from specplan.core.errors import SpecplanError
+from specplan.planning.launch import emit
+from specplan.planning.launch.emit import build, build_dynamo, check_launch, flag_list, plan_from_answer, render
+
+# The shape of `recommend --model llama-3.1-8b --hardware h100-sxm --isl 1024 --osl 256 --max-tpot-ms 20
+# --engine vllm --mechanisms eagle3 --acceptance eagle3=0.8 --json` (fields the emitters read; numbers as printed).
+SERVING_ANSWER = {"model": "llama-3.1-8b", "engine": "vllm", "mode": "agg", "isl": 1024, "osl": 256, "tp": 1,
+                  "best": {"mechanism": "eagle3", "draft_len": 4, "feasible": True, "concurrency": 128.0,
+                           "pools": None, "tpot_ms": 19.0, "tokens_per_s_per_gpu": 6428.9}}
+
+# A disaggregated DeepSeek-V3 answer written by hand (today's recommend evaluates xPyD pools at the target's TP only;
+# the deployment search with per-pool layouts is issue 20): 2 prefill replicas of TP 8, 1 decode replica of
+# DP 8 x EP 8 attention-DP, MTP D = 3, FP8 KV.
+DISAGG_ANSWER = {"model": "deepseek-v3", "hardware": "h200-sxm", "mode": "disagg", "isl": 4096, "osl": 1024,
+                 "kv_dtype": "fp8",
+                 "best": {"mechanism": "mtp", "draft_len": 3, "concurrency": 512,
+                          "pools": {"prefill": {"replicas": 2, "tp": 8},
+                                    "decode": {"replicas": 1, "tp": 1, "dp": 8, "ep": 8}}}}
+
+
+def _flag(argv, name):
+    return argv[argv.index(name) + 1]
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_must_show_1_every_flag_is_in_the_extracted_lists(engine):
+    launch = build(engine, plan_from_answer(SERVING_ANSWER))
+    assert check_launch(launch) == []
+    assert launch.version == flag_list(engine)["version"]
+    assert render(launch).startswith(f"# {engine}: {launch.version}")
+
+
+def test_vllm_command_carries_method_d_tp_batch_and_kv():
+    a = build("vllm", plan_from_answer(SERVING_ANSWER, kv_dtype="fp8")).argv
+    assert a[:3] == ["vllm", "serve", "meta-llama/Meta-Llama-3.1-8B"]
+    assert _flag(a, "--tensor-parallel-size") == "1" and _flag(a, "--max-num-seqs") == "128"
+    assert _flag(a, "--max-num-batched-tokens") == "8192"  # max(8192, 128 x (1 + 4) = 640)
+    assert _flag(a, "--kv-cache-dtype") == "fp8"
+    sc = json.loads(_flag(a, "--speculative-config"))
+    assert sc == {"method": "eagle3", "num_speculative_tokens": 4, "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"}
+
+
+def test_sglang_chain_flags():
+    a = build("sglang", plan_from_answer(SERVING_ANSWER)).argv
+    assert _flag(a, "--speculative-algorithm") == "EAGLE3"
+    assert (_flag(a, "--speculative-num-steps"), _flag(a, "--speculative-eagle-topk"),
+            _flag(a, "--speculative-num-draft-tokens")) == ("4", "1", "5")  # chain: D steps, top-1, D + 1 tokens
+    assert _flag(a, "--max-running-requests") == "128" and _flag(a, "--tp-size") == "1"
+
+
+def test_trtllm_yaml():
+    launch = build("trtllm", plan_from_answer(SERVING_ANSWER))
+    opts = launch.files["extra-llm-api.yaml"]
+    assert opts["speculative_config"] == {"decoding_type": "Eagle3", "max_draft_len": 4,
+                                          "speculative_model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"}
+    assert opts["max_batch_size"] == 128 and opts["tensor_parallel_size"] == 1
+    assert yaml.safe_load(render(launch).split("# file: extra-llm-api.yaml\n")[1].split("\ntrtllm-serve")[0]) == opts
+
+
+def test_d_schedule_is_emitted_per_engine():
+    ans = {**SERVING_ANSWER, "best": {**SERVING_ANSWER["best"], "d_schedule": [[1, 32, 5], [33, 128, 3]]}}
+    p = plan_from_answer(ans)
+    sc = json.loads(_flag(build("vllm", p).argv, "--speculative-config"))
+    assert sc["num_speculative_tokens_per_batch_size"] == [[1, 32, 5], [33, 128, 3]]
+    assert sc["num_speculative_tokens"] == 5
+    t = build("trtllm", p)
+    assert t.files["extra-llm-api.yaml"]["speculative_config"]["draft_len_schedule"] == {32: 5, 128: 3}
+    assert t.files["extra-llm-api.yaml"]["speculative_config"]["max_draft_len"] == 5
+    s = build("sglang", p)
+    assert _flag(s.argv, "--speculative-num-steps") == "5" and any("schedule" in n for n in s.notes)
+    for launch in (build("vllm", p), t, s):
+        assert check_launch(launch) == []
+
+
+def test_layouts_dp_ep():
+    ans = {"model": "deepseek-v3", "best": {"mechanism": "mtp", "draft_len": 2, "batch": 64,
+                                            "layout": {"tp": 1, "dp": 8, "ep": 8, "pp": 1}}}
+    p = plan_from_answer(ans)
+    v = build("vllm", p).argv
+    assert _flag(v, "--data-parallel-size") == "8" and "--enable-expert-parallel" in v
+    s = build("sglang", p).argv
+    assert (_flag(s, "--tp-size"), _flag(s, "--attn-dp-size"), _flag(s, "--ep-size")) == ("8", "8", "8")
+    t = build("trtllm", p).files["extra-llm-api.yaml"]
+    assert t["enable_attention_dp"] is True and t["moe_expert_parallel_size"] == 8 and t["tensor_parallel_size"] == 8
+    for e in ("vllm", "sglang", "trtllm"):
+        assert check_launch(build(e, p)) == []
+
+
+@pytest.mark.parametrize("backend", ["sglang", "vllm", "trtllm"])
+def test_must_show_1_dynamo_disaggregated_deepseek(backend):
+    launch = build_dynamo(plan_from_answer(DISAGG_ANSWER), backend)
+    assert check_launch(launch) == []
+    dgd = launch.files["dynamo-graph-deployment.yaml"]
+    svc = dgd["spec"]["services"]
+    assert (svc["prefill"]["replicas"], svc["decode"]["replicas"]) == (2, 1)
+    assert svc["prefill"]["resources"]["limits"]["gpu"] == "8" and svc["decode"]["resources"]["limits"]["gpu"] == "8"
+    assert (svc["prefill"]["subComponentType"], svc["decode"]["subComponentType"]) == ("prefill", "decode")
+    args = svc["decode"]["extraPodSpec"]["mainContainer"]["args"]
+    if backend == "sglang":
+        assert _flag(args, "--speculative-algorithm") == "NEXTN" and _flag(args, "--speculative-num-steps") == "3"
+        assert _flag(args, "--disaggregation-mode") == "decode"
+        assert "--speculative-algorithm" not in svc["prefill"]["extraPodSpec"]["mainContainer"]["args"]
+    elif backend == "vllm":
+        assert json.loads(_flag(args, "--speculative-config")) == {"method": "mtp", "num_speculative_tokens": 3}
+        assert "--is-decode-worker" in args
+    else:
+        assert launch.files["decode.yaml"]["speculative_config"] == {"decoding_type": "MTP", "max_draft_len": 3}
+
+
+def test_dynamo_refuses_an_aggregated_answer():
+    with pytest.raises(SpecplanError, match="disaggregated"):
+        build("dynamo", plan_from_answer(SERVING_ANSWER))
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_a_mechanism_the_engine_lacks_is_one_line(engine):
+    ans = {**SERVING_ANSWER, "best": {**SERVING_ANSWER["best"], "mechanism": "medusa"}}
+    with pytest.raises(SpecplanError) as e:
+        build(engine, plan_from_answer(ans))
+    assert "\n" not in str(e.value) and "medusa" in str(e.value)
+
+
+def test_checker_catches_wrong_names_kinds_and_choices():
+    launch = build("vllm", plan_from_answer(SERVING_ANSWER))
+    launch.argv += ["--tensor-parallel", "2", "--max-num-seqs", "many", "--kv-cache-dtype", "fp9"]
+    bad = check_launch(launch)
+    assert any("--tensor-parallel:" in b for b in bad) and any("many" in b for b in bad)
+    assert any("fp9" in b for b in bad)
+    s = build("sglang", plan_from_answer(SERVING_ANSWER))
+    s.argv += ["--enable-dp-attention"]  # deprecated in SGLang 0.5.23 (use --attn-dp-size)
+    assert any("deprecated" in b for b in check_launch(s))
+    t = build("trtllm", plan_from_answer(SERVING_ANSWER))
+    t.files["extra-llm-api.yaml"]["speculative_config"]["decoding_type"] = "Medusa"
+    assert any("Medusa" in b for b in check_launch(t))
+
+
+def test_committed_lists_name_version_and_source():
+    for e in ("vllm", "sglang", "trtllm", "dynamo"):
+        fl = flag_list(e)
+        assert fl["version"] and fl["source"]
+    assert flag_list("vllm")["version"] == "0.34.0" and flag_list("sglang")["version"] == "0.5.23"
+    # choices that came from the engines' Literal types / enums
+    assert "eagle3" in flag_list("vllm")["speculative_config"]["method"]["choices"]
+    assert "medusa" not in flag_list("vllm")["speculative_config"]["method"]["choices"]
+    assert "NEXTN" in flag_list("sglang")["flags"]["--speculative-algorithm"]["choices"]
+
+
+def test_extractor_on_a_small_wheel(tmp_path):
+    """The extraction script reads add_argument calls, config annotations and nested Literal aliases."""
+    wheel = tmp_path / "vllm-9.9.9-py3-none-any.whl"
+    arg_utils = '''
+class EngineArgs:
+    def add_cli_args(parser):
+        parallel_kwargs = get_kwargs(ParallelConfig)
+        cache_kwargs = get_kwargs(CacheConfig)
+        g = parser.add_argument_group()
+        g.add_argument("--tensor-parallel-size", "-tp", **parallel_kwargs["tensor_parallel_size"])
+        g.add_argument("--enable-expert-parallel", **parallel_kwargs["enable_expert_parallel"])
+        g.add_argument("--kv-cache-dtype", **{**cache_kwargs["cache_dtype"], "default": None})
+'''
+    config = '''
+Inner = Literal["fp8", "fp8_e4m3"]
+CacheDType = Literal["auto", Inner]
+class ParallelConfig:
+    tensor_parallel_size: int = 1
+    enable_expert_parallel: bool = False
+class CacheConfig:
+    cache_dtype: CacheDType | str = "auto"
+class SpeculativeConfig:
+    num_speculative_tokens: int | None = None
+'''
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("vllm/engine/arg_utils.py", arg_utils)
+        z.writestr("vllm/config/parallel.py", config)
+    from specplan.planning.launch.extract import extract_vllm
+
+    out = extract_vllm(wheel)
+    assert out["version"] == "9.9.9"
+    assert out["flags"]["--tensor-parallel-size"] == {"kind": "int", "config": "ParallelConfig.tensor_parallel_size"}
+    assert out["flags"]["--enable-expert-parallel"]["kind"] == "bool"
+    assert out["flags"]["--kv-cache-dtype"]["choices"] == ["auto", "fp8", "fp8_e4m3"]
+    assert out["speculative_config"]["num_speculative_tokens"] == {"kind": "int"}
+
+
+def test_bad_answers_are_one_line():
+    with pytest.raises(SpecplanError, match="model"):
+        plan_from_answer({"best": {"mechanism": "eagle3", "draft_len": 2}})
+    with pytest.raises(SpecplanError, match="pools"):
+        plan_from_answer({**SERVING_ANSWER, "best": {**SERVING_ANSWER["best"], "pools": "2X1"}})
+    with pytest.raises(SpecplanError, match="draft_len"):
+        plan_from_answer({**SERVING_ANSWER, "best": {**SERVING_ANSWER["best"], "draft_len": -1}})
+    with pytest.raises(SpecplanError, match="engine"):
+        emit.build("ollama", plan_from_answer(SERVING_ANSWER))
