@@ -35,6 +35,7 @@ from specplan.precision import resolve_precision
 from specplan.profiles.registry import load_engine, load_hardware, load_kernel_family, load_model
 from specplan.serving.prefill import mixed_step_s, prefill_s
 from specplan.serving.workload import Workload
+from specplan.speculation.round import round_gpu_extra_s, round_s
 from specplan.speculation.speedup import evaluate
 from specplan.step import step_time
 
@@ -94,6 +95,8 @@ class GpuTables:
     draft_prefill_s: np.ndarray  # (G, *shape) the draft's own prefill of one prompt (0 without one)
     fits: np.ndarray  # (G, *shape) memory fits at that decode batch
     evaluate_at_b: object = None  # evaluate() result on the grid (for reporting)
+    draft_len: np.ndarray | float = 0.0  # (*shape) D of each grid point (0: no speculation)
+    draft_kernels: np.ndarray | float = 0.0  # (*shape) of `kernels`, those of the draft (launched at its graph state)
     _stack: np.ndarray | None = None
 
     def at(self, b):
@@ -128,12 +131,14 @@ def gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft=
              else np.full(b.shape, float(wl.isl)))
     n_chunks = np.ceil(wl.isl / chunk)
     fam = load_kernel_family(eng.decode_attention)
-    dec = mixed_step_s(model, hw, tp, b, wl.decode_context, 0, 0, precision=prec, engine=eng, decode_family=fam)
+    qb = q * np.ones(b.shape)  # verify rows are q tokens each in the mixed steps too (issue 19)
+    dec = mixed_step_s(model, hw, tp, b, wl.decode_context, 0, 0, q_len=qb, precision=prec, engine=eng,
+                       decode_family=fam)
     chunks = []
     for k in range(int(np.max(n_chunks))):
         live = k < n_chunks
         c = np.where(live, np.minimum(chunk, wl.isl - k * chunk), 0.0)
-        t = mixed_step_s(model, hw, tp, b, wl.decode_context, c, k * chunk, precision=prec, engine=eng,
+        t = mixed_step_s(model, hw, tp, b, wl.decode_context, c, k * chunk, q_len=qb, precision=prec, engine=eng,
                          decode_family=fam)
         chunks.append(np.where(live, t - dec, 0.0))
     dp = np.zeros(b.shape)
@@ -144,9 +149,13 @@ def gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft=
     kernels = step_kernels(model, hw, tp) * (1.0 + np.asarray(r["rho_d"])[0])
     n_chunks = np.broadcast_to(n_chunks, b.shape)
     dp = np.broadcast_to(dp, b.shape)
-    return GpuTables(np.log(grid), np.broadcast_to(np.asarray(r["iter_s"]), b.shape),
+    it = np.asarray(r["iter_s"]) + round_gpu_extra_s(model, hw, tp, b, d, q, wl.decode_context,
+                                                     spec.get("mechanism", "none"), draft)
+    return GpuTables(np.log(grid), np.broadcast_to(it, b.shape),
                      np.asarray(r["acceptance_length"])[0], q[0], kernels,
-                     np.asarray(chunks).reshape((-1,) + b.shape), n_chunks, dp, np.asarray(r["fits"]), r)
+                     np.asarray(chunks).reshape((-1,) + b.shape), n_chunks, dp, np.asarray(r["fits"]), r,
+                     draft_len=d * np.ones(q[0].shape),
+                     draft_kernels=step_kernels(model, hw, tp) * np.asarray(r["rho_d"])[0])
 
 
 def _queue_wait_s(tau, u, service_s):
@@ -172,9 +181,11 @@ def state(tab: GpuTables, eng, wl: Workload, b, admission: str = "immediate"):
     """Iteration seconds τ, request throughput X (1/s) and TTFT (s) at decode batch `b` (steady state)."""
     b = np.maximum(np.asarray(b, dtype=float), 1.0)  # a fraction of a sequence decodes at the cost of one
     it_gpu, chunks, n_chunks, dp_draft = tab.at(b)
-    t_it = eng.step_s(it_gpu, b, tab.kernels, decode_graphed(eng, b))
+    # the engine's round (speculation/round.py): graphs per verify size, host work per round (issue 19)
+    rnd = (tab.draft_len, tab.q, tab.kernels - tab.draft_kernels, tab.draft_kernels)
+    t_it = round_s(eng, it_gpu, b, *rnd)
     # a step that carries a prefill chunk runs eagerly, with one more running request
-    d_p = sum((eng.step_s(it_gpu + c, b + 1.0, tab.kernels, False) - t_it) * (c > 0) for c in chunks) + dp_draft
+    d_p = sum((round_s(eng, it_gpu + c, b + 1.0, *rnd, eager=True) - t_it) * (c > 0) for c in chunks) + dp_draft
     n_d = np.maximum((wl.osl - 1.0) / tab.al, 1e-9)
     tau = t_it + b * d_p / n_d  # B / N_d prompts enter per iteration
     x = b / (n_d * tau)
