@@ -1,0 +1,1 @@
+"""Validation reports: each a function behind a `specplan validate-*` command."""
