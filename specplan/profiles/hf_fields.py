@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 
 _MISSING = object()
 
@@ -62,9 +62,9 @@ class HfFields:
 
 
 def read_json(path: Path) -> dict:
-    """A config.json object read with the bounds of `specplan.loader` (duplicate keys, NaN / inf / 1e400 and
+    """A config.json object read with the bounds of `specplan.core.loader` (duplicate keys, NaN / inf / 1e400 and
     integers beyond 64 bits are one-line errors naming the field)."""
-    from specplan.loader import read_json as _read
+    from specplan.core.loader import read_json as _read
 
     data = _read(path, "config file", mapping=False)
     if not isinstance(data, dict):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 from specplan.serving.aggregated import aggregated
 from specplan.serving.workload import Workload
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from specplan.costs.gemm import elementwise_cost
-from specplan.step import step_time
+from specplan.model.step import step_time
 
 LOGIT_BYTES = 4  # fp32 logits / probabilities (vLLM and SGLang samplers upcast logits to float32)
 # Passes over the B x q x V fp32 tensor by the rejection step: greedy = argmax over the target logits (one read);

@@ -19,7 +19,7 @@ import numpy as np
 import yaml
 
 from specplan.costs.moe import verify_expert_reuse
-from specplan.precision import resolve_precision
+from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.serving.aggregated import draft_prefill_model, gpu_tables, solve
 from specplan.serving.workload import Workload

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 from specplan.profiles.hf_import import import_hf_config, profile_to_yaml
 from specplan.profiles.params import param_counts
 from specplan.profiles.registry import load_model

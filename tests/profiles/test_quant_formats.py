@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from specplan.errors import SpecplanError
-from specplan.memory import weight_bytes
-from specplan.precision import resolve_precision
+from specplan.core.errors import SpecplanError
+from specplan.model.memory import weight_bytes
+from specplan.costs.precision import resolve_precision
 from specplan.profiles.hf_import import import_hf_config
 from specplan.profiles.params import param_counts
 from specplan.profiles.params import weight_bytes as module_weight_bytes

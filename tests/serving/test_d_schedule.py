@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 from specplan.serving.aggregated import aggregated
 from specplan.serving.d_schedule import bands_from_edges, d_schedule
 from specplan.serving.workload import Workload

@@ -18,7 +18,7 @@ from specplan.speculation.acceptance import Acceptance
 from specplan.speculation.round import (REJECTION_PASSES, rejection_s, round_gpu_extra_s, round_s, unfitted_note,
                                         verify_graphed)
 from specplan.speculation.speedup import evaluate
-from specplan.step import step_time
+from specplan.model.step import step_time
 
 SRC = {k: "test" for k in ("host_step_s", "host_per_seq_s", "spec_host_per_seq_s", "eager_launch_s",
                            "graph_max_batch", "verify_graph_max_tokens", "draft_graph_max_batch",
@@ -69,7 +69,7 @@ def test_round_gpu_extras_by_hand_rejection_and_extend():
     # n-gram has no draft extend: its extras are the rejection alone
     assert float(round_gpu_extra_s(m, hw, 1, b, d, q, 1024, "ngram")) == pytest.approx(by_hand, rel=1e-9)
     # EAGLE-3 adds the head's pass at q tokens per sequence beyond the q = 1 step the drafter prices
-    from specplan.precision import resolve_precision
+    from specplan.costs.precision import resolve_precision
     from specplan.speculation.round import round_draft_model
 
     head = round_draft_model(m, "eagle3")
@@ -105,7 +105,7 @@ def test_tree_verify_priced_through_masked_prefill_kernel():
 
 def test_verify_tokens_inside_the_token_budget_and_prefill_interference():
     m, hw, eng = load_model("llama-3.1-8b"), load_hardware("h100-sxm"), load_engine("vllm")
-    from specplan.precision import resolve_precision
+    from specplan.costs.precision import resolve_precision
 
     prec = resolve_precision(m, hw, None, None)
     wl = Workload(isl=8192, osl=256, concurrency=1500.0)
