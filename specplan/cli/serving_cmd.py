@@ -1,4 +1,4 @@
-"""`specplan validate-serving`: regenerate docs/validation/serving.md and magicdec.md."""
+"""`specplan validate-serving` (serving.md, magicdec.md) and `specplan validate-speculation` (speculation_load.md)."""
 
 from __future__ import annotations
 
@@ -21,3 +21,15 @@ def validate_serving(
     say = (lambda s: print(s, file=sys.stderr, flush=True)) if progress else None
     for p in write_reports(outdir, progress=say):
         print(f"wrote {p}")
+
+
+@app.command("validate-speculation")
+def validate_speculation(
+    out: Path = typer.Option(Path("docs/validation/speculation_load.md"), "--out", "-o", help="Report path."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Print each setup as it is priced."),
+) -> None:
+    """Score speculative speedups under load (reference/speculation_load/) with setups left out; write the report."""
+    from specplan.validation.speculation_load import write_report
+
+    say = (lambda s: print(s, file=sys.stderr, flush=True)) if progress else None
+    print(f"wrote {write_report(out, progress=say)}")

@@ -15,6 +15,7 @@ mean and variance of one rank (closed forms over expert pairs) and e(n) the expe
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
@@ -26,6 +27,32 @@ from specplan.costs.roofline import KernelCost, roofline
 from specplan.core.dtypes import dtype_bytes
 from specplan.core.errors import SpecplanError
 from specplan.profiles.hardware import HardwareProfile
+
+
+# Sequence locality of expert choices in a verify step (issue 19): the q = 1 + D tokens one sequence verifies are
+# consecutive positions of one text, and consecutive tokens pick the same experts far more often than independent
+# tokens do (Mixtral of Experts, arXiv 2401.04088, Sec. 5 "Routing analysis": repeated consecutive assignments well
+# above the random rate). A sequence's q tokens touch experts like 1 + (q - 1)(1 - VERIFY_EXPERT_REUSE)
+# independent tokens (their rows and FLOPs stay q). The value is fitted by `specplan validate-speculation` with whole
+# setups left out (docs/validation/speculation_load.md); 0 = independent (uniformly random) tokens.
+VERIFY_EXPERT_REUSE = 0.0
+
+
+@contextmanager
+def verify_expert_reuse(value: float):
+    """Price verify steps with another VERIFY_EXPERT_REUSE inside the block (used by the validation's fit)."""
+    global VERIFY_EXPERT_REUSE
+    old, VERIFY_EXPERT_REUSE = VERIFY_EXPERT_REUSE, float(value)
+    try:
+        yield
+    finally:
+        VERIFY_EXPERT_REUSE = old
+
+
+def distinct_tokens(batch, q_len):
+    """Tokens that choose experts independently in a step of `batch` sequences x `q_len` tokens (VERIFY_EXPERT_REUSE)."""
+    q = np.asarray(q_len, dtype=float)
+    return np.asarray(batch, dtype=float) * (1.0 + np.maximum(q - 1.0, 0.0) * (1.0 - VERIFY_EXPERT_REUSE))
 
 
 def touched_experts(tokens, num_experts: int, top_k: int, routing: str = "random") -> np.ndarray:
@@ -173,18 +200,21 @@ def moe_experts_cost(
     gated: bool = True,
     n_group: int = 1,
     topk_group: int = 1,
+    distinct=None,
 ) -> KernelCost:
     """Fused grouped-GEMM MoE layer on the slowest EP rank (gate+up and down of its touched experts; `tp` is the
     expert-TP that splits each expert's FFN; `tokens` are all tokens the layer sees, over every DP rank).
 
     Two kernels (gate_up, down) plus routing/permutation at memory speed; the slowest rank's expected maximum
-    touched experts and rows (module doc) set the bytes and FLOPs.
+    touched experts and rows (module doc) set the bytes and FLOPs. `distinct`: the tokens that pick experts
+    independently (default `tokens`; a verify step's are fewer, `distinct_tokens`).
     """
     c = compute_dtype_for(hw, weight_dtype, compute_dtype)
     eff = hw.kernel_eff(c)
     f = expert_ffn / tp
     mats = 3.0 if gated else 2.0  # gate, up, down (or up, down)
-    touched = rank_touched_experts(tokens, num_experts, top_k, ep, routing, n_group, topk_group)
+    touched = rank_touched_experts(tokens if distinct is None else distinct, num_experts, top_k, ep, routing,
+                                   n_group, topk_group)
     n_rows = rank_rows(tokens, num_experts, top_k, ep, routing, n_group, topk_group)
     w_bytes = touched * mats * hidden * f * dtype_bytes(weight_dtype)
     a_bytes = n_rows * (hidden * dtype_bytes(c) * 2 + mats * f * 2.0) + n_rows * hidden * 2.0

@@ -89,6 +89,11 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
     rows = _dedupe(rows)
     rows.sort(key=lambda x: (x["feasible"], x["tokens_per_s_per_gpu"] if x["feasible"] else -1), reverse=True)
     feasible = [x for x in rows if x["feasible"]]
+    if kw.get("engine") is not None and any(x != "none" for x in mechs):
+        from specplan.profiles.registry import load_engine
+        from specplan.speculation.round import unfitted_note
+
+        notes += unfitted_note(load_engine(kw["engine"]))
     out = {"model": m.id, "hardware": hw.id, "hardware_kind": hw.kind, "tp": tp,
            "layout": layout_dict(layout_for(tp, kw.get("layout"))), "context_len": context_len,
            "batch": batch, "target_tps_per_user": target_tps_per_user, "mechanisms": mechs,

@@ -61,6 +61,10 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
         search_concurrency = workload.request_rate is None and workload.concurrency is None
     conc, pools = _candidates(workload, search_concurrency, pools)
     notes, rows, grid = ([pending_note] if pending_note else []), [], []
+    if any(x != "none" for x in mechs):  # issue 19: the round's numbers nothing fitted out of sample, in one line
+        from specplan.speculation.round import unfitted_note
+
+        notes += unfitted_note(eng)
     for mech in mechs:
         acc = acceptance.get(mech)
         d = np.arange(0, 1) if mech == "none" else _draft_range(acc, max_draft_len, extrapolate, notes, mech)[1:]

@@ -9,7 +9,8 @@ K/V read once per KV head) or tiles each query head's q_len rows separately and 
 An `EngineProfile` (engine_profiles/<id>.yaml) holds per-step host/scheduler time, CUDA graphs for decode
 (extra launch seconds per kernel inside a graph vs eager, on top of the hardware's per-kernel floor, which
 stays in the hardware profile), the chunked-prefill token budget, the speculative iteration and per-draft-step
-host costs, which kernel family the engine runs for decode, verification, prefill and MLA, and how its GEMM
+host costs, the speculative round's host time per sequence, its overlap and its graph caps (speculation/round.py),
+which kernel family the engine runs for decode, verification, prefill and MLA, and how its GEMM
 kernels differ from the ones the hardware profile was fitted on (`gemm_mem_bw_scale` / `gemm_compute_scale` per
 compute dtype: the hardware's GEMM mem_bw_fraction / compute_max_fraction are multiplied by them, capped at 1, when
 the engine is selected; `engine_hardware`). Every number names its source in `sources`; `ideal` adds nothing.
@@ -80,6 +81,13 @@ class EngineProfile(_Frozen):
     prefill_tokens_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host seconds per prefill token (tokenizer-free scheduling, copy)
     spec_iteration_overhead_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host work of one speculative iteration beyond a decode
     spec_draft_step_overhead_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host work per serial draft step
+    # the speculative round (specplan/speculation/round.py, docs/speculation_rounds.md):
+    # host time per running sequence per round beyond a decode step's
+    spec_host_per_seq_s: float = Field(0.0, ge=0, le=MAX_TIME_S)
+    spec_overlap: bool = False  # the round's host work overlaps the GPU (SGLang spec v2, TRT-LLM overlap scheduler)
+    # verify steps replay graphs up to this many tokens (vLLM: 512 // (1 + K) requests); 0 = graph_max_batch requests
+    verify_graph_max_tokens: int = Field(0, ge=0, le=2**32)
+    draft_graph_max_batch: int = Field(0, ge=0, le=MAX_BATCH)  # draft steps captured up to this batch (0: graph_max_batch)
     ttft_includes_first_decode: bool = False  # TTFT counts the first decode step after prefill
     # closed loop: fraction of the other in-flight requests whose prompt is prefilled ahead of a new one
     # (requests of equal length released together stay bunched); adds cohort x (C - 1) prompt prefills to TTFT,
@@ -111,7 +119,8 @@ class EngineProfile(_Frozen):
     def _sourced(self) -> "EngineProfile":
         numeric = ("host_step_s", "host_per_seq_s", "graph_launch_s", "eager_launch_s", "max_num_batched_tokens",
                    "max_num_seqs", "prefill_tokens_s", "spec_iteration_overhead_s", "spec_draft_step_overhead_s",
-                   "graph_max_batch", "prefill_cohort", "gemm_mem_bw_scale", "gemm_compute_scale")
+                   "spec_host_per_seq_s", "verify_graph_max_tokens", "draft_graph_max_batch", "graph_max_batch",
+                   "prefill_cohort", "gemm_mem_bw_scale", "gemm_compute_scale")
         missing = [k for k in numeric if getattr(self, k) and k not in self.sources]
         if missing:
             raise ValueError(f"sources: every number needs a source; missing for {', '.join(missing)}")

@@ -36,6 +36,7 @@ from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_engine, load_hardware, load_kernel_family, load_model
 from specplan.serving.prefill import mixed_step_s, prefill_s
 from specplan.serving.workload import Workload
+from specplan.speculation.round import round_gpu_extra_s, round_s
 from specplan.speculation.speedup import evaluate
 from specplan.model.step import step_time
 
@@ -96,6 +97,8 @@ class GpuTables:
     fits: np.ndarray  # (G, *shape) memory fits at that decode batch
     evaluate_at_b: object = None  # evaluate() result on the grid (for reporting)
     prefill_alone_gpu_s: float = 0.0  # GPU seconds of one prompt's prefill steps without decode rows (OSL 1)
+    draft_len: np.ndarray | float = 0.0  # (*shape) D of each grid point (0: no speculation)
+    draft_kernels: np.ndarray | float = 0.0  # (*shape) of `kernels`, those of the draft (launched at its graph state)
     _stack: np.ndarray | None = None
 
     def at(self, b):
@@ -135,12 +138,14 @@ def gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft=
     n_chunks = np.ceil(wl.isl / chunk)
     fam = load_kernel_family(eng.decode_attention)
     rows = b if eng.mixed_prefill else 0.0 * b
-    dec = mixed_step_s(model, hw, tp, rows, wl.decode_context, 0, 0, precision=prec, engine=eng, decode_family=fam)
+    qb = q * np.ones(b.shape)  # verify rows are q tokens each in the mixed steps too (issue 19)
+    dec = mixed_step_s(model, hw, tp, rows, wl.decode_context, 0, 0, q_len=qb, precision=prec, engine=eng,
+                       decode_family=fam)
     chunks = []
     for k in range(int(np.max(n_chunks))):
         live = k < n_chunks
         c = np.where(live, np.minimum(chunk, wl.isl - k * chunk), 0.0)
-        t = mixed_step_s(model, hw, tp, rows, wl.decode_context, c, k * chunk, precision=prec, engine=eng,
+        t = mixed_step_s(model, hw, tp, rows, wl.decode_context, c, k * chunk, q_len=qb, precision=prec, engine=eng,
                          decode_family=fam)
         # mixed: what the chunk adds to a decode step; apart: the whole prefill step (GPU seconds)
         chunks.append(np.where(live, t - dec if eng.mixed_prefill else t, 0.0))
@@ -153,16 +158,23 @@ def gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft=
     n_chunks = np.broadcast_to(n_chunks, b.shape)
     dp = np.broadcast_to(dp, b.shape)
     alone = float(prefill_s(model, hw, tp, wl.isl, precision=prec, engine=eng)) if wl.osl == 1 else 0.0
-    return GpuTables(np.log(grid), np.broadcast_to(np.asarray(r["iter_s"]), b.shape),
+    it = np.asarray(r["iter_s"]) + round_gpu_extra_s(model, hw, tp, b, d, q, wl.decode_context,
+                                                     spec.get("mechanism", "none"), draft)
+    return GpuTables(np.log(grid), np.broadcast_to(it, b.shape),
                      np.asarray(r["acceptance_length"])[0], q[0], kernels,
-                     np.asarray(chunks).reshape((-1,) + b.shape), n_chunks, dp, np.asarray(r["fits"]), r, alone)
+                     np.asarray(chunks).reshape((-1,) + b.shape), n_chunks, dp, np.asarray(r["fits"]), r, alone,
+                     draft_len=d * np.ones(q[0].shape),
+                     draft_kernels=step_kernels(model, hw, tp) * np.asarray(r["rho_d"])[0])
 
 
-def prompt_step_s(tab: GpuTables, eng, it_gpu, chunks, bc, t_it):
+def prompt_step_s(tab: GpuTables, eng, it_gpu, chunks, bc, t_it, rnd=None):
     """Seconds one prompt adds to the engine's time line: mixed prefill, what its chunks add to the decode steps
-    that carry them (those steps run eagerly, with one more running request); prefill apart (SGLang's default),
+    that carry them (those steps run eagerly, with one more running request; `rnd`: the speculative round's
+    (D, q, target kernels, draft kernels), priced by speculation.round.round_s); prefill apart (SGLang's default),
     its own eager prefill steps, during which decoding waits."""
     if eng.mixed_prefill:
+        if rnd is not None:
+            return sum((round_s(eng, it_gpu + c, bc + 1.0, *rnd, eager=True) - t_it) * (c > 0) for c in chunks)
         return sum((eng.step_s(it_gpu + c, bc + 1.0, tab.kernels, False) - t_it) * (c > 0) for c in chunks)
     return sum(eng.step_s(c, 1.0, tab.kernels, False) * (c > 0) for c in chunks)
 
@@ -222,8 +234,10 @@ def state(tab: GpuTables, eng, wl: Workload, b, admission: str = "immediate"):
     b = np.maximum(np.asarray(b, dtype=float), 0.0)
     bc = np.maximum(b, 1.0)
     it_gpu, chunks, n_chunks, dp_draft = tab.at(bc)
-    t_it = eng.step_s(it_gpu, bc, tab.kernels, decode_graphed(eng, bc))
-    d_p = prompt_step_s(tab, eng, it_gpu, chunks, bc, t_it) + dp_draft
+    # the engine's round (speculation/round.py): graphs per verify size, host work per round (issue 19)
+    rnd = (tab.draft_len, tab.q, tab.kernels - tab.draft_kernels, tab.draft_kernels)
+    t_it = round_s(eng, it_gpu, bc, *rnd)
+    d_p = prompt_step_s(tab, eng, it_gpu, chunks, bc, t_it, rnd) + dp_draft
     n_d = np.maximum((wl.osl - 1.0) / tab.al, 1e-9)
     tau = t_it + b * d_p / n_d  # B / N_d prompts enter per iteration
     x = b / (n_d * tau)
@@ -361,8 +375,9 @@ def solve(tab: GpuTables, eng, wl: Workload, admission: str = "immediate", kv_ca
     # the wait part of TTFT for its p90 (state's queue term: TTFT minus its deterministic parts)
     bc = np.maximum(b, 1.0)
     it_gpu, chunks, n_chunks, dp_draft = tab.at(bc)
-    t_it = eng.step_s(it_gpu, bc, tab.kernels, decode_graphed(eng, bc))
-    d_p = prompt_step_s(tab, eng, it_gpu, chunks, bc, t_it) + dp_draft
+    rnd = (tab.draft_len, tab.q, tab.kernels - tab.draft_kernels, tab.draft_kernels)  # as in state (issue 19)
+    t_it = round_s(eng, it_gpu, bc, *rnd)
+    d_p = prompt_step_s(tab, eng, it_gpu, chunks, bc, t_it, rnd) + dp_draft
     u = x * prompt_service_s(eng, wl, b * tab.q, t_it, d_p)
     service = prefill_service_s(eng, tau, t_it, d_p, n_chunks)
     others = None if wl.concurrency is None else np.maximum(np.asarray(wl.concurrency, dtype=float) - 1.0, 0.0)

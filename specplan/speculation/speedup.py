@@ -36,6 +36,13 @@ def engine_families(engine):
     return tuple(load_kernel_family(f) for f in (eng.decode_attention, eng.verify_attention, eng.mla_attention))
 
 
+def tree_verify_family(engine):
+    """The KernelFamily that verifies a token tree: the engine's prefill (masked) family, else prefill-default."""
+    from specplan.profiles.registry import load_engine, load_kernel_family
+
+    return load_kernel_family(load_engine(engine).prefill_attention if engine is not None else "prefill-default")
+
+
 def mechanism_names() -> list[str]:
     """The draft mechanisms evaluate() understands."""
     return list(DRAFTERS)
@@ -116,6 +123,22 @@ def _tree_notes(acc: Acceptance | None, d, q) -> list[str]:
             f"e.g. from specplan.speculation.acceptance.tree_per_position(α, widths))"]
 
 
+def _engine_step_s(eng, m, hw, tp, b, ctx, d, q, mechanism, draft_model, prec, base, iter_gpu_s, rho_d):
+    """(baseline step, speculative round) seconds as the engine runs them: specplan.speculation.round.round_s over
+    the GPU times plus the round's GPU extras (rejection, draft extend, tree width) — what the serving path prices
+    per iteration, without prefill interference."""
+    from specplan.costs.precision import resolve_precision
+    from specplan.speculation.round import round_draft_model, round_gpu_extra_s, round_s
+
+    dm = round_draft_model(m, mechanism, draft_model) if mechanism != "none" else None
+    draft = None if dm is None else (dm, resolve_precision(dm, hw, prec.compute, prec.kv))
+    extra = round_gpu_extra_s(m, hw, tp, b, d, q, ctx, mechanism, draft)
+    kernels = float(base.kernels)
+    base_t = round_s(eng, base.total_s, b, 0.0, 1.0, kernels, 0.0)
+    iter_t = round_s(eng, iter_gpu_s + extra, b, d, q, kernels, kernels * rho_d)
+    return base_t, np.where(d > 0, iter_t, base_t)
+
+
 def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, mechanism="none",
              acceptance=None, dtype=None, kv_dtype=None, draft_model=None, draft_hardware=None,
              draft_dtype=None, draft_kv_budget=None, tree_tokens=None, draft_heads=None, serving=None,
@@ -152,6 +175,8 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
                      layout=lay, attention_family=fam_dec, mla_family=fam_mla)
     prec = base.precision
     q = verify_tokens(d, profile_tree_tokens(acc, d) if tree_tokens is None else tree_tokens)
+    if np.any(q > 1 + d):  # a tree verifies through the masked, prefill-style attention path (round.py)
+        fam_ver = tree_verify_family(engine)
     ver = step_time(m, hw, tp, b, q, ctx, precision=prec, attention_style=attention_style, routing=routing,
                     layout=lay, attention_family=fam_ver, mla_family=fam_mla)
     inp = DraftInput(m, hw, tp, prec, b, d, ctx, dtype=dtype, kv_dtype=kv_dtype, layout=lay,
@@ -183,20 +208,26 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
         dev_t = np.asarray(ver.devices, dtype=float)
         chips = np.maximum(1.0, np.ceil(mem.total_bytes / hw.mem_capacity_bytes))
         dev_d = dev_d + np.maximum(0.0, chips - dev_t) * (d > 0)
+    base_t, iter_t = base.total_s, iter_s
+    if engine is not None:  # the step as the engine runs it: host, launches, graphs, the round's extras (round.py)
+        base_t, iter_t = _engine_step_s(load_engine(engine), m, hw, tp, b, ctx, d, q, mechanism, draft_model, prec,
+                                        base, iter_s, np.asarray(dc.rho, dtype=float) * d)
     out = {
         "baseline_step_s": base.total_s,
         "verify_s": verify_s,
         "draft_s": draft_s,
         "iter_s": iter_s,
         "acceptance_length": al,
-        "speedup": base.total_s * al / iter_s,
-        "tokens_per_s_per_user": al / iter_s,
-        "tokens_per_s_per_gpu": b * al / (iter_s * dev_t),
-        "tokens_per_s_per_device": b * al / (iter_s * (dev_t + dev_d)),
+        "engine_baseline_step_s": base_t,
+        "engine_iter_s": iter_t,
+        "speedup": base_t * al / iter_t,
+        "tokens_per_s_per_user": al / iter_t,
+        "tokens_per_s_per_gpu": b * al / (iter_t * dev_t),
+        "tokens_per_s_per_device": b * al / (iter_t * (dev_t + dev_d)),
         "memory_total_bytes": mem.total_bytes,
         "memory_state_bytes": mem.state_bytes,
         "fits": fits,
-        "break_even_al": iter_s / base.total_s,
+        "break_even_al": iter_t / base_t,
         "target_devices": dev_t,
         "baseline_devices": dev_base,
         "draft_devices": dev_d,
@@ -220,6 +251,10 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
                                         attention_style, routing)
     out["precision"] = prec
     out["notes"] = list(dc.notes) + _tree_notes(acc, d, q)
+    if engine is not None and mechanism != "none":
+        from specplan.speculation.round import unfitted_note
+
+        out["notes"] += unfitted_note(load_engine(engine))
     out["acceptance_source"] = "" if acc is None else acc.source
     out["acceptance_d_max"] = None if acc is None else acc.d_max
     return out

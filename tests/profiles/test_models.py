@@ -45,7 +45,8 @@ BUILTIN_TO_CSV = {
 
 # Built-in ids without a reference/model_configs.csv row, checked against their published parameter counts
 # (sources in their model_profiles/*.yaml `parameters` entry).
-PUBLISHED_PARAMS = {"llama-2-7b-32k": 6_738_415_616, "tinyllama-1.1b": 1_100_048_384}
+PUBLISHED_PARAMS = {"llama-2-7b-32k": 6_738_415_616, "tinyllama-1.1b": 1_100_048_384,
+                    "qwen2.5-7b": 7_610_000_000}  # Qwen2.5-7B model card: 7.61B (rounded; its q/k/v biases unpriced)
 
 # Built-in id -> csv row of its MTP module (params_total_computed excludes the shared embedding and LM head).
 MTP_ROWS = {

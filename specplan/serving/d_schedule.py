@@ -1,0 +1,65 @@
+"""Draft length that changes with load: the best D per concurrency band, as the engines take it.
+
+Each band [lo, hi] of concurrency is priced at its own steady state (aggregated serving at the band's geometric-mean
+concurrency, every D at once) and gets the D with the most tokens/s/GPU among those that fit. The schedule is given
+in the two forms engines accept:
+- vLLM `speculative_config.num_speculative_tokens_per_batch_size`: inclusive ranges [(start, end, K), ...] starting
+  at 1, sorted, non-overlapping (vllm 0.34.0 vllm/v1/spec_decode/dynamic/utils.py
+  validate_and_normalize_dynamic_sd_schedule);
+- TensorRT-LLM `draft_len_schedule`: {batch_size_threshold: draft_len} (batch >= threshold uses draft_len), which must
+  hold {1: max_draft_len} (tensorrt_llm/llmapi/llm_args.py DecodingBaseConfig.draft_len_schedule): when the best D
+  at the lowest band is not the largest, no TensorRT-LLM schedule is given and a note says why.
+Both engines key the schedule on the running batch; here the bands are concurrencies (the running batch is the
+concurrency less the requests waiting for their first token), stated in the result.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specplan.core.errors import SpecplanError
+from specplan.serving.aggregated import aggregated
+from specplan.serving.workload import Workload
+
+DEFAULT_EDGES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def bands_from_edges(edges) -> list[tuple[int, int]]:
+    """Inclusive concurrency bands [e_i, e_{i+1} - 1] from increasing edges, the last band [e_n, e_n]."""
+    e = [int(x) for x in edges]
+    if not e or e[0] != 1 or any(b <= a for a, b in zip(e, e[1:])):
+        raise SpecplanError(f"D schedule bands: edges must start at 1 and increase, got {e}")
+    return [(a, b - 1) for a, b in zip(e, e[1:])] + [(e[-1], e[-1])]
+
+
+def d_schedule(model, hardware, isl: int, osl: int, *, mechanism: str, acceptance=None, max_draft_len: int = 7,
+               edges=DEFAULT_EDGES, tp: int = 1, engine=None, **kw) -> dict:
+    """Best D per concurrency band (each priced at its geometric-mean concurrency) and the schedule in vLLM's and
+    TensorRT-LLM's forms. Keys: bands [(lo, hi, concurrency priced, D, tokens/s/GPU, speedup over D = 0)], vllm,
+    trtllm (None when it cannot be expressed), notes."""
+    bands = bands_from_edges(edges)
+    conc = np.array([np.sqrt(lo * hi) for lo, hi in bands])
+    d = np.arange(0, int(max_draft_len) + 1, dtype=float)
+    wl = Workload(isl=isl, osl=osl, concurrency=conc[:, None])
+    r = aggregated(model, hardware, wl, tp=tp, engine=engine, mechanism=mechanism, draft_len=d[None, :],
+                   acceptance=acceptance, **kw)
+    base = aggregated(model, hardware, Workload(isl=isl, osl=osl, concurrency=conc), tp=tp, engine=engine, **kw)
+    tps = np.where(np.asarray(r["fits"]) & np.asarray(r["stable"]), np.asarray(r["tokens_per_s_per_gpu"]), -np.inf)
+    best = np.argmax(tps, axis=1)
+    rows = [(lo, hi, float(c), int(d[j]), float(tps[i, j]), float(tps[i, j] / base["tokens_per_s_per_gpu"][i]))
+            for i, ((lo, hi), c, j) in enumerate(zip(bands, conc, best))]
+    vllm = []
+    for lo, hi, _, k, _, _ in rows:  # merge neighbouring bands with the same D
+        if vllm and vllm[-1][2] == k:
+            vllm[-1] = (vllm[-1][0], hi, k)
+        else:
+            vllm.append((lo, hi, k))
+    notes = ["bands are client concurrencies; vLLM and TensorRT-LLM key the schedule on the running batch"]
+    top = max(k for _, _, k in vllm)
+    trt = None
+    if vllm[0][2] == top:
+        trt = {lo: k for lo, _, k in vllm}
+    else:
+        notes.append(f"no TensorRT-LLM draft_len_schedule: it needs the largest D at batch 1 ({{1: max_draft_len}}), "
+                     f"but the best D there is {vllm[0][2]} and {top} further up")
+    return {"bands": rows, "vllm": vllm, "trtllm": trt, "notes": notes}

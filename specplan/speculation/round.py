@@ -1,0 +1,162 @@
+"""The speculative round as serving engines run it: what one round costs beyond its drafter and its verify GEMMs.
+
+A round (docs/speculation_rounds.md, each engine's files and versions) is: the draft's extend pass over the
+positions the target just verified (EAGLE / MTP / draft models write their own KV there and take their first
+draft token from it), D - 1 further draft steps (tree drafts run `width` candidates per sequence per step and a
+top-k over the draft vocabulary), the target's verify over q = 1 + D (or the tree's) tokens per sequence, then
+rejection sampling over the B·q target logits, and host work: the engine's per-step scheduler work plus a
+fixed part and a part per running sequence for the round's bookkeeping (accepting, appending and streaming AL
+tokens, building the next draft inputs). Which of these run inside CUDA graphs depends on the engine:
+
+- vLLM V1 (0.34.0 vllm/config/vllm.py get_draft_decode_cudagraph_request_sizes, vllm/config/compilation.py
+  `max_cudagraph_capture_size` 512 tokens off SM100): the target's uniform verify batch is captured up to
+  512 // (1 + K) requests (128 at K = 3); beyond, the verify runs in piecewise graphs (eager attention launches).
+  Draft decode steps are captured up to max_num_seqs.
+- SGLang 0.5.23 (srt/speculative/eagle_worker_v2.py, eagle_draft_cuda_graph_runner.py): verify, draft and draft
+  extend each have a graph runner over the decode capture sizes (cuda_graph max_bs 256 on H100 at TP < 4, 512 at
+  TP >= 4); spec v2 overlaps the host work of round n + 1 with round n.
+- TensorRT-LLM (tensorrt_llm/_torch/speculative/eagle3.py, `eagle3_one_model: True` default): the draft loop runs
+  inside the target's forward, so the whole round is one graph up to the CUDA-graph batch (128 by default).
+
+Every function takes arrays that broadcast (batch, verify tokens, draft length) and returns seconds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specplan.costs.gemm import elementwise_cost
+from specplan.model.step import step_time
+
+LOGIT_BYTES = 4  # fp32 logits / probabilities (vLLM and SGLang samplers upcast logits to float32)
+# Passes over the B x q x V fp32 tensor by the rejection step: greedy = argmax over the target logits (one read);
+# probabilistic = softmax of the target logits (read + write), then the rejection kernel reads target and draft
+# probabilities (two reads) (vLLM 0.34.0 vllm/v1/worker/gpu/spec_decode/rejection_sampler.py; SGLang 0.5.23
+# srt/speculative/eagle_utils.py tree_speculative_sampling_target_only).
+REJECTION_PASSES = {"greedy": 1.0, "probabilistic": 4.0}
+# Mechanisms whose draft re-reads the verified positions (its KV for them and its first proposal come from a
+# pass at q tokens per sequence): EAGLE-3 and MTP heads (draft extend), draft models (their own verify-length step).
+EXTEND_MECHANISMS = ("eagle3", "mtp", "external")
+
+
+def verify_graph_cap(eng, q) -> np.ndarray:
+    """Largest verify batch (requests) replayed in a CUDA graph at q tokens per sequence: verify_graph_max_tokens // q
+    when the engine caps graphs in tokens, else graph_max_batch requests; 0 without decode graphs."""
+    q = np.asarray(q, dtype=float)
+    if not eng.cuda_graphs_decode:
+        return np.zeros(q.shape)
+    if eng.verify_graph_max_tokens:
+        return np.floor(eng.verify_graph_max_tokens / np.maximum(q, 1.0))
+    return np.full(q.shape, float(eng.graph_max_batch) if eng.graph_max_batch else np.inf)
+
+
+def verify_graphed(eng, batch, q) -> np.ndarray:
+    """True where a verify (or decode, q = 1) step of `batch` sequences replays a CUDA graph."""
+    q = np.asarray(q, dtype=float)
+    b = np.asarray(batch, dtype=float)
+    spec = q > 1
+    cap_dec = float(eng.graph_max_batch) if eng.graph_max_batch else np.inf
+    cap = np.where(spec, verify_graph_cap(eng, q), cap_dec)
+    return bool(eng.cuda_graphs_decode) & (b <= cap)
+
+
+def rejection_s(hw, batch, q, vocab, tp=1, sampling="probabilistic") -> np.ndarray:
+    """GPU seconds of rejection sampling over batch x q fp32 target logits (vocab / tp columns per device)
+    beyond the plain sampler's batch x 1 read: memory-bound passes (REJECTION_PASSES)."""
+    b = np.asarray(batch, dtype=float)
+    q = np.asarray(q, dtype=float)
+    passes = REJECTION_PASSES[sampling]
+    nbytes = b * np.maximum(q - 1.0, 0.0) * float(vocab) * LOGIT_BYTES * passes
+    t = elementwise_cost(hw, np.maximum(nbytes, 1.0)).time_s
+    return np.where(q > 1, t, 0.0)
+
+
+def tree_topk_s(hw, batch, width, steps, draft_vocab) -> np.ndarray:
+    """GPU seconds of the tree drafts' top-k: one read of batch x width fp32 draft logits per draft step."""
+    nbytes = np.asarray(batch, dtype=float) * np.asarray(width, dtype=float) * float(draft_vocab) * LOGIT_BYTES
+    t = elementwise_cost(hw, np.maximum(nbytes, 1.0)).time_s
+    return np.where(np.asarray(width) > 1, np.asarray(steps, dtype=float) * t, 0.0)
+
+
+def draft_pass_extra_s(draft, hw, tp, batch, tokens, context, prec) -> np.ndarray:
+    """GPU seconds a draft pass at `tokens` tokens per sequence costs beyond one at 1 token (the drafter prices
+    q_len 1 steps): draft extend over the verified positions, or a tree step's `width` candidates."""
+    t = np.asarray(tokens, dtype=float)
+    tp_d = tp if draft.num_q_heads % tp == 0 else 1
+    wide = step_time(draft, hw, tp_d, batch, np.maximum(t, 1.0), context, precision=prec).total_s
+    one = step_time(draft, hw, tp_d, batch, 1, context, precision=prec).total_s
+    return np.where(t > 1, np.maximum(wide - one, 0.0), 0.0)
+
+
+def round_gpu_extra_s(model, hw, tp, batch, draft_len, q, context, mechanism, draft=None,
+                      sampling="probabilistic") -> np.ndarray:
+    """GPU seconds of one speculative round beyond drafter + verify: draft extend (EAGLE / MTP / draft model),
+    tree draft width and top-k, rejection sampling. `draft` = (draft ModelProfile, Precision) or None."""
+    d = np.asarray(draft_len, dtype=float)
+    q = np.asarray(q, dtype=float)
+    b = np.asarray(batch, dtype=float)
+    spec = d > 0
+    t = rejection_s(hw, b, q, model.vocab_size, tp, sampling)
+    if draft is not None and mechanism in EXTEND_MECHANISMS:
+        dm, dprec = draft
+        t = t + draft_pass_extra_s(dm, hw, tp, b, q, context, dprec)
+        tree = q > 1 + d
+        width = np.where(tree, np.ceil((q - 1.0) / np.maximum(d, 1.0)), 1.0)
+        steps = np.maximum(d - 1.0, 0.0)
+        t = t + np.where(tree, steps * draft_pass_extra_s(dm, hw, tp, b, width, context, dprec), 0.0)
+        t = t + np.where(tree, tree_topk_s(hw, b, width, d, dm.vocab_size), 0.0)
+    return np.where(spec, t, 0.0)
+
+
+def round_host_s(eng, batch, draft_len) -> np.ndarray:
+    """Host seconds of one speculative round beyond a decode step's: spec_host_per_seq_s per running sequence
+    (the fixed part, spec_iteration_overhead_s, is in the iteration already); 0 at D = 0."""
+    b = np.asarray(batch, dtype=float)
+    return np.where(np.asarray(draft_len) > 0, b * eng.spec_host_per_seq_s, 0.0)
+
+
+def round_s(eng, gpu_s, batch, draft_len, q, target_kernels, draft_kernels, eager=False) -> np.ndarray:
+    """Seconds of one engine round (or decode step at D = 0) from its GPU seconds: target kernels launched at the
+    verify's graph state, draft kernels at the draft's (captured like the decode step up to graph_max_batch
+    unless draft_graph_max_batch says otherwise), and the round's host work, overlapped with the GPU when the
+    engine overlaps speculative rounds (`spec_overlap`), else added. `eager`: a step run without graphs (one
+    carrying a prefill chunk). At D = 0 this is EngineProfile.step_s of a decode step."""
+    b = np.asarray(batch, dtype=float)
+    d = np.asarray(draft_len, dtype=float)
+    spec = d > 0
+    g_t = verify_graphed(eng, b, q) & (not eager)
+    cap_d = eng.draft_graph_max_batch or eng.graph_max_batch or np.inf
+    g_d = bool(eng.cuda_graphs_decode) & (b <= cap_d) & (not eager)
+    launches = (np.asarray(target_kernels, dtype=float) * eng.launch_s(g_t)
+                + np.asarray(draft_kernels, dtype=float) * eng.launch_s(g_d))
+    host = eng.host_step_s + b * eng.host_per_seq_s + round_host_s(eng, b, d)
+    overlap = np.where(spec, bool(eng.spec_overlap), bool(eng.overlap_scheduler))
+    return np.where(overlap, np.maximum(gpu_s, host + launches), host + np.maximum(gpu_s, launches))
+
+
+def round_draft_model(model, mechanism, draft_model=None):
+    """The model whose extend pass a round runs (EAGLE-3 head, MTP module, draft model), or None."""
+    from specplan.profiles.registry import load_model
+    from specplan.speculation.drafters import eagle3_head, mtp_module
+
+    if mechanism == "external" and draft_model is not None:
+        return load_model(draft_model)
+    if mechanism == "eagle3":
+        return eagle3_head(model, None if draft_model is None else load_model(draft_model))
+    if mechanism == "mtp":
+        return mtp_module(model)
+    return None
+
+
+def unfitted_note(eng) -> list[str]:
+    """One line when the engine's speculative round holds numbers that nothing fitted out of sample (else [])."""
+    src = eng.sources.get("spec_host_per_seq_s", "")
+    if eng.id == "ideal":
+        return []
+    if not src:
+        return [f"engine {eng.id}: the speculative round's host time per sequence (spec_host_per_seq_s) is not "
+                f"fitted (0): speedups under load may be high (docs/validation/speculation_load.md)"]
+    if "in-sample" in src:
+        return [f"engine {eng.id}: spec_host_per_seq_s = {eng.spec_host_per_seq_s * 1e6:.0f} us is fitted in-sample "
+                f"on one published setup, not validated out of sample (docs/validation/speculation_load.md)"]
+    return []
