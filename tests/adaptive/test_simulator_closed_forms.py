@@ -159,3 +159,12 @@ def test_sglang_holds_steps_when_ema_is_above_the_drop_threshold():
         p.on_verify_complete(x, 10)  # batch 10 routes to slot 8
     assert p._route(10).ema_accept_len == pytest.approx(0.6 + 1.4 * 0.8 ** 15)
     assert p.get_steps_for_batch(10) == 3
+
+
+def test_sglang_slot_with_only_zero_steps_stays_at_zero():
+    """SGLang's default slot for batch >= 64 lists candidate_steps [0]: at every recompute (the 15th, 20th, …
+    verify) the zero-step probe finds no larger step (index min(0 + 1, len − 1) = 0) and stays at 0."""
+    p = AdaptiveSpeculativeParams()
+    for _ in range(30):
+        assert p.on_verify_complete(np.zeros(64), 64) is None
+    assert p.get_steps_for_batch(64) == 0

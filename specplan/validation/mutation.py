@@ -1,0 +1,374 @@
+"""Mutation testing of the model code with cosmic-ray's operators (issue 26): does a test notice a one-token change?
+
+A thin wrapper over the `cosmic-ray` library (the `dev` extra): cosmic-ray enumerates every mutation site of a
+module (an operator such as `+` -> `-`, `<` -> `<=`, a number n -> n + 1, `and` -> `or`, a loop run zero times) and
+writes the mutated source; this module picks a seeded sample of the sites, applies each mutant in a scratch copy of
+the repository, runs the tests related to the mutated module (`TESTS`, most specific first, `-x`), and records
+killed (a test failed), survived (all passed), timeout (counted as killed, as cosmic-ray does) or incompetent (the
+mutant does not import). Survivors are listed in docs/validation/mutation.md per module, each with the reason it is
+equivalent (`EQUIVALENT`, keyed by module and the mutated line) or "not classified".
+
+    python scripts/mutation.py --modules serving,speculation,planning,adaptive --sample 300 --seed 1
+    python scripts/mutation.py --modules adaptive --sample 20 --seed 1 --results /tmp/m.json  # resumable
+    python scripts/mutation.py --report-only --results docs/validation/mutation.json          # rewrite the md
+
+The scratch copy (a temporary folder holding the git-tracked files) means an interrupted run never leaves a
+mutated file in the working tree. Runs are resumable: results are appended to the JSON after every mutant and a
+mutant already in it is not run again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from specplan.core.errors import SpecplanError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Model-code groups (the issue's "costs, step, memory, parallel, speculation, serving, capacity/planning, adaptive").
+GROUPS: dict[str, tuple[str, ...]] = {
+    "costs": ("specplan/costs/roofline.py", "specplan/costs/gemm.py", "specplan/costs/attention.py",
+              "specplan/costs/comm.py", "specplan/costs/moe.py", "specplan/costs/shapes.py"),
+    "model": ("specplan/model/step.py", "specplan/model/memory.py", "specplan/model/parallel.py"),
+    "speculation": ("specplan/speculation/acceptance.py", "specplan/speculation/drafters.py",
+                    "specplan/speculation/speedup.py", "specplan/speculation/guidelines.py"),
+    "serving": ("specplan/serving/prefill.py", "specplan/serving/aggregated.py", "specplan/serving/disaggregated.py",
+                "specplan/serving/workload.py"),
+    "planning": ("specplan/planning/recommend.py", "specplan/planning/capacity.py", "specplan/planning/sweep.py",
+                 "specplan/planning/recommend_serving.py"),
+    "adaptive": ("specplan/adaptive/simulator.py", "specplan/adaptive/policies.py",
+                 "specplan/adaptive/sglang_policy.py", "specplan/adaptive/costs.py", "specplan/adaptive/bounds.py",
+                 "specplan/adaptive/metrics.py", "specplan/adaptive/trace.py", "specplan/adaptive/workload.py"),
+}
+
+# Tests related to each module, most specific (and fastest to fail) first. A missing file is skipped, so the map
+# survives renames in other branches; a module with no existing file falls back to its folder's tests.
+_SERVING = ("tests/serving/test_serving_model.py", "tests/serving/test_littles_law.py",
+            "tests/serving/test_engine_profiles.py")
+_SPEC = ("tests/speculation/test_engine_draft_steps.py", "tests/speculation/test_speedup.py",
+         "tests/speculation/test_physics_review.py", "tests/speculation/test_review_fixes.py",
+         "tests/speculation/test_properties.py")
+_ADAPTIVE = ("tests/adaptive/test_simulator_closed_forms.py", "tests/adaptive/test_adaptive_sglang.py",
+             "tests/adaptive/test_adaptive.py")
+TESTS: dict[str, tuple[str, ...]] = {
+    "specplan/costs/roofline.py": ("tests/costs/test_hand_counts.py", "tests/costs/test_gemm.py"),
+    "specplan/costs/gemm.py": ("tests/costs/test_gemm.py", "tests/costs/test_hand_counts.py"),
+    "specplan/costs/attention.py": ("tests/costs/test_attention.py", "tests/costs/test_mla_family.py",
+                                    "tests/costs/test_hand_counts.py"),
+    "specplan/costs/comm.py": ("tests/costs/test_comm_moe.py",),
+    "specplan/costs/moe.py": ("tests/costs/test_comm_moe.py", "tests/model/test_parallel.py"),
+    "specplan/costs/shapes.py": ("tests/costs/test_hand_counts.py", "tests/model/test_step.py"),
+    "specplan/model/step.py": ("tests/model/test_step.py", "tests/model/test_step_new_kinds.py",
+                               "tests/model/test_dp_rounding.py", "tests/model/test_parallel.py"),
+    "specplan/model/memory.py": ("tests/model/test_dp_rounding.py", "tests/model/test_parallel.py",
+                                 "tests/model/test_step.py", "tests/model/test_step_new_kinds.py"),
+    "specplan/model/parallel.py": ("tests/model/test_dp_rounding.py", "tests/model/test_parallel.py"),
+    "specplan/speculation/acceptance.py": ("tests/speculation/test_acceptance.py",
+                                           "tests/speculation/test_properties.py"),
+    "specplan/speculation/drafters.py": _SPEC,
+    "specplan/speculation/speedup.py": _SPEC,
+    "specplan/speculation/guidelines.py": ("tests/speculation/test_guidelines_recommend.py",),
+    "specplan/serving/prefill.py": ("tests/serving/test_prefill_chunks.py", "tests/serving/test_prefill.py")
+    + _SERVING,
+    "specplan/serving/aggregated.py": _SERVING,
+    "specplan/serving/disaggregated.py": _SERVING,
+    "specplan/serving/workload.py": _SERVING,
+    "specplan/planning/recommend.py": ("tests/speculation/test_guidelines_recommend.py",
+                                       "tests/planning/test_user_facing.py"),
+    "specplan/planning/capacity.py": ("tests/planning/test_capacity_closed_forms.py",
+                                      "tests/planning/test_capacity.py", "tests/planning/test_capacity_serving.py"),
+    "specplan/planning/sweep.py": ("tests/planning/test_sweep.py",),
+    "specplan/planning/recommend_serving.py": ("tests/planning/test_recommend_serving.py",) + _SERVING,
+    **{m: _ADAPTIVE for m in GROUPS["adaptive"]},
+}
+
+# Operators sampled: arithmetic and comparison swaps, unary minus, boolean, numbers ±1, break/continue, a loop run
+# zero times. Left out: bitwise/shift/pow/mod targets (a float model has none to mean), `is` comparisons, variable
+# insertion/replacement and exception/decorator removal (mostly incompetent or untestable mutants).
+_ARITH = ("Add", "Sub", "Mul", "Div", "FloorDiv")
+_CMP = ("Eq", "NotEq", "Lt", "LtE", "Gt", "GtE")
+OPERATORS: tuple[str, ...] = (
+    tuple(f"core/ReplaceBinaryOperator_{a}_{b}" for a in _ARITH for b in _ARITH if a != b)
+    + tuple(f"core/ReplaceComparisonOperator_{a}_{b}" for a in _CMP for b in _CMP if a != b)
+    + ("core/ReplaceUnaryOperator_USub_UAdd", "core/ReplaceUnaryOperator_Delete_Not", "core/AddNot",
+       "core/ReplaceTrueWithFalse", "core/ReplaceFalseWithTrue", "core/ReplaceAndWithOr", "core/ReplaceOrWithAnd",
+       "core/ReplaceBreakWithContinue", "core/ReplaceContinueWithBreak", "core/NumberReplacer",
+       "core/ZeroIterationForLoop")
+)
+
+# Survivors checked by hand and found equivalent (no input can tell them apart), keyed by (module, operator,
+# the mutated line stripped). Each value says why. Fill from docs/validation/mutation.md after reading a survivor.
+EQUIVALENT: dict[tuple[str, str, str], str] = {}
+
+
+@dataclass(frozen=True)
+class Site:
+    """One mutant: module, cosmic-ray operator, occurrence of that operator in the module, line (1-based)."""
+
+    module: str
+    operator: str
+    occurrence: int
+    line: int
+
+    @property
+    def key(self) -> str:
+        """A stable id within one source version."""
+        return f"{self.module}:{self.operator}:{self.occurrence}"
+
+
+def modules_of(groups: list[str]) -> list[str]:
+    """Module paths of the named groups (one-line error for an unknown group)."""
+    out: list[str] = []
+    for g in groups:
+        if g not in GROUPS:
+            raise SpecplanError(f"--modules: unknown group '{g}' (known: {', '.join(GROUPS)})")
+        out += [m for m in GROUPS[g] if (ROOT / m).is_file()]
+    return out
+
+
+def group_of(module: str) -> str:
+    """The group a module belongs to."""
+    return next((g for g, ms in GROUPS.items() if module in ms), "other")
+
+
+def sites(module: str, root: Path = ROOT) -> list[Site]:
+    """Every mutation site of a module under OPERATORS (cosmic-ray's enumeration, as `cosmic-ray init` does)."""
+    import cosmic_ray.plugins
+    from cosmic_ray.ast import ast_nodes, get_ast_from_path
+
+    tree = get_ast_from_path(root / module)
+    nodes = list(ast_nodes(tree))
+    out = []
+    for name in OPERATORS:
+        op = cosmic_ray.plugins.get_operator(name)()
+        k = 0
+        for node in nodes:
+            for start, _end in op.mutation_positions(node):
+                out.append(Site(module, name, k, start[0]))
+                k += 1
+    return out
+
+
+def sample(all_sites: list[Site], n: int | None, seed: int) -> list[Site]:
+    """A seeded uniform sample of n sites (all of them when n is None or larger) in a seeded random order, so that
+    any prefix of a run that was stopped early is itself a uniform sample."""
+    ordered = sorted(all_sites, key=lambda s: (s.module, s.operator, s.occurrence))
+    k = len(ordered) if n is None else min(n, len(ordered))
+    return random.Random(seed).sample(ordered, k)
+
+
+def mutated_source(site: Site, root: Path = ROOT) -> str | None:
+    """The module's source with this one mutation applied (None if the operator finds nothing there)."""
+    import cosmic_ray.plugins
+    from cosmic_ray.mutating import mutate_code
+
+    code = (root / site.module).read_text(encoding="utf-8")
+    return mutate_code(code, cosmic_ray.plugins.get_operator(site.operator)(), site.occurrence)
+
+
+def changed_line(original: str, mutated: str) -> tuple[str, str]:
+    """(original line, mutated line) of the first line that differs."""
+    for a, b in zip(original.splitlines(), mutated.splitlines()):
+        if a != b:
+            return a.strip(), b.strip()
+    return "", ""
+
+
+def tests_for(module: str, root: Path = ROOT) -> list[str]:
+    """Existing test files related to a module (TESTS), else the tests of its folder."""
+    files = [t for t in TESTS.get(module, ()) if (root / t).is_file()]
+    if files:
+        return files
+    folder = root / "tests" / Path(module).parent.name
+    return sorted(str(p.relative_to(root)) for p in folder.glob("test_*.py"))
+
+
+def scratch_copy(root: Path = ROOT) -> Path:
+    """A temporary copy of the git-tracked files (plus untracked, not ignored), where mutants are applied."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, check=True,
+                           capture_output=True).stdout.decode().split("\0")
+    dst = Path(tempfile.mkdtemp(prefix="specplan-mutation-"))
+    for f in filter(None, files):
+        src = root / f
+        if src.is_file():
+            (dst / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / f)
+    return dst
+
+
+def run_tests(work: Path, tests: list[str], timeout_s: float) -> tuple[str, float]:
+    """('killed' | 'survived' | 'timeout', seconds) of pytest over `tests` in the scratch copy."""
+    env = dict(os.environ, PYTHONPATH=str(work), PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg")
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *tests]
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return "timeout", time.monotonic() - t0
+    dt = time.monotonic() - t0
+    return ("survived" if proc.returncode == 0 else "killed"), dt  # an import-time failure is noticed too
+
+
+def _compiles(code: str) -> bool:
+    try:
+        compile(code, "<mutant>", "exec")
+    except SyntaxError:
+        return False
+    return True
+
+
+@dataclass
+class Result:
+    """The outcome of one mutant."""
+
+    module: str
+    operator: str
+    occurrence: int
+    line: int
+    outcome: str  # killed | survived | timeout | incompetent | no-mutation
+    before: str
+    after: str
+    seconds: float
+    tests: str
+
+
+def load_results(path: Path | None) -> dict[str, dict]:
+    """Results already recorded (by Site key)."""
+    if path is None or not path.is_file():
+        return {}
+    rows = json.loads(path.read_text())["results"]
+    return {f"{r['module']}:{r['operator']}:{r['occurrence']}": r for r in rows}
+
+
+def save_results(path: Path, meta: dict, rows: list[dict]) -> None:
+    """Write the results JSON atomically."""
+    from specplan.core.io import atomic_write_text
+
+    atomic_write_text(path, json.dumps({"meta": meta, "results": rows}, indent=1) + "\n")
+
+
+def run(groups: list[str], n: int | None, seed: int, *, results: Path | None = None, timeout_s: float = 300.0,
+        modules: list[str] | None = None, tests: dict[str, list[str]] | None = None, baseline: bool = False,
+        recheck: bool = False, log=print) -> tuple[dict, list[dict]]:
+    """Mutate a seeded sample of the groups' sites (or of `modules`) and run each module's tests (`tests`
+    overrides TESTS per module): (meta, result rows). `baseline`: first check that the unmutated tests pass
+    (timeout 4 x their time + 30 s; else `timeout_s`). `recheck`: run the recorded survivors again (after
+    adding tests)."""
+    mods = modules if modules is not None else modules_of(groups)
+    every = [s for m in mods for s in sites(m)]
+    picked = sample(every, n, seed)
+    done = load_results(results)
+    if recheck:
+        done = {k: r for k, r in done.items() if r["outcome"] != "survived"}
+    rows = [done[s.key] for s in picked if s.key in done]
+    meta = {"groups": groups, "sample": n, "seed": seed, "sites_total": len(every),
+            "sites_per_module": {m: sum(s.module == m for s in every) for m in mods}}
+    todo = [s for s in picked if s.key not in done]
+    if not todo:
+        return meta, rows
+    work = scratch_copy()
+    base_s: dict[str, float] = {}
+    try:
+        for i, s in enumerate(todo, 1):
+            files = (tests or {}).get(s.module) or tests_for(s.module, work)
+            if baseline and s.module not in base_s:  # the unmutated tests must pass, and set the timeout
+                outcome, dt = run_tests(work, files, 3600)
+                if outcome != "survived":
+                    raise SpecplanError(f"mutation: the tests of {s.module} fail without a mutant ({' '.join(files)})")
+                base_s[s.module] = 4.0 * dt + 30.0
+            original = (work / s.module).read_text(encoding="utf-8")
+            mutated = mutated_source(s, work)
+            if mutated is None:
+                row = Result(s.module, s.operator, s.occurrence, s.line, "no-mutation", "", "", 0.0, "")
+            elif not _compiles(mutated):
+                before, after = changed_line(original, mutated)
+                row = Result(s.module, s.operator, s.occurrence, s.line, "incompetent", before, after, 0.0, "")
+            else:
+                before, after = changed_line(original, mutated)
+                try:
+                    (work / s.module).write_text(mutated, encoding="utf-8")
+                    outcome, dt = run_tests(work, files, base_s.get(s.module, timeout_s))
+                finally:
+                    (work / s.module).write_text(original, encoding="utf-8")
+                row = Result(s.module, s.operator, s.occurrence, s.line, outcome, before, after, round(dt, 1),
+                             " ".join(files))
+            rows.append(asdict(row))
+            log(f"[{i}/{len(todo)}] {row.outcome:11s} {s.module}:{s.line} {row.before!r} -> {row.after!r}")
+            if results is not None:
+                save_results(results, meta, rows)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return meta, rows
+
+
+def summarize(rows: list[dict]) -> dict[str, dict[str, int]]:
+    """Counts per group and outcome (timeouts counted as killed; equivalent survivors apart)."""
+    out: dict[str, dict[str, int]] = {}
+    for r in rows:
+        g = out.setdefault(group_of(r["module"]), {"mutants": 0, "killed": 0, "survived": 0, "equivalent": 0,
+                                                   "incompetent": 0})
+        if r["outcome"] == "no-mutation":
+            continue
+        g["mutants"] += 1
+        if r["outcome"] in ("killed", "timeout"):
+            g["killed"] += 1
+        elif r["outcome"] == "incompetent":
+            g["incompetent"] += 1
+        elif equivalence(r):
+            g["equivalent"] += 1
+        else:
+            g["survived"] += 1
+    return out
+
+
+def equivalence(r: dict) -> str | None:
+    """Why a survivor is equivalent, or None if it is not known to be."""
+    return EQUIVALENT.get((r["module"], r["operator"], r["before"]))
+
+
+def report(meta: dict, rows: list[dict], notes: dict[str, str] | None = None) -> str:
+    """docs/validation/mutation.md: the command, the sample, survivors per group and each survivor's status."""
+    notes = notes or {}
+    summ = summarize(rows)
+    lines = ["# Mutation testing of the model code", "",
+             "Generated by `python scripts/mutation.py` (specplan/validation/mutation.py over the `cosmic-ray` "
+             "library's operators). Each mutant changes one token of a module; the module's related tests "
+             "(`TESTS` in that file) run with `-x`; a mutant is killed when a test fails or times out.", "",
+             f"Sample: {meta.get('sample')} mutants drawn with seed {meta.get('seed')} from "
+             f"{meta.get('sites_total')} sites of the groups {', '.join(meta.get('groups', []))}; "
+             f"{sum(r['outcome'] != 'no-mutation' for r in rows)} run.", "",
+             "| group | mutants | killed | survived (not equivalent) | equivalent | incompetent | survival rate |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    tot = {"mutants": 0, "killed": 0, "survived": 0, "equivalent": 0, "incompetent": 0}
+    for g, c in sorted(summ.items()):
+        for k in tot:
+            tot[k] += c[k]
+        lines.append(_row(g, c))
+    lines.append(_row("**all**", tot))
+    lines += ["", "Survival rate = survived / (mutants − equivalent − incompetent).", ""]
+    surv = [r for r in rows if r["outcome"] == "survived"]
+    if surv:
+        lines += ["## Survivors", "", "| module:line | mutation | status |", "|---|---|---|"]
+        for r in sorted(surv, key=lambda r: (r["module"], r["line"])):
+            why = equivalence(r)
+            key = f"{r['module']}:{r['operator']}:{r['occurrence']}"
+            status = (f"equivalent: {why}" if why else notes.get(key, "not classified"))
+            lines.append(f"| {r['module']}:{r['line']} | `{r['before']}` → `{r['after']}` | {status} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _row(name: str, c: dict) -> str:
+    live = c["mutants"] - c["equivalent"] - c["incompetent"]
+    rate = f"{100.0 * c['survived'] / live:.0f} %" if live else "–"
+    return (f"| {name} | {c['mutants']} | {c['killed']} | {c['survived']} | {c['equivalent']} | {c['incompetent']} "
+            f"| {rate} |")

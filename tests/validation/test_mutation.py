@@ -1,0 +1,57 @@
+"""Mutation testing (issue 26): the wrapper over cosmic-ray enumerates, samples and reports deterministically, and
+a small seeded sample of mutants of the adaptive simulator and SGLang policy is killed by their tests (the long run
+is `python scripts/mutation.py`, docs/validation/mutation.md)."""
+
+import pytest
+
+pytest.importorskip("cosmic_ray")
+
+from specplan.validation import mutation as mu  # noqa: E402
+
+SIM = "specplan/adaptive/simulator.py"
+SGL = "specplan/adaptive/sglang_policy.py"
+FAST_TESTS = {SIM: ["tests/adaptive/test_simulator_closed_forms.py"],
+              SGL: ["tests/adaptive/test_simulator_closed_forms.py", "tests/adaptive/test_adaptive_sglang.py"]}
+
+
+def test_sites_are_cosmic_rays_and_the_sample_is_seeded():
+    every = mu.sites(SGL)
+    assert len(every) > 100
+    assert len({s.key for s in every}) == len(every)
+    a, b, c = mu.sample(every, 10, 1), mu.sample(every, 10, 1), mu.sample(every, 10, 2)
+    assert a == b and a != c and len(a) == 10
+    assert mu.sample(every, None, 1) == sorted(every, key=lambda s: (s.module, s.operator, s.occurrence))
+    # a site's mutant changes exactly one line, and the line it names
+    s = next(x for x in every if x.operator == "core/ReplaceBinaryOperator_Sub_Add")
+    src = (mu.ROOT / SGL).read_text()
+    mutated = mu.mutated_source(s)
+    diff = [i + 1 for i, (x, y) in enumerate(zip(src.splitlines(), mutated.splitlines())) if x != y]
+    assert diff == [s.line]
+
+
+def test_every_module_has_related_tests_and_unknown_groups_are_refused():
+    for group in mu.GROUPS:
+        for m in mu.modules_of([group]):
+            assert mu.tests_for(m), m
+    with pytest.raises(mu.SpecplanError, match="unknown group 'nope'"):
+        mu.modules_of(["nope"])
+
+
+def test_report_counts_per_group_and_names_each_survivor():
+    row = dict(module=SIM, operator="core/NumberReplacer", occurrence=3, line=10, before="x = 1", after="x = 2",
+               seconds=1.0, tests="t")
+    rows = [dict(row, outcome="killed"), dict(row, occurrence=4, outcome="survived"),
+            dict(row, occurrence=5, outcome="timeout"), dict(row, module=SGL, occurrence=6, outcome="incompetent")]
+    text = mu.report({"sample": 4, "seed": 1, "sites_total": 99, "groups": ["adaptive"]}, rows,
+                     {f"{SIM}:core/NumberReplacer:4": "killed now by tests/x.py::test_y"})
+    assert "| adaptive | 4 | 2 | 1 | 0 | 1 | 33 % |" in text  # survived 1 of 4 − 1 incompetent
+    assert f"| {SIM}:10 | `x = 1` → `x = 2` | killed now by tests/x.py::test_y |" in text
+
+
+def test_a_seeded_sample_of_simulator_mutants_is_killed():
+    """CI's small sample (the long mode samples 300): every mutant is killed or a listed equivalent."""
+    meta, rows = mu.run([], 4, 26, modules=[SIM, SGL], tests=FAST_TESTS, log=lambda *_: None)
+    ran = [r for r in rows if r["outcome"] != "no-mutation"]
+    assert len(ran) == 4
+    left = [r for r in ran if r["outcome"] == "survived" and not mu.equivalence(r)]
+    assert not left, left
