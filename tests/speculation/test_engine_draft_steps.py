@@ -6,7 +6,8 @@ forwards one after another (external draft LLM, EAGLE-3, MTP, self-speculation);
 pass, DFlash/DSpark draft all D positions in one forward (1 step); n-gram lookup runs on the host (0 steps).
 So with an engine of draft-step cost s and iteration cost c, at D = 4:
     draft_s(engine) − draft_s(no host costs) = n · s,   verify_s(engine) − verify_s(no host costs) = c.
-For vLLM (s = 0.633 ms, c = 1.034 ms): Medusa/DFlash + 0.633 ms, n-gram + 0, EAGLE-3 + 2.532 ms.
+For vLLM (s, c as fitted in engine_profiles/vllm.yaml, e.g. s = 0.633 ms): Medusa/DFlash + s, n-gram + 0,
+EAGLE-3 + 4 s.
 """
 
 import numpy as np
@@ -29,12 +30,6 @@ def _eval(mech, engine, **kw):
     tp = 8 if mech == "mtp" else 1
     return evaluate(model, hw, tp=tp, batch=[1, 32], context_len=2048, draft_len=D, mechanism=mech,
                     acceptance=Acceptance.from_rate(0.7), engine=engine, **extra, **kw)
-
-
-def test_vllm_engine_costs_by_hand():
-    eng = load_engine("vllm")
-    assert eng.spec_draft_step_overhead_s == pytest.approx(0.633e-3)
-    assert eng.spec_iteration_overhead_s == pytest.approx(1.034e-3)
 
 
 @pytest.mark.parametrize("mech", sorted(SERIAL_STEPS))
