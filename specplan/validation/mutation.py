@@ -52,13 +52,13 @@ GROUPS: dict[str, tuple[str, ...]] = {
 
 # Tests related to each module, most specific (and fastest to fail) first. A missing file is skipped, so the map
 # survives renames in other branches; a module with no existing file falls back to its folder's tests.
-_SERVING = ("tests/serving/test_serving_model.py", "tests/serving/test_littles_law.py",
-            "tests/serving/test_engine_profiles.py")
+_SERVING = ("tests/serving/test_littles_law.py", "tests/serving/test_draft_prefill_ttft.py",
+            "tests/serving/test_serving_model.py", "tests/serving/test_engine_profiles.py")
 _SPEC = ("tests/speculation/test_engine_draft_steps.py", "tests/speculation/test_speedup.py",
          "tests/speculation/test_physics_review.py", "tests/speculation/test_review_fixes.py",
          "tests/speculation/test_properties.py")
 _ADAPTIVE = ("tests/adaptive/test_simulator_closed_forms.py", "tests/adaptive/test_adaptive_sglang.py",
-             "tests/adaptive/test_adaptive.py")
+             "tests/adaptive/test_adaptive_positions.py", "tests/adaptive/test_adaptive.py")
 TESTS: dict[str, tuple[str, ...]] = {
     "specplan/costs/roofline.py": ("tests/costs/test_hand_counts.py", "tests/costs/test_gemm.py"),
     "specplan/costs/gemm.py": ("tests/costs/test_gemm.py", "tests/costs/test_hand_counts.py"),
@@ -87,7 +87,8 @@ TESTS: dict[str, tuple[str, ...]] = {
     "specplan/planning/capacity.py": ("tests/planning/test_capacity_closed_forms.py",
                                       "tests/planning/test_capacity.py", "tests/planning/test_capacity_serving.py"),
     "specplan/planning/sweep.py": ("tests/planning/test_sweep.py",),
-    "specplan/planning/recommend_serving.py": ("tests/planning/test_recommend_serving.py",) + _SERVING,
+    "specplan/planning/recommend_serving.py": ("tests/planning/test_serving_planner.py",
+                                               "tests/planning/test_capacity_serving.py") + _SERVING,
     **{m: _ADAPTIVE for m in GROUPS["adaptive"]},
 }
 
