@@ -168,3 +168,22 @@ def test_sglang_slot_with_only_zero_steps_stays_at_zero():
     for _ in range(30):
         assert p.on_verify_complete(np.zeros(64), 64) is None
     assert p.get_steps_for_batch(64) == 0
+
+
+def test_draft_len_series_windows_by_hand():
+    """draft_len_series: step-time-weighted means per time window, windows without a decode step left out.
+    Steps at t = 1, 2, 3, 4 s in 3 windows of 4/3 s: window 0 holds step 1 (B 2, D 3, AL 2, 10 ms: TPOT 5 ms),
+    window 1 only the prefill step (left out), window 2 steps 3 and 4 (20 ms at AL 1, 40 ms at AL 4):
+    D = (0.02·1 + 0.04·3) / 0.06 = 2.333, AL = (0.02·1 + 0.04·4) / 0.06 = 3, per-token time
+    (0.02·0.02 + 0.04·0.01) / 0.06 = 13.33 ms."""
+    from specplan.adaptive.metrics import draft_len_series
+
+    series = {"t_s": np.array([1.0, 2.0, 3.0, 4.0]), "batch": np.array([2.0, 0.0, 1.0, 1.0]),
+              "draft_len": np.array([3.0, 0.0, 1.0, 3.0]), "al": np.array([2.0, np.nan, 1.0, 4.0]),
+              "step_s": np.array([0.01, 0.005, 0.02, 0.04])}
+    out = draft_len_series({"series": series}, bins=3)
+    np.testing.assert_allclose(out["t_s"], [2 / 3, 10 / 3])
+    np.testing.assert_allclose(out["draft_len"], [3.0, 0.14 / 0.06])
+    np.testing.assert_allclose(out["batch"], [2.0, 1.0])
+    np.testing.assert_allclose(out["al"], [2.0, 3.0])
+    np.testing.assert_allclose(out["tpot_ms"], [5.0, 1e3 * 0.0008 / 0.06])
