@@ -33,6 +33,7 @@ def main() -> int:
     ap.add_argument("--notes", default=str(ROOT / "docs/validation/mutation_notes.json"),
                     help="JSON {mutant key: status} for survivors a test now kills or that are explained")
     ap.add_argument("--report-only", action="store_true", help="rewrite the report from the results JSON")
+    ap.add_argument("--preface", default="", help="a paragraph put under the sample line (e.g. the machine, the time)")
     ap.add_argument("--recheck", action="store_true", help="run the recorded survivors again (after adding tests)")
     ap.add_argument("--baseline", action="store_true", help="first check each module's tests pass unmutated")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant's test run (a timeout kills)")
@@ -46,7 +47,7 @@ def main() -> int:
         meta, rows = mu.run(groups, a.sample or None, a.seed, results=results, timeout_s=a.timeout,
                             baseline=a.baseline, recheck=a.recheck)
     notes = json.loads(Path(a.notes).read_text()) if Path(a.notes).is_file() else {}
-    atomic_write_text(Path(a.report), mu.report(meta, rows, notes) + "\n")
+    atomic_write_text(Path(a.report), mu.report(meta, rows, notes, a.preface) + "\n")
     print(f"wrote {a.report}")
     return 0
 

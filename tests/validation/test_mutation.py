@@ -43,11 +43,18 @@ def test_report_counts_per_group_and_names_each_survivor():
     row = dict(module=SIM, operator="core/NumberReplacer", occurrence=3, line=10, before="x = 1", after="x = 2",
                seconds=1.0, tests="t")
     rows = [dict(row, outcome="killed"), dict(row, occurrence=4, outcome="survived"),
-            dict(row, occurrence=5, outcome="timeout"), dict(row, module=SGL, occurrence=6, outcome="incompetent")]
-    text = mu.report({"sample": 4, "seed": 1, "sites_total": 99, "groups": ["adaptive"]}, rows,
-                     {f"{SIM}:core/NumberReplacer:4": "killed now by tests/x.py::test_y"})
-    assert "| adaptive | 4 | 2 | 1 | 0 | 1 | 33 % |" in text  # survived 1 of 4 − 1 incompetent
-    assert f"| {SIM}:10 | `x = 1` → `x = 2` | killed now by tests/x.py::test_y |" in text
+            dict(row, occurrence=5, outcome="timeout"), dict(row, module=SGL, occurrence=6, outcome="incompetent"),
+            dict(row, occurrence=7, outcome="survived", now="killed", now_tests="tests/a.py"),
+            dict(row, occurrence=8, outcome="no-mutation")]
+    text = mu.report({"sample": 6, "seed": 1, "sites_total": 99, "groups": ["adaptive"]}, rows,
+                     {f"{SIM}:core/NumberReplacer:4": "a gap: no test reads x"})
+    assert "**5 run**" in text
+    # adaptive: 5 mutants, killed 3 (one after a new test), 2 survived the first run, 1 killed since, 1 survives now,
+    # 1 incompetent: survival rate 1 / (5 - 0 - 1) = 25 %
+    assert "| adaptive | 5 | 3 | 2 | 1 | 0 | 1 | 1 | 25 % |" in text
+    assert f"| `{SIM}` | 4 | 3 | 2 | 1 | 0 | 1 | 0 | 25 % |" in text
+    assert f"| {SIM}:10 | `x = 1` → `x = 2` | survives: a gap: no test reads x |" in text
+    assert "killed now by tests/a.py" in text
 
 
 def test_a_seeded_sample_of_sglang_policy_mutants_is_killed():
