@@ -34,6 +34,7 @@ def main() -> int:
                     help="JSON {mutant key: status} for survivors a test now kills or that are explained")
     ap.add_argument("--report-only", action="store_true", help="rewrite the report from the results JSON")
     ap.add_argument("--preface", default="", help="a paragraph put under the sample line (e.g. the machine, the time)")
+    ap.add_argument("--workers", type=int, default=1, help="mutants run side by side (one scratch copy each)")
     ap.add_argument("--recheck", action="store_true", help="run the recorded survivors again (after adding tests)")
     ap.add_argument("--baseline", action="store_true", help="first check each module's tests pass unmutated")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant's test run (a timeout kills)")
@@ -45,7 +46,7 @@ def main() -> int:
     else:
         groups = [g for g in a.modules.split(",") if g]
         meta, rows = mu.run(groups, a.sample or None, a.seed, results=results, timeout_s=a.timeout,
-                            baseline=a.baseline, recheck=a.recheck)
+                            baseline=a.baseline, recheck=a.recheck, workers=a.workers)
     notes = json.loads(Path(a.notes).read_text()) if Path(a.notes).is_file() else {}
     atomic_write_text(Path(a.report), mu.report(meta, rows, notes, a.preface) + "\n")
     print(f"wrote {a.report}")

@@ -259,11 +259,11 @@ def save_results(path: Path, meta: dict, rows: list[dict]) -> None:
 
 def run(groups: list[str], n: int | None, seed: int, *, results: Path | None = None, timeout_s: float = 300.0,
         modules: list[str] | None = None, tests: dict[str, list[str]] | None = None, baseline: bool = False,
-        recheck: bool = False, log=print) -> tuple[dict, list[dict]]:
+        recheck: bool = False, workers: int = 1, log=print) -> tuple[dict, list[dict]]:
     """Mutate a seeded sample of the groups' sites (or of `modules`) and run each module's tests (`tests`
     overrides TESTS per module): (meta, result rows). `baseline`: first check that the unmutated tests pass
     (timeout 4 x their time + 30 s; else `timeout_s`). `recheck`: run the recorded survivors again (after
-    adding tests)."""
+    adding tests). `workers`: mutants run side by side, each worker in its own scratch copy."""
     mods = modules if modules is not None else modules_of(groups)
     every = [s for m in mods for s in sites(m)]
     picked = sample(every, n, seed)
@@ -275,42 +275,67 @@ def run(groups: list[str], n: int | None, seed: int, *, results: Path | None = N
     todo = [s for s in picked if s.key not in done or s.key in again]
     if not todo:
         return meta, rows
-    work = scratch_copy()
-    base_s: dict[str, float] = {}
-    try:
-        for i, s in enumerate(todo, 1):
-            files = (tests or {}).get(s.module) or tests_for(s.module, work)
-            if baseline and s.module not in base_s:  # the unmutated tests must pass, and set the timeout
-                outcome, dt = run_tests(work, files, 3600)
-                if outcome != "survived":
-                    raise SpecplanError(f"mutation: the tests of {s.module} fail without a mutant ({' '.join(files)})")
-                base_s[s.module] = 4.0 * dt + 30.0
-            original = (work / s.module).read_text(encoding="utf-8")
-            mutated = mutated_source(s, work)
-            if mutated is None:
-                row = Result(s.module, s.operator, s.occurrence, s.line, "no-mutation", "", "", 0.0, "")
-            elif not _compiles(mutated):
-                before, after = changed_line(original, mutated)
-                row = Result(s.module, s.operator, s.occurrence, s.line, "incompetent", before, after, 0.0, "")
-            else:
-                before, after = changed_line(original, mutated)
+    import queue
+    import threading
+
+    lock, base_s, count = threading.Lock(), {}, [0]
+    jobs: "queue.Queue[Site]" = queue.Queue()
+    for s in todo:
+        jobs.put(s)
+    errors: list[BaseException] = []
+
+    def one(work: Path, s: Site) -> dict:
+        files = (tests or {}).get(s.module) or tests_for(s.module, work)
+        if baseline and s.module not in base_s:  # the unmutated tests must pass, and set the timeout
+            outcome, dt = run_tests(work, files, 3600)
+            if outcome != "survived":
+                raise SpecplanError(f"mutation: the tests of {s.module} fail without a mutant ({' '.join(files)})")
+            base_s[s.module] = 4.0 * dt + 30.0
+        original = (work / s.module).read_text(encoding="utf-8")
+        mutated = mutated_source(s, work)
+        if mutated is None:
+            return asdict(Result(s.module, s.operator, s.occurrence, s.line, "no-mutation", "", "", 0.0, ""))
+        before, after = changed_line(original, mutated)
+        if not _compiles(mutated):
+            return asdict(Result(s.module, s.operator, s.occurrence, s.line, "incompetent", before, after, 0.0, ""))
+        try:
+            (work / s.module).write_text(mutated, encoding="utf-8")
+            outcome, dt = run_tests(work, files, base_s.get(s.module, timeout_s))
+        finally:
+            (work / s.module).write_text(original, encoding="utf-8")
+        return asdict(Result(s.module, s.operator, s.occurrence, s.line, outcome, before, after, round(dt, 1),
+                             " ".join(files)))
+
+    def worker() -> None:
+        work = scratch_copy()
+        try:
+            while not errors:
                 try:
-                    (work / s.module).write_text(mutated, encoding="utf-8")
-                    outcome, dt = run_tests(work, files, base_s.get(s.module, timeout_s))
-                finally:
-                    (work / s.module).write_text(original, encoding="utf-8")
-                row = Result(s.module, s.operator, s.occurrence, s.line, outcome, before, after, round(dt, 1),
-                             " ".join(files))
-            row = asdict(row)
-            if s.key in again:  # a survivor run again after new tests: keep the first outcome, record the new one
-                row = dict(done[s.key], now=row["outcome"], now_tests=row["tests"])
-            rows.append(row)
-            log(f"[{i}/{len(todo)}] {row.get('now', row['outcome']):11s} {s.module}:{s.line} {row['before']!r} -> "
-                f"{row['after']!r}")
-            if results is not None:
-                save_results(results, meta, rows)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+                    s = jobs.get_nowait()
+                except queue.Empty:
+                    return
+                row = one(work, s)
+                if s.key in again:  # a survivor run again after new tests: keep the first outcome, add the new one
+                    row = dict(done[s.key], now=row["outcome"], now_tests=row["tests"])
+                with lock:
+                    rows.append(row)
+                    count[0] += 1
+                    log(f"[{count[0]}/{len(todo)}] {row.get('now', row['outcome']):11s} {s.module}:{s.line} "
+                        f"{row['before']!r} -> {row['after']!r}")
+                    if results is not None:
+                        save_results(results, meta, rows)
+        except BaseException as e:  # noqa: BLE001 - reported by run()
+            errors.append(e)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
     return meta, rows
 
 
