@@ -187,3 +187,17 @@ def test_draft_len_series_windows_by_hand():
     np.testing.assert_allclose(out["batch"], [2.0, 1.0])
     np.testing.assert_allclose(out["al"], [2.0, 3.0])
     np.testing.assert_allclose(out["tpot_ms"], [5.0, 1e3 * 0.0008 / 0.06])
+
+
+def test_admission_reserves_the_whole_output_kv():
+    """KV reserved at admission = bytes of ISL + OSL tokens (here 1 byte per token of context: 100 + 50 = 150 per
+    request). With 1000 bytes free, floor(1000 / 150) = 6 of 20 waiting requests run at once, whatever the cap."""
+    costs = _costs()
+    costs.per_seq_bytes = costs.ctx_grid.copy()  # 1 byte per token
+    costs.capacity_bytes = 1000.0
+    n = 20
+    wl = build_workload(np.zeros(n), np.full(n, 100), np.full(n, 50), alpha=np.full(n, 0.0))
+    res = simulate(wl, costs, make_policy("fixed:0", 4), NO_GRAPHS, engine=ENGINE)
+    rows = _decode_rows(res)
+    assert rows["batch"].max() == 6
+    assert not res["over_capacity"]
