@@ -201,3 +201,18 @@ def test_admission_reserves_the_whole_output_kv():
     rows = _decode_rows(res)
     assert rows["batch"].max() == 6
     assert not res["over_capacity"]
+
+
+def test_sglang_ema_ceiling_stops_at_the_smallest_candidate(tmp_path):
+    """ceiling_coeff caps a downward move at ceil(EMA · coeff) steps (at least 1), but never below the smallest
+    candidate: candidates [2, 4], start 4 (the union's middle), EMA → 0 after one verify at ema_alpha 1; the drop
+    threshold to 2 is 2 − 0.5 − 0.25 = 1.25 ≥ 0, so the target is 2; the ceiling 1 is below every candidate, so 2."""
+    import json
+
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"1": {"candidate_steps": [2, 4], "ceiling_coeff": 1, "warmup_batches": 0,
+                                     "update_interval": 1, "ema_alpha": 1.0}}))
+    p = AdaptiveSpeculativeParams(None, str(cfg))
+    assert p.get_steps_for_batch(1) == 4
+    assert p.on_verify_complete(np.zeros(1), 1) == 2
+    assert p.get_steps_for_batch(1) == 2
