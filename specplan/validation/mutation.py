@@ -54,7 +54,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
 # survives renames in other branches; a module with no existing file falls back to its folder's tests.
 _SERVING = ("tests/serving/test_littles_law.py", "tests/serving/test_draft_prefill_ttft.py",
             "tests/serving/test_serving_model.py", "tests/serving/test_engine_profiles.py")
-_SPEC = ("tests/speculation/test_engine_draft_steps.py", "tests/speculation/test_speedup.py",
+_SPEC = ("tests/speculation/test_engine_draft_steps.py", "tests/speculation/test_drafter_shapes.py",
+         "tests/speculation/test_speedup.py",
          "tests/speculation/test_physics_review.py", "tests/speculation/test_review_fixes.py",
          "tests/speculation/test_properties.py")
 _ADAPTIVE = ("tests/adaptive/test_simulator_closed_forms.py", "tests/adaptive/test_adaptive_sglang.py",
