@@ -112,6 +112,8 @@ OPERATORS: tuple[str, ...] = (
 EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("specplan/speculation/acceptance.py", "core/ReplaceBinaryOperator_Sub_Div", "if al >= 1.0 + at_d - 1e-12:"):
         "the shortcut for AL = 1 + D only saves the bisection, which converges to the same α = 1 (to 2^-100)",
+    ("specplan/adaptive/bounds.py", "core/NumberReplacer", "c = np.zeros(1) if at_zero else costs.ctx_grid"):
+        "at_zero's one context-0 row becomes two identical rows; the only caller (clairvoyant_dp) reads row 0",
 }
 
 

@@ -79,3 +79,19 @@ def test_memory_bound_load_never_exceeds_the_device():
     assert tp1["batch"] in (fit - 1, fit)  # activations take a little of the last slot
     assert tp1["memory_gb"] * 1e9 <= cap
     assert ans["best"]["gpus"] == 8 and ans["best"]["tps"] == pytest.approx(8 * tp1["tps"])
+
+
+def test_counts_below_the_prefill_pool_are_the_prefill_pool_alone():
+    """ISL 8192 / OSL 64 at 1000 tokens/s: 15.6 requests/s, each prefill ~66 ms on a TP-8 group, so the pool at
+    utilization <= 2/3 needs ceil(15.6 x 0.066 / (2/3)) = 2 groups = 16 GPUs (prefill_groups, tested in
+    test_capacity_serving.py); every count up to 16 is the prefill pool alone: no decode GPU, no tokens/s."""
+    from specplan.planning.capacity import prefill_gpus
+
+    m, hw = load_model(M), load_hardware(H)
+    pre, per_req = prefill_gpus(m, hw, resolve_precision(m, hw, None, None), 8192, 64, 1000.0, 8)
+    assert pre == 8 * math.ceil(1000.0 / 64 * per_req / (2 / 3)) == 16
+    ans = search(M, H, target_tps=1000.0, target_tps_per_user=20.0, max_gpus=24, isl=8192, osl=64, layouts=LAYOUTS)
+    for row in ans["counts"][:2]:
+        assert row["why"] == "the prefill pool alone needs 16 GPUs"
+        assert row["tps"] == 0.0 and row["decode_gpus"] == 0
+    assert ans["best"]["gpus"] == 24 and ans["best"]["decode_gpus"] == 8
