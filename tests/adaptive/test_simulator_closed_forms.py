@@ -216,3 +216,15 @@ def test_sglang_ema_ceiling_stops_at_the_smallest_candidate(tmp_path):
     assert p.get_steps_for_batch(1) == 4
     assert p.on_verify_complete(np.zeros(1), 1) == 2
     assert p.get_steps_for_batch(1) == 2
+
+
+@pytest.mark.parametrize("closed", [None, 2])
+def test_one_token_requests_finish_at_their_prefill(closed):
+    """OSL 1: the first token is the whole output, so a request finishes when its prefill step ends. ISL 100 at
+    1 µs per prompt token. Open loop (all at t = 0): one step of 400 tokens, every finish at 0.4 ms. Closed loop of
+    2 clients: requests 0, 1 in one 200-token step (0.2 ms), their clients send 2, 3 at once: 0.4 ms."""
+    wl = build_workload(np.zeros(4), np.full(4, 100), np.full(4, 1), alpha=np.zeros(4), concurrency=closed)
+    res = simulate(wl, _costs(prefill_per_tok_s=1e-6), make_policy("fixed:0", 4), NO_GRAPHS, engine=ENGINE)
+    expect = [4e-4] * 4 if closed is None else [2e-4, 2e-4, 4e-4, 4e-4]
+    np.testing.assert_allclose(res["finish_s"], expect, rtol=1e-12)
+    np.testing.assert_allclose(res["first_token_s"], expect, rtol=1e-12)
