@@ -88,7 +88,8 @@ TESTS: dict[str, tuple[str, ...]] = {
     "specplan/planning/capacity.py": ("tests/planning/test_capacity_closed_forms.py",
                                       "tests/planning/test_capacity.py", "tests/planning/test_capacity_serving.py"),
     "specplan/planning/sweep.py": ("tests/planning/test_sweep.py",),
-    "specplan/planning/recommend_serving.py": ("tests/planning/test_serving_planner.py",
+    "specplan/planning/recommend_serving.py": ("tests/planning/test_deployment_counts.py",
+                                               "tests/planning/test_serving_planner.py",
                                                "tests/planning/test_capacity_serving.py") + _SERVING,
     **{m: _ADAPTIVE for m in GROUPS["adaptive"]},
 }
@@ -114,6 +115,10 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
         "the shortcut for AL = 1 + D only saves the bisection, which converges to the same α = 1 (to 2^-100)",
     ("specplan/adaptive/bounds.py", "core/NumberReplacer", "c = np.zeros(1) if at_zero else costs.ctx_grid"):
         "at_zero's one context-0 row becomes two identical rows; the only caller (clairvoyant_dp) reads row 0",
+    ("specplan/adaptive/costs.py", "core/NumberReplacer",
+     "toks = np.unique(np.round(np.geomspace(1, max(prefill_budget, 2), 32)))"):
+        "differs only at a 1-token prefill budget, where the grid [1] and [1, 2] price the only possible step "
+        "(1 token) the same",
 }
 
 

@@ -228,3 +228,15 @@ def test_one_token_requests_finish_at_their_prefill(closed):
     expect = [4e-4] * 4 if closed is None else [2e-4, 2e-4, 4e-4, 4e-4]
     np.testing.assert_allclose(res["finish_s"], expect, rtol=1e-12)
     np.testing.assert_allclose(res["first_token_s"], expect, rtol=1e-12)
+
+
+def test_eager_cost_of_an_engine_with_one_graph_batch():
+    """An engine that captures decode graphs up to batch 1 and states no eager cost pays the assumed EAGER_LAUNCH_S
+    per kernel above it (the rule is graph_max_batch >= 1, not > 1); without decode graphs, nothing."""
+    from specplan.adaptive.costs import EAGER_LAUNCH_S, eager_per_kernel_s
+    from specplan.profiles.registry import load_engine
+
+    eng = load_engine("sglang").model_copy(update={"eager_launch_s": 0.0, "graph_max_batch": 1,
+                                                   "cuda_graphs_decode": True})
+    assert eager_per_kernel_s(eng) == EAGER_LAUNCH_S
+    assert eager_per_kernel_s(eng.model_copy(update={"cuda_graphs_decode": False})) == 0.0
