@@ -240,3 +240,18 @@ def test_eager_cost_of_an_engine_with_one_graph_batch():
                                                    "cuda_graphs_decode": True})
     assert eager_per_kernel_s(eng) == EAGER_LAUNCH_S
     assert eager_per_kernel_s(eng.model_copy(update={"cuda_graphs_decode": False})) == 0.0
+
+
+def test_clairvoyant_least_decode_seconds_by_hand():
+    """clairvoyant_dp on the linear costs, one request, α = 0 (every step advances one token, so D = 0 is best):
+    f = (OSL − 1) · κ(0) with κ(0) = the least step over batch and context = BASE_S (context 0);
+    g = Σ_{j=1}^{OSL−1} σ(ISL + j), σ(c) = (BASE_S + PER_CTX_S · c) / B_max, the per-sequence share of the largest
+    batch at the request's own context ISL + j."""
+    from specplan.adaptive.bounds import clairvoyant_dp
+
+    isl, osl, b_max = 100, 11, 64
+    wl = build_workload(np.zeros(1), [isl], [osl], alpha=[0.0])
+    f, g = clairvoyant_dp(wl, _costs(b_max=b_max), seed=0)
+    j = np.arange(1, osl)
+    assert f[0] == pytest.approx((osl - 1) * BASE_S, rel=1e-12)
+    assert g[0] == pytest.approx(np.sum((BASE_S + PER_CTX_S * (isl + j)) / b_max), rel=1e-12)
