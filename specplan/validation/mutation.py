@@ -279,11 +279,14 @@ def run(groups: list[str], n: int | None, seed: int, *, results: Path | None = N
     every = [s for m in mods for s in sites(m)]
     picked = sample(every, n, seed)
     done = load_results(results)
-    again = {k for k, r in done.items() if r["outcome"] == "survived"} if recheck else set()
+    again = ({k for k, r in done.items() if r["outcome"] == "survived" and not equivalence(r)} if recheck
+             else set())
     rows = [done[s.key] for s in picked if s.key in done and s.key not in again]
     meta = {"groups": groups, "sample": n, "seed": seed, "sites_total": len(every),
             "sites_per_module": {m: sum(s.module == m for s in every) for m in mods}}
-    todo = [s for s in picked if s.key not in done or s.key in again]
+    todo = [s for s in picked if s.key in again] if recheck else [s for s in picked if s.key not in done]
+    if recheck:  # the rows not run again stay as they are
+        rows += [r for k, r in done.items() if k not in again and r not in rows]
     if not todo:
         return meta, rows
     import queue
