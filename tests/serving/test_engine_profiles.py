@@ -33,11 +33,16 @@ def test_ideal_adds_nothing():
 
 
 def test_vllm_engine_holds_the_former_serving_profile_fit():
-    # fitted on the vLLM V1 EAGLE-3 sweep (docs/eagle3_llama8b_validation.md); refitted after the EAGLE-3 fc runs
-    # once per proposal (issue 10); tests/speculation/test_eagle3_report.py checks it equals the script's fit
+    # fitted on the vLLM V1 EAGLE-3 sweep (docs/eagle3_llama8b_validation.md); its accuracy is checked in
+    # tests/validation/test_fitted_accuracy.py, its equality with the script's fit in test_eagle3_report.py;
+    # here only that the engine carries speculative host costs under the serving alias
+    from specplan.speculation.serving import get_serving
+
     eng = load_engine("vllm")
-    assert eng.spec_iteration_overhead_s == pytest.approx(1.034e-3)
-    assert eng.spec_draft_step_overhead_s == pytest.approx(0.633e-3)
+    assert eng.spec_iteration_overhead_s > 0 and eng.spec_draft_step_overhead_s > 0
+    srv = get_serving("vllm-v1-eagle-2025")
+    assert (srv.iteration_overhead_s, srv.draft_step_overhead_s) == (eng.spec_iteration_overhead_s,
+                                                                    eng.spec_draft_step_overhead_s)
 
 
 def test_engine_yaml_with_negative_overhead_is_one_line(tmp_path):

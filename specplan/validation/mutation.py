@@ -1,0 +1,444 @@
+"""Mutation testing of the model code with cosmic-ray's operators (issue 26): does a test notice a one-token change?
+
+A thin wrapper over the `cosmic-ray` library (the `dev` extra): cosmic-ray enumerates every mutation site of a
+module (an operator such as `+` -> `-`, `<` -> `<=`, a number n -> n + 1, `and` -> `or`, a loop run zero times) and
+writes the mutated source; this module picks a seeded sample of the sites, applies each mutant in a scratch copy of
+the repository, runs the tests related to the mutated module (`TESTS`, most specific first, `-x`), and records
+killed (a test failed), survived (all passed), timeout (counted as killed, as cosmic-ray does) or incompetent (the
+mutant does not import). Survivors are listed in docs/validation/mutation.md per module, each with the reason it is
+equivalent (`EQUIVALENT`, keyed by module and the mutated line) or "not classified".
+
+    python scripts/mutation.py --modules serving,speculation,planning,adaptive --sample 300 --seed 1
+    python scripts/mutation.py --modules adaptive --sample 20 --seed 1 --results /tmp/m.json  # resumable
+    python scripts/mutation.py --report-only --results docs/validation/mutation.json          # rewrite the md
+
+The scratch copy (a temporary folder holding the git-tracked files) means an interrupted run never leaves a
+mutated file in the working tree. Runs are resumable: results are appended to the JSON after every mutant and a
+mutant already in it is not run again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from specplan.core.errors import SpecplanError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Model-code groups (the issue's "costs, step, memory, parallel, speculation, serving, capacity/planning, adaptive").
+GROUPS: dict[str, tuple[str, ...]] = {
+    "costs": ("specplan/costs/roofline.py", "specplan/costs/gemm.py", "specplan/costs/attention.py",
+              "specplan/costs/comm.py", "specplan/costs/moe.py", "specplan/costs/shapes.py"),
+    "model": ("specplan/model/step.py", "specplan/model/memory.py", "specplan/model/parallel.py"),
+    "speculation": ("specplan/speculation/acceptance.py", "specplan/speculation/drafters.py",
+                    "specplan/speculation/speedup.py", "specplan/speculation/guidelines.py"),
+    "serving": ("specplan/serving/prefill.py", "specplan/serving/aggregated.py", "specplan/serving/disaggregated.py",
+                "specplan/serving/workload.py"),
+    "planning": ("specplan/planning/recommend.py", "specplan/planning/capacity.py", "specplan/planning/sweep.py",
+                 "specplan/planning/recommend_serving.py"),
+    "adaptive": ("specplan/adaptive/simulator.py", "specplan/adaptive/policies.py",
+                 "specplan/adaptive/sglang_policy.py", "specplan/adaptive/costs.py", "specplan/adaptive/bounds.py",
+                 "specplan/adaptive/metrics.py", "specplan/adaptive/trace.py", "specplan/adaptive/workload.py"),
+}
+
+# Tests related to each module, most specific (and fastest to fail) first. A missing file is skipped, so the map
+# survives renames in other branches; a module with no existing file falls back to its folder's tests.
+_SERVING = ("tests/serving/test_littles_law.py", "tests/serving/test_draft_prefill_ttft.py",
+            "tests/serving/test_serving_model.py", "tests/serving/test_engine_profiles.py")
+_SPEC = ("tests/speculation/test_engine_draft_steps.py", "tests/speculation/test_drafter_shapes.py",
+         "tests/speculation/test_speedup.py",
+         "tests/speculation/test_physics_review.py", "tests/speculation/test_review_fixes.py",
+         "tests/speculation/test_properties.py")
+_ADAPTIVE = ("tests/adaptive/test_simulator_closed_forms.py", "tests/adaptive/test_adaptive_sglang.py",
+             "tests/adaptive/test_adaptive_positions.py", "tests/adaptive/test_adaptive.py")
+TESTS: dict[str, tuple[str, ...]] = {
+    "specplan/costs/roofline.py": ("tests/costs/test_hand_counts.py", "tests/costs/test_gemm.py"),
+    "specplan/costs/gemm.py": ("tests/costs/test_gemm.py", "tests/costs/test_hand_counts.py"),
+    "specplan/costs/attention.py": ("tests/costs/test_attention.py", "tests/costs/test_mla_family.py",
+                                    "tests/costs/test_hand_counts.py"),
+    "specplan/costs/comm.py": ("tests/costs/test_comm_moe.py",),
+    "specplan/costs/moe.py": ("tests/costs/test_comm_moe.py", "tests/model/test_parallel.py"),
+    "specplan/costs/shapes.py": ("tests/costs/test_hand_counts.py", "tests/model/test_step.py"),
+    "specplan/model/step.py": ("tests/model/test_step.py", "tests/model/test_step_new_kinds.py",
+                               "tests/model/test_dp_rounding.py", "tests/model/test_parallel.py"),
+    "specplan/model/memory.py": ("tests/model/test_dp_rounding.py", "tests/model/test_parallel.py",
+                                 "tests/model/test_step.py", "tests/model/test_step_new_kinds.py"),
+    "specplan/model/parallel.py": ("tests/model/test_dp_rounding.py", "tests/model/test_parallel.py"),
+    "specplan/speculation/acceptance.py": ("tests/speculation/test_acceptance.py",
+                                           "tests/speculation/test_properties.py"),
+    "specplan/speculation/drafters.py": _SPEC,
+    "specplan/speculation/speedup.py": _SPEC,
+    "specplan/speculation/guidelines.py": ("tests/speculation/test_guidelines_recommend.py",),
+    "specplan/serving/prefill.py": ("tests/serving/test_prefill_chunks.py", "tests/serving/test_prefill.py")
+    + _SERVING,
+    "specplan/serving/aggregated.py": _SERVING,
+    "specplan/serving/disaggregated.py": _SERVING,
+    "specplan/serving/workload.py": _SERVING,
+    "specplan/planning/recommend.py": ("tests/speculation/test_guidelines_recommend.py",
+                                       "tests/planning/test_user_facing.py"),
+    "specplan/planning/capacity.py": ("tests/planning/test_capacity_closed_forms.py",
+                                      "tests/planning/test_capacity.py", "tests/planning/test_capacity_serving.py"),
+    "specplan/planning/sweep.py": ("tests/planning/test_sweep.py",),
+    "specplan/planning/recommend_serving.py": ("tests/planning/test_deployment_counts.py",
+                                               "tests/planning/test_serving_planner.py",
+                                               "tests/planning/test_capacity_serving.py") + _SERVING,
+    **{m: _ADAPTIVE for m in GROUPS["adaptive"]},
+}
+
+# Operators sampled: arithmetic and comparison swaps, unary minus, boolean, numbers ±1, break/continue, a loop run
+# zero times. Left out: bitwise/shift/pow/mod targets (a float model has none to mean), `is` comparisons, variable
+# insertion/replacement and exception/decorator removal (mostly incompetent or untestable mutants).
+_ARITH = ("Add", "Sub", "Mul", "Div", "FloorDiv")
+_CMP = ("Eq", "NotEq", "Lt", "LtE", "Gt", "GtE")
+OPERATORS: tuple[str, ...] = (
+    tuple(f"core/ReplaceBinaryOperator_{a}_{b}" for a in _ARITH for b in _ARITH if a != b)
+    + tuple(f"core/ReplaceComparisonOperator_{a}_{b}" for a in _CMP for b in _CMP if a != b)
+    + ("core/ReplaceUnaryOperator_USub_UAdd", "core/ReplaceUnaryOperator_Delete_Not", "core/AddNot",
+       "core/ReplaceTrueWithFalse", "core/ReplaceFalseWithTrue", "core/ReplaceAndWithOr", "core/ReplaceOrWithAnd",
+       "core/ReplaceBreakWithContinue", "core/ReplaceContinueWithBreak", "core/NumberReplacer",
+       "core/ZeroIterationForLoop")
+)
+
+# Survivors checked by hand and found equivalent (no input can tell them apart), keyed by (module, operator,
+# the mutated line stripped). Each value says why. Fill from docs/validation/mutation.md after reading a survivor.
+EQUIVALENT: dict[tuple[str, str, str], str] = {
+    ("specplan/speculation/acceptance.py", "core/ReplaceBinaryOperator_Sub_Div", "if al >= 1.0 + at_d - 1e-12:"):
+        "the shortcut for AL = 1 + D only saves the bisection, which converges to the same α = 1 (to 2^-100)",
+    ("specplan/adaptive/bounds.py", "core/NumberReplacer", "c = np.zeros(1) if at_zero else costs.ctx_grid"):
+        "at_zero's one context-0 row becomes two identical rows; the only caller (clairvoyant_dp) reads row 0",
+    ("specplan/adaptive/costs.py", "core/NumberReplacer",
+     "toks = np.unique(np.round(np.geomspace(1, max(prefill_budget, 2), 32)))"):
+        "differs only at a 1-token prefill budget, where the grid [1] and [1, 2] price the only possible step "
+        "(1 token) the same",
+}
+
+
+@dataclass(frozen=True)
+class Site:
+    """One mutant: module, cosmic-ray operator, occurrence of that operator in the module, line (1-based)."""
+
+    module: str
+    operator: str
+    occurrence: int
+    line: int
+
+    @property
+    def key(self) -> str:
+        """A stable id within one source version."""
+        return f"{self.module}:{self.operator}:{self.occurrence}"
+
+
+def modules_of(groups: list[str]) -> list[str]:
+    """Module paths of the named groups (one-line error for an unknown group)."""
+    out: list[str] = []
+    for g in groups:
+        if g not in GROUPS:
+            raise SpecplanError(f"--modules: unknown group '{g}' (known: {', '.join(GROUPS)})")
+        out += [m for m in GROUPS[g] if (ROOT / m).is_file()]
+    return out
+
+
+def group_of(module: str) -> str:
+    """The group a module belongs to."""
+    return next((g for g, ms in GROUPS.items() if module in ms), "other")
+
+
+def sites(module: str, root: Path = ROOT) -> list[Site]:
+    """Every mutation site of a module under OPERATORS (cosmic-ray's enumeration, as `cosmic-ray init` does)."""
+    import cosmic_ray.plugins
+    from cosmic_ray.ast import ast_nodes, get_ast_from_path
+
+    tree = get_ast_from_path(root / module)
+    nodes = list(ast_nodes(tree))
+    out = []
+    for name in OPERATORS:
+        op = cosmic_ray.plugins.get_operator(name)()
+        k = 0
+        for node in nodes:
+            for start, _end in op.mutation_positions(node):
+                out.append(Site(module, name, k, start[0]))
+                k += 1
+    return out
+
+
+def sample(all_sites: list[Site], n: int | None, seed: int) -> list[Site]:
+    """A seeded uniform sample of n sites (all of them when n is None or larger) in a seeded random order, so that
+    any prefix of a run that was stopped early is itself a uniform sample."""
+    ordered = sorted(all_sites, key=lambda s: (s.module, s.operator, s.occurrence))
+    k = len(ordered) if n is None else min(n, len(ordered))
+    return random.Random(seed).sample(ordered, k)
+
+
+def mutated_source(site: Site, root: Path = ROOT) -> str | None:
+    """The module's source with this one mutation applied (None if the operator finds nothing there)."""
+    import cosmic_ray.plugins
+    from cosmic_ray.mutating import mutate_code
+
+    code = (root / site.module).read_text(encoding="utf-8")
+    return mutate_code(code, cosmic_ray.plugins.get_operator(site.operator)(), site.occurrence)
+
+
+def changed_line(original: str, mutated: str) -> tuple[str, str]:
+    """(original line, mutated line) of the first line that differs."""
+    for a, b in zip(original.splitlines(), mutated.splitlines()):
+        if a != b:
+            return a.strip(), b.strip()
+    return "", ""
+
+
+def tests_for(module: str, root: Path = ROOT) -> list[str]:
+    """Existing test files related to a module (TESTS), else the tests of its folder."""
+    files = [t for t in TESTS.get(module, ()) if (root / t).is_file()]
+    if files:
+        return files
+    folder = root / "tests" / Path(module).parent.name
+    return sorted(str(p.relative_to(root)) for p in folder.glob("test_*.py"))
+
+
+def scratch_copy(root: Path = ROOT) -> Path:
+    """A temporary copy of the git-tracked files (plus untracked, not ignored), where mutants are applied."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, check=True,
+                           capture_output=True).stdout.decode().split("\0")
+    dst = Path(tempfile.mkdtemp(prefix="specplan-mutation-"))
+    for f in filter(None, files):
+        src = root / f
+        if src.is_file():
+            (dst / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / f)
+    return dst
+
+
+def run_tests(work: Path, tests: list[str], timeout_s: float) -> tuple[str, float]:
+    """('killed' | 'survived' | 'timeout', seconds) of pytest over `tests` in the scratch copy."""
+    env = dict(os.environ, PYTHONPATH=str(work), PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg")
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *tests]
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return "timeout", time.monotonic() - t0
+    dt = time.monotonic() - t0
+    return ("survived" if proc.returncode == 0 else "killed"), dt  # an import-time failure is noticed too
+
+
+def _compiles(code: str) -> bool:
+    try:
+        compile(code, "<mutant>", "exec")
+    except SyntaxError:
+        return False
+    return True
+
+
+@dataclass
+class Result:
+    """The outcome of one mutant."""
+
+    module: str
+    operator: str
+    occurrence: int
+    line: int
+    outcome: str  # killed | survived | timeout | incompetent | no-mutation
+    before: str
+    after: str
+    seconds: float
+    tests: str
+
+
+def load_results(path: Path | None) -> dict[str, dict]:
+    """Results already recorded (by Site key)."""
+    if path is None or not path.is_file():
+        return {}
+    rows = json.loads(path.read_text())["results"]
+    return {f"{r['module']}:{r['operator']}:{r['occurrence']}": r for r in rows}
+
+
+def save_results(path: Path, meta: dict, rows: list[dict]) -> None:
+    """Write the results JSON atomically."""
+    from specplan.core.io import atomic_write_text
+
+    atomic_write_text(path, json.dumps({"meta": meta, "results": rows}, indent=1) + "\n")
+
+
+def run(groups: list[str], n: int | None, seed: int, *, results: Path | None = None, timeout_s: float = 300.0,
+        modules: list[str] | None = None, tests: dict[str, list[str]] | None = None, baseline: bool = False,
+        recheck: bool = False, workers: int = 1, log=print) -> tuple[dict, list[dict]]:
+    """Mutate a seeded sample of the groups' sites (or of `modules`) and run each module's tests (`tests`
+    overrides TESTS per module): (meta, result rows). `baseline`: first check that the unmutated tests pass
+    (timeout 4 x their time + 30 s; else `timeout_s`). `recheck`: run the recorded survivors again (after
+    adding tests). `workers`: mutants run side by side, each worker in its own scratch copy."""
+    mods = modules if modules is not None else modules_of(groups)
+    every = [s for m in mods for s in sites(m)]
+    picked = sample(every, n, seed)
+    done = load_results(results)
+    again = ({k for k, r in done.items() if r["outcome"] == "survived" and not equivalence(r)} if recheck
+             else set())
+    rows = [done[s.key] for s in picked if s.key in done and s.key not in again]
+    meta = {"groups": groups, "sample": n, "seed": seed, "sites_total": len(every),
+            "sites_per_module": {m: sum(s.module == m for s in every) for m in mods}}
+    todo = [s for s in picked if s.key in again] if recheck else [s for s in picked if s.key not in done]
+    if recheck:  # the rows not run again stay as they are
+        rows += [r for k, r in done.items() if k not in again and r not in rows]
+    if not todo:
+        return meta, rows
+    import queue
+    import threading
+
+    lock, base_s, count = threading.Lock(), {}, [0]
+    jobs: "queue.Queue[Site]" = queue.Queue()
+    for s in todo:
+        jobs.put(s)
+    errors: list[BaseException] = []
+
+    def one(work: Path, s: Site) -> dict:
+        files = (tests or {}).get(s.module) or tests_for(s.module, work)
+        if baseline and s.module not in base_s:  # the unmutated tests must pass, and set the timeout
+            outcome, dt = run_tests(work, files, 3600)
+            if outcome != "survived":
+                raise SpecplanError(f"mutation: the tests of {s.module} fail without a mutant ({' '.join(files)})")
+            base_s[s.module] = 4.0 * dt + 30.0
+        original = (work / s.module).read_text(encoding="utf-8")
+        mutated = mutated_source(s, work)
+        if mutated is None:
+            return asdict(Result(s.module, s.operator, s.occurrence, s.line, "no-mutation", "", "", 0.0, ""))
+        before, after = changed_line(original, mutated)
+        if not _compiles(mutated):
+            return asdict(Result(s.module, s.operator, s.occurrence, s.line, "incompetent", before, after, 0.0, ""))
+        try:
+            (work / s.module).write_text(mutated, encoding="utf-8")
+            outcome, dt = run_tests(work, files, base_s.get(s.module, timeout_s))
+        finally:
+            (work / s.module).write_text(original, encoding="utf-8")
+        return asdict(Result(s.module, s.operator, s.occurrence, s.line, outcome, before, after, round(dt, 1),
+                             " ".join(files)))
+
+    def worker() -> None:
+        work = scratch_copy()
+        try:
+            while not errors:
+                try:
+                    s = jobs.get_nowait()
+                except queue.Empty:
+                    return
+                row = one(work, s)
+                if s.key in again:  # a survivor run again after new tests: keep the first outcome, add the new one
+                    row = dict(done[s.key], now=row["outcome"], now_tests=row["tests"])
+                with lock:
+                    rows.append(row)
+                    count[0] += 1
+                    log(f"[{count[0]}/{len(todo)}] {row.get('now', row['outcome']):11s} {s.module}:{s.line} "
+                        f"{row['before']!r} -> {row['after']!r}")
+                    if results is not None:
+                        save_results(results, meta, rows)
+        except BaseException as e:  # noqa: BLE001 - reported by run()
+            errors.append(e)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return meta, rows
+
+
+def summarize(rows: list[dict], key=None) -> dict[str, dict[str, int]]:
+    """Counts per group (or per key(module)) and outcome: timeouts count as killed, a survivor a later test kills
+    as killed (and in survived_first), equivalent survivors apart."""
+    key = key or group_of
+    out: dict[str, dict[str, int]] = {}
+    for r in rows:
+        g = out.setdefault(key(r["module"]), {"mutants": 0, "killed": 0, "survived": 0, "equivalent": 0,
+                                                   "incompetent": 0, "survived_first": 0})
+        if r["outcome"] == "no-mutation":
+            continue
+        g["mutants"] += 1
+        if r["outcome"] in ("killed", "timeout"):
+            g["killed"] += 1
+        elif r["outcome"] == "incompetent":
+            g["incompetent"] += 1
+        elif equivalence(r):
+            g["equivalent"] += 1
+            g["survived_first"] += 1
+        elif r.get("now") in ("killed", "timeout"):
+            g["killed"] += 1
+            g["survived_first"] += 1
+        else:
+            g["survived"] += 1
+            g["survived_first"] += 1
+    return out
+
+
+def equivalence(r: dict) -> str | None:
+    """Why a survivor is equivalent, or None if it is not known to be."""
+    return EQUIVALENT.get((r["module"], r["operator"], r["before"]))
+
+
+def report(meta: dict, rows: list[dict], notes: dict[str, str] | None = None, preface: str = "") -> str:
+    """docs/validation/mutation.md: the command, the sample, counts per group and module, each survivor's status."""
+    notes = notes or {}
+    ran = [r for r in rows if r["outcome"] != "no-mutation"]
+    planned = meta.get("sample") or meta.get("sites_total")
+    lines = ["# Mutation testing of the model code", "",
+             "Generated by `python scripts/mutation.py` (logic in `specplan/validation/mutation.py`, mutants from the "
+             "`cosmic-ray` library's operators). Each mutant changes one token of one module; the module's related "
+             "tests (`TESTS` in that file) run with `-x` in a scratch copy of the repository; a mutant is killed when a "
+             "test fails or times out. Survivors of the first run are run again (`--recheck`) after tests were added, "
+             "and each is named below with the test that now kills it or why it survives.", "",
+             f"Sample: seed {meta.get('seed')}, {planned} mutants drawn (in a seeded random order) from "
+             f"{meta.get('sites_total')} sites of the groups {', '.join(meta.get('groups', []))}; "
+             f"**{len(ran)} run** ({'the whole sample' if len(ran) >= (planned or 0) else 'a prefix of the sample, itself a uniform sample: the run was stopped'}).",
+             ""]
+    if preface:
+        lines += [preface, ""]
+    head = ("| {} | mutants | killed | survived the first run | killed by tests added since | equivalent "
+            "| survive now | incompetent | survival rate now |")
+    sep = "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    for title, key in (("group", group_of), ("module", lambda m: m)):
+        summ = summarize(ran, key)
+        lines += [head.format(title), sep]
+        tot = dict.fromkeys(("mutants", "killed", "survived", "equivalent", "incompetent", "survived_first"), 0)
+        for g, c in sorted(summ.items()):
+            for k in tot:
+                tot[k] += c[k]
+            lines.append(_row(f"`{g}`" if title == "module" else g, c))
+        lines += [_row("**all**", tot), ""]
+    lines += ["Survival rate now = survive now / (mutants − equivalent − incompetent).", ""]
+    surv = [r for r in ran if r["outcome"] == "survived"]
+    if surv:
+        lines += ["## Survivors of the first run", "", "| module:line | mutation | status |", "|---|---|---|"]
+        for r in sorted(surv, key=lambda r: (r["module"], r["line"])):
+            why = equivalence(r)
+            key = f"{r['module']}:{r['operator']}:{r['occurrence']}"
+            if why:
+                status = f"equivalent: {why}"
+            elif r.get("now") in ("killed", "timeout"):
+                status = "killed now by " + notes.get(key, r.get("now_tests", "the tests added since"))
+            else:
+                status = "survives: " + notes.get(key, "not classified yet (a gap in the tests)")
+            lines.append(f"| {r['module']}:{r['line']} | `{_cell(r['before'])}` → `{_cell(r['after'])}` | {status} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("`", "'")[:140]
+
+
+def _row(name: str, c: dict) -> str:
+    live = c["mutants"] - c["equivalent"] - c["incompetent"]
+    rate = f"{100.0 * c['survived'] / live:.0f} %" if live else "–"
+    added = c["survived_first"] - c["equivalent"] - c["survived"]
+    return (f"| {name} | {c['mutants']} | {c['killed']} | {c['survived_first']} | {added} | {c['equivalent']} "
+            f"| {c['survived']} | {c['incompetent']} | {rate} |")

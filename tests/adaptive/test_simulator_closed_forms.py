@@ -1,0 +1,257 @@
+"""The request-level simulator against closed forms computed in the test (issue 26).
+
+Step costs are synthetic and linear (`_costs`): a step of batch B at mean context c and draft length D costs
+BASE_S + PER_CTX_S * c + PER_D_S * D, so every time below is a hand sum. Nothing here reads the roofline.
+"""
+
+import numpy as np
+import pytest
+
+from specplan.adaptive.costs import GraphSet, StepCosts, graphs_for
+from specplan.adaptive.policies import make_policy
+from specplan.adaptive.simulator import Engine, simulate, token_uniforms
+from specplan.adaptive.sglang_policy import AdaptiveSpeculativeParams
+from specplan.adaptive.workload import build_workload
+
+BASE_S, PER_CTX_S, PER_D_S, DRAFT1_S = 1e-3, 1e-5, 2e-4, 5e-4
+KERNELS, EAGER_PER_KERNEL_S, RHO = 100, 1e-5, 0.5
+NO_GRAPHS = GraphSet((), frozenset())
+ENGINE = Engine("ideal", prefill_budget=100_000, max_running=512, graph_max_bs=0)
+
+
+def _costs(b_max=64, d_max=4, prefill_per_tok_s=0.0, eager=0.0, model_id="") -> StepCosts:
+    """Linear synthetic costs: step = BASE + PER_CTX · context + PER_D · D (exact under linear interpolation)."""
+    ctx = np.array([0.0, 1e6])
+    d = np.arange(d_max + 1)
+    it = BASE_S + PER_CTX_S * ctx[None, :, None] + PER_D_S * d[None, None, :] + np.zeros((b_max, 1, 1))
+    return StepCosts(iter_s=it, draft1_s=np.full((b_max, 2), DRAFT1_S), ctx_grid=ctx,
+                     prefill_tokens=np.array([0.0, 1e6]), prefill_s_grid=np.array([0.0, 1e6 * prefill_per_tok_s]),
+                     per_seq_bytes=np.zeros(2), fixed_bytes=0.0, capacity_bytes=1e15, devices=1.0,
+                     kernels=KERNELS, rho=RHO, model_id=model_id, eager_per_kernel_s=eager)
+
+
+def _step(ctx, d):
+    return BASE_S + PER_CTX_S * ctx + PER_D_S * d
+
+
+def _decode_rows(res):
+    s = res["series"]
+    keep = s["batch"] > 0
+    return {k: v[keep] for k, v in s.items()}
+
+
+def test_fixed_d_mean_al_is_the_truncated_geometric_sum():
+    """64 requests, α = 0.7, fixed D = 3: tokens per request-step → (1 − α^(D+1)) / (1 − α) = 2.533 (an
+    off-by-one in the accepted run moves it by ~1; the cap at each request's end by < 0.2 %)."""
+    alpha, d, n, osl = 0.7, 3, 64, 1500
+    wl = build_workload(np.zeros(n), np.full(n, 8), np.full(n, osl), alpha=np.full(n, alpha))
+    res = simulate(wl, _costs(), make_policy(f"fixed:{d}", 4), NO_GRAPHS, engine=ENGINE, seed=2)
+    rows = _decode_rows(res)
+    al = (rows["al"] * rows["batch"]).sum() / rows["batch"].sum()
+    closed = (1 - alpha ** (d + 1)) / (1 - alpha)
+    assert closed == pytest.approx(2.5330, abs=1e-4)
+    # one request-step's tokens have sd ≈ 1.1; 64 × ~590 request-steps: standard error ≈ 0.006
+    assert al == pytest.approx(closed, abs=0.03)
+    # every output token is emitted: Σ tokens of decode steps = Σ (OSL − 1) (the first comes from prefill)
+    assert (rows["al"] * rows["batch"]).sum() == pytest.approx(n * (osl - 1))
+
+
+def test_accepted_run_hand_walk_one_request():
+    """One request, α = 0.6, fixed D = 2: walk its tokens by hand with the same uniforms u_j (a draft at output
+    position p + k is accepted iff u[p + k] < α; a step accepts the leading run, at most D, and emits it + 1,
+    capped by what is left). Steps, tokens per step and the finish time must match exactly."""
+    alpha, d, isl, osl = 0.6, 2, 50, 400
+    wl = build_workload(np.zeros(1), [isl], [osl], alpha=[alpha])
+    res = simulate(wl, _costs(), make_policy(f"fixed:{d}", 4), NO_GRAPHS, engine=ENGINE, seed=7)
+    off, u = token_uniforms(wl, 7)
+    pos, emitted, times = 1, [], []
+    while pos < osl:
+        acc = 0
+        while acc < d and u[pos + acc] < alpha:
+            acc += 1
+        e = min(acc + 1, osl - pos)
+        times.append(_step(isl + pos, d))  # one sequence: its context is ISL + tokens generated so far
+        emitted.append(e)
+        pos += e
+    rows = _decode_rows(res)
+    assert rows["al"].tolist() == emitted
+    np.testing.assert_allclose(rows["step_s"], times, rtol=1e-12)
+    assert res["finish_s"][0] == pytest.approx(sum(times), rel=1e-12)  # prefill free in these costs
+
+
+def test_mean_context_of_the_batch_by_hand():
+    """Two requests (ISL 100 and 300, OSL 10 and 50), α = 0 so each step emits one token per request, D = 0:
+    decode step k (k = 1, 2, …) sees mean context (100 + k + 300 + k) / 2 = 200 + k while both run (k ≤ 9),
+    then 300 + k for the second alone (k = 10 … 49): 49 decode steps in all."""
+    wl = build_workload(np.zeros(2), [100, 300], [10, 50], alpha=[0.0, 0.0])
+    res = simulate(wl, _costs(prefill_per_tok_s=1e-6), make_policy("fixed:0", 4), NO_GRAPHS, engine=ENGINE)
+    rows = _decode_rows(res)
+    k = np.arange(1, 50)
+    ctx = np.where(k <= 9, 200.0 + k, 300.0 + k)
+    np.testing.assert_allclose(rows["step_s"], _step(ctx, 0), rtol=1e-12)
+    assert rows["batch"].tolist() == [2] * 9 + [1] * 40
+    # the one prefill step (400 tokens at 1 µs each) comes first; TTFT = 0.4 ms for both
+    np.testing.assert_allclose(res["first_token_s"], [4e-4, 4e-4], rtol=1e-12)
+    assert res["finish_s"][0] == pytest.approx(4e-4 + _step(200.0 + k[:9], 0).sum(), rel=1e-12)
+    assert res["finish_s"][1] == pytest.approx(4e-4 + _step(ctx, 0).sum(), rel=1e-12)
+
+
+def test_eager_steps_cost_kernels_times_launch():
+    """Graphs captured only for batch 1 at D = 2: the nine steps at batch 2 run eagerly and each pays
+    kernels × (1 + ρ·D) × eager launch = 100 × 2 × 10 µs = 2 ms; the batch-1 steps replay the graph (no extra)."""
+    wl = build_workload(np.zeros(2), [100, 300], [10, 50], alpha=[0.0, 0.0])
+    costs = _costs(eager=EAGER_PER_KERNEL_S, model_id="llama-3.1-8b")
+    g = graphs_for([2], 1)
+    assert g.buckets == (1,) and g.captured == frozenset({(2, 1)})
+    res = simulate(wl, costs, make_policy("fixed:2", 4), g, engine=ENGINE)
+    rows = _decode_rows(res)
+    k = np.arange(1, 50)
+    ctx = np.where(k <= 9, 200.0 + k, 300.0 + k)
+    extra = KERNELS * (1 + RHO * 2) * EAGER_PER_KERNEL_S
+    assert extra == pytest.approx(2e-3)
+    np.testing.assert_allclose(rows["step_s"], _step(ctx, 2) + np.where(k <= 9, extra, 0.0), rtol=1e-12)
+    assert res["eager_steps"] == 9
+
+
+def test_sglang_pays_draft_extend_at_zero_steps():
+    """SGLang's default config routes a batch of 64 to candidate_steps [0]: D = 0 every step, and the draft's
+    draft-extend still runs, so each step costs the plain decode step + one draft forward (DRAFT1_S)."""
+    n = 64
+    wl = build_workload(np.zeros(n), np.full(n, 100), np.full(n, 5), alpha=np.full(n, 0.9))
+    res = simulate(wl, _costs(), make_policy("sglang", 4), NO_GRAPHS, engine=ENGINE)
+    rows = _decode_rows(res)
+    assert rows["draft_len"].tolist() == [0, 0, 0, 0]
+    k = np.arange(1, 5)
+    np.testing.assert_allclose(rows["step_s"], _step(100.0 + k, 0) + DRAFT1_S, rtol=1e-12)
+
+
+def test_sglang_starting_ema_and_drop_to_zero_steps():
+    """SGLang's default config at batch 8 (slot [0, 1, 3], ema_alpha 0.2, warm-up 10, interval 5, no hysteresis):
+    it starts at candidate_steps[len // 2] of the union [0, 1, 3, 5, 7] = 3 with EMA = steps − 1 = 2.0. One verify
+    at mean 1.0 accepted gives 0.8 · 2 + 0.2 · 1 = 1.8; then zeros: after the 15th verify EMA = 1.8 · 0.8^14 =
+    0.0792 ≤ 0.5 (the drop threshold to 1 and to 0), so the 15th (the first after warm-up + interval) drops 3 → 0
+    in one recompute. At 0 steps the EMA is frozen; the 20th verify probes the next step, 1."""
+    p = AdaptiveSpeculativeParams()
+    slot = p._route(8)
+    assert p.get_steps_for_batch(8) == 3 and slot.ema_accept_len == 2.0
+    p.on_verify_complete(np.array([1, 1, 0, 2, 1, 1, 1, 1]), 8)
+    assert slot.ema_accept_len == pytest.approx(1.8)
+    for i in range(2, 15):
+        assert p.on_verify_complete(np.zeros(8), 8) is None
+        assert p.get_steps_for_batch(8) == 3
+    assert slot.ema_accept_len == pytest.approx(1.8 * 0.8 ** 13)
+    assert p.on_verify_complete(np.zeros(8), 8) == 0  # the 15th
+    ema = 1.8 * 0.8 ** 14
+    assert slot.ema_accept_len == pytest.approx(ema)
+    for _ in range(4):  # 16th..19th: steps 0, EMA unchanged
+        assert p.on_verify_complete(np.zeros(8), 8) is None
+    assert slot.ema_accept_len == pytest.approx(ema)
+    assert p.on_verify_complete(np.zeros(8), 8) == 1  # the 20th probes
+
+
+def test_sglang_holds_steps_when_ema_is_above_the_drop_threshold():
+    """Same slot; verifies at mean 0.6 hold the EMA above 0.5 − 0 (… → 0.6 from 2.0): at the 15th verify EMA =
+    0.6 + 1.4 · 0.8^15 = 0.649 > 0.5, so the steps stay 3 (the threshold to drop 3 → 1 is 1 − 0.5)."""
+    p = AdaptiveSpeculativeParams()
+    x = np.array([1, 1, 1, 0, 0, 1, 1, 1, 0, 0], dtype=float)
+    assert x.mean() == 0.6
+    for _ in range(15):
+        p.on_verify_complete(x, 10)  # batch 10 routes to slot 8
+    assert p._route(10).ema_accept_len == pytest.approx(0.6 + 1.4 * 0.8 ** 15)
+    assert p.get_steps_for_batch(10) == 3
+
+
+def test_sglang_slot_with_only_zero_steps_stays_at_zero():
+    """SGLang's default slot for batch >= 64 lists candidate_steps [0]: at every recompute (the 15th, 20th, …
+    verify) the zero-step probe finds no larger step (index min(0 + 1, len − 1) = 0) and stays at 0."""
+    p = AdaptiveSpeculativeParams()
+    for _ in range(30):
+        assert p.on_verify_complete(np.zeros(64), 64) is None
+    assert p.get_steps_for_batch(64) == 0
+
+
+def test_draft_len_series_windows_by_hand():
+    """draft_len_series: step-time-weighted means per time window, windows without a decode step left out.
+    Steps at t = 1, 2, 3, 4 s in 3 windows of 4/3 s: window 0 holds step 1 (B 2, D 3, AL 2, 10 ms: TPOT 5 ms),
+    window 1 only the prefill step (left out), window 2 steps 3 and 4 (20 ms at AL 1, 40 ms at AL 4):
+    D = (0.02·1 + 0.04·3) / 0.06 = 2.333, AL = (0.02·1 + 0.04·4) / 0.06 = 3, per-token time
+    (0.02·0.02 + 0.04·0.01) / 0.06 = 13.33 ms."""
+    from specplan.adaptive.metrics import draft_len_series
+
+    series = {"t_s": np.array([1.0, 2.0, 3.0, 4.0]), "batch": np.array([2.0, 0.0, 1.0, 1.0]),
+              "draft_len": np.array([3.0, 0.0, 1.0, 3.0]), "al": np.array([2.0, np.nan, 1.0, 4.0]),
+              "step_s": np.array([0.01, 0.005, 0.02, 0.04])}
+    out = draft_len_series({"series": series}, bins=3)
+    np.testing.assert_allclose(out["t_s"], [2 / 3, 10 / 3])
+    np.testing.assert_allclose(out["draft_len"], [3.0, 0.14 / 0.06])
+    np.testing.assert_allclose(out["batch"], [2.0, 1.0])
+    np.testing.assert_allclose(out["al"], [2.0, 3.0])
+    np.testing.assert_allclose(out["tpot_ms"], [5.0, 1e3 * 0.0008 / 0.06])
+
+
+def test_admission_reserves_the_whole_output_kv():
+    """KV reserved at admission = bytes of ISL + OSL tokens (here 1 byte per token of context: 100 + 50 = 150 per
+    request). With 1000 bytes free, floor(1000 / 150) = 6 of 20 waiting requests run at once, whatever the cap."""
+    costs = _costs()
+    costs.per_seq_bytes = costs.ctx_grid.copy()  # 1 byte per token
+    costs.capacity_bytes = 1000.0
+    n = 20
+    wl = build_workload(np.zeros(n), np.full(n, 100), np.full(n, 50), alpha=np.full(n, 0.0))
+    res = simulate(wl, costs, make_policy("fixed:0", 4), NO_GRAPHS, engine=ENGINE)
+    rows = _decode_rows(res)
+    assert rows["batch"].max() == 6
+    assert not res["over_capacity"]
+
+
+def test_sglang_ema_ceiling_stops_at_the_smallest_candidate(tmp_path):
+    """ceiling_coeff caps a downward move at ceil(EMA · coeff) steps (at least 1), but never below the smallest
+    candidate: candidates [2, 4], start 4 (the union's middle), EMA → 0 after one verify at ema_alpha 1; the drop
+    threshold to 2 is 2 − 0.5 − 0.25 = 1.25 ≥ 0, so the target is 2; the ceiling 1 is below every candidate, so 2."""
+    import json
+
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"1": {"candidate_steps": [2, 4], "ceiling_coeff": 1, "warmup_batches": 0,
+                                     "update_interval": 1, "ema_alpha": 1.0}}))
+    p = AdaptiveSpeculativeParams(None, str(cfg))
+    assert p.get_steps_for_batch(1) == 4
+    assert p.on_verify_complete(np.zeros(1), 1) == 2
+    assert p.get_steps_for_batch(1) == 2
+
+
+@pytest.mark.parametrize("closed", [None, 2])
+def test_one_token_requests_finish_at_their_prefill(closed):
+    """OSL 1: the first token is the whole output, so a request finishes when its prefill step ends. ISL 100 at
+    1 µs per prompt token. Open loop (all at t = 0): one step of 400 tokens, every finish at 0.4 ms. Closed loop of
+    2 clients: requests 0, 1 in one 200-token step (0.2 ms), their clients send 2, 3 at once: 0.4 ms."""
+    wl = build_workload(np.zeros(4), np.full(4, 100), np.full(4, 1), alpha=np.zeros(4), concurrency=closed)
+    res = simulate(wl, _costs(prefill_per_tok_s=1e-6), make_policy("fixed:0", 4), NO_GRAPHS, engine=ENGINE)
+    expect = [4e-4] * 4 if closed is None else [2e-4, 2e-4, 4e-4, 4e-4]
+    np.testing.assert_allclose(res["finish_s"], expect, rtol=1e-12)
+    np.testing.assert_allclose(res["first_token_s"], expect, rtol=1e-12)
+
+
+def test_eager_cost_of_an_engine_with_one_graph_batch():
+    """An engine that captures decode graphs up to batch 1 and states no eager cost pays the assumed EAGER_LAUNCH_S
+    per kernel above it (the rule is graph_max_batch >= 1, not > 1); without decode graphs, nothing."""
+    from specplan.adaptive.costs import EAGER_LAUNCH_S, eager_per_kernel_s
+    from specplan.profiles.registry import load_engine
+
+    eng = load_engine("sglang").model_copy(update={"eager_launch_s": 0.0, "graph_max_batch": 1,
+                                                   "cuda_graphs_decode": True})
+    assert eager_per_kernel_s(eng) == EAGER_LAUNCH_S
+    assert eager_per_kernel_s(eng.model_copy(update={"cuda_graphs_decode": False})) == 0.0
+
+
+def test_clairvoyant_least_decode_seconds_by_hand():
+    """clairvoyant_dp on the linear costs, one request, α = 0 (every step advances one token, so D = 0 is best):
+    f = (OSL − 1) · κ(0) with κ(0) = the least step over batch and context = BASE_S (context 0);
+    g = Σ_{j=1}^{OSL−1} σ(ISL + j), σ(c) = (BASE_S + PER_CTX_S · c) / B_max, the per-sequence share of the largest
+    batch at the request's own context ISL + j."""
+    from specplan.adaptive.bounds import clairvoyant_dp
+
+    isl, osl, b_max = 100, 11, 64
+    wl = build_workload(np.zeros(1), [isl], [osl], alpha=[0.0])
+    f, g = clairvoyant_dp(wl, _costs(b_max=b_max), seed=0)
+    j = np.arange(1, osl)
+    assert f[0] == pytest.approx((osl - 1) * BASE_S, rel=1e-12)
+    assert g[0] == pytest.approx(np.sum((BASE_S + PER_CTX_S * (isl + j)) / b_max), rel=1e-12)

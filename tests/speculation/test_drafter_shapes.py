@@ -1,0 +1,40 @@
+"""Drafter shapes by hand (issue 26): a target-shaped EAGLE-3 head on an MoE target, and DFlash's projections of
+the verified positions' hidden states."""
+
+import numpy as np
+import pytest
+
+from specplan.costs.gemm import gemm_cost
+from specplan.costs.precision import resolve_precision
+from specplan.model.parallel import Layout
+from specplan.model.step import step_time
+from specplan.profiles.registry import load_hardware, load_model
+from specplan.speculation.drafters import DFLASH_FUSED_LAYERS, DraftInput, dflash_model, draft_dflash, eagle3_head
+
+
+def test_eagle3_head_of_an_moe_target_has_the_active_experts_ffn():
+    """No EAGLE-3 head profile for Qwen3-30B-A3B: the head is target-shaped with a dense FFN of the active experts'
+    width, 8 (top-k) x 768 (expert FFN) = 6144 (its config's unused intermediate_size, too)."""
+    head = eagle3_head(load_model("qwen3-30b-a3b"))
+    assert head.ffn_size == 8 * 768 == 6144 and head.moe is None and head.num_layers == 1
+
+
+def test_dflash_time_by_parts_at_a_compute_bound_batch():
+    """DFlash at B = 512, D = 3 on Llama-3.1-8B / H100: five dense layers once at q_len D + 1, plus two GEMMs over
+    the B·(1 + D) = 2048 hidden states of the verified positions: the fusion 5h -> h (K = 5 x 4096) and the K/V
+    projection of every draft layer (N = 5 layers x 2 x 8 KV heads x 128). At M = 2048 both are compute-bound, so
+    M = B·D (1536) would be 25 % cheaper."""
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    prec = resolve_precision(m, hw, None, None)
+    b, d, ctx, h = 512.0, 3.0, 2048.0, 4096
+    five = dflash_model(m)
+    assert five.num_layers == 5 and DFLASH_FUSED_LAYERS == 5
+    layers = step_time(five, hw, 1, b, d + 1, ctx, precision=prec, layout=Layout(tp=1)).total_s
+    m_rows = b * (1 + d)
+    w = prec.w("attention")
+    fuse = gemm_cost(hw, m_rows, h, 5 * h, w, prec.compute).time_s
+    kv = gemm_cost(hw, m_rows, 5 * 2 * 8 * 128, h, w, prec.compute).time_s
+    got = draft_dflash(DraftInput(m, hw, 1, prec, np.array(b), np.array(d), np.array(ctx))).time_s
+    assert float(got) == pytest.approx(float(layers + fuse + kv), rel=1e-9)
+    short = gemm_cost(hw, b * d, h, 5 * h, w, prec.compute).time_s
+    assert float(short) < 0.85 * float(fuse)  # the GEMM M matters here (compute-bound)
