@@ -11,7 +11,6 @@ import signal
 import stat
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 import pytest
