@@ -15,6 +15,8 @@ unstable when λ exceeds the saturation rate. tokens/s/GPU counts both pools: X�
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from specplan.model.memory import kv_bytes_per_token, memory_usage
@@ -73,6 +75,36 @@ def disaggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mec
                                kv_dtype=kv_dtype, draft_model=draft_model, **spec_kw)[0]
 
 
+@dataclass(frozen=True)
+class _Pricing:
+    """What every pool split of one disaggregated evaluation shares: the model on its devices, the workload, the
+    prefill seconds per prompt, the running cap and the decode iteration table (iteration s on whole batches)."""
+
+    m: object
+    hw: object
+    tp: int
+    workload: Workload
+    prec: object
+    d: np.ndarray
+    conc: np.ndarray | None
+    s_p: float
+    cap: float
+    grid: np.ndarray
+    t_grid: np.ndarray
+    al: np.ndarray
+    fits_one: np.ndarray
+
+    def iteration(self, b):
+        """Iteration seconds at decode batch b (priced at max(b, 1)), linear between whole batches."""
+        grid, t_grid = self.grid, self.t_grid
+        bb = np.clip(np.maximum(np.asarray(b, dtype=float), 1.0), grid[0], grid[-1])
+        i = np.clip(np.searchsorted(grid, bb) - 1, 0, len(grid) - 2)
+        w = (bb - grid[i]) / (grid[i + 1] - grid[i])
+        idx = np.indices(bb.shape)
+        lo, hi = t_grid[(i, *idx)], t_grid[(i + 1, *idx)]
+        return lo + w * (hi - lo)
+
+
 def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, engine=None, mechanism="none",
                         draft_len=0, acceptance=None, dtype=None, kv_dtype=None, draft_model=None,
                         **spec_kw) -> list[dict]:
@@ -103,94 +135,97 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
     b_top = float(np.max(conc)) / min(y for _, y in pools) if conc is not None else float(cap)
     b_top = min(max(b_top, 1.0), float(cap))
     grid, t_grid, r_grid = _decode_tables(at_whole, b_top, d.shape)
-    al = np.asarray(r_grid["acceptance_length"])[0]
-    def one(x_pools, y_pools):
-        devices = float((x_pools + y_pools) * tp)
-        kv_s = kv_transfer_s(m, hw, tp, workload.isl, prec, int(devices))
+    pr = _Pricing(m, hw, tp, workload, prec, d, conc, s_p, cap, grid, t_grid,
+                  np.asarray(r_grid["acceptance_length"])[0], np.asarray(mem_one.max_batch >= 1))
+    return [_pool_split(pr, int(x), int(y)) for x, y in pools]
 
-        def iteration(b):
-            """Iteration seconds at decode batch b (priced at max(b, 1)), linear between whole batches."""
-            bb = np.clip(np.maximum(np.asarray(b, dtype=float), 1.0), grid[0], grid[-1])
-            i = np.clip(np.searchsorted(grid, bb) - 1, 0, len(grid) - 2)
-            w = (bb - grid[i]) / (grid[i + 1] - grid[i])
-            idx = np.indices(bb.shape)
-            lo, hi = t_grid[(i, *idx)], t_grid[(i + 1, *idx)]
-            return lo + w * (hi - lo)
 
-        n_d = np.maximum((workload.osl - 1.0) / al, 1e-9) if workload.osl > 1 else np.zeros(np.shape(al))
-        capacity = x_pools / s_p  # requests/s the prefill pool can feed
-        others = None if conc is None else np.maximum(conc - 1.0, 0.0) * np.ones(d.shape)
+def _ttft_of(pr: _Pricing, x, x_pools: int, kv_s: float):
+    """(TTFT s, prefill queue wait s, prefill utilization) at request rate x: prompt + M/D/1 wait (a closed loop:
+    at most the C - 1 other prompts ahead, x_pools at a time) + KV transfer."""
+    s_p = pr.s_p
+    rho = x * s_p / x_pools
+    wait = np.where(rho < 1.0, rho / (2.0 * np.maximum(1.0 - rho, 1e-12)) * s_p, np.inf)
+    if pr.conc is not None:
+        others = np.maximum(pr.conc - 1.0, 0.0) * np.ones(pr.d.shape)
+        wait = np.where(rho < 1.0, np.minimum(wait, others * s_p / x_pools), np.inf)
+    return s_p + wait + kv_s, wait, rho
 
-        def flows(b):
-            tau = iteration(b)
-            if workload.osl == 1:
-                return tau, np.zeros(d.shape)
-            return tau, y_pools * np.asarray(b, dtype=float) / (n_d * tau)
 
-        def ttft_of(x):
-            rho = x * s_p / x_pools
-            wait = np.where(rho < 1.0, rho / (2.0 * np.maximum(1.0 - rho, 1e-12)) * s_p, np.inf)
-            if others is not None:
-                wait = np.where(rho < 1.0, np.minimum(wait, others * s_p / x_pools), np.inf)
-            return s_p + wait + kv_s, wait, rho
+def _solve_loop(pr: _Pricing, x_pools: int, y_pools: int, n_d, kv_s: float):
+    """(decode batch B, iteration s, request rate X) of the closed loop C = y·B + X·TTFT (bisection on B), the
+    open loop B = λ·N_d·τ(B)/y, or with OSL 1 the prefill pool alone (C = X·TTFT)."""
+    wl, d = pr.workload, pr.d
 
-        if workload.osl == 1:  # no decode: the loop is the prefill pool alone, C = X·TTFT
-            if conc is not None:
-                c = conc * np.ones(d.shape)
-                lo, hi = np.zeros(d.shape), capacity * np.ones(d.shape)
-                for _ in range(BISECTION_STEPS):
-                    mid = (lo + hi) / 2.0
-                    over = mid * np.nan_to_num(ttft_of(mid)[0], posinf=1e30) > c
-                    hi, lo = np.where(over, mid, hi), np.where(over, lo, mid)
-                x = lo
-            else:
-                x = np.full(d.shape, float(workload.request_rate))
-            b = np.zeros(d.shape)
-            tau = np.full(d.shape, np.nan)
-        elif conc is not None:
-            c = conc * np.ones(d.shape)
-            lo, hi = np.zeros(d.shape), np.minimum(c / y_pools, cap)
-            for _ in range(BISECTION_STEPS):  # C = y·B + X·TTFT, increasing in B
+    def flows(b):
+        tau = pr.iteration(b)
+        if wl.osl == 1:
+            return tau, np.zeros(d.shape)
+        return tau, y_pools * np.asarray(b, dtype=float) / (n_d * tau)
+
+    if wl.osl == 1:  # no decode: the loop is the prefill pool alone, C = X·TTFT
+        if pr.conc is not None:
+            c = pr.conc * np.ones(d.shape)
+            lo, hi = np.zeros(d.shape), (x_pools / pr.s_p) * np.ones(d.shape)
+            for _ in range(BISECTION_STEPS):
                 mid = (lo + hi) / 2.0
-                _, xm = flows(mid)
-                over = y_pools * mid + xm * np.nan_to_num(ttft_of(xm)[0], posinf=1e30) > c
+                over = mid * np.nan_to_num(_ttft_of(pr, mid, x_pools, kv_s)[0], posinf=1e30) > c
                 hi, lo = np.where(over, mid, hi), np.where(over, lo, mid)
-            b = lo
-            tau, x = flows(b)
+            x = lo
         else:
-            lam = float(workload.request_rate)
-            b = np.zeros(d.shape)
-            for _ in range(BISECTION_STEPS):  # B = λ · N_d · τ(B) / y, increasing, iterated from below
-                b = np.minimum(lam * n_d * iteration(b) / y_pools, 2.0 * cap)
-            tau = iteration(b)
-            x = np.full(d.shape, lam)
-        ttft, wait, rho = ttft_of(x)
-        adm = np.zeros(d.shape)
-        if conc is not None:  # requests the loop cannot place (prefill saturated, running cap) wait for admission
-            gap = np.maximum(c - y_pools * b - x * ttft, 0.0)
-            adm = np.where(np.isfinite(ttft) & (gap > 1e-9 * c), gap / np.maximum(x, 1e-300), 0.0)
-            ttft = np.where(np.isfinite(ttft), ttft + adm, c / np.maximum(x, 1e-300))
-            stable = np.ones(d.shape, dtype=bool)
-            load = c
-        else:
-            stable = np.isfinite(ttft) & (b <= cap)
-            load = y_pools * b + x * np.where(np.isfinite(ttft), ttft, 0.0)
-        decode_cap = y_pools * cap / (n_d * iteration(cap)) if workload.osl > 1 else np.full(d.shape, np.inf)
-        tpot = tau / al
-        lat = ttft + (0.0 if workload.osl == 1 else (workload.osl - 1.0) * tpot)
-        w_ok = np.where(np.isfinite(wait), wait, 0.0)
-        p90 = np.where(np.isfinite(ttft), ttft_quantile_s(ttft, w_ok, rho, 0.9), np.inf)
-        p50 = np.where(np.isfinite(ttft), ttft_quantile_s(ttft, w_ok, rho, 0.5), np.inf)
-        return {
-            "tpot_s": tpot, "ttft_s": ttft, "ttft_p50_s": p50, "ttft_p90_s": p90, "request_latency_s": lat,
-            "tokens_per_s_per_user": 1.0 / tpot, "tokens_per_s_per_gpu": x * workload.osl / devices,
-            "decode_batch": b, "iteration_s": tau, "acceptance_length": al, "requests_per_s": x,
-            "concurrency": load, "prefill_s": s_p, "prefill_utilization": rho, "kv_transfer_s": kv_s,
-            "pools": (x_pools, y_pools), "devices": devices, "admission_wait_s": adm,
-            "fits": np.asarray(mem_one.max_batch >= 1) & np.ones(d.shape, dtype=bool), "stable": stable,
-            "prefill_bound": (rho >= 0.95) | (x >= capacity * (1 - 1e-3)),
-            "saturation_requests_per_s": np.minimum(capacity, decode_cap),
-            "running_cap": cap,
-        }
+            x = np.full(d.shape, float(wl.request_rate))
+        return np.zeros(d.shape), np.full(d.shape, np.nan), x
+    if pr.conc is not None:
+        c = pr.conc * np.ones(d.shape)
+        lo, hi = np.zeros(d.shape), np.minimum(c / y_pools, pr.cap)
+        for _ in range(BISECTION_STEPS):  # C = y·B + X·TTFT, increasing in B
+            mid = (lo + hi) / 2.0
+            _, xm = flows(mid)
+            over = y_pools * mid + xm * np.nan_to_num(_ttft_of(pr, xm, x_pools, kv_s)[0], posinf=1e30) > c
+            hi, lo = np.where(over, mid, hi), np.where(over, lo, mid)
+        tau, x = flows(lo)
+        return lo, tau, x
+    lam = float(wl.request_rate)
+    b = np.zeros(d.shape)
+    for _ in range(BISECTION_STEPS):  # B = λ · N_d · τ(B) / y, increasing, iterated from below
+        b = np.minimum(lam * n_d * pr.iteration(b) / y_pools, 2.0 * pr.cap)
+    return b, pr.iteration(b), np.full(d.shape, lam)
 
-    return [one(int(x), int(y)) for x, y in pools]
+
+def _pool_split(pr: _Pricing, x_pools: int, y_pools: int) -> dict:
+    """One xPyD split: the loop solved, TTFT with admission waits, TPOT, latency, throughput and stability."""
+    wl, d, al, cap = pr.workload, pr.d, pr.al, pr.cap
+    devices = float((x_pools + y_pools) * pr.tp)
+    kv_s = kv_transfer_s(pr.m, pr.hw, pr.tp, wl.isl, pr.prec, int(devices))
+    n_d = np.maximum((wl.osl - 1.0) / al, 1e-9) if wl.osl > 1 else np.zeros(np.shape(al))
+    capacity = x_pools / pr.s_p  # requests/s the prefill pool can feed
+    b, tau, x = _solve_loop(pr, x_pools, y_pools, n_d, kv_s)
+    ttft, wait, rho = _ttft_of(pr, x, x_pools, kv_s)
+    adm = np.zeros(d.shape)
+    if pr.conc is not None:  # requests the loop cannot place (prefill saturated, running cap) wait for admission
+        c = pr.conc * np.ones(d.shape)
+        gap = np.maximum(c - y_pools * b - x * ttft, 0.0)
+        adm = np.where(np.isfinite(ttft) & (gap > 1e-9 * c), gap / np.maximum(x, 1e-300), 0.0)
+        ttft = np.where(np.isfinite(ttft), ttft + adm, c / np.maximum(x, 1e-300))
+        stable = np.ones(d.shape, dtype=bool)
+        load = c
+    else:
+        stable = np.isfinite(ttft) & (b <= cap)
+        load = y_pools * b + x * np.where(np.isfinite(ttft), ttft, 0.0)
+    decode_cap = y_pools * cap / (n_d * pr.iteration(cap)) if wl.osl > 1 else np.full(d.shape, np.inf)
+    tpot = tau / al
+    lat = ttft + (0.0 if wl.osl == 1 else (wl.osl - 1.0) * tpot)
+    w_ok = np.where(np.isfinite(wait), wait, 0.0)
+    p90 = np.where(np.isfinite(ttft), ttft_quantile_s(ttft, w_ok, rho, 0.9), np.inf)
+    p50 = np.where(np.isfinite(ttft), ttft_quantile_s(ttft, w_ok, rho, 0.5), np.inf)
+    return {
+        "tpot_s": tpot, "ttft_s": ttft, "ttft_p50_s": p50, "ttft_p90_s": p90, "request_latency_s": lat,
+        "tokens_per_s_per_user": 1.0 / tpot, "tokens_per_s_per_gpu": x * wl.osl / devices,
+        "decode_batch": b, "iteration_s": tau, "acceptance_length": al, "requests_per_s": x,
+        "concurrency": load, "prefill_s": pr.s_p, "prefill_utilization": rho, "kv_transfer_s": kv_s,
+        "pools": (x_pools, y_pools), "devices": devices, "admission_wait_s": adm,
+        "fits": pr.fits_one & np.ones(d.shape, dtype=bool), "stable": stable,
+        "prefill_bound": (rho >= 0.95) | (x >= capacity * (1 - 1e-3)),
+        "saturation_requests_per_s": np.minimum(capacity, decode_cap),
+        "running_cap": cap,
+    }
