@@ -36,7 +36,7 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
     concurrency (and pools) grid under the SLA; disaggregated without workload.pools searches `pools` (default
     every xPyD with x, y in POOL_SIZES); rows carry power, J/token, tokens/s/MW and $/Mtok
     (specplan.planning.cost; `price`: gpu_hour_usd, kwh_usd, pue, tier)."""
-    from specplan.planning.cost import OBJECTIVES, row_energy, serving_energy
+    from specplan.planning.cost import OBJECTIVES, serving_energy
 
     if objective not in OBJECTIVES:
         raise SpecplanError(f"objective: must be one of {', '.join(OBJECTIVES)}, got '{objective}'")
@@ -46,25 +46,16 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
     m = load_model(model)
     eng = load_engine(engine)
     acceptance = {k: parse_acceptance(v) for k, v in (acceptance or {}).items()}
-    try:
-        only_none = mechanisms is not None and list(mechanisms) == ["none"]  # the baseline alone, asked for
-        mechs = ["none"] + ([] if only_none else [x for x in _mechanisms(m.id, mechanisms, acceptance) if x != "none"])
-    except SpecplanError:
-        if mechanisms:
-            raise
-        mechs = ["none"]  # no mechanism has acceptance data: rank the baseline configurations only
-        pending_note = (f"no shipped acceptance profile for {m.id}: speculation not evaluated (give --acceptance "
-                        f"MECH=RATE, e.g. eagle3=0.7, to price a mechanism)")
-    else:
-        pending_note = None
+    mechs, notes = _serving_mechanisms(m, mechanisms, acceptance)
     if search_concurrency is None:
         search_concurrency = workload.request_rate is None and workload.concurrency is None
     conc, pools = _candidates(workload, search_concurrency, pools)
-    notes, rows, grid = ([pending_note] if pending_note else []), [], []
+    rows, grid = [], []
     if any(x != "none" for x in mechs):  # issue 19: the round's numbers nothing fitted out of sample, in one line
         from specplan.speculation.round import unfitted_note
 
         notes += unfitted_note(eng)
+    sla = (max_ttft_ms, max_tpot_ms)
     for mech in mechs:
         acc = acceptance.get(mech)
         d = np.arange(0, 1) if mech == "none" else _draft_range(acc, max_draft_len, extrapolate, notes, mech)[1:]
@@ -78,48 +69,82 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
             results = [serve(m, hardware, wl, tp=tp, engine=eng, mechanism=mech, draft_len=d[None, :],
                              acceptance=acc, **kw)]
         for pool, r in zip(pools, results):
-            shape = np.broadcast(r["tpot_s"], d[None, :]).shape
-            get = lambda k: np.broadcast_to(np.asarray(r[k], dtype=float), shape)  # noqa: E731
-            ok = np.broadcast_to(np.asarray(r["fits"]) & np.asarray(r["stable"]), shape)
-            if max_ttft_ms is not None:
-                ok = ok & (get("ttft_s") * 1e3 <= max_ttft_ms)
-            if max_tpot_ms is not None:
-                ok = ok & (get("tpot_s") * 1e3 <= max_tpot_ms)
             e = serving_energy(m, hardware, wl, r, d[None, :], tp=tp, dtype=kw.get("dtype"),
                                kv_dtype=kw.get("kv_dtype"), price=price)
-            if objective == "tokens-per-gpu":
-                obj = np.where(ok, get("tokens_per_s_per_gpu"), -np.inf)
-            else:
-                key = "usd_per_mtok" if objective == "cost" else "joules_per_token"
-                if e is None or key not in e:
-                    raise SpecplanError(f"objective {objective}: no {key} on this hardware (no power model or no "
-                                        f"default price: give --gpu-hour-usd)")
-                val = np.broadcast_to(e[key], shape)
-                obj = np.where(ok & np.isfinite(val), -val, -np.inf)
-            if keep_grid:
-                cc = np.broadcast_to(np.asarray(r.get("concurrency", conc[:, None]), dtype=float), shape)
-                grid += [{"mechanism": mech, "draft_len": int(d[j]), "concurrency": float(cc[i, j]),
-                          "pools": None if pool is None else f"{pool[0]}P{pool[1]}D",
-                          "tpot_ms": 1e3 * float(get("tpot_s")[i, j]), "ttft_ms": 1e3 * float(get("ttft_s")[i, j]),
-                          "tokens_per_s_per_user": float(get("tokens_per_s_per_user")[i, j]),
-                          "tokens_per_s_per_gpu": float(get("tokens_per_s_per_gpu")[i, j]),
-                          "meets_sla": bool(ok[i, j]), **row_energy(e, i, j)}
-                         for i in range(shape[0]) for j in range(len(d))]
-            for j, dd in enumerate(d):
-                i = int(np.argmax(obj[:, j])) if np.any(ok[:, j]) else int(np.argmin(get("tpot_s")[:, j]))
-                rows.append({"mechanism": mech, "draft_len": int(dd), "feasible": bool(ok[i, j]),
-                             "concurrency": float(np.broadcast_to(np.asarray(r["concurrency"] if "concurrency" in r
-                                                                             else conc[:, None]), shape)[i, j]),
-                             "pools": None if pool is None else f"{pool[0]}P{pool[1]}D",
-                             "tpot_ms": 1e3 * float(get("tpot_s")[i, j]), "ttft_ms": 1e3 * float(get("ttft_s")[i, j]),
-                             "tokens_per_s_per_user": float(get("tokens_per_s_per_user")[i, j]),
-                             "tokens_per_s_per_gpu": float(get("tokens_per_s_per_gpu")[i, j]),
-                             "acceptance_length": float(get("acceptance_length")[i, j]),
-                             "min_tpot_ms": 1e3 * float(np.min(get("tpot_s")[:, j])),
-                             "min_ttft_ms": 1e3 * float(np.min(get("ttft_s")[:, j])),
-                             "decode_batch": float(np.broadcast_to(np.asarray(r["decode_batch"], dtype=float),
-                                                                   shape)[i, j]),
-                             **row_energy(e, i, j)})
+            _pool_rows(rows, grid if keep_grid else None, mech, d, pool, r, e, conc, sla, objective)
+    rows, feasible, base, ranked = _rank(rows, objective, top)
+    out = {"model": m.id, "engine": eng.id, "mode": workload.mode, "isl": workload.isl, "osl": workload.osl,
+           "tp": tp, "hardware": getattr(hardware, "id", hardware), "objective": objective,
+           "max_ttft_ms": max_ttft_ms, "max_tpot_ms": max_tpot_ms, "ranked": ranked, "notes": notes,
+           "best": feasible[0] if feasible else None, "baseline": base, "grid": grid}
+    if not feasible:
+        out["infeasible"] = _infeasible(rows, max_ttft_ms, max_tpot_ms)
+    return out
+
+
+def _serving_mechanisms(m, mechanisms, acceptance) -> tuple[list[str], list[str]]:
+    """(mechanisms to price, "none" first; notes): without any acceptance data only the baseline, said once."""
+    try:
+        only_none = mechanisms is not None and list(mechanisms) == ["none"]  # the baseline alone, asked for
+        mechs = ["none"] + ([] if only_none else [x for x in _mechanisms(m.id, mechanisms, acceptance) if x != "none"])
+    except SpecplanError:
+        if mechanisms:
+            raise
+        return ["none"], [f"no shipped acceptance profile for {m.id}: speculation not evaluated (give --acceptance "
+                          f"MECH=RATE, e.g. eagle3=0.7, to price a mechanism)"]
+    return mechs, []
+
+
+def _pool_rows(rows: list, grid: list | None, mech: str, d, pool, r: dict, e, conc, sla, objective: str) -> None:
+    """Append one row per D (its best concurrency under the SLA by `objective`) and, with `grid`, every point."""
+    from specplan.planning.cost import row_energy
+
+    max_ttft_ms, max_tpot_ms = sla
+    shape = np.broadcast(r["tpot_s"], d[None, :]).shape
+    get = lambda k: np.broadcast_to(np.asarray(r[k], dtype=float), shape)  # noqa: E731
+    ok = np.broadcast_to(np.asarray(r["fits"]) & np.asarray(r["stable"]), shape)
+    if max_ttft_ms is not None:
+        ok = ok & (get("ttft_s") * 1e3 <= max_ttft_ms)
+    if max_tpot_ms is not None:
+        ok = ok & (get("tpot_s") * 1e3 <= max_tpot_ms)
+    if objective == "tokens-per-gpu":
+        obj = np.where(ok, get("tokens_per_s_per_gpu"), -np.inf)
+    else:
+        key = "usd_per_mtok" if objective == "cost" else "joules_per_token"
+        if e is None or key not in e:
+            raise SpecplanError(f"objective {objective}: no {key} on this hardware (no power model or no "
+                                f"default price: give --gpu-hour-usd)")
+        val = np.broadcast_to(e[key], shape)
+        obj = np.where(ok & np.isfinite(val), -val, -np.inf)
+    pools_s = None if pool is None else f"{pool[0]}P{pool[1]}D"
+    if grid is not None:
+        cc = np.broadcast_to(np.asarray(r.get("concurrency", conc[:, None]), dtype=float), shape)
+        grid += [{"mechanism": mech, "draft_len": int(d[j]), "concurrency": float(cc[i, j]), "pools": pools_s,
+                  "tpot_ms": 1e3 * float(get("tpot_s")[i, j]), "ttft_ms": 1e3 * float(get("ttft_s")[i, j]),
+                  "tokens_per_s_per_user": float(get("tokens_per_s_per_user")[i, j]),
+                  "tokens_per_s_per_gpu": float(get("tokens_per_s_per_gpu")[i, j]),
+                  "meets_sla": bool(ok[i, j]), **row_energy(e, i, j)}
+                 for i in range(shape[0]) for j in range(len(d))]
+    for j, dd in enumerate(d):
+        i = int(np.argmax(obj[:, j])) if np.any(ok[:, j]) else int(np.argmin(get("tpot_s")[:, j]))
+        rows.append({"mechanism": mech, "draft_len": int(dd), "feasible": bool(ok[i, j]),
+                     "concurrency": float(np.broadcast_to(np.asarray(r["concurrency"] if "concurrency" in r
+                                                                     else conc[:, None]), shape)[i, j]),
+                     "pools": pools_s,
+                     "tpot_ms": 1e3 * float(get("tpot_s")[i, j]), "ttft_ms": 1e3 * float(get("ttft_s")[i, j]),
+                     "tokens_per_s_per_user": float(get("tokens_per_s_per_user")[i, j]),
+                     "tokens_per_s_per_gpu": float(get("tokens_per_s_per_gpu")[i, j]),
+                     "acceptance_length": float(get("acceptance_length")[i, j]),
+                     "min_tpot_ms": 1e3 * float(np.min(get("tpot_s")[:, j])),
+                     "min_ttft_ms": 1e3 * float(np.min(get("ttft_s")[:, j])),
+                     "decode_batch": float(np.broadcast_to(np.asarray(r["decode_batch"], dtype=float),
+                                                           shape)[i, j]),
+                     **row_energy(e, i, j)})
+
+
+def _rank(rows: list, objective: str, top: int):
+    """(rows sorted by objective, feasible rows, the best no-speculation row, the top rows with it always shown);
+    each row gets its throughput over that baseline (`speedup_vs_none`)."""
     from specplan.planning.cost import objective_value
 
     rows.sort(key=lambda x: (x["feasible"], objective_value(objective, x) if x["feasible"] else -x["tpot_ms"]),
@@ -133,18 +158,17 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
     ranked = rows[:top]
     if base is not None and top and base not in ranked:
         ranked = ranked + [base]  # the no-speculation row is always shown
-    out = {"model": m.id, "engine": eng.id, "mode": workload.mode, "isl": workload.isl, "osl": workload.osl,
-           "tp": tp, "hardware": getattr(hardware, "id", hardware), "objective": objective,
-           "max_ttft_ms": max_ttft_ms, "max_tpot_ms": max_tpot_ms, "ranked": ranked, "notes": notes,
-           "best": feasible[0] if feasible else None, "baseline": base, "grid": grid}
-    if not feasible:
-        t = min(x["min_tpot_ms"] for x in rows)
-        f = min(x["min_ttft_ms"] for x in rows)
-        sla = ", ".join(x for x in (f"TTFT <= {max_ttft_ms:g} ms" if max_ttft_ms else "",
-                                    f"TPOT <= {max_tpot_ms:g} ms" if max_tpot_ms else "") if x)
-        out["infeasible"] = (f"no configuration fits{' and meets ' + sla if sla else ''}: the lowest TPOT reachable is "
-                             f"{t:.2f} ms and the lowest TTFT {f:.1f} ms (each at its own concurrency)")
-    return out
+    return rows, feasible, base, ranked
+
+
+def _infeasible(rows: list, max_ttft_ms, max_tpot_ms) -> str:
+    """Why nothing qualifies: the lowest TPOT and TTFT reachable against the SLA."""
+    t = min(x["min_tpot_ms"] for x in rows)
+    f = min(x["min_ttft_ms"] for x in rows)
+    sla = ", ".join(x for x in (f"TTFT <= {max_ttft_ms:g} ms" if max_ttft_ms else "",
+                                f"TPOT <= {max_tpot_ms:g} ms" if max_tpot_ms else "") if x)
+    return (f"no configuration fits{' and meets ' + sla if sla else ''}: the lowest TPOT reachable is "
+            f"{t:.2f} ms and the lowest TTFT {f:.1f} ms (each at its own concurrency)")
 
 
 def serving_grid(model, hardware, workload, *, tp=1, engine=None, mechanisms=None, acceptance=None, max_draft_len=8,
