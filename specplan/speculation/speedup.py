@@ -139,6 +139,23 @@ def _engine_step_s(eng, m, hw, tp, b, ctx, d, q, mechanism, draft_model, prec, b
     return base_t, np.where(d > 0, iter_t, base_t)
 
 
+def _fits_and_devices(hw, shape, mem, dc, base, ver, d):
+    """(fits, baseline devices, target devices, draft devices) of a grid; on an LPU (SRAM-only chips) the target
+    needs the chips of its own bytes at the verify step's q_len and a draft on the same LPU adds the chips its
+    weights and KV/state need on top (mem.total_bytes holds target + draft + verify-time KV/state; a draft on
+    separate hardware brings dc.devices instead)."""
+    fits = mem.fits & np.asarray(dc.fits)
+    dev_base = np.asarray(base.devices, dtype=float)
+    dev_t = dev_base
+    dev_d = np.asarray(dc.devices, dtype=float) * (d > 0)
+    if hw.kind == "lpu":
+        fits = np.ones(shape, dtype=bool) & np.asarray(dc.fits)  # e.g. Medusa D beyond its heads
+        dev_t = np.asarray(ver.devices, dtype=float)
+        chips = np.maximum(1.0, np.ceil(mem.total_bytes / hw.mem_capacity_bytes))
+        dev_d = dev_d + np.maximum(0.0, chips - dev_t) * (d > 0)
+    return fits, dev_base, dev_t, dev_d
+
+
 def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, mechanism="none",
              acceptance=None, dtype=None, kv_dtype=None, draft_model=None, draft_hardware=None,
              draft_dtype=None, draft_kv_budget=None, tree_tokens=None, draft_heads=None, serving=None,
@@ -165,8 +182,7 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
     drafter = get_drafter(mechanism)
     acc = resolve_acceptance(mechanism, m.id, acceptance)
     b, ctx, d, shape = _grid(batch, context_len, draft_len)
-    if mechanism == "none":
-        d = np.zeros_like(d)
+    d = np.zeros_like(d) if mechanism == "none" else d
     srv = get_serving(serving if serving is not None or engine is None else engine)
     fam_dec, fam_ver, fam_mla = engine_families(engine)
     if engine is not None:  # the engine's GEMM kernels (its gemm_*_scale); no engine: the hardware's own
@@ -179,14 +195,13 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
         fam_ver = tree_verify_family(engine)
     ver = step_time(m, hw, tp, b, q, ctx, precision=prec, attention_style=attention_style, routing=routing,
                     layout=lay, attention_family=fam_ver, mla_family=fam_mla)
-    inp = DraftInput(m, hw, tp, prec, b, d, ctx, dtype=dtype, kv_dtype=kv_dtype, layout=lay,
-                     draft_model=None if draft_model is None else load_model(draft_model),
-                     draft_hardware=None if draft_hardware is None else load_hardware(draft_hardware),
-                     draft_dtype=draft_dtype, draft_kv_budget=draft_kv_budget,
-                     attention_style=attention_style, routing=routing,
-                     draft_heads=draft_heads if draft_heads is not None else
-                     (None if acc is None else (acc.meta or {}).get("heads")))
-    dc = drafter(inp)
+    dc = drafter(DraftInput(m, hw, tp, prec, b, d, ctx, dtype=dtype, kv_dtype=kv_dtype, layout=lay,
+                            draft_model=None if draft_model is None else load_model(draft_model),
+                            draft_hardware=None if draft_hardware is None else load_hardware(draft_hardware),
+                            draft_dtype=draft_dtype, draft_kv_budget=draft_kv_budget,
+                            attention_style=attention_style, routing=routing,
+                            draft_heads=draft_heads if draft_heads is not None else
+                            (None if acc is None else (acc.meta or {}).get("heads"))))
     spec = d > 0
     verify_s = np.where(spec, ver.total_s + srv.iteration_overhead_s, base.total_s)
     draft_s = np.where(spec, dc.time_s + dc.serial_steps * srv.draft_step_overhead_s, 0.0)
@@ -196,18 +211,7 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
         raise SpecplanError(f"acceptance length: AL must be <= 1 + D, got {np.max(al - d - 1) + 1:g} above")
     mem = memory_usage(m, hw, tp, b, ctx, prec, q_len=q, reserve=reserve, extra_fixed_bytes=dc.fixed_bytes,
                        extra_per_seq_bytes=dc.per_seq_bytes, layout=lay)
-    fits = mem.fits & np.asarray(dc.fits)
-    dev_base = np.asarray(base.devices, dtype=float)
-    dev_t = dev_base
-    dev_d = np.asarray(dc.devices, dtype=float) * (d > 0)
-    if hw.kind == "lpu":
-        # SRAM-only chips: the target needs the chips of its own bytes at q_len = 1 + D (the verify step's);
-        # a draft on the same LPU adds the chips its weights and KV/state need on top (mem.total_bytes holds
-        # target + draft + verify-time KV/state; a draft on separate hardware brings dc.devices instead).
-        fits = np.ones(shape, dtype=bool) & np.asarray(dc.fits)  # e.g. Medusa D beyond its heads
-        dev_t = np.asarray(ver.devices, dtype=float)
-        chips = np.maximum(1.0, np.ceil(mem.total_bytes / hw.mem_capacity_bytes))
-        dev_d = dev_d + np.maximum(0.0, chips - dev_t) * (d > 0)
+    fits, dev_base, dev_t, dev_d = _fits_and_devices(hw, shape, mem, dc, base, ver, d)
     base_t, iter_t = base.total_s, iter_s
     if engine is not None:  # the step as the engine runs it: host, launches, graphs, the round's extras (round.py)
         base_t, iter_t = _engine_step_s(load_engine(engine), m, hw, tp, b, ctx, d, q, mechanism, draft_model, prec,
@@ -250,11 +254,16 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
         out["guidelines"] = diagnostics(m, hw, tp, lay.per_rank_batch(b), ctx, d, prec, base, ver, dc.rho,
                                         attention_style, routing)
     out["precision"] = prec
-    out["notes"] = list(dc.notes) + _tree_notes(acc, d, q)
+    out.update(_notes(dc, acc, d, q, engine, mechanism))
+    return out
+
+
+def _notes(dc, acc, d, q, engine, mechanism) -> dict:
+    """The notes of a result (drafter, tree, unfitted engine round numbers) and where its acceptance came from."""
+    notes = list(dc.notes) + _tree_notes(acc, d, q)
     if engine is not None and mechanism != "none":
         from specplan.speculation.round import unfitted_note
 
-        out["notes"] += unfitted_note(load_engine(engine))
-    out["acceptance_source"] = "" if acc is None else acc.source
-    out["acceptance_d_max"] = None if acc is None else acc.d_max
-    return out
+        notes += unfitted_note(load_engine(engine))
+    return {"notes": notes, "acceptance_source": "" if acc is None else acc.source,
+            "acceptance_d_max": None if acc is None else acc.d_max}
