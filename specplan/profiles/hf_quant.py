@@ -10,7 +10,7 @@ from typing import Any
 
 from specplan.dtypes import INT4_GROUP_SIZES, canonical_dtype, dtype_bytes
 from specplan.errors import SpecplanError
-from specplan.profiles.hf_fields import HfFields, read_json
+from specplan.profiles.hf_fields import HfFields, checked, read_json
 
 # modelopt / hf_quant_config quant_algo values -> weight format
 _QUANT_ALGOS = {
@@ -169,6 +169,7 @@ def read_quant_config(
     if not isinstance(q, dict):
         raise SpecplanError(f"{qpath}: quantization: expected an object")
     where = str(qpath)
+    checked(q, where, "quantization" if "quantization" in data else "")  # the part read; `producer` etc. carried
     kv = q.get("kv_cache_quant_algo")
     kv_dtype = algo_dtype(kv, where, "quantization.kv_cache_quant_algo") if kv else None
     algo = q.get("quant_algo")
