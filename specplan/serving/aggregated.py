@@ -127,7 +127,7 @@ def gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft=
     chunk = (np.minimum(float(wl.isl), np.maximum(budget - b * q_max, min(MIN_CHUNK, budget))) if eng.chunked_prefill
              else np.full(b.shape, float(wl.isl)))
     n_chunks = np.ceil(wl.isl / chunk)
-    fam = load_kernel_family(eng.decode_attention)
+    fam = load_kernel_family(eng.family_id("decode_attention", hw))
     dec = mixed_step_s(model, hw, tp, b, wl.decode_context, 0, 0, precision=prec, engine=eng, decode_family=fam)
     chunks = []
     for k in range(int(np.max(n_chunks))):

@@ -118,9 +118,9 @@ def mla_prefill_swap_s(model, hw, tp, tokens, keys, precision) -> np.ndarray:
     return kv_b - absorbed
 
 
-def _families(engine: EngineProfile | None):
+def _families(engine: EngineProfile | None, hw=None):
     eng = load_engine(engine)
-    return eng, load_kernel_family(eng.prefill_attention)
+    return eng, load_kernel_family(eng.family_id("prefill_attention", hw))
 
 
 def mixed_step_s(model, hw, tp, decode_batch, decode_context, prefill_tokens, prefill_context=0, *, q_len=1,
@@ -128,12 +128,12 @@ def mixed_step_s(model, hw, tp, decode_batch, decode_context, prefill_tokens, pr
     """GPU seconds of one step: `decode_batch` sequences x `q_len` tokens over `decode_context` cached tokens,
     plus a prefill chunk of `prefill_tokens` tokens (split evenly over `prefill_seqs` prompts) after
     `prefill_context` cached tokens of each prompt."""
-    eng, pfam = _families(engine)
-    hw = engine_hardware(hw, eng)
+    eng, pfam = _families(engine, hw)
     if decode_family is None:
-        decode_family = load_kernel_family(eng.decode_attention if np.all(np.asarray(q_len) <= 1)
-                                           else eng.verify_attention)
-    mla_fam = load_kernel_family(eng.mla_attention) if model.mla is not None else None
+        decode_family = load_kernel_family(eng.family_id("decode_attention" if np.all(np.asarray(q_len) <= 1)
+                                                         else "verify_attention", hw))
+    mla_fam = load_kernel_family(eng.family_id("mla_attention", hw)) if model.mla is not None else None
+    hw = engine_hardware(hw, eng)
     b = np.asarray(decode_batch, dtype=float)
     q = np.asarray(q_len, dtype=float)
     p = np.asarray(prefill_tokens, dtype=float)
@@ -151,7 +151,7 @@ def mixed_step_s(model, hw, tp, decode_batch, decode_context, prefill_tokens, pr
 def prefill_s(model, hw, tp, isl, *, precision, engine=None, budget_tokens=None, n_seqs=1,
               routing="random") -> np.ndarray:
     """GPU seconds to prefill `n_seqs` prompts of `isl` tokens in chunks of the token budget (one step each)."""
-    eng, _ = _families(engine)
+    eng, pfam = _families(engine, hw)
     hw = engine_hardware(hw, eng)
     budget = float(budget_tokens or eng.max_num_batched_tokens)
     isl = np.asarray(isl, dtype=float)
@@ -168,7 +168,6 @@ def prefill_s(model, hw, tp, isl, *, precision, engine=None, budget_tokens=None,
         ctx = np.where(isl > budget, k * per_step, 0.0)
         seqs = np.where(isl > budget, 1.0, np.maximum(1.0, chunk / np.maximum(isl, 1.0)))
         t = _nonattention_s(model, hw, tp, np.maximum(chunk, 1.0), precision, routing)
-        t = t + seqs * prefill_attention_s(model, hw, tp, chunk / seqs, ctx, precision,
-                                           load_kernel_family(eng.prefill_attention))
+        t = t + seqs * prefill_attention_s(model, hw, tp, chunk / seqs, ctx, precision, pfam)
         out = out + np.where(live, t, 0.0)
     return out
