@@ -14,7 +14,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 from specplan.profiles.registry import load_hardware, load_model  # noqa: E402
-from specplan.step import step_time  # noqa: E402
+from specplan.model.step import step_time  # noqa: E402
 
 
 def main() -> None:

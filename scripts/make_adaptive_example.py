@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from specplan.adaptive_report import make_example
+from specplan.adaptive.report import make_example
 
 if __name__ == "__main__":
     for p in make_example(Path(__file__).resolve().parents[1]):

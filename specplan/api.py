@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from specplan.errors import SpecplanError
-from specplan.limits import MAX_BATCH, MAX_CONTEXT, MAX_Q_LEN, MAX_TP, check_int
-from specplan.memory import DEFAULT_RESERVE, memory_usage
+from specplan.core.errors import SpecplanError
+from specplan.core.limits import MAX_BATCH, MAX_CONTEXT, MAX_Q_LEN, MAX_TP, check_int
+from specplan.model.memory import DEFAULT_RESERVE, memory_usage
 from specplan.profiles.registry import load_hardware, load_model
-from specplan.step import CLASSES, step_time
+from specplan.model.step import CLASSES, step_time
 
 
 def _positive_int(name: str, value, low: int = 1, high: int | None = None) -> int:
-    """`value` as an int in [low, high] (bounds of specplan.limits), else a one-line error."""
+    """`value` as an int in [low, high] (bounds of specplan.core.limits), else a one-line error."""
     return check_int(value, name, low, high)
 
 
@@ -32,8 +32,8 @@ def step_summary(
     layout=None,
 ) -> dict:
     """One decode step as a dict: step_ms, breakdown_ms and regimes by kernel class, memory (GB, fits, max batch)
-    per GPU; `layout` (specplan.parallel: TP, DP, EP, PP) places the `batch` sequences (default TP only)."""
-    from specplan.parallel import layout_for
+    per GPU; `layout` (specplan.model.parallel: TP, DP, EP, PP) places the `batch` sequences (default TP only)."""
+    from specplan.model.parallel import layout_for
 
     _positive_int("tp", tp, 1, MAX_TP)
     lay = layout_for(tp, layout)

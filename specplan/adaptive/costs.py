@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 
 N_CTX = 12
 GRAPH_HOST_S = 0.05  # assumption (no measurement available): host time to warm up and capture one graph
@@ -114,7 +114,7 @@ def build_costs(model, hardware, *, d_max: int, ctx_min: float, ctx_max: float, 
     from specplan.speculation.acceptance import Acceptance
     from specplan.speculation.serving import ServingProfile
     from specplan.speculation.speedup import evaluate
-    from specplan.step import step_time
+    from specplan.model.step import step_time
 
     m, hw, eng = load_model(model), load_hardware(hardware), load_engine(engine)
     srv = ServingProfile(eng.spec_iteration_overhead_s, eng.spec_draft_step_overhead_s, f"engine {eng.id}")
@@ -203,7 +203,7 @@ class GraphSet:
         """One-time capture seconds and graph memory bytes: each graph runs GRAPH_RUNS times plus GRAPH_HOST_S;
         graphs share one memory pool (SGLang captures the largest batch first), sized by the activations of the
         largest captured (bucket × (1 + D)) tokens (memory.activation_bytes)."""
-        from specplan.memory import activation_bytes
+        from specplan.model.memory import activation_bytes
         from specplan.profiles.registry import load_model
 
         if not self.captured:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 from specplan.speculation.acceptance import al_from_per_position
 
 MODEL_ACC_ERR = 0.05  # default std of the model policy's α prediction (a draft-confidence estimate is not exact)

@@ -9,7 +9,7 @@ from specplan.adaptive.metrics import draft_len_series, summarize
 from specplan.adaptive.policies import BOUNDS, SGLang, make_policy
 from specplan.adaptive.simulator import Engine, simulate
 from specplan.adaptive.workload import Segment, Workload
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 
 BATCH_MAX = 2048  # largest running batch tabulated (as recommend.BATCH_MAX)
 # model / oracle / clairvoyant capture graphs for D = 0..8 unless --captured-d says otherwise: SGLang's largest
@@ -99,7 +99,7 @@ def run_trace(model, hardware, segs: list[Segment], policies: list[str], *, cont
     from specplan.adaptive.policies import Fixed
     from specplan.adaptive.trace import simulate_trace, trace_costs
     from specplan.profiles.registry import load_engine
-    from specplan.step import step_time
+    from specplan.model.step import step_time
 
     if d_max < 1:
         raise SpecplanError(f"--max-draft-len: must be >= 1, got {d_max}")

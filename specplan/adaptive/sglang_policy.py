@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 
 SOURCE = "sglang 0.5.23, sglang/srt/speculative/adaptive_spec_params.py"
 
@@ -44,7 +44,7 @@ def load_config(path: str | None) -> tuple[dict, dict[int, dict]]:
     if path is None:
         cfg = DEFAULT_ADAPTIVE_CONFIG
     else:
-        from specplan.loader import read_json  # bounded: size, nesting, duplicate keys, finite numbers
+        from specplan.core.loader import read_json  # bounded: size, nesting, duplicate keys, finite numbers
 
         p = Path(path)
         if not p.is_file():

@@ -31,7 +31,7 @@ def trace_costs(model, hardware, segs: list[Segment], d_max: int, context_len: i
     from specplan.speculation.acceptance import Acceptance
     from specplan.speculation.serving import ServingProfile
     from specplan.speculation.speedup import evaluate
-    from specplan.step import step_time
+    from specplan.model.step import step_time
 
     eng = load_engine(engine)
     srv = ServingProfile(eng.spec_iteration_overhead_s, eng.spec_draft_step_overhead_s, f"engine {eng.id}")

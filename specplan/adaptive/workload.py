@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specplan.errors import SpecplanError, brief
+from specplan.core.errors import SpecplanError, brief
 from specplan.speculation.acceptance import check_rate
 
 MAX_REQUESTS = 1_000_000  # a trace beyond this is refused: the simulator's work is bounded
@@ -95,7 +95,7 @@ def read_workload_csv(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     p = Path(path)
     if not p.is_file():
         raise SpecplanError(f"--workload: no such file '{path}'")
-    from specplan.loader import read_text  # the bounded reader: size cap, one line for a binary / latin-1 file
+    from specplan.core.loader import read_text  # the bounded reader: size cap, one line for a binary / latin-1 file
 
     with io.StringIO(read_text(p, "workload CSV"), newline="") as f:
         reader = csv.reader(f)

@@ -20,8 +20,8 @@ from scipy.optimize import least_squares
 
 from specplan.bench.families import attention_kv_bytes, detect_family, predict_table, quant_in_kernel
 from specplan.costs.gemm import LOW_PRECISION
-from specplan.dtypes import canonical_dtype
-from specplan.errors import SpecplanError
+from specplan.core.dtypes import canonical_dtype
+from specplan.core.errors import SpecplanError
 from specplan.profiles.hardware import HardwareProfile
 
 MAX_FIT_ROWS = 20000  # rows used per fit (a seeded random subset of larger tables)
@@ -234,7 +234,7 @@ def allreduce_latency_floors(df: pd.DataFrame, max_bytes: float = 8192.0) -> dic
     and GPU count): custom_latency_s = median of the custom-kernel floors; nccl_latency_s and
     nccl_latency_per_peer_s = least-squares line of the NCCL floors against (GPUs - 1). Keys absent when the rows
     have no such kernel."""
-    from specplan.dtypes import dtype_bytes
+    from specplan.core.dtypes import dtype_bytes
 
     nbytes = df["message_elems"].astype(float) * df["dtype"].map(lambda d: dtype_bytes(canonical_dtype(str(d))))
     small = df[nbytes <= max_bytes]

@@ -15,8 +15,8 @@ from specplan.costs.comm import custom_allreduce_s, nccl_allreduce_s
 from specplan.costs.gemm import LOW_PRECISION, compute_dtype_for, elementwise_cost, gemm_cost
 from specplan.costs.moe import moe_experts_cost
 from specplan.costs.roofline import REGIME_NAMES
-from specplan.dtypes import canonical_dtype, dtype_bytes
-from specplan.errors import SpecplanError, brief
+from specplan.core.dtypes import canonical_dtype, dtype_bytes
+from specplan.core.errors import SpecplanError, brief
 from specplan.profiles.hardware import HardwareProfile
 
 FAMILIES = ("gemm", "attention", "allreduce", "moe", "mla", "linear_attention")

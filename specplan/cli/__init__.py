@@ -9,12 +9,12 @@ from __future__ import annotations
 import sys
 
 from specplan.cli.app import app
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 
 # Register command modules (import for side effects).
 from specplan.cli import profiles_cmd, step_cmd  # noqa: E402,F401
 
-for _optional in ("spec_cmd", "sweep_cmd", "bench_cmd", "adaptive_cmd", "serving_cmd"):
+for _optional in ("spec_cmd", "sweep_cmd", "bench_cmd", "adaptive_cmd", "serving_cmd", "validate_cmd"):
     try:
         __import__(f"specplan.cli.{_optional}")
     except ModuleNotFoundError as _exc:  # a command family not written yet
@@ -79,7 +79,7 @@ def main() -> None:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         sys.exit(2)
     except OSError as exc:  # a path the file system refuses: missing, a folder, too long, under a file, ...
-        from specplan.errors import brief
+        from specplan.core.errors import brief
 
         name = brief(str(exc.filename), 200) if exc.filename is not None else "file"
         print(f"error: {name}: {exc.strerror or exc}", file=sys.stderr)

@@ -9,7 +9,7 @@ import typer
 from specplan.cli.app import app
 from specplan.cli.output import print_json, table
 from specplan.cli.parsing import comma_list, context_tokens
-from specplan.sweep import MAX_DRAFT_LEN
+from specplan.planning.sweep import MAX_DRAFT_LEN
 
 COLUMNS = ("policy", "tpot_p50_ms", "tpot_p99_ms", "ttft_p50_ms", "ttft_p99_ms", "tokens_per_s_per_gpu",
            "tokens_per_s_per_user", "slo_attainment", "mean_draft_len")
@@ -19,8 +19,8 @@ TRACE_COLUMNS = ("policy", "tokens_per_s_per_user", "expected_tokens_per_s_per_u
 
 def parse_tiers(text: str) -> list[int]:
     """'1,3,7' -> [1, 3, 7]: non-negative, strictly increasing integers; one line naming the position otherwise."""
-    from specplan.errors import SpecplanError
-    from specplan.limits import DRAFT_LEN_LIMIT
+    from specplan.core.errors import SpecplanError
+    from specplan.core.limits import DRAFT_LEN_LIMIT
 
     out = []
     for i, part in enumerate((p.strip() for p in text.split(",")), 1):
@@ -99,20 +99,20 @@ def adaptive(
     out: Optional[str] = typer.Option(None, "--output", "-o", help="Directory for table, JSON, series and plots."),
 ) -> None:
     """Simulate draft-length policies request by request: TPOT/TTFT percentiles, SLO attainment, tokens/s/GPU."""
-    from specplan.errors import SpecplanError
+    from specplan.core.errors import SpecplanError
 
-    from specplan.limits import DRAFT_LEN_LIMIT, MAX_BATCH, MAX_CONTEXT, check_int, check_number
+    from specplan.core.limits import DRAFT_LEN_LIMIT, MAX_BATCH, MAX_CONTEXT, check_int, check_number
 
     check_int(max_draft_len, "--max-draft-len", 0, DRAFT_LEN_LIMIT)
     if out is not None:
-        from specplan.io import check_output_dir
+        from specplan.core.io import check_output_dir
 
         check_output_dir(out)  # before the simulation, not after it
     for name, v, hi in (("--isl", isl, MAX_CONTEXT), ("--osl", osl, MAX_CONTEXT), ("--concurrency", concurrency, MAX_BATCH),
                         ("--max-running", max_running, MAX_BATCH), ("--graph-max-bs", graph_max_bs, MAX_BATCH),
                         ("--prefill-budget", prefill_budget, MAX_CONTEXT), ("--sglang-initial-steps", sglang_initial,
                                                                             DRAFT_LEN_LIMIT)):
-        if v is not None:  # bounds of specplan.limits: no overflow, no run without end
+        if v is not None:  # bounds of specplan.core.limits: no overflow, no run without end
             check_int(v, name, 0 if name == "--sglang-initial-steps" else 1, hi)
     if request_rate is not None:
         check_number(request_rate, "--request-rate", 1e-6, 1e9)
@@ -144,7 +144,7 @@ def adaptive(
                     acceptance_dist, acceptance_drift, names, common, eng, max_ttft_ms, kw)
     rows = res["policies"]
     if out:
-        from specplan.adaptive_report import write_report
+        from specplan.adaptive.report import write_report
 
         write_report(res, out)
     if json_out:
@@ -170,7 +170,7 @@ def _requests(model, hardware, workload, rate, conc, n, isl, osl, acc_rate, acc_
               max_ttft_ms, kw):
     from specplan.adaptive import run_requests
     from specplan.adaptive.workload import build_workload, read_workload_csv, synthetic
-    from specplan.errors import SpecplanError
+    from specplan.core.errors import SpecplanError
 
     if acc_rate is not None and acc_dist is not None:
         raise SpecplanError("acceptance: give one of --acceptance-rate or --acceptance-dist")
@@ -198,7 +198,7 @@ def _requests(model, hardware, workload, rate, conc, n, isl, osl, acc_rate, acc_
 
 def _trace(model, hardware, trace, context, names, common, engine, kw, json_out):
     from specplan.adaptive import parse_trace, run_trace
-    from specplan.errors import SpecplanError
+    from specplan.core.errors import SpecplanError
 
     if context is None:
         raise SpecplanError("--trace: needs --context (the KV tokens of every sequence)")

@@ -32,7 +32,7 @@ def bench(
         raise typer.BadParameter("must be gemm, attention or all", param_hint="WHAT")
     if model is None and shapes is None:
         raise typer.BadParameter("give --model M or --shapes FILE", param_hint="--model/--shapes")
-    from specplan.io import check_output_file
+    from specplan.core.io import check_output_file
 
     check_output_file(output)
     try:
@@ -42,13 +42,13 @@ def bench(
         raise typer.Exit(2)
     from specplan.bench import harness
 
-    from specplan.loader import read_yaml_or_json
+    from specplan.core.loader import read_yaml_or_json
 
     data = read_yaml_or_json(shapes, "shapes file") if shapes else {}
     gemm_shapes = data.get("gemm", [])
     if model is not None:
         from specplan.profiles.registry import load_model
-        from specplan.shapes import model_gemm_shapes
+        from specplan.costs.shapes import model_gemm_shapes
 
         gemm_shapes = [{"n": s.n, "k": s.k, "name": s.name} for s in model_gemm_shapes(load_model(model), tp)]
     notes: list[str] = []
@@ -94,8 +94,8 @@ def calibrate_cmd(
 ) -> None:
     """Fit the profile's efficiencies (least squares on log time) and write a new profile YAML."""
     from specplan.bench.calibrate import calibrate, profile_yaml
-    from specplan.errors import SpecplanError
-    from specplan.io import atomic_write_text, check_output_file
+    from specplan.core.errors import SpecplanError
+    from specplan.core.io import atomic_write_text, check_output_file
     from specplan.profiles.registry import load_hardware
 
     check_output_file(output)
@@ -130,8 +130,8 @@ def validate_cmd(
 ) -> None:
     """Predict every measured row; print MAPE / median / p90 APE per kernel class, dtype and regime."""
     from specplan.bench.families import read_measured
-    from specplan.bench.validate import Filters, format_summary, validate, write_report_dir
-    from specplan.io import check_output_dir
+    from specplan.validation.kernels import Filters, format_summary, validate, write_report_dir
+    from specplan.core.io import check_output_dir
     from specplan.profiles.registry import load_hardware
 
     if out_dir is not None:
@@ -154,7 +154,7 @@ def validate_cmd(
 
 def by_kernel(rows) -> dict:
     """rows, MAPE, median and p90 APE (percent) per measured kernel (e.g. sdpa_flash vs triton_packed)."""
-    from specplan.bench.validate import metrics
+    from specplan.validation.kernels import metrics
 
     if "kernel" not in rows or rows.empty:
         return {}

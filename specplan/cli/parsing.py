@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 
 
 def comma_list(values: str | Iterable[str] | None) -> list[str]:
@@ -56,6 +56,6 @@ def mech_values(items: Optional[Iterable[str]], expected: str) -> dict[str, str]
 
 def cli_layout(tp: int = 1, dp: int = 1, ep: int = 1, pp: int = 1):
     """The Layout of the --tp/--dp/--ep/--pp options (one error line when it does not divide)."""
-    from specplan.parallel import Layout
+    from specplan.model.parallel import Layout
 
     return Layout(tp=tp, dp=dp, ep=ep, pp=pp)

@@ -31,7 +31,7 @@ def profiles_list(json_out: bool = typer.Option(False, "--json", help="Print JSO
 @profiles_app.command("show")
 def profiles_show(ref: str = typer.Argument(..., metavar="ID", help="A built-in id or a path to a profile YAML.")) -> None:
     """Print one hardware or model profile as YAML."""
-    from specplan.errors import SpecplanError
+    from specplan.core.errors import SpecplanError
     from specplan.profiles.registry import hardware_ids, load_hardware, load_model, model_ids, write_profile_yaml
 
     if ref in hardware_ids():
@@ -75,7 +75,7 @@ def model_import(
     from specplan.profiles.registry import write_profile_yaml
 
     if out is not None:
-        from specplan.io import check_output_file
+        from specplan.core.io import check_output_file
 
         check_output_file(out)
     profile = import_hf_config(config)

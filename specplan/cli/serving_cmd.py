@@ -16,7 +16,7 @@ def validate_serving(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Print each leave-group-out fold."),
 ) -> None:
     """Fit engine numbers on reference/serving_h100.csv (groups left out in turn), score every row; MagicDec."""
-    from specplan.serving.report import write_reports
+    from specplan.validation.serving_report import write_reports
 
     say = (lambda s: print(s, file=sys.stderr, flush=True)) if progress else None
     for p in write_reports(outdir, progress=say):

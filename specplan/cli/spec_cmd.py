@@ -10,9 +10,9 @@ from specplan.cli.app import app
 from specplan.cli.serving_options import Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate
 from specplan.cli.parsing import cli_layout, comma_list, context_tokens, mech_values
 from specplan.cli.output import print_json, table
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 from specplan.speculation.guidelines import g1_phrase
-from specplan.sweep import MAX_DRAFT_LEN
+from specplan.planning.sweep import MAX_DRAFT_LEN
 
 MECHS = "none|external|eagle3|mtp|medusa|dflash|dspark|ngram|self"
 
@@ -33,7 +33,7 @@ def _engine(engine, serving):
     from specplan.speculation.serving import ALIASES
 
     if engine is not None and serving is not None:
-        from specplan.errors import SpecplanError
+        from specplan.core.errors import SpecplanError
 
         raise SpecplanError("engine: give --engine or its old alias --serving, not both")
     return engine if serving is None else ALIASES.get(serving, serving)
@@ -92,8 +92,8 @@ def predict(
 ) -> None:
     """Baseline vs speculative step, AL, speedup, throughputs, memory and guideline diagnostics of one point;
     with --isl/--osl also the serving model (TPOT, TTFT, latency, tokens/s) at --concurrency or --request-rate."""
-    from specplan.acceptance_spec import cli_acceptance, one_acceptance
-    from specplan.predict import predict_serving, predict_summary
+    from specplan.speculation.acceptance_spec import cli_acceptance, one_acceptance
+    from specplan.planning.predict import predict_serving, predict_summary
     from specplan.serving.workload import workload_from_options
 
     acc = cli_acceptance(acceptance_length, acceptance_rate, acceptance_per_position, acceptance_profile, draft_len)
@@ -212,7 +212,7 @@ def recommend(
     """Best (mechanism, D) with runners-up, and the guideline that bound the choice; with --isl/--osl (and no
     --target-tps) the best (mechanism, D, concurrency[, pools]) by serving tokens/s/GPU under --max-ttft-ms /
     --max-tpot-ms (docs/serving.md)."""
-    from specplan.recommend import recommend as run
+    from specplan.planning.recommend import recommend as run
     from specplan.serving.workload import workload_from_options
 
     acc = mech_values(acceptance, "mechanism=value")
@@ -314,8 +314,8 @@ def _ranked_table(rows: list[dict], unit: str, lpu: bool, why: bool = False) -> 
 
 def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, osl, context, mechs, acc, max_d,
                    dtype, kv_dtype, json_out) -> None:
-    """recommend --target-tps: the smallest GPU count for a load (specplan.capacity.search), printed."""
-    from specplan.capacity import search
+    """recommend --target-tps: the smallest GPU count for a load (specplan.planning.capacity.search), printed."""
+    from specplan.planning.capacity import search
 
     if target_user is None:
         raise SpecplanError("recommend --target-tps: give --target-tps-per-user too")
@@ -345,7 +345,7 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
     if b is None:
         print(f"infeasible: {r['infeasible']}")
         raise typer.Exit(1)
-    from specplan.parallel import parse_layout
+    from specplan.model.parallel import parse_layout
 
     lay = parse_layout(b["layout"])
     flags = f"--tp {lay.tp} --dp {lay.dp} --ep {lay.ep}" + (f" --pp {lay.pp}" if lay.pp > 1 else "")
@@ -364,7 +364,7 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
 def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, extrapolate, max_ttft_ms, max_tpot_ms,
                        search, json_out, kw) -> None:
     """recommend --isl/--osl: print the ranked serving configurations; exit 1 (explained) when none meets the SLA."""
-    from specplan.recommend_serving import recommend_serving
+    from specplan.planning.recommend_serving import recommend_serving
 
     r = recommend_serving(model, hardware, wl, tp=tp, engine=eng, mechanisms=mechs, acceptance=acc,
                           max_draft_len=max_draft_len, extrapolate=extrapolate, max_ttft_ms=max_ttft_ms,

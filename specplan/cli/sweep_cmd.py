@@ -13,7 +13,7 @@ import typer
 from specplan.cli.app import app
 from specplan.cli.serving_options import Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate
 from specplan.cli.parsing import comma_list, int_list, mech_values
-from specplan.sweep import MAX_DRAFT_LEN
+from specplan.planning.sweep import MAX_DRAFT_LEN
 
 
 DEFAULT_CONTEXT = 1024  # tokens in the KV cache when pareto gets no --context (stated in its output)
@@ -28,7 +28,7 @@ _ACCEPTANCE_FORM = "MECH=VALUE (rate 0.8, AL@D 3.2@4, p1,p2,.. or a profile)"
 
 def figure_formats(value: str | None) -> tuple[str, ...]:
     """--formats 'png,svg' as a tuple of formats (default png); anything else is a one-line error."""
-    from specplan.errors import SpecplanError
+    from specplan.core.errors import SpecplanError
 
     fmts = tuple(dict.fromkeys(x.lower() for x in comma_list(value))) if value is not None else ("png",)
     bad = [f for f in fmts if f not in FIGURE_FORMATS]
@@ -40,7 +40,7 @@ def figure_formats(value: str | None) -> tuple[str, ...]:
 
 def figure_names(value: str | None, no_plots: bool = False) -> tuple[str, ...]:
     """--figures 'frontier,heatmap' (or 'all', 'none') as a tuple of FIGURES keys; default the frontier."""
-    from specplan.errors import SpecplanError
+    from specplan.core.errors import SpecplanError
 
     if value is None:
         return () if no_plots else DEFAULT_FIGURES
@@ -65,11 +65,11 @@ def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, f
     fits. timings: filled with the CPU seconds of the tables and of the figures."""
     import time
 
-    from specplan.frontier import best_at, interactivity_levels
-    from specplan.io import atomic_write_text
+    from specplan.planning.frontier import best_at, interactivity_levels
+    from specplan.core.io import atomic_write_text
     from specplan.profiles.registry import load_hardware, load_model
-    from specplan.sweep import columns_doc
-    from specplan.tables import write_table
+    from specplan.planning.sweep import columns_doc
+    from specplan.core.tables import write_table
 
     t0 = time.process_time()
     written = write_table(df, outdir / "grid", parquet=True, csv=grid_csv)
@@ -185,11 +185,11 @@ def pareto(
 ) -> None:
     """Sweep batch x D x mechanism x TP x context x device; write grid, frontier and plots. With --isl/--osl:
     the serving grid (mechanism x D x concurrency [x pools]) and its frontier as CSV (first device and TP)."""
-    from specplan.frontier import frontier, throughput_column
+    from specplan.planning.frontier import frontier, throughput_column
     from specplan.profiles.registry import load_hardware, load_model
     from specplan.serving.workload import workload_from_options
     from specplan.speculation.speedup import mechanism_names
-    from specplan.sweep import sweep
+    from specplan.planning.sweep import sweep
 
     wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools, require_load=False)
     if wl is not None:
@@ -198,7 +198,7 @@ def pareto(
                         request_rate is None, Path(outdir), dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model))
         return
 
-    from specplan.io import check_output_dir
+    from specplan.core.io import check_output_dir
 
     check_output_dir(outdir)  # a bad -o is an error before the sweep
     throughput_column(per)  # a bad --per is an error before the sweep
@@ -255,8 +255,8 @@ def study(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on a terminal."),
 ) -> None:
     """Run a YAML what-if study: base scenario + variants; results, plots and summary.md."""
-    from specplan.io import check_output_dir
-    from specplan.study_plots import run_study
+    from specplan.core.io import check_output_dir
+    from specplan.plots.study_plots import run_study
 
     check_output_dir(outdir)
     summary = run_study(path, outdir, progress=None if progress else False)
@@ -273,9 +273,9 @@ def study(
 
 def _serving_pareto(model, hardware, wl, tp, engine, mechs, acc, max_draft_len, search, outdir: Path, kw) -> None:
     """pareto --isl/--osl: serving_grid.csv and serving_frontier.csv (tokens/s/GPU vs tokens/s/user)."""
-    from specplan.frontier import frontier_mask
-    from specplan.io import atomic_write_text
-    from specplan.recommend_serving import serving_grid
+    from specplan.planning.frontier import frontier_mask
+    from specplan.core.io import atomic_write_text
+    from specplan.planning.recommend_serving import serving_grid
 
     df = serving_grid(model, hardware, wl, tp=tp, engine=engine, mechanisms=mechs, acceptance=acc,
                       max_draft_len=max_draft_len, search_concurrency=search,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from specplan.costs.roofline import KernelCost, roofline
-from specplan.dtypes import canonical_dtype, dtype_bytes
+from specplan.core.dtypes import canonical_dtype, dtype_bytes
 from specplan.profiles.hardware import HardwareProfile
 
 
@@ -74,7 +74,7 @@ def attention_cost(
     whose tile height, packing and efficiencies override the hardware's (None = the hardware's).
     """
     if style not in ("shared", "reread"):
-        from specplan.errors import SpecplanError
+        from specplan.core.errors import SpecplanError
 
         raise SpecplanError(f"attention style: must be 'shared' or 'reread', got '{style}'")
     att = family_efficiency(hw, family)

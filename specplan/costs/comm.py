@@ -40,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 from specplan.costs.roofline import KernelCost, roofline
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 from specplan.profiles.hardware import HardwareProfile
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from specplan.costs.roofline import KernelCost, roofline
-from specplan.dtypes import canonical_dtype, dtype_bytes, math_dtype
+from specplan.core.dtypes import canonical_dtype, dtype_bytes, math_dtype
 from specplan.profiles.hardware import HardwareProfile
 
 LOW_PRECISION = {"fp8", "fp4", "int8", "int4"}

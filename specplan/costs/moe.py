@@ -33,8 +33,8 @@ import numpy as np
 
 from specplan.costs.gemm import compute_dtype_for, gemm_flops, soft_corner
 from specplan.costs.roofline import KernelCost, roofline
-from specplan.dtypes import dtype_bytes
-from specplan.errors import SpecplanError
+from specplan.core.dtypes import dtype_bytes
+from specplan.core.errors import SpecplanError
 from specplan.profiles.hardware import HardwareProfile
 
 

@@ -16,7 +16,7 @@ def plot_breakdown(model, hw, tp=1, batch=8, context_len=8192, draft_lens=(0, 1,
                    title=None, **kw):
     """Figure 5: step time of the target by kernel class as D grows (q_len = 1 + D), stacked bars."""
     from specplan.profiles.registry import load_hardware, load_model
-    from specplan.step import CLASSES, step_time
+    from specplan.model.step import CLASSES, step_time
 
     m, h = load_model(model), load_hardware(hw)
     d = np.asarray(draft_lens)

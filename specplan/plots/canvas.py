@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from specplan.io import atomic_write_bytes  # noqa: E402
+from specplan.core.io import atomic_write_bytes  # noqa: E402
 
 RC = {"svg.hashsalt": "specplan", "svg.fonttype": "path", "font.size": 9, "axes.titlesize": 10}
 

@@ -32,7 +32,7 @@ def plot_frontier(df, title: str | None = None, max_labels: int = 8, label_hardw
     """Figure 1: frontier with (solid) and without (dashed) speculation for each device; up to `max_labels`
     points per device labelled 'mechanism (B, D, TP)', placed inside the axes without overlaps.
     per: throughput per target GPU ('gpu') or per device, draft devices included ('device')."""
-    from specplan.frontier import frontier, throughput_column
+    from specplan.planning.frontier import frontier, throughput_column
 
     col = throughput_column(per)
 
@@ -80,7 +80,7 @@ def best_setup(df, front, per: str = "gpu") -> dict:
     """Device, TP, context, batch and mechanism of the best frontier point (highest throughput `per` on the
     speculation frontier, else the overall one) for the heat map and breakdown; `fits` False (first device,
     smallest TP, context and batch 16) when no point fits."""
-    from specplan.frontier import throughput_column
+    from specplan.planning.frontier import throughput_column
 
     col = throughput_column(per)
     for name in ("speculation", "overall"):

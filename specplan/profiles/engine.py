@@ -22,8 +22,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from specplan.dtypes import canonical_dtype
-from specplan.limits import MAX_BATCH
+from specplan.core.dtypes import canonical_dtype
+from specplan.core.limits import MAX_BATCH
 from specplan.profiles.hardware import MAX_TIME_S, MIN_FRACTION, HardwareProfile, kv_fractions  # the hardware profiles' bounds
 
 GEMM_SCALE_RANGE = (0.2, 5.0)  # an engine's GEMM kernels run at 1/5 to 5x the fitted fractions; beyond is a typo

@@ -6,10 +6,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from specplan.dtypes import canonical_dtype, math_dtype
-from specplan.errors import SpecplanError
+from specplan.core.dtypes import canonical_dtype, math_dtype
+from specplan.core.errors import SpecplanError
 
-# Bounds that keep every derived time finite (see specplan.limits): a fraction of the spec sheet is at least
+# Bounds that keep every derived time finite (see specplan.core.limits): a fraction of the spec sheet is at least
 # 1e-3, a rate (FLOP/s, bytes/s) at least 1e6 and at most 1e21, a time at most 1 s; no number is NaN or inf and
 # numbers are numbers (strict: YAML `true` is not 1).
 MIN_FRACTION = 1e-3

@@ -179,8 +179,8 @@ def mixer_blocks(c: HfFields, mixer_kinds: set[str]) -> dict[str, Any]:
     if mixer_kinds & {"linear", "mamba"}:
         state = c.get("mamba_ssm_dtype", "mamba_ssm_cache_dtype")  # Qwen3-Next / Qwen3.5, Nemotron-H
         if state is not None:
-            from specplan.dtypes import canonical_dtype
-            from specplan.errors import SpecplanError
+            from specplan.core.dtypes import canonical_dtype
+            from specplan.core.errors import SpecplanError
 
             try:
                 d["state_dtype"] = canonical_dtype(str(state))

@@ -11,8 +11,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from specplan.errors import SpecplanError
-from specplan.loader import check_values
+from specplan.core.errors import SpecplanError
+from specplan.core.loader import check_values
 
 _MISSING = object()
 
@@ -80,9 +80,9 @@ class HfFields:
 
 
 def read_json(path: Path) -> dict:
-    """A config.json object read as a foreign document with the bounds of `specplan.loader` (size, nesting); its
-    values are checked field by field as the importer reads them (HfFields)."""
-    from specplan.loader import read_json as _read
+    """A config.json object read as a foreign document with the bounds of `specplan.core.loader` (size, nesting);
+    its values are checked field by field as the importer reads them (HfFields)."""
+    from specplan.core.loader import read_json as _read
 
     data = _read(path, "config file", mapping=False, foreign=True)
     if not isinstance(data, dict):

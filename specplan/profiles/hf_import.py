@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 from specplan.profiles.hf_blocks import arch_flags, attention_dims, mixer_blocks, moe_block, mtp_block
 from specplan.profiles.hf_fields import HfFields, flatten_text_config, read_json
 from specplan.profiles.hf_layers import (
@@ -185,7 +185,7 @@ def profile_to_yaml(profile: ModelProfile, path: str | Path | None = None) -> st
             out[k] = short.get(k, v)
     text = yaml.safe_dump(out, sort_keys=False, width=4096, allow_unicode=True)
     if path is not None:
-        from specplan.io import atomic_write_text
+        from specplan.core.io import atomic_write_text
 
         atomic_write_text(Path(path), text)
     return text

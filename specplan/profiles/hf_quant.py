@@ -8,8 +8,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from specplan.dtypes import INT4_GROUP_SIZES, canonical_dtype, dtype_bytes
-from specplan.errors import SpecplanError
+from specplan.core.dtypes import INT4_GROUP_SIZES, canonical_dtype, dtype_bytes
+from specplan.core.errors import SpecplanError
 from specplan.profiles.hf_fields import HfFields, checked, read_json
 
 # modelopt / hf_quant_config quant_algo values -> weight format

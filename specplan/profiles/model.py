@@ -6,9 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from specplan.dtypes import canonical_dtype
-from specplan.errors import SpecplanError
-from specplan.limits import MAX_PROFILE_INT
+from specplan.core.dtypes import canonical_dtype
+from specplan.core.errors import SpecplanError
+from specplan.core.limits import MAX_PROFILE_INT
 
 # Keys of ModelProfile.module_dtypes (any other key is an error, not silently ignored).
 MODULE_KEYS = ("attention", "linear_attention", "mamba", "ffn", "moe", "shared_experts", "router", "fc", "lm_head",

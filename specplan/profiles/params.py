@@ -266,7 +266,7 @@ def _result(total, active, embedding, lm_head, mtp, mtp_active, by, embedding_sh
 def module_dtype(model: ModelProfile, key: str) -> str:
     """Weight dtype of a by_module key; `other` (norms, routers, biases, convolutions) stays 16-bit in a quantized
     checkpoint unless module_dtypes names it."""
-    from specplan.dtypes import dtype_bytes
+    from specplan.core.dtypes import dtype_bytes
 
     if key == "other" and "other" not in model.module_dtypes and dtype_bytes(model.weight_dtype) < 2:
         return "bf16"
@@ -275,7 +275,7 @@ def module_dtype(model: ModelProfile, key: str) -> str:
 
 def weight_bytes(model: ModelProfile, include_mtp: bool = True) -> dict:
     """Weight bytes per module with the profile's module dtypes (block-scale overhead included); key `total`."""
-    from specplan.dtypes import dtype_bytes
+    from specplan.core.dtypes import dtype_bytes
 
     pc = param_counts(model)
     out = {k: v * dtype_bytes(module_dtype(model, k)) for k, v in pc["by_module"].items()}
@@ -287,7 +287,7 @@ def weight_bytes(model: ModelProfile, include_mtp: bool = True) -> dict:
 
 def param_summary(model: ModelProfile) -> list[str]:
     """Lines (YAML comments) with the derived parameter counts and the weight bytes per dtype of a profile."""
-    from specplan.dtypes import dtype_bytes
+    from specplan.core.dtypes import dtype_bytes
 
     pc = param_counts(model)
     lines = [

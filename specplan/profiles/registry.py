@@ -10,8 +10,8 @@ from typing import TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from specplan import loader
-from specplan.errors import SpecplanError, brief
+from specplan.core import loader
+from specplan.core.errors import SpecplanError, brief
 from specplan.profiles.engine import EngineProfile, KernelFamily
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import ModelProfile
@@ -58,7 +58,7 @@ def format_validation_error(err: ValidationError, where: str) -> str:
 
 
 def read_yaml(path: Path) -> dict:
-    """Read a YAML mapping with the bounds of `specplan.loader` (size, nesting, aliases, duplicate keys, finite
+    """Read a YAML mapping with the bounds of `specplan.core.loader` (size, nesting, aliases, duplicate keys, finite
     numbers), or raise a one-line error naming the file."""
     return loader.read_yaml(path)
 
@@ -166,7 +166,7 @@ def write_profile_yaml(profile: BaseModel, path: Path | None = None) -> str:
     """Serialize a profile to YAML text (and to `path` when given), dropping unset defaults."""
     text = yaml.safe_dump(profile.model_dump(exclude_defaults=True, mode="json"), sort_keys=False)
     if path is not None:
-        from specplan.io import atomic_write_text
+        from specplan.core.io import atomic_write_text
 
         atomic_write_text(Path(path), text)
     return text

@@ -1,2 +1,2 @@
 """What a serving engine adds to steps: workloads, prefill, aggregated and disaggregated serving (above
-specplan.step and specplan.speculation, below sweep / recommend)."""
+specplan.model.step and specplan.speculation, below sweep / recommend)."""

@@ -21,7 +21,7 @@ loop: C = B + X·TTFT is solved for B by bisection (vectorized over the grid). T
 
 Two stages: `gpu_tables` prices every GPU quantity once on a geometric grid of decode batches (one vectorized
 pass through the roofline), `solve` adds the engine's host costs and solves the steady state by interpolating
-the tables; calibration (specplan.serving.validation) refits engine numbers on the same tables.
+the tables; calibration (specplan.validation.serving) refits engine numbers on the same tables.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specplan.memory import memory_usage
-from specplan.precision import resolve_precision
+from specplan.model.memory import memory_usage
+from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_engine, load_hardware, load_kernel_family, load_model
 from specplan.serving.prefill import mixed_step_s, prefill_s
 from specplan.serving.workload import Workload
 from specplan.speculation.speedup import evaluate
-from specplan.step import step_time
+from specplan.model.step import step_time
 
 BISECTION_STEPS = 30
 GRID_POINTS = 40

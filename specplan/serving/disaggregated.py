@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from specplan.memory import kv_bytes_per_token, memory_usage
-from specplan.precision import resolve_precision
+from specplan.model.memory import kv_bytes_per_token, memory_usage
+from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.serving.aggregated import decode_graphed, draft_prefill_model, step_kernels
 from specplan.serving.prefill import prefill_s

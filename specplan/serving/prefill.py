@@ -38,10 +38,10 @@ import numpy as np
 
 from specplan.costs.attention import attention_cost, recurrent_state_cost
 from specplan.costs.gemm import elementwise_cost, gemm_cost
-from specplan.memory import kv_bytes_per_token
+from specplan.model.memory import kv_bytes_per_token
 from specplan.profiles.engine import EngineProfile, engine_hardware
 from specplan.profiles.registry import load_engine, load_kernel_family
-from specplan.step import ACT_BYTES, step_time
+from specplan.model.step import ACT_BYTES, step_time
 
 
 def _nonattention_s(model, hw, tp, tokens, precision, routing):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 
 MODES = ("agg", "disagg")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 
 PROFILE_DIR = Path(__file__).resolve().parents[1] / "data" / "acceptance_profiles"
 
@@ -255,7 +255,7 @@ def simulate_generation(probs, n_tokens: int = 10_000, seed: int = 0) -> float:
 @lru_cache(maxsize=64)
 def load_profile(name: str) -> dict:
     """A shipped acceptance profile by id, or a YAML path; one-line error listing the known ids."""
-    from specplan.loader import read_yaml
+    from specplan.core.loader import read_yaml
 
     if len(name) > 255:
         raise SpecplanError(f"unknown acceptance profile '{name[:60]}...' (known: {', '.join(profile_ids())})")

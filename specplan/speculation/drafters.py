@@ -12,16 +12,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specplan.costs.gemm import gemm_cost
-from specplan.dtypes import dtype_bytes
-from specplan.errors import SpecplanError
-from specplan.memory import kv_bytes_per_seq, memory_usage, mtp_weight_bytes, state_bytes_per_seq, weight_bytes
-from specplan.parallel import Layout
-from specplan.precision import MODULES, Precision, resolve_precision
+from specplan.core.dtypes import dtype_bytes
+from specplan.core.errors import SpecplanError
+from specplan.model.memory import kv_bytes_per_seq, memory_usage, mtp_weight_bytes, state_bytes_per_seq, weight_bytes
+from specplan.model.parallel import Layout
+from specplan.costs.precision import MODULES, Precision, resolve_precision
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import LayerGroup, ModelProfile
 from specplan.profiles.registry import load_hardware, load_model, model_ids
-from specplan.shapes import lm_head_gemm, mixer_gemms
-from specplan.step import step_time
+from specplan.costs.shapes import lm_head_gemm, mixer_gemms
+from specplan.model.step import step_time
 
 # Named assumptions (docs/speculation.md).
 CROSS_DEVICE_TRANSFER_S = 20e-6  # draft on other hardware: one round trip (tokens out, accepted ids back) per iteration
@@ -161,7 +161,7 @@ def draft_external(inp: DraftInput) -> DraftCost:
 def eagle3_head(model: ModelProfile, head: ModelProfile | None = None) -> ModelProfile:
     """The one-layer EAGLE-3 draft model: the head profile (given or built-in eagle3-<target>), else target-shaped.
 
-    As an `eagle3_head`, its layer has q/k/v over 2h inputs and the 3h -> h fusion GEMM (specplan.shapes)."""
+    As an `eagle3_head`, its layer has q/k/v over 2h inputs and the 3h -> h fusion GEMM (specplan.costs.shapes)."""
     if head is None and f"eagle3-{model.id}" in model_ids():
         head = load_model(f"eagle3-{model.id}")
     if head is None:

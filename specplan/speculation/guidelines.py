@@ -19,8 +19,8 @@ import numpy as np
 
 from specplan.costs.gemm import compute_dtype_for
 from specplan.costs.moe import per_expert_m
-from specplan.dtypes import dtype_bytes
-from specplan.precision import Precision
+from specplan.core.dtypes import dtype_bytes
+from specplan.costs.precision import Precision
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import ModelProfile
 
@@ -140,7 +140,7 @@ def attention_share(base) -> np.ndarray:
 def low_latency(model, hw, tp, context_len, prec, base_total_s, style="shared", routing="random") -> np.ndarray:
     """Guideline 4's regime: the D = 0 step at this batch is within LOW_LATENCY_STEP_RATIO of the batch-1 step
     (fixed costs, weight streaming and launches, dominate; tokens/s/user is near its maximum)."""
-    from specplan.step import step_time
+    from specplan.model.step import step_time
 
     one = step_time(model, hw, tp, 1, 1, context_len, precision=prec, attention_style=style, routing=routing).total_s
     return np.asarray(base_total_s, dtype=float) <= LOW_LATENCY_STEP_RATIO * np.asarray(one, dtype=float)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 
 
 @dataclass(frozen=True)

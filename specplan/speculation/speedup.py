@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from specplan.errors import SpecplanError
-from specplan.limits import DRAFT_LEN_LIMIT, MAX_BATCH, MAX_CONTEXT, check_array
-from specplan.memory import DEFAULT_RESERVE, memory_usage
-from specplan.parallel import layout_for
+from specplan.core.errors import SpecplanError
+from specplan.core.limits import DRAFT_LEN_LIMIT, MAX_BATCH, MAX_CONTEXT, check_array
+from specplan.model.memory import DEFAULT_RESERVE, memory_usage
+from specplan.model.parallel import layout_for
 from specplan.profiles.engine import engine_hardware
 from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.speculation.acceptance import Acceptance, find_profile
 from specplan.speculation.drafters import DRAFTERS, DraftInput, get_drafter
 from specplan.speculation.serving import get_serving
-from specplan.step import step_time
+from specplan.model.step import step_time
 
 KEYS = ("baseline_step_s", "verify_s", "draft_s", "iter_s", "acceptance_length", "speedup", "tokens_per_s_per_user",
         "tokens_per_s_per_gpu", "tokens_per_s_per_device", "memory_total_bytes", "fits", "break_even_al",
@@ -125,7 +125,7 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
              guidelines=False, layout=None, engine=None) -> dict[str, np.ndarray]:
     """Baseline and speculative step times, AL, speedup, throughputs, memory and ρ over a broadcast grid
     (with `guidelines`, also the guideline diagnostics under the key 'guidelines'). `batch` counts the
-    instance's sequences; `layout` (specplan.parallel: TP, DP, EP, PP; default TP only) places them, and
+    instance's sequences; `layout` (specplan.model.parallel: TP, DP, EP, PP; default TP only) places them, and
     tokens/s/GPU divides by its TP x DP x PP GPUs.
 
     `tree_tokens`: verified tokens per sequence of a tree (default: the acceptance profile's tree, if it was

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from specplan.bench.calibrate import calibrate, fallback_attention_rows, fit_gemm
 from specplan.bench.families import detect_family, predict_table
-from specplan.bench.validate import Filters, validate
+from specplan.validation.kernels import Filters, validate
 from specplan.cli import app
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 from specplan.profiles.registry import load_hardware
 
 MEAS = Path(__file__).resolve().parents[2] / "reference" / "measured"

@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 
 from specplan.bench import harness  # noqa: E402
 from specplan.bench.calibrate import calibrate  # noqa: E402
-from specplan.bench.validate import validate  # noqa: E402
+from specplan.validation.kernels import validate  # noqa: E402
 from specplan.profiles.registry import load_hardware  # noqa: E402
 
 # Interleaved (N, K) grid: every other shape is held out, so validation shapes lie inside the fitted range.

@@ -5,7 +5,7 @@ import pytest
 
 from specplan.costs.comm import allreduce_time_s, custom_allreduce_s, nccl_allreduce_s
 from specplan.costs.moe import per_expert_m, touched_experts
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 from specplan.profiles.registry import load_hardware
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from specplan.costs.gemm import gemm_bytes, gemm_cost, gemm_flops, gemm_time_s
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 from specplan.profiles.registry import load_hardware
 
 
@@ -80,7 +80,7 @@ def _has(i):
 
 
 def test_mxfp4_has_its_own_scale_overhead_and_computes_on_fp4_units():
-    from specplan.dtypes import dtype_bytes
+    from specplan.core.dtypes import dtype_bytes
 
     assert dtype_bytes("mxfp4") == 0.5 + 1 / 32  # one E8M0 scale per 32 elements
     assert dtype_bytes("fp4") == 0.5 + 1 / 16  # NVFP4: one fp8 scale per 16 elements

@@ -13,11 +13,11 @@ import pytest
 from specplan.costs.attention import attention_cost
 from specplan.costs import comm
 from specplan.costs.comm import allreduce_time_s
-from specplan.memory import kv_bytes_per_token, memory_usage, state_bytes_per_seq, weight_bytes
-from specplan.precision import resolve_precision
+from specplan.model.memory import kv_bytes_per_token, memory_usage, state_bytes_per_seq, weight_bytes
+from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_hardware, load_model
-from specplan import step as step_module
-from specplan.step import step_time
+from specplan.model import step as step_module
+from specplan.model.step import step_time
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from specplan.profiles.registry import load_hardware, load_kernel_family, load_model
-from specplan.step import step_time
+from specplan.model.step import step_time
 
 ROOT = Path(__file__).resolve().parents[2]
 

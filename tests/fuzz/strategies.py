@@ -326,7 +326,7 @@ def run_loader(name: str, spec, timeout_s: float = 60.0) -> list[str]:
     import traceback
 
     from harness import Hang, _alarm
-    from specplan.errors import SpecplanError
+    from specplan.core.errors import SpecplanError
 
     folder = Path(tempfile.mkdtemp(prefix="specplan-fuzz-"))
     old = Path.cwd()
@@ -364,7 +364,7 @@ def run_loader(name: str, spec, timeout_s: float = 60.0) -> list[str]:
 
 
 def _call_loader(name: str, path: str) -> None:
-    from specplan import loader
+    from specplan.core import loader
     from specplan.profiles import registry
 
     if name == "yaml":
@@ -380,7 +380,7 @@ def _call_loader(name: str, path: str) -> None:
     elif name == "kernel":
         _finite_profile(registry.load_kernel_family(path))
     elif name == "study":
-        from specplan.study import expand, load_study
+        from specplan.study.spec import expand, load_study
 
         expand(load_study(path))
     elif name == "hf_import":
@@ -388,7 +388,7 @@ def _call_loader(name: str, path: str) -> None:
 
         _finite_profile(import_hf_config(path))
     elif name == "hf_foreign":  # a valid config plus a field specplan does not read: it must import (issue 22)
-        from specplan.errors import SpecplanError
+        from specplan.core.errors import SpecplanError
         from specplan.profiles.hf_import import import_hf_config
 
         try:

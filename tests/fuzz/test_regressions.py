@@ -65,7 +65,7 @@ def test_two_profiles_sharing_an_id_are_an_error(tmp_path):
 
 
 def test_grid_integer_columns_are_64_bit():
-    from specplan.sweep import sweep
+    from specplan.planning.sweep import sweep
 
     df = sweep("llama-3.2-1b", "h100-sxm", batch=[1], draft_lens=[0, 1], mechanisms=["eagle3"],
                acceptance={"eagle3": 0.7}, tp=[1], contexts=[2**31 + 5], progress=False)
@@ -75,7 +75,7 @@ def test_grid_integer_columns_are_64_bit():
 
 
 def test_outputs_get_the_umask_mode_not_0600(tmp_path):
-    from specplan.io import atomic_write_text
+    from specplan.core.io import atomic_write_text
 
     old = os.umask(0o022)
     try:
@@ -90,7 +90,7 @@ def test_outputs_get_the_umask_mode_not_0600(tmp_path):
 
 
 def test_failed_write_leaves_no_temp_file(tmp_path):
-    from specplan.io import atomic_write_bytes
+    from specplan.core.io import atomic_write_bytes
 
 
     with pytest.raises(TypeError):
@@ -100,7 +100,7 @@ def test_failed_write_leaves_no_temp_file(tmp_path):
 
 def test_killed_run_leaves_no_temp_file(tmp_path, monkeypatch):
     """SIGTERM in the middle of writing the grid: exit 130, one line, no hidden partial file."""
-    import specplan.io as sio
+    import specplan.core.io as sio
 
     real = os.replace
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.registry import hardware_dir, hardware_ids, load_hardware
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 from specplan.profiles.hf_import import import_hf_config, profile_to_yaml
 from specplan.profiles.params import param_counts
 from specplan.profiles.registry import load_model
@@ -258,7 +258,7 @@ def test_nested_read_field_is_strict(tmp_path):
 
 
 def test_profiles_written_for_specplan_stay_strict(tmp_path):
-    from specplan.loader import read_json, read_yaml
+    from specplan.core.loader import read_json, read_yaml
 
     (tmp_path / "p.yaml").write_text("id: x\nunused: .inf\n")
     with pytest.raises(SpecplanError, match="unused: must be a finite number"):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 from specplan.profiles.hf_import import profile_to_yaml
 from specplan.profiles.model import ModelProfile
 from specplan.profiles.params import param_counts, weight_bytes

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from specplan.memory import weight_bytes
-from specplan.precision import resolve_precision
+from specplan.model.memory import weight_bytes
+from specplan.costs.precision import resolve_precision
 from specplan.profiles.hf_import import import_hf_config
 from specplan.profiles.params import param_counts
 from specplan.profiles.registry import load_hardware
@@ -117,7 +117,7 @@ EVERY_JSON = sorted(REF.glob("*.json")) + sorted(CFG.rglob("*.json"))
 
 @pytest.mark.parametrize("path", EVERY_JSON, ids=lambda p: p.name if p.parent.name == "hf_configs" else str(p.parent.name))
 def test_every_config_file_imports_or_fails_in_one_line(path):
-    from specplan.errors import SpecplanError
+    from specplan.core.errors import SpecplanError
 
     try:
         prof = import_hf_config(path)
@@ -171,7 +171,7 @@ def _broken(tmp_path, name: str, **changes):
      ("quantization_config.ignore", "bad regular expression")),
 ])  # fmt: skip
 def test_new_architectures_broken_fields_are_one_line(tmp_path, name, changes, fragments):
-    from specplan.errors import SpecplanError
+    from specplan.core.errors import SpecplanError
 
     p = _broken(tmp_path, name, **changes)
     with pytest.raises(SpecplanError) as exc:
@@ -318,7 +318,7 @@ def test_new_profiles_round_trip_and_price_a_verify_step(path, tmp_path):
 
     from specplan.profiles.hf_import import profile_to_yaml
     from specplan.profiles.registry import load_model
-    from specplan.step import step_time
+    from specplan.model.step import step_time
 
     prof = import_hf_config(path, id="m")
     out = tmp_path / "m.yaml"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from specplan.errors import SpecplanError
-from specplan.memory import weight_bytes
-from specplan.precision import resolve_precision
+from specplan.core.errors import SpecplanError
+from specplan.model.memory import weight_bytes
+from specplan.costs.precision import resolve_precision
 from specplan.profiles.hf_import import import_hf_config
 from specplan.profiles.params import param_counts
 from specplan.profiles.params import weight_bytes as module_weight_bytes
@@ -116,7 +116,7 @@ def _kv_bytes_per_token_llama8b(kv_bytes: float) -> float:
      "quant_algo": "FP8"},
 ], ids=["compressed-tensors-kv_cache_scheme", "modelopt-kv_cache_quant_algo", "modelopt-nested"])
 def test_embedded_fp8_kv_declaration_is_the_default(tmp_path, qc):
-    from specplan.memory import kv_bytes_per_token
+    from specplan.model.memory import kv_bytes_per_token
 
     p = import_hf_config(_with_quant(tmp_path, LLAMA, qc))
     assert p.kv_cache_dtype == "fp8"

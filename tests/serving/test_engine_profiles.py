@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from specplan.costs.attention import attention_cost
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 from specplan.profiles.registry import (engine_ids, kernel_family_ids, load_engine, load_hardware,
                                         load_kernel_family, load_model)
-from specplan.step import step_time
+from specplan.model.step import step_time
 
 H100 = load_hardware("h100-sxm")
 

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from specplan.precision import resolve_precision
+from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_hardware, load_kernel_family, load_model
 from specplan.serving.prefill import mixed_step_s, prefill_attention_s, prefill_s
-from specplan.step import step_time
+from specplan.model.step import step_time
 
 H100 = load_hardware("h100-sxm")
 M8 = load_model("llama-3.1-8b")

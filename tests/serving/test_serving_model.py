@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq
 
-from specplan.precision import resolve_precision
+from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.serving.aggregated import aggregated
 from specplan.serving.disaggregated import disaggregated
 from specplan.serving.prefill import mixed_step_s
 from specplan.serving.workload import Workload
 from specplan.speculation.acceptance import Acceptance
-from specplan.step import step_time
+from specplan.model.step import step_time
 
 
 def run(*args):
@@ -171,7 +171,7 @@ def test_recommend_sla_nothing_meets_is_explained_exit_1():
 
 
 def test_recommend_serving_maximizes_throughput_under_the_sla():
-    from specplan.recommend_serving import recommend_serving
+    from specplan.planning.recommend_serving import recommend_serving
 
     wl = Workload(1024, 256, concurrency=1.0)
     r = recommend_serving("llama-3.1-8b", "h100-sxm", wl, engine="vllm", max_tpot_ms=12.0, search_concurrency=True)
@@ -203,7 +203,7 @@ def test_prefill_utilization_hand_computed():
 
 
 def test_bunched_start_only_for_aiconfigurator_rows():
-    from specplan.serving.validation import bunched_start, load_rows
+    from specplan.validation.serving import bunched_start, load_rows
 
     d = load_rows()
     assert not d.loc[d["framework"].str.startswith("NIM"), "bunched"].any()
@@ -212,7 +212,7 @@ def test_bunched_start_only_for_aiconfigurator_rows():
 
 
 def test_nim_group_ignores_prefill_cohort():
-    from specplan.serving.validation import groups, load_rows
+    from specplan.validation.serving import groups, load_rows
 
     d = load_rows()
     (g,) = groups(d[d["framework"].str.startswith("NIM")])

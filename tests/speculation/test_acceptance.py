@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 from specplan.speculation.acceptance import (Acceptance, al_from_rate, load_profile, profile_ids, rate_from_length,
                                              simulate_al, simulate_generation, tree_per_position, tree_tokens)
 

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from specplan.errors import SpecplanError
+from specplan.core.errors import SpecplanError
 from specplan.profiles.registry import load_hardware, load_model
-from specplan.acceptance_spec import parse_acceptance
-from specplan.predict import predict_summary
-from specplan.recommend import recommend
+from specplan.speculation.acceptance_spec import parse_acceptance
+from specplan.planning.predict import predict_summary
+from specplan.planning.recommend import recommend
 from specplan.speculation.guidelines import attention_tile_d, compute_bound_from_d, tile_aligned
 
 
@@ -152,7 +152,7 @@ def test_moe_compute_bound_from_d_balanced_by_hand():
 
 def test_deepseek_v3_g1_reports_experts_not_dense_gemms():
     from specplan.costs.moe import per_expert_m
-    from specplan.step import step_time
+    from specplan.model.step import step_time
 
     r = predict_summary("deepseek-v3", "h100-sxm", tp=8, batch=64, context_len=4096, mechanism="mtp", draft_len=3,
                         acceptance=parse_acceptance("0.8"))

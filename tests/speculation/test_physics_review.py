@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from specplan.profiles.registry import load_hardware, load_model
-from specplan.recommend import recommend
+from specplan.planning.recommend import recommend
 from specplan.speculation import drafters
 from specplan.speculation import acceptance as acc_module
 from specplan.speculation.acceptance import Acceptance, al_from_per_position, tree_per_position, tree_tokens

@@ -21,11 +21,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specplan.frontier import frontier_indices, frontier_mask
+from specplan.planning.frontier import frontier_indices, frontier_mask
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation import Acceptance, evaluate
 from specplan.speculation.acceptance import al_from_per_position, al_from_rate
-from specplan.step import step_time
+from specplan.model.step import step_time
 
 _LONG = int(os.environ.get("SPECPLAN_PROPERTY_EXAMPLES", "0"))  # examples over all six tests (long mode)
 FAST = settings(max_examples=-(-_LONG // 6) if _LONG else 60, deadline=None, database=None if _LONG else

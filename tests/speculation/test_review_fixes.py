@@ -8,12 +8,12 @@ import sys
 import numpy as np
 import pytest
 
-from specplan.predict import predict_summary
-from specplan.recommend import recommend
+from specplan.planning.predict import predict_summary
+from specplan.planning.recommend import recommend
 from specplan.speculation.acceptance import Acceptance
 from specplan.speculation.guidelines import binding_line
 from specplan.speculation.speedup import evaluate
-from specplan.sweep import sweep
+from specplan.planning.sweep import sweep
 
 
 def run(*args):
@@ -170,7 +170,7 @@ def test_mla_under_tp_infeasible_names_the_cause_and_the_largest_batch():
 
 def test_memory_notes_span_the_batch_range():
     """The memory limits over the batch range stay in the JSON (`memory_limits`); the printed notes are about
-    the chosen operating point (tests/sweep/test_user_facing.py)."""
+    the chosen operating point (tests/planning/test_user_facing.py)."""
     r = recommend("qwen3.5-122b-a10b", "b200", tp=2, context_len=8192, mechanisms=["mtp"],
                   acceptance={"mtp": "0.8"})
     notes = [n for n in r["memory_limits"] if "does not fit" in n]

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from specplan.errors import SpecplanError
-from specplan.memory import state_bytes_per_seq
+from specplan.core.errors import SpecplanError
+from specplan.model.memory import state_bytes_per_seq
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation import Acceptance, ServingProfile, evaluate, mechanism_names
-from specplan.step import step_time
+from specplan.model.step import step_time
 
 A8 = Acceptance.from_rate(0.8)
 
@@ -148,7 +148,7 @@ LPU_EXT = dict(batch=1, context_len=4096, draft_len=4, mechanism="external", acc
 
 
 def test_lpu_draft_on_the_same_lpu_gets_its_own_chips():
-    from specplan.memory import memory_usage
+    from specplan.model.memory import memory_usage
 
     hw = load_hardware("groq-3-lpu")
     r = evaluate("llama-3.1-8b", "groq-3-lpu", **LPU_EXT)

@@ -1,0 +1,118 @@
+"""Files of an adaptive run (`specplan adaptive -o DIR`): summary.md, results.json, series CSVs, time-series plots."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+
+SUMMARY = ("policy", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms", "ttft_p50_ms", "ttft_p99_ms",
+           "tokens_per_s_per_gpu", "tokens_per_s_per_user", "slo_attainment", "goodput_tokens_per_s",
+           "mean_draft_len", "mean_batch")
+
+
+def _fmt(v) -> str:
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return "–"
+    if isinstance(v, float):
+        return f"{v:,.3f}" if abs(v) < 10 else f"{v:,.1f}"
+    return str(v)
+
+
+def summary_markdown(res: dict, title: str = "") -> str:
+    """The per-policy table as markdown, the lossy and bound rows marked."""
+    rows = res["policies"]
+    lines = [f"# {title or 'Adaptive speculation'}", "",
+             f"{res['model']} on {res['hardware']}; {res['requests']} requests ({res['source']}).", "",
+             "| " + " | ".join(SUMMARY) + " |", "|" + "---|" * len(SUMMARY)]
+    for r in rows:
+        name = r["policy"] + (" (lossy)" if r.get("lossy") else "") + (" (bound)" if r.get("bound") else "")
+        lines.append("| " + " | ".join([name] + [_fmt(r.get(c)) for c in SUMMARY[1:]]) + " |")
+    for r in rows:
+        if r.get("lossy"):
+            lines += ["", f"`{r['policy']}` is lossy: {100 * r['relaxed_token_fraction']:.1f} % of its output tokens "
+                          "were accepted only by the relaxed test (α' = α + relax·(1 − α)); not comparable with the "
+                          "lossless rows."]
+        if r.get("bound"):
+            lines += ["", f"`{r['policy']}` bounds every lossless policy on this seed: its TPOT percentiles are lower "
+                          "bounds, its tokens/s and TPOT-SLO attainment upper bounds (docs/adaptive.md)."]
+    return "\n".join(lines) + "\n"
+
+
+def plot_series(series: dict[str, dict], stem) -> list[Path]:
+    """Four panels over time: D, decode batch, AL and per-token step time, one line per policy."""
+    from specplan.plots import _figure, save_figure
+
+    fig, axes = _figure(9.0, 7.5, 1)
+    fig.clear()
+    axs = fig.subplots(4, 1, sharex=True)
+    for name, s in series.items():
+        for ax, key in zip(axs, ("draft_len", "batch", "al", "tpot_ms")):
+            ax.plot(s["t_s"], s[key], label=name, lw=1.2)
+    for ax, lab in zip(axs, ("draft length D", "decode batch", "AL (tokens / step)", "step time / AL (ms)")):
+        ax.set_ylabel(lab)
+        ax.grid(alpha=0.3)
+    axs[-1].set_xlabel("time (s)")
+    axs[0].legend(ncols=min(4, len(series)), fontsize=8)
+    return save_figure(fig, stem)
+
+
+def write_report(res: dict, out_dir, title: str = "", plot_stem=None) -> list[Path]:
+    """summary.md, results.json, series_<policy>.csv and adaptive_timeseries.png/svg under out_dir."""
+    import io
+
+    from specplan.core.jsonable import to_jsonable
+    from specplan.core.io import atomic_write_text  # umask mode, no partial file on failure or Ctrl-C
+
+    d = Path(out_dir)
+    paths = [d / "summary.md", d / "results.json"]
+    atomic_write_text(paths[0], summary_markdown(res, title))
+    atomic_write_text(paths[1], json.dumps(to_jsonable({"policies": res["policies"]}), indent=2) + "\n")
+    for name, s in res["series"].items():
+        p = d / f"series_{name.replace(':', '_').replace('/', '_').replace('=', '')}.csv"
+        f = io.StringIO(newline="")
+        w = csv.writer(f, lineterminator="\r\n")
+        w.writerow(list(s))
+        w.writerows(zip(*(np.round(np.asarray(v, float), 5).tolist() for v in s.values())))
+        atomic_write_text(p, f.getvalue())
+        paths.append(p)
+    if res["series"]:
+        paths += plot_series(res["series"], plot_stem or d / "adaptive_timeseries")
+    return paths
+
+
+EXAMPLE = {"requests": 3000, "rate_start": 4.0, "rate_end": 30.0, "alpha_start": 0.9, "alpha_end": 0.4, "isl": 512,
+           "osl": 256, "seed": 0, "model": "llama-3.1-8b", "hardware": "h100-sxm", "max_tpot_ms": 8.0,
+           "max_ttft_ms": 500.0, "policies": ["fixed:1", "fixed:3", "fixed:5", "sglang", "model", "model:slo=0",
+                                              "model:acc=0", "adasd", "oracle"]}
+EXAMPLE_COMMAND = ("specplan adaptive --model llama-3.1-8b --hardware h100-sxm --workload examples/adaptive/workload.csv "
+                   "--policies fixed:1,fixed:3,fixed:5,sglang,model,model:slo=0,model:acc=0,adasd,oracle "
+                   "--max-draft-len 8 --max-tpot-ms 8 --max-ttft-ms 500 -o examples/adaptive")
+
+
+def make_example(root) -> list[Path]:
+    """The committed example: α shifts 0.9 → 0.4 while the load rises (examples/adaptive/, docs/plots/)."""
+    from specplan.adaptive import build_workload, run_requests
+    from specplan.adaptive.workload import ramp_workload, write_workload_csv
+
+    e = EXAMPLE
+    root = Path(root)
+    d = root / "examples" / "adaptive"
+    d.mkdir(parents=True, exist_ok=True)
+    cols = ramp_workload(e["requests"], e["rate_start"], e["rate_end"], e["alpha_start"], e["alpha_end"], e["isl"],
+                         e["osl"], seed=e["seed"])
+    write_workload_csv(d / "workload.csv", cols)
+    wl = build_workload(cols["arrival_s"], cols["isl"], cols["osl"], alpha=cols["alpha"],
+                        source="examples/adaptive/workload.csv")
+    res = run_requests(e["model"], e["hardware"], wl, e["policies"], d_max=8, max_tpot_s=e["max_tpot_ms"] / 1e3,
+                       max_ttft_s=e["max_ttft_ms"] / 1e3, seed=e["seed"])
+    title = (f"Adaptive example: α shifts {e['alpha_start']} → {e['alpha_end']} while the arrival rate rises "
+             f"{e['rate_start']:g} → {e['rate_end']:g} requests/s")
+    paths = write_report(res, d, title, plot_stem=root / "docs" / "plots" / "adaptive_example_timeseries")
+    s = d / "summary.md"
+    s.write_text(s.read_text() + f"\nRegenerate: `python scripts/make_adaptive_example.py` (or `{EXAMPLE_COMMAND}`).\n"
+                 f"SLO: TPOT <= {e['max_tpot_ms']:g} ms and TTFT <= {e['max_ttft_ms']:g} ms. Plot: "
+                 "docs/plots/adaptive_example_timeseries.png.\n")
+    return paths

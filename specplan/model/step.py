@@ -1,0 +1,326 @@
+"""One decode (or verify) step of a model on a device: the sum of its kernel costs, by kernel class.
+
+`step_time` is vectorized: batch, q_len and context_len broadcast together (arrays of any shape).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from specplan.costs.attention import attention_cost, recurrent_state_cost
+from specplan.costs.comm import allgather_cost, allreduce_cost, p2p_cost
+from specplan.costs.gemm import elementwise_cost, gemm_cost
+from specplan.costs.moe import moe_experts_cost, parse_routing
+from specplan.costs.roofline import COMPUTE, MEMORY, OVERHEAD, REGIME_NAMES, KernelCost
+from specplan.core.dtypes import dtype_bytes
+from specplan.core.errors import SpecplanError
+from specplan.model.parallel import Layout, layout_for, moe_alltoall_costs
+from specplan.costs.precision import Precision, resolve_precision
+from specplan.profiles.hardware import HardwareProfile
+from specplan.profiles.model import ATTENTION_MIXERS, LayerGroup, ModelProfile
+from specplan.profiles.registry import load_hardware, load_kernel_family, load_model
+from specplan.costs.shapes import layer_gemms, lm_head_gemm
+
+CLASSES = ("gemm", "attention", "state", "moe", "elementwise", "communication", "overhead")
+# "state": the recurrent-state kernels of linear-attention / Mamba layers (conv-state and state update, with the
+# per-position checkpoint writes of verification); "attention" is softmax attention only (full, sliding, MLA).
+ACT_BYTES = 2.0  # activations between kernels are 16-bit
+LOGITS_BYTES = ACT_BYTES  # logits leave the LM head in the activation dtype (vLLM 0.33.0 LogitsProcessor._apply_head)
+
+
+@dataclass
+class StepResult:
+    """Seconds of one step per point, broken down by kernel class, with each class's regime."""
+
+    total_s: np.ndarray
+    breakdown_s: dict[str, np.ndarray]
+    regime_codes: dict[str, np.ndarray]
+    kernels: int
+    devices: np.ndarray | int  # target devices (LPU: chips, which may vary with batch and context)
+    precision: Precision
+    extra: dict = field(default_factory=dict)
+
+    def regime(self, cls: str) -> np.ndarray:
+        """Regime names ('memory', 'compute', 'overhead', 'latency', 'bandwidth', '-') of one class."""
+        codes = self.regime_codes[cls]
+        if cls == "communication":
+            names = {MEMORY: "bandwidth", COMPUTE: "bandwidth", OVERHEAD: "latency", -1: "-"}
+        else:
+            names = {**REGIME_NAMES, -1: "-"}
+        return np.vectorize(names.get, otypes=[object])(codes)
+
+
+class _Acc:
+    """Accumulates kernel costs per class: busy time split into compute-/memory-bound, plus overheads."""
+
+    def __init__(self, shape):
+        self.busy = {c: np.zeros(shape) for c in CLASSES}
+        self.comp = {c: np.zeros(shape) for c in CLASSES}  # busy time of the compute-bound kernels
+        self.overhead = np.zeros(shape)
+        self.comm_latency = np.zeros(shape)
+        self.kernels = 0
+
+    @property
+    def mem(self) -> dict[str, np.ndarray]:
+        """Busy time of the memory-bound kernels per class."""
+        return {c: self.busy[c] - self.comp[c] for c in CLASSES}
+
+    def add(self, cls: str, cost: KernelCost, launches: float) -> None:
+        busy = np.maximum(cost.compute_s, cost.memory_s)
+        self.busy[cls] += busy  # in place: the accumulators already have the grid's full shape
+        self.comp[cls] += np.where(cost.compute_s > cost.memory_s, busy, 0.0)
+        if cls == "communication":
+            self.comm_latency += cost.overhead_s
+        else:
+            self.overhead += cost.overhead_s
+        self.kernels += int(round(launches))
+
+
+def _regimes(acc: _Acc) -> dict[str, np.ndarray]:
+    out = {}
+    for c in CLASSES:
+        if c == "overhead":
+            out[c] = np.where(acc.overhead > 0, OVERHEAD, -1)
+            continue
+        if c == "communication":
+            out[c] = np.where(acc.busy[c] + acc.comm_latency <= 0, -1,
+                              np.where(acc.comm_latency >= acc.busy[c], OVERHEAD, MEMORY))
+            continue
+        out[c] = np.where(acc.busy[c] <= 0, -1, np.where(2.0 * acc.comp[c] > acc.busy[c], COMPUTE, MEMORY))
+    return out
+
+
+INDEXER_KEY_DTYPE = "fp8"  # DSA lightning-indexer keys are scored in fp8 (DeepSeek's fp8_index kernel)
+
+
+def attention_kernels(model, hw, g: LayerGroup, tp, prec, b, q, ctx, style="shared", fam=(None, None)) -> list:
+    """KernelCosts of the attention kernels of one layer of group `g` on one device (empty for other mixers).
+
+    A layer reads its whole context (full), its window (sliding) or at most one chunk (chunked: the worst position,
+    plus q - 1 tokens when the q new tokens cross a chunk boundary; see attended_kv_len); DSA (DeepSeek-V3.2) scans
+    every indexer key, then reads the union of up to q top-k sets; DeepSeek-V4 reads its window plus the compressed
+    entries (hca: all; csa: the indexer's top-k after its scan)."""
+    if g.mixer not in ATTENTION_MIXERS:
+        return []
+    out = []
+    if model.compressed_attention is not None:
+        ca = model.compressed_attention
+        kv_len = attended_kv_len(ctx, q, model.sliding_window)
+        if g.mixer in ("csa", "hca"):
+            entries = np.floor((ctx + q) / (ca.csa_rate if g.mixer == "csa" else ca.hca_rate))
+            if g.mixer == "csa":
+                out.append(_indexer_scan(model, hw, prec, b, q, entries, style, fam[1]))
+                entries = np.minimum(entries, q * model.indexer.topk)
+            kv_len = kv_len + entries
+        out.append(attention_cost(hw, b, q, kv_len, model.num_q_heads // tp, 1, model.head_dim, prec.kv, prec.compute,
+                                  style, latent=True, family=fam[1]))
+        return out
+    window = {"sliding": model.sliding_window, "chunked": model.chunk_size}.get(g.mixer)
+    kv_len = attended_kv_len(ctx, q, window)  # a chunk is read like a window (the q tokens may cross a boundary)
+    if model.mla is not None:
+        a = model.mla
+        if model.indexer is not None:
+            out.append(_indexer_scan(model, hw, prec, b, q, ctx + q, style, fam[1]))
+            kv_len = np.minimum(kv_len, q * model.indexer.topk)
+        out.append(attention_cost(hw, b, q, kv_len, model.num_q_heads // tp, 1, a.kv_lora_rank + a.qk_rope_head_dim,
+                                  prec.kv, prec.compute, style, head_dim_v=a.kv_lora_rank, latent=True, family=fam[1]))
+    else:
+        qh, kvh = model.heads_per_device(tp, model.kv_heads_of(g))
+        out.append(attention_cost(hw, b, q, kv_len, qh, kvh, model.head_dim_of(g), prec.kv, prec.compute, style,
+                                  family=fam[0]))
+    return out
+
+
+def _indexer_scan(model, hw, prec, b, q, entries, style, family=None):
+    """DSA lightning indexer: its heads score every cached key (one fp8 key of index_head_dim per entry)."""
+    ix = model.indexer
+    return attention_cost(hw, b, q, entries, ix.num_heads, 1, ix.head_dim, INDEXER_KEY_DTYPE, prec.compute, style,
+                          head_dim_v=0, latent=True, family=family)
+
+
+def _mixer(acc, model, hw, g: LayerGroup, tp, prec, b, q, ctx, style, fam=(None, None)):
+    """Attention / recurrent kernel of one layer group (the projections are added with the GEMMs)."""
+    n = g.count
+    tokens = b * q
+    if g.mixer in ATTENTION_MIXERS:
+        for cost in attention_kernels(model, hw, g, tp, prec, b, q, ctx, style, fam):
+            acc.add("attention", cost.scaled(n), n)
+        acc.add("elementwise", elementwise_cost(hw, tokens * model.hidden_size * ACT_BYTES * 2, n), n)  # RoPE
+    elif g.mixer == "linear":  # two kernels: causal-conv1d update (bf16 conv state), gated-delta recurrent update
+        la = model.linear_attention
+        nv = la.num_v_heads / tp
+        conv_dim = (2 * la.num_k_heads * la.head_k_dim + la.num_v_heads * la.head_v_dim) / tp
+        _conv_and_state(acc, hw, b, q, n, conv_dim, la.conv_kernel, nv * la.head_k_dim * la.head_v_dim, prec.state)
+    elif g.mixer == "mamba":  # two kernels: causal-conv1d update, selective-state (SSM) update
+        m = model.mamba
+        nh = m.num_heads / tp
+        conv_dim = (m.num_heads * m.head_dim + 2 * m.n_groups * m.d_state) / tp
+        _conv_and_state(acc, hw, b, q, n, conv_dim, m.conv_kernel, nh * m.head_dim * m.d_state, prec.state)
+
+
+def attended_kv_len(context_len, q_len, window: int | None = None) -> np.ndarray:
+    """Keys one verify/decode attention kernel reads per sequence: context + q_len, or for a sliding-window
+    layer min(context + q_len, window + q_len - 1) (query i of q_len sees the window ending at its own position,
+    so the q_len queries together span window + q_len - 1 keys)."""
+    kv = np.asarray(context_len, dtype=float) + np.asarray(q_len, dtype=float)
+    if window is None:
+        return kv
+    return np.minimum(kv, window + np.asarray(q_len, dtype=float) - 1.0)
+
+
+def _conv_and_state(acc, hw, b, q, n, conv_dim, conv_kernel, state_elems, state_dtype="fp32"):
+    """A linear-attention / Mamba mixer's two decode kernels, booked as class "state": the conv-state update
+    (16-bit, 2 FLOPs per weight) and the recurrent-state update (state in `state_dtype`, 6 FLOPs per state
+    element per token)."""
+    conv = recurrent_state_cost(hw, b, q, (conv_kernel - 1) * conv_dim * ACT_BYTES, 2.0 * conv_dim * conv_kernel)
+    rec = recurrent_state_cost(hw, b, q, state_elems * dtype_bytes(state_dtype), 6.0 * state_elems)
+    acc.add("state", conv.scaled(n), n)
+    acc.add("state", rec.scaled(n), n)
+
+
+def _layer_group(acc, model, hw, g: LayerGroup, lay: Layout, prec, b, q, ctx, style, routing, allreduce, fam, b_moe):
+    """One layer group on one GPU: dense parts at the DP rank's `b` sequences (heads split over TP), routed
+    experts over the `b_moe` sequences of every DP rank on the slowest EP rank."""
+    n = g.count
+    tp = lay.tp
+    tokens = b * q
+    h = model.hidden_size
+    for s in layer_gemms(model, g, tp):
+        acc.add("gemm", gemm_cost(hw, tokens, s.n, s.k, prec.w(s.module), prec.compute, count=n), n)
+    _mixer(acc, model, hw, g, tp, prec, b, q, ctx, style, fam)
+    if g.ffn == "dense":
+        acc.add("elementwise", elementwise_cost(hw, tokens * 3 * model.ffn_size_of(g) / tp * ACT_BYTES, n), n)  # act.
+    elif g.ffn == "moe":
+        moe = model.moe
+        cost = moe_experts_cost(hw, b_moe * q, moe.latent_size or h, moe.expert_ffn_size, moe.num_experts, moe.top_k,
+                                prec.w("moe"), prec.compute, routing, lay.expert_tp, lay.ep, model.gated_ffn,
+                                moe.n_group, moe.topk_group)
+        acc.add("moe", cost.scaled(n), 3 * n)
+        if lay.dp > 1:  # DP attention: tokens reach their experts' EP ranks and come back by all-to-all
+            disp, comb = moe_alltoall_costs(model, hw, lay, tokens / tp, n, routing)
+            acc.add("communication", disp, n)
+            acc.add("communication", comb, n)
+    parts = (g.mixer != "none") + (g.ffn != "none")
+    acc.add("elementwise", elementwise_cost(hw, tokens * h * ACT_BYTES * 3, parts * n), parts * n)  # norm+residual
+    if tp > 1:
+        acc.add("communication", allreduce_cost(hw, tokens * h * ACT_BYTES, tp, parts * n, allreduce), parts * n)
+
+
+def _lpu_pipeline(model, hw, prec, b, q, ctx, lpu_chips):
+    """LPU: chips = ceil((weights + KV + state) / SRAM per chip); layers pipelined over them.
+
+    Each layer's weights are spread over chips / layers chips that stream them from their own SRAM in
+    parallel; no launch overhead (statically scheduled); a step pays (chips - 1) hop latencies.
+    """
+    from specplan.model.memory import memory_usage, weight_bytes
+
+    if lpu_chips is None:
+        total = memory_usage(model, hw, 1, b, ctx, prec, q_len=q, reserve=0.0).total_bytes
+        chips = np.maximum(1.0, np.ceil(total / hw.mem_capacity_bytes))
+    else:
+        chips = np.asarray(float(lpu_chips))
+    per_layer = max(1.0, math.ceil(weight_bytes(model, 1, prec) / hw.mem_capacity_bytes) / (model.num_layers + 1))
+    fast = hw.model_copy(update={
+        "peak_flops": {k: v * per_layer for k, v in hw.peak_flops.items()},
+        "mem_bandwidth_bytes_s": hw.mem_bandwidth_bytes_s * per_layer,
+        "kernel_overhead_s": 0.0,
+    })
+    return fast, chips, (chips - 1.0) * hw.chip_hop_latency_s
+
+
+def step_time(
+    model: ModelProfile | str,
+    hardware: HardwareProfile | str,
+    tp: int = 1,
+    batch=1,
+    q_len=1,
+    context_len=1024,
+    dtype: str | None = None,
+    kv_dtype: str | None = None,
+    weight_dtype: str | None = None,
+    attention_style: str = "shared",
+    routing: str = "random",
+    allreduce: str | None = None,
+    precision: Precision | None = None,
+    lpu_chips: int | None = None,
+    attention_family=None,
+    mla_family=None,
+    layout: Layout | str | None = None,
+) -> StepResult:
+    """Seconds of one decode step with `q_len` new tokens per sequence (q_len = 1 + D when verifying).
+
+    Sums every layer (projections, attention or recurrent mixer, FFN or MoE, norms and element-wise kernels,
+    all-reduces, expert all-to-alls), the final norm and the LM head. `batch` is the instance's sequences over
+    all DP ranks; `layout` (TP, DP, EP, PP; default TP only) places them (specplan.model.parallel). With PP the
+    batch runs as m = min(PP, ceil(B / DP)) micro-batches: a sequence sees max(m, PP) / PP of the whole model's
+    step at one micro-batch, plus PP stage-to-stage hops. On an LPU the model is pipelined over `lpu_chips`
+    chips (default: as many as its weights need), statically scheduled (no launch overhead), plus
+    (chips - 1) hop latencies. `attention_family` / `mla_family` are the KernelFamily of the GQA and MLA
+    attention kernels (an engine's decode or verify family; None = the hardware profile's attention block for
+    GQA and the built-in `mla-latent` family for MLA).
+    """
+    model = load_model(model)
+    hw = load_hardware(hardware)
+    lay = layout_for(tp, layout)
+    lay.check(model, hw)  # TP must split the query heads and split or replicate the KV heads; EP the experts
+    tp = lay.tp
+    parse_routing(routing)  # random | balanced | eplb | skew:F, else a one-line error
+    if attention_style not in ("shared", "reread"):
+        raise SpecplanError(f"attention style: must be 'shared' or 'reread', got '{attention_style}'")
+    b = np.asarray(batch, dtype=float)
+    q = np.asarray(q_len, dtype=float)
+    ctx = np.asarray(context_len, dtype=float)
+    for name, arr, low in (("batch", b, 1), ("q_len", q, 1), ("context_len", ctx, 0)):
+        if arr.size and (not np.all(np.isfinite(arr)) or np.min(arr) < low):
+            raise SpecplanError(f"{name}: must be >= {low}, got {np.min(arr):g}")
+    prec = precision or resolve_precision(model, hw, dtype, kv_dtype, weight_dtype)
+    devices = lay.gpus
+    hops = 0.0
+    if hw.kind == "lpu":
+        if tp != 1:
+            raise SpecplanError(f"tp: LPU {hw.id} pipelines layers over chips; use tp 1, got {tp}")
+        hw, devices, hops = _lpu_pipeline(model, hw, prec, b, q, ctx, lpu_chips)
+    b_all = b
+    b_rank = lay.per_rank_batch(b)
+    micro = np.minimum(float(lay.pp), b_rank)  # PP micro-batches
+    if lay.pp > 1:
+        b_rank = np.ceil(b_rank / micro)
+        b_all = b / micro
+    shape = np.broadcast(b, q, ctx).shape
+    acc = _Acc(shape)
+    latent = model.mla is not None or model.compressed_attention is not None
+    fam = (attention_family, mla_family if mla_family is not None or not latent else load_kernel_family("mla-latent"))
+    for g in model.groups():
+        _layer_group(acc, model, hw, g, lay, prec, b_rank, q, ctx, attention_style, routing, allreduce, fam, b_all)
+    b = b_rank
+    tokens = b * q
+    acc.add("elementwise", elementwise_cost(hw, tokens * model.hidden_size * ACT_BYTES * 3, 2), 2)  # embed, final norm
+    lm = lm_head_gemm(model, tp)
+    acc.add("gemm", gemm_cost(hw, tokens, lm.n, lm.k, prec.w("lm_head"), prec.compute), 1)
+    if tp > 1:  # vocabulary-parallel LM head: each rank holds vocab/TP logits per token, all-gathered to every
+        # rank (vLLM 0.33.0 LogitsProcessor._gather_logits -> tensor_model_parallel_all_gather; costs.comm)
+        acc.add("communication", allgather_cost(hw, tokens * lm.n * LOGITS_BYTES, tp), 1)
+    breakdown = {c: acc.busy[c] for c in CLASSES if c not in ("overhead", "communication")}
+    breakdown["communication"] = acc.busy["communication"] + acc.comm_latency
+    breakdown["overhead"] = acc.overhead + hops
+    acc.overhead = acc.overhead + hops  # so that the overhead class reports its regime on an LPU too
+    if lay.pp > 1:  # stages run one micro-batch each; a sequence waits max(m, PP) stage times, PP hops a cycle
+        scale = np.maximum(micro, lay.pp) / lay.pp
+        breakdown = {k: v * scale for k, v in breakdown.items()}
+        hop = p2p_cost(hw, tokens * model.hidden_size * ACT_BYTES, lay.gpus > hw.scaleup_domain).scaled(lay.pp)
+        breakdown["communication"] = breakdown["communication"] + hop.time_s
+        acc.comm_latency = acc.comm_latency + hop.overhead_s
+        acc.busy["communication"] = acc.busy["communication"] + np.maximum(hop.compute_s, hop.memory_s)
+    total = sum(breakdown.values())
+    shape = np.broadcast(total, *breakdown.values()).shape
+    return StepResult(
+        total_s=np.broadcast_to(total, shape).astype(float),
+        breakdown_s={k: np.broadcast_to(v, shape).astype(float) for k, v in breakdown.items()},
+        regime_codes=_regimes(acc),
+        kernels=acc.kernels,
+        devices=devices,
+        precision=prec,
+    )

@@ -1,0 +1,182 @@
+"""GPUs for a load: the smallest GPU count (whole nodes) whose best layout, mechanism, D and batch meet a total
+output rate (tokens/s) and a per-user rate (tokens/s/user).
+
+Steady-state model (a named assumption, docs/parallel.md "GPUs for a load"):
+- Decode pool: n identical instances of one layout, each serving B concurrent sequences at context ISL + OSL / 2
+  (the mean context over a request's decode); a user sees AL / T_iter tokens/s; the pool delivers
+  n x B x AL / T_iter tokens/s. Memory must fit B sequences at that mean context.
+- Prefill pool (with --isl): requests arrive at target_tps / OSL per second; each needs the roofline prefill of
+  ISL tokens (specplan.serving.prefill, chunks of the engine's token budget) on a TP-`node` group; the pool is the
+  whole nodes that keep up: ceil(rate x prefill seconds per request / 1) groups. TTFT is not a target here.
+- The total is decode GPUs + prefill GPUs, both whole nodes of `node` GPUs (the device's scale-up domain, 8).
+
+`search` evaluates every (layout, mechanism, D, batch) once, vectorized over batch and D; the only loops are over
+layouts and mechanisms.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from specplan.core.errors import SpecplanError
+from specplan.model.parallel import Layout, as_layout
+
+BATCH_MAX = 4096  # largest decode batch per instance searched
+
+
+def candidate_layouts(model, node: int, max_gpus: int) -> list[Layout]:
+    """Layouts of whole nodes up to `max_gpus`: per node count k, TP `node` (with and without EP over the node(s)
+    for MoE), DP attention over all GPUs with EP over all (TP 1, and TP `node` per DP rank when k > 1), and
+    pipeline stages of TP `node` (with EP within a stage)."""
+    moe = model.moe is not None
+    out = []
+    k = 1
+    while k * node <= max_gpus:
+        g = k * node
+        cands = []
+        if k == 1:
+            cands += [Layout(tp=node)] + ([Layout(tp=node, ep=node)] if moe else [])
+        if moe:
+            cands.append(Layout(tp=1, dp=g, ep=g))
+            if k > 1:
+                cands.append(Layout(tp=node, dp=k, ep=g))
+        if k > 1:
+            cands.append(Layout(tp=node, pp=k))
+            if moe:
+                cands.append(Layout(tp=node, ep=node, pp=k))
+        for lay in cands:
+            try:
+                lay.check(model)
+            except SpecplanError:
+                continue
+            if lay not in out:
+                out.append(lay)
+        k *= 2
+    return out
+
+
+def prefill_gpus(model, hw, precision, isl, osl, target_tps, node: int) -> tuple[int, float]:
+    """(GPUs of the prefill pool in whole nodes, prefill seconds per request on one TP-`node` group)."""
+    if not isl:
+        return 0, 0.0
+    from specplan.serving.prefill import prefill_s
+
+    n_seqs = 4  # a few prompts per prefill batch (the per-token cost is flat once compute-bound)
+    per_req = float(prefill_s(model, hw, node, isl, precision=precision, n_seqs=n_seqs)) / n_seqs
+    groups = math.ceil(target_tps / osl * per_req - 1e-12)
+    return groups * node, per_req
+
+
+def _best_per_layout(model, hw, lay, mechs, acceptance, max_d, context, target_user, common):
+    """Best instance: max tokens/s of one instance with tok/s/user >= target and memory fitting, as a dict."""
+    from specplan.speculation.speedup import evaluate
+
+    b = np.arange(1, BATCH_MAX + 1, dtype=float)
+    best = {"tps": 0.0, "feasible": False, "max_user": 0.0}
+    for mech in ["none", *mechs]:
+        d = np.array([0]) if mech == "none" else np.arange(1, max_d + 1)
+        r = evaluate(model, hw, layout=lay, batch=b[:, None], context_len=context, draft_len=d[None, :],
+                     mechanism=mech, acceptance=acceptance.get(mech), **common)
+        fits = np.asarray(r["fits"])
+        user = np.asarray(r["tokens_per_s_per_user"])
+        tps = b[:, None] * user
+        if fits.any():
+            best["max_user"] = max(best["max_user"], float(np.max(np.where(fits, user, 0.0))))
+        ok = fits & (user >= target_user)
+        if not ok.any():
+            continue
+        i, j = np.unravel_index(int(np.argmax(np.where(ok, tps, -1.0))), tps.shape)
+        if tps[i, j] > best["tps"]:
+            best = {"tps": float(tps[i, j]), "feasible": True, "max_user": best["max_user"], "mechanism": mech,
+                    "draft_len": int(d[j]), "batch": int(b[i]), "tokens_per_s_per_user": float(user[i, j]),
+                    "acceptance_length": float(np.asarray(r["acceptance_length"])[i, j]),
+                    "iter_ms": 1e3 * float(np.asarray(r["iter_s"])[i, j]),
+                    "memory_gb": float(np.asarray(r["memory_total_bytes"])[i, j]) / 1e9}
+    return best
+
+
+def search(model, hardware, *, target_tps: float, target_tps_per_user: float, max_gpus: int = 64, isl=None,
+           osl=None, context_len=None, mechanisms=(), acceptance=None, max_draft_len: int = 8, layouts=None,
+           dtype=None, kv_dtype=None) -> dict:
+    """Smallest GPU count (whole nodes, <= max_gpus) meeting both targets, its layout and configuration, and why
+    the next smaller count fails. `layouts`: the candidates (default `candidate_layouts`)."""
+    from specplan.costs.precision import resolve_precision
+    from specplan.profiles.registry import load_hardware, load_model
+    from specplan.planning.sweep import parse_acceptance
+
+    if not (target_tps > 0):
+        raise SpecplanError(f"target tokens/s (--target-tps): must be > 0, got {target_tps:g}")
+    if not (target_tps_per_user > 0):
+        raise SpecplanError(f"target tokens/s/user (--target-tps-per-user): must be > 0, got {target_tps_per_user:g}")
+    if (isl is None) != (osl is None):
+        raise SpecplanError("load: give both --isl and --osl (or --context alone)")
+    if isl is not None and (isl < 1 or osl < 1):
+        raise SpecplanError(f"load: --isl and --osl must be >= 1, got {isl} and {osl}")
+    if isl is None and context_len is None:
+        raise SpecplanError("load: give --isl and --osl, or --context")
+    m = load_model(model)
+    hw = load_hardware(hardware)
+    if hw.kind == "lpu":
+        raise SpecplanError(f"--target-tps: {hw.id} is an LPU; the GPU-count search needs GPUs")
+    node = max(1, hw.scaleup_domain)
+    if max_gpus < node:
+        raise SpecplanError(f"--max-gpus: must be at least one node of {node} GPUs, got {max_gpus}")
+    context = context_len if isl is None else isl + osl // 2
+    acc = {k: parse_acceptance(v) for k, v in (acceptance or {}).items()}
+    common = {"dtype": dtype, "kv_dtype": kv_dtype}
+    prec = resolve_precision(m, hw, dtype, kv_dtype)
+    lays = [as_layout(x) for x in layouts] if layouts else candidate_layouts(m, node, max_gpus)
+    best = {lay: _best_per_layout(m, hw, lay, list(mechanisms), acc, max_draft_len, context, target_tps_per_user,
+                                  common) for lay in lays}
+    pre, per_req = prefill_gpus(m, hw, prec, isl, osl, target_tps, node) if isl else (0, 0.0)
+    counts = list(range(node, max_gpus + 1, node))
+    table = [_at_count(g, pre, best, target_tps) for g in counts]
+    found = next((t for t in table if t["meets"]), None)
+    out = {"model": m.id, "hardware": hw.id, "target_tps": target_tps, "target_tps_per_user": target_tps_per_user,
+           "max_gpus": max_gpus, "isl": isl, "osl": osl, "context_len": context, "node_gpus": node,
+           "prefill_gpus": pre, "prefill_s_per_request": per_req, "counts": table,
+           "layouts": {lay.name: {"gpus": lay.gpus, **b} for lay, b in best.items()}, "best": found}
+    if found is None:
+        out["infeasible"] = _why(table[-1] if table else None, best, target_tps, target_tps_per_user, max_gpus)
+    else:
+        i = table.index(found)
+        out["smaller_fails"] = (f"{table[i - 1]['gpus']} GPUs: {table[i - 1]['why']}" if i > 0 else
+                                f"{found['gpus']} GPUs is one node, the smallest count searched")
+    return out
+
+
+def _at_count(gpus: int, pre: int, best: dict, target_tps: float) -> dict:
+    """The best total output rate at `gpus` GPUs (prefill pool first, decode pool of whole instances)."""
+    dec = gpus - pre
+    row = {"gpus": gpus, "prefill_gpus": pre, "decode_gpus": max(dec, 0), "meets": False, "tps": 0.0}
+    if dec <= 0:
+        row["why"] = f"the prefill pool alone needs {pre} GPUs"
+        return row
+    top = None
+    for lay, b in best.items():
+        if not b["feasible"] or dec % lay.gpus:
+            continue
+        tps = dec // lay.gpus * b["tps"]
+        if top is None or tps > top[0]:
+            top = (tps, lay, b)
+    if top is None:
+        row["why"] = "no layout that fits these decode GPUs meets the tokens/s/user target"
+        return row
+    tps, lay, b = top
+    row.update(tps=tps, layout=lay.name, instances=dec // lay.gpus, meets=tps >= target_tps,
+               **{k: b[k] for k in ("mechanism", "draft_len", "batch", "tokens_per_s_per_user", "acceptance_length",
+                                    "iter_ms", "memory_gb")})
+    row["why"] = (f"best {tps:,.0f} tokens/s < {target_tps:,.0f} ({row['instances']} x {lay.name}, {b['mechanism']} "
+                  f"D = {b['draft_len']}, batch {b['batch']} per instance, {b['tokens_per_s_per_user']:.1f} "
+                  f"tokens/s/user)" if tps < target_tps else "meets both targets")
+    return row
+
+
+def _why(last, best, target_tps, target_user, max_gpus) -> str:
+    if not any(b["feasible"] for b in best.values()):
+        top = max((b["max_user"] for b in best.values()), default=0.0)
+        return (f"no layout reaches {target_user:g} tokens/s/user with its memory fitting (best {top:.1f}), at any "
+                f"GPU count up to {max_gpus}")
+    return f"{max_gpus} GPUs (--max-gpus) fall short: {last['why']}"

@@ -1,0 +1,186 @@
+"""Pareto frontier of system throughput (tokens/s per GPU) against interactivity (tokens/s per user).
+
+Both axes are maximized. A point is on the frontier when no other point is at least as good on both axes
+and strictly better on one. Pure numpy, O(n log n): sort by interactivity (descending, ties by throughput
+descending), then keep the points whose throughput beats the running maximum of everything before them.
+
+Throughput is per target GPU by default (`per="gpu"`, column tok_s_gpu: draft devices cost nothing); with
+`per="device"` it is tok_s_device, which counts an external draft's own devices (or extra LPU chips) too: use
+that when drafts run on other hardware.
+
+`frontier_mask` / `frontier_indices` work on plain arrays; `frontier` takes the sweep DataFrame and returns
+one table with a `set` column: `baseline` (D = 0), `speculation` (D >= 1, all mechanisms), `overall`
+(everything), and `mechanism:<name>` (D >= 1 of one mechanism). Infeasible points (fits = False) never
+enter a frontier. `best_at` reads the best configuration at given interactivity levels off a frontier.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specplan.core.errors import SpecplanError
+
+PER = {"gpu": "tok_s_gpu", "device": "tok_s_device"}  # throughput column ranked by each `per`
+
+
+def throughput_column(per: str = "gpu") -> str:
+    """The grid column a frontier ranks by: 'gpu' -> tok_s_gpu (per target GPU), 'device' -> tok_s_device
+    (per device, draft devices included)."""
+    if per not in PER:
+        raise SpecplanError(f"per: must be one of {', '.join(PER)}, got {per!r}")
+    return PER[per]
+
+
+def frontier_indices(user, gpu) -> np.ndarray:
+    """Indices of the non-dominated points (maximize both), ordered by increasing interactivity.
+
+    NaN points are ignored; of exact duplicates one is kept. One argsort on interactivity (descending), a
+    running maximum of throughput, then ties in interactivity resolved by keeping the highest throughput.
+    """
+    u = np.asarray(user).ravel()
+    g = np.asarray(gpu).ravel()
+    ok = np.isfinite(u) & np.isfinite(g)
+    if not ok.all():
+        sel = np.flatnonzero(ok)
+        return sel[frontier_indices(u[sel], g[sel])] if sel.size else np.zeros(0, dtype=np.int64)
+    if u.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(-u)
+    gs = g[order]
+    run = np.maximum.accumulate(gs)
+    keep = np.empty(gs.size, dtype=bool)
+    keep[0] = True
+    keep[1:] = gs[1:] > run[:-1]
+    idx = order[keep]
+    uk = u[idx]
+    # Equal interactivity: throughput increases along `idx`, so only the last of each tie group survives.
+    last = np.ones(idx.size, dtype=bool)
+    last[:-1] = uk[1:] != uk[:-1]
+    return idx[last][::-1].copy()
+
+
+def frontier_mask(user, gpu) -> np.ndarray:
+    """Boolean mask of the non-dominated points."""
+    n = np.asarray(user).size
+    m = np.zeros(n, dtype=bool)
+    m[frontier_indices(user, gpu)] = True
+    return m
+
+
+def _sorted_suffix_best(f_user, f_gpu) -> tuple[np.ndarray, np.ndarray]:
+    """Frontier tok/s/user ascending, and the best tok/s/GPU among points at or above each (suffix max)."""
+    fu = np.asarray(f_user, dtype=np.float64)
+    fg = np.asarray(f_gpu, dtype=np.float64)
+    order = np.argsort(fu, kind="stable")
+    fu, fg = fu[order], fg[order]
+    return fu, np.maximum.accumulate(fg[::-1])[::-1]
+
+
+def _best_at(fu, suf, pos, fill) -> np.ndarray:
+    """suf[pos] where pos indexes the sorted frontier, `fill` past its end."""
+    return np.where(pos < fu.size, suf[np.minimum(pos, fu.size - 1)], fill)
+
+
+def dominated_by(user, gpu, f_user, f_gpu) -> np.ndarray:
+    """For each point, True when some frontier point dominates it (>= on both, > on one)."""
+    # Best throughput among frontier points with interactivity >= u: suffix max.
+    fu, suf = _sorted_suffix_best(f_user, f_gpu)
+    u = np.asarray(user, dtype=np.float64)
+    g = np.asarray(gpu, dtype=np.float64)
+    best = _best_at(fu, suf, np.searchsorted(fu, u, side="left"), -np.inf)
+    # Strictly better interactivity: first frontier point with fu > u.
+    best_s = _best_at(fu, suf, np.searchsorted(fu, u, side="right"), -np.inf)
+    return (best > g) | (best_s >= g)
+
+
+def envelope(f_user, f_gpu, levels) -> np.ndarray:
+    """Frontier throughput at interactivity `levels`: the best tok/s/GPU among frontier points with
+    tok/s/user >= level (a step function); NaN above the frontier's highest interactivity."""
+    fu, suf = _sorted_suffix_best(f_user, f_gpu)
+    if fu.size == 0:
+        return np.full(np.shape(levels), np.nan)
+    return _best_at(fu, suf, np.searchsorted(fu, np.asarray(levels, dtype=np.float64), side="left"), np.nan)
+
+
+def frontier_sets(fits, draft_len, mech_codes, user, gpu, mech_names) -> dict[str, np.ndarray]:
+    """Row indices of each frontier set (see module doc) from plain arrays; exact, using
+    frontier(A u B) = frontier(frontier(A) u frontier(B)) so each point is sorted once."""
+    fits = np.asarray(fits, dtype=bool)
+    d = np.asarray(draft_len)
+    codes = np.asarray(mech_codes)
+    u = np.asarray(user)
+    g = np.asarray(gpu)
+
+    def front(sel):
+        return sel[frontier_indices(u[sel], g[sel])] if sel.size else sel
+
+    out = {"baseline": front(np.flatnonzero(fits & (d == 0)))}
+    spec = fits & (d >= 1)
+    per = {}
+    for c in np.unique(codes[spec]):
+        per[f"mechanism:{mech_names[int(c)]}"] = front(np.flatnonzero(spec & (codes == c)))
+    out["speculation"] = front(np.sort(np.concatenate(list(per.values())))) if per else np.zeros(0, np.int64)
+    out.update(dict(sorted(per.items())))
+    out["overall"] = front(np.sort(np.concatenate([out["baseline"], out["speculation"]])))
+    return out
+
+
+def frontier(df, sets: list[str] | None = None, per: str = "gpu"):
+    """Frontier rows of a sweep DataFrame for each set (see module doc), with a `set` column first.
+
+    Rows are the grid rows (all columns kept) ordered by set, then by increasing tok_s_user. `per`: rank
+    throughput per target GPU ('gpu', tok_s_gpu) or per device including draft devices ('device', tok_s_device).
+    """
+    import pandas as pd
+
+    col = throughput_column(per)
+    mech = df["mechanism"]
+    if not isinstance(mech.dtype, pd.CategoricalDtype):
+        mech = mech.astype("category")
+    names = [str(c) for c in mech.cat.categories]
+    found = frontier_sets(df["fits"].to_numpy(dtype=bool), df["draft_len"].to_numpy(), mech.cat.codes.to_numpy(),
+                          df["tok_s_user"].to_numpy(), df[col].to_numpy(), names)
+    parts = []
+    for name, idx in found.items():
+        if (sets is not None and name not in sets) or idx.size == 0:
+            continue
+        part = df.iloc[idx].reset_index(drop=True)
+        part.insert(0, "set", name)
+        parts.append(part)
+    if not parts:
+        out = df.iloc[0:0].copy()
+        out.insert(0, "set", pd.Series(dtype=str))
+        return out
+    return pd.concat(parts, ignore_index=True)
+
+
+def best_at(front, levels, set_name: str = "overall", per: str = "gpu"):
+    """Best configuration at each interactivity level: the frontier row with the highest tok_s_gpu (per="device":
+    tok_s_device) among those with tok_s_user >= level. Returns a DataFrame with `level_tok_s_user` first;
+    levels above the frontier's reach get no row."""
+    col = throughput_column(per)
+    f = front[front["set"] == set_name].reset_index(drop=True)
+    levels = np.asarray(levels, dtype=np.float64)
+    fu = f["tok_s_user"].to_numpy(dtype=np.float64)
+    fg = f[col].to_numpy(dtype=np.float64)
+    rows, kept = [], []
+    for lv in levels:
+        ok = np.flatnonzero(fu >= lv)
+        if ok.size == 0:
+            continue
+        rows.append(ok[np.argmax(fg[ok])])
+        kept.append(float(lv))
+    out = f.iloc[rows].reset_index(drop=True)
+    out.insert(0, "level_tok_s_user", np.asarray(kept, dtype=np.float64))
+    return out
+
+
+def interactivity_levels(front, n: int = 12, set_name: str = "overall") -> np.ndarray:
+    """`n` round, geometrically spaced interactivity levels spanning a frontier set."""
+    f = front[front["set"] == set_name]
+    if f.empty:
+        return np.zeros(0)
+    lo, hi = float(f["tok_s_user"].min()), float(f["tok_s_user"].max())
+    raw = np.geomspace(max(lo, 1e-6), hi, n)
+    mag = 10.0 ** np.floor(np.log10(raw))
+    return np.unique(np.floor(raw / mag * 2) / 2 * mag)

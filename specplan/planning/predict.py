@@ -1,0 +1,142 @@
+"""`predict` one speculative configuration: the point as a plain dict (step times, AL, speedup, memory, the
+binding guideline), and with a workload the serving numbers too (the CLI's predict calls these)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specplan.core.errors import SpecplanError
+from specplan.model.parallel import layout_for
+from specplan.profiles.registry import load_hardware, load_model
+from specplan.speculation.guidelines import binding_line
+from specplan.speculation.speedup import evaluate
+
+STEP_KEYS = ("verify_attention_s", "verify_state_s", "verify_gemm_s", "verify_s", "draft_s", "acceptance_length", "speedup", "fits",
+             "memory_total_bytes", "rho", "rho_time")
+
+
+def _f(x) -> float:
+    return float(np.asarray(x).reshape(-1)[0])
+
+
+def predict_summary(model, hardware, *, tp=1, batch=1, context_len=1024, mechanism="none", draft_len=0,
+                    acceptance=None, **kw) -> dict:
+    """One point as a dict: baseline and speculative step (ms), AL, speedup, throughputs, memory, guidelines."""
+    if mechanism != "none" and draft_len < 1:
+        raise SpecplanError(f"draft length: mechanism {mechanism} needs --draft-len >= 1, got {draft_len}")
+    model, hardware = load_model(model), load_hardware(hardware)  # resolved once, passed down as profiles
+    hw = hardware
+    r = evaluate(model, hardware, tp=tp, batch=batch, context_len=context_len, draft_len=draft_len,
+                 mechanism=mechanism, acceptance=acceptance, guidelines=True, **kw)
+    g = r["guidelines"]
+    diag = {k: (v.item() if isinstance(v, np.ndarray) and v.size == 1 else v) for k, v in g.items()}
+    diag = {k: (np.asarray(v).reshape(-1)[0].item() if isinstance(v, np.ndarray) else v) for k, v in diag.items()}
+    diag["rho_time"] = _f(r["rho_time"])
+    guideline, line = _predict_binding(model, hardware, tp, batch, context_len, mechanism, draft_len, acceptance,
+                                       diag, r, kw)
+    diag["binding"] = guideline
+    diag["binding_line"] = line
+    prec = r["precision"]
+    lpu = hw.kind == "lpu"
+    dev_t, dev_d = _f(r["target_devices"]), _f(r["draft_devices"])
+    memory = {"total_gb": _f(r["memory_total_bytes"]) / 1e9, "state_gb": _f(r["memory_state_bytes"]) / 1e9,
+              "capacity_gb": _f(r["memory_capacity_bytes"]) / 1e9, "fits": bool(np.asarray(r["fits"]).all())}
+    if lpu:  # SRAM-only chips: the deployment takes as many chips as its bytes need
+        memory.update({"chips": int(dev_t + (dev_d if draft_hardware_is_same(kw) else 0)),
+                       "chip_sram_gb": hw.mem_capacity_bytes / 1e9})
+    notes = list(r["notes"])
+    if not memory["fits"]:
+        why = mla_tp_note(model, hw, tp, context_len, prec, kw.get("layout"))
+        if why:
+            notes.append(why)
+    return {
+        "model": model.id, "hardware": hw.id, "hardware_kind": hw.kind, "tp": tp,
+        "layout": layout_dict(layout_for(tp, kw.get("layout"))), "batch": batch,
+        "context_len": context_len, "mechanism": mechanism, "draft_len": draft_len,
+        "verify_tokens": _f(r["verify_tokens"]),
+        "precision": {"compute": prec.compute, "kv": prec.kv},
+        "acceptance_source": r["acceptance_source"],
+        "baseline": {"step_ms": 1e3 * _f(r["baseline_step_s"]),
+                     "tokens_per_s_per_user": 1.0 / _f(r["baseline_step_s"]),
+                     "tokens_per_s_per_gpu": batch / (_f(r["baseline_step_s"]) * _f(r["baseline_devices"]))},
+        "speculative": {"step_ms": 1e3 * _f(r["iter_s"]), "draft_ms": 1e3 * _f(r["draft_s"]),
+                        "verify_ms": 1e3 * _f(r["verify_s"])},
+        "acceptance_length": _f(r["acceptance_length"]),
+        "speedup": _f(r["speedup"]),
+        "break_even_al": _f(r["break_even_al"]),
+        "rho": _f(r["rho"]), "rho_d": _f(r["rho_d"]), "rho_time": _f(r["rho_time"]),
+        "tokens_per_s_per_user": _f(r["tokens_per_s_per_user"]),
+        "tokens_per_s_per_gpu": _f(r["tokens_per_s_per_gpu"]),
+        "tokens_per_s_per_device": _f(r["tokens_per_s_per_device"]),
+        "devices": {"target": dev_t, "draft": dev_d},
+        "memory": memory,
+        "guidelines": diag,
+        "binding": {"guideline": guideline, "line": line},
+        "notes": notes,
+    }
+
+
+def predict_serving(model, hardware, workload, *, tp=1, mechanism="none", draft_len=0, acceptance=None,
+                    engine=None, **kw) -> dict:
+    """predict_summary at the derived decode batch and context (ISL + OSL/2), plus r['serving'] (serving/api)."""
+    from specplan.serving.api import serving_summary
+
+    keep = {k: kw[k] for k in ("dtype", "kv_dtype", "draft_model") if kw.get(k) is not None}
+    srv = serving_summary(model, hardware, workload, tp=tp, engine=engine, mechanism=mechanism, draft_len=draft_len,
+                          acceptance=acceptance, **keep)
+    batch = max(1, int(round(srv["baseline"]["decode_batch"])))
+    r = predict_summary(model, hardware, tp=tp, batch=batch, context_len=int(round(workload.decode_context)),
+                        mechanism=mechanism, draft_len=draft_len, acceptance=acceptance, engine=engine, **kw)
+    r["serving"] = srv
+    return r
+
+
+def draft_hardware_is_same(kw: dict) -> bool:
+    """True when the draft (if any) runs on the target's hardware (no --draft-hardware)."""
+    return kw.get("draft_hardware") is None
+
+
+def _predict_binding(model, hardware, tp, batch, context_len, mechanism, draft_len, acceptance, diag, r, kw):
+    """The shared binding rule (`guidelines.binding_line`) at the predicted D: the curve D = 0 ... D + 1."""
+    if mechanism == "none" or draft_len < 1:
+        return "-", "no speculation (D = 0)"
+    if mechanism == "medusa":
+        from specplan.speculation.drafters import medusa_heads
+
+        acc = acceptance if acceptance is not None else None
+        heads = medusa_heads(None if kw.get("draft_model") is None else load_model(kw["draft_model"]),
+                             kw.get("draft_heads") or (None if acc is None else (acc.meta or {}).get("heads")))
+        if draft_len + 1 > heads:
+            return "range", f"D = {draft_len + 1} needs more than the drafter's {heads} Medusa heads"
+    ds = np.arange(0, draft_len + 2)
+    kw2 = dict(kw)
+    if kw2.get("tree_tokens") is not None:  # one more depth needs at least one more verified token
+        kw2["tree_tokens"] = np.maximum(float(kw2["tree_tokens"]) + (ds - draft_len), 1 + ds)
+    try:
+        c = evaluate(model, hardware, tp=tp, batch=batch, context_len=context_len, draft_len=ds,
+                     mechanism=mechanism, acceptance=acceptance, **kw2)
+    except SpecplanError:  # e.g. D + 1 exceeds the Medusa heads: no next D to compare with
+        return "range", f"D = {draft_len + 1} is not available for {mechanism}"
+    step = {k: np.asarray(c[k]).reshape(-1) for k in STEP_KEYS}
+    return binding_line(draft_len, step, diag, r["acceptance_d_max"], extrapolate=True)
+
+
+def layout_dict(lay) -> dict:
+    """A Layout as plain numbers for --json."""
+    return {"tp": lay.tp, "dp": lay.dp, "ep": lay.ep, "pp": lay.pp, "expert_tp": lay.expert_tp, "gpus": lay.gpus,
+            "name": lay.name}
+
+
+def mla_tp_note(m, hw, tp: int, context_len, prec, layout=None) -> str | None:
+    """Why an MLA model does not fit under TP: the latent KV is replicated on every TP rank; the largest batch."""
+    lay = layout_for(tp, layout)
+    if m.mla is None or lay.tp <= 1 or hw.kind == "lpu":
+        return None
+    from specplan.model.memory import memory_usage
+
+    mb = int(min(float(memory_usage(m, hw, lay.tp, 1, context_len, prec, layout=lay).max_batch), 1e9))
+    fit = (f"the largest batch that fits at context {int(context_len):,} is {mb} (D = 0)" if mb >= 1 else
+           f"not even batch 1 fits at context {int(context_len):,} (D = 0)")
+    return (f"{m.id} uses MLA: its latent KV cache is replicated on every one of the {lay.tp} TP ranks of a DP "
+            f"rank (TP splits heads, not the shared latent), so TP does not shrink the KV per device; "
+            f"data-parallel attention (--dp N --tp 1 --ep N) holds it once per sequence; {fit}")

@@ -1,0 +1,153 @@
+"""Figures of a study (frontier per variant, best speedup and recommended D vs batch, attention tiles).
+
+The plotting layer over `specplan.study.spec`: `specplan.study.spec` and `specplan.study.report` never import
+matplotlib or `specplan.plots`; `run_study` here runs a study and writes its tables, summary and figures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from specplan import plots as P
+from specplan.study import spec as study
+
+
+def write_study_plots(st, scenarios, grids, fronts, outdir: Path) -> list[str]:
+    """Write the study's figures named in `st.plots` into `outdir`; return the paths written."""
+    written = []
+    if "frontier" in st.plots:
+        written += P.save_figure(plot_frontier_variants(st, scenarios, grids, fronts), outdir / "frontier_variants")
+    per_batch = []
+    for sc, df in zip(scenarios, grids):
+        fit = df[df["fits"] & (df["draft_len"] >= 1)]
+        if fit.empty:
+            continue
+        ctx = st.summary_context if st.summary_context is not None else int(df["context_len"].min())
+        fit = fit[fit["context_len"] == ctx]
+        idx = fit.groupby("batch")["speedup"].idxmax()
+        per_batch.append((sc["name"], fit.loc[idx.to_numpy()].sort_values("batch"), ctx))
+    for key, col, ylabel, ttl in (("speedup", "speedup", "best speedup over D = 0 (x)", "best speedup vs batch"),
+                                  ("recommended_d", "draft_len", "recommended D (tokens per iteration)",
+                                   "recommended D (best speedup) vs batch")):
+        if key not in st.plots or not per_batch:
+            continue
+        fig = plot_recommended_d(st, scenarios, grids, per_batch) if key == "recommended_d" else None
+        if fig is None:
+            fig, ax = P._figure(7.6, 4.8)
+            marks = "osv^D<>p"
+            for i, (name, s, ctx) in enumerate(per_batch):
+                ax.plot(s["batch"], s[col], marker=marks[i % len(marks)], ms=6 - i, lw=2.2 - 0.4 * (i % 4),
+                        label=name)
+            ax.axhline(1.0, color="grey", lw=0.8, ls=":", label="break-even")
+            _batch_axis(ax)
+            ax.set_ylabel(ylabel)
+            ax.set_title(f"{st.name}: {ttl}\n(context {per_batch[0][2]:,} tokens; feasible points only)")
+            ax.legend(fontsize=8)
+        written += P.save_figure(fig, outdir / key)
+    if "attention" in st.plots:
+        sc = scenarios[0]
+        gs = sorted({s["model"].group_size for s in scenarios})
+        m = sc["model"]
+        fig = P.plot_attention_tiles(sc["hardware"][0], groups=tuple(gs), head_dim=m.head_dim,
+                                     kv_heads=max(1, min(s["model"].num_kv_heads for s in scenarios)))
+        written += P.save_figure(fig, outdir / "attention_tiles")
+    return [str(p) for p in written]
+
+
+def _batch_axis(ax) -> None:
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(P.matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("batch B (concurrent sequences)")
+    ax.grid(True, alpha=0.3)
+
+
+def _devices_phrase(fr, sc) -> str:
+    """'2-4 GPUs + 8-16 groq-3-lpu chips' of a variant's speculation frontier (draft devices when any)."""
+    spec = fr[fr["set"] == "overall"]
+    if spec.empty or int(spec["draft_devices"].max()) == 0:
+        return ""
+    rng = lambda c: (f"{int(spec[c].min())}" if spec[c].min() == spec[c].max()  # noqa: E731
+                     else f"{int(spec[c].min())}-{int(spec[c].max())}")
+    dh = sc.get("draft_hardware")
+    where = getattr(dh, "id", None) or "draft"
+    unit = "chips" if getattr(dh, "kind", "") == "lpu" else "devices"
+    return f"{rng('target_devices')} target + {rng('draft_devices')} {where} {unit}"
+
+
+def plot_frontier_variants(st, scenarios, grids, fronts):
+    """Frontier of every variant; when some variant drafts on other devices (e.g. LPU chips), a second panel
+    counts them (tokens/s per device) and the legend says how many each variant spends."""
+    from specplan.planning.frontier import frontier
+
+    extra = any(int(df["draft_devices"].max()) > 0 for df in grids)
+    fig, axes = P._figure(13.0 if extra else 8.4, 5.6, ncols=2 if extra else 1)
+    axes = list(axes) if extra else [axes]
+    cm = P.matplotlib.colormaps["tab10"]
+    for k, ax in enumerate(axes):
+        per = "gpu" if k == 0 else "device"
+        col = "tok_s_gpu" if k == 0 else "tok_s_device"
+        for i, (sc, df, fr) in enumerate(zip(scenarios, grids, fronts)):
+            f = fr if k == 0 else frontier(df, sets=["baseline", "overall"], per=per)
+            b, s = f[f["set"] == "baseline"], f[f["set"] == "overall"]
+            ax.plot(b["tok_s_user"], b[col], "--", color=cm(i % 10), lw=1.2, alpha=0.8)
+            dev = _devices_phrase(fr, sc)
+            ax.plot(s["tok_s_user"], s[col], "-", color=cm(i % 10), lw=2,
+                    label=sc["name"] + (f" ({dev})" if dev else ""))
+        ax.plot([], [], "--", color="grey", label="without speculation (D = 0)")
+        ax.set_xscale("log"), ax.set_yscale("log")
+        P.plain_log_axes(ax)
+        ax.set_xlabel("interactivity (tokens/s per user)")
+        ax.set_ylabel("throughput (tokens/s per GPU)" if k == 0 else
+                      "throughput (tokens/s per device, draft devices counted)")
+        ax.set_title("per target GPU (draft devices not counted)" if extra and k == 0 else
+                     "per device: the draft's chips counted" if extra else
+                     f"{st.name}: frontier per variant (solid: with speculation)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7.5, loc="lower left")
+    if extra:
+        fig.suptitle(f"{st.name}: frontier per variant (solid: with speculation)")
+    return fig
+
+
+def plot_recommended_d(st, scenarios, grids, per_batch):
+    """Recommended D against batch per variant: lines that would coincide are offset (±0.2 per variant,
+    said in the title) and differ in marker and style; a dotted reference at D = tile/G − 1 per distinct G;
+    points at the largest D searched are ringed and named as at the search limit."""
+    fig, ax = P._figure(7.8, 5.0)
+    cm = P.matplotlib.colormaps["tab10"]
+    marks, styles = "osv^D<>p", ["-", "--", "-.", ":"]
+    n = len(per_batch)
+    names = [sc["name"] for sc in scenarios]
+    limit_shown = False
+    for i, (name, s, ctx) in enumerate(per_batch):
+        off = 0.2 * (i - (n - 1) / 2)
+        c = cm(names.index(name) % 10)
+        ax.plot(s["batch"], s["draft_len"] + off, marker=marks[i % len(marks)], ms=6, mfc="none", color=c,
+                ls=styles[i % len(styles)], lw=1.6, drawstyle="steps-mid", label=name)
+        top = int(grids[names.index(name)]["draft_len"].max())
+        at = s[s["draft_len"] >= top]
+        if not at.empty:
+            ax.plot(at["batch"], at["draft_len"] + off, "o", ms=13, mfc="none", mec="k", mew=1.0,
+                    label=None if limit_shown else "at the search limit (largest D searched: raise max_draft_len)")
+            limit_shown = True
+    gs = {}
+    for sc in scenarios:
+        g = sc["model"].group_size
+        gs.setdefault(g, (sc["name"], sc["hardware"][0].attention.tile_rows))
+    if len(gs) > 1 or st.plots and "attention" in st.plots:
+        for g, (name, rows) in sorted(gs.items()):
+            d_ref = rows / g - 1
+            ax.axhline(d_ref, color=cm(names.index(name) % 10), lw=1.0, ls=":", alpha=0.9,
+                       label=f"D = {rows}/G − 1 = {d_ref:g} (G = {g})")
+    ax.yaxis.set_major_locator(P.matplotlib.ticker.MaxNLocator(integer=True))
+    _batch_axis(ax)
+    ax.set_ylabel("recommended D (tokens per iteration)")
+    ax.set_title(f"{st.name}: recommended D (best speedup) vs batch\n(context {per_batch[0][2]:,} tokens; "
+                 f"feasible points only; lines offset by ±0.2 per variant)")
+    ax.legend(fontsize=7.5, loc="best")
+    return fig
+
+
+def run_study(path_or_dict, outdir, progress: bool | None = None) -> dict:
+    """`specplan.study.spec.run_study` with the figures: results, frontier, plots and summary.md/json."""
+    return study.run_study(path_or_dict, outdir, progress=progress, plot=write_study_plots)

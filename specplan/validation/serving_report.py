@@ -1,0 +1,182 @@
+"""docs/validation/serving.md and docs/validation/magicdec.md: the serving model against measured H100 serving
+runs (engine numbers fitted with (TP, ISL x OSL) groups left out) and MagicDec's batch sweeps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from specplan.validation.serving import FITTED, RANGES, TARGETS, calibrate, scores
+
+CMD = "specplan validate-serving -o docs/validation"
+
+
+def _pct(x) -> str:
+    return f"{100 * x:.1f} %"
+
+
+def _verdict(s: dict) -> list[str]:
+    out = []
+    for k, name in (("tpot_median", "TPOT median"), ("tpot_p90", "TPOT p90"), ("ttft_median", "TTFT median")):
+        out.append(f"{name} {_pct(s[k])} ({'meets' if s[k] <= TARGETS[k] else 'misses'} <= {_pct(TARGETS[k])})")
+    for _, _, name in RANGES:
+        if f"bias_{name}" in s:
+            b = s[f"bias_{name}"]
+            ok = TARGETS["bias_lo"] <= b <= TARGETS["bias_hi"]
+            out.append(f"bias C {name} ({s[f'n_{name}']} rows) {b:.3f} ({'meets' if ok else 'misses'} 0.95-1.05)")
+    return out
+
+
+def serving_markdown(res: dict) -> str:
+    """The serving validation report (markdown) from calibrate()'s result."""
+    ins, outs = res["insample"], res["outsample"]
+    lines = ["# Serving model vs measured H100 serving runs", "",
+             f"Regenerate: `{CMD}` (logic in `specplan/validation/serving.py`, `report.py`; takes minutes: one "
+             "refit per left-out group). Data: `reference/serving_h100.csv` (223 rows: Llama-3.1-8B on "
+             "TensorRT-LLM 1.0.0rc3, Llama-3.1/3.3-70B fp8 on vLLM and NIM 1.8.0). Model: docs/serving.md.", "",
+             "## How the numbers were obtained", "",
+             "- Each row is predicted by the aggregated steady-state model with its framework's engine profile "
+             "(TensorRT-LLM and NIM -> `trtllm`, vLLM -> `vllm`), H100 kernel costs from `hardware_profiles/h100-sxm.yaml` "
+             "(fitted on TRT-LLM kernel rows only, docs/validation/README.md), batch = concurrency (closed loop).",
+             "- Fitted per framework on TPOT (robust least squares on log time): host_step_s, host_per_seq_s and the "
+             "cost of an eager (prefill / mixed) step, eager_launch_s per kernel for vLLM, eager_step_s per step for "
+             "TensorRT-LLM (its per-kernel launch held at the PyTorch eager figure, so that the fit carries from 8B to "
+             "70B: specplan/serving/validation.py `EAGER_FIT`); then "
+             "`prefill_cohort` on TTFT. Every other engine number is a sourced default (engine_profiles/*.yaml).",
+             "- **Out of sample (the headline):** for each (TP, ISL x OSL) group of a framework, the numbers are refit "
+             "on the framework's other groups and the group is predicted with that fit (the fold fits start from the "
+             "all-row fit's numbers, and converge to their own optimum). NIM's rows are never fitted on: they are "
+             "scored with the TensorRT-LLM fit, with immediate admission (their TTFT does not grow with OSL) and "
+             "without the `prefill_cohort` term: that term is the start-up bunching of a benchmark whose C clients "
+             "all start at once, a property of the aiconfigurator harness (fitted on both engines' runs from it), "
+             "absent from NIM's table (specplan/validation/serving.py `bunched_start` states the reasoning; "
+             "inferred from the data, not from a harness source).",
+             "- TTFT queueing: the M/D/1 wait for a prefill uses the time the engine's prefill is busy, "
+             "u = X·(t_iter/k + ΔP) with k prompts per step (budget/ISL with chunked prefill, whole prompts without: "
+             "NIM's 5000-token prompts under TensorRT-LLM's 8192-token budget and no chunking are alone in their "
+             "step); it used to be the token-budget fraction X·ISL·τ/budget, which missed that the steps carrying "
+             "a prompt last t_iter + ΔP, not the mean iteration τ.",
+             "- **In sample:** the shipped engine numbers are the all-row fit; scores with them are in-sample.",
+             "- The aiconfigurator TensorRT-LLM runs are scored with `admission: next_departure` (their TTFT grows "
+             "like OSL x TPOT / C at fixed C: a new request waits for the next request to finish, as when the engine's "
+             "max batch equals the client concurrency); vLLM's from the same source are not.", ""]
+    lines += ["## Scores against the targets", "",
+              "| framework | rows | out of sample | in sample | decode-only TPOT (median measured/pred ratio, error) |",
+              "|---|---|---|---|---|"]
+    for fw in sorted(ins["framework"].unique()):
+        so, si = scores(outs[outs["framework"] == fw]), scores(ins[ins["framework"] == fw])
+        lines.append(f"| {fw} | {so['rows']} | {'; '.join(_verdict(so))} | {'; '.join(_verdict(si))} | "
+                     f"{so['decode_only_bias']:.3f}, {_pct(so['decode_only_median'])} |")
+    so, si = scores(outs), scores(ins)
+    lines.append(f"| all | {so['rows']} | TPOT median {_pct(so['tpot_median'])}, p90 {_pct(so['tpot_p90'])}, TTFT "
+                 f"median {_pct(so['ttft_median'])} | TPOT median {_pct(si['tpot_median'])}, p90 "
+                 f"{_pct(si['tpot_p90'])}, TTFT median {_pct(si['ttft_median'])} | {so['decode_only_bias']:.3f}, "
+                 f"{_pct(so['decode_only_median'])} |")
+    lines += ["", "Bias = median predicted/measured TPOT. The decode-only column is `specplan step` at batch = "
+              "concurrency and context ISL + OSL/2 (no prefill, no engine costs).", "",
+              "## Fitted engine numbers", "", "| engine | fit | " + " | ".join(FITTED) + " | prefill_cohort |",
+              "|---|---|" + "---|" * (len(FITTED) + 1)]
+    for e, p in res["full"].items():
+        lines.append(f"| {e} | all rows (shipped) | " + " | ".join(f"{p[k]:.3g}" for k in FITTED)
+                     + f" | {p['prefill_cohort']:.3f} |")
+        folds = [v for g, v in ((g, res["held"].get(id(g))) for g in res["groups"]) if v is not None
+                 and g.engine.id == e]
+        if folds:
+            lines.append(f"| {e} | {len(folds)} leave-group-out folds, min-max | " + " | ".join(
+                f"{min(f[k] for f in folds):.3g}-{max(f[k] for f in folds):.3g}" for k in FITTED)
+                + f" | {min(f['prefill_cohort'] for f in folds):.3f}-{max(f['prefill_cohort'] for f in folds):.3f} |")
+    from specplan.profiles.registry import load_engine
+
+    for e, p in res["full"].items():
+        eng = load_engine(e)
+        same = all(abs(getattr(eng, k) - v) <= 0.01 * abs(v) + 1e-9 for k, v in p.items())
+        lines.append("")
+        lines.append(f"engine_profiles/{e}.yaml holds {'these' if same else 'OTHER'} numbers "
+                     f"({'equal to the all-row fit within 1 %' if same else 'update the YAML to the all-row fit'}).")
+    hi = outs[(outs["batch"] >= 65) & outs["framework"].str.startswith("TensorRT")]
+    if len(hi):
+        rf = hi["pred_ttft_ms"] / hi["ttft_ms"]
+        tok = hi["batch"] * (1 - hi["ttft_ms"] / (hi["ttft_ms"] + (hi["output_len"] - 1) * hi["tpot_ms"])) \
+            / hi["tpot_ms"] * 1e3
+        lines += ["", "## Known misses", "",
+                  f"- TensorRT-LLM at C = 128: TTFT median predicted/measured {float(np.median(rf)):.2f} "
+                  f"({len(hi)} rows); the measured waits reach seconds at TP 4/8, where the fraction of clients "
+                  f"waiting, TTFT/(TTFT + (OSL-1)·TPOT), is 0.2-0.3. Decoding requests over TPOT, from the "
+                  f"measured numbers, top out near {float(np.quantile(tok, 0.9)):.0f} tokens/s whatever the TP, "
+                  f"which points at a host-side streaming limit (server or client) rather than the GPU; not "
+                  f"modelled (no source for it). Putting the measured waiting fraction into the closed loop "
+                  f"(B = C·(1 - that fraction)) would move the C = 128 TPOT bias by about -0.04 (checked by hand, "
+                  f"not a shipped model)."]
+    lines += ["", "## Every row", "", "Predicted values are out of sample (the row's group left out of the fit).", "",
+              "| framework | model | TP | C | ISL | OSL | TPOT ms | pred | decode-only | err | TTFT ms | pred | err |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for _, r in outs.iterrows():
+        lines.append(f"| {r['framework']} | {r['model']} | {r['tp']} | {r['batch']} | {r['input_len']} | "
+                     f"{r['output_len']} | {r['tpot_ms']:.2f} | {r['pred_tpot_ms']:.2f} | {r['decode_only_ms']:.2f} | "
+                     f"{100 * (r['pred_tpot_ms'] / r['tpot_ms'] - 1):+.1f} % | {r['ttft_ms']:.0f} | "
+                     f"{r['pred_ttft_ms']:.0f} | {100 * (r['pred_ttft_ms'] / r['ttft_ms'] - 1):+.0f} % |")
+    return "\n".join(lines) + "\n"
+
+
+def magicdec_markdown(rows: list[dict], trend: dict) -> str:
+    """MagicDec report: AL fitted on each sweep's batch-32 row, batch-64/128 speedups predicted."""
+    from specplan.profiles.registry import load_engine
+    from specplan.validation.magicdec import DRAFT_KV_BUDGET
+
+    folds = [1e3 * r["host_s"] for r in rows]
+    fold_lo, fold_hi = min(folds), max(folds)
+    host_all = 1e3 * rows[0]["host_all_s"]
+    als = [r["fitted_al_at_b32"] for r in rows]
+    eng = sorted(1e3 * load_engine(e).host_step_s for e in ("trtllm", "vllm"))
+
+    lines = ["# MagicDec long-context batch sweeps", "", f"Regenerate: `{CMD}` (logic in "
+             "`specplan/validation/magicdec.py`). Data: `reference/specdec_public.csv` rows `magicdec-*` (MagicDec "
+             "project page tables, arXiv 2408.11049; gpt-fast style, torch.compile, TP 8, PG-19).", "",
+             f"Per sweep (hardware, target, mechanism, prompt length) the AL is solved from the measured batch-32 "
+             f"speedup (in sample: its error is 0 by construction) and the batch-64 / batch-128 speedups are "
+             f"predicted with it (other D through the i.i.d. α that AL implies). StreamingLLM self-speculation = "
+             f"`self`, TinyLlama-1.1B = `external` (model_profiles/tinyllama-1.1b.yaml), both with a draft KV of "
+             f"{DRAFT_KV_BUDGET} tokens (assumption: the page's Figure 6 is 'speedups_budget512'; the tables do not "
+             f"state it). Step times are the roofline's (`ideal`, no serving engine) plus one per-forward time h: "
+             f"MagicDec's gpt-fast loop calls every forward pass (baseline decode, verification, each of the D draft "
+             f"steps) from Python as its own compiled call, with its sampling and the per-iteration accept/reject, "
+             f"a batch-independent cost the roofline lacks; speedup = AL·(T_b + h) / (T_v + T_d + (1 + D)·h).", "",
+             f"h is fitted, one number for all sweeps, on the batch-64/128 rows of the *other* five sweeps (leave one "
+             f"sweep out), so every predicted row is out of sample for h; folds {fold_lo:.2f}-{fold_hi:.2f} ms, all "
+             f"sweeps {host_all:.2f} ms (the size of the fitted host time per step of the serving engines, "
+             f"{eng[0]:.2f}-{eng[1]:.2f} ms, docs/validation/serving.md). Without h (pure roofline) the A100 LLaMA-2-7B-32K "
+             f"self-speculation sweep was predicted flat from batch 64 to 128 (1.304, 1.303) against a measured rise, "
+             f"and the held-out median error was 9.1 % (max 20 %): with no fixed cost per forward, the roofline's "
+             f"draft is cheap at batch 32, so the AL solved there is low (about 2 at D = 3) and the gain from the "
+             f"KV-bound verification at larger batch is small; a fixed cost per forward makes the batch-32 draft "
+             f"relatively dearer (AL {min(als):.1f}-{max(als):.1f}) and is amortized as the KV read grows with batch.", "",
+             "| sweep | trend right |", "|---|---|"]
+    lines += [f"| {k} | {'yes' if v else 'no'} |" for k, v in sorted(trend.items())]
+    lines += ["", "| case | D | batch | measured | predicted | error | AL fitted at batch 32 | h (ms, other sweeps) |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        tag = " (fit row)" if r["fit_row"] else ""
+        lines.append(f"| {r['case_id']} | {r['draft_len']} | {r['batch']}{tag} | {r['measured']:.2f} | "
+                     f"{r['predicted']:.3f} | {100 * r['error']:+.1f} % | {r['fitted_al_at_b32']:.2f}"
+                     f"{' (clamped to 1 + D)' if r['al_clamped'] else ''} | {1e3 * r['host_s']:.2f} |")
+    held = [abs(r["error"]) for r in rows if not r["fit_row"]]
+    lines += ["", f"Held-out rows (batch 64 and 128): {len(held)}, median |error| {_pct(float(np.median(held)))}, "
+              f"max {_pct(float(np.max(held)))}. Still off: the H100 TinyLlama sweep's batch-128 row is over-predicted "
+              f"and the A100 LLaMA-2-7B-32K self-speculation rise is under-predicted (one h for both GPUs and all "
+              f"draft mechanisms; the draft KV budget of the table rows is not stated)."]
+    return "\n".join(lines) + "\n"
+
+
+def write_reports(outdir: Path | str, progress=None) -> list[Path]:
+    """Run the calibration and MagicDec validation and write both markdown files; returns their paths."""
+    from specplan.core.io import atomic_write_text
+    from specplan.validation.magicdec import predict_sweeps, trend_right
+
+    outdir = Path(outdir)
+    res = calibrate(progress=progress)
+    rows = predict_sweeps()
+    paths = [outdir / "serving.md", outdir / "magicdec.md"]
+    atomic_write_text(paths[0], serving_markdown(res))
+    atomic_write_text(paths[1], magicdec_markdown(rows, trend_right(rows)))
+    return paths

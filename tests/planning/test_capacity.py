@@ -1,0 +1,94 @@
+"""recommend --target-tps: the smallest GPU count for a load, checked by brute force over the same space.
+
+Must-show 3 of issue 9: DeepSeek-V3 on H200, ISL 2048 / OSL 2048, MTP at acceptance rate 0.8, >= 50 tokens/s/user,
+20,000 tokens/s in total, up to 64 GPUs."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specplan.planning.capacity import candidate_layouts, prefill_gpus, search
+from specplan.core.errors import SpecplanError
+from specplan.costs.precision import resolve_precision
+from specplan.profiles.registry import load_hardware, load_model
+from specplan.speculation.acceptance import Acceptance
+from specplan.speculation.speedup import evaluate
+
+ROOT = Path(__file__).resolve().parents[2]
+ARGS = dict(target_tps=20000.0, target_tps_per_user=50.0, max_gpus=64, isl=2048, osl=2048, mechanisms=["mtp"],
+            acceptance={"mtp": 0.8}, max_draft_len=8)
+
+
+@pytest.fixture(scope="module")
+def answer():
+    return search("deepseek-v3", "h200-sxm", **ARGS)
+
+
+def _meets(lay, decode_gpus, m, hw):
+    """Brute force: does any (mechanism, D, batch) of `decode_gpus / lay.gpus` instances of `lay` meet both targets?"""
+    if decode_gpus <= 0 or decode_gpus % lay.gpus:
+        return False
+    n = decode_gpus // lay.gpus
+    for mech, ds in (("none", [0]), ("mtp", range(1, 9))):
+        for d in ds:
+            for b in (np.arange(1, 4097, dtype=float),):
+                r = evaluate(m, hw, layout=lay, batch=b, context_len=2048 + 1024, draft_len=d, mechanism=mech,
+                             acceptance=None if mech == "none" else Acceptance.from_rate(0.8))
+                user = np.asarray(r["tokens_per_s_per_user"])
+                ok = np.asarray(r["fits"]) & (user >= 50.0) & (n * b * user >= 20000.0)
+                if ok.any():
+                    return True
+    return False
+
+
+def test_answer_meets_both_targets(answer):
+    b = answer["best"]
+    assert b is not None and b["gpus"] % 8 == 0 and b["gpus"] <= 64
+    m, hw = load_model("deepseek-v3"), load_hardware("h200-sxm")
+    lay = next(x for x in candidate_layouts(m, 8, 64) if x.name == b["layout"])
+    r = evaluate(m, hw, layout=lay, batch=b["batch"], context_len=3072, draft_len=b["draft_len"],
+                 mechanism=b["mechanism"], acceptance=Acceptance.from_rate(0.8))
+    user = float(r["tokens_per_s_per_user"])
+    assert bool(r["fits"]) and user >= 50.0
+    assert b["instances"] * lay.gpus + b["prefill_gpus"] == b["gpus"]
+    assert b["instances"] * b["batch"] * user >= 20000.0
+
+
+def test_no_smaller_count_meets_both_by_brute_force(answer):
+    """Every count below the answer, every split into a prefill pool of whole nodes that keeps up with the
+    request rate and a decode pool, every candidate layout, mechanism, D and batch: none meets both targets."""
+    m, hw = load_model("deepseek-v3"), load_hardware("h200-sxm")
+    need, _ = prefill_gpus(m, hw, resolve_precision(m, hw, None, None), 2048, 2048, 20000.0, 8)
+    assert need >= 8  # 20,000 / 2048 requests/s need at least one prefill node
+    lays = candidate_layouts(m, 8, 64)
+    for g in range(8, answer["best"]["gpus"], 8):
+        for pre in range(need, g, 8):
+            for lay in lays:
+                assert not _meets(lay, g - pre, m, hw), (g, pre, lay.name)
+    assert "16 GPUs" in answer["smaller_fails"] and "< 20,000" in answer["smaller_fails"]
+
+
+def test_cli_answers_with_a_layout_and_gpu_count(answer):
+    r = subprocess.run([sys.executable, "-m", "specplan", "recommend", "--model", "deepseek-v3", "--hardware",
+                        "h200-sxm", "--isl", "2048", "--osl", "2048", "--mechanisms", "mtp", "--acceptance", "mtp=0.8",
+                        "--target-tps-per-user", "50", "--target-tps", "20000", "--max-gpus", "64", "--json"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["best"]["gpus"] == answer["best"]["gpus"] and out["best"]["layout"] and out["smaller_fails"]
+    txt = subprocess.run([sys.executable, "-m", "specplan", "recommend", "--model", "deepseek-v3", "--hardware",
+                          "h200-sxm", "--isl", "2048", "--osl", "2048", "--mechanisms", "mtp", "--acceptance",
+                          "mtp=0.8", "--target-tps-per-user", "50", "--target-tps", "20000", "--max-gpus", "64"],
+                         capture_output=True, text=True, cwd=ROOT).stdout
+    assert f"answer: {answer['best']['gpus']} GPUs" in txt and "why not fewer:" in txt
+
+
+def test_unreachable_per_user_target_is_explained():
+    r = search("deepseek-v3", "h200-sxm", **{**ARGS, "target_tps_per_user": 5000.0, "max_gpus": 16})
+    assert r["best"] is None and "5000 tokens/s/user" in r["infeasible"]
+    with pytest.raises(SpecplanError, match="both --isl and --osl"):
+        search("deepseek-v3", "h200-sxm", **{**ARGS, "osl": None})

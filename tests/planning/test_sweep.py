@@ -1,0 +1,105 @@
+"""Sweep: columns and units, infeasible points kept, one evaluate() per (device, TP, mechanism) chunk."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specplan.core.errors import SpecplanError
+from specplan.planning.sweep import COLUMNS, batch_grid, sweep, tp_choices
+
+
+def test_columns_documented_and_grid_complete(small_grid):
+    df = small_grid
+    assert list(df.columns) == list(COLUMNS)
+    # 2 devices x 2 TP x 2 contexts x 48 batches x (1 baseline + 3 mechanisms x 6 D)
+    assert len(df) == 2 * 2 * 2 * 48 * (1 + 3 * 6)
+    assert (df.loc[df["draft_len"] == 0, "mechanism"] == "none").all()
+    assert np.allclose(df.loc[df["draft_len"] == 0, "speedup"], 1.0)
+    al = df["acceptance_length"]
+    assert (al >= 1 - 1e-6).all() and (al <= 1 + df["draft_len"] + 1e-5).all()
+    assert np.allclose(df["tok_s_gpu"], df["batch"] * df["tok_s_user"] / df["target_devices"], rtol=1e-5)
+
+
+def test_infeasible_points_are_marked_not_dropped(small_grid):
+    df = small_grid
+    bad = df[~df["fits"]]
+    assert len(bad) > 0  # 48 sequences x 64K context do not fit one H100 with llama-3.1-8b
+    assert bad["memory_gb"].min() > 0 and np.isfinite(bad["tok_s_user"]).all()
+
+
+def test_vectorized_one_call_per_combo_and_chunking(monkeypatch):
+    import specplan.speculation.speedup as sp
+
+    calls = []
+    real = sp.evaluate
+
+    def counting(*a, **k):
+        calls.append(np.broadcast(k["batch"], k["context_len"], k["draft_len"]).shape)
+        return real(*a, **k)
+
+    monkeypatch.setattr(sp, "evaluate", counting)
+    kw = dict(batch_max=32, max_draft_len=4, mechanisms=["ngram"], acceptance={"ngram": 0.5}, tp=[1, 2],
+              contexts=[1024, 4096], progress=False)
+    a = sweep("llama-3.1-8b", "h100-sxm", **kw)
+    assert len(calls) == 2 * 2  # (TP) x (none, ngram)
+    calls.clear()
+    b = sweep("llama-3.1-8b", "h100-sxm", chunk_points=40, **kw)
+    assert len(calls) > 4 and max(np.prod(s) for s in calls) <= 40
+    assert a.equals(b)
+
+
+def test_grid_helpers_and_errors():
+    assert list(batch_grid(5)) == [1, 2, 3, 4, 5]
+    g = batch_grid(1000, 50)
+    assert g[0] == 1 and g[-1] == 1000 and len(g) <= 51
+    assert tp_choices("llama-3.1-8b", "h100-sxm") == [1, 2, 4, 8]
+    assert tp_choices("llama-3.1-8b", "groq-3-lpu") == [1]
+    with pytest.raises(SpecplanError, match="mechanism: unknown 'eagle9'"):
+        sweep("llama-3.1-8b", "h100-sxm", batch=[1], mechanisms=["eagle9"], progress=False)
+    with pytest.raises(SpecplanError, match="batch: must be >= 1"):
+        sweep("llama-3.1-8b", "h100-sxm", batch=[0], mechanisms=["ngram"], acceptance={"ngram": 0.5})
+
+
+def test_default_mechanisms_are_those_that_apply():
+    df = sweep("llama-3.1-8b", "h100-sxm", batch=[1, 8], max_draft_len=2, tp=[1], progress=False)
+    mechs = set(df["mechanism"].astype(str))
+    assert "eagle3" in mechs  # a shipped acceptance profile exists for llama-3.1-8b
+    assert "mtp" not in mechs  # llama-3.1-8b has no MTP module
+
+
+def test_progress_bar_silent_off_tty_and_draws_on_tty():
+    import io
+
+    from specplan.core.progress import Progress
+
+    buf = io.StringIO()  # not a TTY: silent
+    with Progress(3, "sweep", stream=buf) as p:
+        p.update(3)
+    assert buf.getvalue() == ""
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Tty()
+    with Progress(2, "sweep", stream=tty) as p:
+        p.update(1)
+        p.update(1)
+    assert "100% 2/2" in tty.getvalue() and tty.getvalue().endswith("\n")
+    quiet = Tty()
+    with Progress(2, "sweep", stream=quiet, enabled=False) as p:
+        p.update(2)
+    assert quiet.getvalue() == ""
+
+
+def test_explicit_tp_is_checked_not_replaced():
+    assert tp_choices("llama-3.1-8b", "h100-sxm", [2, 8]) == [2, 8]
+    assert tp_choices("llama-3.1-8b", "b200", [1, 2, 4, 8, 16]) == [1, 2, 4, 8]  # 16 > the NVL8 domain: skipped
+    with pytest.raises(SpecplanError, match=r"^tp: 3 does not divide the 32 query heads of llama-3.1-8b$"):
+        tp_choices("llama-3.1-8b", "h100-sxm", [3])
+    with pytest.raises(SpecplanError, match=r"^tp: none of 16 fits the scale-up domain of h100-sxm \(8 devices\)$"):
+        tp_choices("llama-3.1-8b", "h100-sxm", [16])
+    with pytest.raises(SpecplanError, match=r"^max draft length: must be >= 0, got -3$"):
+        sweep("llama-3.1-8b", "h100-sxm", batch=[1], max_draft_len=-3, mechanisms=["ngram"],
+              acceptance={"ngram": 0.5}, progress=False)

@@ -1,0 +1,442 @@
+"""Issue 12, what users see: YAML paths never reloaded by id, study `8k` and nearest-field errors, one option
+spelling everywhere, recommend's best-of-each-mechanism answer, the plots checked on the Figure objects, and
+the vectorized table writer."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specplan.core.errors import SpecplanError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "specplan", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def custom_profiles(tmp_path_factory):
+    """A model and a device YAML whose ids are not built-in ones (copies of llama-3.1-8b / h100-sxm)."""
+    from specplan.profiles.registry import load_hardware, load_model, write_profile_yaml
+
+    d = tmp_path_factory.mktemp("profiles")
+    m, h = d / "my-model.yaml", d / "my-gpu.yaml"
+    write_profile_yaml(load_model("llama-3.1-8b").model_copy(update={"id": "my-llama"}), m)
+    write_profile_yaml(load_hardware("h100-sxm").model_copy(update={"id": "my-h100"}), h)
+    return m, h
+
+
+# ------------------------------------------------------------------ Fails: paths are not reloaded by id
+
+def test_pareto_with_yaml_paths_writes_tables_and_all_plots(custom_profiles, tmp_path):
+    m, h = custom_profiles
+    p = run("pareto", "-m", m, "-H", h, "-H", "b200", "--batch-max", "16", "--max-draft-len", "3", "--tp", "1",
+            "--mechanisms", "eagle3", "--acceptance", "eagle3=0.8", "--no-progress", "--figures", "all",
+            "--grid-csv", "-o", tmp_path / "o")
+    assert p.returncode == 0, p.stderr
+    for stem in ("frontier", "speedup_heatmap", "attention_tiles", "acceptance", "breakdown"):
+        assert (tmp_path / "o" / f"{stem}.png").is_file(), stem
+    import pandas as pd
+
+    assert set(pd.read_csv(tmp_path / "o" / "grid.csv")["hardware"]) == {"my-h100", "b200"}
+
+
+@pytest.mark.parametrize("cmd", [
+    ["step", "-b", "4", "-c", "1k"],
+    ["predict", "-b", "4", "-c", "1k", "--mechanism", "eagle3", "-D", "3", "--acceptance-rate", "0.8"],
+    ["recommend", "-c", "1k", "--mechanisms", "eagle3", "--acceptance", "eagle3=0.8", "--max-draft-len", "4"],
+    ["adaptive", "-c", "1k", "--trace", "0.9@8x20", "--max-draft-len", "4"],
+])
+def test_every_command_taking_a_path_runs_on_custom_ids(custom_profiles, cmd):
+    m, h = custom_profiles
+    p = run(*cmd, "-m", m, "-H", h)
+    assert p.returncode == 0, p.stderr
+    assert "my-llama" in p.stdout or "my-h100" in p.stdout or cmd[0] == "adaptive"
+
+
+def test_profiles_show_and_study_take_custom_paths(custom_profiles, tmp_path):
+    m, h = custom_profiles
+    p = run("profiles", "show", m)
+    assert p.returncode == 0 and "id: my-llama" in p.stdout
+    study = tmp_path / "s.yaml"
+    study.write_text(f"name: paths\nbase:\n  model: {m}\n  hardware: {h}\n  batch: [1, 8]\n  tp: [1]\n"
+                     f"  max_draft_len: 2\n  mechanisms: {{ngram: 0.5}}\n"
+                     f"variants:\n  - name: b200\n    hardware: b200\nplots: [frontier, attention]\n")
+    p = run("study", study, "-o", tmp_path / "out", "--no-progress")
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "out" / "attention_tiles.png").is_file()
+
+
+# ------------------------------------------------------------------ Fails: study YAML context: [8k]
+
+def test_study_context_takes_the_k_suffix():
+    from specplan.study.spec import expand, load_study
+
+    st = {"name": "k", "base": {"model": "llama-3.1-8b", "hardware": "h100-sxm", "context": ["8k", 1024, "2K"],
+                                "mechanisms": {"ngram": 0.5}}, "summary_context": "8k"}
+    sc = expand(load_study(st))[0]
+    assert sc["grid"]["context"] == [8192, 1024, 2048]  # 8 x 1024, as the CLI reads 8k
+    assert load_study(st).summary_context == 8192
+    st["base"]["context"] = ["8x"]
+    with pytest.raises(SpecplanError, match=r"base\.context\[0\]: must be an integer, got '8x'"):
+        load_study(st)
+
+
+def test_study_errors_name_the_file_and_the_nearest_field(tmp_path):
+    from specplan.study.spec import expand, load_study
+
+    f = tmp_path / "typo.yaml"
+    f.write_text("name: t\nbase: {model: llama-3.1-8b, hardware: h100-sxm}\n"
+                 "variants:\n  - {name: a, hardware: b200}\n  - {name: b, hardwre: b200}\n")
+    with pytest.raises(SpecplanError) as e:
+        load_study(f)
+    assert str(e.value) == f"{f}: variants[1].hardwre: unknown field; did you mean hardware?"
+    st = {"name": "t", "base": {"model": "llama-3.1-8b", "hardware": "h100-sxm"},
+          "variants": [{"name": "a", "hardware": {"mem_bandwith_bytes_s": 1}}]}
+    with pytest.raises(SpecplanError, match=r"variants\[0\]\.hardware\.mem_bandwith_bytes_s: unknown field; "
+                                            r"did you mean mem_bandwidth_bytes_s\?"):
+        expand(load_study(st))
+    p = run("study", f, "-o", tmp_path / "o")
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "did you mean hardware?" in p.stderr
+
+
+# ------------------------------------------------------------------ consistent interface
+
+def _help(*cmd) -> str:
+    p = run(*cmd, "--help")
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+@pytest.mark.parametrize("cmd", [["step"], ["predict"], ["recommend"], ["pareto"], ["study"], ["adaptive"],
+                                 ["validate"], ["calibrate"], ["bench"], ["profiles", "list"],
+                                 ["profiles", "show"], ["model", "import"]])
+def test_help_has_no_bool_metavar_and_one_output_spelling(cmd):
+    text = _help(*cmd)
+    assert "<bool>" not in text
+    if cmd[0] in ("pareto", "study", "validate", "calibrate", "bench", "model"):
+        assert "-o, --out" in text
+
+
+def test_serving_options_are_one_definition_in_every_command():
+    import typer.main
+
+    from specplan.cli import app
+
+    cmd = typer.main.get_command(app)
+    want = {"--engine", "--mode", "--isl", "--osl", "--concurrency", "--request-rate", "--pools"}
+    helps = {}
+    for name in ("predict", "recommend", "pareto"):
+        opts = {o: (p.help, p.default) for p in cmd.commands[name].params for o in p.opts if o in want}
+        assert set(opts) == want, name
+        helps[name] = opts
+    assert helps["predict"] == helps["recommend"] == helps["pareto"]
+    assert helps["pareto"]["--mode"][1] == "agg"
+
+
+def test_adaptive_help_shows_trace_brackets_and_sla_spelling():
+    text = _help("adaptive")
+    assert "alpha[@batch]xITER" in text and "--max-tpot-ms" in text and "--slo-tpot-ms" in text
+
+
+def test_profiles_show_help_and_error_name_the_same_argument():
+    assert "ID" in _help("profiles", "show").split("\n")[0]
+    p = run("profiles", "show")
+    assert p.returncode == 2 and "'ID'" in p.stderr
+    p = run("profiles", "show", "h100-sx")
+    assert p.returncode == 2 and p.stderr.startswith("error: ID: unknown profile id 'h100-sx'")
+
+
+def test_predict_takes_the_recommend_spelling():
+    import json
+
+    base = ["predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-b", "8", "-c", "4k", "-D", "4", "--json"]
+    a = json.loads(run(*base, "--mechanism", "eagle3", "--acceptance-rate", "0.8").stdout)
+    b = json.loads(run(*base, "--mechanisms", "eagle3", "--acceptance", "eagle3=0.8").stdout)
+    c = json.loads(run(*base, "--mechanism", "eagle3", "--acceptance", "0.8").stdout)
+    assert a["speedup"] == b["speedup"] == c["speedup"] and a["acceptance_length"] == pytest.approx(
+        (1 - 0.8 ** 5) / (1 - 0.8))  # i.i.d. AL = sum_{k=0..D} a^k
+    p = run(*base, "--mechanism", "eagle3", "--acceptance", "ngram=0.8")
+    assert p.returncode == 2 and "names ngram, but --mechanism is eagle3" in p.stderr
+
+
+def test_recommend_and_pareto_take_the_singular_mechanism():
+    import json
+
+    p = run("recommend", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-c", "1k", "--mechanism", "ngram",
+            "--acceptance", "ngram=0.5", "--max-draft-len", "4", "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["mechanisms"] == ["ngram"]
+
+
+def test_adaptive_sla_alias_gives_the_same_answer():
+    base = ["adaptive", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-c", "1k", "--trace", "0.9@8x20",
+            "--max-draft-len", "4", "--json"]
+    a, b = run(*base, "--max-tpot-ms", "9"), run(*base, "--slo-tpot-ms", "9")
+    assert a.returncode == 0, a.stderr
+    assert a.stdout == b.stdout
+
+
+def test_one_max_draft_len_default_everywhere():
+    import typer.main
+
+    from specplan.cli import app
+    from specplan.planning.sweep import MAX_DRAFT_LEN
+
+    cli = typer.main.get_command(app)
+    for name in ("recommend", "pareto", "adaptive"):
+        opt = next(p for p in cli.commands[name].params if p.name == "max_draft_len")
+        assert opt.default == MAX_DRAFT_LEN == 32, name  # reaches G2's D = 128/4 - 1 = 31 of a G = 4 model
+    from specplan.study.spec import sweep_kwargs
+
+    assert sweep_kwargs({"grid": {}, "draft_model": None, "draft_hardware": None})["max_draft_len"] == 32
+    doc = (REPO / "docs" / "studies.md").read_text()
+    assert "--max-draft-len" in doc and "default 32" in doc
+
+
+# ------------------------------------------------------------------ answers: recommend and pareto
+
+README_CMD = ["recommend", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--context", "4096",
+              "--target-tps-per-user", "150", "--mechanisms", "eagle3,dflash,ngram", "--acceptance", "eagle3=0.8",
+              "--acceptance", "dflash=0.7", "--acceptance", "ngram=0.4"]
+
+
+def test_recommend_shows_the_best_of_each_mechanism():
+    p = run(*README_CMD)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    head, _, rest = out.partition("best of each mechanism")
+    table = rest.split("runners-up")[0]
+    rows = [ln.split()[0] for ln in table.splitlines()[3:] if ln.strip()]
+    assert rows[:1] == ["eagle3"] and set(rows) == {"eagle3", "dflash", "ngram", "none"}
+    for ln in table.splitlines()[4:]:
+        if ln.strip():
+            assert re.search(r"-\d+\.\d%: ", ln), ln  # why it lost, by how much
+    # notes are about the chosen operating point (batch 54 here), with digits enough to differ
+    notes = [ln for ln in out.splitlines() if ln.startswith("note:")]
+    assert notes and all("batch 54" in n or "batch 55" in n for n in notes)
+    for a, b in re.findall(r"([\d.]+) GB > ([\d.]+) GB", out):
+        assert a != b
+    assert "terms: AL" in out and "G_dev" in out and "ridge" in out
+    assert "G2 vs the choice: D = 6 < 31" in out  # G = 32/8 = 4 -> 128/4 - 1 = 31
+
+
+def test_why_lost_splits_the_throughput_ratio():
+    from specplan.planning.recommend import why_lost
+
+    best = {"mechanism": "eagle3", "batch": 50, "acceptance_length": 4.0, "iter_s": 0.02, "draft_s": 0.004,
+            "target_devices": 1, "tokens_per_s_per_gpu": 50 * 4.0 / 0.02}
+    x = dict(best, mechanism="dflash", batch=40, acceptance_length=3.0, tokens_per_s_per_gpu=40 * 3.0 / 0.02)
+    # 40 * 3 / (50 * 4) = 0.6 -> 40 % fewer tokens/s/GPU, from AL and (as a consequence) batch
+    assert why_lost(x, best) == "-40.0%: AL 3.00 vs 4.00; so batch 40 vs 50"
+
+
+def test_gb_pair_prints_enough_digits():
+    from specplan.planning.recommend import gb_pair
+
+    assert gb_pair(77.34e9, 77.31e9) == ("77.34", "77.31")
+    assert gb_pair(80.0e9, 77.3e9) == ("80.0", "77.3")
+
+
+def test_pareto_states_its_defaults(tmp_path):
+    p = run("pareto", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--batch-max", "8", "--tp", "1", "--no-plots",
+            "--max-draft-len", "2", "-o", tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "context: 1,024 tokens (default" in p.stdout
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("mechanisms:"))
+    assert "eagle3" in line and "default: those with a shipped acceptance profile" in line and "ngram" in line
+
+
+# ------------------------------------------------------------------ plots (checked on the Figure objects)
+
+def _boxes(fig, texts):
+    r = fig.canvas.get_renderer()
+    return [t.get_window_extent(r) for t in texts]
+
+
+def test_frontier_labels_five_per_device_inside_and_disjoint(small_grid):
+    from specplan import plots as P
+
+    fig = P.plot_frontier(small_grid, title="t")
+    ax = fig.axes[0]
+    fig.draw_without_rendering()
+    frame = ax.get_window_extent(fig.canvas.get_renderer())
+    labels = [t for t in ax.texts if (t.get_gid() or "").startswith("frontier-label:")]
+    for hw in ("h100-sxm", "b200"):
+        assert sum(t.get_gid() == f"frontier-label:{hw}" for t in labels) >= 5, hw
+    boxes = _boxes(fig, labels)
+    for b in boxes:
+        assert frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1
+    for i in range(len(boxes)):
+        for j in range(i + 1, len(boxes)):
+            assert not boxes[i].overlaps(boxes[j]), (labels[i].get_text(), labels[j].get_text())
+    mechs = set(small_grid["mechanism"].astype(str)) | {"no spec"}
+    for t in labels:
+        m = re.fullmatch(r"(.+) \((\d+), (\d+), (\d+)\)", t.get_text())
+        assert m and m.group(1) in mechs, t.get_text()
+
+
+def test_breakdown_has_every_d_at_its_true_position():
+    from specplan import plots as P
+
+    ds = [0, 1, 2, 3, 5, 9, 16, 31]
+    fig = P.plot_breakdown("llama-3.1-8b", "h100-sxm", 1, 8, 8192, draft_lens=ds)
+    ax = fig.axes[0]
+    centres = sorted({round(p.get_x() + p.get_width() / 2, 6) for p in ax.patches})
+    assert centres == ds
+
+
+def test_heatmap_colorbar_ticks_on_both_sides_of_one_and_every_batch_row(small_grid):
+    import matplotlib.markers
+
+    from specplan import plots as P
+
+    fig = P.plot_speedup_heatmap(small_grid)
+    cb = next(a for a in fig.axes if getattr(a, "_colorbar", None) is not None)
+    lo, hi = cb.get_ylim()
+    ticks = [t for t in cb.get_yticks() if lo - 1e-9 <= t <= hi + 1e-9]
+    assert any(t < 1 for t in ticks) and any(t > 1 for t in ticks) and 1.0 in ticks
+    ax = fig.axes[0]
+    n_batches = small_grid["batch"].nunique()
+    # a tick mark on every batch row: one line of tick markers on the left spine, outside the clip box
+    marks = [ln for ln in ax.get_lines() if ln.get_gid() == "batch-row-ticks"]
+    assert len(marks) == 1 and set(marks[0].get_ydata()) == set(range(n_batches))
+    assert marks[0].get_marker() == matplotlib.markers.TICKLEFT and not marks[0].get_clip_on()
+    assert set(marks[0].get_xdata()) == {0} and marks[0].get_transform() == ax.get_yaxis_transform()
+    assert set(ax.get_yticks()) < set(range(n_batches))  # the labelled rows
+
+
+def test_colorbar_ticks_closed_form():
+    from specplan.plots import colorbar_ticks
+
+    assert colorbar_ticks(0.6, 2.0) == pytest.approx([0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0])
+
+
+def test_attention_tile_lines_that_coincide_stay_visible():
+    from specplan import plots as P
+
+    fig = P.plot_attention_tiles("h100-sxm")
+    for ax in fig.axes:
+        lines = [ln for ln in ax.get_lines() if ln.get_label().startswith("G = ")]
+        assert len(lines) == 8 and len(ax.get_legend().get_texts()) == 8
+        marks = {(ln.get_marker(), tuple(ln.get_markevery())) for ln in lines}
+        assert len(marks) == 8  # every line marks its own D values, so overlapping curves both show
+        # the first context's lines are drawn wider than the second's, which sit on top of them
+        assert min(ln.get_linewidth() for ln in lines[::2]) > max(ln.get_linewidth() for ln in lines[1::2]) or \
+            min(ln.get_linewidth() for ln in lines[:4]) > max(ln.get_linewidth() for ln in lines[4:])
+
+
+# ------------------------------------------------------------------ fast outputs
+
+def test_csv_writer_matches_pandas_formatting_and_is_deterministic(small_grid, tmp_path):
+    from specplan.core.tables import csv_bytes, write_table
+
+    sub = small_grid.iloc[::37]
+    want = sub.to_csv(index=False, float_format="%.6g", lineterminator="\n").encode()
+    assert csv_bytes(sub) == want  # the old pandas output, byte for byte, for ordinary magnitudes
+    write_table(small_grid, tmp_path / "a")
+    write_table(small_grid, tmp_path / "b")
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+
+
+def test_round_significant_by_hand():
+    from specplan.core.tables import round_significant
+
+    got = round_significant(np.array([123456789.0, 0.000123456789, -2.5, 0.0, np.nan, np.inf]))
+    assert got[:4].tolist() == [123457000.0, 0.000123457, -2.5, 0.0]
+    assert np.isnan(got[4]) and np.isinf(got[5])
+
+
+# ------------------------------------------------------------------ study plots
+
+def _study_figs(study):
+    from specplan.study import spec as S
+    from specplan.plots import study_plots as SP
+    from specplan.planning.frontier import frontier
+    from specplan.planning.sweep import sweep
+
+    st = S.load_study(study)
+    scs = S.expand(st)
+    grids = [sweep(sc["model"], sc["hardware"], progress=False, **S.sweep_kwargs(sc)) for sc in scs]
+    return st, scs, grids, [frontier(g) for g in grids], SP
+
+
+def test_study_recommended_d_offsets_reference_lines_and_search_limit():
+    study = {"name": "g", "base": {"model": "llama-3.1-8b", "hardware": "h100-sxm", "tp": [1], "batch": [1, 4, 16],
+                                   "max_draft_len": 3, "context": [2048], "mechanisms": {"ngram": 0.9}},
+             "variants": [{"name": "G 8", "model": {"num_kv_heads": 4}}, {"name": "same", "model": {}}]}
+    st, scs, grids, fronts, SP = _study_figs(study)
+    per_batch = []
+    for sc, df in zip(scs, grids):
+        fit = df[df["fits"] & (df["draft_len"] >= 1)]
+        per_batch.append((sc["name"], fit.loc[fit.groupby("batch")["speedup"].idxmax().to_numpy()], 2048))
+    fig = SP.plot_recommended_d(st, scs, grids, per_batch)
+    ax = fig.axes[0]
+    data = [ln for ln in ax.get_lines() if ln.get_label() in ("base", "G 8", "same")]
+    assert len(data) == 3
+    ys = [tuple(np.round(ln.get_ydata(), 3)) for ln in data]
+    assert len(set(ys)) == 3  # base and 'same' recommend the same D, yet their lines do not coincide
+    labels = [ln.get_label() for ln in ax.get_lines()]
+    assert "D = 128/G − 1 = 31 (G = 4)" in labels and "D = 128/G − 1 = 15 (G = 8)" in labels
+    refs = {ln.get_label(): ln.get_ydata()[0] for ln in ax.get_lines() if ln.get_label().startswith("D = 128")}
+    assert refs["D = 128/G − 1 = 15 (G = 8)"] == 15  # 128 rows / G = 8 query heads per KV head - 1
+    assert any(lb.startswith("at the search limit") for lb in labels)  # alpha 0.9 picks D = 3 = the limit
+
+
+def test_study_frontier_shows_the_lpu_chips_it_spends():
+    study = {"name": "lpu", "base": {"model": "qwen3.5-122b-a10b", "hardware": "b200", "tp": [2], "batch": [1, 16],
+                                     "max_draft_len": 3, "context": [8192], "draft_model": "qwen3.5-35b-a3b",
+                                     "mechanisms": {"external": 0.8}},
+             "variants": [{"name": "on LPU", "draft_hardware": "groq-3-lpu"}]}
+    st, scs, grids, fronts, SP = _study_figs(study)
+    fig = SP.plot_frontier_variants(st, scs, grids, fronts)
+    assert len(fig.axes) == 2  # per target GPU, and per device with the draft's chips counted
+    assert "draft devices counted" in fig.axes[1].get_ylabel()
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    lpu = next(t for t in legend if t.startswith("on LPU"))
+    chips = int(grids[1]["draft_devices"].max())
+    assert "groq-3-lpu chips" in lpu and str(chips) in lpu and chips > 0
+
+
+def test_study_summary_says_when_d_sits_at_the_search_limit(tmp_path):
+    from specplan.study.spec import run_study
+
+    study = {"name": "lim", "base": {"model": "llama-3.1-8b", "hardware": "h100-sxm", "tp": [1], "batch": [1, 4],
+                                     "max_draft_len": 2, "context": [2048], "mechanisms": {"ngram": 0.95}}}
+    s = run_study(study, tmp_path, progress=False)
+    assert s["variants"][0]["best"]["draft_len"] == 2 == s["variants"][0]["max_draft_len_searched"]
+    assert "(1, 2, 1) — at the search limit" in (tmp_path / "summary.md").read_text()
+
+
+# ------------------------------------------------------------------ Fails: output modes follow the umask
+
+def test_pareto_study_and_model_import_outputs_respect_the_umask(tmp_path):
+    import os
+    import stat
+
+    def under_umask():
+        os.umask(0o022)
+
+    def go(*args):
+        p = subprocess.run([sys.executable, "-m", "specplan", *map(str, args)], capture_output=True, text=True,
+                           preexec_fn=under_umask, timeout=300)
+        assert p.returncode == 0, p.stderr
+
+    go("pareto", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--batch-max", "4", "--max-draft-len", "2", "--tp", "1",
+       "--mechanisms", "ngram", "--acceptance", "ngram=0.5", "--no-progress", "-o", tmp_path / "p")
+    study = tmp_path / "s.yaml"
+    study.write_text("name: m\nbase: {model: llama-3.1-8b, hardware: h100-sxm, batch: [1, 2], tp: [1], "
+                     "max_draft_len: 1, mechanisms: {ngram: 0.5}}\n")
+    go("study", study, "-o", tmp_path / "s", "--no-progress")
+    go("model", "import", REPO / "reference" / "hf_configs" / "Qwen--Qwen3-8B_config.json", "-o", tmp_path / "m.yaml")
+    files = [*(tmp_path / "p").iterdir(), *(tmp_path / "s").iterdir(), tmp_path / "m.yaml"]
+    modes = {f.name: stat.S_IMODE(f.stat().st_mode) for f in files}
+    assert len(modes) > 10 and set(modes.values()) == {0o644}, modes  # 0666 & ~0022, not mkstemp's 0600

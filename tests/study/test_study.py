@@ -1,0 +1,121 @@
+"""Studies: schema errors name the YAML path and value; overrides; outputs byte-identical on rerun."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from specplan.core.errors import SpecplanError
+from specplan.study.spec import expand, load_study
+from specplan.plots.study_plots import run_study
+
+REPO = Path(__file__).resolve().parents[2]
+
+STUDY = {
+    "name": "tiny",
+    "base": {"model": "llama-3.1-8b", "hardware": "h100-sxm", "tp": [1], "batch": [1, 4, 16],
+             "max_draft_len": 3, "context": [2048], "mechanisms": {"ngram": 0.5}},
+    "variants": [
+        {"name": "BW x1.5", "hardware": {"mem_bandwidth_bytes_s": {"scale": 1.5}}},
+        {"name": "G=8 -> 16", "model": {"num_kv_heads": 4}},
+        {"name": "b200", "hardware": "b200"},
+    ],
+    "report_batches": [1, 16],
+}
+
+
+def _err(study) -> str:
+    with pytest.raises(SpecplanError) as e:
+        expand(load_study(study))
+    return str(e.value)
+
+
+def _with(path, value):
+    st = copy.deepcopy(STUDY)
+    node = st
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+    return st
+
+
+def test_overrides_apply():
+    sc = expand(load_study(STUDY))
+    assert [s["name"] for s in sc] == ["base", "BW x1.5", "G=8 -> 16", "b200"]
+    assert sc[1]["hardware"][0].mem_bandwidth_bytes_s == pytest.approx(1.5 * sc[0]["hardware"][0].mem_bandwidth_bytes_s)
+    assert sc[2]["model"].group_size == 2 * sc[0]["model"].group_size
+    assert sc[3]["hardware"][0].id == "b200"
+
+
+@pytest.mark.parametrize("path,value,message", [
+    (("variants", 0, "hardware"), {"mem_bandwidth_bytes_s": -1},
+     "variants[0].hardware.mem_bandwidth_bytes_s: must be >= 1e+06, got -1"),
+    (("variants", 0, "hardware"), {"mem_bandwidth_bytes_s": {"scale": -2}},
+     "variants[0].hardware.mem_bandwidth_bytes_s: must be >= 1e+06, got -"),
+    (("variants", 1, "model"), {"num_kv_heads": 5},
+     "variants[1].model.num_q_heads: must be a multiple of num_kv_heads (5), got 32"),
+    (("variants", 1, "model"), {"num_layers": {"scale": 0.55}}, "variants[1].model.num_layers: must be an integer"),
+    (("variants", 0, "hardware"), {"mem_bw": 1}, "variants[0].hardware.mem_bw: unknown field"),
+    (("variants", 0, "hardware"), {"attention": {"tile_rows": 0}},
+     "variants[0].hardware.attention.tile_rows: must be > 0, got 0"),
+    (("variants", 2, "hardware"), "no-such-gpu", "variants[2].hardware: unknown hardware id 'no-such-gpu'"),
+    (("variants", 0, "max_draft_len"), -1, "variants[0].max_draft_len: must be >= 0, got -1"),
+    (("variants", 0, "colour"), "red", "variants[0].colour: unknown field"),
+    (("base", "batch_max"), 0, "base.batch_max: must be > 0, got 0"),
+    (("plots",), ["pie"], "plots[0]: must be one of"),
+])
+def test_schema_errors_name_path_and_value(path, value, message):
+    assert message in _err(_with(path, value))
+
+
+def test_missing_fields():
+    st = copy.deepcopy(STUDY)
+    del st["base"]["model"]
+    assert _err(st) == "base.model: required field missing"
+
+
+def test_run_outputs_byte_identical(tmp_path):
+    a = run_study(STUDY, tmp_path / "a", progress=False)
+    run_study(STUDY, tmp_path / "b", progress=False)
+    names = sorted(p.name for p in (tmp_path / "a").iterdir())
+    for must in ("results.csv", "results.parquet", "frontier.csv", "summary.md", "summary.json",
+                 "frontier_variants.svg", "frontier_variants.png", "speedup.svg", "recommended_d.svg"):
+        assert must in names
+    for n in names:
+        if n.endswith((".csv", ".json", ".svg", ".md")):
+            assert (tmp_path / "a" / n).read_bytes() == (tmp_path / "b" / n).read_bytes(), n
+    svg = (tmp_path / "a" / "speedup.svg").read_text()
+    assert "<dc:date>" not in svg
+    assert [v["variant"] for v in a["variants"]] == ["base", "BW x1.5", "G=8 -> 16", "b200"]
+    md = (tmp_path / "a" / "summary.md").read_text()
+    assert "| **base** | **BW x1.5** | **G=8 -> 16** | **b200** |" in md
+    assert "best speedup" in md and "recommended D" in md
+
+
+def test_study_layer_draws_no_figures(tmp_path):
+    """specplan.study.spec / study_report import neither matplotlib nor specplan.plots nor the CLI; without a plotter
+    run_study writes the tables and summary only, identical to the ones written with the figures."""
+    import subprocess
+    import sys
+
+    code = ("import sys, specplan.study.spec, specplan.study.report; "
+            "bad = [m for m in sys.modules if m.split('.')[0] == 'matplotlib' or m in ('specplan.plots', "
+            "'specplan.plots.study_plots') or m.startswith('specplan.cli')]; print(bad)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", (r.stdout, r.stderr)
+    from specplan.study import spec as study
+
+    s = study.run_study(STUDY, tmp_path / "bare", progress=False)
+    full = run_study(STUDY, tmp_path / "full", progress=False)
+    assert s["plots"] == [] and full["plots"]
+    assert not list((tmp_path / "bare").glob("*.svg")) and not list((tmp_path / "bare").glob("*.png"))
+    for n in ("results.csv", "frontier.csv"):
+        assert (tmp_path / "bare" / n).read_bytes() == (tmp_path / "full" / n).read_bytes(), n
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "examples" / "studies").glob("*.yaml")), ids=lambda p: p.stem)
+def test_example_studies_validate(path):
+    sc = expand(load_study(path))
+    assert len(sc) >= 3
