@@ -23,10 +23,10 @@ def step(
     q_len: int = typer.Option(1, "--q-len", help="New tokens per sequence (1 + D when verifying)."),
     context: str = typer.Option(..., "--context", "-c", help="Tokens already in the KV cache per sequence; 32k = 32768."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math: bf16|fp16|fp8|fp4|int8 (default: checkpoint's)."),
-    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype (default 16-bit)."),
+    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype; default or auto: the checkpoint's declared KV format, else 16-bit (the engines' auto rule)."),
     weight_dtype: Optional[str] = typer.Option(None, "--weight-dtype", help="Narrower weight format, e.g. int4 for W4A16."),
     attention_style: str = typer.Option("shared", "--attention-style", help="shared | reread (see docs/cost_model.md)."),
-    routing: str = typer.Option("random", "--routing", help="MoE routing: random | balanced."),
+    routing: str = typer.Option("random", "--routing", help="MoE routing / expert-load imbalance: random (default: EPLB off, i.i.d. uniform routing) | balanced | eplb (EPLB on: ranks at the mean load) | skew:F (slowest rank at F x the mean)."),
     reserve: float = typer.Option(0.10, "--reserve", help="Fraction of memory kept free."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:

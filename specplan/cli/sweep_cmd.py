@@ -195,7 +195,7 @@ def pareto(
     draft_model: Optional[str] = typer.Option(None, "--draft-model", help="External draft model (mechanism external)."),
     draft_hardware: Optional[str] = typer.Option(None, "--draft-hardware", help="Device of an external draft."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math dtype."),
-    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype."),
+    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype; default or auto: the checkpoint's declared KV format, else 16-bit (the engines' auto rule)."),
     per: str = typer.Option("gpu", "--per", help="Rank throughput per target GPU (gpu) or per device, draft "
                             "devices included (device): use device when drafts run on other hardware."),
     no_plots: bool = typer.Option(False, "--no-plots", help="No figures (as --figures none)."),

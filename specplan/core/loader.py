@@ -11,6 +11,12 @@ Every profile, study, engine, shapes and Hugging Face config file goes through `
 - JSON: a key given twice in one object is an error, nesting is capped the same way;
 - after parsing, every number is checked: NaN, inf (`.inf`, `Infinity`, `1e400`) and integers beyond 64 bits are
   one-line errors naming the dotted field path (so no loader downstream sees them).
+
+Files users write for specplan (profiles, studies, engine files) are strict as above. A Hugging Face config is a
+foreign document (`read_json(..., foreign=True)`): the bounds on size and nesting still hold, but its values are not
+judged when it is read (Nemotron-H ships `"time_step_limit": [0.0, Infinity]`); a key given twice and an integer
+beyond 64 bits become `Unreadable` markers, and the importer checks (`check_values`) each field it reads, so only a
+field it uses can fail, with the same one line.
 """
 
 from __future__ import annotations
@@ -64,15 +70,31 @@ def read_text(path, what: str = "file") -> str:
 
 # ---------------------------------------------------------------- checks shared by YAML and JSON
 
-def check_values(data, where: str) -> None:
-    """Raise a one-line error at the first NaN / inf float, integer beyond 64 bits, or nesting past MAX_DEPTH."""
-    stack = [(data, "", 0)]
+class Unreadable:
+    """A value of a foreign document that cannot be used (a key given twice, an integer beyond 64 bits); raises
+    its one line only when something reads it (check_values)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"<{self.reason}>"
+
+
+def check_values(data, where: str, path: str = "") -> None:
+    """Raise a one-line error at the first NaN / inf float, integer beyond 64 bits, Unreadable value, or nesting
+    past MAX_DEPTH (`path`: the dotted field path of `data` in its document, for the message)."""
+    stack = [(data, path, 0)]
     while stack:
         v, path, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise SpecplanError(f"{where}: {path or '(top level)'}: nested more than {MAX_DEPTH} levels deep")
         if isinstance(v, bool) or v is None or isinstance(v, str):
             continue
+        if isinstance(v, Unreadable):
+            raise SpecplanError(f"{where}: {path or '(top level)'}: {v.reason}")
         if isinstance(v, float):
             if not math.isfinite(v):
                 raise SpecplanError(f"{where}: {path or '(top level)'}: must be a finite number, got {v}")
@@ -217,10 +239,29 @@ def _pairs(pairs):
     return out
 
 
-def parse_json(text: str, where: str):
-    """Parse JSON with duplicate keys refused, nesting capped and numbers checked; one-line errors."""
+def _foreign_pairs(pairs):
+    out = {}
+    for k, v in pairs:
+        out[k] = Unreadable("duplicate key (given twice in one object)") if k in out else v
+    return out
+
+
+def _foreign_int(text: str):
+    v = int(text) if len(text) <= 40 else None  # 40 digits: far past 64 bits, and under Python's 4300-digit cap
+    return v if v is not None and -INT_LIMIT <= v < INT_LIMIT else Unreadable("integer out of range (more than 64 bits)")
+
+
+def parse_json(text: str, where: str, foreign: bool = False):
+    """Parse JSON with duplicate keys refused, nesting capped and numbers checked; one-line errors.
+
+    `foreign`: a document specplan did not define (a Hugging Face config): nesting is capped, nothing else is judged
+    here; a key given twice or an integer beyond 64 bits is an `Unreadable` marker, NaN / inf stay floats, and the
+    reader checks the fields it uses with `check_values`."""
     try:
-        data = json.loads(text, object_pairs_hook=_pairs)
+        if foreign:
+            data = json.loads(text, object_pairs_hook=_foreign_pairs, parse_int=_foreign_int)
+        else:
+            data = json.loads(text, object_pairs_hook=_pairs)
     except json.JSONDecodeError as exc:
         raise SpecplanError(f"{where}: malformed JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from None
     except SpecplanError as exc:
@@ -229,12 +270,31 @@ def parse_json(text: str, where: str):
         raise SpecplanError(f"{where}: nested more than {MAX_DEPTH} levels deep") from None
     except ValueError as exc:  # e.g. an integer of more than 4300 digits
         raise SpecplanError(f"{where}: malformed JSON: {brief(str(exc), 200)}") from None
-    check_values(data, where)
+    if foreign:
+        _check_depth(data, where)
+    else:
+        check_values(data, where)
     return data
 
 
-def read_json(path, what: str = "JSON file", mapping: bool = True):
-    """A JSON file parsed with the bounds of this module (an object unless `mapping` is False)."""
+def _check_depth(data, where: str) -> None:
+    """Raise a one-line error when a parsed document nests deeper than MAX_DEPTH (its values are not judged)."""
+    stack = [(data, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise SpecplanError(f"{where}: nested more than {MAX_DEPTH} levels deep")
+        if isinstance(v, dict):
+            stack.extend((x, depth + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, depth + 1) for x in v)
+
+
+def read_json(path, what: str = "JSON file", mapping: bool = True, foreign: bool = False):
+    """A JSON file parsed with the bounds of this module (an object unless `mapping` is False); `foreign`: see
+    parse_json."""
+    if foreign:
+        return _read(lambda text, where: parse_json(text, where, foreign=True), path, what, mapping)
     return _read(parse_json, path, what, mapping)
 
 

@@ -6,7 +6,12 @@ Algorithms, selectable per hardware profile (`allreduce.algorithm`):
   two-shot (reduce-scatter + all-gather: 2 * latency + 2 (TP-1)/TP * bytes / (link * fraction)), up to
   `custom_max_bytes` (the kernel's buffer); beyond it the engines call NCCL, priced as the larger of the ring
   and two-shot so that time never falls as messages grow.
+- `oneshot` (TensorRT-LLM's custom kernels, its AUTO strategy): one-shot up to `oneshot_max_bytes` (1 MB on H100:
+  the TRT-LLM rows of reference/measured/allreduce_h100_a100.csv.gz follow the one-shot line there, 22.8-26 us at
+  TP 8 and 1 MB, where two-shot would be 12.5 us), the NCCL ring beyond (never below the one-shot time at the limit).
 - `nccl` (ring): nccl_latency + (TP-1) * nccl_latency_per_peer + 2 (TP-1)/TP * bytes / (link * nccl_fraction).
+The family is the engine's (`EngineProfile.allreduce_algorithm`: trtllm oneshot, vLLM / SGLang custom), else the
+hardware profile's.
 `link` is the per-direction scale-up bandwidth a device can use for a TP group: the full figure behind a switch
 (NVSwitch), (TP-1)/(domain-1) of it on a full mesh of point-to-point links (MI300X Infinity Fabric).
 Each algorithm is a latency term plus a transfer term; the step reports which dominates.
@@ -17,6 +22,17 @@ the group spans nodes the share bound for other nodes, (group - domain) / (group
 (`scaleout_bandwidth_bytes_s` at `alltoall.scaleout_bw_fraction`), the two fabrics in parallel:
     time = latency (scale-up or scale-out) + max(NVLink bytes / NVLink rate, NIC bytes / NIC rate)
 Pipeline stage hops (p2p) use the same fabrics: latency + bytes / rate.
+
+DeepEP's two kernel sets (issue 22; DeepEP docs/legacy.md, V1, "Performance"), chosen per step by tokens per GPU:
+- low-latency (decode, at most `LL_MAX_TOKENS_PER_RANK` tokens per GPU: SGLang's default
+  SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK 128): one copy per (token, expert), local ones included, at the
+  README's logical bandwidth for the EP size (H800 + ConnectX-7 400 Gb/s, 128 tokens, hidden 7168, top-8, fp8
+  dispatch / bf16 combine: 77 / 114 us at EP 8 ... 194 / 360 us at EP 256), scaled by the device's NIC over the
+  README's 50 GB/s (pure RDMA kernels: HGX H100 / H200 nodes carry the same 400 Gb/s ConnectX-7 per GPU, so their
+  figures are the README's); never below the fabric latency. At the README's configuration it returns the README.
+- normal (prefill): inter-node traffic is one copy per distinct remote NODE (RDMA to the peer GPU of the same
+  local index, then NVLink forwarding inside the node), NVLink traffic one copy per distinct remote rank:
+      time = latency + max(rank copies / NVLink rate, node copies / NIC rate).
 """
 
 from __future__ import annotations
@@ -59,9 +75,28 @@ def custom_terms(hw: HardwareProfile, nbytes, tp: int) -> tuple[np.ndarray, np.n
     return tuple(np.where(fits_buffer, a, b) for a, b in zip(small, large))
 
 
+def oneshot_terms(hw: HardwareProfile, nbytes, tp: int) -> tuple[np.ndarray, np.ndarray]:
+    """(latency s, transfer s) of TensorRT-LLM's all-reduce: one-shot up to oneshot_max_bytes, then the NCCL ring
+    (its transfer raised, where needed, to the one-shot transfer at the limit, so time never falls as bytes grow)."""
+    p = hw.allreduce
+    nbytes = np.asarray(nbytes, dtype=float)
+    bw = link_bandwidth_bytes_s(hw, tp) * p.custom_bw_fraction
+    one = (np.full(nbytes.shape, p.custom_latency_s), (tp - 1) * nbytes / bw)
+    ring_lat, ring_xfer = nccl_terms(hw, nbytes, tp)
+    at_limit = p.custom_latency_s + (tp - 1) * p.oneshot_max_bytes / bw
+    ring_xfer = np.maximum(ring_xfer, at_limit - ring_lat)
+    small = nbytes <= p.oneshot_max_bytes
+    return np.where(small, one[0], ring_lat), np.where(small, one[1], ring_xfer)
+
+
 def nccl_allreduce_s(hw: HardwareProfile, nbytes, tp: int) -> np.ndarray:
     """Ring all-reduce seconds for a message of `nbytes` over `tp` devices."""
     return sum(nccl_terms(hw, nbytes, tp))
+
+
+def oneshot_allreduce_s(hw: HardwareProfile, nbytes, tp: int) -> np.ndarray:
+    """TensorRT-LLM all-reduce seconds (one-shot up to oneshot_max_bytes, NCCL ring beyond)."""
+    return sum(oneshot_terms(hw, nbytes, tp))
 
 
 def custom_allreduce_s(hw: HardwareProfile, nbytes, tp: int) -> np.ndarray:
@@ -85,7 +120,9 @@ def allreduce_terms(hw: HardwareProfile, nbytes, tp: int, algorithm: str | None 
         return custom_terms(hw, nbytes, tp)
     if algo == "nccl":
         return nccl_terms(hw, nbytes, tp)
-    raise SpecplanError(f"allreduce algorithm: must be 'custom' or 'nccl', got '{algo}'")
+    if algo == "oneshot":
+        return oneshot_terms(hw, nbytes, tp)
+    raise SpecplanError(f"allreduce algorithm: must be 'custom', 'oneshot' or 'nccl', got '{algo}'")
 
 
 def allreduce_time_s(hw: HardwareProfile, nbytes, tp: int, algorithm: str | None = None) -> np.ndarray:
@@ -123,6 +160,52 @@ def alltoall_cost(hw: HardwareProfile, bytes_per_gpu, group_gpus: int, count: fl
     """`count` all-to-alls as a KernelCost: transfer time as the memory term, latency as the fixed term."""
     lat, xfer = alltoall_terms(hw, bytes_per_gpu, group_gpus)
     return roofline(np.zeros_like(xfer), xfer, lat).scaled(count)
+
+
+# DeepEP V1 low-latency kernels (docs/legacy.md, "Low-latency kernels with pure RDMA", H800 + CX7 400 Gb/s, 128
+# tokens per batch, hidden 7168, top-8, fp8 dispatch, bf16 combine): EP -> (dispatch us, GB/s, combine us, GB/s)
+DEEPEP_LL = {8: (77, 98, 114, 127), 16: (118, 63, 195, 74), 32: (155, 48, 273, 53), 64: (173, 43, 314, 46),
+             128: (192, 39, 369, 39), 256: (194, 39, 360, 40)}
+DEEPEP_README_NIC_BYTES_S = 50e9  # the README's ConnectX-7 400 Gb/s
+LL_MAX_TOKENS_PER_RANK = 128  # SGLang SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK default: decode uses LL up to it
+
+
+def deepep_ll_bandwidth_bytes_s(hw: HardwareProfile, ep: int, combine: bool) -> float:
+    """DeepEP low-latency logical bandwidth at `ep` GPUs (README figures, log-interpolated in EP, held at the ends),
+    scaled by the device's NIC over the README's 50 GB/s."""
+    eps = np.array(sorted(DEEPEP_LL), dtype=float)
+    gbs = np.array([DEEPEP_LL[e][3 if combine else 1] for e in sorted(DEEPEP_LL)], dtype=float)
+    bw = float(np.interp(np.log2(max(ep, 2)), np.log2(eps), gbs)) * 1e9
+    return bw * hw.scaleout_bandwidth_bytes_s / DEEPEP_README_NIC_BYTES_S
+
+
+def deepep_ll_cost(hw: HardwareProfile, copies_bytes_per_gpu, ep: int, combine: bool = False,
+                   count: float = 1.0) -> KernelCost:
+    """`count` DeepEP low-latency dispatches (or combines) of `copies_bytes_per_gpu` (one copy per (token, expert),
+    local included) per GPU over `ep` GPUs: bytes / README bandwidth, never below the fabric latency."""
+    nbytes = np.asarray(copies_bytes_per_gpu, dtype=float)
+    if ep <= 1:
+        return roofline(np.zeros_like(nbytes), np.zeros_like(nbytes), np.zeros_like(nbytes))
+    lat = hw.alltoall.scaleout_latency_s if ep > max(1, hw.scaleup_domain) else hw.alltoall.latency_s
+    xfer = nbytes / deepep_ll_bandwidth_bytes_s(hw, ep, combine)
+    return roofline(np.zeros_like(xfer), np.maximum(xfer - lat, 0.0), np.full(nbytes.shape, lat)).scaled(count)
+
+
+def deepep_normal_cost(hw: HardwareProfile, rank_bytes_per_gpu, node_bytes_per_gpu, group_gpus: int,
+                       count: float = 1.0) -> KernelCost:
+    """`count` DeepEP normal-kernel dispatches (or combines): `rank_bytes_per_gpu` to distinct remote ranks over
+    NVLink (direct or forwarded), `node_bytes_per_gpu` to distinct remote nodes over the NIC, in parallel."""
+    rank_b = np.asarray(rank_bytes_per_gpu, dtype=float)
+    node_b = np.asarray(node_bytes_per_gpu, dtype=float)
+    p = hw.alltoall
+    if group_gpus <= 1:
+        return roofline(np.zeros_like(rank_b), np.zeros_like(rank_b), np.zeros_like(rank_b))
+    domain = max(1, hw.scaleup_domain)
+    nv = rank_b / (link_bandwidth_bytes_s(hw, min(group_gpus, domain)) * p.scaleup_bw_fraction)
+    nic = node_b / (hw.scaleout_bandwidth_bytes_s * p.scaleout_bw_fraction)
+    lat = p.scaleout_latency_s if group_gpus > domain else p.latency_s
+    xfer = np.maximum(nv, nic)
+    return roofline(np.zeros_like(xfer), xfer, np.full(xfer.shape, lat)).scaled(count)
 
 
 def p2p_cost(hw: HardwareProfile, nbytes, scaleout: bool = False) -> KernelCost:

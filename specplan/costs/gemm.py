@@ -10,6 +10,7 @@ from specplan.core.dtypes import canonical_dtype, dtype_bytes, math_dtype
 from specplan.profiles.hardware import HardwareProfile
 
 LOW_PRECISION = {"fp8", "fp4", "int8", "int4"}
+ACT_QUANT_READ_BYTES = 2.0  # the 16-bit activation an fp4 GEMM's quantization reads (issue 22)
 
 
 def gemm_flops(m, n, k) -> np.ndarray:
@@ -44,6 +45,8 @@ def gemm_cost(
 
     The math runs in the weight format when the device supports it (FP8, NVFP4), else weights are
     up-converted in the kernel (weight-only quantization such as W4A16) and the math runs in `compute_dtype`.
+    A GEMM computing in fp4 moves its activation quantization's bytes (the 16-bit input read, fp4 + scales
+    written) with its own: NVFP4 needs per-16 scales computed from each GEMM's input (assumption: not fused away).
     With `activation_quant` a low-precision GEMM also pays the profile's separate activation-quantization cost,
     as a framework's stand-alone fp8 linear op does (validation); by default it is fused into the preceding
     norm / activation kernel, as serving engines do in a decode step.
@@ -53,6 +56,8 @@ def gemm_cost(
     eff = hw.kernel_eff(c)
     flops = gemm_flops(m, n, k)
     nbytes = gemm_bytes(m, n, k, dtype_bytes(c), dtype_bytes(weight_dtype), dtype_bytes(out_dtype))
+    if c == "fp4":  # NVFP4 activations: quantized per GEMM (16-bit read, fp4 + scales written), not free
+        nbytes = nbytes + np.asarray(m, dtype=float) * k * (ACT_QUANT_READ_BYTES + dtype_bytes("fp4"))
     # eff_c = max * f / (f + half)  =>  t_c = (f + half) / (peak * max); zero-size GEMMs cost nothing.
     compute_s = np.where(flops > 0, (flops + eff.compute_half_flops) / (peak * eff.compute_max_fraction), 0.0)
     memory_s = nbytes / (hw.mem_bandwidth_bytes_s * eff.mem_bw_fraction)

@@ -8,6 +8,8 @@ from specplan.core.dtypes import canonical_dtype
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import ModelProfile
 
+KV_AUTO = "auto"  # --kv-dtype auto: the checkpoint's declared KV format, else the 16-bit activation dtype
+
 MODULES = ("attention", "linear_attention", "mamba", "fc", "ffn", "moe", "shared_experts", "router", "lm_head", "embedding",
            "mtp")
 
@@ -41,7 +43,8 @@ def resolve_precision(
       error); `weight_dtype` may still set a narrower weight format (W4A16: dtype bf16, weight_dtype int4).
     - no `dtype`: the checkpoint's own weight dtypes per module; math in the weight format where the device
       supports it, else in bf16 (fp16 on devices without bf16).
-    - `kv_dtype` defaults to the checkpoint's KV format when the profile names one, else 16-bit.
+    - `kv_dtype` defaults to the checkpoint's KV format when the profile names one, else 16-bit; `auto` is the
+      same rule, the one vLLM, SGLang and TensorRT-LLM apply to `--kv-cache-dtype auto` (docs/engines.md).
     - `state_dtype` (an engine override, e.g. vLLM's --mamba-ssm-cache-dtype) defaults to the profile's
       `state_dtype` (the config's mamba_ssm_dtype / mamba_ssm_cache_dtype).
     """
@@ -63,7 +66,7 @@ def resolve_precision(
         if sixteen not in ("bf16", "fp16"):  # 8-bit-only device (Groq 3 LPU): weights served in its format
             weights = {m: (sixteen if d in ("bf16", "fp16", "fp32") else d) for m, d in weights.items()}
         weights["router"] = model.module_dtypes.get("router", sixteen) if model.module_dtypes else sixteen
-    if kv_dtype:
+    if kv_dtype and str(kv_dtype).strip().lower() != KV_AUTO:
         kv = canonical_dtype(kv_dtype, where="kv_dtype")
     elif model.kv_cache_dtype:  # the checkpoint names the KV format it was calibrated for (e.g. NVFP4 + fp8 KV)
         kv = canonical_dtype(model.kv_cache_dtype)

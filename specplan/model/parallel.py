@@ -124,6 +124,57 @@ def destination_gpus(model, lay: Layout) -> float:
     return destination_ranks(moe.num_experts, moe.top_k, lay.ep, moe.n_group, moe.topk_group) * lay.expert_tp
 
 
+def destinations(model, lay: Layout, domain: int) -> tuple[float, float]:
+    """(distinct EP ranks, distinct nodes of `domain` GPUs) one token is dispatched to: DeepSeek's group selection
+    (costs/moe.grouped_destinations) for a group-limited model, the closed form otherwise; ranks x expert-TP GPUs."""
+    from specplan.costs.moe import destination_ranks, grouped_destinations, rank_routing
+
+    moe = model.moe
+    ranks_per_node = max(1, domain // lay.expert_tp)
+    nodes = max(1, math.ceil(lay.ep / ranks_per_node))
+    if moe.n_group > 1 and moe.topk_group < moe.n_group and lay.ep > 1:
+        r, n = grouped_destinations(moe.num_experts, moe.top_k, lay.ep, moe.n_group, moe.topk_group,
+                                    min(ranks_per_node, lay.ep))
+        return r * lay.expert_tp, n
+    r = destination_ranks(moe.num_experts, moe.top_k, lay.ep)
+    n = 1.0 if nodes <= 1 else nodes * (1.0 - rank_routing(moe.num_experts, moe.top_k, nodes).miss)
+    return r * lay.expert_tp, n
+
+
+def moe_alltoall_costs(model, hw, lay: Layout, tokens_per_gpu, count: float = 1.0, routing: str = "random"):
+    """(dispatch, combine) KernelCosts of one MoE layer's DeepEP all-to-alls for `count` layers: low-latency
+    kernels (one copy per (token, expert)) at most LL_MAX_TOKENS_PER_RANK tokens per GPU (decode), normal kernels
+    beyond (prefill: one copy per distinct remote rank over NVLink, per distinct remote node over the NIC);
+    costs/comm.py. A `skew:F` routing multiplies the copies the slowest rank receives by F."""
+    import numpy as np
+
+    from specplan.costs.comm import LL_MAX_TOKENS_PER_RANK, deepep_ll_cost, deepep_normal_cost
+    from specplan.costs.moe import parse_routing
+    from specplan.costs.roofline import KernelCost
+
+    moe = model.moe
+    g = lay.moe_gpus
+    kind, skew = parse_routing(routing)
+    f = skew if kind == "skew" else 1.0
+    t = np.asarray(tokens_per_gpu, dtype=float)
+    h = model.hidden_size
+    domain = max(1, hw.scaleup_domain)
+    ranks, nodes = destinations(model, lay, domain)
+    n_nodes = max(1, math.ceil(g / domain))
+    copies = t * moe.top_k * lay.expert_tp * h * f
+    rank_remote = t * ranks * (g - 1) / g * h * f
+    node_remote = t * nodes * (n_nodes - 1) / n_nodes * h * f
+    out = []
+    for per_elem, combine in ((DISPATCH_BYTES_PER_ELEM, False), (COMBINE_BYTES_PER_ELEM, True)):
+        ll = deepep_ll_cost(hw, copies * per_elem, g, combine, count)
+        normal = deepep_normal_cost(hw, rank_remote * per_elem, node_remote * per_elem, g, count)
+        use_ll = t <= LL_MAX_TOKENS_PER_RANK
+        out.append(KernelCost(*(np.where(use_ll, a, b) for a, b in zip(
+            np.broadcast_arrays(ll.compute_s, ll.memory_s, ll.overhead_s),
+            np.broadcast_arrays(normal.compute_s, normal.memory_s, normal.overhead_s)))))
+    return out[0], out[1]
+
+
 def moe_alltoall_bytes(model, lay: Layout, tokens_per_gpu):
     """(dispatch, combine) bytes one GPU sends to OTHER GPUs per MoE layer: its tokens x expected remote
     destination GPUs (all destinations x (G - 1) / G of a G-GPU MoE group) x hidden x bytes per element

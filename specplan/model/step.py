@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specplan.costs.attention import attention_cost, recurrent_state_cost
-from specplan.costs.comm import allgather_cost, allreduce_cost, alltoall_cost, p2p_cost
+from specplan.costs.comm import allgather_cost, allreduce_cost, p2p_cost
 from specplan.costs.gemm import elementwise_cost, gemm_cost
-from specplan.costs.moe import distinct_tokens, moe_experts_cost
+from specplan.costs.moe import distinct_tokens, moe_experts_cost, parse_routing
 from specplan.costs.roofline import COMPUTE, MEMORY, OVERHEAD, REGIME_NAMES, KernelCost
 from specplan.core.dtypes import dtype_bytes
 from specplan.core.errors import SpecplanError
-from specplan.model.parallel import Layout, layout_for, moe_alltoall_bytes
+from specplan.model.parallel import Layout, layout_for, moe_alltoall_costs
 from specplan.costs.precision import Precision, resolve_precision
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import ATTENTION_MIXERS, LayerGroup, ModelProfile
@@ -200,9 +200,9 @@ def _layer_group(acc, model, hw, g: LayerGroup, lay: Layout, prec, b, q, ctx, st
                                 moe.n_group, moe.topk_group, distinct=distinct_tokens(b_moe, q))
         acc.add("moe", cost.scaled(n), 3 * n)
         if lay.dp > 1:  # DP attention: tokens reach their experts' EP ranks and come back by all-to-all
-            disp, comb = moe_alltoall_bytes(model, lay, tokens / tp)
-            acc.add("communication", alltoall_cost(hw, disp, lay.moe_gpus, n), n)
-            acc.add("communication", alltoall_cost(hw, comb, lay.moe_gpus, n), n)
+            disp, comb = moe_alltoall_costs(model, hw, lay, tokens / tp, n, routing)
+            acc.add("communication", disp, n)
+            acc.add("communication", comb, n)
     parts = (g.mixer != "none") + (g.ffn != "none")
     acc.add("elementwise", elementwise_cost(hw, tokens * h * ACT_BYTES * 3, parts * n), parts * n)  # norm+residual
     if tp > 1:
@@ -267,8 +267,7 @@ def step_time(
     lay = layout_for(tp, layout)
     lay.check(model, hw)  # TP must split the query heads and split or replicate the KV heads; EP the experts
     tp = lay.tp
-    if routing not in ("random", "balanced"):
-        raise SpecplanError(f"routing: must be 'random' or 'balanced', got '{routing}'")
+    parse_routing(routing)  # random | balanced | eplb | skew:F, else a one-line error
     if attention_style not in ("shared", "reread"):
         raise SpecplanError(f"attention style: must be 'shared' or 'reread', got '{attention_style}'")
     b = np.asarray(batch, dtype=float)

@@ -71,6 +71,9 @@ class EngineProfile(_Frozen):
     graph_max_batch: int = Field(0, ge=0, le=MAX_BATCH)  # largest captured decode batch; larger decode batches run eager
     graph_launch_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host seconds per kernel of a replayed graph (over the hardware floor)
     eager_launch_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host seconds per kernel launched eagerly (mixed/prefill steps)
+    # host seconds per step that runs eagerly (no graph replay: a step with a prefill chunk), whatever the model
+    # size: the engine's per-step input preparation outside graphs, beyond the per-kernel launches
+    eager_step_s: float = Field(0.0, ge=0, le=MAX_TIME_S)
     max_num_batched_tokens: int = Field(8192, gt=0, le=2**32)  # chunked-prefill token budget per step (decode + prefill)
     max_num_seqs: int = Field(1024, gt=0, le=MAX_BATCH)  # requests an engine step may hold
     chunked_prefill: bool = True  # long prompts split to fill the step budget; False: whole prompts per step
@@ -101,6 +104,12 @@ class EngineProfile(_Frozen):
     # GEMM kernels (the H100 profile is fitted on TensorRT-LLM's); {} = the hardware's own fractions
     gemm_mem_bw_scale: dict[str, float] = Field(default_factory=dict)
     gemm_compute_scale: dict[str, float] = Field(default_factory=dict)
+    # per GPU generation (HardwareProfile.generation), the kernel families the engine picks there instead of the
+    # ones above, e.g. {blackwell: {decode_attention: flashinfer}} (FlashAttention-3 does not run on Blackwell)
+    attention_by_generation: dict[str, dict[Literal["decode_attention", "verify_attention", "prefill_attention",
+                                                    "mla_attention"], str]] = Field(default_factory=dict)
+    # the engine's tensor-parallel all-reduce family (costs/comm.py); None = the hardware profile's `algorithm`
+    allreduce_algorithm: Literal["custom", "oneshot", "nccl"] | None = None
     sources: dict[str, str] = Field(default_factory=dict)
     notes: str = ""
 
@@ -117,7 +126,8 @@ class EngineProfile(_Frozen):
 
     @model_validator(mode="after")
     def _sourced(self) -> "EngineProfile":
-        numeric = ("host_step_s", "host_per_seq_s", "graph_launch_s", "eager_launch_s", "max_num_batched_tokens",
+        numeric = ("host_step_s", "host_per_seq_s", "graph_launch_s", "eager_launch_s", "eager_step_s",
+                   "max_num_batched_tokens",
                    "max_num_seqs", "prefill_tokens_s", "spec_iteration_overhead_s", "spec_draft_step_overhead_s",
                    "spec_host_per_seq_s", "verify_graph_max_tokens", "draft_graph_max_batch", "graph_max_batch",
                    "prefill_cohort", "gemm_mem_bw_scale", "gemm_compute_scale")
@@ -126,16 +136,23 @@ class EngineProfile(_Frozen):
             raise ValueError(f"sources: every number needs a source; missing for {', '.join(missing)}")
         return self
 
+    def family_id(self, role: str, hw: HardwareProfile | None = None) -> str:
+        """The kernel family id the engine runs for `role` (decode_attention, verify_attention, prefill_attention,
+        mla_attention) on `hw`'s GPU generation (attention_by_generation), else its default."""
+        gen = self.attention_by_generation.get(hw.generation, {}) if hw is not None and hw.generation else {}
+        return gen.get(role, getattr(self, role))
+
     def launch_s(self, graphed) -> float:
         """Extra seconds per kernel launch: graph_launch_s inside a CUDA graph, eager_launch_s otherwise."""
         return np.where(graphed, self.graph_launch_s, self.eager_launch_s)
 
     def step_s(self, gpu_s, batch, kernels, graphed) -> np.ndarray:
-        """Seconds of one engine step from its GPU seconds: kernel launches (kernels x launch_s) overlap the GPU
-        (the launch queue runs ahead); the scheduler's host time (host_step_s + batch x host_per_seq_s) overlaps
-        it too with an overlap scheduler, else adds to it:
+        """Seconds of one engine step from its GPU seconds: kernel launches (kernels x launch_s, plus eager_step_s
+        for a step that does not replay a graph) overlap the GPU (the launch queue runs ahead); the scheduler's
+        host time (host_step_s + batch x host_per_seq_s) overlaps it too with an overlap scheduler, else adds:
             overlap:  max(gpu, host + launches)        no overlap: host + max(gpu, launches)"""
-        launches = np.asarray(kernels, dtype=float) * self.launch_s(graphed)
+        launches = np.asarray(kernels, dtype=float) * self.launch_s(graphed) + np.where(graphed, 0.0,
+                                                                                        self.eager_step_s)
         host = self.host_step_s + np.asarray(batch, dtype=float) * self.host_per_seq_s
         if self.overlap_scheduler:
             return np.maximum(gpu_s, host + launches)
@@ -146,9 +163,11 @@ _ENGINE_HW: dict = {}  # (id(hardware), id(engine)) -> (hardware, engine, scaled
 
 
 def engine_hardware(hw: HardwareProfile, engine: "EngineProfile | None") -> HardwareProfile:
-    """`hw` with the engine's GEMM scales applied to its per-dtype GEMM efficiencies (fractions capped at 1);
-    `hw` itself when the engine has none (or is None), or when `hw` already carries an engine's scales."""
-    if engine is None or not (engine.gemm_mem_bw_scale or engine.gemm_compute_scale):
+    """`hw` with the engine's GEMM scales applied to its per-dtype GEMM efficiencies (fractions capped at 1) and
+    the engine's all-reduce family set; `hw` itself when the engine changes neither (or is None), or when `hw`
+    already carries an engine's changes."""
+    if engine is None or not (engine.gemm_mem_bw_scale or engine.gemm_compute_scale or (
+            engine.allreduce_algorithm and engine.allreduce_algorithm != hw.allreduce.algorithm)):
         return hw
     key = (id(hw), id(engine))
     if key not in _ENGINE_HW:
@@ -161,6 +180,8 @@ def engine_hardware(hw: HardwareProfile, engine: "EngineProfile | None") -> Hard
             blk["compute_max_fraction"] = min(1.0, blk["compute_max_fraction"] * engine.gemm_compute_scale.get(d, 1.0))
             eff[d] = blk
         data = hw.model_dump()
+        if engine.allreduce_algorithm:
+            data["allreduce"] = {**data["allreduce"], "algorithm": engine.allreduce_algorithm}
         data.update(efficiency=eff, sources={**hw.sources, "efficiency": f"{hw.sources.get('efficiency', '')}; GEMM "
                                              f"fractions scaled by engine {engine.id} (engine_profiles/{engine.id}.yaml)"})
         if len(_ENGINE_HW) > 256:

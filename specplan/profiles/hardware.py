@@ -76,10 +76,12 @@ class AttentionEfficiency(_Frozen):
 class AllReduceParams(_Frozen):
     """All-reduce cost parameters: latency (s) plus bytes over an effective bus bandwidth."""
 
-    algorithm: Literal["custom", "nccl"] = "custom"
+    algorithm: Literal["custom", "oneshot", "nccl"] = "custom"
     custom_latency_s: float = Field(3.5e-6, ge=0, le=MAX_TIME_S)
     custom_bw_fraction: float = Field(0.45, ge=MIN_FRACTION, le=1)
     custom_max_bytes: float = Field(8.0e6, gt=0, le=MAX_BYTES)
+    # `oneshot` family (TensorRT-LLM's custom kernels): one-shot up to this message size, NCCL ring beyond
+    oneshot_max_bytes: float = Field(1.05e6, gt=0, le=MAX_BYTES)
     nccl_latency_s: float = Field(4.65e-6, ge=0, le=MAX_TIME_S)  # base latency
     nccl_latency_per_peer_s: float = Field(1.55e-6, ge=0, le=MAX_TIME_S)  # added per extra device in the ring
     nccl_bw_fraction: float = Field(0.75, ge=MIN_FRACTION, le=1)
@@ -120,6 +122,9 @@ class HardwareProfile(_Frozen):
     name: str = Field(max_length=1000)
     kind: Literal["gpu", "lpu", "cpu"] = "gpu"
     vendor: str = ""
+    # GPU generation, for the kernels engines pick on it (EngineProfile.attention_by_generation): "ampere",
+    # "hopper", "blackwell"; "" = not an NVIDIA GPU generation the engine profiles distinguish
+    generation: str = Field("", max_length=64)
     peak_flops: dict[str, float]  # dense FLOP/s per compute dtype
     mem_capacity_bytes: float = Field(gt=0, le=MAX_BYTES)  # HBM per device (LPU: on-chip SRAM per chip)
     mem_bandwidth_bytes_s: float = Field(ge=MIN_RATE, le=MAX_RATE)  # HBM (LPU: SRAM) bandwidth per device

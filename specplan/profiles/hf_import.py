@@ -65,7 +65,7 @@ def _slug(repo: str) -> str:
 
 def hf_config_to_dict(raw: dict, where: str, quant: Path | None = None) -> dict:
     """The ModelProfile fields (a plain dict, not yet validated) for one Hugging Face config mapping."""
-    c = HfFields(flatten_text_config(raw), where)
+    c = HfFields(flatten_text_config(raw, where), where)
     fam, mt, eagle, fam_note = family_of(c, raw)
     L = c.int("num_hidden_layers", "n_layer", "num_layers")
     if L > MAX_IMPORT_LAYERS:  # the importer lays out every layer: refuse before building the lists
@@ -108,7 +108,7 @@ def hf_config_to_dict(raw: dict, where: str, quant: Path | None = None) -> dict:
     present |= {"shared_experts"} if moe is not None and moe.get("shared_expert_ffn_size") else set()
     present |= {"ffn"} if has_dense or any(x[1] == "linear" for x in layers) or d.get("per_layer_input_size") else set()
     d.update(weight_fields(c, fam, quant, present, layers, mtp["num_layers"] if mtp else 0))
-    d["architecture"] = str(c.get("model_type") or raw.get("model_type") or mt)
+    d["architecture"] = str(c.get("model_type") or HfFields(raw, where).get("model_type") or mt)
     notes = " ".join(n for n in (fam_note, mtp_note) if n)
     if notes:
         d["notes"] = notes

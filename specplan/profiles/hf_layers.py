@@ -43,8 +43,9 @@ _LAYER_TYPES = {
 def family_of(c: HfFields, raw: dict) -> tuple[str, str, bool, str]:
     """(family, model_type it is read as, is_eagle3, a note when the model_type was mapped to another)."""
     mt = c.get("model_type")
-    top_mt = raw.get("model_type")
-    archs = raw.get("architectures") or []
+    top = HfFields(raw, c.where)
+    top_mt = top.get("model_type")
+    archs = top.get("architectures") or []
     if not isinstance(archs, list):
         archs = [archs]
     eagle = any("eagle3" in str(a).lower() for a in archs) or (
@@ -52,7 +53,7 @@ def family_of(c: HfFields, raw: dict) -> tuple[str, str, bool, str]:
     )
     if mt is None and top_mt is None:
         if eagle:
-            return "dense", "llama", True
+            return "dense", "llama", True, ""
         if "quantization" in raw or "quant_algo" in raw:
             raise c.fail("model_type", "missing field: this is a quantization config (hf_quant_config.json); "
                                        "import the config.json beside it")

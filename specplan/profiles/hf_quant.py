@@ -10,7 +10,7 @@ from typing import Any
 
 from specplan.core.dtypes import INT4_GROUP_SIZES, canonical_dtype, dtype_bytes
 from specplan.core.errors import SpecplanError
-from specplan.profiles.hf_fields import HfFields, read_json
+from specplan.profiles.hf_fields import HfFields, checked, read_json
 
 # modelopt / hf_quant_config quant_algo values -> weight format
 _QUANT_ALGOS = {
@@ -169,8 +169,9 @@ def read_quant_config(
     if not isinstance(q, dict):
         raise SpecplanError(f"{qpath}: quantization: expected an object")
     where = str(qpath)
-    kv = q.get("kv_cache_quant_algo")
-    kv_dtype = algo_dtype(kv, where, "quantization.kv_cache_quant_algo") if kv else None
+    checked(q, where, "quantization" if "quantization" in data else "")  # the part read; `producer` etc. carried
+    kv_field = "kv_cache_scheme" if q.get("kv_cache_scheme") is not None else "kv_cache_quant_algo"
+    kv_dtype = kv_scheme_dtype(q.get(kv_field), where, f"quantization.{kv_field}")
     algo = q.get("quant_algo")
     excluded = q.get("exclude_modules") or []
     if not isinstance(excluded, list):
@@ -321,6 +322,39 @@ def embedded_quantization(
     return fmt, _per_instance(fmt, base, ignore, layers, n_mtp, None, c.where)
 
 
+def kv_scheme_dtype(scheme: Any, where: str, field: str) -> str | None:
+    """The KV-cache dtype a checkpoint declares: a modelopt `kv_cache_quant_algo` string (FP8, NVFP4) or a
+    compressed-tensors / modelopt `kv_cache_scheme` object ({num_bits: 8, type: float} -> fp8; 4-bit float -> fp4),
+    as vLLM 0.34 (utils/torch_utils.get_kv_cache_quant_algo_string) and SGLang 0.5.23 (compressed_tensors
+    kv_cache_quant_algo) read them; None when it declares none."""
+    if scheme is None or scheme == "":
+        return None
+    if isinstance(scheme, dict):
+        bits, kind = scheme.get("num_bits"), str(scheme.get("type", "float")).lower()
+        if bits == 8 and kind == "float":
+            return "fp8"
+        if bits == 4 and kind == "float":
+            return "fp4"
+        if bits == 8 and kind == "int":
+            return "int8"
+        raise SpecplanError(f"{where}: {field}: unsupported KV-cache scheme of {bits!r}-bit {kind} "
+                            f"(supported: 8-bit float, 4-bit float, 8-bit int)")
+    return algo_dtype(scheme, where, field)
+
+
+def embedded_kv_dtype(c: HfFields) -> str | None:
+    """The KV-cache dtype an embedded quantization_config declares (`kv_cache_quant_algo`, `kv_cache_scheme`)."""
+    qc = c.get("quantization_config")
+    if not isinstance(qc, dict):
+        return None
+    inner = qc.get("quantization") if isinstance(qc.get("quantization"), dict) else {}
+    for src, name, prefix in ((inner, "kv_cache_scheme", "quantization."), (qc, "kv_cache_scheme", ""),
+                              (inner, "kv_cache_quant_algo", "quantization."), (qc, "kv_cache_quant_algo", "")):
+        if src.get(name) is not None:
+            return kv_scheme_dtype(src[name], c.where, f"quantization_config.{prefix}{name}")
+    return None
+
+
 def base_dtype(c: HfFields) -> str:
     raw = c.get("torch_dtype", "dtype", default="bfloat16")
     try:
@@ -337,6 +371,9 @@ def weight_fields(
     base = base_dtype(c)
     weight, modules = embedded_quantization(c, fam, base, layers, n_mtp)
     d: dict[str, Any] = {}
+    kv_embedded = embedded_kv_dtype(c)
+    if kv_embedded:
+        d["kv_cache_dtype"] = kv_embedded
     if quant is not None:
         qmods, qglob, kv = read_quant_config(quant, base, layers, n_mtp)
         if qglob is not None:

@@ -136,7 +136,7 @@ def gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft=
     else:
         chunk = np.full(b.shape, float(wl.isl))
     n_chunks = np.ceil(wl.isl / chunk)
-    fam = load_kernel_family(eng.decode_attention)
+    fam = load_kernel_family(eng.family_id("decode_attention", hw))
     rows = b if eng.mixed_prefill else 0.0 * b
     qb = q * np.ones(b.shape)  # verify rows are q tokens each in the mixed steps too (issue 19)
     dec = mixed_step_s(model, hw, tp, rows, wl.decode_context, 0, 0, q_len=qb, precision=prec, engine=eng,

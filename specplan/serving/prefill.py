@@ -20,6 +20,14 @@ attention is the decode attention of the decode rows plus causal prefill attenti
 tiled as in costs/attention.py, at the engine's prefill kernel family, mean key length prefill_context +
 (tokens + 1) / 2, i.e. causal FLOPs), plus the KV-cache write of the chunk at memory speed. GEMMs run at the
 engine's GEMM scales (`engine_hardware`; none for `ideal` / trtllm).
+MLA prefill runs as the engines run it (SGLang `srt/models/deepseek_common/attention_backend_handler.py`:
+MHA_ONE_SHOT / MHA_CHUNKED_KV for an extend without speculation; vLLM's MLA backends: `_forward_prefill` with
+the context decompressed chunk by chunk): the cached latent of every key the chunk sees (context + chunk) is
+decompressed through `kv_b_proj` (one GEMM, N = heads x (qk_nope + v_head), K = kv_lora_rank) into per-head K (192 =
+nope 128 + rope 64) and V (128), and attention is multi-head (one K/V head per query head) at 16 bits, 3.4x fewer
+FLOPs than the latent form (576 / 512) that decode and verification use; the absorbed q / o BMMs the decode step
+prices for those tokens are not run (`mla_prefill_swap_s`). Not modelled: SGLang's absorbed path for a prefix
+shorter than its chunked-prefix threshold; DSA models (an indexer: DeepSeek-V3.2) keep the latent form.
 Linear-attention / Mamba layers read and write their state once per chunk (chunked scan, 6 FLOPs per state
 element per token). Units: tokens are counts, contexts are tokens, results are seconds.
 """
@@ -29,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from specplan.costs.attention import attention_cost, recurrent_state_cost
-from specplan.costs.gemm import elementwise_cost
+from specplan.costs.gemm import elementwise_cost, gemm_cost
 from specplan.model.memory import kv_bytes_per_token
 from specplan.profiles.engine import EngineProfile, engine_hardware
 from specplan.profiles.registry import load_engine, load_kernel_family
@@ -53,7 +61,10 @@ def prefill_attention_s(model, hw, tp, tokens, context, precision, family=None) 
     for g in model.groups():
         if g.mixer in ("full", "sliding"):
             kv = kv_mean if g.mixer == "full" else np.minimum(kv_mean, model.sliding_window)
-            if model.mla is not None:
+            if model.mla is not None and model.indexer is None:
+                cost = mla_prefill_attention_cost(model, hw, tp, n, kv, precision, family)
+                t = t + g.count * mla_prefill_swap_s(model, hw, tp, n, c0 + n, precision)
+            elif model.mla is not None:
                 a = model.mla
                 cost = attention_cost(hw, 1, np.maximum(n, 1), kv, model.num_q_heads // tp, 1,
                                       a.kv_lora_rank + a.qk_rope_head_dim, precision.kv, precision.compute,
@@ -78,9 +89,38 @@ def prefill_attention_s(model, hw, tp, tokens, context, precision, family=None) 
     return np.where(some, t, 0.0)
 
 
-def _families(engine: EngineProfile | None):
+def _sixteen(precision) -> str:
+    """The 16-bit format decompressed MLA K / V are in (kv_b_proj's output: the activation dtype)."""
+    return precision.compute if precision.compute in ("bf16", "fp16") else "bf16"
+
+
+def mla_prefill_attention_cost(model, hw, tp, tokens, kv_len, precision, family=None):
+    """Multi-head attention of an MLA prefill chunk: per device heads/tp query heads, each with its own K
+    (qk_nope + qk_rope wide) and V (v_head wide), 16-bit (decompressed), `kv_len` keys per query (mean)."""
+    a = model.mla
+    heads = model.num_q_heads // tp
+    return attention_cost(hw, 1, np.maximum(tokens, 1), kv_len, heads, heads, a.qk_nope_head_dim + a.qk_rope_head_dim,
+                          _sixteen(precision), _sixteen(precision), head_dim_v=a.v_head_dim, family=family)
+
+
+def mla_prefill_swap_s(model, hw, tp, tokens, keys, precision) -> np.ndarray:
+    """Seconds one MLA layer's prefill chunk adds to the decode step's GEMMs: kv_b_proj over the `keys` cached
+    latents the chunk attends to (context + chunk), less the absorbed q_nope / output BMMs (k_absorb, v_absorb)
+    that the decode-form step prices for the chunk's `tokens` and MHA prefill does not run."""
+    a = model.mla
+    heads = model.num_q_heads // tp
+    w = precision.w("attention")
+    kv_b = gemm_cost(hw, np.maximum(keys, 1), heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank, w,
+                     precision.compute).time_s
+    n = np.maximum(tokens, 1)
+    absorbed = (gemm_cost(hw, n, heads * a.kv_lora_rank, a.qk_nope_head_dim, w, precision.compute).time_s
+                + gemm_cost(hw, n, heads * a.v_head_dim, a.kv_lora_rank, w, precision.compute).time_s)
+    return kv_b - absorbed
+
+
+def _families(engine: EngineProfile | None, hw=None):
     eng = load_engine(engine)
-    return eng, load_kernel_family(eng.prefill_attention)
+    return eng, load_kernel_family(eng.family_id("prefill_attention", hw))
 
 
 def mixed_step_s(model, hw, tp, decode_batch, decode_context, prefill_tokens, prefill_context=0, *, q_len=1,
@@ -88,12 +128,12 @@ def mixed_step_s(model, hw, tp, decode_batch, decode_context, prefill_tokens, pr
     """GPU seconds of one step: `decode_batch` sequences x `q_len` tokens over `decode_context` cached tokens,
     plus a prefill chunk of `prefill_tokens` tokens (split evenly over `prefill_seqs` prompts) after
     `prefill_context` cached tokens of each prompt."""
-    eng, pfam = _families(engine)
-    hw = engine_hardware(hw, eng)
+    eng, pfam = _families(engine, hw)
     if decode_family is None:
-        decode_family = load_kernel_family(eng.decode_attention if np.all(np.asarray(q_len) <= 1)
-                                           else eng.verify_attention)
-    mla_fam = load_kernel_family(eng.mla_attention) if model.mla is not None else None
+        decode_family = load_kernel_family(eng.family_id("decode_attention" if np.all(np.asarray(q_len) <= 1)
+                                                         else "verify_attention", hw))
+    mla_fam = load_kernel_family(eng.family_id("mla_attention", hw)) if model.mla is not None else None
+    hw = engine_hardware(hw, eng)
     b = np.asarray(decode_batch, dtype=float)
     q = np.asarray(q_len, dtype=float)
     p = np.asarray(prefill_tokens, dtype=float)
@@ -111,7 +151,7 @@ def mixed_step_s(model, hw, tp, decode_batch, decode_context, prefill_tokens, pr
 def prefill_s(model, hw, tp, isl, *, precision, engine=None, budget_tokens=None, n_seqs=1,
               routing="random") -> np.ndarray:
     """GPU seconds to prefill `n_seqs` prompts of `isl` tokens in chunks of the token budget (one step each)."""
-    eng, _ = _families(engine)
+    eng, pfam = _families(engine, hw)
     hw = engine_hardware(hw, eng)
     budget = float(budget_tokens or eng.max_num_batched_tokens)
     isl = np.asarray(isl, dtype=float)
@@ -128,7 +168,6 @@ def prefill_s(model, hw, tp, isl, *, precision, engine=None, budget_tokens=None,
         ctx = np.where(isl > budget, k * per_step, 0.0)
         seqs = np.where(isl > budget, 1.0, np.maximum(1.0, chunk / np.maximum(isl, 1.0)))
         t = _nonattention_s(model, hw, tp, np.maximum(chunk, 1.0), precision, routing)
-        t = t + seqs * prefill_attention_s(model, hw, tp, chunk / seqs, ctx, precision,
-                                           load_kernel_family(eng.prefill_attention))
+        t = t + seqs * prefill_attention_s(model, hw, tp, chunk / seqs, ctx, precision, pfam)
         out = out + np.where(live, t, 0.0)
     return out

@@ -26,14 +26,16 @@ KEYS = ("baseline_step_s", "verify_s", "draft_s", "iter_s", "acceptance_length",
         "target_devices", "baseline_devices", "draft_devices", "rho", "rho_d", "rho_time")
 
 
-def engine_families(engine):
-    """(decode, verify, MLA) attention KernelFamily of an engine; (None, None, None) without one."""
+def engine_families(engine, hw=None):
+    """(decode, verify, MLA) attention KernelFamily of an engine on `hw`'s GPU generation; (None, None, None)
+    without an engine."""
     if engine is None:
         return None, None, None
     from specplan.profiles.registry import load_engine, load_kernel_family
 
     eng = load_engine(engine)
-    return tuple(load_kernel_family(f) for f in (eng.decode_attention, eng.verify_attention, eng.mla_attention))
+    return tuple(load_kernel_family(eng.family_id(r, hw)) for r in ("decode_attention", "verify_attention",
+                                                                       "mla_attention"))
 
 
 def tree_verify_family(engine):
@@ -184,7 +186,7 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
     b, ctx, d, shape = _grid(batch, context_len, draft_len)
     d = np.zeros_like(d) if mechanism == "none" else d
     srv = get_serving(serving if serving is not None or engine is None else engine)
-    fam_dec, fam_ver, fam_mla = engine_families(engine)
+    fam_dec, fam_ver, fam_mla = engine_families(engine, hw)
     if engine is not None:  # the engine's GEMM kernels (its gemm_*_scale); no engine: the hardware's own
         hw = engine_hardware(hw, load_engine(engine))
     base = step_time(m, hw, tp, b, 1, ctx, dtype, kv_dtype, attention_style=attention_style, routing=routing,

@@ -2,7 +2,7 @@
 
 Each row (framework, model, TP, ISL, OSL, concurrency, precision) is predicted by `aggregated` with the
 framework's engine (TensorRT-LLM and NIM -> trtllm, vLLM -> vllm). The engine's host costs (host_step_s,
-host_per_seq_s, eager_launch_s) are fitted by robust least squares on log TPOT; `leave_group_out` refits
+host_per_seq_s, and eager_launch_s or eager_step_s: `fitted_names`) are fitted by robust least squares on log TPOT; `leave_group_out` refits
 them with each (TP, ISL x OSL) group of a framework left out in turn and predicts the group it did not see.
 The GPU side is priced once per group (`gpu_tables`); only the engine numbers change between fits.
 """
@@ -20,8 +20,19 @@ from specplan.serving.aggregated import gpu_tables, solve
 from specplan.serving.workload import Workload
 from specplan.model.step import step_time
 
-FITTED = ("host_step_s", "host_per_seq_s", "eager_launch_s")
+FITTED = ("host_step_s", "host_per_seq_s", "eager_launch_s", "eager_step_s")  # the host numbers the report shows
+# Three are fitted per engine. The third is what the engine's eager (prefill / mixed) steps cost beyond the GPU:
+# vLLM V1 launches a prefill step's kernels one by one (eager_launch_s per kernel); TensorRT-LLM's PyTorch backend
+# pays a fixed host cost per eager step (eager_step_s: input preparation of context requests, issue 22), its
+# per-kernel launch held at the PyTorch eager figure in engine_profiles/trtllm.yaml, so that the fit carries from
+# the 8B model it is fitted on to 70B (a per-kernel cost of 65 us made 58 ms of host time per 70B mixed step).
+EAGER_FIT = {"trtllm": "eager_step_s"}
 SCALE = np.array([1e-3, 1e-5, 1e-5])  # parameter units for the optimizer (ms, 10 us, 10 us)
+
+
+def fitted_names(engine) -> tuple[str, str, str]:
+    """The three host numbers fitted for `engine` (FITTED order)."""
+    return ("host_step_s", "host_per_seq_s", EAGER_FIT.get(engine.id, "eager_launch_s"))
 CSV = Path(__file__).resolve().parents[2] / "reference" / "serving_h100.csv"
 
 
@@ -102,8 +113,8 @@ def groups(rows) -> list[Group]:
 
 
 def with_params(engine, params) -> object:
-    """The engine profile with the FITTED host numbers replaced by `params` (seconds, FITTED order)."""
-    return engine.model_copy(update=dict(zip(FITTED, (float(v) for v in params))))
+    """The engine profile with its fitted host numbers replaced by `params` (seconds, fitted_names order)."""
+    return engine.model_copy(update=dict(zip(fitted_names(engine), (float(v) for v in params))))
 
 
 def _tpot_resid(gs, params):
@@ -112,19 +123,23 @@ def _tpot_resid(gs, params):
 
 
 START_GRID = [(h, s, e) for h in (0.0, 1.5e-3) for s in (0.0, 4e-5) for e in (1e-5, 6e-5)]
+START_GRID_STEP = [(h, s, e) for h in (0.0, 1.5e-3) for s in (0.0, 4e-5) for e in (3e-3, 2e-2)]  # eager_step_s
 
 
 def fit_host(gs: list[Group], start=None) -> np.ndarray:
-    """host_step_s, host_per_seq_s, eager_launch_s (s) minimizing robust (soft-L1) log-TPOT residuals: the best
-    of a coarse start grid, refined by least squares (the max() of an overlap scheduler is flat where host
-    time hides under the GPU, so a single start can stall)."""
+    """The engine's fitted_names (s) minimizing robust (soft-L1) log-TPOT residuals: the best of a coarse start
+    grid, refined by least squares (the max() of an overlap scheduler is flat where host time hides under the
+    GPU, so a single start can stall)."""
     from scipy.optimize import least_squares
 
+    per_step = fitted_names(gs[0].engine)[2] == "eager_step_s"
+    scale = SCALE * np.array([1.0, 1.0, 100.0]) if per_step else SCALE  # eager_step_s in ms
     if start is None:
-        start = min(START_GRID, key=lambda p: float(np.sum(np.sqrt(1.0 + (_tpot_resid(gs, p) / 0.05) ** 2))))
-    r = least_squares(lambda x: _tpot_resid(gs, np.abs(x) * SCALE), x0=np.array(start) / SCALE + 1e-3,
+        grid = START_GRID_STEP if per_step else START_GRID
+        start = min(grid, key=lambda p: float(np.sum(np.sqrt(1.0 + (_tpot_resid(gs, p) / 0.05) ** 2))))
+    r = least_squares(lambda x: _tpot_resid(gs, np.abs(x) * scale), x0=np.array(start) / scale + 1e-3,
                       loss="soft_l1", f_scale=0.05, diff_step=1e-2, max_nfev=200)
-    return np.abs(r.x) * SCALE
+    return np.abs(r.x) * scale
 
 
 def fit_cohort(gs: list[Group], host) -> float:
@@ -145,7 +160,9 @@ def fit(gs: list[Group], start=None) -> dict:
     """All fitted engine numbers of one framework's groups: FITTED host costs, then prefill_cohort. `start`
     (host numbers) replaces the start grid (leave-group-out folds start from the all-row fit)."""
     host = fit_host(gs, start)
-    return {**dict(zip(FITTED, (float(v) for v in host))), "prefill_cohort": fit_cohort(gs, host)}
+    held = {k: float(getattr(gs[0].engine, k)) for k in FITTED}
+    return {**held, **dict(zip(fitted_names(gs[0].engine), (float(v) for v in host))),
+            "prefill_cohort": fit_cohort(gs, host)}
 
 
 def fit_consistent(gs: list[Group], passes: int = 2) -> dict:
@@ -158,7 +175,7 @@ def fit_consistent(gs: list[Group], passes: int = 2) -> dict:
             break
         for g in gs:
             g.engine = g.engine.model_copy(update={"prefill_cohort": p["prefill_cohort"]})
-        p = fit(gs, start=[p[k] for k in FITTED])
+        p = fit(gs, start=[p[k] for k in fitted_names(gs[0].engine)])
     return p
 
 
@@ -206,7 +223,7 @@ def calibrate(rows=None, progress=None) -> dict:
         for i, g in enumerate(sub):
             if progress:
                 progress(f"{e}: leaving out {g.rows['group'].iloc[0]} ({i + 1}/{len(sub)})")
-            held[id(g)] = fit([h for h in sub if h is not g], start=[full[e][k] for k in FITTED])
+            held[id(g)] = fit([h for h in sub if h is not g], start=[full[e][k] for k in fitted_names(g.engine)])
     insample = _predict_rows(gs, lambda g: full[g.engine.id])
     outsample = _predict_rows(gs, lambda g: held.get(id(g), full[g.engine.id]))
     # the same fits scored without the start-up term: what a planning prediction (the CLI default) gives

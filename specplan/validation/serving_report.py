@@ -39,7 +39,10 @@ def serving_markdown(res: dict) -> str:
              "- Each row is predicted by the aggregated steady-state model with its framework's engine profile "
              "(TensorRT-LLM and NIM -> `trtllm`, vLLM -> `vllm`), H100 kernel costs from `hardware_profiles/h100-sxm.yaml` "
              "(fitted on TRT-LLM kernel rows only, docs/validation/README.md), batch = concurrency (closed loop).",
-             f"- Fitted per framework on TPOT (robust least squares on log time): {', '.join(FITTED)}; then "
+             "- Fitted per framework on TPOT (robust least squares on log time): host_step_s, host_per_seq_s and the "
+             "cost of an eager (prefill / mixed) step, eager_launch_s per kernel for vLLM, eager_step_s per step for "
+             "TensorRT-LLM (its per-kernel launch held at the PyTorch eager figure, so that the fit carries from 8B to "
+             "70B: specplan/serving/validation.py `EAGER_FIT`); then "
              "`prefill_cohort` on TTFT. Every other engine number is a sourced default (engine_profiles/*.yaml).",
              "- **Out of sample (the headline):** for each (TP, ISL x OSL) group of a framework, the numbers are refit "
              "on the framework's other groups and the group is predicted with that fit (the fold fits start from the "

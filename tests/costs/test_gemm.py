@@ -88,3 +88,48 @@ def test_mxfp4_has_its_own_scale_overhead_and_computes_on_fp4_units():
     assert b200.peak("mxfp4") == b200.peak("fp4")
     h = load_hardware("h100-sxm")  # no fp4 units: weight-only MXFP4, math in bf16
     assert gemm_cost(h, 1, 2880, 2880, "mxfp4", "bf16").compute_s > 0
+
+
+# --- FP4 and Blackwell (issue 22)
+
+
+def test_fp4_has_its_own_efficiency_block_derived_from_fp8():
+    from specplan.profiles.registry import load_hardware
+
+    for hid in ("b200", "gb200"):
+        hw = load_hardware(hid)
+        fp4, fp8, bf16 = hw.kernel_eff("fp4"), hw.kernel_eff("fp8"), hw.kernel_eff("bf16")
+        assert fp4 is not bf16 and fp4.compute_max_fraction == fp8.compute_max_fraction == 0.583
+        assert fp4.compute_half_flops == 2 * fp8.compute_half_flops  # the same efficiency at the same M
+        assert hw.peak("fp4") == 2 * hw.peak("fp8")
+
+
+def test_fp4_gemm_moves_its_activation_quantization_and_scales():
+    from specplan.costs.gemm import gemm_cost
+    from specplan.profiles.registry import load_hardware
+
+    hw = load_hardware("b200")
+    m, n, k = 8192.0, 7168.0, 7168.0
+    c = gemm_cost(hw, m, n, k, "fp4", "bf16")
+    eff = hw.kernel_eff("fp4")
+    # operands in NVFP4 (0.5 B + one fp8 scale per 16 = 0.5625 B), bf16 out, plus the quantization of the input:
+    # 16-bit read + 0.5625 B written per element
+    by_hand = m * k * 0.5625 + n * k * 0.5625 + m * n * 2 + m * k * (2 + 0.5625)
+    assert float(c.memory_s) >= by_hand / (hw.mem_bandwidth_bytes_s * eff.mem_bw_fraction) * (1 - 1e-9)
+    flops = 2 * m * n * k
+    assert float(c.compute_s) >= (flops + eff.compute_half_flops) / (hw.peak("fp4") * 0.583) * (1 - 1e-9)
+
+
+def test_fa3_does_not_run_on_blackwell():
+    from specplan.profiles.registry import load_engine, load_hardware
+    from specplan.speculation.speedup import engine_families
+
+    h100, b200 = load_hardware("h100-sxm"), load_hardware("b200")
+    assert [f.id for f in engine_families("vllm", h100)[:2]] == ["fa3", "fa3"]
+    assert [f.id for f in engine_families("vllm", b200)[:2]] == ["flashinfer", "flashinfer"]  # vLLM's SM100 pick
+    assert [f.id for f in engine_families("sglang", b200)[:2]] == ["trtllm-xqa", "trtllm-xqa"]  # trtllm_mha
+    assert engine_families("trtllm", b200)[0].id == "trtllm-xqa"
+    for e in ("vllm", "sglang", "trtllm"):
+        eng = load_engine(e)
+        assert all(eng.family_id(r, b200) != "fa3" for r in ("decode_attention", "verify_attention",
+                                                               "prefill_attention", "mla_attention"))

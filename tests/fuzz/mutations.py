@@ -28,6 +28,10 @@ YAML_BAD = [".inf", "-.inf", ".nan", "true", "false", "null", "~", "-1", "0", "1
             "\"\\x00\"", "1.0e+12", "5e-324"]
 JSON_BAD = ["Infinity", "-Infinity", "NaN", "1e400", "9" * 400, "-1", "0", "1.5", "true", "null", '"x"', "[]", "{}",
             str(2**64), "1e-310", '"1e3"', "[[[[1]]]]"]
+# What a Hugging Face config may carry in a field specplan never reads (Nemotron-H: "time_step_limit": [0.0,
+# Infinity]): the importer must carry it, not refuse it (issue 22).
+FOREIGN_VALUES = ["Infinity", "-Infinity", "NaN", "[0.0, Infinity]", "1e400", "9" * 400, str(2**64),
+                  '{"a": 1, "a": 2}', "[[[[1]]]]", '"x"', "null"]
 CSV_BAD = ["", " ", "inf", "-inf", "nan", "-1", "0", "abc", "1e400", "9" * 400, '"', "1,2", "\x00", "é", "NULL"]
 
 
@@ -111,6 +115,16 @@ def json_mutation(draw, seed: str) -> str:
     if kind == "empty":
         return draw(st.sampled_from(["", "[]", "null", "42", '"x"', "{"]))
     return seed
+
+
+@st.composite
+def foreign_extra(draw, seed: str) -> str:
+    """A valid seed config with one more field, one specplan does not read, holding a value a strict loader refuses."""
+    data = json.loads(seed)
+    name = draw(st.sampled_from(["time_step_limit", "unused_limit", "producer_extra"]))
+    data.pop(name, None)
+    data[name] = "__FOREIGN__"
+    return json.dumps(data).replace('"__FOREIGN__"', draw(st.sampled_from(FOREIGN_VALUES)))
 
 
 @st.composite

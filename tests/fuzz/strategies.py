@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from cases import ROOT
 from harness import judge, run_cli
-from mutations import CANARY, file_spec, materialize, seeds, yaml_mutation
+from mutations import CANARY, file_spec, foreign_extra, materialize, seeds, yaml_mutation
 
 # ---------------------------------------------------------------- value pools
 
@@ -306,6 +306,8 @@ def loader_call():
                ("hf_import", file_spec("hf_moe")), ("hf_import", file_spec("hf_mla")),
                ("measured", file_spec("gemm_csv")), ("measured", file_spec("attention_csv")),
                ("yaml", file_spec("study")), ("json", file_spec("hf")),
+               *[("hf_foreign", foreign_extra(s[k]).map(lambda t, k=k: ("FILE", k, "_config.json", t)))
+                 for k in ("hf", "hf_moe", "hf_mla")],
                ("acceptance", yaml_mutation((ROOT / "specplan" / "data" / "acceptance_profiles" /
                                              "eagle3-llama-3.1-8b-mtbench.yaml").read_text()).map(
                    lambda t: ("FILE", "acc", ".yaml", t)))]
@@ -385,6 +387,14 @@ def _call_loader(name: str, path: str) -> None:
         from specplan.profiles.hf_import import import_hf_config
 
         _finite_profile(import_hf_config(path))
+    elif name == "hf_foreign":  # a valid config plus a field specplan does not read: it must import (issue 22)
+        from specplan.core.errors import SpecplanError
+        from specplan.profiles.hf_import import import_hf_config
+
+        try:
+            _finite_profile(import_hf_config(path))
+        except SpecplanError as exc:
+            raise AssertionError(f"a field the importer does not read stopped the import: {exc}") from None
     elif name == "measured":
         from specplan.bench.families import check_measured, detect_family, read_measured
 

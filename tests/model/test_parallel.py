@@ -229,3 +229,68 @@ def test_alltoall_spanning_nodes_uses_the_nic():
     nic = 8 / 15 * nbytes / (hw.scaleout_bandwidth_bytes_s * a.scaleout_bw_fraction)
     nv = 7 / 15 * nbytes / (450e9 * a.scaleup_bw_fraction)
     assert float(lat) == a.scaleout_latency_s and float(xfer) == pytest.approx(max(nic, nv))
+
+
+# --- DeepEP all-to-all as the engines run it (issue 22) -----------------------------------------------------------
+
+
+def test_deepep_low_latency_decode_meets_the_readme_at_ep16_128_tokens():
+    # DeepEP docs/legacy.md (H800 + ConnectX-7 400 Gb/s, DeepSeek-V3's hidden 7168, top-8, 128 tokens per rank):
+    # EP 16 dispatch 118 us, combine 195 us. H100 nodes carry the same 50 GB/s NIC per GPU: the same figures.
+    from specplan.model.parallel import moe_alltoall_costs
+
+    m = load_model("deepseek-v3")
+    hw = load_hardware("h100-sxm")
+    assert hw.scaleout_bandwidth_bytes_s == 50e9
+    disp, comb = moe_alltoall_costs(m, hw, Layout(tp=1, dp=16, ep=16), 128.0)
+    # one copy per (token, expert), local ones included: 128 x 8 x 7168 x (1 + 4/128) B at the README's 63 GB/s
+    assert float(disp.time_s) == pytest.approx(128 * 8 * H * (1 + 4 / 128) / 63e9, rel=1e-9)
+    assert float(disp.time_s) == pytest.approx(118e-6, rel=0.05)
+    assert float(comb.time_s) == pytest.approx(195e-6, rel=0.05)  # 128 x 8 x 7168 x 2 B at 74 GB/s
+    # a third fewer tokens: a third less time (bandwidth-bound), never below the fabric latency
+    small, _ = moe_alltoall_costs(m, hw, Layout(tp=1, dp=16, ep=16), 1.0)
+    assert float(small.time_s) == pytest.approx(hw.alltoall.scaleout_latency_s)
+
+
+def test_deepseek_group_selection_reaches_more_ranks_than_uniform_draws():
+    from specplan.costs.moe import destination_ranks, grouped_destinations
+
+    uniform = destination_ranks(256, 8, 8, 8, 4)  # 3.629: 8 uniform draws from the 4 chosen groups' 128 experts
+    ranks, nodes = grouped_destinations(256, 8, 8, 8, 4, 8)
+    # EP 8 = one group per rank: a token reaches at most its 4 chosen groups; with i.i.d. scores each chosen group
+    # (picked for its top-2 sum) nearly always keeps an expert among the top 8: ~9 % more ranks than uniform
+    assert ranks <= 4.0 and nodes == 1.0
+    assert 1.07 * uniform < ranks < 1.11 * uniform
+
+
+def test_deepep_normal_kernels_send_one_copy_per_remote_node_in_prefill():
+    from specplan.model.parallel import destinations, moe_alltoall_costs
+
+    m = load_model("deepseek-v3")
+    hw = load_hardware("h100-sxm")
+    lay = Layout(tp=1, dp=16, ep=16)
+    a = hw.alltoall
+    ranks, nodes = destinations(m, lay, 8)
+    assert 1.0 < nodes <= 2.0 and ranks > 2 * nodes
+    t = 4096.0  # prefill: normal kernels (more than 128 tokens per GPU)
+    disp, _ = moe_alltoall_costs(m, hw, lay, t)
+    nv = t * ranks * 15 / 16 * H * (1 + 4 / 128) / (450e9 * a.scaleup_bw_fraction)
+    nic = t * nodes * 1 / 2 * H * (1 + 4 / 128) / (50e9 * a.scaleout_bw_fraction)  # 1 of 2 nodes is remote
+    assert float(disp.time_s) == pytest.approx(a.scaleout_latency_s + max(nv, nic), rel=1e-9)
+
+
+def test_expert_load_imbalance_input():
+    from specplan.costs.moe import moe_experts_cost
+
+    hw = load_hardware("h100-sxm")
+    args = (hw, 4096.0, H, 2048, 256, 8, "fp8", "fp8")
+    eplb = moe_experts_cost(*args, routing="eplb", ep=16, n_group=8, topk_group=4)
+    skew = moe_experts_cost(*args, routing="skew:1.5", ep=16, n_group=8, topk_group=4)
+    rand = moe_experts_cost(*args, routing="random", ep=16, n_group=8, topk_group=4)
+    # compute-bound at 4096 x 8 / 16 = 2048 rows: skew 1.5 = 1.5 x the mean rows' FLOPs; random (the default,
+    # EPLB off) lands between the mean and 1.5x
+    assert float(skew.compute_s) == pytest.approx(1.5 * float(eplb.compute_s), rel=0.02)
+    assert float(eplb.compute_s) < float(rand.compute_s) < float(skew.compute_s)
+    for bad in ("skew:0.5", "skew:x", "zipf"):
+        with pytest.raises(SpecplanError, match="routing"):
+            step_time("deepseek-v3", "h100-sxm", 8, 1, 1, 1024, routing=bad)

@@ -208,3 +208,61 @@ def test_unsupported_quantization(tmp_path):
     q = tmp_path / "hf_quant_config.json"
     q.write_text(json.dumps({"quantization": {"quant_algo": "W3A3"}}))
     _one_line_error(_write(tmp_path, _llama()), "quant_algo", "W3A3", where=q)
+
+
+# --- (f) a Hugging Face config is a foreign document (issue 22): what the importer reads is checked, the rest carried
+
+
+TEST_CONFIGS = ROOT / "tests" / "profiles" / "hf_configs"
+EVERY_REAL_CONFIG = MODEL_CONFIGS + sorted(p for p in TEST_CONFIGS.rglob("*.json") if "hf_quant" not in p.name)
+
+
+@pytest.mark.parametrize("path", EVERY_REAL_CONFIG, ids=lambda p: p.name if p.parent.name == "hf_configs" else
+                         f"{p.parent.name}/{p.name}")
+def test_every_real_config_in_the_repository_imports(path):
+    assert param_counts(import_hf_config(path))["total"] > 0
+
+
+def test_nemotron_h_time_step_limit_infinity_imports():
+    path = TEST_CONFIGS / "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B_config.json"
+    assert '"time_step_limit"' in path.read_text() and "Infinity" in path.read_text()  # as the checkpoint ships it
+    prof = import_hf_config(path)
+    assert 120.6e9 < param_counts(prof)["total"] < 120.7e9  # Nemotron 3 Super: 120.6 B (NVIDIA's card)
+
+
+def test_unread_fields_are_carried_whatever_they_hold(tmp_path):
+    text = json.dumps(_llama(unused_limit="__A__", unused_big="__B__", unused_nested={"x": "__C__"}))
+    text = text.replace('"__A__"', "[0.0, Infinity, -Infinity, NaN]").replace('"__B__"', "9" * 5000)
+    text = text.replace('"__C__"', '1e400, "x": 2')  # a value out of range and a key given twice, never read
+    prof = import_hf_config(_write(tmp_path, text))
+    assert param_counts(prof)["total"] == 8_030_261_248  # Llama-3.1-8B, as without the extra fields
+
+
+@pytest.mark.parametrize("value, fragment", [
+    ("Infinity", "hidden_size: must be a finite number, got inf"),
+    ("NaN", "hidden_size: must be a finite number, got nan"),
+    ("1e400", "hidden_size: must be a finite number, got inf"),
+    ("9" * 400, "hidden_size: integer out of range"),
+    ('4096, "hidden_size": 4096', "hidden_size: duplicate key (given twice in one object)"),
+])
+def test_a_field_the_importer_reads_is_still_strict(tmp_path, value, fragment):
+    text = json.dumps(_llama(hidden_size="__V__")).replace('"__V__"', value)
+    _one_line_error(_write(tmp_path, text), fragment)
+
+
+def test_nested_read_field_is_strict(tmp_path):
+    # quantization_config is read as a whole: a bad value anywhere under it names its dotted path
+    text = json.dumps(_llama(quantization_config={"quant_method": "fp8", "weight_block_size": "__V__"}))
+    _one_line_error(_write(tmp_path, text.replace('"__V__"', "[128, Infinity]")),
+                    "quantization_config.weight_block_size[1]: must be a finite number")
+
+
+def test_profiles_written_for_specplan_stay_strict(tmp_path):
+    from specplan.core.loader import read_json, read_yaml
+
+    (tmp_path / "p.yaml").write_text("id: x\nunused: .inf\n")
+    with pytest.raises(SpecplanError, match="unused: must be a finite number"):
+        read_yaml(tmp_path / "p.yaml")
+    (tmp_path / "p.json").write_text('{"a": 1, "a": 2}')
+    with pytest.raises(SpecplanError, match="duplicate key 'a'"):
+        read_json(tmp_path / "p.json")

@@ -95,3 +95,67 @@ def test_modelopt_int4_awq_group_size(tmp_path):
 def test_mxfp4_only_the_experts():
     p = import_hf_config(ROOT / "reference" / "hf_configs" / "openai--gpt-oss-20b_config.json")
     assert p.weight_dtype == "bf16" and p.module_dtypes == {"moe": "mxfp4"}
+
+
+# --- KV-cache dtype as deployments set it (issue 22): a checkpoint declaring FP8 KV gets it by default
+
+
+def _kv_bytes_per_token_llama8b(kv_bytes: float) -> float:
+    return 32 * 2 * 8 * 128 * kv_bytes  # 32 layers x (K and V) x 8 KV heads x 128 dims
+
+
+@pytest.mark.parametrize("qc", [
+    # llm-compressor FP8 weights + FP8 KV (compressed-tensors kv_cache_scheme)
+    {"quant_method": "compressed-tensors", "format": "float-quantized", "ignore": ["lm_head"],
+     "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float",
+                                                                      "strategy": "channel", "symmetric": True}}},
+     "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False, "symmetric": True}},
+    # a modelopt checkpoint whose quantization_config carries the hf_quant_config fields
+    {"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_quant_algo": "FP8"},
+    {"quant_method": "modelopt", "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"},
+     "quant_algo": "FP8"},
+], ids=["compressed-tensors-kv_cache_scheme", "modelopt-kv_cache_quant_algo", "modelopt-nested"])
+def test_embedded_fp8_kv_declaration_is_the_default(tmp_path, qc):
+    from specplan.model.memory import kv_bytes_per_token
+
+    p = import_hf_config(_with_quant(tmp_path, LLAMA, qc))
+    assert p.kv_cache_dtype == "fp8"
+    h100 = load_hardware("h100-sxm")
+    assert resolve_precision(p, h100).kv == "fp8"  # no --kv-dtype: the checkpoint's
+    assert resolve_precision(p, h100, kv_dtype="auto").kv == "fp8"  # --kv-dtype auto: the engines' rule, the same
+    assert resolve_precision(p, h100, kv_dtype="bf16").kv == "bf16"  # an explicit choice wins
+    assert kv_bytes_per_token(p, 1, resolve_precision(p, h100).kv) == _kv_bytes_per_token_llama8b(1) == 65536
+
+
+def test_hf_quant_config_kv_cache_scheme_and_none(tmp_path):
+    hq = {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4", "group_size": 16,
+                                                             "kv_cache_scheme": {"num_bits": 8, "type": "float"}}}
+    assert import_hf_config(_with_quant(tmp_path, LLAMA, None, hq)).kv_cache_dtype == "fp8"
+    hq["quantization"] = {"quant_algo": "FP8", "kv_cache_quant_algo": None}
+    p = import_hf_config(_with_quant(tmp_path, LLAMA, None, hq))
+    assert p.kv_cache_dtype is None
+    h100 = load_hardware("h100-sxm")
+    assert resolve_precision(p, h100, kv_dtype="auto").kv == "bf16"  # declares none: the model's 16-bit dtype
+
+
+def test_unsupported_kv_scheme_names_the_field(tmp_path):
+    qc = {"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_scheme": {"num_bits": 3, "type": "float"}}
+    with pytest.raises(SpecplanError, match=r"quantization_config\.kv_cache_scheme: unsupported KV-cache scheme"):
+        import_hf_config(_with_quant(tmp_path, LLAMA, qc))
+
+
+def test_cli_kv_dtype_auto(tmp_path):
+    from typer.testing import CliRunner
+
+    from specplan.cli import app
+
+    qc = {"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}
+    cfg = _with_quant(tmp_path, LLAMA, qc)
+    r = CliRunner().invoke(app, ["model", "import", str(cfg), "-o", str(tmp_path / "m.yaml")])
+    assert r.exit_code == 0, r.output
+    args = ["step", "--model", str(tmp_path / "m.yaml"), "--hardware", "h100-sxm", "--batch", "1",
+            "--context", "1024", "--json"]
+    auto = json.loads(CliRunner().invoke(app, args + ["--kv-dtype", "auto"]).output)
+    default = json.loads(CliRunner().invoke(app, args).output)
+    bf16 = json.loads(CliRunner().invoke(app, args + ["--kv-dtype", "bf16"]).output)
+    assert auto == default and auto != bf16

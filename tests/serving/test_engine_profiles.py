@@ -126,3 +126,29 @@ def test_mla_has_its_own_family():
 def test_engine_profiles_ship_in_the_wheel_config():
     text = open("pyproject.toml").read()
     assert '"engine_profiles" = "specplan/builtin/engine_profiles"' in text
+
+
+# --- engine overhead that scales (issue 22): TensorRT-LLM's eager-step host work is per step, not per kernel
+
+
+def test_eager_step_s_is_added_to_steps_that_do_not_replay_a_graph():
+    eng = load_engine("trtllm").model_copy(update={"eager_step_s": 0.01, "eager_launch_s": 1e-5,
+                                                   "graph_launch_s": 0.0, "host_step_s": 0.0})
+    # overlap scheduler: max(gpu, host + launches); eager: 0.01 s + 100 kernels x 10 us = 11 ms over a 1 ms GPU step
+    assert float(eng.step_s(1e-3, 1, 100, False)) == pytest.approx(0.011)
+    assert float(eng.step_s(1e-3, 1, 100, True)) == pytest.approx(1e-3)  # a replayed graph: no eager-step work
+
+
+def test_trtllm_eager_host_time_carries_from_8b_to_70b():
+    from specplan.serving.aggregated import step_kernels
+
+    eng = load_engine("trtllm")
+    h100 = load_hardware("h100-sxm")
+    k8 = step_kernels(load_model("llama-3.1-8b"), h100, 1)
+    k70 = step_kernels(load_model("llama-3.3-70b"), h100, 8)
+    eager = lambda k: eng.eager_step_s + k * eng.eager_launch_s  # noqa: E731
+    # the 8B fit: ~19 ms of host work per eager step of Llama-3.1-8B's 291 kernels (65 us x 291, the fit before
+    # issue 22; the per-step refit lands at 22 ms); the 70B step now costs about as much, not 2.5x (58 ms)
+    assert k8 == 291 and k70 > 2.4 * k8
+    assert 0.8 * 0.019 < eager(k8) < 1.2 * 0.019
+    assert eager(k70) < 1.5 * eager(k8)

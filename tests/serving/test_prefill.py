@@ -57,3 +57,58 @@ def test_prefill_packs_short_prompts_into_budget_steps():
 def test_prefill_grows_superlinearly_with_prompt_length():
     t = prefill_s(M8, H100, 1, [8192, 32768], precision=PREC)
     assert t[1] > 4 * t[0]  # causal attention is quadratic in ISL
+
+
+# --- MLA prefill as the engines run it (issue 22): multi-head attention on per-head K / V (192 / 128) after
+# decompressing the cached latent through kv_b_proj, not latent attention (576 / 512)
+
+DSV3 = load_model("deepseek-v3")
+PREC_DS = resolve_precision(DSV3, H100, None, None)
+
+
+def test_mla_prefill_is_multi_head_attention_on_192_128_heads():
+    # DeepSeek-V3, TP 8: 128 / 8 = 16 heads, each its own K / V head (no packing: 1 query row group per tile).
+    # 32768 tokens, no prefix: per layer 16 heads x ceil(32768 / 128) = 256 tiles x 128 rows x mean key length
+    # 32769 / 2 x 2 x (192 + 128) FLOPs at the prefill family's compute fraction of the bf16 peak; 61 layers.
+    fam = load_kernel_family("prefill-default")
+    t = float(prefill_attention_s(DSV3, H100, 8, 32768, 0, PREC_DS, fam))
+    attention = 61 * 16 * 256 * 128 * (32769 / 2) * 2 * (192 + 128) / (H100.peak("bf16") * fam.compute_fraction)
+    # + kv_b_proj on every key (2 x 32768 x 16 x 256 x 512 FLOPs a layer) less the absorbed BMMs it replaces (the
+    # same FLOPs, but they write a 512-wide latent per head where kv_b writes 256: the swap saves ~1 %), launches
+    assert attention * 0.97 < t < attention * 1.05
+    latent = attention * (576 + 512) / (192 + 128)  # the latent form priced before: 3.4x the FLOPs
+    assert t < latent / 3.2
+
+
+def test_mla_prefill_prices_the_kv_b_proj_decompression_of_the_prefix():
+    # A chunk after a long cached prefix decompresses the prefix too: the swap grows with the keys, and its growth
+    # is the kv_b_proj GEMM's: 2 x keys x (16 heads x (128 nope + 128 v)) x 512 FLOPs (fp8 weights, compute-bound).
+    from specplan.serving.prefill import mla_prefill_swap_s
+
+    short = float(mla_prefill_swap_s(DSV3, H100, 8, 4096, 4096, PREC_DS))
+    long = float(mla_prefill_swap_s(DSV3, H100, 8, 4096, 4096 + 65536, PREC_DS))
+    extra_flops = 2 * 65536 * 16 * 256 * 512
+    extra_bytes = 65536 * 512 * 1 + 65536 * 16 * 256 * 2  # fp8 latent in, 16-bit K_nope / V out
+    eff = H100.kernel_eff(PREC_DS.compute)
+    assert PREC_DS.compute == "fp8"
+    compute = extra_flops / (H100.peak("fp8") * eff.compute_max_fraction)
+    memory = extra_bytes / (H100.mem_bandwidth_bytes_s * eff.mem_bw_fraction)
+    assert compute < long - short < compute + memory  # compute-bound, the soft roofline corner adds a share
+
+
+def test_dsa_mla_prefill_stays_latent():
+    # DeepSeek-V3.2 (an indexer: sparse attention) keeps the latent form in prefill: same price as before
+    from specplan.costs.attention import attention_cost
+
+    from pathlib import Path
+
+    from specplan.profiles.hf_import import import_hf_config
+
+    v32 = import_hf_config(Path(__file__).resolve().parents[1] / "profiles" / "hf_configs" /
+                           "deepseek-ai--DeepSeek-V3.2-Exp_config.json")
+    fam = load_kernel_family("prefill-default")
+    prec = resolve_precision(v32, H100, None, None)
+    t = float(prefill_attention_s(v32, H100, 8, 4096, 0, prec, fam))
+    one = attention_cost(H100, 1, 4096, 4097 / 2, 16, 1, 576, prec.kv, prec.compute, head_dim_v=512, latent=True,
+                         family=fam).time_s
+    assert t > 61 * float(one)
