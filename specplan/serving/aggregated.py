@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specplan.core.limits import check_prefill_steps
 from specplan.model.memory import memory_usage
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_engine, load_hardware, load_kernel_family, load_model
@@ -126,6 +127,8 @@ def gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft=
     # chunked prefill fills what the decode rows leave of the budget, at least MIN_CHUNK tokens (assumption)
     chunk = (np.minimum(float(wl.isl), np.maximum(budget - b * q_max, min(MIN_CHUNK, budget))) if eng.chunked_prefill
              else np.full(b.shape, float(wl.isl)))
+    check_prefill_steps(wl.isl, min(MIN_CHUNK, budget) if eng.chunked_prefill else wl.isl,
+                        f"engine {eng.id} max_num_batched_tokens")  # a bounded loop over the prompt's chunks
     n_chunks = np.ceil(wl.isl / chunk)
     fam = load_kernel_family(eng.decode_attention)
     dec = mixed_step_s(model, hw, tp, b, wl.decode_context, 0, 0, precision=prec, engine=eng, decode_family=fam)
