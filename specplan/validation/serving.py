@@ -195,7 +195,11 @@ def calibrate(rows=None, progress=None) -> dict:
         fw = g.rows["framework"].iloc[0]
         if not fw.startswith("NIM"):  # NIM rows are scored with the TensorRT-LLM fit, never fitted on
             fams.setdefault(g.engine.id, []).append(g)
-    full = {e: fit_consistent(sub) for e, sub in fams.items()}
+    full = {}
+    for e, sub in fams.items():
+        if progress:
+            progress(f"{e}: fitting on all {sum(len(g.rows) for g in sub)} rows ({len(sub)} groups)")
+        full[e] = fit_consistent(sub)
     for g in gs:  # the folds' TPOT fits (and NIM's groups) hold the all-row cohort
         g.engine = g.engine.model_copy(update={"prefill_cohort": full[g.engine.id]["prefill_cohort"]})
     held = {}
