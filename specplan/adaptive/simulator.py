@@ -94,141 +94,206 @@ def accepted_drafts(wl: Workload, off, u, runs, req, pos, d: int, relax: float =
     return np.cumprod(u[idx] < thr + relax * (1.0 - thr), axis=1).sum(axis=1)
 
 
-def simulate(wl: Workload, costs: StepCosts, policy: Policy, graphs: GraphSet, *, engine: Engine = Engine(),
-             slo_tpot_s: float | None = None, seed: int = 0, progress: bool | None = None) -> dict:
-    """Run one policy over the workload; per-request times (s), the step time series, and counters."""
-    n, d_max = wl.n, costs.d_max
-    engine = engine.resolved()
+@dataclass
+class _Run:
+    """The mutable state of one simulation: in-flight requests as aligned arrays, FCFS counters, records."""
+
+    wl: Workload
+    costs: StepCosts
+    policy: Policy
+    engine: Engine
+    closed: int | None
+    arrival: np.ndarray
+    need: np.ndarray  # KV bytes reserved for a request's whole output at admission
+    free: float
+    max_run: int
+    off: np.ndarray
+    u: np.ndarray
+    runs: np.ndarray | None
+    loose: np.ndarray | None
+    rng: np.random.Generator
+    eager: np.ndarray
+    graph_ds: np.ndarray
+    has_graph: np.ndarray
+    slo_tpot_s: float | None
+    first: np.ndarray = None
+    finish: np.ndarray = None
+    # the in-flight (decoding) requests: id, tokens generated, tokens left; their summed context
+    ids: np.ndarray = None
+    pos: np.ndarray = None
+    left: np.ndarray = None
+    ctx_sum: float = 0.0
+    adm: int = 0  # requests admitted (FCFS order)
+    pf: int = 0  # requests fully prefilled
+    pf_done: int = 0  # prompt tokens already prefilled of request `pf`
+    reserved: float = 0.0
+    n_fin: int = 0
+    t: float = 0.0
+    lossy_tokens: int = 0
+    decode_tokens: int = 0
+    eager_steps: int = 0
+    pf_mean: float = 0.0  # exponential mean of prefill seconds per decode step (what a request's TPOT carries)
+    rec: dict = None
+
+    def __post_init__(self):
+        n = self.wl.n
+        self.first, self.finish = np.full(n, np.nan), np.full(n, np.nan)
+        self.ids, self.pos, self.left = (np.zeros(0, dtype=np.int64) for _ in range(3))
+        self.rec = {k: [] for k in ("t_s", "batch", "draft_len", "al", "step_s", "prefill_tokens")}
+
+
+def _start(wl: Workload, costs: StepCosts, policy: Policy, graphs: GraphSet, engine: Engine,
+           slo_tpot_s: float | None, seed: int) -> _Run:
+    """The state before the first step: common random numbers, KV budget, graph coverage, eager costs."""
+    d_max = costs.d_max
     off, u = token_uniforms(wl, seed)
     runs = token_runs(wl, off, u)
     loose = token_runs(wl, off, u, policy.relax) if policy.relax > 0 else runs
-    rng = np.random.default_rng([seed, 5])
-    need = costs.seq_bytes(wl.isl + wl.osl)  # KV reserved for a request's whole output at admission
-    free = costs.capacity_bytes - costs.fixed_bytes - graphs.cost(costs, costs.model_id)["memory_bytes"]
-    max_run = min(engine.max_running or costs.b_max, costs.b_max)
-    arrival = wl.arrival_s.copy()
-    closed = wl.closed_loop
-    first = np.full(n, np.nan)
-    finish = np.full(n, np.nan)
-    # the in-flight (decoding) requests, as aligned arrays: id, tokens generated, tokens left, context, α now
-    ids = np.zeros(0, dtype=np.int64)
-    pos = np.zeros(0, dtype=np.int64)
-    left = np.zeros(0, dtype=np.int64)
-    ctx_sum = 0.0
-    adm = pf = 0  # requests admitted / fully prefilled (FCFS order)
-    pf_done = 0  # prompt tokens already prefilled of request `pf`
-    reserved = 0.0
-    n_fin = 0
-    t = 0.0
-    eager = np.array([costs.eager_extra_s(d) for d in range(d_max + 1)])
     graph_ds = np.zeros(d_max + 1, dtype=bool)
     graph_ds[[d for d in graphs.ds() if d <= d_max]] = True
-    has_graph = graphs.matrix(costs.b_max, d_max)
-    all_d = np.ones(d_max + 1, bool)
-    rec_t, rec_b, rec_d, rec_al, rec_s, rec_pf = [], [], [], [], [], []
-    lossy_tokens = decode_tokens = 0
-    eager_steps = 0
-    pf_mean = 0.0  # exponential mean of prefill seconds per decode step (what a request's TPOT carries)
-    span = np.maximum(wl.osl - 1, 1)
+    return _Run(
+        wl=wl, costs=costs, policy=policy, engine=engine, closed=wl.closed_loop, arrival=wl.arrival_s.copy(),
+        need=costs.seq_bytes(wl.isl + wl.osl),
+        free=costs.capacity_bytes - costs.fixed_bytes - graphs.cost(costs, costs.model_id)["memory_bytes"],
+        max_run=min(engine.max_running or costs.b_max, costs.b_max), off=off, u=u, runs=runs, loose=loose,
+        rng=np.random.default_rng([seed, 5]), eager=np.array([costs.eager_extra_s(d) for d in range(d_max + 1)]),
+        graph_ds=graph_ds, has_graph=graphs.matrix(costs.b_max, d_max), slo_tpot_s=slo_tpot_s)
+
+
+def _admit(s: _Run) -> None:
+    """Admit arrived requests FCFS while their whole-output KV fits and the running cap allows."""
+    n = s.wl.n
+    released = n if s.closed is None else min(n, s.closed + s.n_fin)
+    arrived = int(np.searchsorted(s.arrival, s.t, side="right")) if s.closed is None else released
+    if arrived > s.adm:
+        cum = s.reserved + np.cumsum(s.need[s.adm:arrived])
+        k = int(np.searchsorted(cum, s.free, side="right"))
+        k = min(k, s.max_run - (s.adm - s.n_fin))
+        if k <= 0 and s.adm == s.n_fin:
+            k = 1  # a request that alone exceeds the capacity still runs (reported as over capacity)
+        if k > 0:
+            s.reserved = float(cum[k - 1])
+            s.adm += k
+
+
+def _prefill_chunk(s: _Run) -> tuple[int, int]:
+    """Chunked prefill, FCFS over admitted requests, at most `prefill_budget` prompt tokens this step:
+    (prompt tokens this step, requests whose prompt completes)."""
+    if s.pf >= s.adm:
+        return 0, 0
+    cum = np.cumsum(s.wl.isl[s.pf:s.adm]) - s.pf_done
+    pf_tokens = int(min(s.engine.prefill_budget, cum[-1]))
+    done = int(np.searchsorted(cum, pf_tokens, side="right"))
+    s.pf_done = pf_tokens - int(cum[done - 1]) if done else s.pf_done + pf_tokens
+    return pf_tokens, done
+
+
+def _decode(s: _Run, step_s: float, pf_tokens: int, bar) -> tuple[float, int, int]:
+    """One draft + verify step of the in-flight batch at the policy's D: (step s, D, tokens emitted)."""
+    wl, costs, policy = s.wl, s.costs, s.policy
+    b = s.ids.size
+    has = s.has_graph[b - 1]
+    dec = costs.at(b, s.ctx_sum / b) + np.where(has, 0.0, s.eager)
+    if policy.draft_extend_at_zero:
+        dec[0] += costs.draft1(b, s.ctx_sum / b)
+    alpha = None
+    if not wl.per_position:
+        span = np.maximum(wl.osl[s.ids] - 1, 1)
+        alpha = wl.alpha[s.ids] + wl.drift * s.pos / span if wl.drift else wl.alpha[s.ids]
+        if wl.drift:
+            alpha = np.clip(alpha, 0.0, 1.0)
+    allowed = has if has.any() else (s.graph_ds if s.graph_ds.any() else np.ones(costs.d_max + 1, bool))
+    view = StepView(b, dec + step_s, alpha, wl.per_position, allowed, s.slo_tpot_s, s.rng, dec + s.pf_mean)
+    d = int(policy.choose(view))
+    acc = accepted_drafts(wl, s.off, s.u, s.loose, s.ids, s.pos, d, policy.relax)
+    d_run = d
+    if policy.lossy and d:  # ideal entropy stop: each sequence drafts acc + 1, the batch the max
+        d_run = int(min(d, acc.max() + 1))
+        strict = accepted_drafts(wl, s.off, s.u, s.runs, s.ids, s.pos, d)
+        s.lossy_tokens += int(np.sum(np.minimum(acc, s.left) - np.minimum(strict, s.left)))
+    step_s += float(dec[d_run])
+    s.eager_steps += int(not has[d_run])
+    emit = np.minimum(acc + 1, s.left)
+    tot = int(emit.sum())
+    s.decode_tokens += tot
+    s.pos += emit
+    s.left -= emit
+    s.ctx_sum += tot
+    bar.update(tot)
+    policy.observe(acc, d, b)
+    s.pf_mean = PF_EMA * s.pf_mean + (1.0 - PF_EMA) * costs.prefill_s(pf_tokens)
+    return step_s, d, tot
+
+
+def _retire(s: _Run) -> None:
+    """Requests whose output is complete leave the batch, free their KV and (closed loop) release a client."""
+    fin = s.left <= 0
+    if not fin.any():
+        return
+    gone = s.ids[fin]
+    s.finish[gone] = s.t
+    s.reserved -= float(s.need[gone].sum())
+    s.n_fin += gone.size
+    keep = ~fin
+    s.ctx_sum -= float(np.sum(s.wl.isl[gone] + s.pos[fin]))
+    s.ids, s.pos, s.left = s.ids[keep], s.pos[keep], s.left[keep]
+    if s.closed is not None:
+        s.arrival[s.closed + s.n_fin - gone.size:s.closed + s.n_fin] = s.t
+
+
+def _join(s: _Run, done: int, bar) -> None:
+    """Requests whose prompt completed emit their first token and join the decode batch at output position 1."""
+    new = np.arange(s.pf, s.pf + done)
+    s.pf += done
+    s.first[new] = s.t
+    bar.update(done)
+    one = s.wl.osl[new] <= 1
+    if one.any():
+        s.finish[new[one]] = s.t
+        s.reserved -= float(s.need[new[one]].sum())
+        s.n_fin += int(one.sum())
+        if s.closed is not None:
+            s.arrival[s.closed + s.n_fin - int(one.sum()):s.closed + s.n_fin] = s.t
+        new = new[~one]
+    s.ids = np.concatenate([s.ids, new])
+    s.pos = np.concatenate([s.pos, np.ones(new.size, dtype=np.int64)])
+    s.left = np.concatenate([s.left, s.wl.osl[new] - 1])
+    s.ctx_sum += float(np.sum(s.wl.isl[new] + 1))
+
+
+def _record(s: _Run, b: int, d: int, tot: int, step_s: float, pf_tokens: int) -> None:
+    """Append one step to the time series."""
+    for key, v in (("t_s", s.t), ("batch", b), ("draft_len", d), ("al", tot / b if b else np.nan),
+                   ("step_s", step_s), ("prefill_tokens", pf_tokens)):
+        s.rec[key].append(v)
+
+
+def simulate(wl: Workload, costs: StepCosts, policy: Policy, graphs: GraphSet, *, engine: Engine = Engine(),
+             slo_tpot_s: float | None = None, seed: int = 0, progress: bool | None = None) -> dict:
+    """Run one policy over the workload; per-request times (s), the step time series, and counters."""
+    s = _start(wl, costs, policy, graphs, engine.resolved(), slo_tpot_s, seed)
     with Progress(int(wl.osl.sum()), f"simulate {policy.name}", enabled=progress) as bar:
-        while n_fin < n:
-            released = n if closed is None else min(n, closed + n_fin)
-            arrived = int(np.searchsorted(arrival, t, side="right")) if closed is None else released
-            if arrived > adm:
-                cum = reserved + np.cumsum(need[adm:arrived])
-                k = int(np.searchsorted(cum, free, side="right"))
-                k = min(k, max_run - (adm - n_fin))
-                if k <= 0 and adm == n_fin:
-                    k = 1  # a request that alone exceeds the capacity still runs (reported as over capacity)
-                if k > 0:
-                    reserved = float(cum[k - 1])
-                    adm += k
-            b = ids.size
-            if b == 0 and pf == adm:
-                if closed is None and adm < n:  # idle until the next arrival
-                    t = max(t, float(arrival[adm]))
+        while s.n_fin < wl.n:
+            _admit(s)
+            b = s.ids.size
+            if b == 0 and s.pf == s.adm:
+                if s.closed is None and s.adm < wl.n:  # idle until the next arrival
+                    s.t = max(s.t, float(s.arrival[s.adm]))
                     continue
                 break
-            # chunked prefill: FCFS over admitted requests, at most `prefill_budget` prompt tokens this step
-            pf_tokens, done = 0, 0
-            if pf < adm:
-                cum = np.cumsum(wl.isl[pf:adm]) - pf_done
-                pf_tokens = int(min(engine.prefill_budget, cum[-1]))
-                done = int(np.searchsorted(cum, pf_tokens, side="right"))
-                pf_done = pf_tokens - int(cum[done - 1]) if done else pf_done + pf_tokens
-            step_s = costs.prefill_s(pf_tokens)
-            d = 0
+            pf_tokens, done = _prefill_chunk(s)
+            step_s, d, tot = costs.prefill_s(pf_tokens), 0, 0
             if b:
-                has = has_graph[b - 1]
-                dec = costs.at(b, ctx_sum / b) + np.where(has, 0.0, eager)
-                if policy.draft_extend_at_zero:
-                    dec[0] += costs.draft1(b, ctx_sum / b)
-                alpha = None
-                if not wl.per_position:
-                    alpha = wl.alpha[ids] + wl.drift * pos / span[ids] if wl.drift else wl.alpha[ids]
-                    if wl.drift:
-                        alpha = np.clip(alpha, 0.0, 1.0)
-                allowed = has if has.any() else (graph_ds if graph_ds.any() else all_d)
-                view = StepView(b, dec + step_s, alpha, wl.per_position, allowed, slo_tpot_s, rng, dec + pf_mean)
-                d = int(policy.choose(view))
-                acc = accepted_drafts(wl, off, u, loose, ids, pos, d, policy.relax)
-                d_run = d
-                if policy.lossy and d:  # ideal entropy stop: each sequence drafts acc + 1, the batch the max
-                    d_run = int(min(d, acc.max() + 1))
-                    strict = accepted_drafts(wl, off, u, runs, ids, pos, d)
-                    lossy_tokens += int(np.sum(np.minimum(acc, left) - np.minimum(strict, left)))
-                step_s += float(dec[d_run])
-                eager_steps += int(not has[d_run])
-                emit = np.minimum(acc + 1, left)
-                tot = int(emit.sum())
-                decode_tokens += tot
-                pos += emit
-                left -= emit
-                ctx_sum += tot
-                bar.update(tot)
-                policy.observe(acc, d, b)
-                pf_mean = PF_EMA * pf_mean + (1.0 - PF_EMA) * costs.prefill_s(pf_tokens)
-            t += step_s
-            rec_t.append(t)
-            rec_b.append(b)
-            rec_d.append(d)
-            rec_al.append(tot / b if b else np.nan)
-            rec_s.append(step_s)
-            rec_pf.append(pf_tokens)
+                step_s, d, tot = _decode(s, step_s, pf_tokens, bar)
+            s.t += step_s
+            _record(s, b, d, tot, step_s, pf_tokens)
             if b:
-                fin = left <= 0
-                if fin.any():
-                    gone = ids[fin]
-                    finish[gone] = t
-                    reserved -= float(need[gone].sum())
-                    n_fin += gone.size
-                    keep = ~fin
-                    ctx_sum -= float(np.sum(wl.isl[gone] + pos[fin]))
-                    ids, pos, left = ids[keep], pos[keep], left[keep]
-                    if closed is not None:
-                        arrival[closed + n_fin - gone.size:closed + n_fin] = t
+                _retire(s)
             if done:
-                new = np.arange(pf, pf + done)
-                pf += done
-                first[new] = t
-                bar.update(done)
-                one = wl.osl[new] <= 1
-                if one.any():
-                    finish[new[one]] = t
-                    reserved -= float(need[new[one]].sum())
-                    n_fin += int(one.sum())
-                    if closed is not None:
-                        arrival[closed + n_fin - int(one.sum()):closed + n_fin] = t
-                    new = new[~one]
-                ids = np.concatenate([ids, new])
-                pos = np.concatenate([pos, np.ones(new.size, dtype=np.int64)])
-                left = np.concatenate([left, wl.osl[new] - 1])
-                ctx_sum += float(np.sum(wl.isl[new] + 1))
-    series = {"t_s": rec_t, "batch": rec_b, "draft_len": rec_d, "al": rec_al, "step_s": rec_s,
-              "prefill_tokens": rec_pf}
+                _join(s, done, bar)
     return {
-        "policy": policy.name, "lossy": policy.lossy, "arrival_s": arrival, "first_token_s": first,
-        "finish_s": finish, "series": {k: np.asarray(v, dtype=float) for k, v in series.items()},
-        "relaxed_token_fraction": lossy_tokens / max(decode_tokens + n, 1),
-        "eager_steps": eager_steps, "over_capacity": bool(need.max() > free),
+        "policy": policy.name, "lossy": policy.lossy, "arrival_s": s.arrival, "first_token_s": s.first,
+        "finish_s": s.finish, "series": {k: np.asarray(v, dtype=float) for k, v in s.rec.items()},
+        "relaxed_token_fraction": s.lossy_tokens / max(s.decode_tokens + wl.n, 1),
+        "eager_steps": s.eager_steps, "over_capacity": bool(s.need.max() > s.free),
     }

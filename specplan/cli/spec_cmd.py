@@ -7,7 +7,7 @@ from typing import List, Optional
 import typer
 
 from specplan.cli.app import app
-from specplan.cli.serving_options import Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate
+from specplan.cli.serving_options import Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate, StartupCohort
 from specplan.cli.parsing import cli_layout, comma_list, context_tokens, mech_values
 from specplan.cli.output import print_json, table
 from specplan.core.errors import SpecplanError
@@ -43,14 +43,22 @@ def _print_serving(s: dict) -> None:
     load = f"concurrency {s['concurrency']:g}" if "concurrency" in s else f"{s['request_rate']:g} requests/s"
     pools = f" {s['pools']}" if "pools" in s else ""
     print(f"serving ({s['mode']}{pools}, engine {s['engine']}): ISL {s['isl']}, OSL {s['osl']}, {load}")
-    rows = []
+    rows, notes = [], []
+    dash = lambda v: "-" if v is None else v  # noqa: E731
     for name in ("baseline", "speculative"):
         if name in s:
             x = s[name]
-            rows.append([name, x["tpot_ms"], x["ttft_ms"], x["request_latency_ms"], x["tokens_per_s_per_user"],
-                         x["tokens_per_s_per_gpu"], x["decode_batch"], "yes" if x["fits"] else "no"])
-    print(table(rows, ["", "TPOT ms", "TTFT ms", "latency ms", "tok/s/user", "tok/s/GPU", "decode batch", "fits"]))
-    if "speedup_tpot" in s:
+            rows.append([name, dash(x["tpot_ms"]), dash(x["ttft_ms"]), dash(x.get("ttft_p50_ms")),
+                         dash(x.get("ttft_p90_ms")),
+                         dash(x["request_latency_ms"]), dash(x["tokens_per_s_per_user"]),
+                         dash(x["tokens_per_s_per_gpu"]), x["decode_batch"], "yes" if x["fits"] else "no"])
+            if x.get("note") and x["note"] not in notes:
+                notes.append(x["note"])
+    print(table(rows, ["", "TPOT ms", "TTFT ms", "TTFT p50 ms", "TTFT p90 ms", "latency ms", "tok/s/user", "tok/s/GPU",
+                       "decode batch", "fits"]))
+    for n in notes:
+        print(f"note: {n}")
+    if s.get("speedup_tpot") is not None:
         print(f"serving speedup: TPOT {s['speedup_tpot']:.3f}, throughput {s['speedup_throughput']:.3f} "
               f"(same load)")
 
@@ -88,6 +96,7 @@ def predict(
     concurrency: Concurrency = None,
     request_rate: RequestRate = None,
     pools: Pools = None,
+    startup_cohort: StartupCohort = False,
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Baseline vs speculative step, AL, speedup, throughputs, memory and guideline diagnostics of one point;
@@ -99,7 +108,7 @@ def predict(
     acc = cli_acceptance(acceptance_length, acceptance_rate, acceptance_per_position, acceptance_profile, draft_len)
     if acceptance:
         acc = one_acceptance(acceptance, mechanism, draft_len, given=acc is not None)
-    wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools)
+    wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools, startup_cohort=startup_cohort)
     kw = dict(mechanism=mechanism, draft_len=draft_len, acceptance=acc, dtype=dtype, kv_dtype=kv_dtype,
               draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
               draft_kv_budget=draft_kv_budget, tree_tokens=tree_tokens, engine=_engine(engine, serving))
@@ -201,12 +210,20 @@ def recommend(
     draft_kv_budget: Optional[int] = typer.Option(None, "--draft-kv-budget", help="KV tokens the draft reads."),
     serving: Optional[str] = typer.Option(None, "--serving", help=SERVING_HELP),
     engine: Engine = None,
-    mode: Mode = "agg",
+    mode: Optional[str] = typer.Option(None, "--mode", help="agg | disagg (pools searched unless --pools); with "
+                                       "--gpus also auto (both; the default there)."),
     concurrency: Concurrency = None,
     request_rate: RequestRate = None,
     pools: Pools = None,
+    startup_cohort: StartupCohort = False,
     max_ttft_ms: Optional[float] = typer.Option(None, "--max-ttft-ms", help="SLA: time to first token (ms)."),
     max_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", help="SLA: time per output token (ms)."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPU budget (with --isl/--osl): search TP, replicas, "
+                                       "agg/disagg pools, mechanism, D and concurrency (a load: --target-tps)."),
+    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="Largest TP (default: the "
+                                                "hardware's scale-up domain)."),
+    dtypes: Optional[str] = typer.Option(None, "--dtypes", help="Comma list of dtypes --gpus searches (e.g. "
+                                         "fp8,bf16; default --dtype)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Best (mechanism, D) with runners-up, and the guideline that bound the choice; with --isl/--osl (and no
@@ -220,9 +237,24 @@ def recommend(
     eng = _engine(engine, serving)
     if target_total is not None:
         _gpus_for_load(model, hardware, target_total, target_tps, max_gpus, isl, osl, context, mechs, acc,
-                       max_draft_len, dtype, kv_dtype, json_out)
+                       max_draft_len, dtype, kv_dtype, json_out, max_ttft_ms, eng)
         return
-    wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools, require_load=False)
+    if gpus is not None:
+        if isl is None or osl is None:
+            raise SpecplanError("recommend --gpus: give --isl and --osl (the serving workload to deploy)")
+        if tp != 1 or pools is not None or concurrency is not None or request_rate is not None:
+            raise SpecplanError("recommend --gpus: searches TP, pools and concurrency itself; drop --tp / --pools / "
+                                "--concurrency / --request-rate")
+        _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, dtype, mode, eng, mechs, acc,
+                           max_draft_len, extrapolate, max_ttft_ms, max_tpot_ms, json_out,
+                           dict(kv_dtype=kv_dtype, draft_model=draft_model))
+        return
+    if mode == "auto":
+        raise SpecplanError("mode (--mode): auto needs --gpus (the deployment search); use agg or disagg")
+    if isl is not None and (dp, ep, pp) != (1, 1, 1):
+        raise SpecplanError("recommend: the serving model (--isl/--osl) takes --tp only, not --dp/--ep/--pp")
+    wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools, require_load=False,
+                               startup_cohort=startup_cohort)
     if wl is not None:
         _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, extrapolate, max_ttft_ms,
                            max_tpot_ms, concurrency is None and request_rate is None, json_out,
@@ -313,7 +345,7 @@ def _ranked_table(rows: list[dict], unit: str, lpu: bool, why: bool = False) -> 
 
 
 def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, osl, context, mechs, acc, max_d,
-                   dtype, kv_dtype, json_out) -> None:
+                   dtype, kv_dtype, json_out, max_ttft_ms=None, engine=None) -> None:
     """recommend --target-tps: the smallest GPU count for a load (specplan.planning.capacity.search), printed."""
     from specplan.planning.capacity import search
 
@@ -324,7 +356,7 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
     r = search(model, hardware, target_tps=target_total, target_tps_per_user=target_user, max_gpus=max_gpus,
                isl=isl, osl=osl, context_len=None if context is None else context_tokens(context),
                mechanisms=[x for x in mechs if x != "none"], acceptance=acc, max_draft_len=max_d, dtype=dtype,
-               kv_dtype=kv_dtype)
+               kv_dtype=kv_dtype, max_ttft_ms=max_ttft_ms, engine=engine)
     if json_out:
         print_json(r)
         if r["best"] is None:
@@ -342,8 +374,16 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
     print(table(rows, ["GPUs", "prefill", "decode", "layout", "instances", "mechanism", "batch/inst",
                        "tok/s/user", "tok/s total", "meets"]))
     b = r["best"]
+    a = r.get("aggregated")
+    if a is not None:
+        print(f"aggregated (serving model): {a['gpus']} GPUs = {a['replicas']} x TP {a['tp']} replicas, "
+              f"{a['mechanism']} D = {a['draft_len']} at concurrency {a['concurrency_per_replica']:g} per replica, "
+              f"TPOT {a['tpot_ms']:.1f} ms, TTFT {a['ttft_ms']:.0f} ms, {a['tokens_per_s_per_replica']:,.0f} "
+              f"tokens/s per replica" + ("" if a["fits_budget"] else f" (over --max-gpus {r['max_gpus']})"))
+    if r.get("prefill_unreachable"):
+        print(f"note: disaggregated: {r['prefill_unreachable']}")
     if b is None:
-        print(f"infeasible: {r['infeasible']}")
+        print(f"infeasible (disaggregated): {r['infeasible']}")
         raise typer.Exit(1)
     from specplan.model.parallel import parse_layout
 
@@ -357,8 +397,58 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
           f"{b['tokens_per_s_per_user']:.1f} tokens/s/user (AL {b['acceptance_length']:.2f}, iteration "
           f"{b['iter_ms']:.1f} ms), {b['tps']:,.0f} tokens/s total, {b['memory_gb']:.1f} GB per GPU")
     print(f"why not fewer: {r['smaller_fails']}")
-    print("assumptions: decode instances of one layout at the mean context ISL + OSL / 2; prefill pool sized to "
-          "the request rate (target / OSL) at the roofline prefill time; TTFT not targeted (docs/parallel.md)")
+    ttft = r.get("prefill_ttft_target_ms")
+    print("assumptions: decode instances of one layout at the mean context ISL + OSL / 2; prefill pool of whole "
+          "nodes sized to the request rate (target / OSL) at the roofline prefill time with its M/D/1 wait"
+          + (f", TTFT <= {ttft:.0f} ms" if ttft else "") + " (docs/parallel.md)")
+
+
+def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, dtype, mode, eng, mechs, acc,
+                       max_draft_len, extrapolate, max_ttft_ms, max_tpot_ms, json_out, kw) -> None:
+    """recommend --gpus: the best deployment of each mode and layout, why the others lost; exit 1 if none."""
+    from specplan.planning.recommend_serving import search_deployment
+
+    if mode not in (None, "auto", "agg", "disagg"):
+        raise SpecplanError(f"mode (--mode): must be auto, agg or disagg, got '{mode}'")
+    modes = ("agg", "disagg") if mode in (None, "auto") else (mode,)
+    dl = comma_list([dtypes]) if dtypes else None
+    if dl and dtype:
+        raise SpecplanError("recommend --gpus: give --dtype or --dtypes, not both")
+    r = search_deployment(model, hardware, isl, osl, gpus=gpus, gpus_per_node=gpus_per_node, dtypes=dl or [dtype],
+                          modes=modes, engine=eng, mechanisms=mechs, acceptance=acc, max_draft_len=max_draft_len,
+                          extrapolate=extrapolate, max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms,
+                          **{k: v for k, v in kw.items() if v is not None})
+    if json_out:
+        print_json(r)
+        if r["best"] is None:
+            raise typer.Exit(1)
+        return
+    sla = ", ".join(x for x in (f"TTFT <= {max_ttft_ms:g} ms" if max_ttft_ms else "",
+                                f"TPOT <= {max_tpot_ms:g} ms" if max_tpot_ms else "") if x) or "no SLA"
+    print(f"{r['model']} on up to {gpus} x {r['hardware']} (TP up to {r['gpus_per_node']}), engine {r['engine']}, "
+          f"ISL {isl}, OSL {osl}; {sla}")
+    rows = []
+    for x in r["layouts"]:
+        b = x["best"] or {}
+        rows.append([x["mode"], x["dtype"], x.get("layout", f"TP {x['tp']}"), x.get("gpus_used", "-"),
+                     f"{b['mechanism']} D = {b['draft_len']}" if b else "-", x.get("total_concurrency", "-"),
+                     b.get("tpot_ms", "-"), b.get("ttft_ms", "-"), b.get("tokens_per_s_per_gpu", "-"), x["verdict"]])
+    print(table(rows, ["mode", "dtype", "layout", "GPUs", "mechanism", "concurrency", "TPOT ms", "TTFT ms",
+                       "tok/s/GPU", "verdict"]))
+    notes = sorted({n for x in r["layouts"] for n in x.get("notes", [])})
+    for n in notes:
+        print(f"note: {n}")
+    print(f"assumptions: {r['assumptions']}")
+    if r["best"] is None:
+        print("infeasible: no layout meets the SLA (each layout's line says why)")
+        raise typer.Exit(1)
+    for m_, x in r["best_by_mode"].items():
+        b = x["best"]
+        print(f"best {m_}: {x['layout']} ({x['dtype']}), {b['mechanism']} D = {b['draft_len']}, concurrency "
+              f"{x['total_concurrency']:g} in all: {b['tokens_per_s_per_gpu']:.1f} tok/s/GPU on {x['gpus_used']} GPUs, "
+              f"TPOT {b['tpot_ms']:.2f} ms, TTFT {b['ttft_ms']:.1f} ms")
+    x = r["best"]
+    print(f"answer: {x['mode']} {x['layout']} ({x['dtype']})")
 
 
 def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, extrapolate, max_ttft_ms, max_tpot_ms,
@@ -379,10 +469,11 @@ def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
                                 f"TPOT <= {max_tpot_ms:g} ms" if max_tpot_ms else "") if x) or "no SLA"
     print(f"{r['model']} on {hardware} (tp {tp}), engine {r['engine']}, {r['mode']}, ISL {r['isl']}, OSL {r['osl']}; {sla}")
     rows = [[x["mechanism"], x["draft_len"], x["concurrency"], x["pools"] or "-", x["acceptance_length"], x["tpot_ms"],
-             x["ttft_ms"], x["tokens_per_s_per_user"], x["tokens_per_s_per_gpu"], "yes" if x["feasible"] else "no"]
-            for x in r["ranked"]]
+             x["ttft_ms"], x["tokens_per_s_per_user"], x["tokens_per_s_per_gpu"],
+             "-" if x.get("speedup_vs_none") is None else f"{x['speedup_vs_none']:.3f}",
+             "yes" if x["feasible"] else "no"] for x in r["ranked"]]
     print(table(rows, ["mechanism", "D", "concurrency", "pools", "AL", "TPOT ms", "TTFT ms", "tok/s/user",
-                       "tok/s/GPU", "meets SLA"]))
+                       "tok/s/GPU", "x none", "meets SLA"]))
     for n in r["notes"]:
         print(f"note: {n}")
     if r["best"] is None:
@@ -391,4 +482,6 @@ def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
     b = r["best"]
     print(f"best: {b['mechanism']} D = {b['draft_len']} at concurrency {b['concurrency']:g}"
           f"{' ' + b['pools'] if b['pools'] else ''}: {b['tokens_per_s_per_gpu']:.1f} tok/s/GPU, "
-          f"TPOT {b['tpot_ms']:.2f} ms, TTFT {b['ttft_ms']:.1f} ms")
+          f"TPOT {b['tpot_ms']:.2f} ms, TTFT {b['ttft_ms']:.1f} ms"
+          + (f" ({b['speedup_vs_none']:.2f}x the best without speculation)" if b.get("speedup_vs_none") and
+             b["mechanism"] != "none" else ""))

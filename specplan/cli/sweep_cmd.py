@@ -11,8 +11,9 @@ from typing import List, Optional
 import typer
 
 from specplan.cli.app import app
-from specplan.cli.serving_options import Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate
+from specplan.cli.serving_options import Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate, StartupCohort
 from specplan.cli.parsing import comma_list, int_list, mech_values
+from specplan.core.errors import SpecplanError
 from specplan.planning.sweep import MAX_DRAFT_LEN
 
 
@@ -182,6 +183,7 @@ def pareto(
     concurrency: Concurrency = None,
     request_rate: RequestRate = None,
     pools: Pools = None,
+    startup_cohort: StartupCohort = False,
 ) -> None:
     """Sweep batch x D x mechanism x TP x context x device; write grid, frontier and plots. With --isl/--osl:
     the serving grid (mechanism x D x concurrency [x pools]) and its frontier as CSV (first device and TP)."""
@@ -191,8 +193,11 @@ def pareto(
     from specplan.speculation.speedup import mechanism_names
     from specplan.planning.sweep import sweep
 
-    wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools, require_load=False)
+    wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools, require_load=False,
+                               startup_cohort=startup_cohort)
     if wl is not None:
+        if layouts:
+            raise SpecplanError("pareto: the serving model (--isl/--osl) takes --tp only, not --layouts")
         _serving_pareto(model, hardware[0], wl, (int_list(tp, "--tp") or [1])[0], engine, comma_list(mechanisms) or None,
                         mech_values(acceptance, _ACCEPTANCE_FORM), max_draft_len, concurrency is None and
                         request_rate is None, Path(outdir), dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model))

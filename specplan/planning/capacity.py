@@ -7,7 +7,10 @@ Steady-state model (a named assumption, docs/parallel.md "GPUs for a load"):
   n x B x AL / T_iter tokens/s. Memory must fit B sequences at that mean context.
 - Prefill pool (with --isl): requests arrive at target_tps / OSL per second; each needs the roofline prefill of
   ISL tokens (specplan.serving.prefill, chunks of the engine's token budget) on a TP-`node` group; the pool is the
-  whole nodes that keep up: ceil(rate x prefill seconds per request / 1) groups. TTFT is not a target here.
+  whole nodes whose M/D/1 wait keeps TTFT under --max-ttft-ms (default: the wait at most one prefill,
+  utilization <= 2/3), not the pool at 100 % utilization (prefill_groups).
+- Aggregated replicas (with --isl): the same load through the serving model (aggregated_answer: TP within the
+  node, mechanism, D, concurrency under TPOT <= 1 / tokens/s/user and the TTFT target), reported beside.
 - The total is decode GPUs + prefill GPUs, both whole nodes of `node` GPUs (the device's scale-up domain, 8).
 
 `search` evaluates every (layout, mechanism, D, batch) once, vectorized over batch and D; the only loops are over
@@ -58,16 +61,63 @@ def candidate_layouts(model, node: int, max_gpus: int) -> list[Layout]:
     return out
 
 
-def prefill_gpus(model, hw, precision, isl, osl, target_tps, node: int) -> tuple[int, float]:
-    """(GPUs of the prefill pool in whole nodes, prefill seconds per request on one TP-`node` group)."""
+def prefill_groups(rate_per_s: float, per_req_s: float, max_ttft_s=None) -> int:
+    """Prefill groups that keep the TTFT of a Poisson stream at `rate_per_s` under `max_ttft_s`: the smallest g
+    with per_req + M/D/1 wait (rho / (2 (1 - rho)) per_req, rho = rate per_req / g) <= max_ttft_s; without a
+    target the wait is held to one prefill (TTFT <= 2 per_req, rho <= 2/3: a stated default). 0 if unreachable
+    (the prefill alone exceeds the target)."""
+    limit = 2.0 * per_req_s if max_ttft_s is None else float(max_ttft_s)
+    if per_req_s > limit:
+        return 0
+    # per_req (1 + rho / (2 (1 - rho))) <= limit  <=>  rho <= 2 (k - 1) / (2k - 1), k = limit / per_req
+    k = limit / per_req_s
+    rho_max = 2.0 * (k - 1.0) / (2.0 * k - 1.0)
+    if rho_max <= 0:
+        return 0
+    return max(1, math.ceil(rate_per_s * per_req_s / rho_max - 1e-12))
+
+
+def prefill_gpus(model, hw, precision, isl, osl, target_tps, node: int, max_ttft_s=None) -> tuple[int, float]:
+    """(GPUs of the prefill pool in whole nodes, prefill seconds per request on one TP-`node` group), the pool
+    sized to the TTFT target (prefill_groups); 0 GPUs when the prefill alone misses the target."""
     if not isl:
         return 0, 0.0
     from specplan.serving.prefill import prefill_s
 
     n_seqs = 4  # a few prompts per prefill batch (the per-token cost is flat once compute-bound)
     per_req = float(prefill_s(model, hw, node, isl, precision=precision, n_seqs=n_seqs)) / n_seqs
-    groups = math.ceil(target_tps / osl * per_req - 1e-12)
+    groups = prefill_groups(target_tps / osl, per_req, max_ttft_s)
     return groups * node, per_req
+
+
+def aggregated_answer(model, hw, *, target_tps, target_tps_per_user, isl, osl, max_gpus, node, mechanisms=(),
+                      acceptance=None, max_draft_len=8, max_ttft_ms=None, dtype=None, kv_dtype=None,
+                      engine=None) -> dict | None:
+    """GPUs for the load as identical aggregated replicas, through the serving model: for each TP within the node,
+    the best replica (recommend_serving: mechanism, D, concurrency with TPOT <= 1 / tokens/s/user and the TTFT
+    target) and ceil(target / its tokens/s) replicas; the fewest GPUs, or None when no TP meets the targets."""
+    from specplan.planning.recommend_serving import recommend_serving, tp_candidates
+    from specplan.serving.workload import Workload
+
+    best = None
+    for tp in tp_candidates(model, max_gpus, node):
+        r = recommend_serving(model, hw, Workload(isl, osl, concurrency=1.0), tp=tp, engine=engine,
+                              mechanisms=list(mechanisms) or ["none"], acceptance=acceptance,
+                              max_draft_len=max_draft_len, max_ttft_ms=max_ttft_ms,
+                              max_tpot_ms=1e3 / target_tps_per_user, search_concurrency=True, top=1,
+                              **{k: v for k, v in (("dtype", dtype), ("kv_dtype", kv_dtype)) if v is not None})
+        b = r["best"]
+        if b is None:
+            continue
+        per = b["tokens_per_s_per_gpu"] * tp
+        replicas = math.ceil(target_tps / per - 1e-12)
+        row = {"mode": "agg", "gpus": replicas * tp, "tp": tp, "replicas": replicas, "mechanism": b["mechanism"],
+               "draft_len": b["draft_len"], "concurrency_per_replica": b["concurrency"],
+               "tokens_per_s_per_replica": per, "tpot_ms": b["tpot_ms"], "ttft_ms": b["ttft_ms"],
+               "tokens_per_s_per_user": b["tokens_per_s_per_user"], "fits_budget": replicas * tp <= max_gpus}
+        if best is None or (row["gpus"], -per) < (best["gpus"], -best["tokens_per_s_per_replica"]):
+            best = row
+    return best
 
 
 def _best_per_layout(model, hw, lay, mechs, acceptance, max_d, context, target_user, common):
@@ -100,7 +150,7 @@ def _best_per_layout(model, hw, lay, mechs, acceptance, max_d, context, target_u
 
 def search(model, hardware, *, target_tps: float, target_tps_per_user: float, max_gpus: int = 64, isl=None,
            osl=None, context_len=None, mechanisms=(), acceptance=None, max_draft_len: int = 8, layouts=None,
-           dtype=None, kv_dtype=None) -> dict:
+           dtype=None, kv_dtype=None, max_ttft_ms=None, engine=None) -> dict:
     """Smallest GPU count (whole nodes, <= max_gpus) meeting both targets, its layout and configuration, and why
     the next smaller count fails. `layouts`: the candidates (default `candidate_layouts`)."""
     from specplan.costs.precision import resolve_precision
@@ -136,7 +186,8 @@ def search(model, hardware, *, target_tps: float, target_tps_per_user: float, ma
     lays = [as_layout(x) for x in layouts] if layouts else candidate_layouts(m, node, max_gpus)
     best = {lay: _best_per_layout(m, hw, lay, list(mechanisms), acc, max_draft_len, context, target_tps_per_user,
                                   common) for lay in lays}
-    pre, per_req = prefill_gpus(m, hw, prec, isl, osl, target_tps, node) if isl else (0, 0.0)
+    max_ttft_s = None if max_ttft_ms is None else max_ttft_ms / 1e3
+    pre, per_req = prefill_gpus(m, hw, prec, isl, osl, target_tps, node, max_ttft_s) if isl else (0, 0.0)
     counts = list(range(node, max_gpus + 1, node))
     table = [_at_count(g, pre, best, target_tps) for g in counts]
     found = next((t for t in table if t["meets"]), None)
@@ -144,6 +195,15 @@ def search(model, hardware, *, target_tps: float, target_tps_per_user: float, ma
            "max_gpus": max_gpus, "isl": isl, "osl": osl, "context_len": context, "node_gpus": node,
            "prefill_gpus": pre, "prefill_s_per_request": per_req, "counts": table,
            "layouts": {lay.name: {"gpus": lay.gpus, **b} for lay, b in best.items()}, "best": found}
+    if isl:
+        out["prefill_ttft_target_ms"] = max_ttft_ms if max_ttft_ms is not None else 2e3 * per_req
+        out["aggregated"] = aggregated_answer(m, hw, target_tps=target_tps, target_tps_per_user=target_tps_per_user,
+                                              isl=isl, osl=osl, max_gpus=max_gpus, node=node, mechanisms=mechanisms,
+                                              acceptance=acceptance, max_draft_len=max_draft_len,
+                                              max_ttft_ms=max_ttft_ms, dtype=dtype, kv_dtype=kv_dtype, engine=engine)
+    if isl and pre == 0:
+        out["prefill_unreachable"] = (f"one prompt's prefill takes {1e3 * per_req:.0f} ms on a TP {node} group, over "
+                                      f"the TTFT target {max_ttft_ms:g} ms")
     if found is None:
         out["infeasible"] = _why(table[-1] if table else None, best, target_tps, target_tps_per_user, max_gpus)
     else:

@@ -12,22 +12,27 @@ from specplan.profiles.registry import load_engine, load_model
 from specplan.speculation.acceptance_spec import parse_acceptance
 from specplan.planning.recommend import _draft_range, _mechanisms
 from specplan.serving.api import serve
+from specplan.serving.disaggregated import disaggregated_pools
+from specplan.serving.workload import Workload
 
 CONCURRENCIES = np.unique(np.round(np.geomspace(1, 1024, 41)))  # searched when --concurrency is not given
 POOL_SIZES = (1, 2, 3, 4)  # prefill and decode instances searched in disagg mode without --pools
 
 
-def _candidates(workload, search_concurrency: bool):
+def _candidates(workload, search_concurrency: bool, pools=None):
     conc = CONCURRENCIES if search_concurrency else np.atleast_1d(np.asarray(workload.concurrency, dtype=float))
-    pools = [workload.pools] if workload.mode != "disagg" or workload.pools is not None else \
-        [(x, y) for x in POOL_SIZES for y in POOL_SIZES]
-    return conc, pools
+    if workload.mode != "disagg":
+        return conc, [None]
+    if workload.pools is not None:
+        return conc, [workload.pools]
+    return conc, list(pools) if pools is not None else [(x, y) for x in POOL_SIZES for y in POOL_SIZES]
 
 
 def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanisms=None, acceptance=None,
                       max_draft_len=16, extrapolate=False, max_ttft_ms=None, max_tpot_ms=None,
-                      search_concurrency=None, top=10, keep_grid=False, **kw) -> dict:
-    """Rank (mechanism, D) by their best tokens/s/GPU over the concurrency (and pools) grid under the SLA."""
+                      search_concurrency=None, top=10, keep_grid=False, pools=None, **kw) -> dict:
+    """Rank (mechanism, D) by their best tokens/s/GPU over the concurrency (and pools) grid under the SLA;
+    disaggregated without workload.pools searches `pools` (default every xPyD with x, y in POOL_SIZES)."""
     for name, v in (("max TTFT (--max-ttft-ms)", max_ttft_ms), ("max TPOT (--max-tpot-ms)", max_tpot_ms)):
         if v is not None and not (v > 0):
             raise SpecplanError(f"{name}: must be > 0 ms, got {v:g}")
@@ -36,15 +41,20 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
     eng = load_engine(engine)
     acceptance = {k: parse_acceptance(v) for k, v in (acceptance or {}).items()}
     try:
-        mechs = ["none"] + [x for x in _mechanisms(m.id, mechanisms, acceptance) if x != "none"]
+        only_none = mechanisms is not None and list(mechanisms) == ["none"]  # the baseline alone, asked for
+        mechs = ["none"] + ([] if only_none else [x for x in _mechanisms(m.id, mechanisms, acceptance) if x != "none"])
     except SpecplanError:
         if mechanisms:
             raise
         mechs = ["none"]  # no mechanism has acceptance data: rank the baseline configurations only
+        pending_note = (f"no shipped acceptance profile for {m.id}: speculation not evaluated (give --acceptance "
+                        f"MECH=RATE, e.g. eagle3=0.7, to price a mechanism)")
+    else:
+        pending_note = None
     if search_concurrency is None:
         search_concurrency = workload.request_rate is None and workload.concurrency is None
-    conc, pools = _candidates(workload, search_concurrency)
-    notes, rows, grid = [], [], []
+    conc, pools = _candidates(workload, search_concurrency, pools)
+    notes, rows, grid = ([pending_note] if pending_note else []), [], []
     for mech in mechs:
         acc = acceptance.get(mech)
         d = np.arange(0, 1) if mech == "none" else _draft_range(acc, max_draft_len, extrapolate, notes, mech)[1:]
@@ -52,11 +62,16 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
             note = "max draft length 0 (--max-draft-len): only the baseline (mechanism none, D = 0) is searched"
             notes += [] if note in notes else [note]
             continue
-        for pool in pools:
-            wl = dataclasses.replace(workload, pools=pool)
-            if workload.request_rate is None:
-                wl = dataclasses.replace(wl, concurrency=conc[:, None])
-            r = serve(m, hardware, wl, tp=tp, engine=eng, mechanism=mech, draft_len=d[None, :], acceptance=acc, **kw)
+        wl = workload if workload.request_rate is not None else dataclasses.replace(workload,
+                                                                                     concurrency=conc[:, None])
+        if workload.mode == "disagg":  # every pool split from one pricing of the decode and prefill steps
+            kw_d = {k: v for k, v in kw.items() if k != "admission"}
+            results = disaggregated_pools(m, hardware, wl, pools, tp=tp, engine=eng, mechanism=mech,
+                                          draft_len=d[None, :], acceptance=acc, **kw_d)
+        else:
+            results = [serve(m, hardware, wl, tp=tp, engine=eng, mechanism=mech, draft_len=d[None, :],
+                             acceptance=acc, **kw)]
+        for pool, r in zip(pools, results):
             shape = np.broadcast(r["tpot_s"], d[None, :]).shape
             get = lambda k: np.broadcast_to(np.asarray(r[k], dtype=float), shape)  # noqa: E731
             ok = np.broadcast_to(np.asarray(r["fits"]) & np.asarray(r["stable"]), shape)
@@ -88,9 +103,17 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
     rows.sort(key=lambda x: (x["feasible"], x["tokens_per_s_per_gpu"] if x["feasible"] else -x["tpot_ms"]),
               reverse=True)
     feasible = [x for x in rows if x["feasible"]]
+    # the best configuration without speculation, and every row's throughput over it (the speedup a user buys)
+    base = next((x for x in feasible if x["mechanism"] == "none"), None)
+    for x in rows:
+        x["speedup_vs_none"] = (x["tokens_per_s_per_gpu"] / base["tokens_per_s_per_gpu"]
+                                if base is not None and x["feasible"] else None)
+    ranked = rows[:top]
+    if base is not None and top and base not in ranked:
+        ranked = ranked + [base]  # the no-speculation row is always shown
     out = {"model": m.id, "engine": eng.id, "mode": workload.mode, "isl": workload.isl, "osl": workload.osl,
-           "tp": tp, "max_ttft_ms": max_ttft_ms, "max_tpot_ms": max_tpot_ms, "ranked": rows[:top], "notes": notes,
-           "best": feasible[0] if feasible else None, "grid": grid}
+           "tp": tp, "max_ttft_ms": max_ttft_ms, "max_tpot_ms": max_tpot_ms, "ranked": ranked, "notes": notes,
+           "best": feasible[0] if feasible else None, "baseline": base, "grid": grid}
     if not feasible:
         t = min(x["min_tpot_ms"] for x in rows)
         f = min(x["min_ttft_ms"] for x in rows)
@@ -109,3 +132,114 @@ def serving_grid(model, hardware, workload, *, tp=1, engine=None, mechanisms=Non
     r = recommend_serving(model, hardware, workload, tp=tp, engine=engine, mechanisms=mechanisms,
                           acceptance=acceptance, max_draft_len=max_draft_len, top=0, keep_grid=True, **kw)
     return pd.DataFrame(r["grid"])
+
+
+def tp_candidates(model, gpus: int, gpus_per_node: int) -> list[int]:
+    """TP degrees a deployment of `gpus` GPUs can use: powers of two up to the node and the budget that split the
+    model's query heads evenly (and divide or are a multiple of its KV heads, as the engines shard them)."""
+    out = []
+    tp = 1
+    while tp <= min(gpus, gpus_per_node):
+        try:
+            model.heads_per_device(tp)
+            out.append(tp)
+        except SpecplanError:
+            pass
+        tp *= 2
+    return out
+
+
+def _why_lost(row: dict, best: dict) -> str:
+    """One line: why a layout's best point lost to the overall best."""
+    if row.get("fits") is False:
+        return row["why"]
+    if row["best"] is None:
+        return row["why"]
+    if best is None or row["best"] is best["best"]:
+        return "best"
+    a, b = row["best"]["tokens_per_s_per_gpu"], best["best"]["tokens_per_s_per_gpu"]
+    return f"{a:.0f} tok/s/GPU, {100 * (1 - a / b):.0f} % below the best"
+
+
+def search_deployment(model, hardware, isl: int, osl: int, *, gpus: int, gpus_per_node=None, dtypes=None,
+                      modes=("agg", "disagg"), engine=None, mechanisms=None, acceptance=None, max_draft_len=16,
+                      extrapolate=False, max_ttft_ms=None, max_tpot_ms=None, **kw) -> dict:
+    """The deployment of `gpus` GPUs that serves the most output tokens/s/GPU under the SLA: TP (within a node,
+    heads allowing) x replicas (agg) or xPyD pools of TP instances (disagg, (x + y)·TP <= gpus), dtype, mechanism,
+    D and concurrency. Each (mode, dtype, TP) is one vectorized serving search (recommend_serving); the answer
+    lists the best of each with why it lost. Same TP for prefill and decode instances (an assumption)."""
+    from specplan.model.memory import memory_usage
+    from specplan.costs.precision import resolve_precision
+    from specplan.profiles.registry import load_hardware
+
+    if not (isinstance(gpus, (int, np.integer)) and 1 <= gpus <= 4096):
+        raise SpecplanError(f"GPU budget (--gpus): must be a whole number 1 ... 4096, got {gpus}")
+    m = load_model(model)
+    hw = load_hardware(hardware)
+    eng = load_engine(engine)
+    node = int(gpus_per_node or max(1, hw.scaleup_domain))
+    if node < 1:
+        raise SpecplanError(f"GPUs per node (--gpus-per-node): must be >= 1, got {node}")
+    tps = tp_candidates(m, gpus, node)
+    if not tps:
+        raise SpecplanError(f"--gpus {gpus}: no TP up to {min(gpus, node)} splits the {m.num_q_heads} query heads "
+                            f"of {m.id}")
+    layouts = []
+    for dt in (dtypes or [kw.pop("dtype", None)]):
+        kw.pop("dtype", None)
+        for tp in tps:
+            prec = resolve_precision(m, hw, dt, kw.get("kv_dtype"))
+            one = memory_usage(m, hw, tp, 1, isl + osl, prec)
+            for mode in modes:
+                if mode == "disagg" and 2 * tp > gpus:
+                    continue
+                base = {"mode": mode, "dtype": prec.compute, "tp": tp}
+                if float(one.max_batch) < 1:
+                    need = float(one.weights_bytes) * tp / 1e9
+                    fit_tp = next((t for t in tps if float(memory_usage(m, hw, t, 1, isl + osl, prec).max_batch)
+                                   >= 1), None)
+                    layouts.append({**base, "fits": False, "best": None, "why": (
+                        f"does not fit: the weights need {need:.0f} GB ({need / tp:.0f} GB per GPU at TP {tp}, "
+                        f"{float(one.capacity_bytes) / 1e9:.0f} GB usable per GPU)"
+                        + (f"; TP {fit_tp} fits" if fit_tp else f"; no TP up to {max(tps)} fits"))})
+                    continue
+                pools = None
+                if mode == "disagg":
+                    n = gpus // tp
+                    pools = [(x, y) for x in range(1, n) for y in range(1, n) if x + y <= n]
+                wl = Workload(isl, osl, concurrency=1.0, mode=mode)
+                r = recommend_serving(m, hw, wl, tp=tp, engine=eng, mechanisms=mechanisms, acceptance=acceptance,
+                                      max_draft_len=max_draft_len, extrapolate=extrapolate, max_ttft_ms=max_ttft_ms,
+                                      max_tpot_ms=max_tpot_ms, search_concurrency=True, pools=pools, top=1,
+                                      dtype=dt, **kw)
+                row = {**base, "fits": True, "best": r["best"], "notes": r["notes"],
+                       "why": r.get("infeasible", "")}
+                if r["best"] is not None:
+                    b = r["best"]
+                    if mode == "agg":
+                        row["replicas"] = gpus // tp
+                        row["gpus_used"] = row["replicas"] * tp
+                        row["total_concurrency"] = b["concurrency"] * row["replicas"]
+                        row["layout"] = f"{row['replicas']} x TP {tp}"
+                    else:
+                        x, y = (int(v) for v in b["pools"][:-1].split("P"))
+                        row["gpus_used"] = (x + y) * tp
+                        row["total_concurrency"] = b["concurrency"]
+                        row["layout"] = f"{b['pools']} x TP {tp}"
+                else:
+                    row["layout"] = f"TP {tp}"
+                layouts.append(row)
+    ok = [x for x in layouts if x["best"] is not None]
+    best = max(ok, key=lambda x: x["best"]["tokens_per_s_per_gpu"]) if ok else None
+    by_mode = {}
+    for x in ok:
+        cur = by_mode.get(x["mode"])
+        if cur is None or x["best"]["tokens_per_s_per_gpu"] > cur["best"]["tokens_per_s_per_gpu"]:
+            by_mode[x["mode"]] = x
+    for x in layouts:
+        x["verdict"] = _why_lost(x, best)
+    return {"model": m.id, "hardware": hw.id, "engine": eng.id, "isl": isl, "osl": osl, "gpus": gpus,
+            "gpus_per_node": node, "max_ttft_ms": max_ttft_ms, "max_tpot_ms": max_tpot_ms, "layouts": layouts,
+            "best": best, "best_by_mode": by_mode,
+            "assumptions": "same TP for prefill and decode instances; agg replicas identical (tokens/s/GPU over the "
+                           "GPUs used); MoE DP/EP layouts not searched here"}

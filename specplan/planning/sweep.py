@@ -259,38 +259,66 @@ def sweep(
     `parse_acceptance`). tp: list (default 1, 2, 4, 8 where heads divide); or layouts: list of Layouts or
     spellings ('tp8', 'dp8ep8', ...; specplan.model.parallel) instead of tp. contexts: list of tokens.
     """
-    from specplan.core.progress import Progress
-    from specplan.speculation.speedup import evaluate, mechanism_names
-
     m = load_model(model)
     hws = _unique_devices([load_hardware(h) for h in (hardware if isinstance(hardware, (list, tuple)) else [hardware])])
     ctx = np.unique(np.asarray(check_ints(contexts, "context", 0, MAX_CONTEXT), dtype=np.int64))
     lays_of = (lambda h: layout_choices(m, h, None if tp is None else check_ints(tp, "tp", 1, MAX_TP), layouts))
+    b = _batch_axis(m, hws, lays_of, ctx, batch, batch_max, batch_points, dtype, kv_dtype)
+    d = _draft_axis(draft_lens, max_draft_len)
+    common = dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model, draft_hardware=draft_hardware,
+                  draft_dtype=draft_dtype, attention_style=attention_style, routing=routing)
+    mechs, acc = _swept_mechanisms(m, hws[0], mechanisms, acceptance, d, common)
+    combos = _combos(hws, lays_of, d, mechs, acc)
+    points = sum(b.size * ctx.size * c.drafts.size for c in combos)
+    if points > MAX_GRID_POINTS:
+        raise SpecplanError(f"grid: {points:,} points (batch {b.size} x context {ctx.size} x D {d.size} x "
+                            f"{len(combos)} device/layout/mechanism combinations) is more than {MAX_GRID_POINTS:,}; "
+                            f"use fewer values")
+    names = ([h.id for h in hws], ["none", *mechs], list(dict.fromkeys(c.layout.name for c in combos)))
+    out, codes = _evaluate_combos(m, combos, b, ctx, d, points, names, common, chunk_points, progress)
+    _check_finite(out)
+    return _as_table(out, codes, names, as_frame)
+
+
+def _batch_axis(m, hws, lays_of, ctx, batch, batch_max, batch_points, dtype, kv_dtype) -> np.ndarray:
+    """The batch values: explicit, else batch_points values 1 ... batch_max (default: the largest that fits)."""
     if batch is not None:
-        b = np.unique(np.asarray(check_ints(batch, "batch", 1, MAX_BATCH), dtype=np.int64))
-    else:
-        if batch_max is not None:
-            batch_max = check_int(batch_max, "batch_max", 1, MAX_BATCH)
-        batch_points = check_int(batch_points, "batch_points", 2, MAX_BATCH_POINTS)
-        bmax = batch_max or largest_fitting_batch(m, hws, lays_of, int(ctx.min()), dtype, kv_dtype)
-        b = batch_grid(bmax, batch_points)
-    if draft_lens is None:
-        max_draft_len = check_int(max_draft_len, "max draft length", 0, DRAFT_LEN_LIMIT)
-    d = (np.unique(np.asarray(check_ints(draft_lens, "draft length", 0, DRAFT_LEN_LIMIT), dtype=np.int64))
-         if draft_lens is not None else np.arange(0, int(max_draft_len) + 1, dtype=np.int64))
+        return np.unique(np.asarray(check_ints(batch, "batch", 1, MAX_BATCH), dtype=np.int64))
+    if batch_max is not None:
+        batch_max = check_int(batch_max, "batch_max", 1, MAX_BATCH)
+    batch_points = check_int(batch_points, "batch_points", 2, MAX_BATCH_POINTS)
+    bmax = batch_max or largest_fitting_batch(m, hws, lays_of, int(ctx.min()), dtype, kv_dtype)
+    return batch_grid(bmax, batch_points)
+
+
+def _draft_axis(draft_lens, max_draft_len) -> np.ndarray:
+    """The D values: explicit, else 0 ... max_draft_len."""
+    if draft_lens is not None:
+        return np.unique(np.asarray(check_ints(draft_lens, "draft length", 0, DRAFT_LEN_LIMIT), dtype=np.int64))
+    max_draft_len = check_int(max_draft_len, "max draft length", 0, DRAFT_LEN_LIMIT)
+    return np.arange(0, int(max_draft_len) + 1, dtype=np.int64)
+
+
+def _swept_mechanisms(m, hw, mechanisms, acceptance, d, common) -> tuple[list[str], dict]:
+    """(mechanisms to sweep, {mechanism: Acceptance}); by default every mechanism that applies to the model."""
+    from specplan.speculation.speedup import mechanism_names
+
     known = list(mechanism_names())
     mechs = list(dict.fromkeys(x for x in (mechanisms if mechanisms is not None else known) if x != "none"))
     for x in mechs:
         if x not in known:
             raise SpecplanError(f"mechanism: unknown '{x}' (known: {', '.join(known)})")
     acc = {k: parse_acceptance(v) for k, v in (acceptance or {}).items()}
-    common = dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model, draft_hardware=draft_hardware,
-                  draft_dtype=draft_dtype, attention_style=attention_style, routing=routing)
     if mechanisms is None:  # default: every mechanism that applies to this model with the given inputs
-        mechs = [x for x in mechs if applicable(m, hws[0], x, acc.get(x), int(d.max()) if d.size else 1, common)]
+        mechs = [x for x in mechs if applicable(m, hw, x, acc.get(x), int(d.max()) if d.size else 1, common)]
     for k in acc:
         if k not in mechs:
             raise SpecplanError(f"acceptance: '{k}' is not one of the swept mechanisms ({', '.join(mechs)})")
+    return mechs, acc
+
+
+def _combos(hws, lays_of, d, mechs, acc) -> list[_Combo]:
+    """One (device, layout, mechanism) combination per evaluate call; the D = 0 baseline once per layout."""
     spec_d = d[d >= 1]
     combos: list[_Combo] = []
     for h in hws:
@@ -299,15 +327,17 @@ def sweep(
                 combos.append(_Combo(h, lay, "none", np.array([0]), None))
             if spec_d.size:
                 combos.extend(_Combo(h, lay, x, spec_d, acc.get(x)) for x in mechs)
-    lay_names = list(dict.fromkeys(c.layout.name for c in combos))
-    points = sum(b.size * ctx.size * c.drafts.size for c in combos)
-    if points > MAX_GRID_POINTS:
-        raise SpecplanError(f"grid: {points:,} points (batch {b.size} x context {ctx.size} x D {d.size} x "
-                            f"{len(combos)} device/layout/mechanism combinations) is more than {MAX_GRID_POINTS:,}; "
-                            f"use fewer values")
-    hw_names = [h.id for h in hws]
-    mech_names = ["none", *mechs]
-    # Output columns preallocated at the grid's size and filled chunk by chunk (no per-chunk lists to concatenate).
+    return combos
+
+
+def _evaluate_combos(m, combos, b, ctx, d, points, names, common, chunk_points, progress):
+    """Evaluate every combination in batch chunks into columns preallocated at the grid's size.
+
+    Returns (columns, (hardware codes, mechanism codes, layout codes))."""
+    from specplan.core.progress import Progress
+    from specplan.speculation.speedup import evaluate
+
+    hw_names, mech_names, lay_names = names
     kinds = {"fits": bool, "target_devices": np.int64, "draft_devices": np.int64,
              **{k: np.int64 for k in ("batch", "context_len", "draft_len", "tp", "dp", "ep", "pp")}}
     out = {k: np.empty(points, dtype=kinds.get(k, np.float32)) for k in COLUMNS
@@ -328,23 +358,34 @@ def sweep(
                 n = int(np.prod(shape))
                 sl = slice(pos, pos + n)
                 pos += n
-                out["batch"][sl] = np.repeat(bb, ctx.size * c.drafts.size)
-                out["context_len"][sl] = np.tile(np.repeat(ctx, c.drafts.size), bb.size)
-                out["draft_len"][sl] = np.tile(c.drafts, bb.size * ctx.size)
-                for ax in ("tp", "dp", "ep", "pp"):
-                    out[ax][sl] = getattr(c.layout, ax)
+                _write_chunk(out, sl, shape, bb, ctx, c, r)
                 lay_c[sl] = lay_names.index(c.layout.name)
-                for key, (col, scale) in _KEYS.items():
-                    dst = out[col][sl].reshape(shape)  # a view: written in place, cast to the column's dtype
-                    if scale != 1.0:
-                        np.multiply(r[key], scale, out=dst, casting="unsafe")
-                    else:
-                        np.copyto(dst, r[key], casting="unsafe")
-                np.copyto(out["fits"][sl].reshape(shape), r["fits"])
                 hw_c[sl] = hw_names.index(c.hw.id)
                 mech_c[sl] = mech_names.index(c.mechanism)
                 bar.update(1)
-    _check_finite(out)
+    return out, (hw_c, mech_c, lay_c)
+
+
+def _write_chunk(out: dict, sl: slice, shape: tuple, bb, ctx, c: _Combo, r: dict) -> None:
+    """Copy one evaluate result (shape batch x context x D) into the preallocated columns at `sl`."""
+    out["batch"][sl] = np.repeat(bb, ctx.size * c.drafts.size)
+    out["context_len"][sl] = np.tile(np.repeat(ctx, c.drafts.size), bb.size)
+    out["draft_len"][sl] = np.tile(c.drafts, bb.size * ctx.size)
+    for ax in ("tp", "dp", "ep", "pp"):
+        out[ax][sl] = getattr(c.layout, ax)
+    for key, (col, scale) in _KEYS.items():
+        dst = out[col][sl].reshape(shape)  # a view: written in place, cast to the column's dtype
+        if scale != 1.0:
+            np.multiply(r[key], scale, out=dst, casting="unsafe")
+        else:
+            np.copyto(dst, r[key], casting="unsafe")
+    np.copyto(out["fits"][sl].reshape(shape), r["fits"])
+
+
+def _as_table(out: dict, codes: tuple, names: tuple, as_frame: bool):
+    """The grid as a DataFrame (categorical hardware / mechanism / layout) or, as_frame=False, a dict of arrays."""
+    hw_c, mech_c, lay_c = codes
+    hw_names, mech_names, lay_names = names
     if not as_frame:
         out["hardware"] = np.asarray(hw_names, dtype=object)[hw_c]
         out["mechanism"] = np.asarray(mech_names, dtype=object)[mech_c]

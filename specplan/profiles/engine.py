@@ -73,13 +73,17 @@ class EngineProfile(_Frozen):
     max_num_batched_tokens: int = Field(8192, gt=0, le=2**32)  # chunked-prefill token budget per step (decode + prefill)
     max_num_seqs: int = Field(1024, gt=0, le=MAX_BATCH)  # requests an engine step may hold
     chunked_prefill: bool = True  # long prompts split to fill the step budget; False: whole prompts per step
+    # prefill chunks ride in the decode steps (mixed batches); False: prefill batches run first, in steps of their
+    # own, while decoding waits (SGLang without --enable-mixed-chunk)
+    mixed_prefill: bool = True
     admission: Literal["immediate", "next_departure"] = "immediate"  # when a new request gets a batch slot
     prefill_tokens_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host seconds per prefill token (tokenizer-free scheduling, copy)
     spec_iteration_overhead_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host work of one speculative iteration beyond a decode
     spec_draft_step_overhead_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host work per serial draft step
     ttft_includes_first_decode: bool = False  # TTFT counts the first decode step after prefill
     # closed loop: fraction of the other in-flight requests whose prompt is prefilled ahead of a new one
-    # (requests of equal length released together stay bunched); adds cohort x (C - 1) prompt prefills to TTFT
+    # (requests of equal length released together stay bunched); adds cohort x (C - 1) prompt prefills to TTFT,
+    # only where asked (Workload.startup_cohort, --startup-cohort: a benchmark whose clients start together)
     prefill_cohort: float = Field(0.0, ge=0, le=1)
     decode_attention: str = "default"  # kernel family ids (engine_profiles/kernels/)
     verify_attention: str = "default"

@@ -26,6 +26,7 @@ the tables; calibration (specplan.validation.serving) refits engine numbers on t
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,6 +96,7 @@ class GpuTables:
     draft_prefill_s: np.ndarray  # (G, *shape) the draft's own prefill of one prompt (0 without one)
     fits: np.ndarray  # (G, *shape) memory fits at that decode batch
     evaluate_at_b: object = None  # evaluate() result on the grid (for reporting)
+    prefill_alone_gpu_s: float = 0.0  # GPU seconds of one prompt's prefill steps without decode rows (OSL 1)
     _stack: np.ndarray | None = None
 
     def at(self, b):
@@ -125,20 +127,26 @@ def gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft=
     q_max = float(np.max(q))
     budget = float(eng.max_num_batched_tokens)
     # chunked prefill fills what the decode rows leave of the budget, at least MIN_CHUNK tokens (assumption)
-    chunk = (np.minimum(float(wl.isl), np.maximum(budget - b * q_max, min(MIN_CHUNK, budget))) if eng.chunked_prefill
-             else np.full(b.shape, float(wl.isl)))
+    if not eng.mixed_prefill:  # prefill steps of their own: the whole budget, no decode rows
+        chunk = np.full(b.shape, min(float(wl.isl), budget) if eng.chunked_prefill else float(wl.isl))
+    elif eng.chunked_prefill:  # chunked prefill fills what the decode rows leave, at least MIN_CHUNK (assumption)
+        chunk = np.minimum(float(wl.isl), np.maximum(budget - b * q_max, min(MIN_CHUNK, budget)))
+    else:
+        chunk = np.full(b.shape, float(wl.isl))
     check_prefill_steps(wl.isl, min(MIN_CHUNK, budget) if eng.chunked_prefill else wl.isl,
                         f"engine {eng.id} max_num_batched_tokens")  # a bounded loop over the prompt's chunks
     n_chunks = np.ceil(wl.isl / chunk)
     fam = load_kernel_family(eng.decode_attention)
-    dec = mixed_step_s(model, hw, tp, b, wl.decode_context, 0, 0, precision=prec, engine=eng, decode_family=fam)
+    rows = b if eng.mixed_prefill else 0.0 * b
+    dec = mixed_step_s(model, hw, tp, rows, wl.decode_context, 0, 0, precision=prec, engine=eng, decode_family=fam)
     chunks = []
     for k in range(int(np.max(n_chunks))):
         live = k < n_chunks
         c = np.where(live, np.minimum(chunk, wl.isl - k * chunk), 0.0)
-        t = mixed_step_s(model, hw, tp, b, wl.decode_context, c, k * chunk, precision=prec, engine=eng,
+        t = mixed_step_s(model, hw, tp, rows, wl.decode_context, c, k * chunk, precision=prec, engine=eng,
                          decode_family=fam)
-        chunks.append(np.where(live, t - dec, 0.0))
+        # mixed: what the chunk adds to a decode step; apart: the whole prefill step (GPU seconds)
+        chunks.append(np.where(live, t - dec if eng.mixed_prefill else t, 0.0))
     dp = np.zeros(b.shape)
     if draft is not None:
         dm, dprec = draft
@@ -147,15 +155,37 @@ def gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft=
     kernels = step_kernels(model, hw, tp) * (1.0 + np.asarray(r["rho_d"])[0])
     n_chunks = np.broadcast_to(n_chunks, b.shape)
     dp = np.broadcast_to(dp, b.shape)
+    alone = float(prefill_s(model, hw, tp, wl.isl, precision=prec, engine=eng)) if wl.osl == 1 else 0.0
     return GpuTables(np.log(grid), np.broadcast_to(np.asarray(r["iter_s"]), b.shape),
                      np.asarray(r["acceptance_length"])[0], q[0], kernels,
-                     np.asarray(chunks).reshape((-1,) + b.shape), n_chunks, dp, np.asarray(r["fits"]), r)
+                     np.asarray(chunks).reshape((-1,) + b.shape), n_chunks, dp, np.asarray(r["fits"]), r, alone)
 
 
-def _queue_wait_s(tau, u, service_s):
-    """Half an iteration to the next step boundary plus an M/D/1 wait at prefill busy fraction u (inf at u >= 1)."""
+def prompt_step_s(tab: GpuTables, eng, it_gpu, chunks, bc, t_it):
+    """Seconds one prompt adds to the engine's time line: mixed prefill, what its chunks add to the decode steps
+    that carry them (those steps run eagerly, with one more running request); prefill apart (SGLang's default),
+    its own eager prefill steps, during which decoding waits."""
+    if eng.mixed_prefill:
+        return sum((eng.step_s(it_gpu + c, bc + 1.0, tab.kernels, False) - t_it) * (c > 0) for c in chunks)
+    return sum(eng.step_s(c, 1.0, tab.kernels, False) * (c > 0) for c in chunks)
+
+
+def prefill_service_s(eng, tau, t_it, d_p, n_chunks):
+    """Seconds from a prompt's first chunk to its first token: the iterations that carry its chunks (mixed), or
+    its own prefill steps (apart: run first, as soon as the current step ends)."""
+    if eng.mixed_prefill:
+        return n_chunks * np.maximum(tau, t_it + d_p / n_chunks)
+    return d_p + 0.0 * tau
+
+
+def _queue_wait_s(tau, u, service_s, prompt_s=None, others=None):
+    """Half an iteration to the next step boundary plus an M/D/1 wait at prefill busy fraction u (inf at u >= 1);
+    in a closed loop of C clients at most the C - 1 other prompts can be ahead: the wait is capped at
+    `others` x `prompt_s` (the prefill work of one prompt, u / X)."""
     u = np.asarray(u, dtype=float)
     mdl = np.where(u < 1.0, u / (2.0 * np.maximum(1.0 - u, 1e-12)) * service_s, np.inf)
+    if others is not None:
+        mdl = np.where(u < 1.0, np.minimum(mdl, others * prompt_s), np.inf)
     return tau / 2.0 + mdl
 
 
@@ -166,40 +196,145 @@ def prefill_utilization(eng, wl: Workload, decode_tokens, x, t_it, d_p):
     base time t_it, where k is the number of prompts one step's leftover budget (max_num_batched_tokens - decode
     tokens) holds: budget / ISL with chunked prefill (k < 1: a prompt spans 1/k steps), else whole prompts,
     max(1, floor(budget / ISL)) of them (a 5000-token prompt under an 8192 budget is alone in its step)."""
+    return x * prompt_service_s(eng, wl, decode_tokens, t_it, d_p)
+
+
+def prompt_service_s(eng, wl: Workload, decode_tokens, t_it, d_p):
+    """Seconds of engine time one prompt takes: t_it / k + ΔP (prefill_utilization divides it out of u)."""
+    if not eng.mixed_prefill:  # its own prefill steps, no decode step to share
+        return d_p + 0.0 * np.asarray(t_it)
     avail = np.maximum(eng.max_num_batched_tokens - np.asarray(decode_tokens, dtype=float), 1.0)
     k = avail / wl.isl if eng.chunked_prefill else np.maximum(np.floor(avail / wl.isl), 1.0)
-    return x * (t_it / k + d_p)
+    return t_it / k + d_p
+
+
+def _cohort_s(eng, wl: Workload, d_p):
+    """The opt-in start-up term (Workload.startup_cohort): prompts of the `prefill_cohort` fraction of the other
+    C - 1 clients that a benchmark starting all clients at once bunches ahead of a request (0 unless opted in)."""
+    if wl.concurrency is None or not wl.startup_cohort or not eng.prefill_cohort:
+        return 0.0
+    return eng.prefill_cohort * np.maximum(np.asarray(wl.concurrency, dtype=float) - 1.0, 0.0) * d_p
 
 
 def state(tab: GpuTables, eng, wl: Workload, b, admission: str = "immediate"):
-    """Iteration seconds τ, request throughput X (1/s) and TTFT (s) at decode batch `b` (steady state)."""
-    b = np.maximum(np.asarray(b, dtype=float), 1.0)  # a fraction of a sequence decodes at the cost of one
-    it_gpu, chunks, n_chunks, dp_draft = tab.at(b)
-    t_it = eng.step_s(it_gpu, b, tab.kernels, decode_graphed(eng, b))
-    # a step that carries a prefill chunk runs eagerly, with one more running request
-    d_p = sum((eng.step_s(it_gpu + c, b + 1.0, tab.kernels, False) - t_it) * (c > 0) for c in chunks) + dp_draft
+    """Iteration seconds τ, request throughput X (1/s) and TTFT (s) at mean decode batch `b` (steady state).
+
+    A mean batch below one sequence (a closed loop at low concurrency, where most of a request's time is its
+    prefill) decodes at the cost of one sequence while it decodes: step costs are priced at max(b, 1), but
+    Little's law on the decode stage, X = B / (N_d τ), uses B itself."""
+    b = np.maximum(np.asarray(b, dtype=float), 0.0)
+    bc = np.maximum(b, 1.0)
+    it_gpu, chunks, n_chunks, dp_draft = tab.at(bc)
+    t_it = eng.step_s(it_gpu, bc, tab.kernels, decode_graphed(eng, bc))
+    d_p = prompt_step_s(tab, eng, it_gpu, chunks, bc, t_it) + dp_draft
     n_d = np.maximum((wl.osl - 1.0) / tab.al, 1e-9)
     tau = t_it + b * d_p / n_d  # B / N_d prompts enter per iteration
     x = b / (n_d * tau)
-    u = prefill_utilization(eng, wl, b * tab.q, x, t_it, d_p)
-    service = n_chunks * np.maximum(tau, t_it + d_p / n_chunks)  # the iterations that carry its chunks
-    ttft = _queue_wait_s(tau, u, service) + service
+    p_s = prompt_service_s(eng, wl, b * tab.q, t_it, d_p)
+    u = x * p_s
+    service = prefill_service_s(eng, tau, t_it, d_p, n_chunks)
+    others = None if wl.concurrency is None else np.maximum(np.asarray(wl.concurrency, dtype=float) - 1.0, 0.0)
+    ttft = _queue_wait_s(tau, u, service, p_s, others) + service
     if eng.ttft_includes_first_decode:
         ttft = ttft + tau
-    if wl.concurrency is not None and eng.prefill_cohort:  # bunched prompts of other requests ahead of it
-        ttft = ttft + eng.prefill_cohort * np.maximum(np.asarray(wl.concurrency, dtype=float) - 1.0, 0.0) * d_p
+    ttft = ttft + _cohort_s(eng, wl, d_p)
     if admission == "next_departure" and wl.concurrency is not None:
-        ttft = ttft + 1.0 / x  # the slot frees only at the next departure: one request always waits
+        # the slot frees only at the next departure: one request always waits (none with a single client)
+        ttft = ttft + np.minimum(others, 1.0) / np.maximum(x, 1e-300)
     return tau, x, ttft
 
 
-def solve(tab: GpuTables, eng, wl: Workload, admission: str = "immediate") -> dict:
-    """Steady state from the tables: closed loop C = B + X·TTFT by bisection, or open loop B = λ·N_d·τ(B)."""
-    shape = np.shape(tab.al)
+def running_cap(eng, wl: Workload, kv_cap=None):
+    """Most requests the engine runs at once: max_num_seqs, and the KV cache's room (`kv_cap`, requests) if given."""
+    cap = float(eng.max_num_seqs)
+    return cap if kv_cap is None else np.minimum(cap, np.maximum(np.asarray(kv_cap, dtype=float), 1.0))
+
+
+def _prefill_only(tab: GpuTables, eng, wl: Workload, shape, admission):
+    """OSL 1: no decode. Prefill steps alone (engine step of each chunk at batch 1, eager); closed loop
+    C = X·TTFT by bisection on X, open loop X = λ. Returns the solve() dict with TPOT nan (there is none)."""
+    _, _, _, dp_draft = tab.at(np.ones(shape))
+    n_steps = np.ceil(wl.isl / eng.max_num_batched_tokens)
+    s = eng.step_s(tab.prefill_alone_gpu_s / n_steps, 1.0, tab.kernels, False) * n_steps + dp_draft  # its steps
+    k = np.maximum(np.floor(eng.max_num_batched_tokens / wl.isl), 1.0) if not eng.chunked_prefill else 1.0
+    p_s = s / k  # engine seconds per prompt when k prompts share a step
+    cap_x = 1.0 / p_s
+
+    def ttft_at(x, others):
+        u = x * p_s
+        w = np.where(u < 1.0, u / (2.0 * np.maximum(1.0 - u, 1e-12)) * s, np.inf)
+        if others is not None:
+            w = np.where(u < 1.0, np.minimum(w, others * p_s), np.inf)
+        return s + w
+
     if wl.concurrency is not None:
         c = np.asarray(wl.concurrency, dtype=float) * np.ones(shape)
-        lo, hi = np.full(c.shape, 1e-6), c.copy()
-        for _ in range(BISECTION_STEPS):  # C = B + X·TTFT, increasing in B
+        others = np.maximum(c - 1.0, 0.0)
+        lo, hi = np.zeros(shape), cap_x * np.ones(shape)
+        for _ in range(2 * BISECTION_STEPS):
+            mid = (lo + hi) / 2.0
+            over = mid * np.nan_to_num(ttft_at(mid, others), posinf=1e30) > c
+            hi = np.where(over, mid, hi)
+            lo = np.where(over, lo, mid)
+        x = lo
+        ttft = ttft_at(x, others)
+        ttft = np.where(np.isfinite(ttft), np.maximum(ttft, c / np.maximum(x, 1e-300)), c / np.maximum(x, 1e-300))
+        stable = np.ones(shape, dtype=bool)
+    else:
+        x = np.full(shape, float(wl.request_rate))
+        ttft = ttft_at(x, None)
+        stable = np.isfinite(ttft)
+        c = x * np.where(stable, ttft, 0.0)
+    nan = np.full(shape, np.nan)
+    return {"tpot_s": nan, "ttft_s": ttft, "ttft_p50_s": ttft, "ttft_p90_s": ttft, "iteration_s": nan,
+            "decode_batch": np.zeros(shape),
+            "requests_per_s": x, "concurrency": c, "stable": stable, "admission_wait_s": np.zeros(shape),
+            "saturation_requests_per_s": cap_x * np.ones(shape)}
+
+
+def saturation_rate(tab: GpuTables, eng, wl: Workload, admission="immediate", kv_cap=None):
+    """Most requests/s the engine sustains (open loop): the largest X over decode batches up to the running cap
+    whose prefill busy fraction stays below 1 (1/s, shape of the tables' grid points)."""
+    open_wl = wl if wl.concurrency is None else dataclasses.replace(wl, concurrency=None, request_rate=1.0)
+    cap = running_cap(eng, wl, kv_cap) * np.ones(np.shape(tab.al))
+    bs = np.geomspace(1e-3, 1.0, 60)[:, None] * cap.reshape(1, -1)
+    shp = (60,) + np.shape(tab.al)
+    bs = bs.reshape(shp)
+    best = np.zeros(np.shape(tab.al))
+    for i in range(60):
+        tau, x, ttft = state(tab, eng, open_wl, bs[i], admission)
+        best = np.where(np.isfinite(ttft), np.maximum(best, x), best)
+    return best
+
+
+def ttft_quantile_s(ttft_mean, wait_mean, u, q=0.9):
+    """Quantile q of TTFT from its mean: the M/D/1 wait taken as zero with probability 1 - u and exponential
+    otherwise (mean wait_mean / u), an approximation; the rest of TTFT is deterministic."""
+    u = np.clip(np.asarray(u, dtype=float), 1e-12, 1.0 - 1e-12)
+    w = np.asarray(wait_mean, dtype=float)
+    tail = 1.0 - q
+    qw = np.where(u > tail, w / u * np.log(u / tail), 0.0)
+    return ttft_mean - w + qw
+
+
+def ttft_p90_s(ttft_mean, wait_mean, u):
+    """p90 of TTFT (ttft_quantile_s at 0.9)."""
+    return ttft_quantile_s(ttft_mean, wait_mean, u, 0.9)
+
+
+def solve(tab: GpuTables, eng, wl: Workload, admission: str = "immediate", kv_cap=None) -> dict:
+    """Steady state from the tables: closed loop C = B + X·TTFT by bisection on B (B at most the engine's running
+    cap; what the loop cannot run or prefill waits in the admission queue, TTFT from Little's law), or open loop
+    B = λ·N_d·τ(B) (unstable when λ exceeds the saturation rate)."""
+    shape = np.shape(tab.al)
+    if wl.osl == 1:
+        return _prefill_only(tab, eng, wl, np.broadcast(np.zeros(shape), np.asarray(
+            wl.concurrency if wl.concurrency is not None else 0.0)).shape, admission)
+    cap = running_cap(eng, wl, kv_cap)
+    if wl.concurrency is not None:
+        c = np.asarray(wl.concurrency, dtype=float) * np.ones(shape)
+        lo, hi = np.zeros(c.shape), np.minimum(c, cap)
+        for _ in range(BISECTION_STEPS + 10):  # C = B + X·TTFT, increasing in B
             mid = (lo + hi) / 2.0
             _, x, ttft = state(tab, eng, wl, mid, admission)
             over = mid + x * np.nan_to_num(ttft, posinf=1e30) > c
@@ -207,20 +342,43 @@ def solve(tab: GpuTables, eng, wl: Workload, admission: str = "immediate") -> di
             lo = np.where(over, lo, mid)
         b = lo
         tau, x, ttft = state(tab, eng, wl, b, admission)
+        # requests neither decoding nor in the prefill's queue model wait for admission (running cap, or the
+        # prefill saturated): Little's law gives their wait
+        gap = np.maximum(c - b - x * ttft, 0.0)
+        adm = np.where(gap > 1e-9 * c, gap / np.maximum(x, 1e-300), 0.0)
+        ttft = ttft + adm
         stable = np.ones(c.shape, dtype=bool)
     else:
         lam = float(wl.request_rate)
         n_d = np.maximum((wl.osl - 1.0) / tab.al, 1e-9)
-        b = np.ones(shape)
+        b = np.zeros(shape)
+        top = np.minimum(np.exp(tab.log_b[-1]), cap) * 2
         for _ in range(BISECTION_STEPS * 2):  # B = λ · N_d · τ(B), an increasing map iterated from below
             tau, _, _ = state(tab, eng, wl, b, admission)
-            b = np.minimum(lam * n_d * tau, np.exp(tab.log_b[-1]) * 2)
+            b = np.minimum(lam * n_d * tau, top)
         tau, _, ttft = state(tab, eng, wl, b, admission)
         x = np.full(shape, lam)
-        stable = np.isfinite(ttft) & (b <= np.exp(tab.log_b[-1]))
+        stable = np.isfinite(ttft) & (b <= np.minimum(np.exp(tab.log_b[-1]), cap))
         c = b + x * np.where(np.isfinite(ttft), ttft, 0.0)
-    return {"tpot_s": tau / tab.al, "ttft_s": ttft, "iteration_s": tau, "decode_batch": b, "requests_per_s": x,
-            "concurrency": c, "stable": stable}
+        adm = np.zeros(shape)
+    # the wait part of TTFT for its p90 (state's queue term: TTFT minus its deterministic parts)
+    bc = np.maximum(b, 1.0)
+    it_gpu, chunks, n_chunks, dp_draft = tab.at(bc)
+    t_it = eng.step_s(it_gpu, bc, tab.kernels, decode_graphed(eng, bc))
+    d_p = prompt_step_s(tab, eng, it_gpu, chunks, bc, t_it) + dp_draft
+    u = x * prompt_service_s(eng, wl, b * tab.q, t_it, d_p)
+    service = prefill_service_s(eng, tau, t_it, d_p, n_chunks)
+    others = None if wl.concurrency is None else np.maximum(np.asarray(wl.concurrency, dtype=float) - 1.0, 0.0)
+    wait = _queue_wait_s(tau, u, service, u / np.maximum(x, 1e-300), others) - tau / 2.0
+    w_ok = np.where(np.isfinite(wait), wait, 0.0)
+    p90 = np.where(np.isfinite(ttft), ttft_quantile_s(ttft, w_ok, u, 0.9), np.inf)
+    p50 = np.where(np.isfinite(ttft), ttft_quantile_s(ttft, w_ok, u, 0.5), np.inf)
+    out = {"tpot_s": tau / tab.al, "ttft_s": ttft, "ttft_p50_s": p50, "ttft_p90_s": p90, "iteration_s": tau,
+           "decode_batch": b,
+           "requests_per_s": x, "concurrency": c, "stable": stable, "admission_wait_s": adm}
+    if wl.concurrency is None:
+        out["saturation_requests_per_s"] = saturation_rate(tab, eng, wl, admission, kv_cap)
+    return out
 
 
 def aggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechanism="none", draft_len=0,
@@ -242,16 +400,20 @@ def aggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechan
     spec = dict(mechanism=mechanism, draft_len=d, acceptance=acceptance, draft_model=draft_model, **spec_kw)
     dpm = draft_prefill_model(m, mechanism, draft_model)
     draft = None if dpm is None or np.all(d == 0) else (dpm, resolve_precision(dpm, hw, dtype, kv_dtype))
-    b_max = float(np.max(conc)) if conc is not None else float(eng.max_num_seqs)
+    one = memory_usage(m, hw, tp, 1, workload.isl + workload.osl, prec)
+    kv_cap = one.max_batch  # requests whose whole KV (ISL + OSL) the cache holds beside the weights
+    cap = float(running_cap(eng, workload, kv_cap))
+    b_max = min(float(np.max(conc)), cap) if conc is not None else cap
     tab = gpu_tables(m, hw, tp, workload, eng, spec, prec, b_max, draft)
-    out = solve(tab, eng, workload, admission or eng.admission)
+    out = solve(tab, eng, workload, admission or eng.admission, kv_cap=kv_cap)
     tpot = out["tpot_s"]
     x = out["requests_per_s"]
-    mem = memory_usage(m, hw, tp, np.maximum(np.ceil(out["concurrency"]), 1), workload.isl + workload.osl, prec)
     devices = float(tp)
+    lat = out["ttft_s"] + (0.0 if workload.osl == 1 else (workload.osl - 1.0) * tpot)
     return {
-        **out, "request_latency_s": out["ttft_s"] + (workload.osl - 1.0) * tpot,
+        **out, "request_latency_s": lat,
         "tokens_per_s_per_user": 1.0 / tpot, "tokens_per_s_per_gpu": x * workload.osl / devices,
         "prefill_tokens_per_step": x * workload.isl * out["iteration_s"], "acceptance_length": tab.al,
-        "fits": np.asarray(mem.fits), "devices": devices,
+        "fits": np.asarray(one.max_batch >= 1) & np.ones(np.shape(out["ttft_s"]), dtype=bool), "devices": devices,
+        "running_cap": cap, "weights_bytes": float(one.weights_bytes), "capacity_bytes": float(one.capacity_bytes),
     }

@@ -19,13 +19,34 @@ def serve(model, hardware, workload: Workload, **kw) -> dict:
     return fn(model, hardware, workload, **kw)
 
 
-def _point(r: dict) -> dict:
-    f = lambda k: float(np.asarray(r[k]).reshape(-1)[0])  # noqa: E731
-    return {"tpot_ms": 1e3 * f("tpot_s"), "ttft_ms": 1e3 * f("ttft_s"), "request_latency_ms": 1e3 * f("request_latency_s"),
-            "tokens_per_s_per_user": f("tokens_per_s_per_user"), "tokens_per_s_per_gpu": f("tokens_per_s_per_gpu"),
-            "decode_batch": f("decode_batch"), "requests_per_s": f("requests_per_s"),
-            "acceptance_length": f("acceptance_length"), "fits": bool(np.all(r["fits"])),
-            "stable": bool(np.all(r["stable"]))}
+def _point(r: dict, workload: Workload | None = None) -> dict:
+    """One configuration's numbers (ms, tokens/s); TPOT is None for OSL 1 (no decode), TTFT None when unstable,
+    with `note` saying why (open loop: arrivals exceed the saturation rate)."""
+    def f(k):
+        v = float(np.asarray(r[k]).reshape(-1)[0])
+        return None if not np.isfinite(v) else v
+
+    ms = lambda k: None if f(k) is None else 1e3 * f(k)  # noqa: E731
+    stable = bool(np.all(r["stable"]))
+    out = {"tpot_ms": ms("tpot_s"), "ttft_ms": ms("ttft_s") if stable else None,
+           "ttft_p50_ms": ms("ttft_p50_s") if stable and "ttft_p50_s" in r else None,
+           "ttft_p90_ms": ms("ttft_p90_s") if stable and "ttft_p90_s" in r else None,
+           "request_latency_ms": ms("request_latency_s") if stable else None,
+           "tokens_per_s_per_user": f("tokens_per_s_per_user"),
+           "tokens_per_s_per_gpu": f("tokens_per_s_per_gpu") if stable else None,
+           "decode_batch": f("decode_batch"), "requests_per_s": f("requests_per_s"),
+           "acceptance_length": f("acceptance_length"), "fits": bool(np.all(r["fits"])), "stable": stable}
+    if "saturation_requests_per_s" in r:
+        out["saturation_requests_per_s"] = f("saturation_requests_per_s")
+    if workload is not None and workload.osl == 1:
+        out["note"] = "OSL 1: the prefill makes the only token, so there is no TPOT"
+    if not stable:
+        sat = out.get("saturation_requests_per_s")
+        out["note"] = (f"unstable: arrivals ({f('requests_per_s'):.4g} req/s) exceed capacity "
+                       f"{sat:.4g} req/s" if sat is not None else "unstable: arrivals exceed capacity")
+    if "pools" in r:
+        out["pools"] = f"{r['pools'][0]}P{r['pools'][1]}D"
+    return out
 
 
 def serving_summary(model, hardware, workload: Workload, *, mechanism="none", draft_len=0, acceptance=None,
@@ -34,19 +55,21 @@ def serving_summary(model, hardware, workload: Workload, *, mechanism="none", dr
     'speculative': {...}, 'speedup_tpot', 'speedup_throughput'} (ms, tokens/s)."""
     from specplan.profiles.registry import load_engine
 
-    base = _point(serve(model, hardware, workload, **kw))
+    base = _point(serve(model, hardware, workload, **kw), workload)
     out = {"mode": workload.mode, "engine": load_engine(kw.get("engine")).id, "isl": workload.isl,
            "osl": workload.osl, "baseline": base}
     if workload.concurrency is not None:
         out["concurrency"] = float(np.asarray(workload.concurrency).reshape(-1)[0])
     else:
         out["request_rate"] = float(workload.request_rate)
-    if workload.pools is not None:
-        out["pools"] = f"{workload.pools[0]}P{workload.pools[1]}D"
+    if "pools" in base:
+        out["pools"] = base.pop("pools")
     if mechanism != "none":
         sp = _point(serve(model, hardware, workload, mechanism=mechanism, draft_len=draft_len, acceptance=acceptance,
-                          **kw))
+                          **kw), workload)
         out["speculative"] = sp
-        out["speedup_tpot"] = base["tpot_ms"] / sp["tpot_ms"]
-        out["speedup_throughput"] = sp["tokens_per_s_per_gpu"] / base["tokens_per_s_per_gpu"]
+        ok = lambda k: base[k] is not None and sp[k] is not None  # noqa: E731
+        out["speedup_tpot"] = base["tpot_ms"] / sp["tpot_ms"] if ok("tpot_ms") else None
+        out["speedup_throughput"] = (sp["tokens_per_s_per_gpu"] / base["tokens_per_s_per_gpu"]
+                                     if ok("tokens_per_s_per_gpu") else None)
     return out

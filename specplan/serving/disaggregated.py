@@ -1,13 +1,16 @@
 """Disaggregated serving (xPyD): x prefill instances and y decode instances of TP GPUs each.
 
-Model (docs/serving.md): the decode pool holds the in-flight requests, C / y per decode instance (closed loop;
-with a request rate λ, B = λ·N_d·τ / y), decoding at mean context ISL + OSL/2 in CUDA-graph steps with no
-prefill interference: TPOT = T_iter(B) / AL, T_iter the engine step (host, launches) over the roofline
-iteration. The prefill pool serves prompts one step per budget chunk (eager steps): S seconds per prompt on
-one instance, capacity x / S requests/s. If the decode pool would complete more requests than the prefill
-pool can feed, the prefill pool binds: X = x / S and the decode batch falls to X·N_d·τ / y. TTFT = S + an
-M/D/1 wait at prefill utilization ρ = X·S/x + the KV transfer (ISL tokens of KV over the scale-up link,
-an assumption: same node). tokens/s/GPU counts both pools: X·OSL / ((x + y)·TP).
+Model (docs/serving.md): the decode pool holds B requests per decode instance, decoding at mean context
+ISL + OSL/2 in CUDA-graph steps with no prefill interference: TPOT = T_iter(B) / AL, T_iter the engine step
+(host, launches) over the roofline iteration, and request throughput X = y·B / (N_d·T_iter(B)) (Little's law on
+the decode stage, N_d = (OSL - 1) / AL iterations). The prefill pool serves prompts one step per budget chunk
+(eager steps): S seconds per prompt on one instance, capacity x / S requests/s. TTFT = S + an M/D/1 wait at
+prefill utilization ρ = X·S/x (in a closed loop at most the C - 1 other prompts wait ahead, x at a time) + the KV
+transfer (ISL tokens of KV per rank, over NVLink when both pools fit in one scale-up domain, else over the NIC).
+Closed loop: C = y·B + X·TTFT (requests in prefill count) solved for B by bisection, B at most the engine's
+running cap (max_num_seqs, and what the KV cache holds); requests the loop cannot place wait for admission, their
+wait from Little's law (TTFT = (C - y·B) / X when the prefill pool binds: finite). Open loop: B = λ·N_d·τ / y,
+unstable when λ exceeds the saturation rate. tokens/s/GPU counts both pools: X·OSL / ((x + y)·TP).
 """
 
 from __future__ import annotations
@@ -17,12 +20,12 @@ import numpy as np
 from specplan.model.memory import kv_bytes_per_token, memory_usage
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_engine, load_hardware, load_model
-from specplan.serving.aggregated import decode_graphed, draft_prefill_model, step_kernels
+from specplan.serving.aggregated import decode_graphed, draft_prefill_model, running_cap, step_kernels, ttft_quantile_s
 from specplan.serving.prefill import prefill_s
 from specplan.serving.workload import Workload
 from specplan.speculation.speedup import evaluate
 
-FIXED_POINT_STEPS = 60
+BISECTION_STEPS = 50
 
 
 def prefill_instance_s(model, hw, tp, isl, eng, prec, draft=None) -> float:
@@ -36,20 +39,48 @@ def prefill_instance_s(model, hw, tp, isl, eng, prec, draft=None) -> float:
     return float(per)
 
 
-def kv_transfer_s(model, hw, tp, isl, prec) -> float:
-    """Seconds to move one prompt's KV cache (all layers, every TP rank in parallel) over the scale-up link."""
-    per_rank = isl * (kv_bytes_per_token(model, tp, prec.kv, "full") + kv_bytes_per_token(model, tp, prec.kv, "sliding"))
-    return float(per_rank / hw.scaleup_bandwidth_bytes_s)
+def kv_link_bytes_s(hw, gpus: int) -> float:
+    """Bytes/s per GPU of the link that carries prefill -> decode KV: NVLink (scaleup_bandwidth_bytes_s) when all
+    `gpus` of the deployment sit in one scale-up domain (hw.scaleup_domain), else the NIC
+    (scaleout_bandwidth_bytes_s); bandwidths and their sources are in the hardware profile."""
+    dom = getattr(hw, "scaleup_domain", None) or 1
+    return float(hw.scaleup_bandwidth_bytes_s if gpus <= dom else hw.scaleout_bandwidth_bytes_s)
+
+
+def kv_transfer_s(model, hw, tp, isl, prec, gpus=None) -> float:
+    """Seconds to move one prompt's KV cache (all layers, every TP rank in parallel) from a prefill to a decode
+    instance, over the link kv_link_bytes_s picks for a deployment of `gpus` GPUs (default: one instance pair)."""
+    per_rank = isl * (kv_bytes_per_token(model, tp, prec.kv, "full")
+                      + kv_bytes_per_token(model, tp, prec.kv, "sliding"))
+    return float(per_rank / kv_link_bytes_s(hw, 2 * tp if gpus is None else gpus))
+
+
+def _decode_tables(at_whole, b_top, shape):
+    """Iteration seconds on whole decode batches 1..64 and geometric beyond up to b_top, for interpolation."""
+    top = max(float(np.ceil(b_top)), 2.0)
+    grid = np.unique(np.concatenate([np.arange(1.0, min(top, 64.0) + 1.0),
+                                     np.round(np.geomspace(min(top, 64.0), top, 40))]))
+    b = grid.reshape((-1,) + (1,) * len(shape)) * np.ones((1,) + shape)
+    t, r = at_whole(b)
+    return grid, np.broadcast_to(t, b.shape), r
 
 
 def disaggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechanism="none", draft_len=0,
                   acceptance=None, dtype=None, kv_dtype=None, draft_model=None, **spec_kw) -> dict:
     """Steady-state xPyD serving (arrays over draft_len / concurrency): TPOT, TTFT, latency, tokens/s."""
+    return disaggregated_pools(model, hardware, workload, [workload.pools or (1, 1)], tp=tp, engine=engine,
+                               mechanism=mechanism, draft_len=draft_len, acceptance=acceptance, dtype=dtype,
+                               kv_dtype=kv_dtype, draft_model=draft_model, **spec_kw)[0]
+
+
+def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, engine=None, mechanism="none",
+                        draft_len=0, acceptance=None, dtype=None, kv_dtype=None, draft_model=None,
+                        **spec_kw) -> list[dict]:
+    """`disaggregated` for each (x, y) of `pools`, the decode and prefill pricing shared (one list entry each)."""
     m = load_model(model)
     hw = load_hardware(hardware)
     eng = load_engine(engine)
     workload.check(m)
-    x_pools, y_pools = workload.pools
     prec = resolve_precision(m, hw, dtype, kv_dtype)
     d = np.asarray(draft_len, dtype=float)
     conc = None if workload.concurrency is None else np.asarray(workload.concurrency, dtype=float)
@@ -60,6 +91,8 @@ def disaggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mec
     draft = None if dpm is None or np.all(d == 0) else (dpm, resolve_precision(dpm, hw, dtype, kv_dtype))
     s_p = prefill_instance_s(m, hw, tp, workload.isl, eng, prec, draft)
     kernels = step_kernels(m, hw, tp)
+    mem_one = memory_usage(m, hw, tp, 1, workload.isl + workload.osl, prec)
+    cap = running_cap(eng, workload, mem_one.max_batch)  # decode batch per instance: engine cap, KV cache
 
     def at_whole(b):
         r = evaluate(m, hw, tp=tp, batch=b, context_len=workload.decode_context, engine=eng, dtype=prec.compute,
@@ -67,49 +100,97 @@ def disaggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mec
         k = kernels * (1.0 + np.asarray(r["rho_d"]))
         return eng.step_s(r["iter_s"], b, k, decode_graphed(eng, b)), r
 
-    def iteration(b):
-        """Iteration seconds at a decode batch b >= 1, linear between the whole batches around it."""
-        lo = np.floor(b)
-        t_lo, r = at_whole(lo)
-        if np.all(b == lo):
-            return t_lo, r
-        t_hi, _ = at_whole(lo + 1.0)
-        return t_lo + (b - lo) * (t_hi - t_lo), r
+    b_top = float(np.max(conc)) / min(y for _, y in pools) if conc is not None else float(cap)
+    b_top = min(max(b_top, 1.0), float(cap))
+    grid, t_grid, r_grid = _decode_tables(at_whole, b_top, d.shape)
+    al = np.asarray(r_grid["acceptance_length"])[0]
+    def one(x_pools, y_pools):
+        devices = float((x_pools + y_pools) * tp)
+        kv_s = kv_transfer_s(m, hw, tp, workload.isl, prec, int(devices))
 
-    capacity = x_pools / s_p  # requests/s the prefill pool can feed
-    if conc is not None:
-        b = conc / y_pools * np.ones(d.shape)
-        tau, r = iteration(np.maximum(b, 1.0))
-        n_d = np.maximum((workload.osl - 1.0) / r["acceptance_length"], 1e-9)
-        x = y_pools * b / (n_d * tau)
-        for _ in range(FIXED_POINT_STEPS):  # prefill-bound: the decode batch falls until X = capacity
-            bound = x > capacity
-            if not np.any(bound):
-                break
-            b = np.where(bound, b * capacity / x, b)
-            tau, r = iteration(np.maximum(b, 1.0))
-            x = np.minimum(y_pools * b / (n_d * tau), capacity)
-    else:
-        lam = float(workload.request_rate)
-        b = np.ones(d.shape)
-        for _ in range(FIXED_POINT_STEPS):  # B = λ · N_d · τ(B) / y
-            tau, r = iteration(np.maximum(b, 1.0))
-            n_d = np.maximum((workload.osl - 1.0) / r["acceptance_length"], 1e-9)
-            b = np.minimum(lam * n_d * tau / y_pools, 1e7)
-        x = np.full(d.shape, lam)
-    tau, r = iteration(np.maximum(b, 1.0))
-    al = r["acceptance_length"]
-    rho = x * s_p / x_pools
-    wait = np.where(rho < 1.0, rho / (2.0 * np.maximum(1.0 - rho, 1e-12)) * s_p, np.inf)
-    ttft = s_p + wait + kv_transfer_s(m, hw, tp, workload.isl, prec)
-    tpot = tau / al
-    devices = float((x_pools + y_pools) * tp)
-    mem = memory_usage(m, hw, tp, np.maximum(np.ceil(b), 1), workload.isl + workload.osl, prec)
-    return {
-        "tpot_s": tpot, "ttft_s": ttft, "request_latency_s": ttft + (workload.osl - 1.0) * tpot,
-        "tokens_per_s_per_user": 1.0 / tpot, "tokens_per_s_per_gpu": x * workload.osl / devices,
-        "decode_batch": b, "iteration_s": tau, "acceptance_length": al, "requests_per_s": x,
-        "prefill_s": s_p, "prefill_utilization": rho, "pools": (x_pools, y_pools), "devices": devices,
-        "fits": np.asarray(mem.fits) & np.asarray(r["fits"]), "stable": np.isfinite(ttft),
-        "prefill_bound": x >= capacity * (1 - 1e-9),
-    }
+        def iteration(b):
+            """Iteration seconds at decode batch b (priced at max(b, 1)), linear between whole batches."""
+            bb = np.clip(np.maximum(np.asarray(b, dtype=float), 1.0), grid[0], grid[-1])
+            i = np.clip(np.searchsorted(grid, bb) - 1, 0, len(grid) - 2)
+            w = (bb - grid[i]) / (grid[i + 1] - grid[i])
+            idx = np.indices(bb.shape)
+            lo, hi = t_grid[(i, *idx)], t_grid[(i + 1, *idx)]
+            return lo + w * (hi - lo)
+
+        n_d = np.maximum((workload.osl - 1.0) / al, 1e-9) if workload.osl > 1 else np.zeros(np.shape(al))
+        capacity = x_pools / s_p  # requests/s the prefill pool can feed
+        others = None if conc is None else np.maximum(conc - 1.0, 0.0) * np.ones(d.shape)
+
+        def flows(b):
+            tau = iteration(b)
+            if workload.osl == 1:
+                return tau, np.zeros(d.shape)
+            return tau, y_pools * np.asarray(b, dtype=float) / (n_d * tau)
+
+        def ttft_of(x):
+            rho = x * s_p / x_pools
+            wait = np.where(rho < 1.0, rho / (2.0 * np.maximum(1.0 - rho, 1e-12)) * s_p, np.inf)
+            if others is not None:
+                wait = np.where(rho < 1.0, np.minimum(wait, others * s_p / x_pools), np.inf)
+            return s_p + wait + kv_s, wait, rho
+
+        if workload.osl == 1:  # no decode: the loop is the prefill pool alone, C = X·TTFT
+            if conc is not None:
+                c = conc * np.ones(d.shape)
+                lo, hi = np.zeros(d.shape), capacity * np.ones(d.shape)
+                for _ in range(BISECTION_STEPS):
+                    mid = (lo + hi) / 2.0
+                    over = mid * np.nan_to_num(ttft_of(mid)[0], posinf=1e30) > c
+                    hi, lo = np.where(over, mid, hi), np.where(over, lo, mid)
+                x = lo
+            else:
+                x = np.full(d.shape, float(workload.request_rate))
+            b = np.zeros(d.shape)
+            tau = np.full(d.shape, np.nan)
+        elif conc is not None:
+            c = conc * np.ones(d.shape)
+            lo, hi = np.zeros(d.shape), np.minimum(c / y_pools, cap)
+            for _ in range(BISECTION_STEPS):  # C = y·B + X·TTFT, increasing in B
+                mid = (lo + hi) / 2.0
+                _, xm = flows(mid)
+                over = y_pools * mid + xm * np.nan_to_num(ttft_of(xm)[0], posinf=1e30) > c
+                hi, lo = np.where(over, mid, hi), np.where(over, lo, mid)
+            b = lo
+            tau, x = flows(b)
+        else:
+            lam = float(workload.request_rate)
+            b = np.zeros(d.shape)
+            for _ in range(BISECTION_STEPS):  # B = λ · N_d · τ(B) / y, increasing, iterated from below
+                b = np.minimum(lam * n_d * iteration(b) / y_pools, 2.0 * cap)
+            tau = iteration(b)
+            x = np.full(d.shape, lam)
+        ttft, wait, rho = ttft_of(x)
+        adm = np.zeros(d.shape)
+        if conc is not None:  # requests the loop cannot place (prefill saturated, running cap) wait for admission
+            gap = np.maximum(c - y_pools * b - x * ttft, 0.0)
+            adm = np.where(np.isfinite(ttft) & (gap > 1e-9 * c), gap / np.maximum(x, 1e-300), 0.0)
+            ttft = np.where(np.isfinite(ttft), ttft + adm, c / np.maximum(x, 1e-300))
+            stable = np.ones(d.shape, dtype=bool)
+            load = c
+        else:
+            stable = np.isfinite(ttft) & (b <= cap)
+            load = y_pools * b + x * np.where(np.isfinite(ttft), ttft, 0.0)
+        decode_cap = y_pools * cap / (n_d * iteration(cap)) if workload.osl > 1 else np.full(d.shape, np.inf)
+        tpot = tau / al
+        lat = ttft + (0.0 if workload.osl == 1 else (workload.osl - 1.0) * tpot)
+        w_ok = np.where(np.isfinite(wait), wait, 0.0)
+        p90 = np.where(np.isfinite(ttft), ttft_quantile_s(ttft, w_ok, rho, 0.9), np.inf)
+        p50 = np.where(np.isfinite(ttft), ttft_quantile_s(ttft, w_ok, rho, 0.5), np.inf)
+        return {
+            "tpot_s": tpot, "ttft_s": ttft, "ttft_p50_s": p50, "ttft_p90_s": p90, "request_latency_s": lat,
+            "tokens_per_s_per_user": 1.0 / tpot, "tokens_per_s_per_gpu": x * workload.osl / devices,
+            "decode_batch": b, "iteration_s": tau, "acceptance_length": al, "requests_per_s": x,
+            "concurrency": load, "prefill_s": s_p, "prefill_utilization": rho, "kv_transfer_s": kv_s,
+            "pools": (x_pools, y_pools), "devices": devices, "admission_wait_s": adm,
+            "fits": np.asarray(mem_one.max_batch >= 1) & np.ones(d.shape, dtype=bool), "stable": stable,
+            "prefill_bound": (rho >= 0.95) | (x >= capacity * (1 - 1e-3)),
+            "saturation_requests_per_s": np.minimum(capacity, decode_cap),
+            "running_cap": cap,
+        }
+
+    return [one(int(x), int(y)) for x, y in pools]

@@ -5,7 +5,11 @@
         concurrency   requests in flight (closed loop, as benchmark clients run); or
         request_rate  requests per second arriving (open loop, Poisson)
         mode          "agg" (prefill chunks share engine steps with decoding) | "disagg" (prefill and decode pools)
-        pools         (prefill instances x, decode instances y) for disagg, from "xPyD" (default 1P1D)
+        pools         (prefill instances x, decode instances y) for disagg, from "xPyD" (None: searched by
+                      recommend / pareto; 1P1D where one configuration is evaluated)
+        startup_cohort  opt-in (default off): add the engine's `prefill_cohort` term to a closed loop's TTFT, the
+                      start-up bunching of a benchmark whose C clients send their first requests together
+                      (docs/serving.md); planning leaves it off
 
 `check(model)` raises a one-line SpecplanError for impossible values (OSL 0, ISL beyond the model's context,
 concurrency 0, a pools string that does not parse).
@@ -43,7 +47,8 @@ class Workload:
     concurrency: float | np.ndarray | None = None  # one value or an array (a sweep)
     request_rate: float | None = None
     mode: str = "agg"
-    pools: tuple[int, int] | None = None
+    pools: tuple[int, int] | None = None  # None: disaggregated serving runs 1P1D, recommend / pareto search them
+    startup_cohort: bool = False  # opt-in: add the start-up bunching of a benchmark whose clients start together
 
     def __post_init__(self):
         if not (isinstance(self.isl, (int, float)) and self.isl >= 1 and float(self.isl).is_integer()):
@@ -67,8 +72,6 @@ class Workload:
                 raise SpecplanError(f"{name}: must be <= {MAX_CONTEXT:,} tokens, got {v:g}")
         if self.pools is not None and self.mode != "disagg":
             raise SpecplanError(f"pools (--pools): only with --mode disagg, got mode {self.mode}")
-        if self.mode == "disagg" and self.pools is None:
-            object.__setattr__(self, "pools", (1, 1))
 
     def check(self, model) -> None:
         """One-line error if a request does not fit the model's context (prompt + output tokens)."""
@@ -84,7 +87,7 @@ class Workload:
 
 
 def workload_from_options(isl=None, osl=None, concurrency=None, request_rate=None, mode="agg", pools=None,
-                          require_load: bool = True) -> Workload | None:
+                          require_load: bool = True, startup_cohort: bool = False) -> Workload | None:
     """The Workload of the --isl/--osl/--concurrency/--request-rate/--mode/--pools options, or None without
     --isl/--osl (one-line errors for half a workload)."""
     if isl is None and osl is None:
@@ -97,4 +100,4 @@ def workload_from_options(isl=None, osl=None, concurrency=None, request_rate=Non
         raise SpecplanError(f"workload: give both --isl and --osl, got only {'--isl' if osl is None else '--osl'}")
     if not require_load and concurrency is None and request_rate is None:
         concurrency = 1.0  # a placeholder load: the caller searches the concurrency
-    return Workload(isl, osl, concurrency, request_rate, mode or "agg", parse_pools(pools))
+    return Workload(isl, osl, concurrency, request_rate, mode or "agg", parse_pools(pools), bool(startup_cohort))

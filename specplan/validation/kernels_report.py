@@ -228,9 +228,23 @@ def mla_section(hw: HardwareProfile, fit_record: dict, nums: dict) -> list[str]:
 
 
 def main() -> None:
+    """Fit, score and write docs/validation/README.md, h100_fit.json, the figures and frameworks.md."""
     OUT.mkdir(parents=True, exist_ok=True)
     base = load_hardware(H100)
     md, fit_record, nums, targets, verdicts = [], {}, {}, [TARGET_HEAD], {}
+    hw = _gemm_section(base, md, fit_record, nums, targets, verdicts)
+    hw = _attention_section(base, hw, md, fit_record, nums, targets, verdicts)
+    hw, bound_stats = _allreduce_section(hw, md, fit_record, nums)
+    _validation_only_sections(hw, md, fit_record, nums, bound_stats)
+    _summary(md, fit_record, nums, targets, verdicts, bound_stats)
+    (OUT / "h100_fit.json").write_text(json.dumps(fit_record, indent=1, default=float))
+    (OUT / "README.md").write_text(Template(NARRATIVE).substitute(nums) + "\n".join(md) + "\n")
+    write_framework_report(OUT, MEAS)
+    print("\n".join(md))
+
+
+def _gemm_section(base, md, fit_record, nums, targets, verdicts) -> HardwareProfile:
+    """GEMM: efficiencies fitted on TRT-LLM rows, scored on vLLM/SGLang; the profile with the GEMM fit."""
     # ---------------- GEMM ----------------
     g = pd.read_csv(MEAS / "gemm_h100_a100.csv.gz")
     h = g[g["device"] == H100]
@@ -317,6 +331,11 @@ def main() -> None:
     scatter_plot(p_cal.assign(kind=p_cal["fw"] + " " + p_cal["dtype"]), OUT / "gemm_h100.png",
                  "H100 GEMM (layer-like), fitted on TRT-LLM, scored on vLLM/SGLang")
     md += gemm_lines
+    return hw
+
+
+def _attention_section(base, hw, md, fit_record, nums, targets, verdicts) -> HardwareProfile:
+    """Decode attention above L2: fitted on TRT-LLM rows, scored on vLLM/SGLang; the profile with it."""
     # ---------------- decode attention ----------------
     a = pd.read_csv(MEAS / "attention_decode_h100_a100.csv.gz")
     ah = a[a["device"] == H100]
@@ -380,6 +399,11 @@ def main() -> None:
     for (f, k, G), gg in fbrows.groupby(["framework", "kernel", "G"]):
         md.append(f"| {f} | {k} | {G:g} | {len(gg)} | {gg['tbs'].median():.3f} |")
     md.append("")
+    return hw
+
+
+def _allreduce_section(hw, md, fit_record, nums) -> tuple[HardwareProfile, dict]:
+    """All-reduce: bandwidth fractions and latency floors from TRT-LLM custom + NCCL 2.29.2 rows, the rest held out."""
     # ---------------- all-reduce ----------------
     r = pd.read_csv(MEAS / "allreduce_h100_a100.csv.gz")
     rh = r[r["device"] == H100]
@@ -405,6 +429,11 @@ def main() -> None:
                 nccl_bw=f"{ar[('NCCL', 'bandwidth')]:.1f}", nccl_lat=f"{ar[('NCCL', 'latency')]:.1f}",
                 ar_custom=f"{hw.allreduce.custom_bw_fraction:.3f}", ar_nccl=f"{hw.allreduce.nccl_bw_fraction:.3f}")
     scatter_plot(pr, OUT / "allreduce_h100.png", "H100 all-reduce, fitted on TRT-LLM + NCCL 2.29.2")
+    return hw, bound_stats
+
+
+def _validation_only_sections(hw, md, fit_record, nums, bound_stats) -> None:
+    """MLA (its family fitted) and MoE, MLA decode, linear attention scored with nothing else fitted on them."""
     # ---------------- MLA: the mla-latent kernel family, 64-row tiles, efficiencies fitted on the H100 rows ----------------
     md += mla_section(hw, fit_record, nums)
     # ---------------- MoE, MLA, linear attention: validation only ----------------
@@ -427,6 +456,10 @@ def main() -> None:
         for k, x in pt.groupby(keys):
             nums[f"{key}:" + "/".join(map(str, k))] = f"{med(x['ape_pct']):.1f}"
             nums[f"{key}:" + "/".join(map(str, k)) + ":ratio"] = f"{med(x['measured_us'] / x['predicted_us']):.2f}"
+
+
+def _summary(md, fit_record, nums, targets, verdicts, bound_stats) -> None:
+    """The narrative's summary numbers, the bounds verdict and the must-show table."""
     v = lambda key: float(nums[key])  # noqa: E731
     nums.update(
         mla_ovh=span([v(f"mla_decode:kv_{d}/overhead") for d in ("bf16", "fp8")], "{:.1f}"),
@@ -457,10 +490,6 @@ def main() -> None:
                 fp8_oracle_q=f"vLLM {oq['gemm_fp8_vllm']}, SGLang {oq['gemm_fp8_sglang']}",
                 gemm_bf16_vllm_oracle=o["gemm_bf16_vllm"])
     nums["must_show_table"] = "\n".join(targets)
-    (OUT / "h100_fit.json").write_text(json.dumps(fit_record, indent=1, default=float))
-    (OUT / "README.md").write_text(Template(NARRATIVE).substitute(nums) + "\n".join(md) + "\n")
-    write_framework_report(OUT, MEAS)
-    print("\n".join(md))
 
 
 def other_devices(nums: dict) -> list[str]:

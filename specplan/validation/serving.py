@@ -9,6 +9,7 @@ The GPU side is priced once per group (`gpu_tables`); only the engine numbers ch
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -77,20 +78,21 @@ class Group:
         self.admission = r0["admission"]
         self.bunched = bool(r0["bunched"])
         self.c = rows["batch"].to_numpy(float)
-        self.wl = Workload(int(r0["input_len"]), int(r0["output_len"]), concurrency=self.c)
+        self.wl = Workload(int(r0["input_len"]), int(r0["output_len"]), concurrency=self.c,
+                           startup_cohort=self.bunched)
         spec = dict(mechanism="none", draft_len=np.zeros(len(self.c)), acceptance=None, draft_model=None)
         self.tables = gpu_tables(self.model, self.hw, self.tp, self.wl, self.engine, spec, self.prec,
                                  float(np.max(self.c)))
         self.decode_only_s = step_time(self.model, self.hw, self.tp, self.c, 1, self.wl.decode_context,
                                        precision=self.prec).total_s
 
-    def predict(self, engine=None) -> dict:
-        """TPOT and TTFT (s) of the group's rows with `engine` (default: the group's engine profile); without a
-        bunched start (bunched_start) the engine's prefill_cohort does not apply."""
+    def predict(self, engine=None, startup_cohort: bool = True) -> dict:
+        """TPOT and TTFT (s) of the group's rows with `engine` (default: the group's engine profile). The opt-in
+        start-up term (Workload.startup_cohort, the engine's prefill_cohort) applies only to rows from a harness
+        whose clients start together (bunched_start), and only with `startup_cohort` (False: planning's default)."""
         eng = engine or self.engine
-        if not self.bunched:
-            eng = eng.model_copy(update={"prefill_cohort": 0.0})
-        return solve(self.tables, eng, self.wl, self.admission)
+        wl = self.wl if startup_cohort else dataclasses.replace(self.wl, startup_cohort=False)
+        return solve(self.tables, eng, wl, self.admission)
 
 
 def groups(rows) -> list[Group]:
@@ -169,13 +171,14 @@ RANGES = ((1, 8, "1-8"), (9, 64, "9-64"), (65, 10 ** 9, "65+"))
 TARGETS = {"tpot_median": 0.08, "tpot_p90": 0.20, "ttft_median": 0.20, "bias_lo": 0.95, "bias_hi": 1.05}
 
 
-def _predict_rows(gs, params_of) -> "object":
-    """Rows of the groups with predicted tpot_ms / ttft_ms / decode_only_ms, engine numbers from params_of(g)."""
+def _predict_rows(gs, params_of, startup_cohort: bool = True) -> "object":
+    """Rows of the groups with predicted tpot_ms / ttft_ms / decode_only_ms, engine numbers from params_of(g),
+    with the start-up term on where the harness starts its clients together (or off everywhere)."""
     import pandas as pd
 
     out = []
     for g in gs:
-        r = g.predict(fitted_engine(g.engine, params_of(g)))
+        r = g.predict(fitted_engine(g.engine, params_of(g)), startup_cohort)
         x = g.rows.copy()
         x["pred_tpot_ms"] = r["tpot_s"] * 1e3
         x["pred_ttft_ms"] = r["ttft_s"] * 1e3
@@ -210,7 +213,10 @@ def calibrate(rows=None, progress=None) -> dict:
             held[id(g)] = fit([h for h in sub if h is not g], start=[full[e][k] for k in FITTED])
     insample = _predict_rows(gs, lambda g: full[g.engine.id])
     outsample = _predict_rows(gs, lambda g: held.get(id(g), full[g.engine.id]))
-    return {"full": full, "held": held, "insample": insample, "outsample": outsample, "groups": gs}
+    # the same fits scored without the start-up term: what a planning prediction (the CLI default) gives
+    outsample_off = _predict_rows(gs, lambda g: held.get(id(g), full[g.engine.id]), startup_cohort=False)
+    return {"full": full, "held": held, "insample": insample, "outsample": outsample, "outsample_off": outsample_off,
+            "groups": gs}
 
 
 def scores(t) -> dict:

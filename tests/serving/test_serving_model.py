@@ -23,15 +23,18 @@ def run(*args):
     return subprocess.run([sys.executable, "-m", "specplan", *args], capture_output=True, text=True)
 
 
-def test_ideal_disagg_decode_tpot_is_specplan_step_at_concurrency_and_mean_context():
-    # ISL 2048, OSL 512, concurrency 24: the decode step at batch 24 and context 2048 + 512/2 = 2304.
-    p = run("predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--engine", "ideal", "--mode", "disagg",
-            "--isl", "2048", "--osl", "512", "--concurrency", "24", "--json")
-    assert p.returncode == 0, p.stderr
-    srv = json.loads(p.stdout)["serving"]
+def test_ideal_disagg_decode_tpot_is_specplan_step_at_the_decode_batch_and_mean_context():
+    # ISL 2048, OSL 512, open loop at the rate that holds 24 requests decoding: lambda = 24 / (511 * step(24)),
+    # step at batch 24 and context 2048 + 512/2 = 2304 (ideal engine: no host cost). The decode batch is B = 24
+    # and TPOT is that step. (Was: a closed loop at C = 24 with B = 24, i.e. the requests in prefill ignored.)
     s = run("step", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--batch", "24", "--context", "2304", "--json")
-    assert srv["baseline"]["tpot_ms"] == pytest.approx(json.loads(s.stdout)["step_ms"], rel=1e-9)
-    assert srv["pools"] == "1P1D"
+    step_s = json.loads(s.stdout)["step_ms"] / 1e3
+    lam = 24 / (511 * step_s)
+    r = disaggregated("llama-3.1-8b", "h100-sxm", Workload(2048, 512, request_rate=lam, mode="disagg"),
+                      engine="ideal")
+    assert float(r["decode_batch"]) == pytest.approx(24.0, rel=1e-5)
+    assert float(r["tpot_s"]) == pytest.approx(step_s, rel=1e-5)
+    assert r["pools"] == (1, 1)
 
 
 def test_hand_solved_aggregated_tpot_and_ttft():
@@ -89,19 +92,27 @@ def test_tpot_grows_with_concurrency_and_exceeds_decode_only():
 
 
 def test_disagg_counts_both_pools_in_tokens_per_gpu():
-    one = disaggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 512, concurrency=16, mode="disagg"),
+    # Open loop at 5 requests/s: the same decode pool (1 instance, same B) behind 1 or 2 prefill instances, so the
+    # same TPOT, and tokens/s/GPU = 5 * 512 / (x + y) GPUs: 1280 at 1P1D, 853.3 at 2P1D. (Was a closed loop at
+    # C = 16 with B = C / y: the decode batch did not depend on the prefill pool.)
+    one = disaggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 512, request_rate=5.0, mode="disagg"),
                         engine="ideal")
-    two = disaggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 512, concurrency=16, mode="disagg", pools=(2, 1)),
-                        engine="ideal")
+    two = disaggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 512, request_rate=5.0, mode="disagg",
+                                                             pools=(2, 1)), engine="ideal")
     assert float(two["tpot_s"]) == pytest.approx(float(one["tpot_s"]))  # same decode pool
-    assert float(two["tokens_per_s_per_gpu"]) == pytest.approx(float(one["tokens_per_s_per_gpu"]) * 2 / 3)
+    assert float(one["tokens_per_s_per_gpu"]) == pytest.approx(5 * 512 / 2)
+    assert float(two["tokens_per_s_per_gpu"]) == pytest.approx(5 * 512 / 3)
     assert float(two["ttft_s"]) < float(one["ttft_s"])  # less prefill queueing
 
 
 def test_prefill_bound_disagg_shrinks_the_decode_batch():
+    # ISL 8192 / OSL 16 at C = 256 on 1P1D: the prefill pool (S ~ 0.21 s a prompt) binds; requests/s within 1 % of
+    # its capacity 1 / S, TTFT finite and from Little's law: (C - B) / X (was: X = 1/S exactly with C ignored)
     r = disaggregated("llama-3.1-8b", "h100-sxm", Workload(8192, 16, concurrency=256, mode="disagg"), engine="ideal")
-    assert bool(r["prefill_bound"]) and float(r["decode_batch"]) < 256
-    assert float(r["requests_per_s"]) == pytest.approx(1.0 / float(r["prefill_s"]), rel=1e-6)
+    b, x, s = float(r["decode_batch"]), float(r["requests_per_s"]), float(r["prefill_s"])
+    assert bool(r["prefill_bound"]) and b < 256
+    assert x == pytest.approx(1.0 / s, rel=1e-2) and x <= 1.0 / s
+    assert float(r["ttft_s"]) == pytest.approx((256 - b) / x, rel=1e-6)
 
 
 def test_predict_json_has_the_issue_keys():

@@ -1,0 +1,107 @@
+"""The serving planner: disaggregated pools searched when not given, the deployment search (`recommend --gpus`)
+against a brute force over the same small space, the no-speculation row, and layouts that do not fit."""
+
+import subprocess
+import sys
+
+import pytest
+
+from specplan.planning.recommend_serving import POOL_SIZES, recommend_serving, search_deployment
+from specplan.serving.workload import Workload
+
+SLA = dict(max_ttft_ms=1000.0, max_tpot_ms=30.0)
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "specplan", *args], capture_output=True, text=True)
+
+
+def test_disagg_recommend_searches_the_pools_when_not_given():
+    # Workload used to force pools = (1, 1), so only 1P1D was ever evaluated. Every xPyD with x, y in 1..4 must be
+    # ranked, and the best equals the best of the 16 searches with the pools fixed (brute force here).
+    wl = Workload(4096, 256, concurrency=1.0, mode="disagg")
+    r = recommend_serving("llama-3.1-8b", "h100-sxm", wl, engine="vllm", mechanisms=["none"],
+                          search_concurrency=True, top=100, **SLA)
+    seen = {x["pools"] for x in r["ranked"]}
+    assert seen == {f"{x}P{y}D" for x in POOL_SIZES for y in POOL_SIZES}
+    best = max((recommend_serving("llama-3.1-8b", "h100-sxm", Workload(4096, 256, concurrency=1.0, mode="disagg",
+                                                                        pools=(x, y)),
+                                  engine="vllm", mechanisms=["none"], search_concurrency=True, **SLA)["best"]
+                for x in (1, 2, 3, 4) for y in (1, 2, 3, 4)), key=lambda b: b["tokens_per_s_per_gpu"])
+    assert r["best"]["tokens_per_s_per_gpu"] == pytest.approx(best["tokens_per_s_per_gpu"], rel=1e-12)
+    assert r["best"]["pools"] == best["pools"] and r["best"]["pools"] != "1P1D"
+
+
+def test_deployment_search_equals_brute_force_on_a_small_space():
+    # 4 GPUs (one node of 4): TP 1, 2, 4 (Llama-3.1-8B: 32 query / 8 KV heads allow all); agg: replicas of one TP,
+    # tokens/s/GPU that of one replica; disagg: every xPyD with (x + y) TP <= 4: TP 1 -> 1P1D, 1P2D, 1P3D, 2P1D,
+    # 2P2D, 3P1D; TP 2 -> 1P1D; TP 4 -> none. The search's best must be the best of these 10 serving searches.
+    r = search_deployment("llama-3.1-8b", "h100-sxm", 4096, 256, gpus=4, gpus_per_node=4, engine="vllm",
+                          mechanisms=["none"], **SLA)
+    brute = []
+    for tp in (1, 2, 4):
+        b = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(4096, 256, concurrency=1.0), tp=tp,
+                              engine="vllm", mechanisms=["none"], search_concurrency=True, **SLA)["best"]
+        brute.append(("agg", tp, b))
+    for tp, pools in ((1, [(1, 1), (1, 2), (1, 3), (2, 1), (2, 2), (3, 1)]), (2, [(1, 1)])):
+        for p in pools:
+            b = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(4096, 256, concurrency=1.0, mode="disagg",
+                                                                        pools=p), tp=tp, engine="vllm",
+                                  mechanisms=["none"], search_concurrency=True, **SLA)["best"]
+            brute.append(("disagg", tp, b))
+    mode, tp, b = max((x for x in brute if x[2] is not None), key=lambda x: x[2]["tokens_per_s_per_gpu"])
+    assert r["best"]["mode"] == mode and r["best"]["tp"] == tp
+    assert r["best"]["best"]["tokens_per_s_per_gpu"] == pytest.approx(b["tokens_per_s_per_gpu"], rel=1e-12)
+    assert {(x["mode"], x["tp"]) for x in r["layouts"]} == {("agg", 1), ("agg", 2), ("agg", 4), ("disagg", 1),
+                                                            ("disagg", 2)}
+    assert sum(x["verdict"] == "best" for x in r["layouts"]) == 1
+
+
+def test_layout_that_does_not_fit_says_how_many_gb_and_which_tp_fits():
+    # Llama-3.3-70B in bf16: 70.6e9 parameters x 2 bytes = 141 GB of weights; an 80 GB H100 holds them from TP 2.
+    p = run("recommend", "-m", "llama-3.3-70b", "-H", "h100-sxm", "--engine", "vllm", "--isl", "2048", "--osl",
+            "512", "--max-tpot-ms", "50", "--gpus", "8", "--mode", "agg")
+    assert p.returncode == 0, p.stderr
+    assert "does not fit: the weights need 141 GB" in p.stdout and "TP 2 fits" in p.stdout
+    assert "answer: agg" in p.stdout
+
+
+def test_must_show_1_recommend_searches_tp_replicas_and_modes_in_one_command():
+    p = run("recommend", "--model", "llama-3.3-70b", "--hardware", "h200-sxm", "--dtype", "fp8", "--engine", "vllm",
+            "--isl", "2048", "--osl", "512", "--max-ttft-ms", "1000", "--max-tpot-ms", "30", "--gpus", "8")
+    assert p.returncode == 0, p.stderr
+    for layout in ("8 x TP 1", "4 x TP 2", "2 x TP 4", "1 x TP 8", "x TP 2"):
+        assert layout in p.stdout
+    assert "best agg:" in p.stdout and "best disagg:" in p.stdout and "answer:" in p.stdout
+    # a model without a shipped acceptance profile says so instead of silently dropping speculation
+    assert "no shipped acceptance profile for llama-3.3-70b" in p.stdout
+
+
+def test_serving_table_always_has_the_no_speculation_row_and_the_speedup_over_it():
+    r = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(2048, 512, concurrency=1.0), engine="vllm",
+                          search_concurrency=True, top=3, max_ttft_ms=1000, max_tpot_ms=20)
+    base = r["baseline"]
+    assert base is not None and base["mechanism"] == "none" and base in r["ranked"]
+    for x in r["ranked"]:
+        assert x["speedup_vs_none"] == pytest.approx(x["tokens_per_s_per_gpu"] / base["tokens_per_s_per_gpu"])
+    assert base["speedup_vs_none"] == pytest.approx(1.0)
+
+
+def test_deployment_search_takes_a_dtype_list_and_refuses_bad_budgets():
+    from specplan.core.errors import SpecplanError
+
+    r = search_deployment("llama-3.1-8b", "h100-sxm", 1024, 256, gpus=2, dtypes=["fp8", "bf16"], engine="vllm",
+                          mechanisms=["none"], max_tpot_ms=30.0, modes=("agg",))
+    assert {(x["dtype"], x["tp"]) for x in r["layouts"]} == {("fp8", 1), ("fp8", 2), ("bf16", 1), ("bf16", 2)}
+    with pytest.raises(SpecplanError, match="--gpus"):
+        search_deployment("llama-3.1-8b", "h100-sxm", 1024, 256, gpus=0)
+    p = run("recommend", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--isl", "1024", "--osl", "256", "--mode", "auto")
+    assert p.returncode == 2 and "auto needs --gpus" in p.stderr
+
+
+@pytest.mark.parametrize("cmd, extra, flag", [("recommend", ["--ep", "5", "--pp", "200"], "--dp/--ep/--pp"),
+                                              ("pareto", ["--layouts", "tp8", "-o", "OUT"], "--layouts")])
+def test_serving_commands_refuse_layout_flags_they_do_not_price(cmd, extra, flag, tmp_path):
+    extra = [str(tmp_path) if x == "OUT" else x for x in extra]
+    p = run(cmd, "-m", "llama-3.1-8b", "-H", "h100-sxm", "--isl", "100", "--osl", "10", *extra)
+    assert p.returncode == 2 and flag in p.stderr and len(p.stderr.strip().splitlines()) == 1

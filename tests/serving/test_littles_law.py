@@ -1,0 +1,207 @@
+"""Little's law and the disaggregated path, checked against closed forms worked out in each test body.
+
+Closed loop: C requests in flight = B decoding (y·B over y decode instances) + X·TTFT waiting for or in prefill,
+and X × request latency = C. The ideal engine adds nothing to the roofline, so each test prices its own steps
+with `step_time` / `prefill_s` and solves the documented equations with brentq."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy.optimize import brentq
+
+from specplan.costs.precision import resolve_precision
+from specplan.profiles.registry import load_hardware, load_model
+from specplan.serving.aggregated import aggregated
+from specplan.serving.disaggregated import disaggregated
+from specplan.serving.prefill import mixed_step_s, prefill_s
+from specplan.serving.workload import Workload
+from specplan.model.step import step_time
+
+KV_BYTES_PER_TOKEN_L8B = 32 * 2 * 8 * 128 * 2  # Llama-3.1-8B bf16: layers x (K, V) x kv heads x head dim x bytes
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "specplan", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("engine", ["trtllm", "vllm", "ideal"])
+def test_aggregated_littles_law_at_every_concurrency(engine):
+    c = np.array([1.0, 3.0, 64.0, 1e4])
+    r = aggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 256, concurrency=c), engine=engine)
+    np.testing.assert_allclose(r["requests_per_s"] * r["request_latency_s"], c, rtol=1e-2)
+    # the C = 10^4 point is held by the running cap (KV cache / max_num_seqs): the rest wait for admission
+    assert float(r["decode_batch"][-1]) <= float(r["running_cap"])
+    assert float(r["admission_wait_s"][-1]) > 0
+
+
+def test_issue25_one_client_with_a_long_prompt_is_one_request_in_flight():
+    # Llama-3.1-8B, H100, trtllm, ISL 100000 / OSL 4 at C = 1 implied 161 requests in flight (X·latency) when the
+    # decode batch was clamped to >= 1: one client has one request, mostly in prefill, so B << 1.
+    r = aggregated("llama-3.1-8b", "h100-sxm", Workload(100000, 4, concurrency=1), engine="trtllm")
+    assert float(r["requests_per_s"] * r["request_latency_s"]) == pytest.approx(1.0, rel=1e-2)
+    assert float(r["decode_batch"]) < 0.2
+    # X = 1 / latency: a single client sends the next request when the last one ends
+    assert float(r["requests_per_s"]) == pytest.approx(1.0 / float(r["request_latency_s"]), rel=1e-2)
+
+
+def test_single_client_aggregated_hand_solved_below_one_decoding_sequence():
+    # llama-3.2-1b, H100, ideal, ISL 512 / OSL 65, C = 1. One client: no other prompt can be ahead (the M/D/1
+    # wait is capped at (C - 1) prompts = 0). Steps priced at batch 1 (a fraction of a sequence decodes at the
+    # cost of one): T = step(1, ctx 544), dP = mixed(1, 512-token chunk) - step. With B < 1 decoding on average:
+    # tau = T + B dP / N_d, X = B / (N_d tau), service = max(tau, T + dP), TTFT = tau / 2 + service,
+    # and C = 1 = B + X TTFT.
+    m, hw = load_model("llama-3.2-1b"), load_hardware("h100-sxm")
+    prec = resolve_precision(m, hw, None, None)
+    ctx, n_d = 512 + 65 // 2, 64.0
+    t = float(step_time(m, hw, 1, 1.0, 1, ctx, precision=prec).total_s)
+    dp = float(mixed_step_s(m, hw, 1, 1.0, ctx, 512, 0, precision=prec) - mixed_step_s(m, hw, 1, 1.0, ctx, 0, 0,
+                                                                                         precision=prec))
+
+    def parts(b):
+        tau = t + b * dp / n_d
+        x = b / (n_d * tau)
+        return tau, x, tau / 2 + max(tau, t + dp)
+
+    b = brentq(lambda b: b + parts(b)[1] * parts(b)[2] - 1.0, 1e-6, 1.0, xtol=1e-12)
+    tau, x, ttft = parts(b)
+    r = aggregated(m, hw, Workload(512, 65, concurrency=1), engine="ideal")
+    assert b < 1.0
+    assert float(r["decode_batch"]) == pytest.approx(b, rel=1e-6)
+    assert float(r["ttft_s"]) == pytest.approx(ttft, rel=1e-6)
+    assert float(r["tpot_s"]) == pytest.approx(tau, rel=1e-6)
+    assert float(r["requests_per_s"]) == pytest.approx(x, rel=1e-6)
+
+
+@pytest.mark.parametrize("pools", [(1, 1), (2, 1), (1, 3), (3, 2)])
+def test_disaggregated_littles_law_requests_in_prefill_count(pools):
+    c = np.array([1.0, 8.0, 64.0, 512.0])
+    r = disaggregated("llama-3.1-8b", "h100-sxm", Workload(2048, 256, concurrency=c, mode="disagg", pools=pools),
+                      engine="vllm")
+    x, y = pools
+    b, xr, ttft = r["decode_batch"], r["requests_per_s"], r["ttft_s"]
+    assert np.all(np.isfinite(ttft))
+    np.testing.assert_allclose(y * b + xr * ttft, c, rtol=1e-2)  # C = y·B + X·TTFT
+    np.testing.assert_allclose(xr * r["request_latency_s"], c, rtol=1e-2)
+    # throughput counts every decode instance: X = y·B / (N_d·tau), N_d = 255 iterations, tau = TPOT here
+    np.testing.assert_allclose(xr, y * b / (255 * r["iteration_s"]), rtol=1e-9)
+    np.testing.assert_allclose(r["tokens_per_s_per_gpu"], xr * 256 / (x + y), rtol=1e-9)
+
+
+def test_disaggregated_hand_solved_1p2d():
+    # Llama-3.1-8B, H100, ideal, ISL 2048 / OSL 256, 1P2D at C = 16. Prefill S = prefill_s(2048) (one 2048-token
+    # step, no host cost); KV of 2048 tokens x 131072 B over NVLink (3 GPUs in one 8-GPU node, 450 GB/s);
+    # decode tau(B) = step at B (linear between whole batches), ctx 2048 + 128; X = 2 B / (255 tau);
+    # rho = X S; wait = min(rho / (2 (1 - rho)) S, 15 S); TTFT = S + wait + kv; solve 2 B + X TTFT = 16.
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    prec = resolve_precision(m, hw, None, None)
+    s = float(prefill_s(m, hw, 1, 2048, precision=prec, engine="ideal"))
+    kv = 2048 * KV_BYTES_PER_TOKEN_L8B / 450e9
+    whole = np.arange(1.0, 17.0)
+    t_w = step_time(m, hw, 1, whole, 1, 2048 + 128, precision=prec).total_s
+
+    def parts(b):
+        tau = float(np.interp(max(b, 1.0), whole, t_w))
+        x = 2 * b / (255 * tau)
+        rho = x * s
+        wait = min(rho / (2 * (1 - rho)) * s, 15 * s)
+        return tau, x, s + wait + kv
+
+    b = brentq(lambda b: 2 * b + parts(b)[1] * parts(b)[2] - 16.0, 1e-6, 8.0, xtol=1e-12)
+    tau, x, ttft = parts(b)
+    r = disaggregated(m, hw, Workload(2048, 256, concurrency=16, mode="disagg", pools=(1, 2)), engine="ideal")
+    assert float(r["prefill_s"]) == pytest.approx(s, rel=1e-9)
+    assert float(r["kv_transfer_s"]) == pytest.approx(kv, rel=1e-9)
+    assert float(r["decode_batch"]) == pytest.approx(b, rel=1e-6)
+    assert float(r["tpot_s"]) == pytest.approx(tau, rel=1e-6)
+    assert float(r["ttft_s"]) == pytest.approx(ttft, rel=1e-6)
+    assert float(r["tokens_per_s_per_gpu"]) == pytest.approx(x * 256 / 3, rel=1e-6)
+
+
+@pytest.mark.parametrize("tp, link_bytes_s", [(4, 450e9), (8, 50e9)])
+def test_kv_transfer_in_ttft_nvlink_in_a_node_nic_across(tp, link_bytes_s):
+    # One client (no queue): TTFT = S + KV transfer. 1P1D at TP 4 is 8 GPUs, one H100 node: NVLink 450 GB/s per
+    # direction; at TP 8 it is 16 GPUs, two nodes: the NIC, 50 GB/s per GPU (hardware_profiles/h100-sxm.yaml).
+    # Each rank moves its 1/TP of 8192 tokens x 131072 B.
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    prec = resolve_precision(m, hw, None, None)
+    kv = 8192 * KV_BYTES_PER_TOKEN_L8B / tp / link_bytes_s
+    r = disaggregated(m, hw, Workload(8192, 64, concurrency=1, mode="disagg"), tp=tp, engine="ideal")
+    s = float(prefill_s(m, hw, tp, 8192, precision=prec, engine="ideal"))
+    assert float(r["kv_transfer_s"]) == pytest.approx(kv, rel=1e-9)
+    assert float(r["ttft_s"]) == pytest.approx(s + kv, rel=1e-9)
+
+
+def test_issue26_ideal_disagg_ttft_is_finite_and_obeys_littles_law():
+    # `predict ... --engine ideal --mode disagg --isl 4096 --osl 256 --concurrency 64` printed TTFT 4.87e13 ms:
+    # the prefill pool at utilization 1 - 1e-12. A request can wait at most for the 63 other prompts:
+    # TTFT <= 64 S + kv, and X x latency = 64.
+    p = run("predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--engine", "ideal", "--mode", "disagg",
+            "--isl", "4096", "--osl", "256", "--concurrency", "64", "--json")
+    assert p.returncode == 0, p.stderr
+    b = json.loads(p.stdout)["serving"]["baseline"]
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    s = float(prefill_s(m, hw, 1, 4096, precision=resolve_precision(m, hw, None, None), engine="ideal"))
+    assert b["ttft_ms"] <= 1e3 * (64 * s + 4096 * KV_BYTES_PER_TOKEN_L8B / 450e9)
+    assert b["requests_per_s"] * b["request_latency_ms"] / 1e3 == pytest.approx(64, rel=1e-2)
+
+
+@pytest.mark.parametrize("mode", ["agg", "disagg"])
+def test_osl_one_has_no_tpot_and_a_finite_ttft(mode):
+    p = run("predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--engine", "ideal", "--mode", mode,
+            "--isl", "2048", "--osl", "1", "--concurrency", "1", "--json")
+    assert p.returncode == 0, p.stderr
+    b = json.loads(p.stdout)["serving"]["baseline"]
+    assert b["tpot_ms"] is None and b["tokens_per_s_per_user"] is None
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    s = float(prefill_s(m, hw, 1, 2048, precision=resolve_precision(m, hw, None, None), engine="ideal"))
+    kv = 2048 * KV_BYTES_PER_TOKEN_L8B / 450e9 if mode == "disagg" else 0.0
+    assert b["ttft_ms"] == pytest.approx(1e3 * (s + kv), rel=1e-3)  # one client: its prompt alone
+    assert b["request_latency_ms"] == pytest.approx(b["ttft_ms"], rel=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["agg", "disagg"])
+def test_open_loop_overload_is_an_answer(mode):
+    p = run("predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--mode", mode, "--isl", "4096", "--osl", "128",
+            "--request-rate", "1e9")
+    assert p.returncode == 0, p.stderr
+    assert "unstable: arrivals (1e+09 req/s) exceed capacity" in p.stdout
+    wl = Workload(4096, 128, request_rate=1e9, mode=mode)
+    fn = aggregated if mode == "agg" else disaggregated
+    sat = float(fn("llama-3.1-8b", "h100-sxm", wl, engine="vllm")["saturation_requests_per_s"])
+    assert 0 < sat < 1e3
+    below = fn("llama-3.1-8b", "h100-sxm", Workload(4096, 128, request_rate=0.9 * sat, mode=mode), engine="vllm")
+    above = fn("llama-3.1-8b", "h100-sxm", Workload(4096, 128, request_rate=1.1 * sat, mode=mode), engine="vllm")
+    assert bool(below["stable"]) and not bool(above["stable"])
+
+
+def test_prefill_first_engine_hand_solved():
+    # SGLang's order (mixed_prefill: false): a prompt runs in a prefill step of its own while decoding waits.
+    # llama-3.2-1b, H100, the ideal engine with mixed_prefill off, ISL 512 / OSL 65, C = 4: P = the 512-token
+    # prefill step alone (no decode rows); tau = T(B) + B P / 64; X = B / (64 tau); u = X P; wait =
+    # min(u / (2 (1 - u)) P, 3 P); TTFT = tau / 2 + wait + P; C = 4 = B + X TTFT.
+    from specplan.profiles.registry import load_engine
+
+    eng = load_engine("ideal").model_copy(update={"mixed_prefill": False})
+    m, hw = load_model("llama-3.2-1b"), load_hardware("h100-sxm")
+    prec = resolve_precision(m, hw, None, None)
+    ctx = 512 + 65 // 2
+    whole = np.array([1.0, 2.0, 3.0, 4.0])
+    t_w = step_time(m, hw, 1, whole, 1, ctx, precision=prec).total_s
+    p = float(mixed_step_s(m, hw, 1, 0.0, ctx, 512, 0, precision=prec))
+
+    def parts(b):
+        t = float(np.interp(np.log(max(b, 1.0)), np.log(whole), t_w))
+        tau = t + b * p / 64
+        x = b / (64 * tau)
+        u = x * p
+        return tau, x, tau / 2 + min(u / (2 * (1 - u)) * p, 3 * p) + p
+
+    b = brentq(lambda b: b + parts(b)[1] * parts(b)[2] - 4.0, 1e-6, 4.0, xtol=1e-12)
+    tau, x, ttft = parts(b)
+    r = aggregated(m, hw, Workload(512, 65, concurrency=4), engine=eng)
+    assert float(r["tpot_s"]) == pytest.approx(tau, rel=1e-6)
+    assert float(r["ttft_s"]) == pytest.approx(ttft, rel=1e-6)
+    assert float(r["decode_batch"]) == pytest.approx(b, rel=1e-6)
