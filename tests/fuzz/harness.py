@@ -102,9 +102,12 @@ RESULT_KEYS = frozenset({"step_ms", "verify_ms", "draft_ms", "speedup", "accepta
 
 
 def _null_results(v, path=""):
+    """Results that are null where every run has them; a serving row that says why it has none (an unstable
+    open loop: no throughput or latency; OSL 1: no TPOT) in its `note` is an answer, not a NaN that got out."""
     if isinstance(v, dict):
+        said = v.get("stable") is False or isinstance(v.get("note"), str)
         for k, x in v.items():
-            if x is None and k in RESULT_KEYS:
+            if x is None and k in RESULT_KEYS and not said:
                 yield f"{path}.{k}"
             else:
                 yield from _null_results(x, f"{path}.{k}")

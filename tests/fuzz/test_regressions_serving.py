@@ -193,3 +193,48 @@ def test_out_of_memory_line_names_the_largest_option():
     assert "--osl 40000000" in line
     assert "--batch-max 64k" in _out_of_memory_line(["pareto", "--batch-max", "64k", "--tp", "1,2"])
     assert "grid is too large" in _out_of_memory_line(["pareto", "--no-plots"])
+
+
+# ---------------------------------------------------------------- 3. validate-serving: outputs first, a fast fit
+
+@pytest.mark.parametrize("out", ["/dev/null", "/proc/self/x"])
+def test_validate_serving_checks_its_output_before_any_work(out):
+    _refused(["validate-serving", "-o", out, "--no-progress"], out, timeout_s=20)  # not after minutes of fitting
+
+
+def test_batched_fit_residuals_and_jacobian_equal_the_one_at_a_time_ones():
+    """The fit prices K engine variants in one solve per group: each row of the batch equals the variant priced
+    alone, and the batched Jacobian equals scipy's own 2-point finite differences (the fit's numbers unchanged)."""
+    import numpy as np
+    from scipy.optimize._numdiff import approx_derivative
+
+    import specplan.validation.serving as vs
+
+    rows = vs.load_rows()
+    rows = rows[rows["framework"].str.startswith("vLLM")]
+    gs = vs.groups(rows[rows["group"].isin(sorted(set(rows["group"]))[:2])])
+    sets = np.array(vs.START_GRID[:3])
+    many = vs._tpot_resid_many(gs, sets)
+    for k, p in enumerate(sets):
+        one = np.concatenate([np.log(g.predict(vs.with_params(g.engine, p))["tpot_s"] * 1e3
+                                     / g.rows["tpot_ms"].to_numpy(float)) for g in gs])
+        np.testing.assert_array_equal(many[k], one)
+    fun, jac = vs._fd_jacobian(gs, rel_step=1e-2)
+    x = np.array([1.5e-3, 4e-5, 6e-5]) / vs.SCALE + 1e-3
+    ref = approx_derivative(fun, x, method="2-point", rel_step=1e-2, f0=fun(x))
+    np.testing.assert_allclose(jac(x), ref, rtol=1e-12, atol=0)
+
+
+def test_lockstep_folds_equal_the_folds_fitted_one_by_one():
+    """The leave-group-out folds run in lockstep (every fold's pricing batched in one solve per group) give the
+    numbers each fold gives fitted alone."""
+    import specplan.validation.serving as vs
+
+    rows = vs.load_rows()
+    rows = rows[rows["framework"].str.startswith("vLLM")]
+    gs = vs.groups(rows[rows["group"].isin(sorted(set(rows["group"]))[:3])])
+    start = [7e-4, 3e-5, 7e-6]
+    together = vs.leave_group_out(gs, start)
+    for i, g in enumerate(gs):
+        alone = vs.fit([h for h in gs if h is not g], start=start)
+        assert together[i] == alone, (i, together[i], alone)
