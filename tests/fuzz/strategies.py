@@ -247,7 +247,9 @@ def misc_cmd():
     return st.sampled_from([[], ["--help"], ["nosuch"], ["step"], ["step", "--help"], ["pareto", "--bogus"],
                             ["bench", "nothing", "-o", "OUT/b.csv"], ["bench", "gemm", "-o", "OUT/b.csv"],
                             ["bench", "gemm", "--model", "llama-3.2-1b", "--device", "cuda", "-o", "AFILE/b.csv"],
-                            ["profiles"], ["model"], ["--version"]])
+                            ["profiles"], ["model"], ["--version"],
+                            ["validate-serving", "-o", "AFILE", "--no-progress"],  # refused before minutes of fitting
+                            ["validate-serving", "-o", "AFILE/sub", "--no-progress"]])
 
 
 def serving_cmd():
