@@ -183,6 +183,7 @@ def predict(
 
 @app.command("recommend")
 def recommend(
+    ctx: typer.Context,
     model: str = typer.Option(..., "--model", "-m", help="Target model id or profile YAML path."),
     hardware: str = typer.Option(..., "--hardware", "-H", help="Hardware id or profile YAML path."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel devices of the target."),
@@ -210,8 +211,7 @@ def recommend(
     draft_kv_budget: Optional[int] = typer.Option(None, "--draft-kv-budget", help="KV tokens the draft reads."),
     serving: Optional[str] = typer.Option(None, "--serving", help=SERVING_HELP),
     engine: Engine = None,
-    mode: Optional[str] = typer.Option(None, "--mode", help="agg | disagg (pools searched unless --pools); with "
-                                       "--gpus also auto (both; the default there)."),
+    mode: Mode = "agg",
     concurrency: Concurrency = None,
     request_rate: RequestRate = None,
     pools: Pools = None,
@@ -240,6 +240,9 @@ def recommend(
                        max_draft_len, dtype, kv_dtype, json_out, max_ttft_ms, eng)
         return
     if gpus is not None:
+        src = ctx.get_parameter_source("mode")
+        if src is None or src.name == "DEFAULT":
+            mode = "auto"  # the deployment search weighs both modes unless --mode says one
         if isl is None or osl is None:
             raise SpecplanError("recommend --gpus: give --isl and --osl (the serving workload to deploy)")
         if tp != 1 or pools is not None or concurrency is not None or request_rate is not None:
