@@ -105,7 +105,53 @@ def profiles_table() -> dict:
             "features": ",".join(k for k in kinds if k != "none"), "mtp": m.mtp.num_layers if m.mtp else 0,
             "weights": _weights_label(m),
         })
-    return {"hardware": hws, "models": models}
+    return {"hardware": hws, "models": models, "acceptance": acceptance_table(), "engines": engine_table()}
+
+
+def brief_source(text: str, n: int = 70) -> str:
+    """A source in a few words: its first URL, else its text up to the first ' (' or ';', at most n characters."""
+    import re
+
+    url = re.search(r"https?://[^\s),'\"]+", text or "")
+    if url:
+        return url.group(0)
+    head = re.split(r" \(|;", (text or "").strip(), maxsplit=1)[0]
+    return head if len(head) <= n else head[: n - 1] + "…"
+
+
+def acceptance_table() -> list[dict]:
+    """Shipped acceptance profiles, one summary dict each: mechanism, target model, draft, dataset, D range,
+    source."""
+    from specplan.speculation.acceptance import load_profile, profile_ids
+
+    out = []
+    for i in profile_ids():
+        p = load_profile(i)
+        ds = [int(d) for d, _ in p["points"]]
+        out.append({"id": i, "mechanism": p["mechanism"], "model": p.get("target", "-"),
+                    "draft": p.get("draft_model", "-"), "dataset": p.get("workload", "-"),
+                    "D": f"{min(ds)}-{max(ds)}" if len(ds) > 1 else str(ds[0]),
+                    "default": bool(p.get("default", False)), "source": brief_source(p.get("source", ""))})
+    return out
+
+
+def engine_table() -> list[dict]:
+    """Built-in engine profiles, one summary dict each: name, version, host step, CUDA-graph batch, the fields
+    fitted by `specplan validate-serving`, and where the numbers come from."""
+    from specplan.profiles.registry import engine_ids, load_engine
+
+    out = []
+    for i in engine_ids():
+        e = load_engine(i)
+        fitted = sorted(k for k, v in e.sources.items() if "fitted" in v)
+        serving_fit = any("validate-serving" in e.sources.get(k, "") for k in fitted)
+        out.append({"id": e.id, "name": e.name, "version": e.version or "-",
+                    "host_step_ms": round(1e3 * float(getattr(e, "host_step_s", 0.0) or 0.0), 3),
+                    "graph_max_batch": getattr(e, "graph_max_batch", "-"),
+                    "fitted": ",".join(fitted) or "-",
+                    "source": (f"{len(e.sources)} fields sourced in engine_profiles/{e.id}.yaml"
+                               + ("; host numbers fitted by specplan validate-serving" if serving_fit else ""))})
+    return out
 
 
 def _weights_label(m) -> str:

@@ -79,12 +79,33 @@ def summarize(res: dict, osl: np.ndarray, devices: float, *, max_tpot_s=None, ma
     return finite_or_none(out)
 
 
-def draft_len_series(res: dict, bins: int = 200) -> dict[str, np.ndarray]:
-    """D, batch, AL and per-token step time averaged over `bins` equal time windows (for plots and JSON)."""
+def window_medians(t_s: np.ndarray, x: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Median of the finite `x` whose time `t_s` falls in each window [edges[k], edges[k+1]) (the last window
+    closed); NaN for a window with none. One sort, no loop over windows."""
+    bins = edges.size - 1
+    ok = np.isfinite(x) & np.isfinite(t_s)
+    w = np.clip(np.searchsorted(edges, t_s[ok], side="right") - 1, 0, bins - 1)
+    v = x[ok]
+    order = np.lexsort((v, w))
+    v = v[order]
+    n = np.bincount(w, minlength=bins)
+    start = np.cumsum(n) - n
+    lo = np.clip(start + (n - 1) // 2, 0, max(v.size - 1, 0))
+    hi = np.clip(start + n // 2, 0, max(v.size - 1, 0))
+    if v.size == 0:
+        return np.full(bins, np.nan)
+    return np.where(n > 0, 0.5 * (v[lo] + v[hi]), np.nan)
+
+
+def draft_len_series(res: dict, bins: int = 200, osl: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """D, batch, AL and per-token step time averaged over `bins` equal time windows (for plots and JSON); with
+    `osl`, also request_tpot_p50_ms: the median TPOT_i (the table's per-request TPOT) of the requests that
+    finish in each window."""
     s = res["series"]
     t = s["t_s"]
+    keys = ("t_s", "draft_len", "batch", "al", "tpot_ms") + (("request_tpot_p50_ms",) if osl is not None else ())
     if t.size == 0:
-        return {k: np.zeros(0) for k in ("t_s", "draft_len", "batch", "al", "tpot_ms")}
+        return {k: np.zeros(0) for k in keys}
     edges = np.linspace(0.0, t[-1], bins + 1)
     idx = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, bins - 1)
     dec = s["batch"] > 0
@@ -96,6 +117,9 @@ def draft_len_series(res: dict, bins: int = 200) -> dict[str, np.ndarray]:
         out[k] = np.bincount(idx, w * v, bins) / np.where(wsum > 0, wsum, np.nan)
     tp = np.where(dec, s["step_s"] / np.where(dec, np.nan_to_num(s["al"], nan=1.0), 1.0), 0.0)
     out["tpot_ms"] = 1e3 * np.bincount(idx, w * tp, bins) / np.where(wsum > 0, wsum, np.nan)
+    if osl is not None:
+        tpot, _ = request_times(res, osl)
+        out["request_tpot_p50_ms"] = 1e3 * window_medians(res["finish_s"], tpot, edges)
     keep = wsum > 0  # windows without a decode step (idle, or prefill only) are left out
     return {k: v[keep] for k, v in out.items()}
 

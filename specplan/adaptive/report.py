@@ -41,22 +41,75 @@ def summary_markdown(res: dict, title: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_series(series: dict[str, dict], stem) -> list[Path]:
-    """Four panels over time: D, decode batch, AL and per-token step time, one line per policy."""
-    from specplan.plots import _figure, save_figure
+STYLES = ("-", "--", ":", "-.")  # line styles cycled with the colours: policies that coincide stay visible
 
-    fig, axes = _figure(9.0, 7.5, 1)
-    fig.clear()
-    axs = fig.subplots(4, 1, sharex=True)
-    for name, s in series.items():
-        for ax, key in zip(axs, ("draft_len", "batch", "al", "tpot_ms")):
-            ax.plot(s["t_s"], s[key], label=name, lw=1.2)
-    for ax, lab in zip(axs, ("draft length D", "decode batch", "AL (tokens / step)", "step time / AL (ms)")):
-        ax.set_ylabel(lab)
+
+def series_figure(series: dict[str, dict], rows: list[dict] | None = None, title: str = ""):
+    """Over time, one line per policy: D, decode batch, AL and the median TPOT of the requests finishing in each
+    window; then the whole run's TPOT p50 and p99 per policy, the numbers of the table (`rows`). The legend sits
+    beside the panels, never over a line; policies that coincide differ in line style and width."""
+    import matplotlib
+    import numpy as np
+
+    from specplan.plots import RC
+
+    with matplotlib.rc_context(RC):
+        fig = matplotlib.figure.Figure(figsize=(10.5, 9.6), dpi=110, layout="constrained")
+        matplotlib.backends.backend_agg.FigureCanvasAgg(fig)
+        gs = fig.add_gridspec(5, 1, height_ratios=(1, 1, 1, 1, 1.1))
+        axs = [fig.add_subplot(gs[0])]
+        axs += [fig.add_subplot(gs[k], sharex=axs[0]) for k in (1, 2, 3)]
+        summ = fig.add_subplot(gs[4])
+    cm = matplotlib.colormaps["tab10"]
+    names = list(series)
+    keys = ("draft_len", "batch", "al", "request_tpot_p50_ms" if any("request_tpot_p50_ms" in s for s in
+                                                                       series.values()) else "tpot_ms")
+    for i, name in enumerate(names):
+        s = series[name]
+        style = dict(color=cm(i % 10), ls=STYLES[(i // 10 + i) % len(STYLES)], lw=2.2 - 1.0 * (i % 3) / 2)
+        for ax, key in zip(axs, keys):
+            ax.plot(s["t_s"], s[key], label=name, **style)
+    labels = ("draft length D", "decode batch", "AL (tokens / step)",
+              "TPOT (ms): median of the requests\nfinishing in each window" if keys[-1] != "tpot_ms"
+              else "step time / AL (ms)")
+    for ax, lab in zip(axs, labels):
+        ax.set_ylabel(lab, fontsize=8)
         ax.grid(alpha=0.3)
+    for ax in axs[:-1]:
+        ax.tick_params(labelbottom=False)
     axs[-1].set_xlabel("time (s)")
-    axs[0].legend(ncols=min(4, len(series)), fontsize=8)
-    return save_figure(fig, stem)
+    axs[0].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False, title="policy")
+    rows = [r for r in (rows or []) if r.get("tpot_p50_ms") is not None]
+    x = np.arange(len(rows))
+    for k, r in enumerate(rows):
+        c = cm(names.index(r["policy"]) % 10) if r["policy"] in names else "k"
+        summ.plot([k], [r["tpot_p50_ms"]], "o", color=c, ms=7, gid="tpot-p50")
+        summ.plot([k], [r["tpot_p99_ms"]], "^", color=c, ms=7, mfc="none", gid="tpot-p99")
+        summ.plot([k, k], [r["tpot_p50_ms"], r["tpot_p99_ms"]], "-", color=c, lw=0.8, alpha=0.6)
+    summ.set_xticks(x, [r["policy"] + (" (bound)" if r.get("bound") else " (lossy)" if r.get("lossy") else "")
+                        for r in rows], fontsize=8)
+    summ.set_xlim(-0.6, max(len(rows), 1) - 0.4)
+    summ.set_ylabel("TPOT per request (ms)", fontsize=8)
+    summ.set_title("whole run, per policy: TPOT p50 (●) and p99 (△) of the requests — the table's numbers",
+                   fontsize=9)
+    summ.grid(alpha=0.3, axis="y")
+    summ.set_ylim(bottom=0)
+    if rows:
+        from matplotlib.lines import Line2D
+
+        summ.legend(handles=[Line2D([], [], color="k", marker="o", ls="", label="p50"),
+                             Line2D([], [], color="k", marker="^", mfc="none", ls="", label="p99")],
+                    loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    fig.suptitle(title or "Adaptive speculation over time (windows of the run; every policy on the same "
+                 "requests)", fontsize=10)
+    return fig
+
+
+def plot_series(series: dict[str, dict], stem, rows: list[dict] | None = None, title: str = "") -> list[Path]:
+    """`series_figure` written as stem.png and stem.svg."""
+    from specplan.plots import save_figure
+
+    return save_figure(series_figure(series, rows, title), stem)
 
 
 def write_report(res: dict, out_dir, title: str = "", plot_stem=None) -> list[Path]:
@@ -79,7 +132,9 @@ def write_report(res: dict, out_dir, title: str = "", plot_stem=None) -> list[Pa
         atomic_write_text(p, f.getvalue())
         paths.append(p)
     if res["series"]:
-        paths += plot_series(res["series"], plot_stem or d / "adaptive_timeseries")
+        fig_title = title or (f"Adaptive speculation: {res['model']} on {res['hardware']}, {res['requests']} requests "
+                              f"({res['source']})")
+        paths += plot_series(res["series"], plot_stem or d / "adaptive_timeseries", res["policies"], fig_title)
     return paths
 
 

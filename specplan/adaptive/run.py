@@ -101,7 +101,7 @@ def run_requests(model, hardware, wl: Workload, policies: list[str], *, d_max: i
                        progress=progress)
         rows.append(summarize(res, wl.osl, costs.devices, max_tpot_s=max_tpot_s, max_ttft_s=max_ttft_s,
                               graphs=g.cost(costs, model, kw.get("tp", 1))))
-        series[p.name] = draft_len_series(res)
+        series[p.name] = draft_len_series(res, osl=wl.osl)
     return {"mode": "requests", "model": costs.model_id, "hardware": costs.hardware_id, "engine": engine.profile,
             "requests": wl.n,
             "source": wl.source, "policies": rows, "series": series, "costs": costs}

@@ -99,6 +99,13 @@ def _out_of_memory_line(argv: list) -> str:
             f"{best[2]}: use a smaller one (or fewer batch, D, context or TP values)")
 
 
+def _click_group():
+    """The click group behind `app` (built by typer)."""
+    import typer.main
+
+    return typer.main.get_command(app)
+
+
 def _terminated(signum, frame):
     """SIGTERM (a killed run) unwinds like Ctrl-C, so temporary files are removed on the way out."""
     raise KeyboardInterrupt
@@ -117,6 +124,11 @@ def main() -> None:
     except ValueError:  # not the main thread
         old_term = None
     try:
+        from specplan.cli.foreign import foreign_flag_error
+
+        foreign = foreign_flag_error(sys.argv[1:], _click_group)
+        if foreign:
+            raise SpecplanError(foreign)
         rc = app(standalone_mode=False)
         if rc == 130:  # click turns Ctrl-C (and our SIGTERM) into exit code 130, silently
             print("error: interrupted (no partial output left behind)", file=sys.stderr)

@@ -8,7 +8,7 @@ import typer
 
 from specplan.cli.app import app
 from specplan.cli.output import print_json, table
-from specplan.cli.parsing import comma_list, context_tokens
+from specplan.cli.parsing import comma_list, context_tokens, fold_ids
 from specplan.planning.sweep import MAX_DRAFT_LEN
 
 COLUMNS = ("policy", "tpot_p50_ms", "tpot_p99_ms", "ttft_p50_ms", "ttft_p99_ms", "tokens_per_s_per_gpu",
@@ -70,7 +70,8 @@ def adaptive(
     trace: Optional[str] = typer.Option(
         None, "--trace", help="Shorthand: segments alpha[@batch]xITER, e.g. 0.9@8x300,0.5@32x300 (needs --context)."),
     context: Optional[str] = typer.Option(None, "--context", "-c", help="Context of --trace segments; 32k = 32768."),
-    mechanism: str = typer.Option("eagle3", "--mechanism", help="Draft mechanism whose costs are used."),
+    mechanism: str = typer.Option("eagle3", "--mechanism", callback=fold_ids,
+                                  help="Draft mechanism whose costs are used."),
     policies: str = typer.Option("fixed:3,sglang,model,oracle", "--policies",
                                  help="fixed:D, sglang[:CONFIG.json], model[:acc=S/time=E/slo=0], "
                                       "adasd[:max=D/relax=R]; bounds: oracle, clairvoyant (docs/adaptive.md)."),

@@ -43,6 +43,13 @@ def context_tokens(value: str | int, name: str = "--context") -> int:
         raise SpecplanError(f"{name}: expected a token count such as 4096 or 32k, got '{value}'") from None
 
 
+def fold_ids(value):
+    """Mechanism ids of a CLI option in lower case (EAGLE3 -> eagle3): a typer callback for str or list values."""
+    if value is None:
+        return None
+    return value.lower() if isinstance(value, str) else [v.lower() for v in value]
+
+
 def mech_values(items: Optional[Iterable[str]], expected: str) -> dict[str, str]:
     """{mechanism: value} from repeated `--acceptance MECH=VALUE` options; `expected` describes the form in errors."""
     out = {}
@@ -50,7 +57,7 @@ def mech_values(items: Optional[Iterable[str]], expected: str) -> dict[str, str]
         if "=" not in item:
             raise SpecplanError(f"--acceptance: expected {expected}, got '{item}'")
         k, v = item.split("=", 1)
-        out[k.strip()] = v.strip()
+        out[k.strip().lower()] = v.strip()
     return out
 
 

@@ -13,14 +13,17 @@ from specplan.cli.output import print_json, table
 
 @profiles_app.command("list")
 def profiles_list(json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables.")) -> None:
-    """List built-in hardware and model profiles (two tables)."""
+    """List built-in profiles: hardware, models, acceptance (mechanism, model, dataset, source) and engines."""
     from specplan.api import profiles_table
 
     data = profiles_table()
     if json_out:
         print_json(data)
         return
-    for title, rows in (("Hardware", data["hardware"]), ("Models", data["models"])):
+    for title, rows in (("Hardware", data["hardware"]), ("Models", data["models"]),
+                        ("Acceptance profiles (--acceptance MECH=ID; default: used when none is given)",
+                         data["acceptance"]),
+                        ("Engine profiles (--engine ID)", data["engines"])):
         print(f"{title} ({len(rows)})")
         if rows:
             header = list(rows[0])

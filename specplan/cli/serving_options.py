@@ -11,7 +11,8 @@ Engine = Annotated[Optional[str], typer.Option(
     "--engine", help="Serving engine: trtllm | vllm | sglang | ideal | YAML (with --isl/--osl).")]
 Mode = Annotated[str, typer.Option(
     "--mode", help="agg (in-flight batching) | disagg (prefill / decode pools; recommend and pareto search the "
-                   "pools unless --pools) | auto (recommend --gpus: both, its default).")]
+                   "pools unless --pools); pareto draws both when not given; auto (recommend --gpus: both, its "
+                   "default).")]
 Isl = Annotated[Optional[int], typer.Option(
     "--isl", help="Prompt tokens per request: the serving model (recommend --target-tps: the load; pareto: the "
                   "serving frontier over concurrency).")]

@@ -8,7 +8,7 @@ import typer
 
 from specplan.cli.app import app
 from specplan.cli.serving_options import Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate, StartupCohort
-from specplan.cli.parsing import cli_layout, comma_list, context_tokens, mech_values
+from specplan.cli.parsing import cli_layout, comma_list, context_tokens, fold_ids, mech_values
 from specplan.cli.output import print_json, table
 from specplan.core.errors import SpecplanError
 from specplan.speculation.guidelines import g1_phrase
@@ -75,7 +75,7 @@ def predict(
     context: Optional[str] = typer.Option(None, "--context", "-c", help="KV tokens per sequence; 32k = 32768."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math dtype (default: checkpoint's)."),
     kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype (default 16-bit)."),
-    mechanism: str = typer.Option("none", "--mechanism", "--mechanisms", help=MECHS + " (one)."),
+    mechanism: str = typer.Option("none", "--mechanism", "--mechanisms", callback=fold_ids, help=MECHS + " (one)."),
     draft_len: int = typer.Option(0, "--draft-len", "-D", help="Draft length D (tree: depth)."),
     tree_tokens: Optional[int] = typer.Option(None, "--tree-tokens", help="Verified tokens per step (tree)."),
     draft_model: Optional[str] = typer.Option(None, "--draft-model", help="Draft model / head id or YAML path."),
@@ -200,7 +200,7 @@ def recommend(
     context: Optional[str] = typer.Option(None, "--context", "-c", help="Tokens in the KV cache per sequence; 32k = 32768."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math dtype."),
     kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype."),
-    mechanisms: Optional[List[str]] = typer.Option(None, "--mechanisms", "--mechanism",
+    mechanisms: Optional[List[str]] = typer.Option(None, "--mechanisms", "--mechanism", callback=fold_ids,
                                                    help="Comma list or repeat (default: those with acceptance data)."),
     acceptance: Optional[List[str]] = typer.Option(None, "--acceptance", help="mech=value (0.8, 3.1@4, 0.9/0.8, profile)."),
     max_draft_len: int = typer.Option(MAX_DRAFT_LEN, "--max-draft-len", help="Largest D searched (every command's default)."),

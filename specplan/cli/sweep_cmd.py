@@ -12,7 +12,7 @@ import typer
 
 from specplan.cli.app import app
 from specplan.cli.serving_options import Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate, StartupCohort
-from specplan.cli.parsing import comma_list, int_list, mech_values
+from specplan.cli.parsing import comma_list, fold_ids, int_list, mech_values
 from specplan.core.errors import SpecplanError
 from specplan.planning.sweep import MAX_DRAFT_LEN
 
@@ -56,7 +56,7 @@ def figure_names(value: str | None, no_plots: bool = False) -> tuple[str, ...]:
 
 def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, figures=DEFAULT_FIGURES,
                  per: str = "gpu", acceptance_label: str = "", formats=("png",), grid_csv: bool = False,
-                 timings: dict | None = None) -> list[Path]:
+                 timings: dict | None = None, acceptance: dict | None = None) -> list[Path]:
     """Grid Parquet (and CSV with grid_csv), frontier CSV, best-at-interactivity CSV, columns doc and the
     figures named in `figures` (FIGURES keys; each in every one of `formats`).
 
@@ -111,7 +111,7 @@ def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, f
                                                         kv_heads=max(1, m.heads_per_device(tp)[1])),
                                  outdir / "attention_tiles", formats=formats)
     if "acceptance" in figures:
-        written += P.save_figure(P.plot_acceptance(df), outdir / "acceptance", formats=formats)
+        written += P.save_figure(P.plot_acceptance(df, acceptance=acceptance), outdir / "acceptance", formats=formats)
     if "breakdown" in figures:
         ds = sorted(int(x) for x in df["draft_len"].unique())  # every D of the grid, bars at their true D
         br = P.plot_breakdown(m, hw, tp, batch=batch, context_len=ctx, draft_lens=ds, layout=best.get("layout"))
@@ -135,6 +135,38 @@ def _heatmap(P, df, best, hw_id, tp, ctx, where, outdir, formats) -> list[Path]:
     return P.save_figure(heat, outdir / "speedup_heatmap", formats=formats)
 
 
+def acceptance_words(value: str) -> str:
+    """A user's --acceptance value in words: 'α = 0.8', 'AL 3.2 at D = 4', 'α per position 0.9, 0.8' or
+    'profile ID'."""
+    v = str(value).strip()
+    if "@" in v:
+        al, at = v.split("@", 1)
+        return f"AL {al} at D = {at}"
+    if "," in v:
+        return "α per position " + ", ".join(x.strip() for x in v.split(",") if x.strip())
+    try:
+        return f"α = {float(v):g}"
+    except ValueError:
+        return f"profile {v}"
+
+
+def acceptance_legend(df, model_id: str, given: dict) -> dict[str, str]:
+    """{mechanism: its acceptance in words} for the acceptance figure: the user's value, else the shipped profile
+    with its first-position α1 = AL(1) - 1 read off the grid."""
+    from specplan.speculation.acceptance import find_profile
+
+    out = {}
+    for mech in [str(x) for x in df["mechanism"].unique() if str(x) != "none"]:
+        if mech in given:
+            out[mech] = acceptance_words(given[mech])
+            continue
+        one = df.loc[(df["mechanism"] == mech) & (df["draft_len"] == 1), "acceptance_length"]
+        a1 = f"α1 = {float(one.mean()) - 1:.2f}" if len(one) else ""
+        src = find_profile(mech, model_id)
+        out[mech] = ", ".join(x for x in (f"profile {src}" if src else "mechanism default", a1) if x)
+    return out
+
+
 def acceptance_label(df, model_id: str, given: dict) -> str:
     """Which acceptance each swept mechanism used: the user's value or the shipped profile's id."""
     from specplan.speculation.acceptance import find_profile
@@ -153,7 +185,8 @@ def pareto(
     batch_max: Optional[int] = typer.Option(None, "--batch-max", help="Largest batch (default: largest that fits)."),
     batch_points: int = typer.Option(128, "--batch-points", help="Batch values when batch-max is larger."),
     max_draft_len: int = typer.Option(MAX_DRAFT_LEN, "--max-draft-len", help="D from 0 to this (every command's default)."),
-    mechanisms: Optional[List[str]] = typer.Option(None, "--mechanisms", "--mechanism", help="Comma list or repeat (default: all that apply)."),
+    mechanisms: Optional[List[str]] = typer.Option(None, "--mechanisms", "--mechanism", callback=fold_ids,
+                                                   help="Comma list or repeat (default: all that apply)."),
     acceptance: Optional[List[str]] = typer.Option(None, "--acceptance", help="MECH=VALUE: rate 0.8, AL@D 3.2@4, "
                                                    "per-position 0.9,0.8 or a profile id; repeat."),
     tp: Optional[List[str]] = typer.Option(None, "--tp", help="TP degrees, comma list (default 1,2,4,8 where heads divide)."),
@@ -177,31 +210,43 @@ def pareto(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on a terminal."),
     outdir: Path = typer.Option(..., "--out", "-o", help="Output folder."),
     engine: Engine = None,
-    mode: Mode = "agg",
+    mode: Mode = None,
     isl: Isl = None,
     osl: Osl = None,
     concurrency: Concurrency = None,
     request_rate: RequestRate = None,
     pools: Pools = None,
     startup_cohort: StartupCohort = False,
+    max_ttft_ms: Optional[float] = typer.Option(None, "--max-ttft-ms", help="Serving SLA (with --isl/--osl): "
+                                                "time to first token (ms)."),
+    max_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", help="Serving SLA (with --isl/--osl): "
+                                                "time per output token (ms)."),
 ) -> None:
     """Sweep batch x D x mechanism x TP x context x device; write grid, frontier and plots. With --isl/--osl:
-    the serving grid (mechanism x D x concurrency [x pools]) and its frontier as CSV (first device and TP)."""
+    the serving grid (device x TP x mode x mechanism x D x concurrency [x pools]; agg and disagg unless --mode),
+    its frontier and the serving frontier figure."""
+    from specplan.core.errors import SpecplanError
     from specplan.planning.frontier import frontier, throughput_column
     from specplan.profiles.registry import load_hardware, load_model
     from specplan.serving.workload import workload_from_options
     from specplan.speculation.speedup import mechanism_names
     from specplan.planning.sweep import sweep
 
-    wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools, require_load=False,
-                               startup_cohort=startup_cohort)
+    wl = workload_from_options(isl, osl, concurrency, request_rate, mode or ("disagg" if pools else "agg"), pools,
+                               require_load=False, startup_cohort=startup_cohort)
     if wl is not None:
         if layouts:
             raise SpecplanError("pareto: the serving model (--isl/--osl) takes --tp only, not --layouts")
-        _serving_pareto(model, hardware[0], wl, (int_list(tp, "--tp") or [1])[0], engine, comma_list(mechanisms) or None,
-                        mech_values(acceptance, _ACCEPTANCE_FORM), max_draft_len, concurrency is None and
-                        request_rate is None, Path(outdir), dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model))
+        modes = [mode] if mode else ["disagg"] if pools else ["agg", "disagg"]
+        _serving_pareto(model, hardware, wl, int_list(tp, "--tp") or [1], modes, engine,
+                        comma_list(mechanisms) or None, mech_values(acceptance, _ACCEPTANCE_FORM), max_draft_len,
+                        concurrency is None and request_rate is None, Path(outdir),
+                        dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model, max_ttft_ms=max_ttft_ms,
+                             max_tpot_ms=max_tpot_ms), figure_names(figures, no_plots), figure_formats(formats))
         return
+    for name, v in (("--max-ttft-ms", max_ttft_ms), ("--max-tpot-ms", max_tpot_ms)):
+        if v is not None:
+            raise SpecplanError(f"{name}: a serving SLA, needs --isl and --osl")
 
     from specplan.core.io import check_output_dir
 
@@ -235,12 +280,13 @@ def pareto(
     print(f"draft length D: 0 ... {int(df['draft_len'].max())} (--max-draft-len, default {MAX_DRAFT_LEN}; a "
           f"shipped acceptance profile may cap it)")
     t1 = time.process_time()
-    front = frontier(df, per=per)
+    by = ["hardware", "context_len"] + (["layout"] if len(comma_list(layouts)) > 1 else [])
+    front = frontier(df, per=per, by=by)
     t2 = time.process_time()
     cost: dict = {}
     written = write_pareto(df, front, Path(outdir), m, {h.id: h for h in hws}, figures=figs, per=per,
                            acceptance_label=acceptance_label(df, m.id, acc), formats=fmts, grid_csv=grid_csv,
-                           timings=cost)
+                           timings=cost, acceptance=acceptance_legend(df, m.id, acc))
     if timings:
         work = time.process_time() - t0 - cost["import_s"]
         print(f"timings (CPU s): sweep {t1 - t0:.2f}, frontier {t2 - t1:.2f}, tables {cost['tables_s']:.2f}, "
@@ -248,7 +294,9 @@ def pareto(
               f"matplotlib {cost['import_s']:.2f}); the command's work {work:.2f} = "
               f"{work / max(t2 - t0, 1e-9):.2f}x sweep + frontier")
     n_fit = int(df["fits"].sum())
-    print(f"{len(df):,} grid points ({n_fit:,} fit in memory), {len(front):,} frontier rows")
+    n_scopes = int(front["scope"].nunique()) - 1 if len(front) else 0
+    print(f"{len(df):,} grid points ({n_fit:,} fit in memory), {len(front):,} frontier rows: the overall frontier "
+          f"and one per ({', '.join(by)}) ({n_scopes}), told apart by frontier.csv's scope column")
     for p in written:
         print(f"wrote {p}")
 
@@ -276,20 +324,57 @@ def study(
     print(f"wrote {Path(outdir) / 'summary.md'} and {len(summary['plots'])} plot files")
 
 
-def _serving_pareto(model, hardware, wl, tp, engine, mechs, acc, max_draft_len, search, outdir: Path, kw) -> None:
-    """pareto --isl/--osl: serving_grid.csv and serving_frontier.csv (tokens/s/GPU vs tokens/s/user)."""
-    from specplan.planning.frontier import frontier_mask
-    from specplan.core.io import atomic_write_text
-    from specplan.planning.recommend_serving import serving_grid
+def _serving_pareto(model, hardware: list, wl, tps: list[int], modes: list[str], engine, mechs, acc, max_draft_len,
+                    search, outdir: Path, kw, figures=("frontier",), formats=("png",)) -> None:
+    """pareto --isl/--osl: serving_grid.csv (every device, TP and mode), serving_frontier.csv (set and scope
+    columns: overall and per (device, mode)) and the serving frontier figure (tokens/s/GPU vs tokens/s/user)."""
+    import dataclasses
 
-    df = serving_grid(model, hardware, wl, tp=tp, engine=engine, mechanisms=mechs, acceptance=acc,
-                      max_draft_len=max_draft_len, search_concurrency=search,
-                      **{k: v for k, v in kw.items() if v is not None})
-    ok = df[df["meets_sla"]]
-    front = ok[frontier_mask(ok["tokens_per_s_per_user"].to_numpy(), ok["tokens_per_s_per_gpu"].to_numpy())]
-    front = front.sort_values("tokens_per_s_per_user")
+    import pandas as pd
+
+    from specplan.core.io import atomic_write_text, check_output_dir
+    from specplan.planning.frontier import serving_frontier
+    from specplan.planning.recommend_serving import serving_grid
+    from specplan.profiles.registry import load_hardware, load_model
+
+    check_output_dir(outdir)
+    m = load_model(model)
+    hws = list({h.id: h for h in (load_hardware(x) for x in hardware)}.values())
+    parts = []
+    for hw in hws:
+        for tp in tps:
+            for mode in modes:
+                w = dataclasses.replace(wl, mode=mode, pools=wl.pools if mode == "disagg" else None)
+                g = serving_grid(m, hw, w, tp=tp, engine=engine, mechanisms=mechs, acceptance=acc,
+                                 max_draft_len=max_draft_len, search_concurrency=search,
+                                 **{k: v for k, v in kw.items() if v is not None})
+                g.insert(0, "mode", mode)
+                g.insert(0, "tp", tp)
+                g.insert(0, "hardware", hw.id)
+                parts.append(g)
+    df = pd.concat(parts, ignore_index=True)
+    front = serving_frontier(df)
     outdir.mkdir(parents=True, exist_ok=True)
+    written = []
     for name, t in (("serving_grid.csv", df), ("serving_frontier.csv", front)):
         atomic_write_text(outdir / name, t.to_csv(index=False))
-        print(f"wrote {outdir / name}")
-    print(f"{len(df):,} serving configurations, {len(front):,} on the frontier")
+        written.append(outdir / name)
+    if "frontier" in figures:
+        from specplan import plots as P
+        from specplan.plots.serving_frontier import plot_serving_frontier
+
+        title = (f"{m.id} serving on {', '.join(h.id for h in hws)}: ISL {wl.isl:,}, OSL {wl.osl:,}, "
+                 f"TP {', '.join(map(str, tps))}")
+        fig = plot_serving_frontier(front, title=title, max_tpot_ms=kw.get("max_tpot_ms"),
+                                    max_ttft_ms=kw.get("max_ttft_ms"))
+        written += P.save_figure(fig, outdir / "serving_frontier", formats=formats)
+    left = [f for f in figures if f != "frontier"]
+    if left:
+        print(f"figures: {', '.join(left)} are drawn for the batch grid only (without --isl/--osl); the serving "
+              f"grid draws serving_frontier")
+    n_ok = int(df["meets_sla"].sum())
+    print(f"{len(df):,} serving configurations ({n_ok:,} meet the SLA) over {len(hws)} device(s) x TP "
+          f"{', '.join(map(str, tps))} x {', '.join(modes)}; {len(front):,} frontier rows: the overall frontier and "
+          f"one per (device, mode), told apart by serving_frontier.csv's scope column")
+    for p in written:
+        print(f"wrote {p}")

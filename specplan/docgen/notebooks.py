@@ -17,7 +17,11 @@ Each guideline of `reference/seeds/guidelines_recovered.md` (the speculative-dec
 recomputed with specplan's roofline on small grids: G1 verify GEMMs against B·(1 + D) and the ridge;
 G2/G3 attention against D for G = 4 … 64 with the 128-row tile steps; G4 the draft overhead ρD at low
 latency; G5 mechanisms compared by speedup, not by acceptance length. Every cell checks what it plots."""),
-    new_code_cell("""import numpy as np
+    new_code_cell("""import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
 from IPython.display import Image, display
 from matplotlib.figure import Figure
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -30,10 +34,15 @@ from specplan.speculation.speedup import evaluate
 
 MODEL, HW = load_model('llama-3.1-8b'), load_hardware('h100-sxm')
 
+# Figures go to $SPECPLAN_FIGURES when set, else to a temporary folder: nothing is written next to the notebook.
+FIGURES = Path(os.environ.get('SPECPLAN_FIGURES') or tempfile.mkdtemp(prefix='specplan_guidelines_'))
+FIGURES.mkdir(parents=True, exist_ok=True)
+print('figures in', FIGURES)
+
 def show(fig, name):
     FigureCanvasAgg(fig)
-    fig.savefig(name, dpi=90)
-    display(Image(name))"""),
+    fig.savefig(FIGURES / name, dpi=90)
+    display(Image(str(FIGURES / name)))"""),
     new_markdown_cell("""## Guideline 1: verify GEMMs turn compute-bound at B·(1 + D) ≈ the ridge
 
 The GEMM time of one verify step stays flat while the weights stream (memory-bound) and then grows with the
@@ -155,6 +164,9 @@ assert len(speedups) == 4 and all(s > 1 for s in speedups.values())"""),
 
 
 def write(name: str, cells) -> None:
+    """notebooks/<name> from `cells`, cell ids numbered in order (a rerun rewrites the same bytes)."""
+    for i, c in enumerate(cells):
+        c["id"] = f"cell-{i:02d}"
     nb = new_notebook(cells=cells, metadata={"kernelspec": {"display_name": "Python 3", "language": "python",
                                                             "name": "python3"}})
     nbformat.write(nb, ROOT / "notebooks" / name)

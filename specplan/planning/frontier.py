@@ -12,6 +12,11 @@ that when drafts run on other hardware.
 one table with a `set` column: `baseline` (D = 0), `speculation` (D >= 1, all mechanisms), `overall`
 (everything), and `mechanism:<name>` (D >= 1 of one mechanism). Infeasible points (fits = False) never
 enter a frontier. `best_at` reads the best configuration at given interactivity levels off a frontier.
+
+A `scope` column (second) says over which grid points each frontier was taken: `overall` (the whole grid), and
+with `by=["hardware", "context_len"]` (what `specplan pareto` writes) one scope per (device, context), spelled
+`hardware=h100-sxm context_len=4096`: context is a property of the workload, not a knob to pick, so a frontier
+over several contexts alone would drop every context but the shortest.
 """
 
 from __future__ import annotations
@@ -125,11 +130,21 @@ def frontier_sets(fits, draft_len, mech_codes, user, gpu, mech_names) -> dict[st
     return out
 
 
-def frontier(df, sets: list[str] | None = None, per: str = "gpu"):
-    """Frontier rows of a sweep DataFrame for each set (see module doc), with a `set` column first.
+OVERALL = "overall"  # the scope of the frontier over the whole grid
 
-    Rows are the grid rows (all columns kept) ordered by set, then by increasing tok_s_user. `per`: rank
-    throughput per target GPU ('gpu', tok_s_gpu) or per device including draft devices ('device', tok_s_device).
+
+def scope_label(keys: dict) -> str:
+    """'hardware=h100-sxm context_len=4096' of one group of a frontier `by` (the `scope` column)."""
+    return " ".join(f"{k}={v}" for k, v in keys.items())
+
+
+def frontier(df, sets: list[str] | None = None, per: str = "gpu", by: list[str] | None = None):
+    """Frontier rows of a sweep DataFrame for each set (see module doc), with `set` and `scope` columns first.
+
+    Rows are the grid rows (all columns kept) ordered by scope (overall first), set, then increasing
+    tok_s_user. `per`: rank throughput per target GPU ('gpu', tok_s_gpu) or per device including draft devices
+    ('device', tok_s_device). by: grid columns (e.g. hardware, context_len, layout); each group of equal
+    values gets its own frontiers, scope `col=value,...`, besides the overall ones (scope `overall`).
     """
     import pandas as pd
 
@@ -138,20 +153,38 @@ def frontier(df, sets: list[str] | None = None, per: str = "gpu"):
     if not isinstance(mech.dtype, pd.CategoricalDtype):
         mech = mech.astype("category")
     names = [str(c) for c in mech.cat.categories]
-    found = frontier_sets(df["fits"].to_numpy(dtype=bool), df["draft_len"].to_numpy(), mech.cat.codes.to_numpy(),
-                          df["tok_s_user"].to_numpy(), df[col].to_numpy(), names)
-    parts = []
-    for name, idx in found.items():
-        if (sets is not None and name not in sets) or idx.size == 0:
-            continue
-        part = df.iloc[idx].reset_index(drop=True)
-        part.insert(0, "set", name)
-        parts.append(part)
-    if not parts:
+    fits = df["fits"].to_numpy(dtype=bool)
+    d, codes = df["draft_len"].to_numpy(), mech.cat.codes.to_numpy()
+    u, g = df["tok_s_user"].to_numpy(), df[col].to_numpy()
+    groups = [(OVERALL, np.arange(len(df)))]
+    if by:
+        for key, idx in df.groupby(list(by), sort=True, observed=True).indices.items():
+            key = key if isinstance(key, tuple) else (key,)
+            groups.append((scope_label(dict(zip(by, key))), np.sort(idx)))
+    idx_parts, set_names, scopes = [], [], []
+    for scope, rows in groups:
+        found = frontier_sets(fits[rows], d[rows], codes[rows], u[rows], g[rows], names)
+        for name, idx in found.items():
+            if (sets is not None and name not in sets) or idx.size == 0:
+                continue
+            idx_parts.append(rows[idx])
+            set_names.append(np.full(idx.size, name, dtype=object))
+            scopes.append(np.full(idx.size, scope, dtype=object))
+    if not idx_parts:
         out = df.iloc[0:0].copy()
+        out.insert(0, "scope", pd.Series(dtype=str))
         out.insert(0, "set", pd.Series(dtype=str))
         return out
-    return pd.concat(parts, ignore_index=True)
+    out = df.iloc[np.concatenate(idx_parts)].reset_index(drop=True)  # one take for every set and scope
+    out.insert(0, "scope", np.concatenate(scopes))
+    out.insert(0, "set", np.concatenate(set_names))
+    return out
+
+
+def overall(front):
+    """The rows of a frontier table taken over the whole grid (scope `overall`; tables without a scope column
+    are all overall)."""
+    return front[front["scope"] == OVERALL] if "scope" in front.columns else front
 
 
 def best_at(front, levels, set_name: str = "overall", per: str = "gpu"):
@@ -159,7 +192,8 @@ def best_at(front, levels, set_name: str = "overall", per: str = "gpu"):
     tok_s_device) among those with tok_s_user >= level. Returns a DataFrame with `level_tok_s_user` first;
     levels above the frontier's reach get no row."""
     col = throughput_column(per)
-    f = front[front["set"] == set_name].reset_index(drop=True)
+    f = overall(front)
+    f = f[f["set"] == set_name].reset_index(drop=True)
     levels = np.asarray(levels, dtype=np.float64)
     fu = f["tok_s_user"].to_numpy(dtype=np.float64)
     fg = f[col].to_numpy(dtype=np.float64)
@@ -177,10 +211,48 @@ def best_at(front, levels, set_name: str = "overall", per: str = "gpu"):
 
 def interactivity_levels(front, n: int = 12, set_name: str = "overall") -> np.ndarray:
     """`n` round, geometrically spaced interactivity levels spanning a frontier set."""
-    f = front[front["set"] == set_name]
+    f = overall(front)
+    f = f[f["set"] == set_name]
     if f.empty:
         return np.zeros(0)
     lo, hi = float(f["tok_s_user"].min()), float(f["tok_s_user"].max())
     raw = np.geomspace(max(lo, 1e-6), hi, n)
     mag = 10.0 ** np.floor(np.log10(raw))
     return np.unique(np.floor(raw / mag * 2) / 2 * mag)
+
+
+SERVING_BY = ("hardware", "mode")  # the serving frontier's scopes besides the overall one
+
+
+def serving_frontier(grid, by=SERVING_BY):
+    """Frontier of a serving grid (tokens_per_s_per_gpu against tokens_per_s_per_user, rows meeting the SLA
+    only): sets baseline (D = 0), speculation (D >= 1) and overall, for the whole grid (scope `overall`) and
+    for each group of `by` (scope `hardware=b200 mode=agg`). Rows ordered by scope, set, increasing
+    tokens_per_s_per_user; `set` and `scope` columns first."""
+    import pandas as pd
+
+    ok = grid[grid["meets_sla"].to_numpy(dtype=bool)].reset_index(drop=True)
+    u = ok["tokens_per_s_per_user"].to_numpy(dtype=float)
+    g = ok["tokens_per_s_per_gpu"].to_numpy(dtype=float)
+    d = ok["draft_len"].to_numpy()
+    groups = [(OVERALL, np.arange(len(ok)))]
+    cols = [c for c in by if c in ok.columns]
+    if cols and len(ok):
+        for key, idx in ok.groupby(cols, sort=True).indices.items():
+            key = key if isinstance(key, tuple) else (key,)
+            groups.append((scope_label(dict(zip(cols, key))), np.sort(idx)))
+    parts = []
+    for scope, rows in groups:
+        for name, sel in (("baseline", rows[d[rows] == 0]), ("speculation", rows[d[rows] >= 1]), ("overall", rows)):
+            if sel.size == 0:
+                continue
+            part = ok.iloc[sel[frontier_indices(u[sel], g[sel])]].reset_index(drop=True)
+            part.insert(0, "scope", scope)
+            part.insert(0, "set", name)
+            parts.append(part)
+    if not parts:
+        out = ok.iloc[0:0].copy()
+        out.insert(0, "scope", pd.Series(dtype=str))
+        out.insert(0, "set", pd.Series(dtype=str))
+        return out
+    return pd.concat(parts, ignore_index=True)

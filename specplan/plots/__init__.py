@@ -6,6 +6,8 @@
 3. `plot_attention_tiles`: attention runtime and normalized throughput against D for several G (128-row tiles).
 4. `plot_acceptance`: acceptance length against D per mechanism.
 5. `plot_breakdown`: step time by kernel class against D.
+6. `plot_serving_frontier`: the serving model's tokens/s per GPU against tokens/s per user, with and without
+   speculation, agg and disagg, per device; the TPOT SLA as a line; points labelled (TP, concurrency, D, pools).
 
 `save_figure` writes PNG and SVG atomically; SVG is deterministic (fixed hash salt, no date).
 Import this module lazily: it imports matplotlib.
@@ -27,7 +29,9 @@ from specplan.plots.heatmap import _pick, colorbar_ticks, plot_speedup_heatmap  
 from specplan.plots.attention_tiles import attention_tile_curves, plot_attention_tiles  # noqa: F401
 from specplan.plots.acceptance_plot import plot_acceptance  # noqa: F401
 from specplan.plots.breakdown_plot import CLASS_COLORS, plot_breakdown  # noqa: F401
+from specplan.plots.serving_frontier import plot_serving_frontier  # noqa: F401
 
 __all__ = ["RC", "CLASS_COLORS", "fit_margins", "tick_marks", "plain_log_axes", "save_figure", "place_labels",
            "frontier_label", "plot_frontier", "best_setup", "colorbar_ticks", "plot_speedup_heatmap",
-           "attention_tile_curves", "plot_attention_tiles", "plot_acceptance", "plot_breakdown"]
+           "attention_tile_curves", "plot_attention_tiles", "plot_acceptance", "plot_breakdown",
+           "plot_serving_frontier"]

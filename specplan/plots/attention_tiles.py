@@ -6,7 +6,7 @@ import matplotlib
 import matplotlib.ticker
 import numpy as np
 
-from specplan.plots.canvas import _figure
+from specplan.plots.canvas import _figure, log_tick_labels
 
 def attention_tile_curves(hw, groups=(4, 8, 16, 32), context_len=32768, batch=8, head_dim=128, kv_heads=8,
                           max_draft_len=40, kv_dtype="bf16"):
@@ -31,7 +31,7 @@ def plot_attention_tiles(hw, groups=(4, 8, 16, 32), contexts=(32768, 131072), ba
     from specplan.profiles.registry import load_hardware
 
     hw = load_hardware(hw)
-    fig, (a1, a2) = _figure(10.5, 4.6, ncols=2, margins=(0.68, 0.1, 0.5, 0.16, 0.62))
+    fig, (a1, a2) = _figure(10.5, 5.2, ncols=2, margins=(0.68, 0.1, 1.05, 0.16, 0.62))
     colors = matplotlib.colormaps["tab10"]
     styles = ["-", "--", ":", "-."]
     marks = ["o", "x", "s", "^"]
@@ -52,8 +52,8 @@ def plot_attention_tiles(hw, groups=(4, 8, 16, 32), contexts=(32768, 131072), ba
         if knee <= max_draft_len:
             a2.axvline(knee, color=colors(i), lw=0.8, alpha=0.5)
     a1.set_yscale("log")
-    a1.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-    a1.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    a1.set_ylim(a1.get_ylim())  # final limits, then labels on enough ticks (1-2-5, or 1..9, per decade)
+    log_tick_labels(a1, "y")
     a1.set_xlabel("draft length D (tokens per iteration)")
     a1.set_ylabel("attention kernel runtime per layer (µs)")
     a1.set_title(f"Runtime per layer ({hw.id}, B = {batch}, {kv_heads} KV heads, head dim {head_dim})")
@@ -62,6 +62,8 @@ def plot_attention_tiles(hw, groups=(4, 8, 16, 32), contexts=(32768, 131072), ba
     a2.set_title("Normalized throughput; thin lines: D = 128/G - 1")
     for a in (a1, a2):
         a.grid(True, alpha=0.3)
-        a.legend(fontsize=7, ncol=2, loc="upper left")
+    # Legends beside the panels' data: below each panel, never over a curve.
+    for a in (a1, a2):
+        a.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False)
     fig.suptitle(title or "Decode attention with speculation: 128-row tiles (runtime steps at G(1+D) = k x 128)")
     return fig

@@ -107,6 +107,24 @@ def log_minor_marks(ax) -> None:
         tick_marks(ax, pos[(pos >= lo) & (pos <= hi)], axis=name)
 
 
+def log_tick_labels(ax, axis: str = "y", base: float = 10.0, min_labels: int = 3) -> None:
+    """Label a log axis whose limits are final with at least `min_labels` plain numbers: decades, else 1-2-5
+    of each decade, else every integer multiple (a range inside one decade would otherwise show one label or
+    none). base 2: every power of two."""
+    a = ax.yaxis if axis == "y" else ax.xaxis
+    lo, hi = sorted(ax.get_ylim() if axis == "y" else ax.get_xlim())
+    fmt = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}")
+    subs_try = [(1.0,)] if base == 2 else [(1.0,), (1.0, 2.0, 5.0), tuple(float(k) for k in range(1, 10))]
+    for subs in subs_try:
+        loc = matplotlib.ticker.LogLocator(base=base, subs=subs, numticks=50)
+        ticks = [t for t in loc.tick_values(lo, hi) if lo <= t <= hi]
+        if len(ticks) >= min_labels:
+            break
+    a.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
+    a.set_major_formatter(fmt)
+    a.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
 def save_figure(fig, stem, formats=("png", "svg")) -> list[Path]:
     """Write `stem.<fmt>` for each format atomically; SVG and PNG carry no date, SVG ids use a fixed salt.
 

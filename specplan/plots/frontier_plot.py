@@ -29,27 +29,34 @@ def _label_candidates(spec, col: str, n: int) -> list[int]:
 
 def plot_frontier(df, title: str | None = None, max_labels: int = 8, label_hardware: bool | None = None,
                   per: str = "gpu"):
-    """Figure 1: frontier with (solid) and without (dashed) speculation for each device; up to `max_labels`
-    points per device labelled 'mechanism (B, D, TP)', placed inside the axes without overlaps.
+    """Figure 1: frontier with (solid) and without (dashed) speculation for each device (each device and
+    context when several contexts are swept); up to `max_labels` points per curve labelled 'mechanism (B, D,
+    TP)', placed inside the axes without overlaps.
     per: throughput per target GPU ('gpu') or per device, draft devices included ('device')."""
     from specplan.planning.frontier import frontier, throughput_column
 
     col = throughput_column(per)
 
-    fig, ax = _figure(8.8, 6.2, margins=(0.8, 0.15, 1.12, 0.16))
-    hws = [str(h) for h in df["hardware"].unique()]
+    ctxs = sorted(int(c) for c in df["context_len"].unique())
+    # One pair of curves per device, and per (device, context) when several contexts are swept: context is
+    # the workload's, so each keeps its own frontier (as frontier.csv's scopes do).
+    groups = [(str(h), c) for h in df["hardware"].unique() for c in (ctxs if len(ctxs) > 1 else [None])]
+    extra_in = 0.15 * max(0, len(groups) - 2)  # one legend row per curve pair past two
+    fig, ax = _figure(8.8, 6.2 + extra_in, margins=(0.8, 0.15, 1.12 + extra_in, 0.16))
     colors = matplotlib.colormaps["tab10"]
     labelled = []
-    for i, h in enumerate(hws):
-        f = frontier(df[df["hardware"] == h], sets=["baseline", "overall"], per=per)
+    for i, (h, c_len) in enumerate(groups):
+        sub = df[df["hardware"] == h] if c_len is None else df[(df["hardware"] == h) & (df["context_len"] == c_len)]
+        f = frontier(sub, sets=["baseline", "overall"], per=per)
         base = f[f["set"] == "baseline"]
         spec = f[f["set"] == "overall"]
         c = colors(i % 10)
+        name = h if c_len is None else f"{h}, context {c_len:,}"
         ax.plot(base["tok_s_user"], base[col], "--", color=c, lw=1.3, alpha=0.8,
-                label=f"{h}: without speculation (D = 0)")
+                label=f"{name}: without speculation (D = 0)")
         ax.plot(spec["tok_s_user"], spec[col], "-", color=c, lw=2.0, marker="o", ms=3,
-                label=f"{h}: with speculation (best D)")
-        labelled.append((h, spec.reset_index(drop=True), c))
+                label=f"{name}: with speculation (best D)")
+        labelled.append((name, spec.reset_index(drop=True), c))
     if any(not x.empty for _, x, _ in labelled):
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -80,9 +87,10 @@ def best_setup(df, front, per: str = "gpu") -> dict:
     """Device, TP, context, batch and mechanism of the best frontier point (highest throughput `per` on the
     speculation frontier, else the overall one) for the heat map and breakdown; `fits` False (first device,
     smallest TP, context and batch 16) when no point fits."""
-    from specplan.planning.frontier import throughput_column
+    from specplan.planning.frontier import overall, throughput_column
 
     col = throughput_column(per)
+    front = overall(front)
     for name in ("speculation", "overall"):
         f = front[front["set"] == name]
         if not f.empty:

@@ -62,10 +62,11 @@ def plot_speedup_heatmap(df, hardware=None, mechanism=None, tp=None, context_len
     cb.set_label("speedup over D = 0 at the same batch (x)")
     handles = []
     spec_cols = drafts >= 1
-    sg = grid[:, spec_cols]
-    if spec_cols.sum() > 1 and batches.size > 1 and np.nanmin(sg) < 1 < np.nanmax(sg):
-        ax.contour(np.flatnonzero(spec_cols), np.arange(batches.size), sg, levels=[1.0], colors="k",
-                   linewidths=1.2)
+    sg = shown[:, spec_cols]  # points that fit only: the break-even line stops at the "does not fit" region
+    if (spec_cols.sum() > 1 and batches.size > 1 and np.isfinite(sg).any()
+            and np.nanmin(sg) < 1 < np.nanmax(sg)):
+        ax.contour(np.flatnonzero(spec_cols), np.arange(batches.size), np.ma.masked_invalid(sg), levels=[1.0],
+                   colors="k", linewidths=1.2)
         handles.append(Line2D([], [], color="k", lw=1.2, label="speedup = 1 (break-even)"))
     best = np.nanargmax(np.where(fit, grid, -np.inf), axis=1)
     has = fit.any(axis=1)

@@ -26,23 +26,11 @@ def write_study_plots(st, scenarios, grids, fronts, outdir: Path) -> list[str]:
         fit = fit[fit["context_len"] == ctx]
         idx = fit.groupby("batch")["speedup"].idxmax()
         per_batch.append((sc["name"], fit.loc[idx.to_numpy()].sort_values("batch"), ctx))
-    for key, col, ylabel, ttl in (("speedup", "speedup", "best speedup over D = 0 (x)", "best speedup vs batch"),
-                                  ("recommended_d", "draft_len", "recommended D (tokens per iteration)",
-                                   "recommended D (best speedup) vs batch")):
+    for key in ("speedup", "recommended_d"):
         if key not in st.plots or not per_batch:
             continue
-        fig = plot_recommended_d(st, scenarios, grids, per_batch) if key == "recommended_d" else None
-        if fig is None:
-            fig, ax = P._figure(7.6, 4.8)
-            marks = "osv^D<>p"
-            for i, (name, s, ctx) in enumerate(per_batch):
-                ax.plot(s["batch"], s[col], marker=marks[i % len(marks)], ms=6 - i, lw=2.2 - 0.4 * (i % 4),
-                        label=name)
-            ax.axhline(1.0, color="grey", lw=0.8, ls=":", label="break-even")
-            _batch_axis(ax)
-            ax.set_ylabel(ylabel)
-            ax.set_title(f"{st.name}: {ttl}\n(context {per_batch[0][2]:,} tokens; feasible points only)")
-            ax.legend(fontsize=8)
+        fig = (plot_recommended_d(st, scenarios, grids, per_batch) if key == "recommended_d"
+               else plot_best_speedup(st, per_batch))
         written += P.save_figure(fig, outdir / key)
     if "attention" in st.plots:
         sc = scenarios[0]
@@ -52,6 +40,21 @@ def write_study_plots(st, scenarios, grids, fronts, outdir: Path) -> list[str]:
                                      kv_heads=max(1, min(s["model"].num_kv_heads for s in scenarios)))
         written += P.save_figure(fig, outdir / "attention_tiles")
     return [str(p) for p in written]
+
+
+def plot_best_speedup(st, per_batch):
+    """Best speedup over D = 0 against batch, one line per variant (legend beside the axes)."""
+    fig, ax = P._figure(8.6, 4.8)
+    marks = "osv^D<>p"
+    for i, (name, s, ctx) in enumerate(per_batch):
+        ax.plot(s["batch"], s["speedup"], marker=marks[i % len(marks)], ms=6 - i, lw=2.2 - 0.4 * (i % 4),
+                label=name)
+    ax.axhline(1.0, color="grey", lw=0.8, ls=":", label="break-even")
+    _batch_axis(ax)
+    ax.set_ylabel("best speedup over D = 0 (x)")
+    ax.set_title(f"{st.name}: best speedup vs batch\n(context {per_batch[0][2]:,} tokens; feasible points only)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return fig
 
 
 def _batch_axis(ax) -> None:
@@ -110,41 +113,50 @@ def plot_frontier_variants(st, scenarios, grids, fronts):
 
 
 def plot_recommended_d(st, scenarios, grids, per_batch):
-    """Recommended D against batch per variant: lines that would coincide are offset (±0.2 per variant,
-    said in the title) and differ in marker and style; a dotted reference at D = tile/G − 1 per distinct G;
-    points at the largest D searched are ringed and named as at the search limit."""
-    fig, ax = P._figure(7.8, 5.0)
-    cm = P.matplotlib.colormaps["tab10"]
-    marks, styles = "osv^D<>p", ["-", "--", "-.", ":"]
+    """Recommended D against batch, one panel per variant (shared axes, whole D at its true value: no offsets);
+    a dotted reference at D = tile/G − 1 for the variant's G; points at the largest D searched are ringed and
+    named as at the search limit."""
+    import numpy as np
+
     n = len(per_batch)
+    ncols = min(n, 3)
+    nrows = int(np.ceil(n / ncols))
+    with P.matplotlib.rc_context(P.RC):
+        fig = P.matplotlib.figure.Figure(figsize=(3.4 * ncols + 0.6, 2.9 * nrows + 1.5), dpi=110,
+                                         layout="constrained")
+        P.matplotlib.backends.backend_agg.FigureCanvasAgg(fig)
+        axes = np.atleast_1d(fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)).ravel()
+    cm = P.matplotlib.colormaps["tab10"]
     names = [sc["name"] for sc in scenarios]
-    limit_shown = False
-    for i, (name, s, ctx) in enumerate(per_batch):
-        off = 0.2 * (i - (n - 1) / 2)
-        c = cm(names.index(name) % 10)
-        ax.plot(s["batch"], s["draft_len"] + off, marker=marks[i % len(marks)], ms=6, mfc="none", color=c,
-                ls=styles[i % len(styles)], lw=1.6, drawstyle="steps-mid", label=name)
-        top = int(grids[names.index(name)]["draft_len"].max())
+    show_ref = len({sc["model"].group_size for sc in scenarios}) > 1 or bool(st.plots and "attention" in st.plots)
+    d_top = 0
+    for ax, (name, s, ctx) in zip(axes, per_batch):
+        k = names.index(name)
+        c = cm(k % 10)
+        ax.plot(s["batch"], s["draft_len"], marker="o", ms=5, color=c, lw=1.6, drawstyle="steps-mid")
+        top = int(grids[k]["draft_len"].max())
+        d_top = max(d_top, top)
         at = s[s["draft_len"] >= top]
         if not at.empty:
-            ax.plot(at["batch"], at["draft_len"] + off, "o", ms=13, mfc="none", mec="k", mew=1.0,
-                    label=None if limit_shown else "at the search limit (largest D searched: raise max_draft_len)")
-            limit_shown = True
-    gs = {}
-    for sc in scenarios:
-        g = sc["model"].group_size
-        gs.setdefault(g, (sc["name"], sc["hardware"][0].attention.tile_rows))
-    if len(gs) > 1 or st.plots and "attention" in st.plots:
-        for g, (name, rows) in sorted(gs.items()):
-            d_ref = rows / g - 1
-            ax.axhline(d_ref, color=cm(names.index(name) % 10), lw=1.0, ls=":", alpha=0.9,
-                       label=f"D = {rows}/G − 1 = {d_ref:g} (G = {g})")
-    ax.yaxis.set_major_locator(P.matplotlib.ticker.MaxNLocator(integer=True))
-    _batch_axis(ax)
-    ax.set_ylabel("recommended D (tokens per iteration)")
-    ax.set_title(f"{st.name}: recommended D (best speedup) vs batch\n(context {per_batch[0][2]:,} tokens; "
-                 f"feasible points only; lines offset by ±0.2 per variant)")
-    ax.legend(fontsize=7.5, loc="best")
+            ax.plot(at["batch"], at["draft_len"], "o", ms=11, mfc="none", mec="k", mew=1.0)
+        if show_ref:
+            sc = scenarios[k]
+            g, rows = sc["model"].group_size, sc["hardware"][0].attention.tile_rows
+            ax.axhline(rows / g - 1, color=c, lw=1.0, ls=":", alpha=0.9)
+            ax.text(0.98, rows / g - 1, f"D = {rows}/G − 1 = {rows / g - 1:g} (G = {g})", color=c, fontsize=7,
+                    ha="right", va="bottom", transform=ax.get_yaxis_transform())
+        ax.set_title(name, fontsize=9)
+        _batch_axis(ax)
+        ax.set_xlabel("")
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    ax0 = axes[0]
+    ax0.yaxis.set_major_locator(P.matplotlib.ticker.MaxNLocator(integer=True))
+    fig.supxlabel("batch B (concurrent sequences)", fontsize=9)
+    fig.supylabel("recommended D (tokens per iteration)", fontsize=9)
+    fig.suptitle(f"{st.name}: recommended D (best speedup) vs batch, one panel per variant\n(context "
+                 f"{per_batch[0][2]:,} tokens; feasible points only; ringed: at the search limit D = {d_top}, "
+                 f"raise max_draft_len)", fontsize=10)
     return fig
 
 

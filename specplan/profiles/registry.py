@@ -114,9 +114,10 @@ def _resolve(ref: str, folder: Path, kind: str) -> Path:
             raise SpecplanError(f"{ref}: file not found" if not p.is_dir() else f"{ref}: is a folder, expected a "
                                 f"{kind} profile YAML")
         return p
-    cand = folder / f"{ref}.yaml"
-    if cand.is_file():
-        return cand
+    for name in dict.fromkeys((ref, ref.lower())):  # ids are lower case: vLLM, H100-SXM work too
+        cand = folder / f"{name}.yaml"
+        if cand.is_file():
+            return cand
     ids = _ids(folder)
     close = difflib.get_close_matches(ref, ids, n=1, cutoff=0.4)
     hint = f"; did you mean '{close[0]}'?" if close else f"; known: {', '.join(ids)}"

@@ -63,6 +63,6 @@ def one_acceptance(items, mechanism: str, draft_len: int, given: bool = False) -
     mech, sep, value = item.partition("=")
     if not sep:
         mech, value = mechanism, item
-    if mech.strip() != mechanism:
+    if mech.strip().lower() != mechanism:
         raise SpecplanError(f"--acceptance: '{item}' names {mech.strip()}, but --mechanism is {mechanism}")
     return parse_acceptance(value.strip(), at_d=float(draft_len) if draft_len else None)

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="PyTorch is not installed: the benchmark harness needs it (pip "
+                            "install torch, then pip install -e '.[bench]')")
 
 from specplan.bench import harness  # noqa: E402
 from specplan.bench.calibrate import calibrate  # noqa: E402

@@ -12,7 +12,8 @@ import textwrap
 
 import pytest
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="PyTorch is not installed: the benchmark harness needs it (pip "
+                            "install torch, then pip install -e '.[bench]')")
 
 from specplan.bench import harness, packed_attention as pa  # noqa: E402
 

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="PyTorch is not installed: the benchmark harness needs it (pip "
+                            "install torch, then pip install -e '.[bench]')")
 
 from specplan.bench import step_bench as sb  # noqa: E402
 

@@ -23,6 +23,38 @@ def test_profiles_list_json_has_every_id():
     assert {"llama-3.1-8b", "qwen3.5-122b-a10b", "deepseek-v3", "eagle3-llama-3.1-8b", "nemotron-3.5-lightning-30b-a3b"} <= models
 
 
+def test_profiles_list_shows_acceptance_and_engine_profiles_one_line_each():
+    """Every shipped acceptance profile (specplan/data/acceptance_profiles/*.yaml) and engine profile
+    (engine_profiles/*.yaml) on one line of its table: mechanism, model, dataset and source for acceptance."""
+    import yaml
+
+    acc_dir = ROOT / "specplan" / "data" / "acceptance_profiles"
+    eng_dir = ROOT / "engine_profiles"
+    r = run("profiles", "list")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    acc_ids = sorted(p.stem for p in acc_dir.glob("*.yaml"))
+    eng_ids = sorted(p.stem for p in eng_dir.glob("*.yaml"))
+    assert acc_ids and {"vllm", "trtllm", "sglang", "ideal"} <= set(eng_ids)
+    a = lines.index(next(x for x in lines if x.startswith("Acceptance profiles")))
+    e = lines.index(next(x for x in lines if x.startswith("Engine profiles")))
+    assert f"({len(acc_ids)})" in lines[a] and f"({len(eng_ids)})" in lines[e]
+    for i in acc_ids:
+        y = yaml.safe_load((acc_dir / f"{i}.yaml").read_text())
+        row = [x for x in lines[a:e] if x.startswith(i + " ")]
+        assert len(row) == 1, i
+        assert y["mechanism"] in row[0] and y["target"] in row[0] and y["workload"] in row[0], row[0]
+        assert any(part in row[0] for part in ("https://", "reference/")), row[0]  # the source, in brief
+    for i in eng_ids:
+        row = [x for x in lines[e:] if x.startswith(i + " ")]
+        assert len(row) == 1 and f"engine_profiles/{i}.yaml" in row[0], i
+    data = json.loads(run("profiles", "list", "--json").stdout)
+    assert [x["id"] for x in data["acceptance"]] == acc_ids and [x["id"] for x in data["engines"]] == eng_ids
+    vllm = next(x for x in data["engines"] if x["id"] == "vllm")
+    want = 1e3 * yaml.safe_load((eng_dir / "vllm.yaml").read_text())["host_step_s"]
+    assert vllm["host_step_ms"] == round(want, 3)
+
+
 def test_step_json_fields():
     r = run("step", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--batch", "4", "--context", "2048", "--json")
     assert r.returncode == 0, r.stderr

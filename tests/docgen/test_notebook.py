@@ -1,5 +1,6 @@
 """Every notebook under notebooks/ runs top to bottom in CI (nbclient, ipykernel and nbformat are in the dev
-extra); each notebook's own cells assert what they show, and a cell that raises fails the test."""
+extra); each notebook's own cells assert what they show, a cell that raises fails the test, and a notebook
+leaves no file in the folder it runs in."""
 
 from __future__ import annotations
 
@@ -27,5 +28,7 @@ def test_notebook_runs(path, tmp_path):
                             resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = "".join(str(o) for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     assert "Traceback" not in outputs
+    # Figures and study outputs go to a temporary (or $SPECPLAN_FIGURES) folder, never next to the notebook.
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
     for text in EXPECTED[path.name]:
         assert text in outputs, text

@@ -105,3 +105,32 @@ def test_hand_computed_crossover():
     s = grid[grid["draft_len"] == D]
     assert s.loc[s["speedup"] > 1, "batch"].max() == pytest.approx(B_CROSS - 1)
     assert s.loc[s["speedup"] < 1, "batch"].min() == pytest.approx(B_CROSS + 1)
+
+
+def test_frontier_by_device_and_context_keeps_every_pair(small_grid):
+    """Context is the workload's, not a knob: a frontier per (device, context) pair, each the frontier of that
+    pair's points alone, plus the overall one unchanged."""
+    from specplan.planning.frontier import overall
+
+    front = frontier(small_grid, by=["hardware", "context_len"])
+    assert list(front.columns[:2]) == ["set", "scope"]
+    pairs = {(h, c) for h in ("h100-sxm", "b200") for c in (1024, 65536)}
+    want = {"overall"} | {f"hardware={h} context_len={c}" for h, c in pairs}
+    assert set(front["scope"]) == want
+    # The overall scope is exactly the frontier without `by`.
+    plain = frontier(small_grid)
+    over = overall(front).drop(columns="scope").reset_index(drop=True)
+    pd.testing.assert_frame_equal(over, plain.drop(columns="scope"))
+    # The overall frontier drops most pairs (the faster device, the short context win); the scopes keep them.
+    o = over[over["set"] == "overall"]
+    assert len({(h, c) for h, c in zip(o["hardware"], o["context_len"])}) < 4
+    fit = small_grid[small_grid["fits"]]
+    for h, c in pairs:
+        f = front[front["scope"] == f"hardware={h} context_len={c}"]
+        assert set(f["hardware"]) == {h} and set(f["context_len"]) == {c}
+        sub = fit[(fit["hardware"] == h) & (fit["context_len"] == c)]
+        _check_set(sub, f[f["set"] == "overall"])
+        _check_set(sub[sub["draft_len"] == 0], f[f["set"] == "baseline"])
+    # best_at reads the overall frontier only, whatever the scopes.
+    levels = [float(o["tok_s_user"].min())]
+    assert best_at(front, levels)["tok_s_gpu"].iloc[0] == o["tok_s_gpu"].max()

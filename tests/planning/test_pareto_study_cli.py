@@ -131,3 +131,36 @@ def test_pareto_tp_not_dividing_heads_is_an_error(tmp_path):
 
 def test_pareto_negative_max_draft_len_is_an_error(tmp_path):
     assert _pareto_error(tmp_path, "--max-draft-len", "-3") == "error: max draft length: must be >= 0, got -3"
+
+
+def test_pareto_frontier_csv_has_rows_for_each_device_and_context(tmp_path):
+    """`pareto -H h100-sxm -H h200-sxm -c 4k,32k`: frontier.csv keeps a frontier for each of the 4 pairs (the
+    overall one keeps only the faster device's short-context points)."""
+    import pandas as pd
+
+    res = CliRunner().invoke(app, ["pareto", "--model", "llama-3.1-8b", "-H", "h100-sxm", "-H", "h200-sxm", "-c",
+                                   "4k,32k", "--batch-max", "32", "--max-draft-len", "3", "--mechanisms", "eagle3",
+                                   "--acceptance", "eagle3=0.7", "--tp", "1", "--no-plots", "--no-progress", "-o",
+                                   str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "scope column" in res.output
+    f = pd.read_csv(tmp_path / "frontier.csv")
+    for h in ("h100-sxm", "h200-sxm"):
+        for c in (4096, 32768):
+            s = f[f["scope"] == f"hardware={h} context_len={c}"]
+            assert set(s["set"]) >= {"baseline", "speculation", "overall"}, (h, c)
+            assert set(s["hardware"]) == {h} and set(s["context_len"]) == {c}
+    o = f[(f["scope"] == "overall") & (f["set"] == "overall")]
+    assert len(o) > 0 and "h100-sxm" not in set(o["hardware"])  # what the scope column now keeps
+
+
+def test_pareto_several_layouts_get_a_frontier_each(tmp_path):
+    import pandas as pd
+
+    res = CliRunner().invoke(app, ["pareto", "--model", "llama-3.1-8b", "-H", "h100-sxm", "--layouts", "tp1,tp2",
+                                   "--batch-max", "16", "--max-draft-len", "2", "--mechanisms", "eagle3",
+                                   "--acceptance", "eagle3=0.7", "--no-plots", "--no-progress", "-o", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    scopes = set(pd.read_csv(tmp_path / "frontier.csv")["scope"])
+    assert scopes == {"overall", "hardware=h100-sxm context_len=1024 layout=tp1",
+                      "hardware=h100-sxm context_len=1024 layout=tp2"}

@@ -138,8 +138,10 @@ def test_serving_options_are_one_definition_in_every_command():
         opts = {o: (p.help, p.default) for p in cmd.commands[name].params for o in p.opts if o in want}
         assert set(opts) == want, name
         helps[name] = opts
-    assert helps["predict"] == helps["recommend"] == helps["pareto"]
-    assert helps["pareto"]["--mode"][1] == "agg"
+    assert helps["predict"] == helps["recommend"]
+    assert {k: v[0] for k, v in helps["pareto"].items()} == {k: v[0] for k, v in helps["predict"].items()}  # help
+    assert helps["predict"]["--mode"][1] == "agg"
+    assert helps["pareto"]["--mode"][1] is None  # pareto's serving frontier: agg and disagg unless --mode
 
 
 def test_adaptive_help_shows_trace_brackets_and_sla_spelling():
@@ -271,7 +273,9 @@ def test_frontier_labels_five_per_device_inside_and_disjoint(small_grid):
     frame = ax.get_window_extent(fig.canvas.get_renderer())
     labels = [t for t in ax.texts if (t.get_gid() or "").startswith("frontier-label:")]
     for hw in ("h100-sxm", "b200"):
-        assert sum(t.get_gid() == f"frontier-label:{hw}" for t in labels) >= 5, hw
+        assert sum((t.get_gid() or "").startswith(f"frontier-label:{hw}") for t in labels) >= 5, hw
+        for ctx in (1024, 65536):  # two contexts: each (device, context) is its own curve, with its labels
+            assert any(t.get_gid() == f"frontier-label:{hw}, context {ctx:,}" for t in labels), (hw, ctx)
     boxes = _boxes(fig, labels)
     for b in boxes:
         assert frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1
@@ -369,7 +373,8 @@ def _study_figs(study):
     return st, scs, grids, [frontier(g) for g in grids], SP
 
 
-def test_study_recommended_d_offsets_reference_lines_and_search_limit():
+def test_study_recommended_d_panels_whole_d_reference_lines_and_search_limit():
+    """One panel per variant, D at its true whole value (no offsets: base and 'same' both read D = 3)."""
     study = {"name": "g", "base": {"model": "llama-3.1-8b", "hardware": "h100-sxm", "tp": [1], "batch": [1, 4, 16],
                                    "max_draft_len": 3, "context": [2048], "mechanisms": {"ngram": 0.9}},
              "variants": [{"name": "G 8", "model": {"num_kv_heads": 4}}, {"name": "same", "model": {}}]}
@@ -379,16 +384,19 @@ def test_study_recommended_d_offsets_reference_lines_and_search_limit():
         fit = df[df["fits"] & (df["draft_len"] >= 1)]
         per_batch.append((sc["name"], fit.loc[fit.groupby("batch")["speedup"].idxmax().to_numpy()], 2048))
     fig = SP.plot_recommended_d(st, scs, grids, per_batch)
-    ax = fig.axes[0]
-    data = [ln for ln in ax.get_lines() if ln.get_label() in ("base", "G 8", "same")]
-    assert len(data) == 3
-    ys = [tuple(np.round(ln.get_ydata(), 3)) for ln in data]
-    assert len(set(ys)) == 3  # base and 'same' recommend the same D, yet their lines do not coincide
-    labels = [ln.get_label() for ln in ax.get_lines()]
-    assert "D = 128/G − 1 = 31 (G = 4)" in labels and "D = 128/G − 1 = 15 (G = 8)" in labels
-    refs = {ln.get_label(): ln.get_ydata()[0] for ln in ax.get_lines() if ln.get_label().startswith("D = 128")}
-    assert refs["D = 128/G − 1 = 15 (G = 8)"] == 15  # 128 rows / G = 8 query heads per KV head - 1
-    assert any(lb.startswith("at the search limit") for lb in labels)  # alpha 0.9 picks D = 3 = the limit
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in axes] == ["base", "G 8", "same"]
+    for ax, (_, s, _) in zip(axes, per_batch):
+        y = ax.get_lines()[0].get_ydata()
+        assert np.array_equal(np.asarray(y, float), s["draft_len"].to_numpy(float))  # whole D, as recommended
+        assert np.all(np.asarray(y) == np.round(y))
+    texts = {ax.get_title(): [t.get_text() for t in ax.texts] for ax in axes}
+    assert texts["base"] == ["D = 128/G − 1 = 31 (G = 4)"] and texts["G 8"] == ["D = 128/G − 1 = 15 (G = 8)"]
+    refs = [ln for ln in axes[1].get_lines() if len(ln.get_ydata()) == 2 and ln.get_ydata()[0] == ln.get_ydata()[1]]
+    assert refs and refs[0].get_ydata()[0] == 15  # 128 rows / G = 8 query heads per KV head - 1
+    ringed = [ln for ln in axes[0].get_lines() if ln.get_markersize() == 11]
+    assert ringed and np.all(ringed[0].get_ydata() == 3)  # alpha 0.9 picks D = 3 = the limit
+    assert "at the search limit D = 3" in fig._suptitle.get_text()
 
 
 def test_study_frontier_shows_the_lpu_chips_it_spends():

@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-pytest.importorskip("matplotlib")
+pytest.importorskip("matplotlib", reason="matplotlib is not installed: the figure tests need it "
+                    "(a dependency of specplan: pip install -e .)")
 
 from specplan import plots as P  # noqa: E402
 

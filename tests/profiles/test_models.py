@@ -105,7 +105,10 @@ def test_active_params_match_csv(mid, rows):
 def test_non_embedding_params_match_csv(mid, rows):
     row = rows[BUILTIN_TO_CSV[mid]]
     if not row["params_nonembedding_total_computed"] or mid.startswith("eagle3"):
-        pytest.skip("no non-embedding figure for this row")
+        pytest.skip(f"{mid}: the table's non-embedding count is the head's total (its 32,000-token output layer "
+                    "included) while ours leaves the output layer out; test_eagle3_head_params_exclude_shared_embedding "
+                    "checks the total" if mid.startswith("eagle3") else
+                    f"{mid}: reference/model_configs.csv has no non-embedding parameter count to compare with")
     ref = int(row["params_nonembedding_total_computed"])
     got = param_counts(load_model(mid))["non_embedding"]
     assert abs(got - ref) / ref < 0.01, (mid, got, ref)

@@ -1,6 +1,10 @@
 """Must-show 2: the fitted model (two engine parameters, leave-one-out) tracks the vLLM EAGLE-3 sweep."""
 
+from pathlib import Path
+
 import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_script():

@@ -1,0 +1,68 @@
+"""Habits users bring from the engines: their flags answered with one line naming ours (exit 2, no traceback),
+and engine / mechanism ids in any case (vLLM, EAGLE3)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = ["-m", "llama-3.1-8b", "-H", "h100-sxm"]
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "specplan", *args], capture_output=True, text=True, cwd=ROOT)
+
+
+@pytest.mark.parametrize("command, flag, ours", [
+    ("predict", ["-tp", "2"], "with --tp"),
+    ("pareto", ["--tensor-parallel-size", "2"], "with --tp or --layouts"),
+    ("recommend", ["--tp-size=2"], "with --tp"),
+    ("predict", ["--num-speculative-tokens", "3"], "with --draft-len"),
+    ("pareto", ["--speculative-num-steps", "3"], "with --max-draft-len"),
+    ("predict", ["--max-num-seqs", "64"], "with --batch or --concurrency"),
+])
+def test_engine_flag_is_one_line_naming_ours(command, flag, ours):
+    r = run(command, *BASE, *flag)
+    assert r.returncode == 2
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr
+    name = flag[0].split("=")[0]
+    assert lines[0].startswith(f"error: specplan {command}: {name} is an engine flag; specplan sets ")
+    assert lines[0].endswith(ours)
+
+
+def test_engine_flag_names_the_command_own_option():
+    """The same flag gets the option each command has: pareto caps the batch, adaptive the running batch."""
+    from specplan.cli import _click_group
+    from specplan.cli.foreign import foreign_flag_error
+
+    g = _click_group
+    assert foreign_flag_error(["pareto", "--max-num-seqs", "8"], g).endswith("with --batch-max or --concurrency")
+    assert foreign_flag_error(["adaptive", "--max-num-seqs", "8"], g).endswith(
+        "with --max-running or --concurrency")
+    # Not a flag before `--`, nor our own --tp: nothing to say.
+    assert foreign_flag_error(["pareto", "--tp", "2"], g) is None
+    assert foreign_flag_error(["pareto", "--", "-tp"], g) is None
+    # A command without such an option: the line says where the option is.
+    assert "on predict, recommend, pareto or adaptive" in foreign_flag_error(["profiles", "list", "-tp"], g)
+
+
+def test_engine_and_mechanism_ids_are_case_folded():
+    from specplan.profiles.registry import load_engine, load_hardware
+
+    assert load_engine("vLLM").id == "vllm" and load_engine("TRTLLM").id == "trtllm"
+    assert load_hardware("H100-SXM").id == "h100-sxm"
+    args = ["-D", "3", "--isl", "1024", "--osl", "128", "--concurrency", "8", "--json"]
+    upper = run("predict", *BASE, "--mechanism", "EAGLE3", "--acceptance", "EAGLE3=0.7", "--engine", "vLLM", *args)
+    lower = run("predict", *BASE, "--mechanism", "eagle3", "--acceptance", "eagle3=0.7", "--engine", "vllm", *args)
+    assert upper.returncode == 0, upper.stderr
+    assert json.loads(upper.stdout) == json.loads(lower.stdout)
+    r = run("recommend", *BASE, "-c", "4k", "--mechanisms", "EAGLE3,NGRAM", "--acceptance", "NGRAM=0.5", "--json")
+    assert r.returncode == 0, r.stderr
+    assert {x["mechanism"] for x in json.loads(r.stdout)["per_mechanism"]} == {"none", "eagle3", "ngram"}

@@ -1,0 +1,104 @@
+"""`pareto --isl/--osl`: the serving grid for every device asked (agg and disagg unless --mode), its frontier
+per (device, mode) plus the overall one, and the serving frontier figure."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from specplan.cli import app
+from specplan.planning.frontier import serving_frontier
+
+
+def _dominated_or_on(points, front):
+    """Every point on the frontier or dominated by one of its points (>= on both axes)."""
+    fu, fg = front[:, 0], front[:, 1]
+    return all(np.any((fu >= u) & (fg >= g)) for u, g in points)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("serving")
+    res = CliRunner().invoke(app, ["pareto", "-m", "llama-3.1-8b", "--isl", "2048", "--osl", "512", "-H", "h200-sxm",
+                                   "-H", "b200", "--mechanisms", "eagle3", "--acceptance", "eagle3=0.7",
+                                   "--max-draft-len", "3", "--max-tpot-ms", "15", "--figures", "all", "-o",
+                                   str(out)])
+    assert res.exit_code == 0, res.output
+    return out, res.output
+
+
+def test_serving_pareto_has_rows_for_each_device_and_writes_its_figure(run):
+    out, text = run
+    grid = pd.read_csv(out / "serving_grid.csv")
+    front = pd.read_csv(out / "serving_frontier.csv")
+    assert set(grid["hardware"]) == {"h200-sxm", "b200"} and set(grid["mode"]) == {"agg", "disagg"}
+    for h in ("h200-sxm", "b200"):
+        for mode in ("agg", "disagg"):
+            s = front[front["scope"] == f"hardware={h} mode={mode}"]
+            assert set(s["set"]) == {"baseline", "speculation", "overall"}, (h, mode)
+            assert set(s["hardware"]) == {h} and set(s["mode"]) == {mode}
+    assert grid.loc[grid["mode"] == "disagg", "pools"].str.fullmatch(r"\d+P\d+D").all()  # every disagg row: xPyD
+    assert grid.loc[grid["mode"] == "agg", "pools"].isna().all()
+    assert (out / "serving_frontier.png").stat().st_size > 10_000
+    assert "serving_frontier" in text and "heatmap, tiles, acceptance, breakdown are drawn for the batch grid" in text
+
+
+def test_serving_frontier_is_the_frontier_of_the_sla_points(run):
+    out, _ = run
+    grid = pd.read_csv(out / "serving_grid.csv")
+    front = pd.read_csv(out / "serving_frontier.csv")
+    assert 0 < grid["meets_sla"].sum() < len(grid)  # the SLA binds
+    assert front["meets_sla"].all() and (front["tpot_ms"] <= 15 + 1e-9).all()
+    for (h, mode), sub in grid[grid["meets_sla"]].groupby(["hardware", "mode"]):
+        f = front[(front["scope"] == f"hardware={h} mode={mode}") & (front["set"] == "overall")]
+        fp = f[["tokens_per_s_per_user", "tokens_per_s_per_gpu"]].to_numpy()
+        # no grid point dominates a frontier point; every grid point is on or under the frontier
+        pts = sub[["tokens_per_s_per_user", "tokens_per_s_per_gpu"]].to_numpy()
+        for u, g in fp:
+            assert not np.any((pts[:, 0] >= u) & (pts[:, 1] >= g) & ((pts[:, 0] > u) | (pts[:, 1] > g)))
+        assert _dominated_or_on(pts, fp)
+        base = front[(front["scope"] == f"hardware={h} mode={mode}") & (front["set"] == "baseline")]
+        assert (base["draft_len"] == 0).all()
+
+
+def test_serving_frontier_figure_sla_line_labels_and_curves(figure_checks):
+    """Hand-made grid: the SLA line sits at 1000 / TPOT tokens/s per user; each (device, mode) gets a solid
+    speculation curve and a dashed D = 0 curve; labels read (TP, concurrency, D, pools)."""
+    from specplan.plots.serving_frontier import plot_serving_frontier
+
+    rows = []
+    for h in ("h200-sxm", "b200"):
+        for mode, pools in (("agg", None), ("disagg", "1P1D")):
+            for d in (0, 3):
+                for c in (1, 8, 64):
+                    u = 200.0 / c ** 0.3 * (1.5 if d else 1.0)
+                    rows.append({"hardware": h, "tp": 2, "mode": mode, "mechanism": "eagle3" if d else "none",
+                                 "draft_len": d, "concurrency": float(c), "pools": pools, "tpot_ms": 1e3 / u,
+                                 "ttft_ms": 50.0, "tokens_per_s_per_user": u, "tokens_per_s_per_gpu": u * c / 2,
+                                 "meets_sla": True})
+    front = serving_frontier(pd.DataFrame(rows))
+    fig = plot_serving_frontier(front, max_tpot_ms=10.0)
+    ax = fig.axes[0]
+    sla = [ln for ln in ax.get_lines() if ln.get_label().startswith("SLA: TPOT <= 10 ms")]
+    assert len(sla) == 1 and sla[0].get_xdata()[0] == pytest.approx(100.0)  # 1000 / 10 ms
+    labels = [ln.get_label() for ln in ax.get_lines()]
+    for h in ("h200-sxm", "b200"):
+        for mode in ("agg", "disagg"):
+            assert f"{h}, {mode}: with speculation" in labels
+            assert f"{h}, {mode}: without speculation (D = 0)" in labels
+    texts = [t.get_text() for t in ax.texts]
+    assert "(2, 1, 3, 1P1D)" in texts or "(2, 1, 3, -)" in texts
+    import re
+
+    assert texts and all(re.fullmatch(r"\(2, \d+, 3, (-|1P1D)\)", t) for t in texts)
+    legend_over_line, unlabelled_log_axes = figure_checks
+
+    assert legend_over_line(fig) == [] and unlabelled_log_axes(fig) == []
+
+
+def test_sla_without_a_workload_is_an_error(tmp_path):
+    res = CliRunner().invoke(app, ["pareto", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--max-tpot-ms", "10", "-o",
+                                   str(tmp_path)])
+    assert res.exit_code != 0 and "needs --isl and --osl" in str(res.exception or res.output)
