@@ -34,6 +34,8 @@ def _classify(problem: str) -> str:
         return "non-finite or overflowed numbers"
     if "code execution" in problem:
         return "code execution"
+    if "Little's law" in problem:
+        return "Little's-law violations (closed loops)"
     return "other problems"
 
 
@@ -94,7 +96,8 @@ def fuzz(n: int, seed: int, cli_share: float, timeout_s: float, only=None) -> in
     print(f"\nfuzzed invocations: {total:,} ({wall:.0f} s wall, {cpu:.0f} s CPU, seed {seed})")
     for label, c in sorted(counts.items()):
         print(f"  {label:<24}{c:>7,}")
-    for k in ("tracebacks", "hangs", "non-finite or overflowed numbers", "code execution", "other problems"):
+    for k in ("tracebacks", "hangs", "non-finite or overflowed numbers", "code execution",
+              "Little's-law violations (closed loops)", "other problems"):
         print(f"{k}: {kinds.get(k, 0)}")
     print(f"slowest run: {slowest[0]:.1f} s (limit {timeout_s:.0f} s): {slowest[1]}")
     for p, what in sorted(found.items()):

@@ -56,6 +56,21 @@ def check_captured(captured_d, d_max: int):
     return c
 
 
+def check_work(model, wl: Workload, engine: Engine) -> None:
+    """Refuse, in one line, a workload the model cannot take (a request beyond its context) or whose prompts
+    need more prefill steps than the simulator runs (--prefill-budget too small for the longest prompt)."""
+    from specplan.core.limits import check_prefill_steps
+    from specplan.profiles.registry import load_model
+
+    cap = getattr(load_model(model), "max_context_len", None)
+    longest = int(np.argmax(wl.isl + wl.osl))
+    if cap is not None and wl.isl[longest] + wl.osl[longest] > cap:
+        raise SpecplanError(f"isl + osl ({wl.source or 'workload'}): {wl.isl[longest]:,} + {wl.osl[longest]:,} = "
+                            f"{wl.isl[longest] + wl.osl[longest]:,} tokens (request {longest + 1}) exceeds the "
+                            f"model's context of {cap:,} tokens (max_context_len)")
+    check_prefill_steps(wl.isl.max(), engine.prefill_budget, "--prefill-budget (engine max_num_batched_tokens)")
+
+
 def run_requests(model, hardware, wl: Workload, policies: list[str], *, d_max: int = 8, mechanism: str = "eagle3",
                  engine: Engine = Engine(), max_tpot_s: float | None = None, max_ttft_s: float | None = None,
                  seed: int = 0, captured_d=None, sglang_config: str | None = None, sglang_initial: int | None = None,
@@ -67,6 +82,7 @@ def run_requests(model, hardware, wl: Workload, policies: list[str], *, d_max: i
         raise SpecplanError(f"--max-draft-len: must be >= 1, got {d_max}")
     captured_d = check_captured(captured_d, d_max)
     engine = engine.resolved()
+    check_work(model, wl, engine)
     pols = _policies(policies, d_max, engine, sglang_config, sglang_initial)
     if costs is None:
         top = min(engine.max_running, BATCH_MAX, wl.n, wl.closed_loop or BATCH_MAX)

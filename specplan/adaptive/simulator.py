@@ -29,7 +29,8 @@ PF_EMA = 0.95  # smoothing of the mean prefill seconds per step that the SLO tes
 class Engine:
     """Engine profile (specplan/profiles/engine.py) and scheduler limits; None takes the profile's value:
     chunked-prefill token budget per step (max_num_batched_tokens), largest running batch (max_num_seqs; the
-    KV capacity limits it too), largest CUDA-graph decode batch (graph_max_batch; 0 without decode graphs)."""
+    KV capacity limits it too), largest CUDA-graph decode batch (graph_max_batch; given as 0: no stated
+    largest, as graph_max_batch: 0 in an engine YAML; once resolved, 0 = no decode graphs)."""
 
     profile: str = "sglang"
     prefill_budget: int | None = None
@@ -41,9 +42,11 @@ class Engine:
         from specplan.profiles.registry import load_engine
 
         e = load_engine(self.profile)
-        graphs = (e.graph_max_batch or UNLIMITED_GRAPH_BS) if e.cuda_graphs_decode else 0
+        # 0 means what graph_max_batch: 0 means in an engine YAML: no stated largest graph batch (all captured)
+        given = e.graph_max_batch if self.graph_max_bs is None else self.graph_max_bs
+        graphs = (given or UNLIMITED_GRAPH_BS) if e.cuda_graphs_decode else 0
         return Engine(e.id, self.prefill_budget or e.max_num_batched_tokens, self.max_running or e.max_num_seqs,
-                      self.graph_max_bs if self.graph_max_bs is not None else graphs)
+                      self.graph_max_bs or graphs)
 
 
 def token_uniforms(wl: Workload, seed: int) -> tuple[np.ndarray, np.ndarray]:

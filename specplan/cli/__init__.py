@@ -23,6 +23,49 @@ for _optional in ("spec_cmd", "sweep_cmd", "bench_cmd", "adaptive_cmd", "serving
             raise
 
 
+def _float_bound(option: str):
+    """A typer callback that refuses a non-finite or out-of-bounds value of a float option (one line, exit 2)."""
+
+    def check(value):
+        if value is None:
+            return value
+        from specplan.core.limits import check_option
+
+        check_option(value, option)
+        return value
+
+    return check
+
+
+def guard_float_options(typer_app) -> None:
+    """Give every float option of every command a bounds check (specplan.core.limits.float_rule) before the
+    command runs: no command sees inf, nan or a value past its quantity's bounds (issue 25)."""
+    import inspect
+    import typing
+
+    import typer
+
+    for cmd in typer_app.registered_commands:
+        fn = cmd.callback
+        hints = typing.get_type_hints(fn, include_extras=True)
+        for name, prm in inspect.signature(fn).parameters.items():
+            hint, info = hints.get(name), prm.default
+            if typing.get_origin(hint) is typing.Annotated:
+                hint, *meta = typing.get_args(hint)
+                info = next((m for m in meta if isinstance(m, typer.models.OptionInfo)), info)
+            if not isinstance(info, typer.models.OptionInfo) or info.callback is not None:
+                continue
+            if float not in [t for t in (typing.get_args(hint) or (hint,)) if t is not type(None)]:
+                continue
+            decls = [d for d in (*info.param_decls, info.default) if isinstance(d, str) and d.startswith("--")]
+            info.callback = _float_bound(decls[0] if decls else f"--{name.replace('_', '-')}")
+    for group in typer_app.registered_groups:
+        guard_float_options(group.typer_instance)
+
+
+guard_float_options(app)
+
+
 def _click_exceptions(name: str) -> tuple:
     """The click exception class `name` from click and from typer's vendored copy, whichever exist."""
     out = []
@@ -34,6 +77,27 @@ def _click_exceptions(name: str) -> tuple:
         if cls is not None:
             out.append(cls)
     return tuple(out)
+
+
+def _out_of_memory_line(argv: list) -> str:
+    """The out-of-memory line, naming the option of the largest number on the command line (the likeliest cause:
+    a size, a count, a length) so the user knows what to make smaller."""
+    best = None
+    for opt, val in zip(argv, argv[1:]):
+        if not (isinstance(opt, str) and opt.startswith("-")) or opt.startswith("---"):
+            continue
+        for part in str(val).split(","):
+            low = part.strip().lower()
+            try:
+                x = float(low[:-1]) * 1024 if low.endswith("k") else float(low)
+            except ValueError:
+                continue
+            if x == x and (best is None or abs(x) > best[0]):
+                best = (abs(x), opt.split("=")[0], part.strip())
+    if best is None or best[0] < 2:
+        return "out of memory: the grid is too large; use fewer batch, D, context or TP values"
+    return (f"out of memory: the work is too large for this machine; the largest value given is {best[1]} "
+            f"{best[2]}: use a smaller one (or fewer batch, D, context or TP values)")
 
 
 def _click_group():
@@ -98,8 +162,7 @@ def main() -> None:
         print(f"error: {name}: {exc.strerror or exc}", file=sys.stderr)
         sys.exit(2)
     except MemoryError:
-        print("error: out of memory: the grid is too large; use fewer batch, D, context or TP values",
-              file=sys.stderr)
+        print(f"error: {_out_of_memory_line(sys.argv[1:])}"[:2000], file=sys.stderr)
         sys.exit(2)
     finally:
         if old_term is not None:

@@ -92,7 +92,8 @@ def adaptive(
     max_running: Optional[int] = typer.Option(None, "--max-running",
                                               help="Largest running batch (default: the engine's; KV limits too)."),
     graph_max_bs: Optional[int] = typer.Option(None, "--graph-max-bs",
-                                               help="Largest CUDA-graph decode batch (default: the engine's)."),
+                                               help="Largest CUDA-graph decode batch (default: the engine's; 0: no "
+                                                    "largest, as graph_max_batch: 0 in an engine YAML)."),
     draft_model: Optional[str] = typer.Option(None, "--draft-model", help="Draft model / head id."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math dtype."),
     seed: int = typer.Option(0, "--seed", help="Random seed (an integer >= 0): arrivals, α draws, acceptance."),
@@ -102,7 +103,7 @@ def adaptive(
     """Simulate draft-length policies request by request: TPOT/TTFT percentiles, SLO attainment, tokens/s/GPU."""
     from specplan.core.errors import SpecplanError
 
-    from specplan.core.limits import DRAFT_LEN_LIMIT, MAX_BATCH, MAX_CONTEXT, check_int, check_number
+    from specplan.core.limits import DRAFT_LEN_LIMIT, MAX_BATCH, MAX_CONTEXT, check_int, check_option
 
     check_int(max_draft_len, "--max-draft-len", 0, DRAFT_LEN_LIMIT)
     if out is not None:
@@ -114,9 +115,9 @@ def adaptive(
                         ("--prefill-budget", prefill_budget, MAX_CONTEXT), ("--sglang-initial-steps", sglang_initial,
                                                                             DRAFT_LEN_LIMIT)):
         if v is not None:  # bounds of specplan.core.limits: no overflow, no run without end
-            check_int(v, name, 0 if name == "--sglang-initial-steps" else 1, hi)
+            check_int(v, name, 0 if name in ("--sglang-initial-steps", "--graph-max-bs") else 1, hi)
     if request_rate is not None:
-        check_number(request_rate, "--request-rate", 1e-6, 1e9)
+        check_option(request_rate, "--request-rate")  # the rule of predict's --request-rate too
     if seed < 0:
         raise SpecplanError(f"--seed: must be an integer >= 0, got {seed}")
     for name, v in (("--max-tpot-ms", max_tpot_ms), ("--max-ttft-ms", max_ttft_ms)):

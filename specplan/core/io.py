@@ -52,6 +52,19 @@ def check_output_dir(path, what: str = "output folder") -> Path:
     return p
 
 
+def ready_output_dir(path, what: str = "output folder") -> Path:
+    """`path` made (if missing) and proven writable by creating and removing one file in it, before a long run
+    whose outputs would otherwise fail only at its end (/dev/null, /proc/self/x, a read-only mount); an OSError
+    (one line in the CLI) or a SpecplanError otherwise."""
+    import tempfile
+
+    p = check_output_dir(path, what)
+    p.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=p, prefix=".specplan-probe-"):
+        pass
+    return p
+
+
 def check_output_file(path, what: str = "output file") -> Path:
     """`path` as a file that can be (over)written, else a one-line error; creates nothing."""
     p = Path(path)

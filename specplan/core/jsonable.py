@@ -6,10 +6,14 @@ import math
 
 import numpy as np
 
+SIGNIFICANT = 9  # significant digits of a float in JSON output, not decimals (2.5e-9 requests/s stays 2.5e-9);
+# 9 keeps ratios of printed values within 1e-8 of the ratios computed
+
 
 def to_jsonable(obj, path: str = ""):
     """Numpy scalars/arrays and floats -> plain JSON types. NaN means "no value" (e.g. a time window without a
-    decode step) and becomes null; an infinity is never a result and is an error naming its key."""
+    decode step) and becomes null; an infinity is never a result and is an error naming its key. Floats keep
+    SIGNIFICANT significant digits (whole numbers below 2**53 exactly)."""
     if isinstance(obj, dict):
         return {str(k): to_jsonable(v, f"{path}.{k}" if path else str(k)) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -26,5 +30,5 @@ def to_jsonable(obj, path: str = ""):
 
             raise SpecplanError(f"output {path or 'value'} is {obj}, not a finite number: the inputs are outside "
                                 f"what the model can price (please report the command)")
-        return round(obj, 6) if abs(obj) < 1e15 else obj
+        return obj if obj.is_integer() and abs(obj) < 2**53 else float(f"{obj:.{SIGNIFICANT}g}")
     return obj

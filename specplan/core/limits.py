@@ -17,6 +17,7 @@ MAX_Q_LEN = 2**20  # new tokens per sequence in one step
 DRAFT_LEN_LIMIT = 256  # largest draft length D accepted (two 128-row attention tiles at G = 1)
 MAX_TREE_TOKENS = 4096  # verified tokens of a draft tree
 MAX_TP = 4096  # tensor-parallel degree
+MAX_GPUS = 2**16  # GPUs of one deployment (the GPUs-for-a-load search, --max-gpus)
 MAX_BATCH_POINTS = 4096  # batch values of a sweep grid
 MAX_GRID_POINTS = 50_000_000  # points of one sweep grid (about 4 GB of columns)
 MAX_PROFILE_INT = 2**24  # any integer field of a model profile (layers, heads, dims, vocab, experts)
@@ -91,3 +92,50 @@ def check_array(value, name: str, lo: float, hi: float, integer: bool = True):
         raise SpecplanError(f"{name}: must be {'>= ' + format(lo, 'g') if v < lo else '<= ' + format(int(hi), ',')}"
                             f", got {v:g}")
     return a
+
+
+# ---------------------------------------------------------------- float quantities a user gives
+# One rule per quantity, in every command and every file that takes it: (low, high, low excluded). Every float
+# option of the CLI is checked against its rule before the command runs (specplan.cli.guard_float_options); an
+# option not named here must still be finite and within +-FLOAT_OPTION_LIMIT.
+
+FLOAT_OPTION_LIMIT = 1e15  # any float option: finite and within +-1e15 (products of two stay far below 1e308)
+REQUEST_RATE = (1e-9, 1e9, False)  # requests/s: one a 30-year period .. a billion a second
+CONCURRENCY = (1.0, float(MAX_BATCH), False)  # requests in flight (closed loop)
+TOKENS_PER_S = (0.0, 1e12, True)  # a throughput target (total or per user), tokens/s
+TIME_MS = (0.0, 1e9, True)  # an SLA or SLO time (TTFT, TPOT), ms: up to 11.6 days
+
+FLOAT_OPTIONS = {
+    "--request-rate": REQUEST_RATE,
+    "--concurrency": CONCURRENCY,
+    "--target-tps": TOKENS_PER_S,
+    "--target-tps-per-user": TOKENS_PER_S,
+    "--max-ttft-ms": TIME_MS,
+    "--max-tpot-ms": TIME_MS,
+    "--slo-tpot-ms": TIME_MS,
+}
+
+
+def float_rule(option: str) -> tuple[float, float, bool]:
+    """(low, high, low excluded) of a float option, by its name (FLOAT_OPTIONS, else +-FLOAT_OPTION_LIMIT)."""
+    return FLOAT_OPTIONS.get(option, (-FLOAT_OPTION_LIMIT, FLOAT_OPTION_LIMIT, False))
+
+
+def check_option(value, option: str) -> float:
+    """A float option's value under its rule (float_rule), or a one-line error naming the option."""
+    lo, hi, lo_open = float_rule(option)
+    return check_number(value, option, lo, hi, lo_open)
+
+MAX_PREFILL_STEPS = 4096  # engine steps to prefill one prompt (ISL / chunk budget): 1 M tokens in 256-token chunks
+
+
+def check_prefill_steps(isl, budget_tokens, budget_name: str) -> None:
+    """One line when the longest prompt needs more than MAX_PREFILL_STEPS chunks of `budget_tokens` (the work of
+    pricing or simulating them would have no useful end); names the budget option and the smallest that works."""
+    isl, budget = float(isl), float(budget_tokens)
+    steps = math.ceil(isl / max(budget, 1.0))
+    if steps > MAX_PREFILL_STEPS:
+        need = math.ceil(isl / MAX_PREFILL_STEPS)
+        raise SpecplanError(f"{budget_name}: a prompt of {isl:,.0f} tokens takes {steps:,} prefill steps of "
+                            f"{budget:,.0f} tokens, more than {MAX_PREFILL_STEPS:,}; give a budget of at least "
+                            f"{need:,} tokens")

@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from specplan.core.errors import SpecplanError
+from specplan.core.limits import MAX_GPUS, check_int
 from specplan.model.parallel import Layout, as_layout
 
 BATCH_MAX = 4096  # largest decode batch per instance searched
@@ -166,7 +167,12 @@ def search(model, hardware, *, target_tps: float, target_tps_per_user: float, ma
         raise SpecplanError(f"load: --isl and --osl must be >= 1, got {isl} and {osl}")
     if isl is None and context_len is None:
         raise SpecplanError("load: give --isl and --osl, or --context")
+    check_int(max_gpus, "--max-gpus", 1, MAX_GPUS)  # the GPU counts searched are a list: bounded
     m = load_model(model)
+    if isl is not None:  # the same bounds and context check as every serving command
+        from specplan.serving.workload import Workload
+
+        Workload(isl, osl, concurrency=1.0).check(m)
     hw = load_hardware(hardware)
     if hw.kind == "lpu":
         raise SpecplanError(f"--target-tps: {hw.id} is an LPU; the GPU-count search needs GPUs")

@@ -44,6 +44,7 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
         if v is not None and not (v > 0):
             raise SpecplanError(f"{name}: must be > 0 ms, got {v:g}")
     m = load_model(model)
+    workload.check(m)  # a request beyond the model's context: refused before any pricing
     eng = load_engine(engine)
     acceptance = {k: parse_acceptance(v) for k, v in (acceptance or {}).items()}
     mechs, notes = _serving_mechanisms(m, mechanisms, acceptance)
@@ -59,6 +60,10 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
     for mech in mechs:
         acc = acceptance.get(mech)
         d = np.arange(0, 1) if mech == "none" else _draft_range(acc, max_draft_len, extrapolate, notes, mech)[1:]
+        if d.size == 0:  # --max-draft-len 0: the baseline (mechanism none) is the only configuration
+            note = "max draft length 0 (--max-draft-len): only the baseline (mechanism none, D = 0) is searched"
+            notes += [] if note in notes else [note]
+            continue
         wl = workload if workload.request_rate is not None else dataclasses.replace(workload,
                                                                                      concurrency=conc[:, None])
         if workload.mode == "disagg":  # every pool split from one pricing of the decode and prefill steps

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from specplan.core.errors import SpecplanError
+from specplan.core.limits import MAX_CONTEXT
 from specplan.profiles.hf_blocks import arch_flags, attention_dims, mixer_blocks, moe_block, mtp_block
 from specplan.profiles.hf_fields import HfFields, flatten_text_config, read_json
 from specplan.profiles.hf_layers import (
@@ -109,6 +110,9 @@ def hf_config_to_dict(raw: dict, where: str, quant: Path | None = None) -> dict:
     present |= {"ffn"} if has_dense or any(x[1] == "linear" for x in layers) or d.get("per_layer_input_size") else set()
     d.update(weight_fields(c, fam, quant, present, layers, mtp["num_layers"] if mtp else 0))
     d["architecture"] = str(c.get("model_type") or HfFields(raw, where).get("model_type") or mt)
+    ctx = c.int("max_position_embeddings", "n_positions", default=None)
+    if ctx is not None and not eagle and ctx <= MAX_CONTEXT:  # the serving model refuses longer requests
+        d["max_context_len"] = ctx
     notes = " ".join(n for n in (fam_note, mtp_note) if n)
     if notes:
         d["notes"] = notes

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specplan.core.limits import check_prefill_steps
 from specplan.model.memory import memory_usage
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_engine, load_hardware, load_kernel_family, load_model
@@ -110,7 +111,8 @@ class GpuTables:
         lb = np.log(np.clip(np.asarray(b, dtype=float), np.exp(self.log_b[0]), np.exp(self.log_b[-1])))
         i = np.clip(np.searchsorted(self.log_b, lb) - 1, 0, len(self.log_b) - 2)
         w = (lb - self.log_b[i]) / (self.log_b[i + 1] - self.log_b[i])
-        idx = np.indices(lb.shape)
+        nd = self._stack.ndim - 2  # the tables' own dims; `b` may add leading ones (K engine variants, a fit)
+        idx = np.indices(lb.shape)[lb.ndim - nd:]
         lo = self._stack[(slice(None), i, *idx)]
         hi = self._stack[(slice(None), i + 1, *idx)]
         v = lo + w * (hi - lo)
@@ -135,6 +137,8 @@ def gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft=
         chunk = np.minimum(float(wl.isl), np.maximum(budget - b * q_max, min(MIN_CHUNK, budget)))
     else:
         chunk = np.full(b.shape, float(wl.isl))
+    check_prefill_steps(wl.isl, min(MIN_CHUNK, budget) if eng.chunked_prefill else wl.isl,
+                        f"engine {eng.id} max_num_batched_tokens")  # a bounded loop over the prompt's chunks
     n_chunks = np.ceil(wl.isl / chunk)
     fam = load_kernel_family(eng.family_id("decode_attention", hw))
     rows = b if eng.mixed_prefill else 0.0 * b
@@ -220,7 +224,7 @@ def prompt_service_s(eng, wl: Workload, decode_tokens, t_it, d_p):
 def _cohort_s(eng, wl: Workload, d_p):
     """The opt-in start-up term (Workload.startup_cohort): prompts of the `prefill_cohort` fraction of the other
     C - 1 clients that a benchmark starting all clients at once bunches ahead of a request (0 unless opted in)."""
-    if wl.concurrency is None or not wl.startup_cohort or not eng.prefill_cohort:
+    if wl.concurrency is None or not wl.startup_cohort or not np.any(eng.prefill_cohort):  # (K, 1) in a fit
         return 0.0
     return eng.prefill_cohort * np.maximum(np.asarray(wl.concurrency, dtype=float) - 1.0, 0.0) * d_p
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from specplan.core.limits import check_prefill_steps
 from specplan.costs.attention import attention_cost, recurrent_state_cost
 from specplan.costs.gemm import elementwise_cost, gemm_cost
 from specplan.model.memory import kv_bytes_per_token
@@ -159,6 +160,8 @@ def prefill_s(model, hw, tp, isl, *, precision, engine=None, budget_tokens=None,
     # Prompts are packed into steps of `budget` tokens; a prompt longer than the budget is split into chunks.
     per_step = np.minimum(total, budget)
     steps = np.ceil(total / budget)
+    if np.size(total):
+        check_prefill_steps(np.max(total), budget, f"engine {eng.id} max_num_batched_tokens")
     out = np.zeros(np.shape(total))
     for k in range(int(np.max(steps)) if np.size(steps) else 0):
         live = k < steps

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specplan.core.errors import SpecplanError
+from specplan.core.limits import MAX_CONTEXT, REQUEST_RATE, check_number
 
 MODES = ("agg", "disagg")
 
@@ -64,8 +65,11 @@ class Workload:
                 bad = np.min(c) if c.size else "nothing"
                 raise SpecplanError(f"concurrency (--concurrency): must be >= 1 request, got {bad:g}"
                                     if c.size else "concurrency (--concurrency): got no value")
-        if self.request_rate is not None and not (0 < self.request_rate < float("inf")):
-            raise SpecplanError(f"request rate (--request-rate): must be > 0 requests/s, got {self.request_rate:g}")
+        if self.request_rate is not None:  # the one rule of a request rate (specplan.core.limits.REQUEST_RATE)
+            check_number(self.request_rate, "request rate (--request-rate)", *REQUEST_RATE)
+        for name, v in (("isl (--isl)", self.isl), ("osl (--osl)", self.osl)):
+            if v > MAX_CONTEXT:
+                raise SpecplanError(f"{name}: must be <= {MAX_CONTEXT:,} tokens, got {v:g}")
         if self.pools is not None and self.mode != "disagg":
             raise SpecplanError(f"pools (--pools): only with --mode disagg, got mode {self.mode}")
 

@@ -106,6 +106,86 @@ class Group:
         return solve(self.tables, eng, wl, self.admission)
 
 
+def predict_many(g: Group, rows) -> dict:
+    """TPOT and TTFT (s) of a group's rows for K engine variants at once, each (K, rows): `rows` (K, 4) are the
+    fitted_names host numbers and prefill_cohort (NaN: the group engine's own) of each variant, broadcast as (K, 1)
+    columns through one solve; each variant's numbers equal those of `g.predict` with that engine alone."""
+    rows = np.atleast_2d(np.asarray(rows, dtype=float))
+    upd = {k: rows[:, i:i + 1] for i, k in enumerate(fitted_names(g.engine))}
+    upd["prefill_cohort"] = np.where(np.isnan(rows[:, 3:4]), g.engine.prefill_cohort, rows[:, 3:4])
+    r = g.predict(g.engine.model_copy(update=upd))
+    shape = (len(rows), len(g.c))
+    return {"tpot_s": np.broadcast_to(r["tpot_s"], shape), "ttft_s": np.broadcast_to(r["ttft_s"], shape)}
+
+
+def direct_pricer(gs: list[Group]):
+    """price(rows) -> [predict_many(g, rows) for g in gs]: the groups priced now, in this thread."""
+    return lambda rows: [predict_many(g, rows) for g in gs]
+
+
+class Lockstep:
+    """Several fits over the same groups (the leave-group-out folds), one thread each, priced in rounds: every
+    pricing request waits until each running fit has posted its own, and all of them are priced together in
+    one solve per group (a round costs about what one request costs alone). Each fit gets the numbers it would
+    get alone (predict_many), so its optimizer takes the same steps."""
+
+    def __init__(self, gs: list[Group]):
+        import threading
+
+        self.gs, self.cond = gs, threading.Condition()
+        self.pending, self.results, self.active = {}, {}, set()
+
+    def _price(self, key, rows):
+        with self.cond:
+            self.pending[key] = np.atleast_2d(np.asarray(rows, dtype=float))
+            self.cond.notify_all()
+            self.cond.wait_for(lambda: key in self.results)
+            return self.results.pop(key)
+
+    def _round(self) -> None:
+        keys = list(self.pending)
+        rows = [self.pending.pop(k) for k in keys]
+        priced = [predict_many(g, np.vstack(rows)) for g in self.gs]
+        at = 0
+        for k, r in zip(keys, rows):
+            sl = slice(at, at + len(r))
+            at += len(r)
+            self.results[k] = [{m: v[sl] for m, v in p.items()} for p in priced]
+
+    def run(self, jobs: dict) -> dict:
+        """{key: job(price)} -> {key: its result}; `price(rows)` prices every group (predict_many's order)."""
+        import threading
+
+        out, errors = {}, []
+
+        def work(key, job):
+            try:
+                out[key] = job(lambda rows: self._price(key, rows))
+            except BaseException as exc:  # noqa: BLE001 - raised again in the calling thread
+                errors.append(exc)
+            finally:
+                with self.cond:
+                    self.active.discard(key)
+                    self.cond.notify_all()
+
+        self.active = set(jobs)
+        threads = [threading.Thread(target=work, args=kv, daemon=True) for kv in jobs.items()]
+        for t in threads:
+            t.start()
+        ready = lambda: not self.active or (self.pending and self.active <= set(self.pending))  # noqa: E731
+        with self.cond:
+            while self.active:
+                self.cond.wait_for(ready)
+                if self.active and self.active <= set(self.pending):
+                    self._round()
+                    self.cond.notify_all()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        return out
+
+
 def groups(rows) -> list[Group]:
     """One Group per (framework, model, TP, ISL, OSL, precision)."""
     keys = ["framework", "model", "tp", "input_len", "output_len", "precision"]
@@ -117,52 +197,106 @@ def with_params(engine, params) -> object:
     return engine.model_copy(update=dict(zip(fitted_names(engine), (float(v) for v in params))))
 
 
-def _tpot_resid(gs, params):
-    return np.concatenate([np.log(g.predict(with_params(g.engine, params))["tpot_s"] * 1e3
-                                  / g.rows["tpot_ms"].to_numpy(float)) for g in gs])
+def _tpot_resid_many(gs, params, price=None) -> np.ndarray:
+    """log(predicted / measured TPOT) of every row for K sets of FITTED numbers at once, shape (K, rows): one
+    solve per group prices all K sets (the engine numbers broadcast as (K, 1) columns over the group's rows),
+    at each group engine's own prefill_cohort; `price` (default direct_pricer(gs)) prices the groups."""
+    p = np.atleast_2d(np.asarray(params, dtype=float))
+    priced = (price or direct_pricer(gs))(np.hstack([p, np.full((len(p), 1), np.nan)]))
+    return np.concatenate([np.log(r["tpot_s"] * 1e3 / g.rows["tpot_ms"].to_numpy(float))
+                           for g, r in zip(gs, priced)], axis=1)
+
+
+def _tpot_resid(gs, params, price=None):
+    return _tpot_resid_many(gs, [params], price)[0]
+
+
+def _fd_jacobian(gs, rel_step: float, price=None, scale=SCALE):
+    """The residuals and their forward-difference Jacobian in the optimizer's variables x (seconds = |x|·SCALE),
+    with scipy's 2-point steps (h = rel_step·sign(x)·|x|, sqrt(eps)·max(1, |x|) where that is 0), each x and its
+    three steps priced in one batch. Returns (fun, jac) for least_squares."""
+    last = {}
+
+    def fun(x):
+        r = _tpot_resid(gs, np.abs(x) * scale, price)
+        last.clear()
+        last[x.tobytes()] = r
+        return r
+
+    def jac(x):
+        sign = (x >= 0).astype(float) * 2 - 1
+        h = rel_step * sign * np.abs(x)
+        h = np.where((x + h) - x == 0, np.sqrt(np.finfo(float).eps) * sign * np.maximum(1.0, np.abs(x)), h)
+        xs = x[None, :] + np.diag(h)
+        f0 = last.get(x.tobytes())
+        rows = _tpot_resid_many(gs, np.abs(np.vstack([xs] if f0 is not None else [x[None, :], xs])) * scale,
+                                price)
+        if f0 is None:
+            f0, rows = rows[0], rows[1:]
+        dx = np.diag(xs) - x
+        return ((rows - f0[None, :]) / dx[:, None]).T
+
+    return fun, jac
 
 
 START_GRID = [(h, s, e) for h in (0.0, 1.5e-3) for s in (0.0, 4e-5) for e in (1e-5, 6e-5)]
 START_GRID_STEP = [(h, s, e) for h in (0.0, 1.5e-3) for s in (0.0, 4e-5) for e in (3e-3, 2e-2)]  # eager_step_s
 
 
-def fit_host(gs: list[Group], start=None) -> np.ndarray:
+def fit_host(gs: list[Group], start=None, price=None) -> np.ndarray:
     """The engine's fitted_names (s) minimizing robust (soft-L1) log-TPOT residuals: the best of a coarse start
-    grid, refined by least squares (the max() of an overlap scheduler is flat where host time hides under the
-    GPU, so a single start can stall)."""
+    grid (priced in one batch), refined by least squares with a batched forward-difference Jacobian (the max()
+    of an overlap scheduler is flat where host time hides under the GPU, so a single start can stall)."""
     from scipy.optimize import least_squares
 
     per_step = fitted_names(gs[0].engine)[2] == "eager_step_s"
     scale = SCALE * np.array([1.0, 1.0, 100.0]) if per_step else SCALE  # eager_step_s in ms
-    if start is None:
+    if start is None:  # every start of the grid priced in one batch; the first of the least cost
         grid = START_GRID_STEP if per_step else START_GRID
-        start = min(grid, key=lambda p: float(np.sum(np.sqrt(1.0 + (_tpot_resid(gs, p) / 0.05) ** 2))))
-    r = least_squares(lambda x: _tpot_resid(gs, np.abs(x) * scale), x0=np.array(start) / scale + 1e-3,
-                      loss="soft_l1", f_scale=0.05, diff_step=1e-2, max_nfev=200)
+        cost = np.sum(np.sqrt(1.0 + (_tpot_resid_many(gs, grid, price) / 0.05) ** 2), axis=1)
+        start = grid[int(np.argmin(cost))]
+    fun, jac = _fd_jacobian(gs, rel_step=1e-2, price=price, scale=scale)
+    r = least_squares(fun, x0=np.array(start) / scale + 1e-3, jac=jac, loss="soft_l1", f_scale=0.05,
+                      max_nfev=200)
     return np.abs(r.x) * scale
 
 
-def fit_cohort(gs: list[Group], host) -> float:
+def fit_cohort(gs: list[Group], host, price=None) -> float:
     """prefill_cohort in [0, 1] minimizing robust log-TTFT residuals with the host numbers held."""
     from scipy.optimize import minimize_scalar
 
+    price = price or direct_pricer(gs)
+
     def loss(k):
-        res = []
-        for g in gs:
-            eng = with_params(g.engine, host).model_copy(update={"prefill_cohort": float(k)})
-            res.append(np.log(g.predict(eng)["ttft_s"] * 1e3 / g.rows["ttft_ms"].to_numpy(float)))
+        priced = price(np.array([[*(float(v) for v in host), float(k)]]))
+        res = [np.log(r["ttft_s"][0] * 1e3 / g.rows["ttft_ms"].to_numpy(float)) for g, r in zip(gs, priced)]
         return float(np.sum(np.sqrt(1.0 + (np.concatenate(res) / 0.1) ** 2)))
 
     return float(minimize_scalar(loss, bounds=(0.0, 1.0), method="bounded", options={"xatol": 2e-3}).x)
 
 
-def fit(gs: list[Group], start=None) -> dict:
+def fit(gs: list[Group], start=None, price=None) -> dict:
     """All fitted engine numbers of one framework's groups: FITTED host costs, then prefill_cohort. `start`
-    (host numbers) replaces the start grid (leave-group-out folds start from the all-row fit)."""
-    host = fit_host(gs, start)
+    (host numbers) replaces the start grid (leave-group-out folds start from the all-row fit); `price` prices
+    the groups (default: directly; a Lockstep's in the folds)."""
+    host = fit_host(gs, start, price)
     held = {k: float(getattr(gs[0].engine, k)) for k in FITTED}
     return {**held, **dict(zip(fitted_names(gs[0].engine), (float(v) for v in host))),
-            "prefill_cohort": fit_cohort(gs, host)}
+            "prefill_cohort": fit_cohort(gs, host, price)}
+
+
+def leave_group_out(sub: list[Group], start) -> list[dict]:
+    """fit() with each group of `sub` left out in turn, all folds run in lockstep (one solve per group per round
+    for every fold: Lockstep); the i-th result is the fit without sub[i]."""
+    def job(i):
+        def run(price_all):
+            keep = [j for j in range(len(sub)) if j != i]
+            price = lambda rows: [p for j, p in enumerate(price_all(rows)) if j != i]  # noqa: E731
+            return fit([sub[j] for j in keep], start=start, price=price)
+        return run
+
+    out = Lockstep(sub).run({i: job(i) for i in range(len(sub))})
+    return [out[i] for i in range(len(sub))]
 
 
 def fit_consistent(gs: list[Group], passes: int = 2) -> dict:
@@ -215,15 +349,19 @@ def calibrate(rows=None, progress=None) -> dict:
         fw = g.rows["framework"].iloc[0]
         if not fw.startswith("NIM"):  # NIM rows are scored with the TensorRT-LLM fit, never fitted on
             fams.setdefault(g.engine.id, []).append(g)
-    full = {e: fit_consistent(sub) for e, sub in fams.items()}
+    full = {}
+    for e, sub in fams.items():
+        if progress:
+            progress(f"{e}: fitting on all {sum(len(g.rows) for g in sub)} rows ({len(sub)} groups)")
+        full[e] = fit_consistent(sub)
     for g in gs:  # the folds' TPOT fits (and NIM's groups) hold the all-row cohort
         g.engine = g.engine.model_copy(update={"prefill_cohort": full[g.engine.id]["prefill_cohort"]})
     held = {}
     for e, sub in fams.items():
-        for i, g in enumerate(sub):
-            if progress:
-                progress(f"{e}: leaving out {g.rows['group'].iloc[0]} ({i + 1}/{len(sub)})")
-            held[id(g)] = fit([h for h in sub if h is not g], start=[full[e][k] for k in fitted_names(g.engine)])
+        if progress:
+            progress(f"{e}: {len(sub)} leave-group-out fits, in lockstep")
+        for g, p in zip(sub, leave_group_out(sub, start=[full[e][k] for k in fitted_names(sub[0].engine)])):
+            held[id(g)] = p
     insample = _predict_rows(gs, lambda g: full[g.engine.id])
     outsample = _predict_rows(gs, lambda g: held.get(id(g), full[g.engine.id]))
     # the same fits scored without the start-up term: what a planning prediction (the CLI default) gives

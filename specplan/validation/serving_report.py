@@ -192,11 +192,13 @@ def magicdec_markdown(rows: list[dict], trend: dict) -> str:
 
 def write_reports(outdir: Path | str, progress=None) -> list[Path]:
     """Run the calibration and MagicDec validation and write both markdown files; returns their paths."""
-    from specplan.core.io import atomic_write_text
+    from specplan.core.io import atomic_write_text, ready_output_dir
     from specplan.validation.magicdec import predict_sweeps, trend_right
 
-    outdir = Path(outdir)
+    outdir = ready_output_dir(outdir, "--out")  # before minutes of fitting, not after them
     res = calibrate(progress=progress)
+    if progress:
+        progress("MagicDec sweeps")
     rows = predict_sweeps()
     paths = [outdir / "serving.md", outdir / "magicdec.md"]
     atomic_write_text(paths[0], serving_markdown(res))

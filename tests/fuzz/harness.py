@@ -8,7 +8,9 @@ A subprocess per invocation would cost about a second of imports each; `run_cli`
 - a non-zero exit without exactly one line on stderr (exit 2 = bad input) or with an unexpected code;
 - a non-finite number (nan, inf, JSON null in place of a number) or an overflowed integer column in stdout or in
   any file the run wrote;
-- code execution (a canary file created by a YAML payload).
+- code execution (a canary file created by a YAML payload);
+- a closed-loop serving answer in --json output that breaks Little's law (requests/s x latency = concurrency
+  within 1 %, `littles_law`).
 """
 
 from __future__ import annotations
@@ -100,15 +102,56 @@ RESULT_KEYS = frozenset({"step_ms", "verify_ms", "draft_ms", "speedup", "accepta
 
 
 def _null_results(v, path=""):
+    """Results that are null where every run has them; a serving row that says why it has none (an unstable
+    open loop: no throughput or latency; OSL 1: no TPOT) in its `note` is an answer, not a NaN that got out."""
     if isinstance(v, dict):
+        said = v.get("stable") is False or isinstance(v.get("note"), str)
         for k, x in v.items():
-            if x is None and k in RESULT_KEYS:
+            if x is None and k in RESULT_KEYS and not said:
                 yield f"{path}.{k}"
             else:
                 yield from _null_results(x, f"{path}.{k}")
     elif isinstance(v, list):
         for i, x in enumerate(v):
             yield from _null_results(x, f"{path}[{i}]")
+
+
+LITTLE_JUDGE = True  # off only to see the other findings of a run while the serving loop is being fixed
+LITTLE_TOL = 0.01  # closed loop: requests/s x request latency = concurrency within 1 %
+
+
+def littles_law(data) -> list[str]:
+    """Closed-loop serving answers that break Little's law, X·L = C (issue 25): predict's serving block (each
+    stable baseline / speculative row at its concurrency) and recommend's ranked serving rows (aggregated, where
+    X = tokens/s/GPU · TP / OSL and L = TTFT + (OSL − 1)·TPOT)."""
+    out = []
+    if not isinstance(data, dict):
+        return out
+    s = data.get("serving")
+    if isinstance(s, dict) and isinstance(s.get("concurrency"), (int, float)):
+        for name in ("baseline", "speculative"):
+            x = s.get(name)
+            if not isinstance(x, dict) or not x.get("stable", True) or not isinstance(x.get("requests_per_s"), float):
+                continue
+            lat = x.get("request_latency_ms")
+            if isinstance(lat, (int, float)):
+                n = x["requests_per_s"] * lat / 1e3
+                if abs(n / s["concurrency"] - 1.0) > LITTLE_TOL:
+                    out.append(f"Little's law: serving.{name} requests/s x latency = {n:.6g} in flight at "
+                               f"concurrency {s['concurrency']:g}")
+    if isinstance(data.get("ranked"), list) and isinstance(data.get("osl"), int) and data.get("mode") == "agg":
+        tp, osl = data.get("tp") or 1, data["osl"]
+        for i, r in enumerate(data["ranked"]):
+            try:
+                x = r["tokens_per_s_per_gpu"] * tp / osl
+                lat = (r["ttft_ms"] + (osl - 1) * r["tpot_ms"]) / 1e3 if osl > 1 else r["ttft_ms"] / 1e3
+                c = r["concurrency"]
+            except (KeyError, TypeError):
+                continue
+            if r.get("feasible") and c and abs(x * lat / c - 1.0) > LITTLE_TOL:
+                out.append(f"Little's law: ranked[{i}] requests/s x latency = {x * lat:.6g} in flight at "
+                           f"concurrency {c:g}")
+    return out
 
 
 def check_text(text: str, where: str, echo: frozenset = frozenset(), results: bool = False) -> list[str]:
@@ -130,7 +173,8 @@ def check_text(text: str, where: str, echo: frozenset = frozenset(), results: bo
             data = None
     if isinstance(data, (dict, list)):
         return [f"{where}: non-finite {p}" for p in _walk_json(data)] + [
-            f"{where}: {p} is null (a result every run has)" for p in (_null_results(data) if results else ())]
+            f"{where}: {p} is null (a result every run has)" for p in (_null_results(data) if results else ())] + [
+            f"{where}: {p}" for p in (littles_law(data) if results and LITTLE_JUDGE else ())]
     for m in PLAIN_NONFINITE.finditer(text):
         if m.group(0).lstrip("-+") in echo:
             continue

@@ -85,6 +85,32 @@ def _serving():
     return _opt("--serving", serving, 0.2)
 
 
+# serving options (issue 25): a load a user might give, or one value out of range / not finite
+SERVING_LENS = ["128", "1024", "4k"]
+BAD_LENS = BAD_INTS + ["100000000", str(2**31), "40000000"]
+GOOD_LOADS = ["1", "4", "64"]
+BAD_LOADS = BAD_FLOATS + ["1e9", "1e-9", "1e-10", "1e300", "1000000"]
+
+
+def _engine_opt(p: float):
+    """--engine: an engine id or a (mutated) engine YAML."""
+    eng = st.one_of(_pick(["trtllm", "vllm", "sglang", "ideal"], ["nosuch", "", "x" * 300]),
+                    file_spec("engine", 0.5) if "engine" in seeds() else st.just("vllm"))
+    return _opt("--engine", eng, p)
+
+
+def _serving_load(p: float = 0.3, load: bool = True):
+    """--isl/--osl with a closed-loop concurrency or an open-loop request rate, engine, mode and pools."""
+    lens = _join(st.just([]), _opt("--isl", _pick(SERVING_LENS, BAD_LENS), 1),
+                 _opt("--osl", _pick(["1", "16", "128"], BAD_LENS), 0.95))
+    rate = st.one_of(_opt("--concurrency", _pick(GOOD_LOADS, BAD_LOADS), 1),
+                     _opt("--request-rate", _pick(["0.5", "5", "50"], BAD_LOADS), 1), st.just([]))
+    mode = _join(st.just([]), _opt("--mode", _pick(["agg", "disagg"], ["x", "", "AGG"]), 0.25),
+                 _opt("--pools", _pick(["1P1D", "2P3D"], ["0P1D", "1P", "x", "", "99999P1D"]), 0.1))
+    full = _join(lens, rate if load else st.just([]), mode, _engine_opt(0.4))
+    return st.integers(0, 99).flatmap(lambda u: full if u < 100 * p else st.just([]))
+
+
 def _layout():
     """Parallel layout (--dp/--ep/--pp), engine (--serving) and kernel options of step/predict/recommend."""
     par = _pick(["1", "2"], BAD_INTS)
@@ -114,7 +140,7 @@ def predict_cmd():
                  _opt("--tree-tokens", ints, 0.05), _opt("--draft-kv-budget", ints, 0.05),
                  _opt("--draft-model", st.sampled_from(MODEL_IDS[:3] + ["eagle3-llama-3.1-8b"] + BAD_IDS[:3]), 0.1),
                  _opt("--draft-hardware", st.sampled_from(HW_IDS[:3] + BAD_IDS[:2]), 0.1),
-                 st.sampled_from([[], ["--json"]]))
+                 _serving_load(0.3), st.sampled_from([[], ["--json"], ["--json"]]))
 
 
 def recommend_cmd():
@@ -127,8 +153,12 @@ def recommend_cmd():
                  st.one_of(st.just([]), st.just([]), _join(  # capacity: the smallest GPU count for a total rate
                      _opt("--target-tps", _pick(["1000", "50000"], BAD_FLOATS), 1),
                      _opt("--target-tps-per-user", _pick(["20", "50"], BAD_FLOATS), 0.9),
-                     _opt("--max-gpus", _pick(["8", "16"], BAD_INTS + ["100000"]), 0.5),
-                     _opt("--isl", _pick(["1024", "128"], BAD_INTS), 0.5), _opt("--osl", _pick(["256"], BAD_INTS), 0.5))))
+                     _opt("--max-gpus", _pick(["8", "16", "72", "144"], BAD_INTS + ["100000", "1000000000"]), 0.5),
+                     _opt("--isl", _pick(["1024", "128"], BAD_LENS), 0.5), _opt("--osl", _pick(["256"], BAD_LENS), 0.5))),
+                 st.integers(0, 99).flatmap(lambda u: st.just([]) if u >= 30 else _join(  # the serving search
+                     _serving_load(1.0, load=False), _opt("--concurrency", _pick(GOOD_LOADS, BAD_LOADS), 0.2),
+                     _opt("--max-ttft-ms", _pick(["200", "2000"], BAD_FLOATS), 0.4),
+                     _opt("--max-tpot-ms", _pick(["10", "50"], BAD_FLOATS), 0.4))))
 
 
 def pareto_cmd():
@@ -144,6 +174,7 @@ def pareto_cmd():
                  _opt("--context", ctx, 0.7),
                  _opt("--mechanisms", st.lists(st.sampled_from(MECHS), min_size=1, max_size=2).map(",".join), 0.9),
                  _accept(), _opt("--per", st.sampled_from(["gpu", "device", "chip", ""]), 0.2),
+                 _serving_load(0.15, load=False),
                  st.sampled_from([["--no-plots"]] * 12 + [[]]), st.just(["--no-progress"]),
                  st.sampled_from([["-o", "OUT"]] * 6 + [["-o", "AFILE"], ["-o", "AFILE/sub"], ["-o", "x" * 300],
                                                          ["-o", ""]]))
@@ -167,14 +198,14 @@ def adaptive_cmd():
         _join(st.just([]), _opt("--request-rate", _pick(["2", "20"], BAD_FLOATS), 0.7),
               _opt("--concurrency", _pick(["4", "16"], BAD_INTS + ["100000"]), 0.4),
               _opt("--requests", _pick(["8", "20"], BAD_INTS + ["99999999"]), 0.9),
-              _opt("--isl", _pick(["128", "512"], BAD_INTS), 0.5), _opt("--osl", _pick(["16", "64"], BAD_INTS), 0.9),
+              _opt("--isl", _pick(["128", "512"], BAD_LENS), 0.5), _opt("--osl", _pick(["16", "64"], BAD_LENS), 0.9),
               st.one_of(_opt("--acceptance-rate", floats, 1), _opt("--acceptance-rate", floats, 1),
                         _opt("--acceptance-dist", _pick(["0.8", "beta:2,1", "uniform:0.3,0.9"], [
                             "beta:0,0", "uniform:0.9,0.3", "nope:1", "", "beta:" + "9" * 400]), 1)),
               _opt("--acceptance-drift", st.sampled_from(["0.9->0.4", "-0.2", "x", "", "2", "nan"]), 0.2)))
     engine = _join(st.just([]), _opt("--engine", st.sampled_from(["vllm", "sglang", "ideal", "nosuch", ""]), 0.2),
-                   _opt("--max-ttft-ms", floats, 0.1), _opt("--prefill-budget", ints, 0.1),
-                   _opt("--max-running", ints, 0.1), _opt("--graph-max-bs", ints, 0.1),
+                   _opt("--max-ttft-ms", floats, 0.1), _opt("--prefill-budget", _pick(GOOD_INTS, BAD_INTS + ["1"]), 0.1),
+                   _opt("--max-running", ints, 0.1), _opt("--graph-max-bs", _pick(GOOD_INTS + ["0"], BAD_INTS), 0.1),
                    _opt("--sglang-initial-steps", ints, 0.1),
                    _opt("--captured-d", st.sampled_from(["1,3,7", "0", "-1", "a", ""]), 0.1))
     pol = st.lists(st.sampled_from(["fixed:3", "sglang", "model", "oracle", "adasd", "fixed:", "fixed:-1", "nope",
@@ -216,13 +247,37 @@ def misc_cmd():
     return st.sampled_from([[], ["--help"], ["nosuch"], ["step"], ["step", "--help"], ["pareto", "--bogus"],
                             ["bench", "nothing", "-o", "OUT/b.csv"], ["bench", "gemm", "-o", "OUT/b.csv"],
                             ["bench", "gemm", "--model", "llama-3.2-1b", "--device", "cuda", "-o", "AFILE/b.csv"],
-                            ["profiles"], ["model"], ["--version"]])
+                            ["profiles"], ["model"], ["--version"],
+                            ["validate-serving", "-o", "AFILE", "--no-progress"],  # refused before minutes of fitting
+                            ["validate-serving", "-o", "AFILE/sub", "--no-progress"]])
 
 
-COMMANDS = {"step": step_cmd, "predict": predict_cmd, "recommend": recommend_cmd, "pareto": pareto_cmd,
+def serving_cmd():
+    """predict / recommend / pareto with a serving workload always (issue 25), and the GPUs-for-a-load search."""
+    base = _join(_base(), _serving_load(1.0, load=False), st.sampled_from([[], ["--json"], ["--json"]]))
+    mech = _join(_opt("--mechanisms", st.sampled_from(["eagle3", "ngram", "eagle3,ngram", "nope"]), 0.7), _accept(),
+                 _opt("--max-draft-len", _pick(["0", "1", "2", "4"], BAD_INTS), 0.9))
+    load = st.one_of(_opt("--concurrency", _pick(GOOD_LOADS, BAD_LOADS), 1),
+                     _opt("--request-rate", _pick(["0.5", "5", "50"], BAD_LOADS), 1))
+    predict = _join(st.just(["predict"]), base, load, _opt("--mechanism", _pick(["eagle3", "ngram"], MECHS), 0.8),
+                    _opt("--draft-len", _pick(["1", "2", "4"], BAD_INTS), 0.8),
+                    _opt("--acceptance-rate", _pick(["0.6", "0.8"], BAD_FLOATS), 0.8))
+    recommend = _join(st.just(["recommend"]), base, mech, _opt("--concurrency", _pick(GOOD_LOADS, BAD_LOADS), 0.2),
+                      _opt("--max-ttft-ms", _pick(["200", "2000"], BAD_FLOATS), 0.4),
+                      _opt("--max-tpot-ms", _pick(["10", "50"], BAD_FLOATS), 0.4))
+    pareto = _join(st.just(["pareto"]), base, mech, st.just(["--no-plots", "--no-progress", "-o", "OUT"]))
+    gpus = _join(st.just(["recommend"]), _base(), _opt("--target-tps", _pick(["1000", "50000"], BAD_FLOATS), 1),
+                 _opt("--target-tps-per-user", _pick(["20", "50"], BAD_FLOATS), 0.9),
+                 _opt("--max-gpus", _pick(["8", "16", "72", "144"], BAD_INTS + ["1000000000"]), 0.5),
+                 st.one_of(_join(_opt("--isl", _pick(SERVING_LENS, BAD_LENS), 1), _opt("--osl", _pick(["256"], BAD_LENS), 1)),
+                           _opt("--context", contexts, 1)), st.sampled_from([[], ["--json"]]))
+    return st.one_of(predict, predict, recommend, pareto, gpus)
+
+
+COMMANDS = {"serving": serving_cmd, "step": step_cmd, "predict": predict_cmd, "recommend": recommend_cmd, "pareto": pareto_cmd,
             "study": study_cmd, "adaptive": adaptive_cmd, "profiles": profiles_cmd, "import": import_cmd,
             "validate": validate_cmd, "calibrate": calibrate_cmd, "misc": misc_cmd}
-WEIGHTS = {"step": 4, "predict": 4, "recommend": 3, "pareto": 2, "study": 2, "adaptive": 2, "profiles": 2,
+WEIGHTS = {"serving": 4, "step": 4, "predict": 4, "recommend": 3, "pareto": 2, "study": 2, "adaptive": 2, "profiles": 2,
            "import": 3, "validate": 2, "calibrate": 1, "misc": 1}
 
 

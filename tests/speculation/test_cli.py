@@ -53,7 +53,7 @@ def test_recommend_negative_target_tps_one_line_exit_2():
     p = run("recommend", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--context", "1024",
             "--target-tps-per-user", "-10", "--mechanisms", "eagle3", "--acceptance", "eagle3=0.8")
     assert p.returncode == 2
-    assert p.stderr == "error: target tokens/s/user (--target-tps-per-user): must be > 0, got -10\n"
+    assert p.stderr == "error: --target-tps-per-user: must be > 0, got -10\n"  # the one rule (core/limits)
 
 
 def test_predict_lpu_same_lpu_draft_counts_its_chips():
