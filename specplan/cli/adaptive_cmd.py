@@ -103,30 +103,8 @@ def adaptive(
     """Simulate draft-length policies request by request: TPOT/TTFT percentiles, SLO attainment, tokens/s/GPU."""
     from specplan.core.errors import SpecplanError
 
-    from specplan.core.limits import DRAFT_LEN_LIMIT, MAX_BATCH, MAX_CONTEXT, check_int, check_option
-
-    check_int(max_draft_len, "--max-draft-len", 0, DRAFT_LEN_LIMIT)
-    if out is not None:
-        from specplan.core.io import check_output_dir
-
-        check_output_dir(out)  # before the simulation, not after it
-    for name, v, hi in (("--isl", isl, MAX_CONTEXT), ("--osl", osl, MAX_CONTEXT), ("--concurrency", concurrency, MAX_BATCH),
-                        ("--max-running", max_running, MAX_BATCH), ("--graph-max-bs", graph_max_bs, MAX_BATCH),
-                        ("--prefill-budget", prefill_budget, MAX_CONTEXT), ("--sglang-initial-steps", sglang_initial,
-                                                                            DRAFT_LEN_LIMIT)):
-        if v is not None:  # bounds of specplan.core.limits: no overflow, no run without end
-            check_int(v, name, 0 if name in ("--sglang-initial-steps", "--graph-max-bs") else 1, hi)
-    if request_rate is not None:
-        check_option(request_rate, "--request-rate")  # the rule of predict's --request-rate too
-    if seed < 0:
-        raise SpecplanError(f"--seed: must be an integer >= 0, got {seed}")
-    for name, v in (("--max-tpot-ms", max_tpot_ms), ("--max-ttft-ms", max_ttft_ms)):
-        if v is not None and not (v > 0):
-            raise SpecplanError(f"{name}: must be > 0, got {v:g}")
-    for name, v, low in (("--prefill-budget", prefill_budget, 1), ("--graph-max-bs", graph_max_bs, 0),
-                         ("--max-running", max_running, 1)):
-        if v is not None and v < low:
-            raise SpecplanError(f"{name}: must be >= {low}, got {v}")
+    _check_options(max_draft_len, out, isl, osl, concurrency, max_running, graph_max_bs, prefill_budget,
+                   sglang_initial, request_rate, seed, max_tpot_ms, max_ttft_ms)
     names = comma_list(policies)
     cap = None if captured_d is None else [int(x) for x in parse_tiers(captured_d)]
     if tiers is not None:
@@ -156,6 +134,42 @@ def adaptive(
                     "series": {k: {c: v[c] for c in ("t_s", "draft_len", "batch", "al", "tpot_ms")}
                                for k, v in res["series"].items()}})
         return
+    _print_requests(res, tp, mechanism)
+
+
+def _check_options(max_draft_len, out, isl, osl, concurrency, max_running, graph_max_bs, prefill_budget,
+                   sglang_initial, request_rate, seed, max_tpot_ms, max_ttft_ms) -> None:
+    """One line for any option out of its bounds (specplan.core.limits), and a bad -o, before the simulation."""
+    from specplan.core.errors import SpecplanError
+    from specplan.core.limits import DRAFT_LEN_LIMIT, MAX_BATCH, MAX_CONTEXT, check_int, check_option
+
+    check_int(max_draft_len, "--max-draft-len", 0, DRAFT_LEN_LIMIT)
+    if out is not None:
+        from specplan.core.io import check_output_dir
+
+        check_output_dir(out)  # before the simulation, not after it
+    for name, v, hi in (("--isl", isl, MAX_CONTEXT), ("--osl", osl, MAX_CONTEXT), ("--concurrency", concurrency, MAX_BATCH),
+                        ("--max-running", max_running, MAX_BATCH), ("--graph-max-bs", graph_max_bs, MAX_BATCH),
+                        ("--prefill-budget", prefill_budget, MAX_CONTEXT), ("--sglang-initial-steps", sglang_initial,
+                                                                            DRAFT_LEN_LIMIT)):
+        if v is not None:  # bounds of specplan.core.limits: no overflow, no run without end
+            check_int(v, name, 0 if name in ("--sglang-initial-steps", "--graph-max-bs") else 1, hi)
+    if request_rate is not None:
+        check_option(request_rate, "--request-rate")  # the rule of predict's --request-rate too
+    if seed < 0:
+        raise SpecplanError(f"--seed: must be an integer >= 0, got {seed}")
+    for name, v in (("--max-tpot-ms", max_tpot_ms), ("--max-ttft-ms", max_ttft_ms)):
+        if v is not None and not (v > 0):
+            raise SpecplanError(f"{name}: must be > 0, got {v:g}")
+    for name, v, low in (("--prefill-budget", prefill_budget, 1), ("--graph-max-bs", graph_max_bs, 0),
+                         ("--max-running", max_running, 1)):
+        if v is not None and v < low:
+            raise SpecplanError(f"{name}: must be >= {low}, got {v}")
+
+
+def _print_requests(res: dict, tp: int, mechanism: str) -> None:
+    """The request-level table of every policy, with the lossy and bound rows explained."""
+    rows = res["policies"]
     print(f"{res['model']} on {res['hardware']} (tp {tp}), {mechanism}, engine {res['engine']}; {res['requests']} "
           f"requests ({res['source']})")
     print(table([[r.get(c) for c in COLUMNS] for r in rows], list(COLUMNS)))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
@@ -13,6 +13,25 @@ from specplan.cli.output import print_json, table
 from specplan.core.errors import SpecplanError
 from specplan.speculation.guidelines import g1_phrase
 from specplan.planning.sweep import MAX_DRAFT_LEN
+
+# recommend's deployment-search and price options, one definition each
+Gpus = Annotated[Optional[int], typer.Option(
+    "--gpus", help="GPU budget (with --isl/--osl): search TP, replicas, agg/disagg pools, mechanism, D and "
+                   "concurrency (a load: --target-tps).")]
+GpusPerNode = Annotated[Optional[int], typer.Option(
+    "--gpus-per-node", help="Largest TP (default: the hardware's scale-up domain).")]
+Dtypes = Annotated[Optional[str], typer.Option(
+    "--dtypes", help="Comma list of dtypes --gpus searches (e.g. fp8,bf16; default --dtype).")]
+Emit = Annotated[Optional[str], typer.Option(
+    "--emit", help="Also print the launch of the best point: vllm | sglang | trtllm | dynamo (disaggregated "
+                   "answers; docs/launch.md).")]
+Objective = Annotated[str, typer.Option(
+    "--objective", help="Rank by tokens-per-gpu | cost ($/Mtok) | energy (J/token) (with --isl/--osl; "
+                        "docs/cost.md).")]
+GpuHourUsd = Annotated[Optional[float], typer.Option(
+    "--gpu-hour-usd", help="$/GPU-hour (default: InferenceX's all-in TCO for the device, power included).")]
+KwhUsd = Annotated[Optional[float], typer.Option(
+    "--kwh-usd", help="$/kWh added to a --gpu-hour-usd price that excludes power.")]
 
 MECHS = "none|external|eagle3|mtp|medusa|dflash|dspark|ngram|self"
 
@@ -127,6 +146,11 @@ def predict(
         return
     if wl is not None:
         _print_serving(r["serving"])
+    _print_point(r)
+
+
+def _print_point(r: dict) -> None:
+    """predict's plain-text answer for one point: baseline vs speculative, devices, memory, energy, guidelines."""
     print(f"{r['model']} on {r['hardware']} ({layout_phrase(r['layout'])}), batch {r['batch']}, "
           f"context {r['context_len']}; "
           f"{r['mechanism']} D = {r['draft_len']} ({r['verify_tokens']:g} verified tokens); "
@@ -224,21 +248,14 @@ def recommend(
     startup_cohort: StartupCohort = False,
     max_ttft_ms: Optional[float] = typer.Option(None, "--max-ttft-ms", help="SLA: time to first token (ms)."),
     max_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", help="SLA: time per output token (ms)."),
-    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPU budget (with --isl/--osl): search TP, replicas, "
-                                       "agg/disagg pools, mechanism, D and concurrency (a load: --target-tps)."),
-    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="Largest TP (default: the "
-                                                "hardware's scale-up domain)."),
-    dtypes: Optional[str] = typer.Option(None, "--dtypes", help="Comma list of dtypes --gpus searches (e.g. "
-                                         "fp8,bf16; default --dtype)."),
+    gpus: Gpus = None,
+    gpus_per_node: GpusPerNode = None,
+    dtypes: Dtypes = None,
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
-    emit: Optional[str] = typer.Option(None, "--emit", help="Also print the launch of the best point: vllm | sglang | "
-                                       "trtllm | dynamo (disaggregated answers; docs/launch.md)."),
-    objective: str = typer.Option("tokens-per-gpu", "--objective", help="Rank by tokens-per-gpu | cost ($/Mtok) | "
-                                  "energy (J/token) (with --isl/--osl; docs/cost.md)."),
-    gpu_hour_usd: Optional[float] = typer.Option(None, "--gpu-hour-usd", help="$/GPU-hour (default: InferenceX's "
-                                                 "all-in TCO for the device, power included)."),
-    kwh_usd: Optional[float] = typer.Option(None, "--kwh-usd", help="$/kWh added to a --gpu-hour-usd price that "
-                                            "excludes power."),
+    emit: Emit = None,
+    objective: Objective = "tokens-per-gpu",
+    gpu_hour_usd: GpuHourUsd = None,
+    kwh_usd: KwhUsd = None,
     pue: Optional[float] = typer.Option(None, "--pue", help="Facility PUE (default 1.3 air, 1.1 liquid-cooled GB200)."),
     price_tier: Optional[str] = typer.Option(None, "--price-tier", help="hyperscaler (default) | neocloud | rental_3yr."),
 ) -> None:
@@ -260,16 +277,9 @@ def recommend(
         return
     if gpus is not None:
         src = ctx.get_parameter_source("mode")
-        if src is None or src.name == "DEFAULT":
-            mode = "auto"  # the deployment search weighs both modes unless --mode says one
-        if isl is None or osl is None:
-            raise SpecplanError("recommend --gpus: give --isl and --osl (the serving workload to deploy)")
-        if tp != 1 or pools is not None or concurrency is not None or request_rate is not None:
-            raise SpecplanError("recommend --gpus: searches TP, pools and concurrency itself; drop --tp / --pools / "
-                                "--concurrency / --request-rate")
-        if len(hw_list) > 1:
-            raise SpecplanError("recommend --gpus: one --hardware (the GPU type to deploy on)")
-        _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, dtype, mode, eng, mechs, acc,
+        _check_gpus_search(isl, osl, tp, pools, concurrency, request_rate, hw_list)
+        _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, dtype,
+                           "auto" if src is None or src.name == "DEFAULT" else mode, eng, mechs, acc,
                            max_draft_len, extrapolate, max_ttft_ms, max_tpot_ms, json_out,
                            dict(kv_dtype=kv_dtype, draft_model=draft_model))
         return
@@ -280,23 +290,10 @@ def recommend(
     wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools, require_load=False,
                                startup_cohort=startup_cohort)
     price = _price(gpu_hour_usd, kwh_usd, pue, price_tier)
-    if len(hw_list) > 1:
-        if wl is None:
-            raise SpecplanError("recommend: several --hardware are compared with the serving model: give --isl and --osl")
-        _recommend_devices(model, hw_list, wl, tp, eng, mechs, acc, max_draft_len, extrapolate, max_ttft_ms,
-                           max_tpot_ms, concurrency is None and request_rate is None, json_out,
-                           dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model), objective, price)
+    if _recommend_workload(model, hw_list, wl, tp, eng, mechs, acc, max_draft_len, extrapolate,
+                           (max_ttft_ms, max_tpot_ms), concurrency is None and request_rate is None, json_out,
+                           dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model), emit, objective, price):
         return
-    if wl is None and objective != "tokens-per-gpu":
-        raise SpecplanError("recommend: --objective cost|energy ranks serving points: give --isl and --osl")
-    if wl is not None:
-        _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, extrapolate, max_ttft_ms,
-                           max_tpot_ms, concurrency is None and request_rate is None, json_out,
-                           dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model), emit=emit,
-                           objective=objective, price=price)
-        return
-    if max_ttft_ms is not None or max_tpot_ms is not None:
-        raise SpecplanError("recommend: --max-ttft-ms / --max-tpot-ms need --isl and --osl (the serving model)")
     if context is None:
         raise SpecplanError("recommend: --context is required (or --target-tps with --isl and --osl)")
     r = run(model, hardware, tp=tp, batch=batch, target_tps_per_user=target_tps,
@@ -309,6 +306,45 @@ def recommend(
     if json_out:
         print_json(r if launch is None else {**r, "launch": launch})
         return
+    _print_recommend(r, batch, target_tps, launch)
+
+
+def _recommend_workload(model, hw_list, wl, tp, eng, mechs, acc, max_draft_len, extrapolate, sla, search,
+                        json_out, kw, emit, objective, price) -> bool:
+    """recommend with a serving workload (one device or several side by side); False when there is none (the
+    step recommend answers), after refusing what needs a workload."""
+    max_ttft_ms, max_tpot_ms = sla
+    if len(hw_list) > 1:
+        if wl is None:
+            raise SpecplanError("recommend: several --hardware are compared with the serving model: give --isl and --osl")
+        _recommend_devices(model, hw_list, wl, tp, eng, mechs, acc, max_draft_len, extrapolate, max_ttft_ms,
+                           max_tpot_ms, search, json_out, kw, objective, price)
+        return True
+    if wl is None and objective != "tokens-per-gpu":
+        raise SpecplanError("recommend: --objective cost|energy ranks serving points: give --isl and --osl")
+    if wl is not None:
+        _recommend_serving(model, hw_list[0], wl, tp, eng, mechs, acc, max_draft_len, extrapolate, max_ttft_ms,
+                           max_tpot_ms, search, json_out, kw, emit=emit, objective=objective, price=price)
+        return True
+    if max_ttft_ms is not None or max_tpot_ms is not None:
+        raise SpecplanError("recommend: --max-ttft-ms / --max-tpot-ms need --isl and --osl (the serving model)")
+    return False
+
+
+def _check_gpus_search(isl, osl, tp, pools, concurrency, request_rate, hw_list) -> None:
+    """recommend --gpus: one line for what the deployment search cannot take (it searches TP, pools, concurrency)."""
+    if isl is None or osl is None:
+        raise SpecplanError("recommend --gpus: give --isl and --osl (the serving workload to deploy)")
+    if tp != 1 or pools is not None or concurrency is not None or request_rate is not None:
+        raise SpecplanError("recommend --gpus: searches TP, pools and concurrency itself; drop --tp / --pools / "
+                            "--concurrency / --request-rate")
+    if len(hw_list) > 1:
+        raise SpecplanError("recommend --gpus: one --hardware (the GPU type to deploy on)")
+
+
+def _print_recommend(r: dict, batch, target_tps, launch) -> None:
+    """recommend's plain-text answer (no workload): best of each mechanism, runners-up, notes, the binding
+    guideline; exit 1 when nothing fits or meets the target."""
     lpu = r["hardware_kind"] == "lpu"
     unit = "tok/s/chip" if lpu else "tok/s/GPU"
     where = (f"batch {batch}" if batch is not None else f"tokens/s/user >= {target_tps:g}" if target_tps is not None

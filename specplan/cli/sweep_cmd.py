@@ -226,79 +226,27 @@ def pareto(
     the serving grid (device x TP x mode x mechanism x D x concurrency [x pools]; agg and disagg unless --mode),
     its frontier and the serving frontier figure."""
     from specplan.core.errors import SpecplanError
-    from specplan.planning.frontier import frontier, throughput_column
-    from specplan.profiles.registry import load_hardware, load_model
     from specplan.serving.workload import workload_from_options
-    from specplan.speculation.speedup import mechanism_names
-    from specplan.planning.sweep import sweep
 
     wl = workload_from_options(isl, osl, concurrency, request_rate, mode or ("disagg" if pools else "agg"), pools,
                                require_load=False, startup_cohort=startup_cohort)
     if wl is not None:
         if layouts:
             raise SpecplanError("pareto: the serving model (--isl/--osl) takes --tp only, not --layouts")
-        modes = [mode] if mode else ["disagg"] if pools else ["agg", "disagg"]
-        _serving_pareto(model, hardware, wl, int_list(tp, "--tp") or [1], modes, engine,
+        _serving_pareto(model, hardware, wl, int_list(tp, "--tp") or [1],
+                        [mode] if mode else ["disagg"] if pools else ["agg", "disagg"], engine,
                         comma_list(mechanisms) or None, mech_values(acceptance, _ACCEPTANCE_FORM), max_draft_len,
-                        concurrency is None and request_rate is None, Path(outdir),
-                        dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model, max_ttft_ms=max_ttft_ms,
-                             max_tpot_ms=max_tpot_ms), figure_names(figures, no_plots), figure_formats(formats))
+                        concurrency is None and request_rate is None, Path(outdir), dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model,
+                                                                    max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms),
+                        figure_names(figures, no_plots), figure_formats(formats))
         return
     for name, v in (("--max-ttft-ms", max_ttft_ms), ("--max-tpot-ms", max_tpot_ms)):
         if v is not None:
             raise SpecplanError(f"{name}: a serving SLA, needs --isl and --osl")
 
-    from specplan.core.io import check_output_dir
-
-    check_output_dir(outdir)  # a bad -o is an error before the sweep
-    throughput_column(per)  # a bad --per is an error before the sweep
-    fmts = figure_formats(formats)  # and a bad --formats
-    figs = figure_names(figures, no_plots)  # and bad --figures
-    m = load_model(model)  # resolved once: a YAML path is never looked up again by its id
-    hws = [load_hardware(h) for h in hardware]
-    mechs = comma_list(mechanisms) or None
-    contexts = int_list(context, "--context") or [DEFAULT_CONTEXT]
-    acc = mech_values(acceptance, _ACCEPTANCE_FORM)
-    import time
-
-    t_imp = time.process_time()
-    import pandas  # noqa: F401  (the sweep and the tables need them: imported here, counted as start-up)
-    import pyarrow.parquet  # noqa: F401
-
-    t0 = time.process_time()
-    df = sweep(m, hws, batch_max=batch_max, batch_points=batch_points, max_draft_len=max_draft_len,
-               mechanisms=mechs, acceptance=acc, tp=int_list(tp, "--tp"), layouts=comma_list(layouts) or None,
-               contexts=contexts, draft_model=draft_model,
-               draft_hardware=draft_hardware, dtype=dtype, kv_dtype=kv_dtype, progress=None if progress else False)
-    swept = [str(x) for x in df["mechanism"].unique() if str(x) != "none"]
-    print(f"context: {', '.join(f'{c:,}' for c in contexts)} tokens"
-          + ("" if context else f" (default; --context 8k,32k for others)"))
-    left = [x for x in mechanism_names() if x != "none" and x not in swept]
-    print(f"mechanisms: {', '.join(swept) or 'none'}"
-          + ("" if mechs else f" (default: those with a shipped acceptance profile or --acceptance; not swept: "
-                              f"{', '.join(left)}, which need --acceptance MECH=VALUE or a draft model)"))
-    print(f"draft length D: 0 ... {int(df['draft_len'].max())} (--max-draft-len, default {MAX_DRAFT_LEN}; a "
-          f"shipped acceptance profile may cap it)")
-    t1 = time.process_time()
-    by = ["hardware", "context_len"] + (["layout"] if len(comma_list(layouts)) > 1 else [])
-    front = frontier(df, per=per, by=by)
-    t2 = time.process_time()
-    cost: dict = {}
-    written = write_pareto(df, front, Path(outdir), m, {h.id: h for h in hws}, figures=figs, per=per,
-                           acceptance_label=acceptance_label(df, m.id, acc), formats=fmts, grid_csv=grid_csv,
-                           timings=cost, acceptance=acceptance_legend(df, m.id, acc))
-    if timings:
-        work = time.process_time() - t0 - cost["import_s"]
-        print(f"timings (CPU s): sweep {t1 - t0:.2f}, frontier {t2 - t1:.2f}, tables {cost['tables_s']:.2f}, "
-              f"figures {cost['figures_s']:.2f} (imports, not counted: pandas and pyarrow {t0 - t_imp:.2f}, "
-              f"matplotlib {cost['import_s']:.2f}); the command's work {work:.2f} = "
-              f"{work / max(t2 - t0, 1e-9):.2f}x sweep + frontier")
-    n_fit = int(df["fits"].sum())
-    n_scopes = int(front["scope"].nunique()) - 1 if len(front) else 0
-    print(f"{len(df):,} grid points ({n_fit:,} fit in memory), {len(front):,} frontier rows: the overall frontier "
-          f"and one per ({', '.join(by)}) ({n_scopes}), told apart by frontier.csv's scope column")
-    for p in written:
-        print(f"wrote {p}")
+    _batch_pareto(model, hardware, tp, layouts, context, mechanisms, acceptance, batch_max, batch_points,
+                  max_draft_len, draft_model, draft_hardware, dtype, kv_dtype, per, figures, no_plots, formats,
+                  grid_csv, outdir, progress, timings)
 
 
 @app.command("study")
@@ -322,6 +270,80 @@ def study(
                f"{b['mechanism']}){limit}" if b else "no feasible speculative point"
         print(f"  {v['variant']}: {best}")
     print(f"wrote {Path(outdir) / 'summary.md'} and {len(summary['plots'])} plot files")
+
+
+def _batch_pareto(model, hardware, tp, layouts, context, mechanisms, acceptance, batch_max, batch_points,
+                  max_draft_len, draft_model, draft_hardware, dtype, kv_dtype, per, figures, no_plots, formats,
+                  grid_csv, outdir, progress, timings) -> None:
+    """pareto without a workload: the batch x D x mechanism x layout x context x device grid, its frontiers
+    (overall and per device and context), tables and figures; --timings prints each phase's CPU seconds."""
+    from specplan.planning.frontier import frontier, throughput_column
+    from specplan.planning.sweep import sweep
+    from specplan.profiles.registry import load_hardware, load_model
+
+    from specplan.core.io import check_output_dir
+
+    check_output_dir(outdir)  # a bad -o is an error before the sweep
+    throughput_column(per)  # a bad --per is an error before the sweep
+    fmts = figure_formats(formats)  # and a bad --formats
+    figs = figure_names(figures, no_plots)  # and bad --figures
+    m = load_model(model)  # resolved once: a YAML path is never looked up again by its id
+    hws = [load_hardware(h) for h in hardware]
+    mechs = comma_list(mechanisms) or None
+    contexts = int_list(context, "--context") or [DEFAULT_CONTEXT]
+    acc = mech_values(acceptance, _ACCEPTANCE_FORM)
+    import time
+
+    t_imp = time.process_time()
+    import pandas  # noqa: F401  (the sweep and the tables need them: imported here, counted as start-up)
+    import pyarrow.parquet  # noqa: F401
+
+    t0 = time.process_time()
+    df = sweep(m, hws, batch_max=batch_max, batch_points=batch_points, max_draft_len=max_draft_len,
+               mechanisms=mechs, acceptance=acc, tp=int_list(tp, "--tp"), layouts=comma_list(layouts) or None,
+               contexts=contexts, draft_model=draft_model,
+               draft_hardware=draft_hardware, dtype=dtype, kv_dtype=kv_dtype, progress=None if progress else False)
+    _print_swept(df, contexts, context, mechs)
+    t1 = time.process_time()
+    by = ["hardware", "context_len"] + (["layout"] if len(comma_list(layouts)) > 1 else [])
+    front = frontier(df, per=per, by=by)
+    t2 = time.process_time()
+    cost: dict = {}
+    written = write_pareto(df, front, Path(outdir), m, {h.id: h for h in hws}, figures=figs, per=per,
+                           acceptance_label=acceptance_label(df, m.id, acc), formats=fmts, grid_csv=grid_csv,
+                           timings=cost, acceptance=acceptance_legend(df, m.id, acc))
+    if timings:
+        work = time.process_time() - t0 - cost["import_s"]
+        print(f"timings (CPU s): sweep {t1 - t0:.2f}, frontier {t2 - t1:.2f}, tables {cost['tables_s']:.2f}, "
+              f"figures {cost['figures_s']:.2f} (imports, not counted: pandas and pyarrow {t0 - t_imp:.2f}, "
+              f"matplotlib {cost['import_s']:.2f}); the command's work {work:.2f} = "
+              f"{work / max(t2 - t0, 1e-9):.2f}x sweep + frontier")
+    _print_written(df, front, by, written)
+
+
+def _print_swept(df, contexts, context, mechs) -> None:
+    """What the grid swept: contexts, mechanisms (and those left out, why), the D range."""
+    from specplan.speculation.speedup import mechanism_names
+
+    swept = [str(x) for x in df["mechanism"].unique() if str(x) != "none"]
+    print(f"context: {', '.join(f'{c:,}' for c in contexts)} tokens"
+          + ("" if context else " (default; --context 8k,32k for others)"))
+    left = [x for x in mechanism_names() if x != "none" and x not in swept]
+    print(f"mechanisms: {', '.join(swept) or 'none'}"
+          + ("" if mechs else f" (default: those with a shipped acceptance profile or --acceptance; not swept: "
+                              f"{', '.join(left)}, which need --acceptance MECH=VALUE or a draft model)"))
+    print(f"draft length D: 0 ... {int(df['draft_len'].max())} (--max-draft-len, default {MAX_DRAFT_LEN}; a "
+          f"shipped acceptance profile may cap it)")
+
+
+def _print_written(df, front, by: list, written: list) -> None:
+    """The grid and frontier counts, then every file written."""
+    n_fit = int(df["fits"].sum())
+    n_scopes = int(front["scope"].nunique()) - 1 if len(front) else 0
+    print(f"{len(df):,} grid points ({n_fit:,} fit in memory), {len(front):,} frontier rows: the overall frontier "
+          f"and one per ({', '.join(by)}) ({n_scopes}), told apart by frontier.csv's scope column")
+    for p in written:
+        print(f"wrote {p}")
 
 
 def _serving_pareto(model, hardware: list, wl, tps: list[int], modes: list[str], engine, mechs, acc, max_draft_len,

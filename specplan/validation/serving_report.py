@@ -95,6 +95,22 @@ def serving_markdown(res: dict) -> str:
             lines.append(f"| {fw} | {n_on} of {so['rows']} | {_pct(so['ttft_median'])} | {_pct(sf['ttft_median'])} | "
                          f"{so['ttft_bias']:.3f} / {sf['ttft_bias']:.3f} | {_pct(so['tpot_median'])} / "
                          f"{_pct(sf['tpot_median'])} |")
+    lines += _fitted_numbers(res)
+    lines += _known_misses(outs)
+    lines += ["", "## Every row", "", "Predicted values are out of sample (the row's group left out of the fit).", "",
+              "| framework | model | TP | C | ISL | OSL | TPOT ms | pred | decode-only | err | TTFT ms | pred | err |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for _, r in outs.iterrows():
+        lines.append(f"| {r['framework']} | {r['model']} | {r['tp']} | {r['batch']} | {r['input_len']} | "
+                     f"{r['output_len']} | {r['tpot_ms']:.2f} | {r['pred_tpot_ms']:.2f} | {r['decode_only_ms']:.2f} | "
+                     f"{100 * (r['pred_tpot_ms'] / r['tpot_ms'] - 1):+.1f} % | {r['ttft_ms']:.0f} | "
+                     f"{r['pred_ttft_ms']:.0f} | {100 * (r['pred_ttft_ms'] / r['ttft_ms'] - 1):+.0f} % |")
+    return "\n".join(lines) + "\n"
+
+
+def _fitted_numbers(res: dict) -> list[str]:
+    """The fitted engine numbers (all rows, the folds' range) and whether each engine YAML holds the fit."""
+    lines = []
     lines += ["", "Bias = median predicted/measured TPOT. The decode-only column is `specplan step` at batch = "
               "concurrency and context ISL + OSL/2 (no prefill, no engine costs).", "",
               "## Fitted engine numbers", "", "| engine | fit | " + " | ".join(FITTED) + " | prefill_cohort |",
@@ -116,6 +132,12 @@ def serving_markdown(res: dict) -> str:
         lines.append("")
         lines.append(f"engine_profiles/{e}.yaml holds {'these' if same else 'OTHER'} numbers "
                      f"({'equal to the all-row fit within 1 %' if same else 'update the YAML to the all-row fit'}).")
+    return lines
+
+
+def _known_misses(outs) -> list[str]:
+    """The known misses section (TensorRT-LLM at C = 128), from the scored rows."""
+    lines = []
     hi = outs[(outs["batch"] >= 65) & outs["framework"].str.startswith("TensorRT")]
     if len(hi):
         rf = hi["pred_ttft_ms"] / hi["ttft_ms"]
@@ -130,15 +152,7 @@ def serving_markdown(res: dict) -> str:
                   f"modelled (no source for it). Putting the measured waiting fraction into the closed loop "
                   f"(B = C·(1 - that fraction)) would move the C = 128 TPOT bias by about -0.04 (checked by hand, "
                   f"not a shipped model)."]
-    lines += ["", "## Every row", "", "Predicted values are out of sample (the row's group left out of the fit).", "",
-              "| framework | model | TP | C | ISL | OSL | TPOT ms | pred | decode-only | err | TTFT ms | pred | err |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for _, r in outs.iterrows():
-        lines.append(f"| {r['framework']} | {r['model']} | {r['tp']} | {r['batch']} | {r['input_len']} | "
-                     f"{r['output_len']} | {r['tpot_ms']:.2f} | {r['pred_tpot_ms']:.2f} | {r['decode_only_ms']:.2f} | "
-                     f"{100 * (r['pred_tpot_ms'] / r['tpot_ms'] - 1):+.1f} % | {r['ttft_ms']:.0f} | "
-                     f"{r['pred_ttft_ms']:.0f} | {100 * (r['pred_ttft_ms'] / r['ttft_ms'] - 1):+.0f} % |")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def magicdec_markdown(rows: list[dict], trend: dict) -> str:
