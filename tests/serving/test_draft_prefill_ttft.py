@@ -41,17 +41,21 @@ def test_single_client_eagle3_ttft_carries_the_draft_prefill():
     ctx, n_d, acc = isl + osl // 2, (osl - 1) / al, Acceptance.from_rate(a)
     t = float(evaluate(m, hw, batch=1, context_len=ctx, draft_len=d, mechanism="eagle3", acceptance=acc,
                        engine="ideal")["iter_s"])
-    chunk = float(mixed_step_s(m, hw, 1, 1.0, ctx, isl, 0, precision=prec, engine="ideal")
-                  - mixed_step_s(m, hw, 1, 1.0, ctx, 0, 0, precision=prec, engine="ideal"))
+    # the prompt's chunk on top of the decode row, which verifies 1 + D tokens in the mixed step (issue 19)
+    chunk = float(mixed_step_s(m, hw, 1, 1.0, ctx, isl, 0, q_len=1 + d, precision=prec, engine="ideal")
+                  - mixed_step_s(m, hw, 1, 1.0, ctx, 0, 0, q_len=1 + d, precision=prec, engine="ideal"))
     draft = float(prefill_s(eagle3_head(m), hw, 1, isl, precision=prec, engine="ideal"))
     assert 0 < draft < chunk  # one head layer over the prompt: a small share of the target's 32
     b, tau, x, ttft = _solve(t, chunk + draft, n_d)
     r = aggregated(m, hw, Workload(isl, osl, concurrency=1), engine="ideal", mechanism="eagle3", draft_len=d,
                    acceptance=acc)
     got = {k: float(np.asarray(r[k]).ravel()[0]) for k in ("decode_batch", "ttft_s", "tpot_s", "requests_per_s")}
-    assert got["decode_batch"] == pytest.approx(b, rel=1e-6)
-    assert got["ttft_s"] == pytest.approx(ttft, rel=1e-6)
-    assert got["tpot_s"] == pytest.approx(tau / al, rel=1e-6)
-    assert got["requests_per_s"] == pytest.approx(x, rel=1e-6)
+    # rel 2e-3, not 1e-6: since issue 19 the prompt-carrying step is priced as a speculative round run eagerly
+    # (round.round_s: the rejection-sampling kernel and the draft's extend pass ride on it), a term this closed
+    # form leaves out (5e-4 of TTFT here, 3e-5 of the batch); the draft prefill it checks moves TTFT by ~4 %.
+    assert got["decode_batch"] == pytest.approx(b, rel=2e-3)
+    assert got["ttft_s"] == pytest.approx(ttft, rel=2e-3)
+    assert got["tpot_s"] == pytest.approx(tau / al, rel=2e-3)
+    assert got["requests_per_s"] == pytest.approx(x, rel=2e-3)
     # without the draft's prefill the TTFT would be ~4 % lower: far outside the tolerance above
     assert _solve(t, chunk, n_d)[3] < 0.97 * ttft
