@@ -59,16 +59,11 @@ def step_kernels(model, hw, tp) -> int:
 
 def draft_prefill_model(model, mechanism, draft_model=None):
     """The model a mechanism runs over the prompt besides the target (external draft, EAGLE-3 head, MTP
-    module), or None (n-gram, Medusa, DFlash/DSpark drafting from target states, self-speculation)."""
-    from specplan.speculation.drafters import eagle3_head, mtp_module
+    module), or None (n-gram, Medusa, DFlash/DSpark drafting from target states, self-speculation): the same
+    model whose extend pass the speculative round runs."""
+    from specplan.speculation.round import round_draft_model
 
-    if mechanism == "external" and draft_model is not None:
-        return load_model(draft_model)
-    if mechanism == "eagle3":
-        return eagle3_head(model, None if draft_model is None else load_model(draft_model))
-    if mechanism == "mtp":
-        return mtp_module(model)
-    return None
+    return round_draft_model(model, mechanism, draft_model)
 
 
 def _decode_iteration_gpu(model, hw, tp, batch, context, eng, spec, prec):
