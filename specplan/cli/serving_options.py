@@ -24,4 +24,4 @@ Pools = Annotated[Optional[str], typer.Option(
     "--pools", help="Disaggregated pools xPyD, e.g. 1P1D, 2P3D (recommend and pareto: searched when not given).")]
 StartupCohort = Annotated[bool, typer.Option(
     "--startup-cohort", help="Add the start-up bunching of a benchmark whose clients all start at once to a closed "
-                             "loop's TTFT (the engine's prefill_cohort; to reproduce such runs). Off: steady traffic.")]
+                             "loop's TTFT (C - 1 x the engine's startup_client_s; to reproduce such runs). Off: steady traffic.")]

@@ -92,10 +92,10 @@ class EngineProfile(_Frozen):
     verify_graph_max_tokens: int = Field(0, ge=0, le=2**32)
     draft_graph_max_batch: int = Field(0, ge=0, le=MAX_BATCH)  # draft steps captured up to this batch (0: graph_max_batch)
     ttft_includes_first_decode: bool = False  # TTFT counts the first decode step after prefill
-    # closed loop: fraction of the other in-flight requests whose prompt is prefilled ahead of a new one
-    # (requests of equal length released together stay bunched); adds cohort x (C - 1) prompt prefills to TTFT,
-    # only where asked (Workload.startup_cohort, --startup-cohort: a benchmark whose clients start together)
-    prefill_cohort: float = Field(0.0, ge=0, le=1)
+    # closed loop, start-up bunching: seconds each of the other C - 1 clients adds to a request's TTFT (averaged
+    # over a run) when a benchmark starts all clients at once; only where asked (Workload.startup_cohort,
+    # --startup-cohort); fitted on TTFT of such runs (docs/validation/serving.md)
+    startup_client_s: float = Field(0.0, ge=0, le=MAX_TIME_S)
     decode_attention: str = "default"  # kernel family ids (engine_profiles/kernels/)
     verify_attention: str = "default"
     prefill_attention: str = "prefill-default"
@@ -130,7 +130,7 @@ class EngineProfile(_Frozen):
                    "max_num_batched_tokens",
                    "max_num_seqs", "prefill_tokens_s", "spec_iteration_overhead_s", "spec_draft_step_overhead_s",
                    "spec_host_per_seq_s", "verify_graph_max_tokens", "draft_graph_max_batch", "graph_max_batch",
-                   "prefill_cohort", "gemm_mem_bw_scale", "gemm_compute_scale")
+                   "startup_client_s", "gemm_mem_bw_scale", "gemm_compute_scale")
         missing = [k for k in numeric if getattr(self, k) and k not in self.sources]
         if missing:
             raise ValueError(f"sources: every number needs a source; missing for {', '.join(missing)}")

@@ -15,8 +15,8 @@ and launch cost. TTFT = queueing + prefill service: half an iteration to the nex
 wait on the prefill (busy fraction u = X·(t_iter/k + ΔP) with k prompts per step: prefill_utilization), and, with the engine's
 `admission: next_departure`, the wait for a request slot to free (1/X: the slot of a finishing request frees
 only after its successor arrived, as in the TRT-LLM benchmark runs where max batch = concurrency), and in a
-closed loop the prompts of the `prefill_cohort` fraction of the other C - 1 requests that arrive bunched with
-it (requests of equal lengths released together stay in cohorts; fitted on TTFT, docs/validation/serving.md). Closed
+closed loop, only where asked (Workload.startup_cohort), the start-up term (C - 1)·startup_client_s of a
+benchmark whose clients all start at once (fitted on TTFT, docs/validation/serving.md). Closed
 loop: C = B + X·TTFT is solved for B by bisection (vectorized over the grid). TPOT = τ / AL.
 
 Two stages: `gpu_tables` prices every GPU quantity once on a geometric grid of decode batches (one vectorized
@@ -216,12 +216,12 @@ def prompt_service_s(eng, wl: Workload, decode_tokens, t_it, d_p):
     return t_it / k + d_p
 
 
-def _cohort_s(eng, wl: Workload, d_p):
-    """The opt-in start-up term (Workload.startup_cohort): prompts of the `prefill_cohort` fraction of the other
-    C - 1 clients that a benchmark starting all clients at once bunches ahead of a request (0 unless opted in)."""
-    if wl.concurrency is None or not wl.startup_cohort or not np.any(eng.prefill_cohort):  # (K, 1) in a fit
+def _cohort_s(eng, wl: Workload):
+    """The opt-in start-up term (Workload.startup_cohort), seconds: (C - 1)·startup_client_s, what the other
+    clients of a benchmark that starts all of them at once add to a request's TTFT (0 unless opted in)."""
+    if wl.concurrency is None or not wl.startup_cohort or not np.any(eng.startup_client_s):  # (K, 1) in a fit
         return 0.0
-    return eng.prefill_cohort * np.maximum(np.asarray(wl.concurrency, dtype=float) - 1.0, 0.0) * d_p
+    return eng.startup_client_s * np.maximum(np.asarray(wl.concurrency, dtype=float) - 1.0, 0.0)
 
 
 def state(tab: GpuTables, eng, wl: Workload, b, admission: str = "immediate"):
@@ -247,7 +247,7 @@ def state(tab: GpuTables, eng, wl: Workload, b, admission: str = "immediate"):
     ttft = _queue_wait_s(tau, u, service, p_s, others) + service
     if eng.ttft_includes_first_decode:
         ttft = ttft + tau
-    ttft = ttft + _cohort_s(eng, wl, d_p)
+    ttft = ttft + _cohort_s(eng, wl)
     if admission == "next_departure" and wl.concurrency is not None:
         # the slot frees only at the next departure: one request always waits (none with a single client)
         ttft = ttft + np.minimum(others, 1.0) / np.maximum(x, 1e-300)

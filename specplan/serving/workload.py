@@ -7,8 +7,8 @@
         mode          "agg" (prefill chunks share engine steps with decoding) | "disagg" (prefill and decode pools)
         pools         (prefill instances x, decode instances y) for disagg, from "xPyD" (None: searched by
                       recommend / pareto; 1P1D where one configuration is evaluated)
-        startup_cohort  opt-in (default off): add the engine's `prefill_cohort` term to a closed loop's TTFT, the
-                      start-up bunching of a benchmark whose C clients send their first requests together
+        startup_cohort  opt-in (default off): add the engine's start-up term (C - 1)·`startup_client_s` to a
+                      closed loop's TTFT, the start-up bunching of a benchmark whose C clients send their first requests together
                       (docs/serving.md); planning leaves it off
 
 `check(model)` raises a one-line SpecplanError for impossible values (OSL 0, ISL beyond the model's context,
@@ -38,6 +38,21 @@ def parse_pools(text: str | None) -> tuple[int, int] | None:
     return int(m.group(1)), int(m.group(2))
 
 
+def _whole_at_least_one(v) -> bool:
+    """True for a whole number >= 1 (an int of any size, or an integral float), never converting a huge int."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    return v >= 1 and (isinstance(v, int) or float(v).is_integer())
+
+
+def _short(v) -> str:
+    """A value for an error line: huge numbers in scientific notation, never thousands of digits."""
+    if isinstance(v, int) and abs(v) >= 10 ** 15:
+        digits = str(abs(v))
+        return f"{'-' if v < 0 else ''}{digits[0]}.{digits[1:3]}e+{len(digits) - 1}"
+    return f"{v:g}" if isinstance(v, (int, float)) else str(v)
+
+
 @dataclass(frozen=True)
 class Workload:
     """Request lengths (tokens), load (concurrency or requests/s) and serving mode."""
@@ -51,10 +66,9 @@ class Workload:
     startup_cohort: bool = False  # opt-in: add the start-up bunching of a benchmark whose clients start together
 
     def __post_init__(self):
-        if not (isinstance(self.isl, (int, float)) and self.isl >= 1 and float(self.isl).is_integer()):
-            raise SpecplanError(f"isl (--isl): must be a whole number of prompt tokens >= 1, got {self.isl}")
-        if not (isinstance(self.osl, (int, float)) and self.osl >= 1 and float(self.osl).is_integer()):
-            raise SpecplanError(f"osl (--osl): must be a whole number of output tokens >= 1, got {self.osl}")
+        for name, what, v in (("isl (--isl)", "prompt", self.isl), ("osl (--osl)", "output", self.osl)):
+            if not _whole_at_least_one(v):
+                raise SpecplanError(f"{name}: must be a whole number of {what} tokens >= 1, got {_short(v)}")
         if self.mode not in MODES:
             raise SpecplanError(f"mode (--mode): must be agg or disagg, got '{self.mode}'")
         if (self.concurrency is None) == (self.request_rate is None):
@@ -69,7 +83,7 @@ class Workload:
             check_number(self.request_rate, "request rate (--request-rate)", *REQUEST_RATE)
         for name, v in (("isl (--isl)", self.isl), ("osl (--osl)", self.osl)):
             if v > MAX_CONTEXT:
-                raise SpecplanError(f"{name}: must be <= {MAX_CONTEXT:,} tokens, got {v:g}")
+                raise SpecplanError(f"{name}: must be <= {MAX_CONTEXT:,} tokens, got {_short(v)}")
         if self.pools is not None and self.mode != "disagg":
             raise SpecplanError(f"pools (--pools): only with --mode disagg, got mode {self.mode}")
 

@@ -128,7 +128,8 @@ def round_s(eng, gpu_s, batch, draft_len, q, target_kernels, draft_kernels, eage
     cap_d = eng.draft_graph_max_batch or eng.graph_max_batch or np.inf
     g_d = bool(eng.cuda_graphs_decode) & (b <= cap_d) & (not eager)
     launches = (np.asarray(target_kernels, dtype=float) * eng.launch_s(g_t)
-                + np.asarray(draft_kernels, dtype=float) * eng.launch_s(g_d))
+                + np.asarray(draft_kernels, dtype=float) * eng.launch_s(g_d)
+                + np.where(g_t, 0.0, eng.eager_step_s))  # a step that replays no graph: the per-step eager work
     host = eng.host_step_s + b * eng.host_per_seq_s + round_host_s(eng, b, d)
     overlap = np.where(spec, bool(eng.spec_overlap), bool(eng.overlap_scheduler))
     return np.where(overlap, np.maximum(gpu_s, host + launches), host + np.maximum(gpu_s, launches))

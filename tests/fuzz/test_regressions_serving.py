@@ -238,3 +238,16 @@ def test_lockstep_folds_equal_the_folds_fitted_one_by_one():
     for i, g in enumerate(gs):
         alone = vs.fit([h for h in gs if h is not g], start=start)
         assert together[i] == alone, (i, together[i], alone)
+
+
+@pytest.mark.parametrize("cmd", [
+    ["recommend", "-m", "llama-3.2-1b", "-H", "h200-sxm", "--context", "32k", "--mechanisms", "ngram",
+     "--max-draft-len", "0"],
+    ["predict", "-m", "llama-3.2-1b", "-H", "h100-sxm", "--concurrency", "4"]], ids=["recommend", "predict"])
+@pytest.mark.parametrize("flag", ["--isl", "--osl"])
+def test_a_400_digit_token_count_is_refused_in_one_line(cmd, flag):
+    # long-mode fuzz (scripts/fuzz.py --n 10000, seed 13): --isl 10^400 reached Workload's float(isl), an
+    # OverflowError traceback; a whole-number check that never converts a huge int, and a short number in the line
+    other = "--osl" if flag == "--isl" else "--isl"
+    r = _refused([*cmd, flag, "1" + "0" * 400, other, "16"], f"{flag}): must be <= 4,294,967,296 tokens, got 1.00e+400")
+    assert len(r.err) < 300

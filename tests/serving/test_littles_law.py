@@ -205,3 +205,29 @@ def test_prefill_first_engine_hand_solved():
     assert float(r["tpot_s"]) == pytest.approx(tau, rel=1e-6)
     assert float(r["ttft_s"]) == pytest.approx(ttft, rel=1e-6)
     assert float(r["decode_batch"]) == pytest.approx(b, rel=1e-6)
+
+
+def test_startup_term_adds_c_minus_one_client_times_at_a_fixed_batch():
+    # The opt-in start-up term of a benchmark that starts all C clients at once: (C - 1) x startup_client_s on
+    # TTFT, whatever the prompt (it is not in prompts of dP), and nothing without --startup-cohort.
+    import dataclasses
+
+    from specplan.profiles.registry import load_engine
+    from specplan.serving.aggregated import gpu_tables, state
+
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    prec = resolve_precision(m, hw, None, None)
+    c = np.array([1.0, 8.0, 64.0])
+    eng = load_engine("vllm").model_copy(update={"startup_client_s": 2.5e-3})
+    for isl in (1024, 4096):
+        wl = Workload(isl, 256, concurrency=c, startup_cohort=True)
+        spec = dict(mechanism="none", draft_len=np.zeros(3), acceptance=None, draft_model=None)
+        tab = gpu_tables(m, hw, 1, wl, eng, spec, prec, 64.0)
+        b = np.array([0.5, 6.0, 50.0])
+        _, x_on, on = state(tab, eng, wl, b)
+        _, x_off, off = state(tab, eng, dataclasses.replace(wl, startup_cohort=False), b)
+        np.testing.assert_allclose(on - off, [0.0, 7 * 2.5e-3, 63 * 2.5e-3], rtol=1e-12, atol=1e-15)
+        np.testing.assert_array_equal(x_on, x_off)
+    # closed loop with the term on: Little's law still holds (the term is TTFT the loop's clients spend waiting)
+    r = aggregated(m, hw, Workload(1024, 256, concurrency=c, startup_cohort=True), engine=eng)
+    np.testing.assert_allclose(r["requests_per_s"] * r["request_latency_s"], c, rtol=1e-2)

@@ -222,11 +222,11 @@ def test_bunched_start_only_for_aiconfigurator_rows():
     assert bunched_start("https://github.com/ai-dynamo/aiconfigurator/blob/x/silicon_sample.csv")
 
 
-def test_nim_group_ignores_prefill_cohort():
+def test_nim_group_ignores_the_startup_term():
     from specplan.validation.serving import groups, load_rows
 
     d = load_rows()
     (g,) = groups(d[d["framework"].str.startswith("NIM")])
-    a = g.predict(g.engine.model_copy(update={"prefill_cohort": 0.5}))["ttft_s"]
-    b = g.predict(g.engine.model_copy(update={"prefill_cohort": 0.0}))["ttft_s"]
+    a = g.predict(g.engine.model_copy(update={"startup_client_s": 0.01}))["ttft_s"]
+    b = g.predict(g.engine.model_copy(update={"startup_client_s": 0.0}))["ttft_s"]
     np.testing.assert_allclose(a, b, rtol=1e-12)

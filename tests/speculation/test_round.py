@@ -55,6 +55,20 @@ def test_round_cost_by_hand_host_graphs_and_overlap():
         assert round_s(eng, 4e-3, b, 0, 1, 300, 0) == pytest.approx(float(eng.step_s(4e-3, b, 300, b <= 512)))
 
 
+def test_a_step_that_replays_no_graph_pays_the_per_step_eager_work():
+    # TensorRT-LLM's eager_step_s (issue 22) is host work of every step that replays no graph: a step carrying a
+    # prompt (eager=True) and a decode step beyond the graph cap. It was lost when the round replaced step_s
+    # (the merged model priced it nowhere). Overlap scheduler, 1 ms GPU, 100 kernels x 10 us, 20 ms eager work:
+    eng = _engine(eager_step_s=0.02, overlap_scheduler=True, host_step_s=0.0, host_per_seq_s=0.0,
+                  sources={**SRC, "eager_step_s": "test"})
+    assert float(round_s(eng, 1e-3, 8, 0, 1, 100, 0, eager=True)) == pytest.approx(0.02 + 100 * 1e-5, rel=1e-12)
+    assert float(round_s(eng, 1e-3, 8, 0, 1, 100, 0)) == pytest.approx(1e-3, rel=1e-12)  # graphed decode
+    assert float(round_s(eng, 1e-3, 600, 0, 1, 100, 0)) == pytest.approx(0.021, rel=1e-12)  # beyond the cap 512
+    for b, graphed in ((8.0, True), (8.0, False), (600.0, False)):  # D = 0: the engine's step_s, either state
+        assert float(round_s(eng, 1e-3, b, 0, 1, 100, 0, eager=not graphed)) == pytest.approx(
+            float(eng.step_s(1e-3, b, 100, graphed)), rel=1e-12)
+
+
 def test_round_gpu_extras_by_hand_rejection_and_extend():
     m = load_model("llama-3.1-8b")
     hw = load_hardware("h100-sxm")
