@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from specplan.core.errors import SpecplanError
+from specplan.core.limits import DRAFT_LEN_LIMIT, check_int
 from specplan.speculation.acceptance import Acceptance
 
 
@@ -33,6 +34,11 @@ def _num(x: str, whole: str) -> float:
                             f"or a profile name)") from None
 
 
+def _draft_len(draft_len) -> int:
+    """--draft-len checked before it bounds an acceptance length (a 400-digit D is no float: one line, not a trace)."""
+    return check_int(draft_len, "draft length (--draft-len)", 0, DRAFT_LEN_LIMIT)
+
+
 def cli_acceptance(length=None, rate=None, per_position=None, profile=None, draft_len=0) -> Acceptance | None:
     """At most one of the predict command's acceptance options, as an Acceptance (None when none is given)."""
     given = [(k, v) for k, v in (("length", length), ("rate", rate), ("per-position", per_position),
@@ -44,6 +50,7 @@ def cli_acceptance(length=None, rate=None, per_position=None, profile=None, draf
         return None
     kind, v = given[0]
     if kind == "length":
+        draft_len = _draft_len(draft_len)
         return Acceptance.from_length(float(v), float(draft_len))
     if kind == "rate":
         return Acceptance.from_rate(float(v))
@@ -65,4 +72,5 @@ def one_acceptance(items, mechanism: str, draft_len: int, given: bool = False) -
         mech, value = mechanism, item
     if mech.strip().lower() != mechanism:
         raise SpecplanError(f"--acceptance: '{item}' names {mech.strip()}, but --mechanism is {mechanism}")
+    draft_len = _draft_len(draft_len)
     return parse_acceptance(value.strip(), at_d=float(draft_len) if draft_len else None)

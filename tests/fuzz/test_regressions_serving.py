@@ -251,3 +251,12 @@ def test_a_400_digit_token_count_is_refused_in_one_line(cmd, flag):
     other = "--osl" if flag == "--isl" else "--isl"
     r = _refused([*cmd, flag, "1" + "0" * 400, other, "16"], f"{flag}): must be <= 4,294,967,296 tokens, got 1.00e+400")
     assert len(r.err) < 300
+
+
+@pytest.mark.parametrize("acc", [["--mechanism", "eagle3", "--acceptance-length", "2"], ["--acceptance", "0.7,0.5"]],
+                         ids=["acceptance-length", "acceptance"])
+def test_a_400_digit_draft_len_with_an_acceptance_is_refused_in_one_line(acc):
+    # long-mode fuzz (seed 13, after the --isl fix): the acceptance options read float(draft_len) before the
+    # draft length was checked, an OverflowError traceback
+    _refused(["predict", "-m", "mixtral-8x7b", "-H", "h100-sxm", "--batch", "2", "--context", "4k",
+              "--draft-len", "1" + "0" * 400, *acc], "draft length (--draft-len): must be <= 256, got an integer of 401")
