@@ -244,21 +244,26 @@ START_GRID = [(h, s, e) for h in (0.0, 1.5e-3) for s in (0.0, 4e-5) for e in (1e
 START_GRID_STEP = [(h, s, e) for h in (0.0, 1.5e-3) for s in (0.0, 4e-5) for e in (3e-3, 2e-2)]  # eager_step_s
 
 
-def fit_host(gs: list[Group], start=None, price=None) -> np.ndarray:
+FOLD_MAX_NFEV = 60  # a leave-group-out fold starts at the all-row fit: 21-37 evaluations converge all but one fold
+
+
+def fit_host(gs: list[Group], start=None, price=None, max_nfev: int = 200) -> np.ndarray:
     """The engine's fitted_names (s) minimizing robust (soft-L1) log-TPOT residuals: the best of a coarse start
-    grid (priced in one batch), refined by least squares with a batched forward-difference Jacobian (the max()
-    of an overlap scheduler is flat where host time hides under the GPU, so a single start can stall)."""
+    grid and the engine profile's own numbers (priced in one batch), refined by least squares with a batched
+    forward-difference Jacobian (the max() of an overlap scheduler is flat where host time hides under the GPU,
+    so a single start can stall; a profile already at its fit converges in a few evaluations)."""
     from scipy.optimize import least_squares
 
     per_step = fitted_names(gs[0].engine)[2] == "eager_step_s"
     scale = SCALE * np.array([1.0, 1.0, 100.0]) if per_step else SCALE  # eager_step_s in ms
     if start is None:  # every start of the grid priced in one batch; the first of the least cost
-        grid = START_GRID_STEP if per_step else START_GRID
+        own = tuple(float(getattr(gs[0].engine, k)) for k in fitted_names(gs[0].engine))
+        grid = [own, *(START_GRID_STEP if per_step else START_GRID)]
         cost = np.sum(np.sqrt(1.0 + (_tpot_resid_many(gs, grid, price) / 0.05) ** 2), axis=1)
         start = grid[int(np.argmin(cost))]
     fun, jac = _fd_jacobian(gs, rel_step=1e-2, price=price, scale=scale)
     r = least_squares(fun, x0=np.array(start) / scale + 1e-3, jac=jac, loss="soft_l1", f_scale=0.05,
-                      max_nfev=200)
+                      max_nfev=max_nfev)
     return np.abs(r.x) * scale
 
 
@@ -291,11 +296,11 @@ def fit_startup(gs: list[Group], host, price=None) -> float:
                                  options={"xatol": 1e-6}).x)
 
 
-def fit(gs: list[Group], start=None, price=None) -> dict:
+def fit(gs: list[Group], start=None, price=None, max_nfev: int = 200) -> dict:
     """All fitted engine numbers of one framework's groups: FITTED host costs, then startup_client_s. `start`
     (host numbers) replaces the start grid (leave-group-out folds start from the all-row fit); `price` prices
     the groups (default: directly; a Lockstep's in the folds)."""
-    host = fit_host(gs, start, price)
+    host = fit_host(gs, start, price, max_nfev)
     held = {k: float(getattr(gs[0].engine, k)) for k in FITTED}
     return {**held, **dict(zip(fitted_names(gs[0].engine), (float(v) for v in host))),
             "startup_client_s": fit_startup(gs, host, price)}
@@ -308,7 +313,7 @@ def leave_group_out(sub: list[Group], start) -> list[dict]:
         def run(price_all):
             keep = [j for j in range(len(sub)) if j != i]
             price = lambda rows: [p for j, p in enumerate(price_all(rows)) if j != i]  # noqa: E731
-            return fit([sub[j] for j in keep], start=start, price=price)
+            return fit([sub[j] for j in keep], start=start, price=price, max_nfev=FOLD_MAX_NFEV)
         return run
 
     out = Lockstep(sub).run({i: job(i) for i in range(len(sub))})

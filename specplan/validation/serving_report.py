@@ -32,8 +32,8 @@ def serving_markdown(res: dict) -> str:
     """The serving validation report (markdown) from calibrate()'s result."""
     ins, outs = res["insample"], res["outsample"]
     lines = ["# Serving model vs measured H100 serving runs", "",
-             f"Regenerate: `{CMD}` (logic in `specplan/validation/serving.py`, `report.py`; takes minutes: one "
-             "refit per left-out group). Data: `reference/serving_h100.csv` (223 rows: Llama-3.1-8B on "
+             f"Regenerate: `{CMD}` (logic in `specplan/validation/serving.py`, `report.py`; about 40 s on one "
+             "core: a refit per left-out group, the folds priced together in lockstep). Data: `reference/serving_h100.csv` (223 rows: Llama-3.1-8B on "
              "TensorRT-LLM 1.0.0rc3, Llama-3.1/3.3-70B fp8 on vLLM and NIM 1.8.0). Model: docs/serving.md.", "",
              "## How the numbers were obtained", "",
              "- Each row is predicted by the aggregated steady-state model with its framework's engine profile "
