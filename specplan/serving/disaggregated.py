@@ -22,9 +22,10 @@ import numpy as np
 from specplan.model.memory import kv_bytes_per_token, memory_usage
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_engine, load_hardware, load_model
-from specplan.serving.aggregated import decode_graphed, draft_prefill_model, running_cap, step_kernels, ttft_quantile_s
+from specplan.serving.aggregated import draft_prefill_model, running_cap, step_kernels, ttft_quantile_s
 from specplan.serving.prefill import prefill_s
 from specplan.serving.workload import Workload
+from specplan.speculation.round import round_gpu_extra_s, round_s
 from specplan.speculation.speedup import evaluate
 
 BISECTION_STEPS = 50
@@ -126,11 +127,13 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
     mem_one = memory_usage(m, hw, tp, 1, workload.isl + workload.osl, prec)
     cap = running_cap(eng, workload, mem_one.max_batch)  # decode batch per instance: engine cap, KV cache
 
-    def at_whole(b):
+    def at_whole(b):  # the engine's round as in aggregated serving: GPU extras (extend, rejection), round host
         r = evaluate(m, hw, tp=tp, batch=b, context_len=workload.decode_context, engine=eng, dtype=prec.compute,
                      kv_dtype=prec.kv, **spec)
-        k = kernels * (1.0 + np.asarray(r["rho_d"]))
-        return eng.step_s(r["iter_s"], b, k, decode_graphed(eng, b)), r
+        q = np.asarray(r["verify_tokens"], dtype=float)
+        gpu = np.asarray(r["iter_s"]) + round_gpu_extra_s(m, hw, tp, b, d, q, workload.decode_context, mechanism,
+                                                          draft)
+        return round_s(eng, gpu, b, d, q, kernels, kernels * np.asarray(r["rho_d"])), r
 
     b_top = float(np.max(conc)) / min(y for _, y in pools) if conc is not None else float(cap)
     b_top = min(max(b_top, 1.0), float(cap))

@@ -231,3 +231,43 @@ def test_startup_term_adds_c_minus_one_client_times_at_a_fixed_batch():
     # closed loop with the term on: Little's law still holds (the term is TTFT the loop's clients spend waiting)
     r = aggregated(m, hw, Workload(1024, 256, concurrency=c, startup_cohort=True), engine=eng)
     np.testing.assert_allclose(r["requests_per_s"] * r["request_latency_s"], c, rtol=1e-2)
+
+
+def test_disaggregated_decode_iteration_is_the_engines_round():
+    # Disaggregated decode pools price each iteration as the engine's speculative round (issue 19): GPU extras
+    # (draft extend, rejection) and the round's host time per sequence; they used to take eng.step_s of the bare
+    # evaluate() iteration. Hand: at the solved decode batch B (between whole batches b0, b0 + 1, interpolated
+    # linearly as the tables are), round_s(engine, iter + extras, b, D, q, kernels, draft kernels).
+    from specplan.profiles.registry import load_engine
+    from specplan.serving.aggregated import step_kernels
+    from specplan.speculation.acceptance import Acceptance
+    from specplan.speculation.round import round_gpu_extra_s, round_s
+    from specplan.speculation.drafters import eagle3_head
+    from specplan.speculation.speedup import evaluate
+
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    prec = resolve_precision(m, hw, None, None)
+    eng = load_engine("vllm").model_copy(update={"spec_host_per_seq_s": 2e-4})
+    acc = Acceptance.from_rate(0.7)
+    wl = Workload(1024, 256, concurrency=16, mode="disagg")
+    r = disaggregated(m, hw, wl, engine=eng, mechanism="eagle3", draft_len=3, acceptance=acc)
+    b = float(r["decode_batch"])
+    head = eagle3_head(m, None)
+    draft = (head, resolve_precision(head, hw, None, None))
+    k = step_kernels(m, hw, 1)
+
+    def at(bw):
+        e = evaluate(m, hw, tp=1, batch=bw, context_len=wl.decode_context, engine=eng, dtype=prec.compute,
+                     kv_dtype=prec.kv, mechanism="eagle3", draft_len=3.0, acceptance=acc)
+        q = float(e["verify_tokens"])
+        gpu = float(e["iter_s"]) + float(round_gpu_extra_s(m, hw, 1, bw, 3.0, q, wl.decode_context, "eagle3", draft))
+        return float(round_s(eng, gpu, bw, 3.0, q, k, k * float(e["rho_d"])))
+
+    b0 = float(np.floor(b))
+    expect = at(b0) + (b - b0) * (at(b0 + 1) - at(b0))
+    assert float(r["iteration_s"]) == pytest.approx(expect, rel=1e-9)
+    # the round's host time is in it: 16 sequences x 200 us would be missing with the old pricing
+    plain = load_engine("vllm")
+    assert float(eng.step_s(1e-3, b, k, True)) == pytest.approx(float(plain.step_s(1e-3, b, k, True)))
+    r0 = disaggregated(m, hw, wl, engine=plain, mechanism="eagle3", draft_len=3, acceptance=acc)
+    assert float(r["iteration_s"]) > float(r0["iteration_s"]) + 0.5 * b * 2e-4
