@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from typing import Annotated, List, Optional
 
 import typer
@@ -617,6 +619,23 @@ def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, d
     print(f"answer: {x['mode']} {x['layout']} ({x['dtype']})")
 
 
+def _print_d_schedule(s: dict, mechanism: str) -> None:
+    """recommend's D by load: the best D per concurrency band, the engines' schedule forms, the winner re-priced."""
+    print(f"D by load ({mechanism}; each concurrency band priced at its own steady state, most tok/s/GPU):")
+    print(table([[f"{lo}-{hi}" if hi > lo else f"{lo}", f"{c:.1f}", k, f"{t:.1f}", f"{x:.3f}"]
+                 for lo, hi, c, k, t, x in s["bands"]], ["concurrency", "priced at", "D", "tok/s/GPU", "x D=0"]))
+    print("vLLM speculative_config num_speculative_tokens_per_batch_size: "
+          + json.dumps([list(v) for v in s["vllm"]]))
+    if s["trtllm"] is not None:
+        print("TensorRT-LLM draft_len_schedule: " + json.dumps({str(k): v for k, v in s["trtllm"].items()}))
+    a = s["at_best"]
+    print(f"at concurrency {a['concurrency']:g} the schedule's D = {a['draft_len']}: {a['tokens_per_s_per_gpu']:.1f} "
+          f"tok/s/GPU, TPOT {a['tpot_ms']:.2f} ms (fixed D = {a['fixed_draft_len']}: "
+          f"{a['fixed_tokens_per_s_per_gpu']:.1f} tok/s/GPU, TPOT {a['fixed_tpot_ms']:.2f} ms)")
+    for n in s["notes"]:
+        print(f"note: {n}")
+
+
 def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, extrapolate, max_ttft_ms, max_tpot_ms,
                        search, json_out, kw, emit=None, objective="tokens-per-gpu", price=None) -> None:
     """recommend --isl/--osl: print the ranked serving configurations; exit 1 (explained) when none meets the SLA."""
@@ -653,5 +672,7 @@ def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
           + (f" ({b['speedup_vs_none']:.2f}x the best without speculation)" if b.get("speedup_vs_none") and
              b["mechanism"] != "none" else ""))
     _print_energy(r)
+    if r.get("d_by_load"):  # not in the --emit launch, which runs the ranked answer's fixed D
+        _print_d_schedule(r["d_by_load"], b["mechanism"])
     if launch is not None:
         print(launch["text"])

@@ -51,7 +51,7 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
     if search_concurrency is None:
         search_concurrency = workload.request_rate is None and workload.concurrency is None
     conc, pools = _candidates(workload, search_concurrency, pools)
-    rows, grid = [], []
+    rows, grid, d_top = [], [], {}
     if any(x != "none" for x in mechs):  # issue 19: the round's numbers nothing fitted out of sample, in one line
         from specplan.speculation.round import unfitted_note
 
@@ -64,6 +64,7 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
             note = "max draft length 0 (--max-draft-len): only the baseline (mechanism none, D = 0) is searched"
             notes += [] if note in notes else [note]
             continue
+        d_top[mech] = int(d.max())
         wl = workload if workload.request_rate is not None else dataclasses.replace(workload,
                                                                                      concurrency=conc[:, None])
         if workload.mode == "disagg":  # every pool split from one pricing of the decode and prefill steps
@@ -84,7 +85,37 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
            "best": feasible[0] if feasible else None, "baseline": base, "grid": grid}
     if not feasible:
         out["infeasible"] = _infeasible(rows, max_ttft_ms, max_tpot_ms)
+    best = out["best"]
+    if best is not None and best["mechanism"] != "none" and workload.mode == "agg" and workload.request_rate is None:
+        out["d_by_load"] = serving_d_schedule(m, hardware, workload, best, acceptance.get(best["mechanism"]),
+                                               d_top[best["mechanism"]], tp, eng, kw)
     return out
+
+
+def serving_d_schedule(m, hardware, workload, best: dict, acc, max_d: int, tp, eng, kw) -> dict:
+    """The best D per concurrency band for the winner's mechanism (serving/d_schedule.py: each band at its own
+    steady state, tokens/s/GPU, no SLA) in the forms vLLM and TensorRT-LLM accept, and the winner's concurrency
+    priced with the D its band gets (`at_best`, beside the fixed D's numbers)."""
+    from specplan.serving.aggregated import aggregated
+    from specplan.serving.d_schedule import DEFAULT_EDGES, d_schedule
+
+    c = float(best["concurrency"])
+    edges = list(DEFAULT_EDGES)
+    while edges[-1] < c:  # bands up to the winner's concurrency
+        edges.append(2 * edges[-1])
+    kw = {k: v for k, v in kw.items() if v is not None}
+    s = d_schedule(m, hardware, workload.isl, workload.osl, mechanism=best["mechanism"], acceptance=acc,
+                   max_draft_len=max_d, edges=edges, tp=tp, engine=eng, **kw)
+    k = next(kk for lo, hi, kk in s["vllm"] if c <= hi or hi == s["vllm"][-1][1])
+    fixed = int(best["draft_len"])
+    r = aggregated(m, hardware, Workload(workload.isl, workload.osl, concurrency=c), tp=tp, engine=eng,
+                   mechanism=best["mechanism"], draft_len=np.array([k, fixed]), acceptance=acc, **kw)
+    tps, tpot, ttft = (np.asarray(r[x], dtype=float) for x in ("tokens_per_s_per_gpu", "tpot_s", "ttft_s"))
+    s["at_best"] = {"concurrency": c, "draft_len": k, "tokens_per_s_per_gpu": float(tps[0]),
+                    "tpot_ms": 1e3 * float(tpot[0]), "ttft_ms": 1e3 * float(ttft[0]), "fixed_draft_len": fixed,
+                    "fixed_tokens_per_s_per_gpu": float(tps[1]), "fixed_tpot_ms": 1e3 * float(tpot[1])}
+    s["notes"].append("bands are ranked by tokens/s/GPU without the SLA; check a band's TPOT/TTFT with predict")
+    return s
 
 
 def _serving_mechanisms(m, mechanisms, acceptance) -> tuple[list[str], list[str]]:

@@ -1,0 +1,45 @@
+"""recommend (serving) answers with the best D per concurrency band (issue 19 'D that changes with load'): each band
+priced at its own steady state, the schedule in vLLM's and TensorRT-LLM's forms, the winner re-priced with it."""
+
+import numpy as np
+
+from specplan.planning.recommend_serving import recommend_serving
+from specplan.serving.aggregated import aggregated
+from specplan.serving.workload import Workload
+from specplan.speculation.acceptance import Acceptance
+
+
+def test_bands_take_the_d_of_most_tokens_per_gpu_and_the_winner_is_repriced_with_its_band():
+    r = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(128, 1024, concurrency=1), engine="vllm", mechanisms=["eagle3"],
+                          acceptance={"eagle3": "0.8"}, max_draft_len=6, max_tpot_ms=8, search_concurrency=True)
+    s = r["d_by_load"]
+    acc = Acceptance.from_rate(0.8)
+    # each band, brute force one D at a time at the band's priced concurrency: the argmax of tokens/s/GPU
+    for lo, hi, c, k, tps, x in s["bands"]:
+        assert abs(c - np.sqrt(lo * hi)) < 1e-9
+        each = [float(aggregated("llama-3.1-8b", "h100-sxm", Workload(128, 1024, concurrency=c), engine="vllm",
+                                 mechanism="eagle3" if dd else "none", draft_len=dd,
+                                 acceptance=acc if dd else None)["tokens_per_s_per_gpu"]) for dd in range(7)]
+        assert k == int(np.argmax(each)), (lo, hi, each)
+        # one vectorized pricing of all bands interpolates its GPU tables in log batch between grid points up to
+        # the largest band: within 0.5 % of a pricing of that one concurrency alone
+        assert abs(tps - each[k]) <= 5e-3 * each[k]
+        assert abs(x - each[k] / each[0]) <= 1e-2 * x
+    # vLLM ranges: contiguous from 1, neighbouring bands of one D merged; TensorRT-LLM keys the same starts
+    v = s["vllm"]
+    assert v[0][0] == 1 and all(b[0] == a[1] + 1 for a, b in zip(v, v[1:]))
+    assert all(a[2] != b[2] for a, b in zip(v, v[1:]))
+    if s["trtllm"] is not None:
+        assert s["trtllm"] == {lo: k for lo, _, k in v} and s["trtllm"][1] == max(k for *_, k in v)
+    # the winner's concurrency priced with the D of its band, beside its fixed D
+    a = s["at_best"]
+    best = r["best"]
+    assert a["concurrency"] == best["concurrency"] and a["fixed_draft_len"] == best["draft_len"]
+    band_d = next(k for lo, hi, k in v if lo <= a["concurrency"] <= hi)
+    assert a["draft_len"] == band_d
+
+
+def test_no_schedule_without_speculation():
+    r = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(128, 256, concurrency=1), engine="vllm",
+                          mechanisms=["none"], search_concurrency=True)
+    assert "d_by_load" not in r
