@@ -614,9 +614,15 @@ def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, d
         b = x["best"]
         print(f"best {m_}: {x['layout']} ({x['dtype']}), {b['mechanism']} D = {b['draft_len']}, concurrency "
               f"{x['total_concurrency']:g} in all: {b['tokens_per_s_per_gpu']:.1f} tok/s/GPU on {x['gpus_used']} GPUs, "
-              f"TPOT {b['tpot_ms']:.2f} ms, TTFT {b['ttft_ms']:.1f} ms")
+              + (f"TPOT {b['tpot_ms']:.2f} ms, " if _or_dash(b["tpot_ms"]) != "-" else "no TPOT (OSL 1), ")
+          + f"TTFT {b['ttft_ms']:.1f} ms")
     x = r["best"]
     print(f"answer: {x['mode']} {x['layout']} ({x['dtype']})")
+
+
+def _or_dash(x):
+    """A number for a table, or '-' where there is none (None or NaN: OSL 1 has no TPOT)."""
+    return "-" if x is None or x != x else x
 
 
 def _print_d_schedule(s: dict, mechanism: str) -> None:
@@ -654,8 +660,8 @@ def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
     sla = ", ".join(x for x in (f"TTFT <= {max_ttft_ms:g} ms" if max_ttft_ms else "",
                                 f"TPOT <= {max_tpot_ms:g} ms" if max_tpot_ms else "") if x) or "no SLA"
     print(f"{r['model']} on {hardware} (tp {tp}), engine {r['engine']}, {r['mode']}, ISL {r['isl']}, OSL {r['osl']}; {sla}")
-    rows = [[x["mechanism"], x["draft_len"], x["concurrency"], x["pools"] or "-", x["acceptance_length"], x["tpot_ms"],
-             x["ttft_ms"], x["tokens_per_s_per_user"], x["tokens_per_s_per_gpu"],
+    rows = [[x["mechanism"], x["draft_len"], x["concurrency"], x["pools"] or "-", x["acceptance_length"],
+             _or_dash(x["tpot_ms"]), x["ttft_ms"], _or_dash(x["tokens_per_s_per_user"]), x["tokens_per_s_per_gpu"],
              "-" if x.get("speedup_vs_none") is None else f"{x['speedup_vs_none']:.3f}",
              "yes" if x["feasible"] else "no"] for x in r["ranked"]]
     print(table(rows, ["mechanism", "D", "concurrency", "pools", "AL", "TPOT ms", "TTFT ms", "tok/s/user",
@@ -668,7 +674,8 @@ def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
     b = r["best"]
     print(f"best: {b['mechanism']} D = {b['draft_len']} at concurrency {b['concurrency']:g}"
           f"{' ' + b['pools'] if b['pools'] else ''}: {b['tokens_per_s_per_gpu']:.1f} tok/s/GPU, "
-          f"TPOT {b['tpot_ms']:.2f} ms, TTFT {b['ttft_ms']:.1f} ms"
+          + (f"TPOT {b['tpot_ms']:.2f} ms, " if _or_dash(b["tpot_ms"]) != "-" else "no TPOT (OSL 1), ")
+          + f"TTFT {b['ttft_ms']:.1f} ms"
           + (f" ({b['speedup_vs_none']:.2f}x the best without speculation)" if b.get("speedup_vs_none") and
              b["mechanism"] != "none" else ""))
     _print_energy(r)

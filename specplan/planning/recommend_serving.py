@@ -175,7 +175,14 @@ def _pool_rows(rows: list, grid: list | None, mech: str, d, pool, r: dict, e, co
                      "min_ttft_ms": 1e3 * float(np.min(get("ttft_s")[:, j])),
                      "decode_batch": float(np.broadcast_to(np.asarray(r["decode_batch"], dtype=float),
                                                            shape)[i, j]),
-                     **row_energy(e, i, j)})
+                     **row_energy(e, i, j), **_osl_one_note(r)})
+
+
+def _osl_one_note(r: dict) -> dict:
+    """The note a row with no decode carries (OSL 1: no TPOT, no tokens/s/user), as the predict answer says it."""
+    if np.all(np.isnan(np.asarray(r["tpot_s"], dtype=float))):
+        return {"note": "OSL 1: the prefill makes the only token, so there is no TPOT (nor tokens/s/user)"}
+    return {}
 
 
 def _rank(rows: list, objective: str, top: int):

@@ -260,3 +260,16 @@ def test_a_400_digit_draft_len_with_an_acceptance_is_refused_in_one_line(acc):
     # draft length was checked, an OverflowError traceback
     _refused(["predict", "-m", "mixtral-8x7b", "-H", "h100-sxm", "--batch", "2", "--context", "4k",
               "--draft-len", "1" + "0" * 400, *acc], "draft length (--draft-len): must be <= 256, got an integer of 401")
+
+
+def test_recommend_osl_one_rows_say_why_they_have_no_tpot():
+    # long-mode fuzz (seed 13, with the whole validate-serving in the strategies): recommend --osl 1 --json gave
+    # tokens_per_s_per_user null in its rows without saying why (predict says it in a note); the text printed nan
+    argv = ["recommend", "-m", "llama-3.2-1b", "-H", "h200-sxm", "--isl", "1024", "--osl", "1", "--concurrency", "1",
+            "--max-draft-len", "0"]
+    r = run_cli([*argv, "--json"])
+    assert r.rc == 0 and judge(r) == [], (r.err, judge(r))
+    best = json.loads(r.out)["best"]
+    assert best["tpot_ms"] is None and best["note"].startswith("OSL 1")
+    t = run_cli(argv)
+    assert t.rc == 0 and "nan" not in t.out and "no TPOT (OSL 1)" in t.out, t.out
