@@ -226,7 +226,8 @@ def recommend(
     target_tps: Optional[float] = typer.Option(None, "--target-tps-per-user", help="Min tokens/s/user; batch free."),
     target_total: Optional[float] = typer.Option(None, "--target-tps", help="Total output tokens/s: find the smallest "
                                                  "GPU count (whole nodes) over layouts, mechanisms and D (docs/parallel.md)."),
-    max_gpus: int = typer.Option(64, "--max-gpus", help="Largest GPU count --target-tps searches."),
+    max_gpus: Optional[int] = typer.Option(None, "--max-gpus", help="Largest GPU count --target-tps searches "
+                                           "(default 64, or two nodes where a node is larger, e.g. GB200 NVL72: 144)."),
     isl: Isl = None,
     osl: Osl = None,
     context: Optional[str] = typer.Option(None, "--context", "-c", help="Tokens in the KV cache per sequence; 32k = 32768."),

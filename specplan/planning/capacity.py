@@ -148,7 +148,10 @@ def _best_per_layout(model, hw, lay, mechs, acceptance, max_d, context, target_u
     return best
 
 
-def search(model, hardware, *, target_tps: float, target_tps_per_user: float, max_gpus: int = 64, isl=None,
+DEFAULT_MAX_GPUS = 64  # --max-gpus default, raised to two nodes where a node is larger (GB200 NVL72: 144)
+
+
+def search(model, hardware, *, target_tps: float, target_tps_per_user: float, max_gpus: int | None = None, isl=None,
            osl=None, context_len=None, mechanisms=(), acceptance=None, max_draft_len: int = 8, layouts=None,
            dtype=None, kv_dtype=None, max_ttft_ms=None, engine=None) -> dict:
     """Smallest GPU count (whole nodes, <= max_gpus) meeting both targets, its layout and configuration, and why
@@ -167,7 +170,8 @@ def search(model, hardware, *, target_tps: float, target_tps_per_user: float, ma
         raise SpecplanError(f"load: --isl and --osl must be >= 1, got {isl} and {osl}")
     if isl is None and context_len is None:
         raise SpecplanError("load: give --isl and --osl, or --context")
-    check_int(max_gpus, "--max-gpus", 1, MAX_GPUS)  # the GPU counts searched are a list: bounded
+    if max_gpus is not None:
+        check_int(max_gpus, "--max-gpus", 1, MAX_GPUS)  # the GPU counts searched are a list: bounded
     m = load_model(model)
     if isl is not None:  # the same bounds and context check as every serving command
         from specplan.serving.workload import Workload
@@ -177,19 +181,22 @@ def search(model, hardware, *, target_tps: float, target_tps_per_user: float, ma
     if hw.kind == "lpu":
         raise SpecplanError(f"--target-tps: {hw.id} is an LPU; the GPU-count search needs GPUs")
     node = max(1, hw.scaleup_domain)
+    if max_gpus is None:
+        max_gpus = max(DEFAULT_MAX_GPUS, 2 * node)
+    group = _instance_tp(m, node)
     if max_gpus < node:
         raise SpecplanError(f"--max-gpus: must be at least one node of {node} GPUs, got {max_gpus}")
     context = context_len if isl is None else isl + osl // 2
     acc = {k: parse_acceptance(v) for k, v in (acceptance or {}).items()}
     common = {"dtype": dtype, "kv_dtype": kv_dtype}
     prec = resolve_precision(m, hw, dtype, kv_dtype)
-    lays = [as_layout(x) for x in layouts] if layouts else candidate_layouts(m, node, max_gpus)
+    lays = [as_layout(x) for x in layouts] if layouts else candidate_layouts(m, group, max_gpus)
     best = {lay: _best_per_layout(m, hw, lay, list(mechanisms), acc, max_draft_len, context, target_tps_per_user,
                                   common) for lay in lays}
     max_ttft_s = None if max_ttft_ms is None else max_ttft_ms / 1e3
-    pre, per_req = prefill_gpus(m, hw, prec, isl, osl, target_tps, node, max_ttft_s) if isl else (0, 0.0)
+    pre, per_req = prefill_gpus(m, hw, prec, isl, osl, target_tps, group, max_ttft_s) if isl else (0, 0.0)
     counts = list(range(node, max_gpus + 1, node))
-    table = [_at_count(g, pre, best, target_tps) for g in counts]
+    table = [_at_count(g, pre, best, target_tps, group) for g in counts]
     found = next((t for t in table if t["meets"]), None)
     out = {"model": m.id, "hardware": hw.id, "target_tps": target_tps, "target_tps_per_user": target_tps_per_user,
            "max_gpus": max_gpus, "isl": isl, "osl": osl, "context_len": context, "node_gpus": node,
@@ -202,7 +209,7 @@ def search(model, hardware, *, target_tps: float, target_tps_per_user: float, ma
                                               acceptance=acceptance, max_draft_len=max_draft_len,
                                               max_ttft_ms=max_ttft_ms, dtype=dtype, kv_dtype=kv_dtype, engine=engine)
     if isl and pre == 0:
-        out["prefill_unreachable"] = (f"one prompt's prefill takes {1e3 * per_req:.0f} ms on a TP {node} group, over "
+        out["prefill_unreachable"] = (f"one prompt's prefill takes {1e3 * per_req:.0f} ms on a TP {group} group, over "
                                       f"the TTFT target {max_ttft_ms:g} ms")
     if found is None:
         out["infeasible"] = _why(table[-1] if table else None, best, target_tps, target_tps_per_user, max_gpus)
@@ -213,12 +220,24 @@ def search(model, hardware, *, target_tps: float, target_tps_per_user: float, ma
     return out
 
 
-def _at_count(gpus: int, pre: int, best: dict, target_tps: float) -> dict:
-    """The best total output rate at `gpus` GPUs (prefill pool first, decode pool of whole instances)."""
+def _instance_tp(model, node: int) -> int:
+    """TP of one instance of the search: the largest power of two within the node that the model's heads allow."""
+    from specplan.planning.recommend_serving import tp_candidates
+
+    tps = tp_candidates(model, node, node)
+    if not tps:
+        raise SpecplanError(f"--target-tps: no TP up to the node's {node} GPUs splits {model.id}'s heads")
+    return max(tps)
+
+
+def _at_count(gpus: int, pre: int, best: dict, target_tps: float, group: int) -> dict:
+    """The best total output rate at `gpus` GPUs (prefill pool first, decode pool of whole instances); the
+    prefill pool comes in TP-`group` groups, so even a small load takes one."""
     dec = gpus - pre
     row = {"gpus": gpus, "prefill_gpus": pre, "decode_gpus": max(dec, 0), "meets": False, "tps": 0.0}
     if dec <= 0:
-        row["why"] = f"the prefill pool alone needs {pre} GPUs"
+        row["why"] = (f"the prefill pool takes {pre} GPUs ({pre // group} TP {group} group{'s' if pre > group else ''}"
+                      f", its smallest unit), leaving none for decoding")
         return row
     top = None
     for lay, b in best.items():

@@ -273,3 +273,27 @@ def test_recommend_osl_one_rows_say_why_they_have_no_tpot():
     assert best["tpot_ms"] is None and best["note"].startswith("OSL 1")
     t = run_cli(argv)
     assert t.rc == 0 and "nan" not in t.out and "no TPOT (OSL 1)" in t.out, t.out
+
+
+def test_gpus_for_a_load_on_gb200_runs_with_its_defaults():
+    # issue 25: the default --max-gpus 64 was refused as less than one 72-GPU node, and 144 failed on TP 72 (it
+    # does not split 64 heads). The default is two nodes where a node is larger; instances take the largest TP
+    # within the node that the heads allow (64 for Llama-3.3-70B).
+    from specplan.planning.capacity import search
+
+    r = search("llama-3.3-70b", "gb200", target_tps=50000, target_tps_per_user=20, isl=1024, osl=256)
+    assert r["max_gpus"] == 144 and r["node_gpus"] == 72
+    assert [row["gpus"] for row in r["counts"]] == [72, 144]
+    assert r["aggregated"] is not None  # the aggregated answer, TP within what the model allows
+    t = run_cli(["recommend", "-m", "llama-3.3-70b", "-H", "gb200", "--target-tps", "50000",
+                 "--target-tps-per-user", "20", "--isl", "1024", "--osl", "256"])
+    assert judge(t) == [] and t.rc in (0, 1) and "must be at least one node" not in t.err, (t.rc, t.err)
+
+
+def test_a_small_load_says_the_prefill_pool_comes_in_whole_groups():
+    # issue 25: "the prefill pool alone needs 8 GPUs" for 100 tokens/s: the pool's unit binds, said as such, with
+    # the aggregated answer beside
+    t = run_cli(["recommend", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--target-tps", "100", "--target-tps-per-user",
+                 "20", "--isl", "1024", "--osl", "256", "--max-gpus", "8"])
+    assert "the prefill pool takes 8 GPUs (1 TP 8 group, its smallest unit), leaving none for decoding" in t.out, t.out
+    assert "aggregated (serving model): 1 GPUs" in t.out

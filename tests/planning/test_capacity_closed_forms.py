@@ -92,6 +92,6 @@ def test_counts_below_the_prefill_pool_are_the_prefill_pool_alone():
     assert pre == 8 * math.ceil(1000.0 / 64 * per_req / (2 / 3)) == 16
     ans = search(M, H, target_tps=1000.0, target_tps_per_user=20.0, max_gpus=24, isl=8192, osl=64, layouts=LAYOUTS)
     for row in ans["counts"][:2]:
-        assert row["why"] == "the prefill pool alone needs 16 GPUs"
+        assert row["why"] == "the prefill pool takes 16 GPUs (2 TP 8 groups, its smallest unit), leaving none for decoding"
         assert row["tps"] == 0.0 and row["decode_gpus"] == 0
     assert ans["best"]["gpus"] == 24 and ans["best"]["decode_gpus"] == 8
