@@ -119,6 +119,11 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
      "toks = np.unique(np.round(np.geomspace(1, max(prefill_budget, 2), 32)))"):
         "differs only at a 1-token prefill budget, where the grid [1] and [1, 2] price the only possible step "
         "(1 token) the same",
+    ("specplan/serving/disaggregated.py", "core/NumberReplacer",
+     "grid = np.unique(np.concatenate([np.arange(1.0, min(top, 64.0) + 1.0),"):
+        "the geometric part of the grid starts at min(top, 64) on the next line, so batch 64 stays in the grid and "
+        "np.unique gives the same grid for every top (tests/serving/test_littles_law.py "
+        "test_disaggregated_decode_table_holds_every_whole_batch_up_to_64 checks the grid at 63-64)",
 }
 
 

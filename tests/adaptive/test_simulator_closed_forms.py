@@ -255,3 +255,42 @@ def test_clairvoyant_least_decode_seconds_by_hand():
     j = np.arange(1, osl)
     assert f[0] == pytest.approx((osl - 1) * BASE_S, rel=1e-12)
     assert g[0] == pytest.approx(np.sum((BASE_S + PER_CTX_S * (isl + j)) / b_max), rel=1e-12)
+
+
+def test_a_policy_sees_the_drifting_acceptance_at_each_requests_position():
+    # acceptance drifting linearly over the output: alpha(pos) = alpha0 + drift · pos / (OSL - 1), from alpha0 at
+    # position 0 to alpha0 + drift at the last token (OSL - 1). A policy (the model and oracle ones use it) must see
+    # that value at the position the request has reached; one request, fixed D = 2, positions from the series.
+    osl = 120
+    wl = build_workload(np.zeros(1), [512], [osl], dist="0.6", drift="-0.6")
+    base = make_policy("fixed:2", 4)
+    seen = []
+
+    class Recording:
+        def __getattr__(self, name):
+            return getattr(base, name)
+
+        def choose(self, view):
+            seen.append(float(view.alpha[0]))
+            return base.choose(view)
+
+    res = simulate(wl, _costs(d_max=4), Recording(), NO_GRAPHS, seed=3, engine=ENGINE)
+    emitted = _decode_rows(res)["al"]
+    pos = 1 + np.concatenate([[0.0], np.cumsum(emitted)[:-1]])  # a new request decodes from position 1
+    a0 = float(wl.alpha[0])
+    np.testing.assert_allclose(seen, np.clip(a0 - 0.6 * pos / (osl - 1), 0.0, 1.0), rtol=1e-12)
+
+
+def test_sglang_ema_ceiling_caps_a_downward_move_to_a_smaller_candidate(tmp_path):
+    """A downward move that stops above the ceiling is capped further: candidates [1, 2, 6, 7], start 6 (the
+    union's middle), one verify with 1 accepted draft at ema_alpha 1 -> EMA 1.0. Drop thresholds (hysteresis
+    -0.25): to 2 at 2 - 0.5 - 0.25 = 1.25 (1.0 <= 1.25: drops), to 1 at 1 - 0.5 - 0.25 = 0.25 (1.0 > 0.25: stays),
+    so the target is 2 < 6; the ceiling ceil(1.0 x 1) = 1 is below it, so the move goes on down to 1."""
+    import json
+
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"1": {"candidate_steps": [1, 2, 6, 7], "ceiling_coeff": 1, "warmup_batches": 0,
+                                     "update_interval": 1, "ema_alpha": 1.0}}))
+    p = AdaptiveSpeculativeParams(None, str(cfg))
+    assert p.get_steps_for_batch(1) == 6
+    assert p.on_verify_complete(np.ones(1), 1) == 1

@@ -43,3 +43,16 @@ def test_no_schedule_without_speculation():
     r = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(128, 256, concurrency=1), engine="vllm",
                           mechanisms=["none"], search_concurrency=True)
     assert "d_by_load" not in r
+
+
+def test_each_ranked_row_reports_the_lowest_tpot_and_ttft_of_its_grid():
+    # min_tpot_ms / min_ttft_ms (what an infeasible answer quotes as the best reachable) are the minimum over the
+    # concurrencies searched for that (mechanism, D): checked against the kept grid, row by row
+    r = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(512, 256, concurrency=1), engine="vllm",
+                          mechanisms=["eagle3"], acceptance={"eagle3": "0.7"}, max_draft_len=3, max_tpot_ms=6,
+                          search_concurrency=True, keep_grid=True, top=20)
+    for row in r["ranked"]:
+        g = [x for x in r["grid"] if x["mechanism"] == row["mechanism"] and x["draft_len"] == row["draft_len"]]
+        assert len(g) > 10
+        assert row["min_tpot_ms"] == min(x["tpot_ms"] for x in g)
+        assert row["min_ttft_ms"] == min(x["ttft_ms"] for x in g)

@@ -239,6 +239,12 @@ def test_why_lost_splits_the_throughput_ratio():
     x = dict(best, mechanism="dflash", batch=40, acceptance_length=3.0, tokens_per_s_per_gpu=40 * 3.0 / 0.02)
     # 40 * 3 / (50 * 4) = 0.6 -> 40 % fewer tokens/s/GPU, from AL and (as a consequence) batch
     assert why_lost(x, best) == "-40.0%: AL 3.00 vs 4.00; so batch 40 vs 50"
+    # a loser that runs a larger batch: its batch is not a reason (it helps): 60 x 3 / (50 x 4) = 0.9
+    y = dict(best, mechanism="dflash", batch=60, acceptance_length=3.0, tokens_per_s_per_gpu=60 * 3.0 / 0.02)
+    assert why_lost(y, best) == "-10.0%: AL 3.00 vs 4.00"
+    # the same batch: only the AL
+    z = dict(best, mechanism="dflash", acceptance_length=3.0, tokens_per_s_per_gpu=50 * 3.0 / 0.02)
+    assert why_lost(z, best) == "-25.0%: AL 3.00 vs 4.00"
 
 
 def test_gb_pair_prints_enough_digits():

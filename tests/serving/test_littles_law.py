@@ -271,3 +271,30 @@ def test_disaggregated_decode_iteration_is_the_engines_round():
     assert float(eng.step_s(1e-3, b, k, True)) == pytest.approx(float(plain.step_s(1e-3, b, k, True)))
     r0 = disaggregated(m, hw, wl, engine=plain, mechanism="eagle3", draft_len=3, acceptance=acc)
     assert float(r["iteration_s"]) > float(r0["iteration_s"]) + 0.5 * b * 2e-4
+
+
+def test_disaggregated_decode_table_holds_every_whole_batch_up_to_64():
+    # the decode iteration table is priced at every whole batch 1..64 (geometric beyond, up to the largest batch
+    # asked for) and interpolated linearly between: at C = 64 beside C = 1000 (a table up to ~360) the decode batch
+    # is 63.3, priced between the whole batches 63 and 64 (hand: one decode step each through the engine's step_s)
+    from specplan.profiles.registry import load_engine
+    from specplan.serving.aggregated import step_kernels
+
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    prec = resolve_precision(m, hw, None, None)
+    # graphs up to 64 and costly eager launches beyond: the step jumps between 64 and 65
+    eng = load_engine("vllm").model_copy(update={"graph_max_batch": 64, "eager_launch_s": 1e-4})
+    wl = Workload(1024, 256, concurrency=np.array([64.0, 1000.0]), mode="disagg")
+    r = disaggregated(m, hw, wl, engine=eng)
+    b = float(r["decode_batch"][0])
+    assert 63.0 < b < 64.0
+    k = step_kernels(m, hw, 1)
+
+    def at(bw):
+        from specplan.speculation.speedup import evaluate
+
+        gpu = float(evaluate(m, hw, tp=1, batch=bw, context_len=wl.decode_context, engine=eng, dtype=prec.compute,
+                             kv_dtype=prec.kv)["iter_s"])  # the engine's GPU step (its GEMM scales)
+        return float(eng.step_s(gpu, bw, k, bw <= eng.graph_max_batch))
+
+    assert float(r["iteration_s"][0]) == pytest.approx(at(63.0) + (b - 63.0) * (at(64.0) - at(63.0)), rel=1e-9)

@@ -230,3 +230,19 @@ def test_nim_group_ignores_the_startup_term():
     a = g.predict(g.engine.model_copy(update={"startup_client_s": 0.01}))["ttft_s"]
     b = g.predict(g.engine.model_copy(update={"startup_client_s": 0.0}))["ttft_s"]
     np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+@pytest.mark.parametrize("text, pools", [("1P1D", (1, 1)), ("2P3D", (2, 3)), (" 4p1d ", (4, 1)), ("10P2D", (10, 2))])
+def test_pools_parse_any_whole_counts(text, pools):
+    from specplan.serving.workload import parse_pools
+
+    assert parse_pools(text) == pools
+
+
+@pytest.mark.parametrize("text", ["0P1D", "1P0D", "2PxD", "P1D", "1.5P1D", "-1P1D"])
+def test_pools_refuse_what_is_not_two_counts_of_at_least_one(text):
+    from specplan.core.errors import SpecplanError
+    from specplan.serving.workload import parse_pools
+
+    with pytest.raises(SpecplanError, match="pools"):
+        parse_pools(text)

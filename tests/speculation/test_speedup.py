@@ -224,3 +224,22 @@ def test_draft_kv_budget_is_named_in_its_error_and_zero_is_honoured():
     assert zero["notes"] == ["self-draft with a KV budget of 0 tokens"]  # was silently the 2048 default
     # the draft reads no KV: 2 draft steps at context 0
     assert float(zero["draft_s"]) == pytest.approx(2 * float(step_time("llama-3.1-8b", "h100-sxm", 1, 1, 1, 0).total_s))
+
+
+@pytest.mark.parametrize("draft_hw", [None, "h200-sxm"], ids=["same-device", "other-device"])
+def test_external_draft_time_and_overhead_by_hand(draft_hw):
+    # an external draft runs D decode steps of its own model (q_len 1 each) at batch B, on its device(s); on other
+    # hardware it adds one transfer per iteration and runs at TP 1. rho (its kernels per target kernel, the
+    # launch-overhead weight) is draft layers / target layers: 16 / 32 for Llama-3.2-1B under Llama-3.1-8B.
+    from specplan.costs.precision import resolve_precision
+    from specplan.model.step import step_time
+    from specplan.speculation.drafters import CROSS_DEVICE_TRANSFER_S
+
+    b, ctx, d = 8, 2048, 4
+    r = evaluate("llama-3.1-8b", "h100-sxm", batch=b, context_len=ctx, draft_len=d, mechanism="external",
+                 acceptance=A8, draft_model="llama-3.2-1b", draft_hardware=draft_hw)
+    dm, dhw = load_model("llama-3.2-1b"), load_hardware(draft_hw or "h100-sxm")
+    one = float(step_time(dm, dhw, 1, b, 1, ctx, precision=resolve_precision(dm, dhw, None, None)).total_s)
+    transfer = CROSS_DEVICE_TRANSFER_S if draft_hw else 0.0
+    assert float(r["draft_s"]) == pytest.approx(d * one + transfer, rel=1e-9)
+    assert float(r["rho_d"]) == pytest.approx(d * 16 / 32, rel=1e-12)
