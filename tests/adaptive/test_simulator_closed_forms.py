@@ -294,3 +294,17 @@ def test_sglang_ema_ceiling_caps_a_downward_move_to_a_smaller_candidate(tmp_path
     p = AdaptiveSpeculativeParams(None, str(cfg))
     assert p.get_steps_for_batch(1) == 6
     assert p.on_verify_complete(np.ones(1), 1) == 1
+
+
+def test_graph_capture_time_by_hand_at_the_middle_context():
+    """Capture: each captured (D, bucket) graph runs GRAPH_RUNS times at the middle of the context grid plus
+    GRAPH_HOST_S of host work. Linear costs on the grid [0, 1e6] tokens: the middle (index 1) is 1e6, so each run
+    is BASE + PER_CTX · 1e6 + PER_D · D seconds."""
+    from specplan.adaptive.costs import GRAPH_HOST_S, GRAPH_RUNS
+
+    g = graphs_for([2], 4)
+    assert g.captured  # buckets up to 4 at D = 2
+    out = g.cost(_costs(d_max=4), "llama-3.1-8b")
+    expect = sum(GRAPH_RUNS * (BASE_S + PER_CTX_S * 1e6 + PER_D_S * d) + GRAPH_HOST_S for d, _ in g.captured)
+    assert out["graphs"] == len(g.captured)
+    assert out["capture_s"] == pytest.approx(expect, rel=1e-12)

@@ -225,3 +225,15 @@ def test_recommend_max_batch_is_the_verify_step_max_batch():
                       draft_len=x["draft_len"], mechanism="eagle3" if x["draft_len"] else "none",
                       acceptance=A8 if x["draft_len"] else None)["fits"]
         assert list(ok) == [True, False], x
+
+
+def test_memory_binds_when_the_next_d_does_not_fit_and_says_how_many_tokens_verify():
+    # D = 3 fits, D = 4 does not: the memory line names D + 1 = 4 and the verify-time state of 1 + 4 = 5 tokens
+    fits = np.array([True, True, True, True, False, False])
+    mem = np.array([70, 72, 74, 76, 81.5, 83]) * 1e9
+    kind, line = binding_line(3, _step(fits=fits, memory_total_bytes=mem), _diag())
+    assert kind == "memory"
+    assert line == ("D = 4 does not fit in memory at this batch (81.5 GB per device: KV cache, weights and the "
+                    "verify-time state of 5 tokens)")
+    kind, line = binding_line(3, _step(fits=np.array([True] * 3 + [False] * 3), memory_total_bytes=mem), _diag())
+    assert kind == "memory" and line.startswith("D = 3 itself does not fit in memory at this batch (76.0 GB")
