@@ -124,6 +124,15 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
         "the geometric part of the grid starts at min(top, 64) on the next line, so batch 64 stays in the grid and "
         "np.unique gives the same grid for every top (tests/serving/test_littles_law.py "
         "test_disaggregated_decode_table_holds_every_whole_batch_up_to_64 checks the grid at 63-64)",
+    ("specplan/planning/recommend.py", "core/NumberReplacer",
+     '"max_batch": None if not np.isfinite(float(r["max_batch"][i, j])) else int(min(float(r["max_batch"][i, j]), '
+     '1e9)),'):
+        "a cap of 1e9 or 999,999,999 on the largest batch: batches are bounded by 2^24 (core/limits.py MAX_BATCH) and "
+        "memory, so the cap never binds",
+    ("specplan/planning/capacity.py", "core/ReplaceComparisonOperator_Lt_LtE",
+     'if best is None or (row["gpus"], -per) < (best["gpus"], -best["tokens_per_s_per_replica"]):'):
+        "< and <= differ only when two TPs give the same GPU count and exactly the same tokens/s per replica (a float "
+        "tie between different step prices), where either answer is as good",
 }
 
 

@@ -454,3 +454,15 @@ def test_pareto_study_and_model_import_outputs_respect_the_umask(tmp_path):
     files = [*(tmp_path / "p").iterdir(), *(tmp_path / "s").iterdir(), tmp_path / "m.yaml"]
     modes = {f.name: stat.S_IMODE(f.stat().st_mode) for f in files}
     assert len(modes) > 10 and set(modes.values()) == {0o644}, modes  # 0666 & ~0022, not mkstemp's 0600
+
+
+def test_a_memory_bound_choice_says_the_next_batch_would_not_fit():
+    # Llama-3.3-70B TP 4 at 32K context, 5 tok/s/user: the batch is bound by memory, and the note names the next
+    # batch and its memory against the usable capacity (what that next batch needs, not the chosen one's)
+    r = subprocess.run([sys.executable, "-m", "specplan", "recommend", "--model", "llama-3.3-70b", "--hardware",
+                        "h100-sxm", "--tp", "4", "--context", "32768", "--target-tps-per-user", "5", "--mechanisms",
+                        "eagle3", "--acceptance", "eagle3=0.7"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    best = next(x for x in r.stdout.splitlines() if x.startswith("best:"))
+    b = int(best.split(" at batch ")[1].split()[0])
+    assert f"note: batch {b + 1} would not fit (" in r.stdout, r.stdout

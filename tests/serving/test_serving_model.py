@@ -246,3 +246,15 @@ def test_pools_refuse_what_is_not_two_counts_of_at_least_one(text):
 
     with pytest.raises(SpecplanError, match="pools"):
         parse_pools(text)
+
+
+def test_ttft_quantile_closed_form():
+    # the M/D/1 wait is 0 with probability 1 - u, else exponential with mean w / u: P(W > t) = u exp(-t u / w), so
+    # the q-quantile of the wait is (w / u) ln(u / (1 - q)) when u > 1 - q, else 0; the rest of TTFT is fixed
+    from specplan.serving.aggregated import ttft_quantile_s
+
+    t90 = float(ttft_quantile_s(1.0, 0.2, 0.5, 0.9))  # (0.2 / 0.5) ln(0.5 / 0.1) = 0.4 ln 5
+    assert t90 == pytest.approx(1.0 - 0.2 + 0.4 * np.log(5.0), rel=1e-12)
+    assert 0.5 * np.exp(-(t90 - 0.8) * 0.5 / 0.2) == pytest.approx(0.1, rel=1e-12)  # the tail at that wait is 10 %
+    assert float(ttft_quantile_s(1.0, 0.2, 0.05, 0.9)) == pytest.approx(0.8, rel=1e-12)  # u <= 1 - q: no wait
+    assert float(ttft_quantile_s(1.0, 0.2, 0.5, 0.5)) == pytest.approx(0.8, rel=1e-12)  # median: u = 1 - q

@@ -114,3 +114,8 @@ def test_shipped_profiles_are_sourced_and_consistent():
 def test_unknown_profile():
     with pytest.raises(SpecplanError, match="unknown acceptance profile"):
         Acceptance.from_profile("no-such-profile")
+
+
+def test_generation_without_drafts_makes_one_token_per_iteration():
+    # no draft positions (D = 0): every iteration emits exactly the one verified token
+    assert simulate_generation([], n_tokens=100) == 1.0

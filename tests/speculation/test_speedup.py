@@ -243,3 +243,18 @@ def test_external_draft_time_and_overhead_by_hand(draft_hw):
     transfer = CROSS_DEVICE_TRANSFER_S if draft_hw else 0.0
     assert float(r["draft_s"]) == pytest.approx(d * one + transfer, rel=1e-9)
     assert float(r["rho_d"]) == pytest.approx(d * 16 / 32, rel=1e-12)
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "mixtral-8x7b"])
+def test_verify_gemm_time_is_dense_plus_expert_gemms(model):
+    # the verify GEMM class (what G1 reads) is the dense GEMMs plus the expert (MoE) GEMMs of the verify step:
+    # step_time of B sequences at q_len 1 + D, its breakdown summed by hand (MoE 0 for a dense model)
+    from specplan.costs.precision import resolve_precision
+    from specplan.model.step import step_time
+
+    m, hw = load_model(model), load_hardware("h100-sxm")
+    tp = 1 if model == "llama-3.1-8b" else 2
+    r = evaluate(m, hw, tp=tp, batch=16, context_len=2048, draft_len=3, mechanism="eagle3", acceptance=A8)
+    v = step_time(m, hw, tp, 16, int(r["verify_tokens"]), 2048, precision=resolve_precision(m, hw, None, None))
+    assert float(r["verify_gemm_s"]) == pytest.approx(float(v.breakdown_s["gemm"] + v.breakdown_s["moe"]), rel=1e-9)
+    assert (float(v.breakdown_s["moe"]) > 0) == (model == "mixtral-8x7b")
