@@ -38,3 +38,21 @@ def test_dflash_time_by_parts_at_a_compute_bound_batch():
     assert float(got) == pytest.approx(float(layers + fuse + kv), rel=1e-9)
     short = gemm_cost(hw, b * d, h, 5 * h, w, prec.compute).time_s
     assert float(short) < 0.85 * float(fuse)  # the GEMM M matters here (compute-bound)
+
+
+def test_dflash_fixed_bytes_by_hand():
+    """DFlash's own weights: its five layers without an LM head (it shares the target's), plus the fusion
+    projection 5h -> h (5 h^2) and each draft layer's K/V projection of the target's hidden states
+    (5 layers x 2 x 8 KV heads x 128 x h), bf16 (2 bytes), TP 1."""
+    from specplan.model.memory import weight_bytes
+    from specplan.costs.shapes import lm_head_gemm
+
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    prec = resolve_precision(m, hw, None, None)
+    h = 4096
+    five = dflash_model(m)
+    lm = lm_head_gemm(five, 1)
+    own = float(weight_bytes(five, 1, prec)) - lm.n * lm.k * 2
+    extra = (5 * h * h + 5 * 2 * 8 * 128 * h) * 2
+    got = draft_dflash(DraftInput(m, hw, 1, prec, np.array(8.0), np.array(3.0), np.array(2048.0))).fixed_bytes
+    assert float(got) == pytest.approx(own + extra, rel=1e-12)
