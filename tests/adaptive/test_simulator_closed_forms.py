@@ -308,3 +308,15 @@ def test_graph_capture_time_by_hand_at_the_middle_context():
     expect = sum(GRAPH_RUNS * (BASE_S + PER_CTX_S * 1e6 + PER_D_S * d) + GRAPH_HOST_S for d, _ in g.captured)
     assert out["graphs"] == len(g.captured)
     assert out["capture_s"] == pytest.approx(expect, rel=1e-12)
+
+
+@pytest.mark.parametrize("text", ["2.5", "-2.5", "1e0.5", "nan"])
+def test_workload_csv_integer_cells_refuse_fractions_either_side_of_zero(text):
+    """A workload CSV's integer column (ISL, OSL) refuses a fraction, negative ones too (int(-2.5) is -2, which a
+    one-sided check would take), naming the file, row and column."""
+    from specplan.adaptive.workload import _cell
+    from specplan.core.errors import SpecplanError
+
+    with pytest.raises(SpecplanError, match=r"w\.csv: row 3, column 'isl'"):
+        _cell("w.csv", 3, "isl", text, int)
+    assert _cell("w.csv", 3, "isl", "7", int) == 7 and _cell("w.csv", 3, "isl", "7.0", int) == 7

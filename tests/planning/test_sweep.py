@@ -103,3 +103,15 @@ def test_explicit_tp_is_checked_not_replaced():
     with pytest.raises(SpecplanError, match=r"^max draft length: must be >= 0, got -3$"):
         sweep("llama-3.1-8b", "h100-sxm", batch=[1], max_draft_len=-3, mechanisms=["ngram"],
               acceptance={"ngram": 0.5}, progress=False)
+
+
+def test_sweep_options_are_keyword_only():
+    # sweep(model, hardware, *, options...): the model and hardware may be named, every option must be
+    import inspect
+
+    from specplan.planning.sweep import sweep
+
+    params = list(inspect.signature(sweep).parameters.values())
+    assert [p.name for p in params[:2]] == ["model", "hardware"]
+    assert all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params[:2])
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[2:])
