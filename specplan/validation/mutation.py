@@ -344,7 +344,9 @@ def run(groups: list[str], n: int | None, seed: int, *, results: Path | None = N
                     return
                 row = one(work, s)
                 if s.key in again:  # a survivor run again after new tests: keep the first outcome, add the new one
-                    row = dict(done[s.key], now=row["outcome"], now_tests=row["tests"])
+                    first = done[s.key]
+                    moved = (row["before"], row["after"]) != (first["before"], first["after"])  # the code changed
+                    row = dict(first, now="moved" if moved else row["outcome"], now_tests=row["tests"])
                 with lock:
                     rows.append(row)
                     count[0] += 1
@@ -439,6 +441,8 @@ def report(meta: dict, rows: list[dict], notes: dict[str, str] | None = None, pr
                 status = f"equivalent: {why}"
             elif r.get("now") in ("killed", "timeout"):
                 status = "killed now by " + notes.get(key, r.get("now_tests", "the tests added since"))
+            elif r.get("now") == "moved":
+                status = "not rechecked: the module changed since the run, this site is now another token"
             else:
                 status = "survives: " + notes.get(key, "not classified yet (a gap in the tests)")
             lines.append(f"| {r['module']}:{r['line']} | `{_cell(r['before'])}` → `{_cell(r['after'])}` | {status} |")
