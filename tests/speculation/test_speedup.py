@@ -258,3 +258,18 @@ def test_verify_gemm_time_is_dense_plus_expert_gemms(model):
     v = step_time(m, hw, tp, 16, int(r["verify_tokens"]), 2048, precision=resolve_precision(m, hw, None, None))
     assert float(r["verify_gemm_s"]) == pytest.approx(float(v.breakdown_s["gemm"] + v.breakdown_s["moe"]), rel=1e-9)
     assert (float(v.breakdown_s["moe"]) > 0) == (model == "mixtral-8x7b")
+
+
+@pytest.mark.parametrize("draft_hw", [None, "h200-sxm"], ids=["same-device", "other-device"])
+def test_external_draft_pays_the_engines_overhead_once_per_serial_step(draft_hw):
+    # an engine's spec_draft_step_overhead_s is host time per serial draft step: an external draft runs D of them
+    from specplan.profiles.registry import load_engine
+
+    kw = dict(batch=8, context_len=2048, draft_len=4, mechanism="external", acceptance=A8,
+              draft_model="llama-3.2-1b", draft_hardware=draft_hw)
+    eng = load_engine("ideal")
+    slow = eng.model_copy(update={"spec_draft_step_overhead_s": 1e-4, "sources": {**eng.sources,
+                                                                                   "spec_draft_step_overhead_s": "t"}})
+    a = evaluate("llama-3.1-8b", "h100-sxm", engine=eng, **kw)
+    b = evaluate("llama-3.1-8b", "h100-sxm", engine=slow, **kw)
+    assert float(b["draft_s"]) - float(a["draft_s"]) == pytest.approx(4 * 1e-4, rel=1e-9)
