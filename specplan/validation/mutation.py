@@ -133,6 +133,9 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
      'if best is None or (row["gpus"], -per) < (best["gpus"], -best["tokens_per_s_per_replica"]):'):
         "< and <= differ only when two TPs give the same GPU count and exactly the same tokens/s per replica (a float "
         "tie between different step prices), where either answer is as good",
+    ("specplan/speculation/drafters.py", "core/ReplaceBinaryOperator_Mul_Div",
+     "return DraftCost(t, _active(d) * np.ones_like(t), fixed_bytes=fixed, per_seq_bytes=per_seq,"):
+        "x * ones and x / ones broadcast to the same shape with the same values",
 }
 
 
