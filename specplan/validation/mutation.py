@@ -136,6 +136,9 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("specplan/speculation/drafters.py", "core/ReplaceBinaryOperator_Mul_Div",
      "return DraftCost(t, _active(d) * np.ones_like(t), fixed_bytes=fixed, per_seq_bytes=per_seq,"):
         "x * ones and x / ones broadcast to the same shape with the same values",
+    ("specplan/speculation/acceptance.py", "core/ReplaceComparisonOperator_Lt_LtE",
+     "accepted = np.cumprod(rng.random((n_iter, p.size)) < p, axis=1).sum(axis=1) if p.size else np.zeros(n_iter)"):
+        "u < p and u <= p differ only where a uniform draw in [0, 1) equals p exactly (probability 2^-53 per draw)",
 }
 
 

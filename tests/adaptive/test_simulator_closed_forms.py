@@ -320,3 +320,40 @@ def test_workload_csv_integer_cells_refuse_fractions_either_side_of_zero(text):
     with pytest.raises(SpecplanError, match=r"w\.csv: row 3, column 'isl'"):
         _cell("w.csv", 3, "isl", text, int)
     assert _cell("w.csv", 3, "isl", "7", int) == 7 and _cell("w.csv", 3, "isl", "7.0", int) == 7
+
+
+def test_sglang_default_config_at_batch_one_spans_1_to_7_steps():
+    """SGLang 0.5.23's default adaptive config (sglang_policy.SOURCE): batch 1 chooses among 1, 3, 5, 7 steps. It
+    starts at the middle of the union of every slot's candidates {0, 1, 3, 5, 7}: 3. No draft ever accepted: the
+    EMA falls and the steps settle at the smallest candidate, 1 (never 0 at batch 1); every draft accepted: 7."""
+    p = AdaptiveSpeculativeParams()
+    assert p.get_steps_for_batch(1) == 3
+    for _ in range(200):
+        p.on_verify_complete(np.zeros(1), 1)
+    assert p.get_steps_for_batch(1) == 1
+    q = AdaptiveSpeculativeParams()
+    for _ in range(200):
+        q.on_verify_complete(np.full(1, 7.0), 1)
+    assert q.get_steps_for_batch(1) == 7
+
+
+def test_adaptive_prefill_step_cost_by_hand():
+    """The simulator's prefill step for T prompt tokens: the mixed step's GPU time with no decode rows, plus the
+    engine's host time per step, every kernel of the step launched eagerly and its per-token host cost."""
+    from specplan.adaptive.costs import build_costs
+    from specplan.costs.precision import resolve_precision
+    from specplan.model.step import step_time
+    from specplan.profiles.registry import load_engine, load_hardware, load_model
+    from specplan.serving.prefill import mixed_step_s
+
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    eng = load_engine("vllm").model_copy(update={"host_step_s": 2e-3, "eager_launch_s": 1e-5,
+                                                  "prefill_tokens_s": 1e-7,
+                                                  "sources": {**load_engine("vllm").sources, "prefill_tokens_s": "t"}})
+    c = build_costs(m, hw, d_max=2, ctx_min=256, ctx_max=1024, b_max=4, mean_isl=512, prefill_budget=4096,
+                    engine=eng)
+    prec = resolve_precision(m, hw, None, None)
+    toks = c.prefill_tokens
+    gpu = mixed_step_s(m, hw, 1, 0, 0, toks, 0, precision=prec, engine=eng, prefill_seqs=np.maximum(1.0, toks / 512))
+    kernels = step_time(m, hw, 1, 1, 1, 256, precision=prec).kernels
+    np.testing.assert_allclose(c.prefill_s_grid, gpu + 2e-3 + kernels * 1e-5 + toks * 1e-7, rtol=1e-12)

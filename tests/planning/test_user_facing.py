@@ -245,6 +245,9 @@ def test_why_lost_splits_the_throughput_ratio():
     # the same batch: only the AL
     z = dict(best, mechanism="dflash", acceptance_length=3.0, tokens_per_s_per_gpu=50 * 3.0 / 0.02)
     assert why_lost(z, best) == "-25.0%: AL 3.00 vs 4.00"
+    # a slower iteration at the same batch and AL: 0.02 / 0.025 = 0.8
+    it = dict(best, mechanism="dflash", iter_s=0.025, draft_s=0.006, tokens_per_s_per_gpu=50 * 4.0 / 0.025)
+    assert why_lost(it, best) == "-20.0%: iteration 25.00 vs 20.00 ms (draft 6.00 vs 4.00)"
 
 
 def test_gb_pair_prints_enough_digits():

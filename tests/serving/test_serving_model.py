@@ -258,3 +258,18 @@ def test_ttft_quantile_closed_form():
     assert 0.5 * np.exp(-(t90 - 0.8) * 0.5 / 0.2) == pytest.approx(0.1, rel=1e-12)  # the tail at that wait is 10 %
     assert float(ttft_quantile_s(1.0, 0.2, 0.05, 0.9)) == pytest.approx(0.8, rel=1e-12)  # u <= 1 - q: no wait
     assert float(ttft_quantile_s(1.0, 0.2, 0.5, 0.5)) == pytest.approx(0.8, rel=1e-12)  # median: u = 1 - q
+
+
+def test_osl_one_open_loop_ttft_is_the_md1_wait_on_the_prefill():
+    # OSL 1: the prefill alone serves the request. Open loop at rate lambda, one prompt per step (ISL above the
+    # budget): TTFT = s + u / (2 (1 - u)) s with u = lambda s (M/D/1); s is the TTFT at a vanishing rate
+    from specplan.serving.aggregated import aggregated
+    from specplan.serving.workload import Workload
+
+    def ttft(rate):
+        return float(aggregated("llama-3.1-8b", "h100-sxm", Workload(20000, 1, request_rate=rate),
+                                engine="ideal")["ttft_s"])
+
+    s = ttft(1e-9)
+    for u in (0.25, 0.5, 0.9):
+        assert ttft(u / s) == pytest.approx(s + u / (2 * (1 - u)) * s, rel=1e-6)
