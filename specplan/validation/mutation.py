@@ -139,6 +139,9 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("specplan/speculation/acceptance.py", "core/ReplaceComparisonOperator_Lt_LtE",
      "accepted = np.cumprod(rng.random((n_iter, p.size)) < p, axis=1).sum(axis=1) if p.size else np.zeros(n_iter)"):
         "u < p and u <= p differ only where a uniform draw in [0, 1) equals p exactly (probability 2^-53 per draw)",
+    ("specplan/speculation/guidelines.py", "core/NumberReplacer", "cb = int(np.asarray(diag[key]).reshape(-1)[0])"):
+        "the compute-bound D depends on the batch only, and the diagnostics g1_near gets hold one batch (recommend "
+        "indexes its row, predict prices one batch): the first and last elements are the same number",
 }
 
 

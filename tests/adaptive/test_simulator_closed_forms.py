@@ -357,3 +357,17 @@ def test_adaptive_prefill_step_cost_by_hand():
     gpu = mixed_step_s(m, hw, 1, 0, 0, toks, 0, precision=prec, engine=eng, prefill_seqs=np.maximum(1.0, toks / 512))
     kernels = step_time(m, hw, 1, 1, 1, 256, precision=prec).kernels
     np.testing.assert_allclose(c.prefill_s_grid, gpu + 2e-3 + kernels * 1e-5 + toks * 1e-7, rtol=1e-12)
+
+
+def test_synthetic_arrivals_default_to_the_clis_seed():
+    """The API's synthetic workload and `specplan adaptive` without --seed draw the same Poisson arrivals (seed 0)."""
+    import inspect
+
+    from specplan.adaptive.workload import synthetic
+    from specplan.cli.adaptive_cmd import adaptive
+
+    cli_seed = inspect.signature(adaptive).parameters["seed"].default.default
+    a = synthetic(50, 64, 16, rate_per_s=5.0)
+    b = synthetic(50, 64, 16, rate_per_s=5.0, seed=cli_seed)
+    assert cli_seed == 0
+    np.testing.assert_array_equal(a[0], b[0])

@@ -56,3 +56,17 @@ def test_dflash_fixed_bytes_by_hand():
     extra = (5 * h * h + 5 * 2 * 8 * 128 * h) * 2
     got = draft_dflash(DraftInput(m, hw, 1, prec, np.array(8.0), np.array(3.0), np.array(2048.0))).fixed_bytes
     assert float(got) == pytest.approx(own + extra, rel=1e-12)
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_dspark_adds_the_markov_heads_weights_to_dflash(tp):
+    """DSpark = DFlash + a Markov head of MARKOV_HEAD_GEMMS (2) h x h GEMMs, split over TP: 2 x 4096^2 / TP x 2 bytes
+    more fixed weight bytes than DFlash on Llama-3.1-8B (bf16)."""
+    from specplan.speculation.drafters import MARKOV_HEAD_GEMMS, draft_dspark
+
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    prec = resolve_precision(m, hw, None, None)
+    inp = DraftInput(m, hw, tp, prec, np.array(8.0), np.array(3.0), np.array(2048.0))
+    assert MARKOV_HEAD_GEMMS == 2
+    diff = float(draft_dspark(inp).fixed_bytes) - float(draft_dflash(inp).fixed_bytes)
+    assert diff == pytest.approx(2 * 4096 ** 2 / tp * 2, rel=1e-12)
