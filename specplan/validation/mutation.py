@@ -142,6 +142,9 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("specplan/speculation/guidelines.py", "core/NumberReplacer", "cb = int(np.asarray(diag[key]).reshape(-1)[0])"):
         "the compute-bound D depends on the batch only, and the diagnostics g1_near gets hold one batch (recommend "
         "indexes its row, predict prices one batch): the first and last elements are the same number",
+    ("specplan/serving/aggregated.py", "core/ReplaceComparisonOperator_Eq_LtE",
+     "alone = float(prefill_s(model, hw, tp, wl.isl, precision=prec, engine=eng)) if wl.osl == 1 else 0.0"):
+        "a Workload's OSL is a whole number >= 1 (its __post_init__ refuses anything else): == 1 and <= 1 agree",
 }
 
 
