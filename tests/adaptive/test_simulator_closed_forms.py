@@ -371,3 +371,22 @@ def test_synthetic_arrivals_default_to_the_clis_seed():
     b = synthetic(50, 64, 16, rate_per_s=5.0, seed=cli_seed)
     assert cli_seed == 0
     np.testing.assert_array_equal(a[0], b[0])
+
+
+def test_uniform_acceptance_dist_spans_its_range():
+    """--acceptance-dist uniform:0.5,0.9 is accepted (0 <= LO <= HI <= 1) and draws over [0.5, 0.9]: 20,000 draws
+    have mean 0.7 (sd of the mean 0.4 / sqrt(12 x 20000) = 0.0008) and reach both ends."""
+    from specplan.adaptive.workload import draw_alpha, parse_acceptance_dist
+
+    kind, args = parse_acceptance_dist("uniform:0.5,0.9")
+    a = draw_alpha(kind, args, 20000, 0)
+    assert abs(a.mean() - 0.7) < 0.005 and a.min() < 0.51 and a.max() > 0.89 and a.min() >= 0.5 and a.max() <= 0.9
+    assert parse_acceptance_dist("uniform:0,1")[1] == (0.0, 1.0)
+
+
+def test_graphs_of_buckets_below_the_smallest_slot_key_use_that_slot():
+    """With an SGLang adaptive config, a graph bucket is captured for D only if the slot routing it lists D; a
+    bucket below every slot key (1 and 2 below key 4) routes to the smallest key, as SGLang's lookup clamps at 0."""
+    g = graphs_for([1, 3], 8, slot_steps={4: [3], 8: [1]})
+    assert {(d, b) for d, b in g.captured if b < 4} == {(3, b) for b in g.buckets if b < 4}
+    assert {(d, b) for d, b in g.captured if b >= 8} == {(1, b) for b in g.buckets if b >= 8}

@@ -469,3 +469,24 @@ def test_a_memory_bound_choice_says_the_next_batch_would_not_fit():
     best = next(x for x in r.stdout.splitlines() if x.startswith("best:"))
     b = int(best.split(" at batch ")[1].split()[0])
     assert f"note: batch {b + 1} would not fit (" in r.stdout, r.stdout
+
+
+def test_best_of_each_mechanism_is_its_row_of_most_tokens_per_gpu():
+    # the per-mechanism table shows, for each mechanism, its feasible (D, batch) of most tokens/s/GPU
+    from specplan.planning.recommend import best_per_mechanism
+
+    rows = [{"mechanism": m, "draft_len": d, "batch": 8, "acceptance_length": al, "iter_s": 0.01, "draft_s": 0.001,
+             "target_devices": 1, "tokens_per_s_per_gpu": t}
+            for m, d, al, t in (("eagle3", 4, 3.0, 900.0), ("ngram", 3, 2.0, 800.0), ("eagle3", 6, 3.2, 700.0),
+                                ("ngram", 5, 2.1, 600.0), ("none", 0, 1.0, 300.0))]
+    out = best_per_mechanism(rows, rows[0], ["eagle3", "ngram"])
+    assert [(x["mechanism"], x["draft_len"]) for x in out] == [("eagle3", 4), ("ngram", 3), ("none", 0)]
+    assert out[0]["why_lost"] == "best"
+
+
+def test_gpus_for_a_load_takes_a_one_token_prompt():
+    # ISL 1 is a prompt (one token): the GPU-count search takes it as it takes any ISL >= 1
+    from specplan.planning.capacity import search
+
+    r = search("llama-3.1-8b", "h100-sxm", target_tps=1000, target_tps_per_user=20, isl=1, osl=64, max_gpus=8)
+    assert r["isl"] == 1 and r["counts"][0]["gpus"] == 8

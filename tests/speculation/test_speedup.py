@@ -273,3 +273,12 @@ def test_external_draft_pays_the_engines_overhead_once_per_serial_step(draft_hw)
     a = evaluate("llama-3.1-8b", "h100-sxm", engine=eng, **kw)
     b = evaluate("llama-3.1-8b", "h100-sxm", engine=slow, **kw)
     assert float(b["draft_s"]) - float(a["draft_s"]) == pytest.approx(4 * 1e-4, rel=1e-9)
+
+
+def test_ngram_note_states_its_host_lookup_per_sequence():
+    from specplan.speculation.drafters import NGRAM_CPU_S_PER_SEQ
+
+    r = evaluate("llama-3.1-8b", "h100-sxm", batch=4, context_len=1024, draft_len=3, mechanism="ngram",
+                 acceptance=A8)
+    assert f"n-gram lookup {NGRAM_CPU_S_PER_SEQ * 1e6:g} us per sequence" in " ".join(r["notes"])
+    assert NGRAM_CPU_S_PER_SEQ * 1e6 == pytest.approx(2.0)
