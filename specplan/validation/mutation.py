@@ -145,6 +145,22 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("specplan/serving/aggregated.py", "core/ReplaceComparisonOperator_Eq_LtE",
      "alone = float(prefill_s(model, hw, tp, wl.isl, precision=prec, engine=eng)) if wl.osl == 1 else 0.0"):
         "a Workload's OSL is a whole number >= 1 (its __post_init__ refuses anything else): == 1 and <= 1 agree",
+    ("specplan/speculation/acceptance.py", "core/NumberReplacer",
+     "def simulate_generation(probs, n_tokens: int = 10_000, seed: int = 0) -> float:"):
+        "no caller in specplan uses the default token count (the tests pass theirs): a Monte Carlo length only",
+    ("specplan/planning/recommend_serving.py", "core/NumberReplacer",
+     "max_tpot_ms=max_tpot_ms, search_concurrency=True, pools=pools, top=1,"):
+        "the deployment search reads each recommend_serving answer's best row and notes only; `top` trims the "
+        "ranked list it never reads",
+    ("specplan/planning/capacity.py", "core/NumberReplacer", "Workload(isl, osl, concurrency=1.0).check(m)"):
+        "a Workload built only to check ISL + OSL against the model's context: any concurrency >= 1 checks the same",
+    ("specplan/serving/disaggregated.py", "core/ReplaceComparisonOperator_Lt_LtE",
+     "wait = np.where(rho < 1.0, rho / (2.0 * np.maximum(1.0 - rho, 1e-12)) * s_p, np.inf)"):
+        "differs only at a prefill utilization of exactly 1.0 (a finite 5e11 x s_p wait against infinity), which "
+        "the closed loop's bisection and an open loop's rate do not land on",
+    ("specplan/adaptive/bounds.py", "core/NumberReplacer",
+     "top = costs.b_max if b_reach is None else max(1, min(b_reach, costs.b_max))"):
+        "b_reach comes from reach_batch, at least 1 (each of its caps is >= 1), so max(0, .) and max(1, .) agree",
 }
 
 

@@ -298,3 +298,16 @@ def test_disaggregated_decode_table_holds_every_whole_batch_up_to_64():
         return float(eng.step_s(gpu, bw, k, bw <= eng.graph_max_batch))
 
     assert float(r["iteration_s"][0]) == pytest.approx(at(63.0) + (b - 63.0) * (at(64.0) - at(63.0)), rel=1e-9)
+
+
+@pytest.mark.parametrize("mode", ["agg", "disagg"])
+def test_osl_two_has_one_decode_step(mode):
+    # OSL 2: the prefill makes the first token, one decode step the second: a finite TPOT (that step), a decode
+    # batch, tokens/s/user = 1 / TPOT, and Little's law over the whole request
+    wl = Workload(1024, 2, concurrency=np.array([1.0, 16.0]), mode=mode)
+    r = (aggregated if mode == "agg" else disaggregated)("llama-3.1-8b", "h100-sxm", wl, engine="vllm")
+    tpot = np.asarray(r["tpot_s"], dtype=float)
+    assert np.all(np.isfinite(tpot)) and np.all(tpot > 0) and np.all(np.asarray(r["decode_batch"]) > 0)
+    np.testing.assert_allclose(r["tokens_per_s_per_user"], 1.0 / tpot, rtol=1e-12)
+    np.testing.assert_allclose(r["request_latency_s"], np.asarray(r["ttft_s"]) + tpot, rtol=1e-9)
+    np.testing.assert_allclose(r["requests_per_s"] * r["request_latency_s"], [1.0, 16.0], rtol=1e-2)

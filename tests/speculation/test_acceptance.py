@@ -1,5 +1,7 @@
 """Acceptance: closed forms by hand, per-position, tables, Monte Carlo, bad inputs."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -119,3 +121,10 @@ def test_unknown_profile():
 def test_generation_without_drafts_makes_one_token_per_iteration():
     # no draft positions (D = 0): every iteration emits exactly the one verified token
     assert simulate_generation([], n_tokens=100) == 1.0
+
+
+def test_acceptances_hash_and_compare_without_their_meta():
+    # an Acceptance is a frozen value: hashable (a dict key, a cache key) and equal to one with other metadata
+    a = Acceptance.from_rate(0.7)
+    b = dataclasses.replace(a, meta={"source": "somewhere", "heads": 4})
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1

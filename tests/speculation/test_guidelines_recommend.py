@@ -207,3 +207,17 @@ def test_near_best_lists_runners_up_within_two_percent():
     for x in r["ranked"]:
         if x["feasible"] and x is not r["best"] and x["draft_len"] != r["best"]["draft_len"]:
             assert (x["draft_len"] in near) == (x["tokens_per_s_per_gpu"] >= 0.98 * top)
+
+
+def test_mechanism_line_only_when_a_speculative_mechanism_wins_over_another():
+    from specplan.speculation.guidelines import mechanism_line
+
+    def row(mech, d, t, al=2.0):
+        return {"mechanism": mech, "draft_len": d, "feasible": True, "tokens_per_s_per_gpu": t,
+                "acceptance_length": al, "speedup": t / 100.0, "batch": 8, "iter_s": 0.01, "draft_s": 0.001}
+
+    ranked = [row("eagle3", 4, 900.0, 3.0), row("ngram", 3, 700.0, 2.0), row("none", 0, 300.0, 1.0)]
+    g = mechanism_line(ranked)
+    assert g is not None and g[0] == "G5" and "ngram" in g[1]
+    assert mechanism_line([row("none", 0, 300.0, 1.0), row("eagle3", 4, 200.0, 3.0)]) is None
+    assert mechanism_line([row("eagle3", 4, 900.0, 3.0), row("none", 0, 300.0, 1.0)]) is None  # no rival

@@ -282,3 +282,12 @@ def test_ngram_note_states_its_host_lookup_per_sequence():
                  acceptance=A8)
     assert f"n-gram lookup {NGRAM_CPU_S_PER_SEQ * 1e6:g} us per sequence" in " ".join(r["notes"])
     assert NGRAM_CPU_S_PER_SEQ * 1e6 == pytest.approx(2.0)
+
+
+def test_the_unfitted_round_note_only_with_speculation():
+    # the note that an engine's speculative round holds unfitted numbers belongs to speculative results only
+    none = evaluate("llama-3.1-8b", "h100-sxm", batch=8, context_len=1024, engine="vllm")
+    spec = evaluate("llama-3.1-8b", "h100-sxm", batch=8, context_len=1024, engine="vllm", mechanism="eagle3",
+                    draft_len=3, acceptance=A8)
+    assert not any("speculative round" in n for n in none["notes"])
+    assert any("speculative round" in n for n in spec["notes"])
