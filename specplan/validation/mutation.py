@@ -161,6 +161,9 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("specplan/adaptive/bounds.py", "core/NumberReplacer",
      "top = costs.b_max if b_reach is None else max(1, min(b_reach, costs.b_max))"):
         "b_reach comes from reach_batch, at least 1 (each of its caps is >= 1), so max(0, .) and max(1, .) agree",
+    ("specplan/adaptive/metrics.py", "core/ReplaceComparisonOperator_Gt_NotEq",
+     '"tokens_per_s_per_gpu": tokens / dur / devices if dur > 0 else float("nan"),'):
+        "a run's duration is a difference of sorted event times, never negative: > 0 and != 0 agree",
 }
 
 

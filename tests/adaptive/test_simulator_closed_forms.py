@@ -390,3 +390,23 @@ def test_graphs_of_buckets_below_the_smallest_slot_key_use_that_slot():
     g = graphs_for([1, 3], 8, slot_steps={4: [3], 8: [1]})
     assert {(d, b) for d, b in g.captured if b < 4} == {(3, b) for b in g.buckets if b < 4}
     assert {(d, b) for d, b in g.captured if b >= 8} == {(1, b) for b in g.buckets if b >= 8}
+
+
+def test_sglang_graph_batch_sizes_follow_sglangs_list():
+    """SGLang 0.5.23's decode graph batch sizes with speculation: 1..8, 10..32 step 2, 40..64 step 4, 72..256 step 8,
+    then step 16 (272, 288, ...), the largest batch appended."""
+    from specplan.adaptive.costs import sglang_graph_batch_sizes
+
+    bs = sglang_graph_batch_sizes(320)
+    assert bs[:10] == [1, 2, 3, 4, 5, 6, 7, 8, 10, 12]
+    assert [x for x in bs if x > 256] == [272, 288, 304, 320]
+    assert sglang_graph_batch_sizes(300)[-3:] == [272, 288, 300]
+
+
+def test_ramp_workload_alpha_has_the_mix_mean():
+    """Each request's alpha ~ Beta(mean c, (1 - mean) c), whose mean is `mean`: with alpha_start = alpha_end = 0.6
+    the draws average 0.6 (sd of the mean sqrt(0.24 / 51 / 20000) = 0.0005)."""
+    from specplan.adaptive.workload import ramp_workload
+
+    w = ramp_workload(20000, 1.0, 2.0, 0.6, 0.6, 128, 64)
+    assert abs(float(np.mean(w["alpha"])) - 0.6) < 0.003

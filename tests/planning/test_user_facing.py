@@ -490,3 +490,12 @@ def test_gpus_for_a_load_takes_a_one_token_prompt():
 
     r = search("llama-3.1-8b", "h100-sxm", target_tps=1000, target_tps_per_user=20, isl=1, osl=64, max_gpus=8)
     assert r["isl"] == 1 and r["counts"][0]["gpus"] == 8
+
+
+def test_mechanisms_none_alone_names_the_draft_mechanisms():
+    from specplan.planning.recommend import recommend
+
+    with pytest.raises(SpecplanError) as e:
+        recommend("llama-3.1-8b", "h100-sxm", mechanisms=["none"])
+    known = str(e.value).split("known: ")[1].rstrip(")").split(", ")
+    assert "none" not in known and {"eagle3", "ngram", "mtp"} <= set(known)

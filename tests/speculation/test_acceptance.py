@@ -128,3 +128,14 @@ def test_acceptances_hash_and_compare_without_their_meta():
     a = Acceptance.from_rate(0.7)
     b = dataclasses.replace(a, meta={"source": "somewhere", "heads": 4})
     assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+
+
+def test_a_table_of_one_point_is_the_chain_through_it_and_of_two_points_passes_both():
+    # one measured (D, AL): the i.i.d. chain through it, AL(D) = (1 - a^(D+1)) / (1 - a) with a from that point
+    one = Acceptance.from_table([3], [2.5])
+    a = rate_from_length(2.5, 3)
+    assert float(one.al(3)) == pytest.approx(2.5, rel=1e-9)
+    assert float(one.al(1)) == pytest.approx(1 + a, rel=1e-9)
+    # two points: the table passes through both (and through (0, 1))
+    two = Acceptance.from_table([2, 4], [2.0, 2.8])
+    assert [float(two.al(x)) for x in (0, 2, 4)] == pytest.approx([1.0, 2.0, 2.8], rel=1e-9)

@@ -291,3 +291,12 @@ def test_the_unfitted_round_note_only_with_speculation():
                     draft_len=3, acceptance=A8)
     assert not any("speculative round" in n for n in none["notes"])
     assert any("speculative round" in n for n in spec["notes"])
+
+
+@pytest.mark.parametrize("d", [1, 3])
+def test_a_tree_priced_with_a_chains_acceptance_is_said(d):
+    # a verify of more tokens than the chain's 1 + D (a tree) with a chain's AL (a rate) overstates nothing only
+    # if said: the note names the verified tokens, at every D >= 1
+    r = evaluate("llama-3.1-8b", "h100-sxm", batch=4, context_len=1024, draft_len=d, mechanism="eagle3",
+                 acceptance=A8, tree_tokens=d + 3)
+    assert any(n.startswith(f"tree verification prices {d + 3} verified tokens per sequence") for n in r["notes"])
