@@ -410,3 +410,38 @@ def test_ramp_workload_alpha_has_the_mix_mean():
 
     w = ramp_workload(20000, 1.0, 2.0, 0.6, 0.6, 128, 64)
     assert abs(float(np.mean(w["alpha"])) - 0.6) < 0.003
+
+
+def test_an_engine_without_decode_graphs_runs_every_step_eagerly(tmp_path):
+    """An engine profile with cuda_graphs_decode false captures no graph: the simulator's engine resolves to graph
+    batch 0 (every decode step eager), not to one graphed batch."""
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "engine_profiles" / "ideal.yaml"
+    text = src.read_text().replace("cuda_graphs_decode: true", "cuda_graphs_decode: false")
+    assert "cuda_graphs_decode: false" in text
+    path = tmp_path / "nographs.yaml"
+    path.write_text(text)
+    assert Engine(str(path), prefill_budget=8192).resolved().graph_max_bs == 0
+
+
+def test_sglang_zero_step_probe_keeps_a_non_negative_ema():
+    """After an interval at 0 steps SGLang probes the smallest positive step; it resets the EMA to target - 1 only
+    when the EMA is negative (the start value at 0 steps, -1): an EMA of 0.2 carried from before stays 0.2."""
+    from specplan.adaptive.sglang_policy import AdaptiveStepSlot
+
+    s = AdaptiveStepSlot(0, {"candidate_steps": [0, 1, 3], "warmup_batches": 0, "update_interval": 1})
+    s.ema_accept_len = 0.2
+    assert s.update(np.zeros(2)) and s.current_steps == 1
+    assert s.ema_accept_len == 0.2
+    t = AdaptiveStepSlot(0, {"candidate_steps": [0, 1, 3], "warmup_batches": 0, "update_interval": 1})
+    assert t.ema_accept_len == -1.0 and t.update(np.zeros(2)) and t.ema_accept_len == 0.0
+
+
+def test_a_row_without_decode_has_no_tpot_bound():
+    """OSL 1 requests decode nothing: the clairvoyant bound has no TPOT for them (not 0 ms)."""
+    from specplan.adaptive.bounds import clairvoyant_row
+
+    wl = build_workload(np.zeros(3), [100, 100, 100], [1, 1, 1], alpha=np.zeros(3))
+    r = clairvoyant_row(wl, _costs(), seed=0)
+    assert r["tpot_p50_ms"] is None and r["tokens_per_s_per_user"] is None  # none (NaN becomes None in a row)

@@ -56,3 +56,12 @@ def test_each_ranked_row_reports_the_lowest_tpot_and_ttft_of_its_grid():
         assert len(g) > 10
         assert row["min_tpot_ms"] == min(x["tpot_ms"] for x in g)
         assert row["min_ttft_ms"] == min(x["ttft_ms"] for x in g)
+
+
+def test_energy_objective_picks_the_feasible_point_of_least_joules_per_token():
+    r = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(512, 256, concurrency=1), engine="vllm",
+                          mechanisms=["eagle3"], acceptance={"eagle3": "0.7"}, max_draft_len=3, max_tpot_ms=8,
+                          search_concurrency=True, keep_grid=True, objective="energy")
+    ok = [x for x in r["grid"] if x["meets_sla"] and x.get("joules_per_token") is not None]
+    assert len(ok) > 10
+    assert r["best"]["joules_per_token"] == min(x["joules_per_token"] for x in ok)

@@ -273,3 +273,17 @@ def test_osl_one_open_loop_ttft_is_the_md1_wait_on_the_prefill():
     s = ttft(1e-9)
     for u in (0.25, 0.5, 0.9):
         assert ttft(u / s) == pytest.approx(s + u / (2 * (1 - u)) * s, rel=1e-6)
+
+
+def test_prefill_service_of_a_chunked_prompt_closed_form():
+    # mixed prefill: a prompt of n chunks rides n iterations, each the longer of the mean iteration tau and the
+    # base step plus its chunk's share dP / n: n · max(tau, t + dP / n). Prefill apart: its own steps, dP.
+    from specplan.profiles.registry import load_engine
+    from specplan.serving.aggregated import prefill_service_s
+
+    mixed = load_engine("vllm")
+    assert mixed.mixed_prefill
+    assert float(prefill_service_s(mixed, 0.010, 0.008, 0.030, 3)) == pytest.approx(3 * max(0.010, 0.008 + 0.010))
+    assert float(prefill_service_s(mixed, 0.020, 0.008, 0.030, 3)) == pytest.approx(3 * 0.020)  # tau binds
+    apart = mixed.model_copy(update={"mixed_prefill": False})
+    assert float(prefill_service_s(apart, 0.010, 0.008, 0.030, 3)) == pytest.approx(0.030)
