@@ -445,3 +445,12 @@ def test_a_row_without_decode_has_no_tpot_bound():
     wl = build_workload(np.zeros(3), [100, 100, 100], [1, 1, 1], alpha=np.zeros(3))
     r = clairvoyant_row(wl, _costs(), seed=0)
     assert r["tpot_p50_ms"] is None and r["tokens_per_s_per_user"] is None  # none (NaN becomes None in a row)
+
+
+@pytest.mark.parametrize("spec", ["beta:0,2", "beta:2,0", "beta:-1,2"])
+def test_beta_acceptance_dist_needs_both_parameters_positive(spec):
+    from specplan.adaptive.workload import parse_acceptance_dist
+    from specplan.core.errors import SpecplanError
+
+    with pytest.raises(SpecplanError, match="beta parameters must be > 0"):
+        parse_acceptance_dist(spec)

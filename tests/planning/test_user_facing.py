@@ -499,3 +499,23 @@ def test_mechanisms_none_alone_names_the_draft_mechanisms():
         recommend("llama-3.1-8b", "h100-sxm", mechanisms=["none"])
     known = str(e.value).split("known: ")[1].rstrip(")").split(", ")
     assert "none" not in known and {"eagle3", "ngram", "mtp"} <= set(known)
+
+
+def test_mechanisms_given_are_kept_in_order_without_none():
+    # --mechanisms none,self,eagle3: the draft mechanisms in the order given ('none' is the baseline, always there)
+    from specplan.planning.recommend import _mechanisms
+
+    assert _mechanisms("llama-3.1-8b", ["none", "self", "eagle3", "self"], {}) == ["self", "eagle3"]
+
+
+def test_a_deployment_that_fits_at_no_tp_says_what_each_gpu_would_hold():
+    # Llama-3.1-405B in bf16 (~811 GB of weights) on H100s: no TP up to 8 fits; each row says the weights per GPU
+    from specplan.planning.recommend_serving import search_deployment
+
+    r = search_deployment("llama-3.1-405b", "h100-sxm", 1024, 256, gpus=8, engine="vllm", dtypes=["bf16"])
+    rows = {x["tp"]: x for x in r["layouts"] if x["mode"] == "agg"}
+    for tp in (2, 8):
+        why = rows[tp]["why"]
+        need = float(why.split("the weights need ")[1].split(" GB")[0])
+        per = float(why.split("(")[1].split(" GB per GPU")[0])
+        assert per == pytest.approx(need / tp, abs=1.0) and "no TP up to 8 fits" in why
