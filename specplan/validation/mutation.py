@@ -164,6 +164,9 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("specplan/adaptive/metrics.py", "core/ReplaceComparisonOperator_Gt_NotEq",
      '"tokens_per_s_per_gpu": tokens / dur / devices if dur > 0 else float("nan"),'):
         "a run's duration is a difference of sorted event times, never negative: > 0 and != 0 agree",
+    ("specplan/adaptive/costs.py", "core/NumberReplacer", 'rho = float(np.asarray(r["rho"]).flat[0])'):
+        "the grid's first two elements are D = 0 and D = 1 at one batch and context, where every drafter's rho is "
+        "the same (a layer ratio, DFlash's divided by max(D, 1))",
 }
 
 

@@ -519,3 +519,19 @@ def test_a_deployment_that_fits_at_no_tp_says_what_each_gpu_would_hold():
         need = float(why.split("the weights need ")[1].split(" GB")[0])
         per = float(why.split("(")[1].split(" GB per GPU")[0])
         assert per == pytest.approx(need / tp, abs=1.0) and "no TP up to 8 fits" in why
+
+
+def test_a_tp_that_does_not_fit_names_the_smallest_that_holds_one_request():
+    # Llama-3.3-70B bf16 on H100s, ISL 32000 + OSL 768: TP 1 cannot hold the weights; TP 2 holds exactly one
+    # request of 32,768 tokens (memory_usage max_batch 1), so TP 1's row says TP 2 fits
+    from specplan.costs.precision import resolve_precision
+    from specplan.model.memory import memory_usage
+    from specplan.planning.recommend_serving import search_deployment
+    from specplan.profiles.registry import load_hardware, load_model
+
+    m, hw = load_model("llama-3.3-70b"), load_hardware("h100-sxm")
+    prec = resolve_precision(m, hw, "bf16", None)
+    assert [float(memory_usage(m, hw, t, 1, 32768, prec).max_batch) for t in (1, 2)] == [0.0, 1.0]
+    r = search_deployment("llama-3.3-70b", "h100-sxm", 32000, 768, gpus=8, engine="vllm", dtypes=["bf16"])
+    why = next(x["why"] for x in r["layouts"] if x["mode"] == "agg" and x["tp"] == 1)
+    assert why.endswith("; TP 2 fits"), why
