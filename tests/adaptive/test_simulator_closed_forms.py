@@ -454,3 +454,17 @@ def test_beta_acceptance_dist_needs_both_parameters_positive(spec):
 
     with pytest.raises(SpecplanError, match="beta parameters must be > 0"):
         parse_acceptance_dist(spec)
+
+
+def test_workload_csv_alpha_column_takes_zero_to_one_and_names_a_bad_row(tmp_path):
+    from specplan.adaptive.workload import read_workload_csv
+    from specplan.core.errors import SpecplanError
+
+    ok = tmp_path / "w.csv"
+    ok.write_text("arrival_s,isl,osl,alpha\n0,128,16,0\n0.5,128,16,0.5\n1,128,16,1\n")
+    a = read_workload_csv(str(ok))[3]
+    np.testing.assert_array_equal(a, [0.0, 0.5, 1.0])
+    bad = tmp_path / "b.csv"
+    bad.write_text("arrival_s,isl,osl,alpha\n0,128,16,0.5\n0.5,128,16,-0.1\n")
+    with pytest.raises(SpecplanError, match=r"row 2, column 'alpha': must be in \[0, 1\]"):
+        read_workload_csv(str(bad))

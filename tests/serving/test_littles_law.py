@@ -311,3 +311,12 @@ def test_osl_two_has_one_decode_step(mode):
     np.testing.assert_allclose(r["tokens_per_s_per_user"], 1.0 / tpot, rtol=1e-12)
     np.testing.assert_allclose(r["request_latency_s"], np.asarray(r["ttft_s"]) + tpot, rtol=1e-9)
     np.testing.assert_allclose(r["requests_per_s"] * r["request_latency_s"], [1.0, 16.0], rtol=1e-2)
+
+
+def test_disaggregated_ttft_p90_above_its_mean_under_load():
+    # the prefill wait is 0 with probability 1 - rho, else exponential: at a loaded prefill pool (rho >= 0.5) its
+    # p90 lies above the mean, (w / rho) ln(rho / 0.1) > w, and p50 below the p90
+    r = disaggregated("llama-3.1-8b", "h100-sxm", Workload(8192, 256, concurrency=256, mode="disagg"),
+                      engine="vllm")
+    assert float(r["prefill_utilization"]) >= 0.5
+    assert float(r["ttft_p90_s"]) > float(r["ttft_s"]) > 0 and float(r["ttft_p50_s"]) < float(r["ttft_p90_s"])

@@ -112,3 +112,28 @@ def test_dsa_mla_prefill_stays_latent():
     one = attention_cost(H100, 1, 4096, 4097 / 2, 16, 1, 576, prec.kv, prec.compute, head_dim_v=512, latent=True,
                          family=fam).time_s
     assert t > 61 * float(one)
+
+
+def test_hybrid_prefill_sums_each_layer_kind_by_its_count():
+    # Qwen3-Next: full-attention layers priced as causal attention, linear-attention (gated delta) layers as a
+    # recurrent state pass over the chunk, each times its layer count, plus the KV write (hand sum of the parts)
+    from specplan.costs.attention import attention_cost, recurrent_state_cost
+    from specplan.costs.gemm import elementwise_cost
+    from specplan.model.memory import kv_bytes_per_token
+    from specplan.model.step import ACT_BYTES
+
+    m = load_model("qwen3-next-80b-a3b")
+    prec = resolve_precision(m, H100, None, None)
+    fam = load_kernel_family("prefill-default")
+    n, tp = 2048.0, 2
+    counts = {g.mixer: g.count for g in m.groups()}
+    assert set(counts) == {"full", "linear"} and counts["linear"] > counts["full"] > 0
+    qh, kvh = m.heads_per_device(tp)
+    full = attention_cost(H100, 1, n, (n + 1) / 2, qh, kvh, m.head_dim, prec.kv, prec.compute, family=fam).time_s
+    la = m.linear_attention
+    elems = la.num_v_heads / tp * la.head_k_dim * la.head_v_dim
+    lin = recurrent_state_cost(H100, 1, n, elems * 4.0, 6.0 * elems, checkpoint=False).time_s
+    kv = elementwise_cost(H100, n * (kv_bytes_per_token(m, tp, prec.kv, "full")
+                                     + kv_bytes_per_token(m, tp, prec.kv, "sliding")) + n * m.hidden_size * ACT_BYTES)
+    expect = counts["full"] * full + counts["linear"] * lin + kv.time_s
+    assert float(prefill_attention_s(m, H100, tp, n, 0, prec, fam)) == pytest.approx(float(expect), rel=1e-12)
