@@ -535,3 +535,27 @@ def test_a_tp_that_does_not_fit_names_the_smallest_that_holds_one_request():
     r = search_deployment("llama-3.3-70b", "h100-sxm", 32000, 768, gpus=8, engine="vllm", dtypes=["bf16"])
     why = next(x["why"] for x in r["layouts"] if x["mode"] == "agg" and x["tp"] == 1)
     assert why.endswith("; TP 2 fits"), why
+
+
+def test_mechanisms_found_from_data_leave_out_an_external_draft_without_its_model():
+    # with acceptance data for an external draft but no --draft-model, the search leaves it out; with one, it is in
+    from specplan.planning.recommend import _mechanisms
+
+    assert _mechanisms("llama-3.1-8b", None, {"external": 0.7}) == ["eagle3"]
+    assert _mechanisms("llama-3.1-8b", None, {"external": 0.7}, draft_model="llama-3.2-1b") == ["external", "eagle3"]
+
+
+def test_aggregated_replicas_for_a_load_by_hand():
+    # the aggregated answer: one replica of TP t serves (its tok/s/GPU) x t tokens/s; ceil(target / that) replicas
+    import math
+
+    from specplan.planning.capacity import search
+    from specplan.planning.recommend_serving import recommend_serving
+    from specplan.serving.workload import Workload
+
+    r = search("llama-3.1-8b", "h100-sxm", target_tps=20000, target_tps_per_user=30, isl=1024, osl=256, max_gpus=16)
+    a = r["aggregated"]
+    one = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(1024, 256, concurrency=1.0), tp=a["tp"],
+                            mechanisms=["none"], max_tpot_ms=1e3 / 30, search_concurrency=True, top=1)["best"]
+    assert a["tokens_per_s_per_replica"] == pytest.approx(one["tokens_per_s_per_gpu"] * a["tp"], rel=1e-12)
+    assert a["replicas"] == math.ceil(20000 / a["tokens_per_s_per_replica"]) and a["gpus"] == a["replicas"] * a["tp"]
