@@ -137,3 +137,29 @@ def test_hybrid_prefill_sums_each_layer_kind_by_its_count():
                                      + kv_bytes_per_token(m, tp, prec.kv, "sliding")) + n * m.hidden_size * ACT_BYTES)
     expect = counts["full"] * full + counts["linear"] * lin + kv.time_s
     assert float(prefill_attention_s(m, H100, tp, n, 0, prec, fam)) == pytest.approx(float(expect), rel=1e-12)
+
+
+def test_sparse_mla_prefill_is_latent_attention_per_device():
+    # an MLA model with a DSA indexer (DeepSeek-V3.2 shape: V3 + indexer) prefills in latent form: each device's
+    # num_q_heads / TP heads over one shared latent KV head of d_qk = kv_lora_rank + rope dim, d_v = kv_lora_rank
+    from specplan.costs.attention import attention_cost
+    from specplan.profiles.model import Indexer
+
+    v3 = load_model("deepseek-v3")
+    m = v3.model_copy(update={"indexer": Indexer(num_heads=64, head_dim=128, topk=2048)})
+    prec = resolve_precision(m, H100, None, None)
+    fam = load_kernel_family("prefill-default")
+    n, tp = 1024.0, 8
+    a = m.mla
+    one = attention_cost(H100, 1, n, (n + 1) / 2, m.num_q_heads // tp, 1, a.kv_lora_rank + a.qk_rope_head_dim,
+                         prec.kv, prec.compute, head_dim_v=a.kv_lora_rank, latent=True, family=fam).time_s
+    from specplan.costs.gemm import elementwise_cost
+    from specplan.model.memory import kv_bytes_per_token
+    from specplan.model.step import ACT_BYTES
+
+    whole = float(prefill_attention_s(m, H100, tp, n, 0, prec, fam))
+    full_layers = sum(g.count for g in m.groups() if g.mixer in ("full", "sliding"))
+    assert full_layers == m.num_layers
+    kv = elementwise_cost(H100, n * (kv_bytes_per_token(m, tp, prec.kv, "full")
+                                     + kv_bytes_per_token(m, tp, prec.kv, "sliding")) + n * m.hidden_size * ACT_BYTES)
+    assert whole == pytest.approx(full_layers * float(one) + float(kv.time_s), rel=1e-12)

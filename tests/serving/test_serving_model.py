@@ -287,3 +287,12 @@ def test_prefill_service_of_a_chunked_prompt_closed_form():
     assert float(prefill_service_s(mixed, 0.020, 0.008, 0.030, 3)) == pytest.approx(3 * 0.020)  # tau binds
     apart = mixed.model_copy(update={"mixed_prefill": False})
     assert float(prefill_service_s(apart, 0.010, 0.008, 0.030, 3)) == pytest.approx(0.030)
+
+
+def test_pools_only_with_disaggregated_mode():
+    from specplan.core.errors import SpecplanError
+    from specplan.serving.workload import Workload
+
+    with pytest.raises(SpecplanError, match=r"pools \(--pools\): only with --mode disagg"):
+        Workload(1024, 128, concurrency=8, mode="agg", pools=(1, 1))
+    assert Workload(1024, 128, concurrency=8, mode="disagg", pools=(2, 1)).pools == (2, 1)

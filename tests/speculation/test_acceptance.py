@@ -139,3 +139,10 @@ def test_a_table_of_one_point_is_the_chain_through_it_and_of_two_points_passes_b
     # two points: the table passes through both (and through (0, 1))
     two = Acceptance.from_table([2, 4], [2.0, 2.8])
     assert [float(two.al(x)) for x in (0, 2, 4)] == pytest.approx([1.0, 2.0, 2.8], rel=1e-9)
+
+
+def test_rate_from_length_below_the_cap_is_not_one():
+    # AL 3.5 at D = 3 is below the cap 1 + D = 4: a rate below 1 whose chain gives exactly 3.5; only AL = 4 is rate 1
+    a = rate_from_length(3.5, 3)
+    assert 0.8 < a < 1.0 and al_from_rate(a, 3) == pytest.approx(3.5, rel=1e-9)
+    assert rate_from_length(4.0, 3) == 1.0
