@@ -167,6 +167,8 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("specplan/adaptive/costs.py", "core/NumberReplacer", 'rho = float(np.asarray(r["rho"]).flat[0])'):
         "the grid's first two elements are D = 0 and D = 1 at one batch and context, where every drafter's rho is "
         "the same (a layer ratio, DFlash's divided by max(D, 1))",
+    ("specplan/planning/sweep.py", "core/NumberReplacer", "chunk_points: int = 1 << 18,"):
+        "the grid is priced in chunks of this many points to bound memory; the numbers do not depend on the chunk",
 }
 
 

@@ -237,3 +237,14 @@ def test_memory_binds_when_the_next_d_does_not_fit_and_says_how_many_tokens_veri
                     "verify-time state of 5 tokens)")
     kind, line = binding_line(3, _step(fits=np.array([True] * 3 + [False] * 3), memory_total_bytes=mem), _diag())
     assert kind == "memory" and line.startswith("D = 3 itself does not fit in memory at this batch (76.0 GB")
+
+
+def test_marginal_sentence_lists_each_class_of_added_verify_time():
+    # D = 3 -> 4 adds 0.2 ms GEMM, 0.1 ms attention, 1 ms recurrent state (each grow x 1e3, 3 decimals)
+    from specplan.speculation.guidelines import marginal_sentence
+
+    step = _step(speedup=np.array([1, 1.5, 1.7, 1.8, 1.75, 1.6]))
+    grow = {"gemm": 2e-4, "attention": 1e-4, "state": 1e-3, "draft": 3e-4}
+    line = marginal_sentence(3, step, grow, 0.15)
+    assert line.startswith("D = 4 adds 0.200 ms GEMM, 0.100 ms attention, 1.000 ms recurrent state of verify and "
+                           "0.300 ms of drafting for +0.15 AL (+5.4%): not worth it (speedup 1.750 vs 1.800)"), line
