@@ -169,6 +169,15 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
         "the same (a layer ratio, DFlash's divided by max(D, 1))",
     ("specplan/planning/sweep.py", "core/NumberReplacer", "chunk_points: int = 1 << 18,"):
         "the grid is priced in chunks of this many points to bound memory; the numbers do not depend on the chunk",
+    ("specplan/adaptive/costs.py", "core/ReplaceComparisonOperator_Lt_LtE",
+     "out[:, d] |= (i < len(self.buckets)) & (np.asarray(self.buckets + (0,))[i] == bk)"):
+        "at i = len(buckets) the padded entry is 0, which equals no batch (>= 1): the extra index adds nothing",
+    ("specplan/adaptive/metrics.py", "core/ReplaceComparisonOperator_Gt_NotEq", 'dec = s["batch"] > 0'):
+        "a step's batch is a count, never negative: > 0 and != 0 agree",
+    ("specplan/planning/sweep.py", "core/NumberReplacer",
+     "evaluate(model, hw, tp=1, batch=1, context_len=1024, draft_len=max(1, max_d), mechanism=mechanism,"):
+        "applicable() asks only whether the mechanism evaluates (a missing module, draft model or acceptance "
+        "raises the same at any batch); the numbers are discarded",
 }
 
 

@@ -115,3 +115,19 @@ def test_sweep_options_are_keyword_only():
     assert [p.name for p in params[:2]] == ["model", "hardware"]
     assert all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params[:2])
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[2:])
+
+
+def test_largest_fitting_batch_is_the_memory_bound_on_a_gpu_and_256_on_an_lpu():
+    # a GPU's largest batch is what its memory holds at the context (Llama-3.1-8B at 128K tokens on one H100: a
+    # handful of sequences, by memory_usage), an LPU's the fixed 256 (its chips are added per batch)
+    from specplan.costs.precision import resolve_precision
+    from specplan.model.memory import memory_usage
+    from specplan.model.parallel import Layout
+    from specplan.planning.sweep import largest_fitting_batch
+    from specplan.profiles.registry import load_hardware, load_model
+
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    mb = int(memory_usage(m, hw, 1, 1, 131072, resolve_precision(m, hw, None, None)).max_batch)
+    assert 1 <= mb < 16
+    assert largest_fitting_batch("llama-3.1-8b", ["h100-sxm"], lambda h: [Layout(tp=1)], 131072) == mb
+    assert largest_fitting_batch("llama-3.1-8b", ["groq-3-lpu"], lambda h: [Layout(tp=1)], 131072) == 256
