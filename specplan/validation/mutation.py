@@ -178,6 +178,9 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
      "evaluate(model, hw, tp=1, batch=1, context_len=1024, draft_len=max(1, max_d), mechanism=mechanism,"):
         "applicable() asks only whether the mechanism evaluates (a missing module, draft model or acceptance "
         "raises the same at any batch); the numbers are discarded",
+    ("specplan/speculation/speedup.py", "core/ReplaceBinaryOperator_Sub_Mul",
+     'raise SpecplanError(f"acceptance length: AL must be <= 1 + D, got {np.max(al - d - 1) + 1:g} above")'):
+        "the message of a guard no Acceptance reaches: Acceptance.al clips AL to [1, 1 + D] (a defensive check)",
 }
 
 

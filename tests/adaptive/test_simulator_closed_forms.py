@@ -228,6 +228,9 @@ def test_one_token_requests_finish_at_their_prefill(closed):
     expect = [4e-4] * 4 if closed is None else [2e-4, 2e-4, 4e-4, 4e-4]
     np.testing.assert_allclose(res["finish_s"], expect, rtol=1e-12)
     np.testing.assert_allclose(res["first_token_s"], expect, rtol=1e-12)
+    # closed loop: requests 2 and 3 arrive when their clients' requests 0 and 1 finish (0.2 ms), not at 0
+    arrive = [0.0] * 4 if closed is None else [0.0, 0.0, 2e-4, 2e-4]
+    np.testing.assert_allclose(res["arrival_s"], arrive, rtol=1e-12, atol=1e-15)
 
 
 def test_eager_cost_of_an_engine_with_one_graph_batch():
