@@ -181,6 +181,9 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("specplan/speculation/speedup.py", "core/ReplaceBinaryOperator_Sub_Mul",
      'raise SpecplanError(f"acceptance length: AL must be <= 1 + D, got {np.max(al - d - 1) + 1:g} above")'):
         "the message of a guard no Acceptance reaches: Acceptance.al clips AL to [1, 1 + D] (a defensive check)",
+    ("specplan/adaptive/workload.py", "core/NumberReplacer",
+     "isl: int, osl: int, concentration: float = 50.0, seed: int = 0) -> dict[str, np.ndarray]:"):
+        "ramp_workload's one caller (adaptive/report.py, the committed example) passes its own seed",
 }
 
 

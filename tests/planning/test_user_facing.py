@@ -559,3 +559,26 @@ def test_aggregated_replicas_for_a_load_by_hand():
                             mechanisms=["none"], max_tpot_ms=1e3 / 30, search_concurrency=True, top=1)["best"]
     assert a["tokens_per_s_per_replica"] == pytest.approx(one["tokens_per_s_per_gpu"] * a["tp"], rel=1e-12)
     assert a["replicas"] == math.ceil(20000 / a["tokens_per_s_per_replica"]) and a["gpus"] == a["replicas"] * a["tp"]
+
+
+def test_draft_range_stops_where_the_acceptance_data_end_unless_extrapolating():
+    from specplan.planning.recommend import _draft_range
+    from specplan.speculation.acceptance import Acceptance
+
+    short = Acceptance.from_table([1, 2, 3, 4], [1.8, 2.4, 2.8, 3.0])  # data up to D = 4
+    notes = []
+    assert list(_draft_range(short, 8, False, notes, "eagle3")) == [0, 1, 2, 3, 4]
+    assert notes == ["eagle3: acceptance data cover D <= 4; larger D not searched (--extrapolate to search)"]
+    notes = []
+    assert list(_draft_range(short, 8, True, notes, "eagle3")) == list(range(9)) and notes == []
+    assert list(_draft_range(short, 3, False, notes, "eagle3")) == [0, 1, 2, 3] and notes == []  # data cover 3
+    assert list(_draft_range(Acceptance.from_rate(0.7), 6, False, notes, "x")) == list(range(7)) and notes == []
+
+
+def test_candidate_layouts_grow_in_doubling_node_counts_within_the_budget():
+    # whole nodes of 8, doubling: at most 24 GPUs gives instance sizes of 1 and 2 nodes (8 and 16 GPUs), not 32
+    from specplan.planning.capacity import candidate_layouts
+    from specplan.profiles.registry import load_model
+
+    lays = candidate_layouts(load_model("llama-3.3-70b"), 8, 24)
+    assert sorted({lay.gpus for lay in lays}) == [8, 16]

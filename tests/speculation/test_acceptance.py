@@ -146,3 +146,12 @@ def test_rate_from_length_below_the_cap_is_not_one():
     a = rate_from_length(3.5, 3)
     assert 0.8 < a < 1.0 and al_from_rate(a, 3) == pytest.approx(3.5, rel=1e-9)
     assert rate_from_length(4.0, 3) == 1.0
+
+
+@pytest.mark.parametrize("pt", [[0, 1.0], [257, 3.0], [2.5, 2.0]])
+def test_acceptance_profile_points_need_a_whole_d_in_1_to_256(pt):
+    from specplan.speculation.acceptance import _check_points
+
+    with pytest.raises(SpecplanError, match=r"D must be a whole number in \[1, 256\]"):
+        _check_points([pt], "points")
+    _check_points([[3, 300.0]], "points")  # an AL out of range is the table's check, not this one
