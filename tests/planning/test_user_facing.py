@@ -582,3 +582,10 @@ def test_candidate_layouts_grow_in_doubling_node_counts_within_the_budget():
 
     lays = candidate_layouts(load_model("llama-3.3-70b"), 8, 24)
     assert sorted({lay.gpus for lay in lays}) == [8, 16]
+
+
+def test_gpus_for_a_load_decodes_at_the_mean_context():
+    from specplan.planning.capacity import search
+
+    r = search("llama-3.1-8b", "h100-sxm", target_tps=1000, target_tps_per_user=20, isl=1000, osl=301, max_gpus=8)
+    assert r["context_len"] == 1000 + 301 // 2

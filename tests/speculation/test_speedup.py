@@ -300,3 +300,10 @@ def test_a_tree_priced_with_a_chains_acceptance_is_said(d):
     r = evaluate("llama-3.1-8b", "h100-sxm", batch=4, context_len=1024, draft_len=d, mechanism="eagle3",
                  acceptance=A8, tree_tokens=d + 3)
     assert any(n.startswith(f"tree verification prices {d + 3} verified tokens per sequence") for n in r["notes"])
+
+
+def test_ngram_drafting_is_a_host_lookup_per_sequence():
+    # n-gram drafting has no GPU pass: D > 0 costs NGRAM_CPU_S_PER_SEQ (2 us) per sequence per iteration
+    r = evaluate("llama-3.1-8b", "h100-sxm", batch=8, context_len=1024, draft_len=np.array([0, 3]),
+                 mechanism="ngram", acceptance=A8)
+    np.testing.assert_allclose(r["draft_s"], [0.0, 8 * 2e-6], rtol=1e-12)
