@@ -471,3 +471,17 @@ def test_workload_csv_alpha_column_takes_zero_to_one_and_names_a_bad_row(tmp_pat
     bad.write_text("arrival_s,isl,osl,alpha\n0,128,16,0.5\n0.5,128,16,-0.1\n")
     with pytest.raises(SpecplanError, match=r"row 2, column 'alpha': must be in \[0, 1\]"):
         read_workload_csv(str(bad))
+
+
+def test_affine_minorant_of_a_line_is_the_line_and_lies_below_a_convex_curve():
+    from specplan.adaptive.bounds import affine_minorant
+
+    grid = np.array([0.0, 1000.0, 4000.0])
+    a, b = affine_minorant(np.array([[2.0, 3.0, 6.0]]), grid)  # t = 2 + c / 1000
+    assert a[0] == pytest.approx(2.0) and b[0] == pytest.approx(1e-3)
+    t = np.array([[1.0, 1.5, 5.0]])  # convex: slopes 5e-4 then 1.17e-3 -> the smallest slope, through the lowest
+    a, b = affine_minorant(t, grid)
+    assert b[0] == pytest.approx(5e-4) and a[0] == pytest.approx(1.0)
+    assert np.all(a[0] + b[0] * grid <= t[0] + 1e-12)
+    a1, b1 = affine_minorant(np.array([[7.0]]), np.array([0.0]))  # one point: a constant
+    assert a1[0] == 7.0 and b1[0] == 0.0

@@ -70,3 +70,19 @@ def test_dspark_adds_the_markov_heads_weights_to_dflash(tp):
     assert MARKOV_HEAD_GEMMS == 2
     diff = float(draft_dspark(inp).fixed_bytes) - float(draft_dflash(inp).fixed_bytes)
     assert diff == pytest.approx(2 * 4096 ** 2 / tp * 2, rel=1e-12)
+
+
+def test_eagle3_draft_time_by_parts():
+    """EAGLE-3 on Llama-3.1-8B / H100, B = 64, D = 4: D one-layer head steps at q_len 1, each without the 3h -> h
+    fusion, plus the fusion once over the B·(1 + D) = 320 verified positions' hidden states."""
+    from specplan.speculation.drafters import draft_eagle3
+
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    prec = resolve_precision(m, hw, None, None)
+    head = eagle3_head(m)
+    ph = resolve_precision(head, hw, None, None)
+    b, d, ctx, h = 64.0, 4.0, 2048.0, 4096
+    fc = lambda rows: gemm_cost(hw, rows, h, 3 * h, ph.w("fc"), ph.compute).time_s  # noqa: E731
+    step = step_time(head, hw, 1, b, 1, ctx, precision=ph, layout=Layout(tp=1)).total_s - fc(b)
+    got = draft_eagle3(DraftInput(m, hw, 1, prec, np.array(b), np.array(d), np.array(ctx))).time_s
+    assert float(got) == pytest.approx(float(d * step + fc(b * (1 + d))), rel=1e-9)
