@@ -184,6 +184,10 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("specplan/adaptive/workload.py", "core/NumberReplacer",
      "isl: int, osl: int, concentration: float = 50.0, seed: int = 0) -> dict[str, np.ndarray]:"):
         "ramp_workload's one caller (adaptive/report.py, the committed example) passes its own seed",
+    ("specplan/serving/aggregated.py", "core/NumberReplacer",
+     "ttft = np.where(np.isfinite(ttft), np.maximum(ttft, c / np.maximum(x, 1e-300)), c / np.maximum(x, 1e-300))"):
+        "the fallback for a non-finite TTFT is not taken: the closed loop's bisection keeps X below the prefill's "
+        "saturation rate (hi = 1 / p_s), where the M/D/1 TTFT is finite",
 }
 
 

@@ -589,3 +589,13 @@ def test_gpus_for_a_load_decodes_at_the_mean_context():
 
     r = search("llama-3.1-8b", "h100-sxm", target_tps=1000, target_tps_per_user=20, isl=1000, osl=301, max_gpus=8)
     assert r["context_len"] == 1000 + 301 // 2
+
+
+def test_a_ttft_target_below_one_prompts_prefill_is_said():
+    from specplan.planning.capacity import search
+
+    r = search("llama-3.3-70b", "h100-sxm", target_tps=1000, target_tps_per_user=20, isl=32000, osl=256,
+               max_gpus=16, max_ttft_ms=1.0)
+    assert r["prefill_gpus"] == 0
+    assert r["prefill_unreachable"].startswith("one prompt's prefill takes ") and "over the TTFT target 1 ms" in \
+        r["prefill_unreachable"]
