@@ -166,15 +166,13 @@ def gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft=
                      draft_kernels=step_kernels(model, hw, tp) * np.asarray(r["rho_d"])[0])
 
 
-def prompt_step_s(tab: GpuTables, eng, it_gpu, chunks, bc, t_it, rnd=None):
+def prompt_step_s(tab: GpuTables, eng, it_gpu, chunks, bc, t_it, rnd):
     """Seconds one prompt adds to the engine's time line: mixed prefill, what its chunks add to the decode steps
     that carry them (those steps run eagerly, with one more running request; `rnd`: the speculative round's
-    (D, q, target kernels, draft kernels), priced by speculation.round.round_s); prefill apart (SGLang's default),
-    its own eager prefill steps, during which decoding waits."""
+    (D, q, target kernels, draft kernels), priced by speculation.round.round_s, the decode step at D = 0);
+    prefill apart (SGLang's default), its own eager prefill steps, during which decoding waits."""
     if eng.mixed_prefill:
-        if rnd is not None:
-            return sum((round_s(eng, it_gpu + c, bc + 1.0, *rnd, eager=True) - t_it) * (c > 0) for c in chunks)
-        return sum((eng.step_s(it_gpu + c, bc + 1.0, tab.kernels, False) - t_it) * (c > 0) for c in chunks)
+        return sum((round_s(eng, it_gpu + c, bc + 1.0, *rnd, eager=True) - t_it) * (c > 0) for c in chunks)
     return sum(eng.step_s(c, 1.0, tab.kernels, False) * (c > 0) for c in chunks)
 
 

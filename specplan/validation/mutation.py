@@ -192,6 +192,15 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
      "for _ in range(BISECTION_STEPS + 10):  # C = B + X·TTFT, increasing in B"):
         "40 or 39 halvings of [0, min(C, cap)]: B to within C·2^-39 either way, a relative change below 1e-11 in "
         "every output (the tests' tolerances are 1e-9 and up)",
+    ("specplan/planning/recommend.py", "core/NumberReplacer", 'state = float(r["memory_state_bytes"][i, j]) / 1e9'):
+        "GB printed to one decimal: dividing by 1e9 - 1 moves the number by 1e-9 of itself, below the printed digit",
+    ("specplan/adaptive/workload.py", "core/NumberReplacer", "rng = np.random.default_rng([seed, 2])"):
+        "another independent random stream for the acceptance draws: the same distribution (no output depends on "
+        "which stream id it is)",
+    ("specplan/serving/aggregated.py", "core/ReplaceBinaryOperator_Add_Div",
+     "return sum((eng.step_s(it_gpu + c, bc + 1.0, tab.kernels, False) - t_it) * (c > 0) for c in chunks)"):
+        "dead code: both callers pass the speculative round, so this branch never ran; it is removed since "
+        "(prompt_step_s takes the round always)",
 }
 
 

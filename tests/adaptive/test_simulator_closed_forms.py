@@ -485,3 +485,13 @@ def test_affine_minorant_of_a_line_is_the_line_and_lies_below_a_convex_curve():
     assert np.all(a[0] + b[0] * grid <= t[0] + 1e-12)
     a1, b1 = affine_minorant(np.array([[7.0]]), np.array([0.0]))  # one point: a constant
     assert a1[0] == 7.0 and b1[0] == 0.0
+
+
+def test_workload_csv_out_of_order_names_both_rows(tmp_path):
+    from specplan.adaptive.workload import read_workload_csv
+    from specplan.core.errors import SpecplanError
+
+    bad = tmp_path / "w.csv"
+    bad.write_text("arrival_s,isl,osl\n0,128,16\n1.5,128,16\n2.5,128,16\n2,128,16\n")
+    with pytest.raises(SpecplanError, match=r"row 4, column 'arrival_s': 2 is before row 3's 2\.5 \(rows must"):
+        read_workload_csv(str(bad))

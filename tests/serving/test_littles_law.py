@@ -320,3 +320,13 @@ def test_disaggregated_ttft_p90_above_its_mean_under_load():
                       engine="vllm")
     assert float(r["prefill_utilization"]) >= 0.5
     assert float(r["ttft_p90_s"]) > float(r["ttft_s"]) > 0 and float(r["ttft_p50_s"]) < float(r["ttft_p90_s"])
+
+
+def test_kv_transfer_of_one_instance_pair_by_default():
+    # without a GPU count, one prefill + one decode instance: 2 x TP GPUs, inside a node up to TP 4 on H100s (8)
+    from specplan.serving.disaggregated import kv_transfer_s
+
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    prec = resolve_precision(m, hw, None, None)
+    for tp, link in ((4, 450e9), (8, 50e9)):
+        assert kv_transfer_s(m, hw, tp, 8192, prec) == pytest.approx(8192 * KV_BYTES_PER_TOKEN_L8B / tp / link)

@@ -248,3 +248,20 @@ def test_marginal_sentence_lists_each_class_of_added_verify_time():
     line = marginal_sentence(3, step, grow, 0.15)
     assert line.startswith("D = 4 adds 0.200 ms GEMM, 0.100 ms attention, 1.000 ms recurrent state of verify and "
                            "0.300 ms of drafting for +0.15 AL (+5.4%): not worth it (speedup 1.750 vs 1.800)"), line
+
+
+def test_marginal_sentence_names_verify_time_outside_the_classes():
+    # the verify step grows by 0.6 ms from D = 3 to 4 while GEMM + attention + state grow by 0.4 ms: 0.2 ms other
+    from specplan.speculation.guidelines import marginal_sentence
+
+    step = _step(verify_s=np.array([5.0, 5.1, 5.2, 5.3, 5.9, 6.5]) * 1e-3)
+    grow = {"gemm": 2e-4, "attention": 1e-4, "state": 1e-4, "draft": 3e-4}
+    line = marginal_sentence(3, step, grow, 0.15)
+    assert "0.200 ms GEMM, 0.100 ms attention, 0.100 ms recurrent state, 0.200 ms other of verify" in line, line
+
+
+def test_g3_names_the_attention_rows_and_tiles():
+    # G = 32 query heads per KV head at D = 3: 32 x 4 = 128 rows, one 128-row tile; D = 4 opens a second one
+    att = np.array([1.0, 1.0, 1.0, 1.0, 2.0, 2.0]) * 1e-3
+    g, line = binding_line(3, _step(verify_attention_s=att), _diag(attention_share=0.3))
+    assert g == "G3" and line.startswith("attention tiles: G·(1 + D) = 128 rows in 128-row tiles; D = 4 adds"), line
