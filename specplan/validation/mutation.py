@@ -201,6 +201,16 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
      "return sum((eng.step_s(it_gpu + c, bc + 1.0, tab.kernels, False) - t_it) * (c > 0) for c in chunks)"):
         "dead code: both callers pass the speculative round, so this branch never ran; it is removed since "
         "(prompt_step_s takes the round always)",
+    ("specplan/planning/recommend_serving.py", "core/NumberReplacer", "one = memory_usage(m, hw, tp, 1, isl + osl, prec)"):
+        "the deployment search reads this call's max_batch, weights and capacity, none of which depends on the "
+        "batch it is given",
+    ("specplan/planning/recommend.py", "core/NumberReplacer",
+     'cap = float(r["memory_capacity_bytes"].reshape(-1)[0]) / 1e9'):
+        "the usable capacity per device is one number broadcast over the grid: every element is the same",
+    ("specplan/serving/disaggregated.py", "core/ReplaceBinaryOperator_Sub_Add",
+     "i = np.clip(np.searchsorted(grid, bb) - 1, 0, len(grid) - 2)"):
+        "bb is clipped to [grid[0], grid[-1]] just before, so searchsorted gives at most len - 1 and i at most "
+        "len - 2: the upper clip never binds",
 }
 
 

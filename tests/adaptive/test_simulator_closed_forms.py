@@ -495,3 +495,39 @@ def test_workload_csv_out_of_order_names_both_rows(tmp_path):
     bad.write_text("arrival_s,isl,osl\n0,128,16\n1.5,128,16\n2.5,128,16\n2,128,16\n")
     with pytest.raises(SpecplanError, match=r"row 4, column 'arrival_s': 2 is before row 3's 2\.5 \(rows must"):
         read_workload_csv(str(bad))
+
+
+def test_adasd_stops_drafting_after_the_first_rejection():
+    """AdaSD's ideal entropy stop: a sequence drafts its accepted run + 1 tokens (the batch the longest), so with
+    alpha = 0 every step drafts 1 token, not the policy's 4: step = BASE + PER_CTX · context + PER_D · 1, at the
+    contexts 101 ... 105 of one request (ISL 100, OSL 6). Without relaxation nothing is lossy."""
+    wl = build_workload(np.zeros(1), [100], [6], alpha=np.zeros(1))
+    res = simulate(wl, _costs(), make_policy("adasd:max=4/relax=0", 4), NO_GRAPHS, engine=ENGINE)
+    rows = _decode_rows(res)
+    np.testing.assert_allclose(rows["step_s"], [_step(101 + i, 1) for i in range(5)], rtol=1e-12)
+    wl6 = build_workload(np.zeros(4), np.full(4, 100), np.full(4, 40), alpha=np.full(4, 0.6))
+    strict = simulate(wl6, _costs(), make_policy("adasd:max=4/relax=0", 4), NO_GRAPHS, engine=ENGINE, seed=5)
+    assert strict["relaxed_token_fraction"] == 0.0
+
+
+def test_an_open_loop_counts_requests_in_prefill_in_its_concurrency():
+    # open loop at rate lambda: requests in flight = decode batch + lambda x TTFT (Little's law on both stages)
+    from specplan.serving.aggregated import aggregated
+    from specplan.serving.workload import Workload
+
+    r = aggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 256, request_rate=5.0), engine="vllm")
+    assert float(r["concurrency"]) == pytest.approx(float(r["decode_batch"]) + 5.0 * float(r["ttft_s"]), rel=1e-12)
+    assert float(r["ttft_s"]) > 0
+
+
+def test_a_request_larger_than_the_memory_still_runs_alone(tmp_path):
+    """A request whose KV alone exceeds the capacity is admitted when nothing else runs (and counted over
+    capacity), one at a time: two such requests finish one after the other."""
+    import dataclasses
+
+    costs = dataclasses.replace(_costs(), per_seq_bytes=np.array([2e15, 2e15]))
+    wl = build_workload(np.zeros(2), [100, 100], [3, 3], alpha=np.zeros(2))
+    res = simulate(wl, costs, make_policy("fixed:0", 4), NO_GRAPHS, engine=ENGINE)
+    assert res["over_capacity"] >= 1
+    f = np.sort(res["finish_s"])
+    assert np.all(np.isfinite(f)) and f[1] > f[0]

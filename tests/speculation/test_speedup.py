@@ -307,3 +307,9 @@ def test_ngram_drafting_is_a_host_lookup_per_sequence():
     r = evaluate("llama-3.1-8b", "h100-sxm", batch=8, context_len=1024, draft_len=np.array([0, 3]),
                  mechanism="ngram", acceptance=A8)
     np.testing.assert_allclose(r["draft_s"], [0.0, 8 * 2e-6], rtol=1e-12)
+
+
+def test_one_token_more_than_the_chain_is_already_a_tree():
+    r = evaluate("llama-3.1-8b", "h100-sxm", batch=4, context_len=1024, draft_len=3, mechanism="eagle3",
+                 acceptance=A8, tree_tokens=5)
+    assert any(n.startswith("tree verification prices 5 verified tokens per sequence") for n in r["notes"])
