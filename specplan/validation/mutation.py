@@ -211,6 +211,13 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
      "i = np.clip(np.searchsorted(grid, bb) - 1, 0, len(grid) - 2)"):
         "bb is clipped to [grid[0], grid[-1]] just before, so searchsorted gives at most len - 1 and i at most "
         "len - 2: the upper clip never binds",
+    ("specplan/speculation/acceptance.py", "core/NumberReplacer",
+     "return tuple(at_depth[i] / at_depth[i - 1] if at_depth[i - 1] > 0 else 0.0 for i in range(1, depth + 1))"):
+        "(the guard's i - 1 -> i; the range's 1 -> 0 is killed) the chance of reaching depth i never exceeds that of "
+        "depth i - 1, so the two guards differ only where depth i is 0, where both give 0",
+    ("specplan/adaptive/simulator.py", "core/NumberReplacer",
+     "rng=np.random.default_rng([seed, 5]), eager=np.array([costs.eager_extra_s(d) for d in range(d_max + 1)]),"):
+        "another random stream for the policies' own noise: the same distribution, no output tied to its id",
 }
 
 

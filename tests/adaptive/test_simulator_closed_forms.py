@@ -531,3 +531,13 @@ def test_a_request_larger_than_the_memory_still_runs_alone(tmp_path):
     assert res["over_capacity"] >= 1
     f = np.sort(res["finish_s"])
     assert np.all(np.isfinite(f)) and f[1] > f[0]
+
+
+def test_adasd_max_within_one_and_the_largest_d():
+    from specplan.core.errors import SpecplanError
+
+    assert make_policy("adasd:max=3/relax=0.2", 4).d == 3
+    assert make_policy("adasd:max=1/relax=0", 4).d == 1
+    for bad in ("adasd:max=0/relax=0.2", "adasd:max=5/relax=0.2", "adasd:max=2/relax=1.5"):
+        with pytest.raises(SpecplanError):
+            make_policy(bad, 4)

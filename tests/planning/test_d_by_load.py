@@ -65,3 +65,11 @@ def test_energy_objective_picks_the_feasible_point_of_least_joules_per_token():
     ok = [x for x in r["grid"] if x["meets_sla"] and x.get("joules_per_token") is not None]
     assert len(ok) > 10
     assert r["best"]["joules_per_token"] == min(x["joules_per_token"] for x in ok)
+
+
+def test_serving_grid_searches_d_up_to_8_by_default():
+    from specplan.planning.recommend_serving import serving_grid
+
+    g = serving_grid("llama-3.1-8b", "h100-sxm", Workload(512, 128, concurrency=np.array([1.0, 8.0])),
+                     engine="vllm", mechanisms=["eagle3"], acceptance={"eagle3": "0.7"})
+    assert sorted(set(g["draft_len"])) == list(range(0, 9))

@@ -313,3 +313,18 @@ def test_one_token_more_than_the_chain_is_already_a_tree():
     r = evaluate("llama-3.1-8b", "h100-sxm", batch=4, context_len=1024, draft_len=3, mechanism="eagle3",
                  acceptance=A8, tree_tokens=5)
     assert any(n.startswith("tree verification prices 5 verified tokens per sequence") for n in r["notes"])
+
+
+def test_verify_tokens_of_a_tree_and_without_drafts():
+    from specplan.speculation.speedup import verify_tokens
+
+    np.testing.assert_array_equal(verify_tokens(np.array([0, 1, 3])), [1, 2, 4])  # a chain: 1 + D
+    np.testing.assert_array_equal(verify_tokens(np.array([0, 3]), np.array([5, 5])), [1, 5])  # D = 0 verifies one
+
+
+def test_the_default_draft_lengths_reach_one_past_the_tile_edge_at_g4():
+    # G2's tile edge for G = 4 (Llama 3.x: 32 query / 8 KV heads) is D = 128/4 - 1 = 31: the default search goes
+    # to D = 32 so that the step past the edge is priced
+    from specplan.planning.sweep import MAX_DRAFT_LEN
+
+    assert MAX_DRAFT_LEN >= 128 // 4
