@@ -599,3 +599,12 @@ def test_a_ttft_target_below_one_prompts_prefill_is_said():
     assert r["prefill_gpus"] == 0
     assert r["prefill_unreachable"].startswith("one prompt's prefill takes ") and "over the TTFT target 1 ms" in \
         r["prefill_unreachable"]
+
+
+def test_near_best_lists_runners_up_within_two_percent_with_their_gap():
+    from specplan.planning.recommend import near_best
+
+    rows = [{"mechanism": "eagle3", "draft_len": d, "batch": 8, "tokens_per_s_per_gpu": t}
+            for d, t in ((6, 1000.0), (5, 990.0), (7, 985.0), (4, 970.0))]
+    out = near_best(rows, rows[0])
+    assert [(x["draft_len"], round(x["below_best_pct"], 9)) for x in out] == [(5, 1.0), (7, 1.5)]
