@@ -77,7 +77,8 @@ TESTS: dict[str, tuple[str, ...]] = {
                                            "tests/speculation/test_properties.py"),
     "specplan/speculation/drafters.py": _SPEC,
     "specplan/speculation/speedup.py": _SPEC,
-    "specplan/speculation/guidelines.py": ("tests/speculation/test_guidelines_recommend.py",),
+    "specplan/speculation/guidelines.py": ("tests/speculation/test_guidelines_recommend.py",
+                                           "tests/speculation/test_physics_review.py"),
     "specplan/serving/prefill.py": ("tests/serving/test_prefill_chunks.py", "tests/serving/test_prefill.py")
     + _SERVING,
     "specplan/serving/aggregated.py": _SERVING,
@@ -86,11 +87,14 @@ TESTS: dict[str, tuple[str, ...]] = {
     "specplan/planning/recommend.py": ("tests/speculation/test_guidelines_recommend.py",
                                        "tests/planning/test_user_facing.py"),
     "specplan/planning/capacity.py": ("tests/planning/test_capacity_closed_forms.py",
-                                      "tests/planning/test_capacity.py", "tests/planning/test_capacity_serving.py"),
+                                      "tests/planning/test_capacity.py", "tests/planning/test_capacity_serving.py",
+                                      "tests/planning/test_user_facing.py"),
     "specplan/planning/sweep.py": ("tests/planning/test_sweep.py",),
     "specplan/planning/recommend_serving.py": ("tests/planning/test_deployment_counts.py",
                                                "tests/planning/test_serving_planner.py",
-                                               "tests/planning/test_capacity_serving.py") + _SERVING,
+                                               "tests/planning/test_capacity_serving.py",
+                                               "tests/planning/test_d_by_load.py",
+                                               "tests/planning/test_user_facing.py") + _SERVING,
     **{m: _ADAPTIVE for m in GROUPS["adaptive"]},
 }
 
@@ -360,6 +364,13 @@ def load_results(path: Path | None) -> dict[str, dict]:
     return {f"{r['module']}:{r['operator']}:{r['occurrence']}": r for r in rows}
 
 
+def load_meta(path: Path | None) -> dict | None:
+    """The `meta` of a results JSON (the run's groups, sample, seed, site counts), or None."""
+    if path is None or not Path(path).is_file():
+        return None
+    return json.loads(Path(path).read_text(encoding="utf-8")).get("meta")
+
+
 def save_results(path: Path, meta: dict, rows: list[dict]) -> None:
     """Write the results JSON atomically."""
     from specplan.core.io import atomic_write_text
@@ -383,9 +394,12 @@ def run(groups: list[str], n: int | None, seed: int, *, results: Path | None = N
     rows = [done[s.key] for s in picked if s.key in done and s.key not in again]
     meta = {"groups": groups, "sample": n, "seed": seed, "sites_total": len(every),
             "sites_per_module": {m: sum(s.module == m for s in every) for m in mods}}
-    todo = [s for s in picked if s.key in again] if recheck else [s for s in picked if s.key not in done]
-    if recheck:  # the rows not run again stay as they are
+    if recheck:  # the recorded survivors, whatever the sample of today's code is; the other rows stay as they are
+        todo = [Site(r["module"], r["operator"], r["occurrence"], r["line"]) for k, r in done.items() if k in again]
         rows += [r for k, r in done.items() if k not in again and r not in rows]
+        meta = load_meta(results) or meta  # the run's own sample description
+    else:
+        todo = [s for s in picked if s.key not in done]
     if not todo:
         return meta, rows
     import queue
