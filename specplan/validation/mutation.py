@@ -185,6 +185,9 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("specplan/speculation/speedup.py", "core/ReplaceBinaryOperator_Sub_Mul",
      'raise SpecplanError(f"acceptance length: AL must be <= 1 + D, got {np.max(al - d - 1) + 1:g} above")'):
         "the message of a guard no Acceptance reaches: Acceptance.al clips AL to [1, 1 + D] (a defensive check)",
+    ("specplan/speculation/speedup.py", "core/ReplaceBinaryOperator_Sub_Div",
+     'raise SpecplanError(f"acceptance length: AL must be <= 1 + D, got {np.max(al - d - 1) + 1:g} above")'):
+        "the same unreachable guard's message (Acceptance.al clips AL to [1, 1 + D])",
     ("specplan/adaptive/workload.py", "core/NumberReplacer",
      "isl: int, osl: int, concentration: float = 50.0, seed: int = 0) -> dict[str, np.ndarray]:"):
         "ramp_workload's one caller (adaptive/report.py, the committed example) passes its own seed",
@@ -222,6 +225,10 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("specplan/adaptive/simulator.py", "core/NumberReplacer",
      "rng=np.random.default_rng([seed, 5]), eager=np.array([costs.eager_extra_s(d) for d in range(d_max + 1)]),"):
         "another random stream for the policies' own noise: the same distribution, no output tied to its id",
+    ("specplan/speculation/drafters.py", "core/ReplaceBinaryOperator_Div_FloorDiv",
+     "fixed += MARKOV_HEAD_GEMMS * h * h / tp * dtype_bytes(w)"):
+        "2·h² is a whole multiple of every TP a model allows (powers of two dividing its heads; h a multiple of "
+        "64): / and // give the same bytes",
 }
 
 
@@ -288,6 +295,26 @@ def mutated_source(site: Site, root: Path = ROOT) -> str | None:
 
     code = (root / site.module).read_text(encoding="utf-8")
     return mutate_code(code, cosmic_ray.plugins.get_operator(site.operator)(), site.occurrence)
+
+
+def relocate(site: Site, before: str, after: str, root: Path = ROOT) -> Site:
+    """The site of today's code that makes the recorded change (before -> after): the recorded site if it still
+    does, else the first occurrence of the same operator in the module that does (code above it moved), else the
+    recorded site (the recheck then reports it 'moved')."""
+    original = (root / site.module).read_text(encoding="utf-8")
+
+    def makes(s: Site) -> bool:
+        m = mutated_source(s, root)
+        return m is not None and changed_line(original, m) == (before, after)
+
+    if makes(site):
+        return site
+    n = sum(1 for x in sites(site.module, root) if x.operator == site.operator)
+    for k in range(n):
+        cand = Site(site.module, site.operator, k, site.line)
+        if makes(cand):
+            return cand
+    return site
 
 
 def changed_line(original: str, mutated: str) -> tuple[str, str]:
@@ -389,17 +416,22 @@ def run(groups: list[str], n: int | None, seed: int, *, results: Path | None = N
     every = [s for m in mods for s in sites(m)]
     picked = sample(every, n, seed)
     done = load_results(results)
-    again = ({k for k, r in done.items() if r["outcome"] == "survived" and not equivalence(r)} if recheck
-             else set())
+    again = ({k for k, r in done.items() if r["outcome"] == "survived" and not equivalence(r)
+              and r.get("now") not in ("killed", "timeout")} if recheck else set())
     rows = [done[s.key] for s in picked if s.key in done and s.key not in again]
     meta = {"groups": groups, "sample": n, "seed": seed, "sites_total": len(every),
             "sites_per_module": {m: sum(s.module == m for s in every) for m in mods}}
     if recheck:  # the recorded survivors, whatever the sample of today's code is; the other rows stay as they are
-        todo = [Site(r["module"], r["operator"], r["occurrence"], r["line"]) for k, r in done.items() if k in again]
+        todo, origin = [], {}
+        for k, r in done.items():
+            if k in again:
+                site = relocate(Site(r["module"], r["operator"], r["occurrence"], r["line"]), r["before"], r["after"])
+                origin[site.key] = k  # the recorded key of a site found again under another occurrence
+                todo.append(site)
         rows += [r for k, r in done.items() if k not in again and r not in rows]
         meta = load_meta(results) or meta  # the run's own sample description
     else:
-        todo = [s for s in picked if s.key not in done]
+        todo, origin = [s for s in picked if s.key not in done], {}
     if not todo:
         return meta, rows
     import queue
@@ -442,8 +474,9 @@ def run(groups: list[str], n: int | None, seed: int, *, results: Path | None = N
                 except queue.Empty:
                     return
                 row = one(work, s)
-                if s.key in again:  # a survivor run again after new tests: keep the first outcome, add the new one
-                    first = done[s.key]
+                k0 = origin.get(s.key, s.key)
+                if k0 in again:  # a survivor run again after new tests: keep the first outcome, add the new one
+                    first = done[k0]
                     moved = (row["before"], row["after"]) != (first["before"], first["after"])  # the code changed
                     row = dict(first, now="moved" if moved else row["outcome"], now_tests=row["tests"])
                 with lock:

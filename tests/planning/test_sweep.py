@@ -131,3 +131,11 @@ def test_largest_fitting_batch_is_the_memory_bound_on_a_gpu_and_256_on_an_lpu():
     assert 1 <= mb < 16
     assert largest_fitting_batch("llama-3.1-8b", ["h100-sxm"], lambda h: [Layout(tp=1)], 131072) == mb
     assert largest_fitting_batch("llama-3.1-8b", ["groq-3-lpu"], lambda h: [Layout(tp=1)], 131072) == 256
+
+
+def test_the_default_draft_lengths_reach_one_past_the_tile_edge_at_g4():
+    # G2's tile edge for G = 4 (Llama 3.x: 32 query / 8 KV heads) is D = 128/4 - 1 = 31: the default search goes
+    # to D = 32 so that the step past the edge is priced
+    from specplan.planning.sweep import MAX_DRAFT_LEN
+
+    assert MAX_DRAFT_LEN >= 128 // 4

@@ -137,6 +137,14 @@ def test_hybrid_prefill_sums_each_layer_kind_by_its_count():
                                      + kv_bytes_per_token(m, tp, prec.kv, "sliding")) + n * m.hidden_size * ACT_BYTES)
     expect = counts["full"] * full + counts["linear"] * lin + kv.time_s
     assert float(prefill_attention_s(m, H100, tp, n, 0, prec, fam)) == pytest.approx(float(expect), rel=1e-12)
+    # a one-token chunk: the state pass is bound by reading and writing the fp32 state (elems x 4 bytes)
+    one = recurrent_state_cost(H100, 1, 1.0, elems * 4.0, 6.0 * elems, checkpoint=False).time_s
+    full1 = attention_cost(H100, 1, 1.0, 1.0, qh, kvh, m.head_dim, prec.kv, prec.compute, family=fam).time_s
+    kv1 = elementwise_cost(H100, (kv_bytes_per_token(m, tp, prec.kv, "full")
+                                  + kv_bytes_per_token(m, tp, prec.kv, "sliding")) + m.hidden_size * ACT_BYTES)
+    assert float(prefill_attention_s(m, H100, tp, 1.0, 0, prec, fam)) == pytest.approx(
+        float(counts["full"] * full1 + counts["linear"] * one + kv1.time_s), rel=1e-12)
+    assert float(one) > float(recurrent_state_cost(H100, 1, 1.0, elems, 6.0 * elems, checkpoint=False).time_s)
 
 
 def test_sparse_mla_prefill_is_latent_attention_per_device():

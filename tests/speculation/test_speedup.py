@@ -321,10 +321,3 @@ def test_verify_tokens_of_a_tree_and_without_drafts():
     np.testing.assert_array_equal(verify_tokens(np.array([0, 1, 3])), [1, 2, 4])  # a chain: 1 + D
     np.testing.assert_array_equal(verify_tokens(np.array([0, 3]), np.array([5, 5])), [1, 5])  # D = 0 verifies one
 
-
-def test_the_default_draft_lengths_reach_one_past_the_tile_edge_at_g4():
-    # G2's tile edge for G = 4 (Llama 3.x: 32 query / 8 KV heads) is D = 128/4 - 1 = 31: the default search goes
-    # to D = 32 so that the step past the edge is priced
-    from specplan.planning.sweep import MAX_DRAFT_LEN
-
-    assert MAX_DRAFT_LEN >= 128 // 4
