@@ -510,16 +510,6 @@ def test_adasd_stops_drafting_after_the_first_rejection():
     assert strict["relaxed_token_fraction"] == 0.0
 
 
-def test_an_open_loop_counts_requests_in_prefill_in_its_concurrency():
-    # open loop at rate lambda: requests in flight = decode batch + lambda x TTFT (Little's law on both stages)
-    from specplan.serving.aggregated import aggregated
-    from specplan.serving.workload import Workload
-
-    r = aggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 256, request_rate=5.0), engine="vllm")
-    assert float(r["concurrency"]) == pytest.approx(float(r["decode_batch"]) + 5.0 * float(r["ttft_s"]), rel=1e-12)
-    assert float(r["ttft_s"]) > 0
-
-
 def test_a_request_larger_than_the_memory_still_runs_alone(tmp_path):
     """A request whose KV alone exceeds the capacity is admitted when nothing else runs (and counted over
     capacity), one at a time: two such requests finish one after the other."""

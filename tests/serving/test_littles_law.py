@@ -330,3 +330,14 @@ def test_kv_transfer_of_one_instance_pair_by_default():
     prec = resolve_precision(m, hw, None, None)
     for tp, link in ((4, 450e9), (8, 50e9)):
         assert kv_transfer_s(m, hw, tp, 8192, prec) == pytest.approx(8192 * KV_BYTES_PER_TOKEN_L8B / tp / link)
+
+
+def test_an_open_loop_counts_requests_in_prefill_in_its_concurrency():
+    # open loop at rate lambda: requests in flight = decode batch + lambda x TTFT (Little's law on both stages)
+    from specplan.serving.aggregated import aggregated
+    from specplan.serving.workload import Workload
+
+    r = aggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 256, request_rate=5.0), engine="vllm")
+    assert float(r["concurrency"]) == pytest.approx(float(r["decode_batch"]) + 5.0 * float(r["ttft_s"]), rel=1e-12)
+    assert float(r["ttft_s"]) > 0
+
