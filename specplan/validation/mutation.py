@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -347,17 +348,20 @@ def scratch_copy(root: Path = ROOT) -> Path:
     return dst
 
 
-def run_tests(work: Path, tests: list[str], timeout_s: float) -> tuple[str, float]:
-    """('killed' | 'survived' | 'timeout', seconds) of pytest over `tests` in the scratch copy."""
+def run_tests(work: Path, tests: list[str], timeout_s: float) -> tuple[str, float, str]:
+    """('killed' | 'survived' | 'timeout', seconds, the first failing test's node id or '') of pytest over `tests`
+    in the scratch copy."""
     env = dict(os.environ, PYTHONPATH=str(work), PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg")
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *tests]
     t0 = time.monotonic()
     try:
         proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        return "timeout", time.monotonic() - t0
+        return "timeout", time.monotonic() - t0, ""
     dt = time.monotonic() - t0
-    return ("survived" if proc.returncode == 0 else "killed"), dt  # an import-time failure is noticed too
+    failed = re.search(r"^FAILED (\S+)", proc.stdout.decode(errors="replace"), re.M)
+    # an import-time failure is noticed too (no FAILED line then)
+    return ("survived" if proc.returncode == 0 else "killed"), dt, failed.group(1) if failed else ""
 
 
 def _compiles(code: str) -> bool:
@@ -381,6 +385,7 @@ class Result:
     after: str
     seconds: float
     tests: str
+    killed_by: str = ""  # the first test that failed (pytest node id), when one did
 
 
 def load_results(path: Path | None) -> dict[str, dict]:
@@ -417,7 +422,8 @@ def run(groups: list[str], n: int | None, seed: int, *, results: Path | None = N
     picked = sample(every, n, seed)
     done = load_results(results)
     again = ({k for k, r in done.items() if r["outcome"] == "survived" and not equivalence(r)
-              and r.get("now") not in ("killed", "timeout")} if recheck else set())
+              and (r.get("now") not in ("killed", "timeout") or "::" not in r.get("now_tests", ""))}
+             if recheck else set())  # not yet killed, or killed without the name of the test that did
     rows = [done[s.key] for s in picked if s.key in done and s.key not in again]
     meta = {"groups": groups, "sample": n, "seed": seed, "sites_total": len(every),
             "sites_per_module": {m: sum(s.module == m for s in every) for m in mods}}
@@ -446,7 +452,7 @@ def run(groups: list[str], n: int | None, seed: int, *, results: Path | None = N
     def one(work: Path, s: Site) -> dict:
         files = (tests or {}).get(s.module) or tests_for(s.module, work)
         if baseline and s.module not in base_s:  # the unmutated tests must pass, and set the timeout
-            outcome, dt = run_tests(work, files, 3600)
+            outcome, dt, _ = run_tests(work, files, 3600)
             if outcome != "survived":
                 raise SpecplanError(f"mutation: the tests of {s.module} fail without a mutant ({' '.join(files)})")
             base_s[s.module] = 4.0 * dt + 30.0
@@ -459,11 +465,11 @@ def run(groups: list[str], n: int | None, seed: int, *, results: Path | None = N
             return asdict(Result(s.module, s.operator, s.occurrence, s.line, "incompetent", before, after, 0.0, ""))
         try:
             (work / s.module).write_text(mutated, encoding="utf-8")
-            outcome, dt = run_tests(work, files, base_s.get(s.module, timeout_s))
+            outcome, dt, killer = run_tests(work, files, base_s.get(s.module, timeout_s))
         finally:
             (work / s.module).write_text(original, encoding="utf-8")
         return asdict(Result(s.module, s.operator, s.occurrence, s.line, outcome, before, after, round(dt, 1),
-                             " ".join(files)))
+                             " ".join(files), killer))
 
     def worker() -> None:
         work = scratch_copy()
@@ -478,7 +484,8 @@ def run(groups: list[str], n: int | None, seed: int, *, results: Path | None = N
                 if k0 in again:  # a survivor run again after new tests: keep the first outcome, add the new one
                     first = done[k0]
                     moved = (row["before"], row["after"]) != (first["before"], first["after"])  # the code changed
-                    row = dict(first, now="moved" if moved else row["outcome"], now_tests=row["tests"])
+                    row = dict(first, now="moved" if moved else row["outcome"],
+                               now_tests=row.get("killed_by") or row["tests"])
                 with lock:
                     rows.append(row)
                     count[0] += 1
