@@ -18,7 +18,7 @@ def validate_serving(
     """Fit engine numbers on reference/serving_h100.csv (groups left out in turn), score every row; MagicDec."""
     from specplan.core.io import ready_output_dir
 
-    ready_output_dir(outdir, "--out")  # at once, before the imports and the minutes of fitting
+    ready_output_dir(outdir, "--out")  # at once, before the imports and the fitting (about 40 s)
     from specplan.validation.serving_report import write_reports
 
     say = (lambda s: print(s, file=sys.stderr, flush=True)) if progress else None
