@@ -124,6 +124,14 @@ class EngineProfile(_Frozen):
             out[canonical_dtype(k, where=f"{info.field_name}.{k}")] = float(val)
         return out
 
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data):
+        if isinstance(data, dict) and "prefill_cohort" in data:  # session 6: the start-up term changed its form
+            raise ValueError("prefill_cohort: replaced by startup_client_s, seconds each other client adds to TTFT "
+                             "when a benchmark starts all clients at once (docs/serving.md)")
+        return data
+
     @model_validator(mode="after")
     def _sourced(self) -> "EngineProfile":
         numeric = ("host_step_s", "host_per_seq_s", "graph_launch_s", "eager_launch_s", "eager_step_s",

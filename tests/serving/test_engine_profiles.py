@@ -153,3 +153,16 @@ def test_trtllm_eager_host_time_carries_from_8b_to_70b():
     assert k8 == 291 and k70 > 2.4 * k8
     assert 0.8 * 0.019 < eager(k8) < 1.2 * 0.019
     assert eager(k70) < 1.5 * eager(k8)
+
+
+def test_an_engine_yaml_with_the_old_start_up_field_is_told_its_new_name(tmp_path):
+    import subprocess
+    import sys
+
+    y = tmp_path / "mine.yaml"
+    y.write_text("id: mine\nname: mine\nprefill_cohort: 0.05\nsources:\n  prefill_cohort: x\n")
+    r = subprocess.run([sys.executable, "-m", "specplan", "predict", "-m", "llama-3.1-8b", "-H", "h100-sxm",
+                        "--engine", str(y), "--isl", "128", "--osl", "64", "--concurrency", "4"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "prefill_cohort: replaced by startup_client_s" in r.stderr and str(y) in r.stderr
