@@ -105,6 +105,7 @@ def aggregated_answer(model, hw, *, target_tps, target_tps_per_user, isl, osl, m
                               mechanisms=list(mechanisms) or ["none"], acceptance=acceptance,
                               max_draft_len=max_draft_len, max_ttft_ms=max_ttft_ms,
                               max_tpot_ms=1e3 / target_tps_per_user, search_concurrency=True, top=1,
+                              d_by_load=False,
                               **{k: v for k, v in (("dtype", dtype), ("kv_dtype", kv_dtype)) if v is not None})
         b = r["best"]
         if b is None:

@@ -31,11 +31,12 @@ def _candidates(workload, search_concurrency: bool, pools=None):
 def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanisms=None, acceptance=None,
                       max_draft_len=16, extrapolate=False, max_ttft_ms=None, max_tpot_ms=None,
                       search_concurrency=None, top=10, keep_grid=False, pools=None, objective="tokens-per-gpu",
-                      price=None, **kw) -> dict:
+                      price=None, d_by_load=True, **kw) -> dict:
     """Rank (mechanism, D) by their best tokens/s/GPU (or lowest $/Mtok or J/token: `objective`) over the
     concurrency (and pools) grid under the SLA; disaggregated without workload.pools searches `pools` (default
     every xPyD with x, y in POOL_SIZES); rows carry power, J/token, tokens/s/MW and $/Mtok
-    (specplan.planning.cost; `price`: gpu_hour_usd, kwh_usd, pue, tier)."""
+    (specplan.planning.cost; `price`: gpu_hour_usd, kwh_usd, pue, tier). `d_by_load`: also the best D per
+    concurrency band for the winner (aggregated, closed loop; off where only the best row is read)."""
     from specplan.planning.cost import OBJECTIVES, serving_energy
 
     if objective not in OBJECTIVES:
@@ -86,7 +87,8 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
     if not feasible:
         out["infeasible"] = _infeasible(rows, max_ttft_ms, max_tpot_ms)
     best = out["best"]
-    if best is not None and best["mechanism"] != "none" and workload.mode == "agg" and workload.request_rate is None:
+    if (d_by_load and best is not None and best["mechanism"] != "none" and workload.mode == "agg"
+            and workload.request_rate is None):
         out["d_by_load"] = serving_d_schedule(m, hardware, workload, best, acceptance.get(best["mechanism"]),
                                                d_top[best["mechanism"]], tp, eng, kw)
     return out
@@ -301,7 +303,7 @@ def search_deployment(model, hardware, isl: int, osl: int, *, gpus: int, gpus_pe
                 r = recommend_serving(m, hw, wl, tp=tp, engine=eng, mechanisms=mechanisms, acceptance=acceptance,
                                       max_draft_len=max_draft_len, extrapolate=extrapolate, max_ttft_ms=max_ttft_ms,
                                       max_tpot_ms=max_tpot_ms, search_concurrency=True, pools=pools, top=1,
-                                      dtype=dt, **kw)
+                                      d_by_load=False, dtype=dt, **kw)
                 row = {**base, "fits": True, "best": r["best"], "notes": r["notes"],
                        "why": r.get("infeasible", "")}
                 if r["best"] is not None:
