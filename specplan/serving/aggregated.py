@@ -67,9 +67,10 @@ def draft_prefill_model(model, mechanism, draft_model=None):
 
 
 def _decode_iteration_gpu(model, hw, tp, batch, context, eng, spec, prec):
-    """evaluate() at `batch`: GPU seconds of one decode (or speculative) iteration, with the spec host costs."""
+    """evaluate() at `batch`: GPU seconds of one decode (or speculative) iteration, with the spec host costs, at
+    the resolved precision `prec` (its per-module weight formats kept: MXFP4 experts stay MXFP4)."""
     return evaluate(model, hw, tp=tp, batch=batch, context_len=context, engine=eng, dtype=prec.compute,
-                    kv_dtype=prec.kv, **spec)
+                    kv_dtype=prec.kv, precision=prec, **spec)
 
 
 def decode_graphed(eng, batch) -> np.ndarray:

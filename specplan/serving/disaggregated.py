@@ -129,7 +129,7 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
 
     def at_whole(b):  # the engine's round as in aggregated serving: GPU extras (extend, rejection), round host
         r = evaluate(m, hw, tp=tp, batch=b, context_len=workload.decode_context, engine=eng, dtype=prec.compute,
-                     kv_dtype=prec.kv, **spec)
+                     kv_dtype=prec.kv, precision=prec, **spec)
         q = np.asarray(r["verify_tokens"], dtype=float)
         gpu = np.asarray(r["iter_s"]) + round_gpu_extra_s(m, hw, tp, b, d, q, workload.decode_context, mechanism,
                                                           draft)

@@ -27,15 +27,15 @@ KEYS = ("baseline_step_s", "verify_s", "draft_s", "iter_s", "acceptance_length",
 
 
 def engine_families(engine, hw=None):
-    """(decode, verify, MLA) attention KernelFamily of an engine on `hw`'s GPU generation; (None, None, None)
-    without an engine."""
+    """(decode, verify, MLA decode, MLA verify) attention KernelFamily of an engine on `hw`'s GPU generation;
+    all None without an engine."""
     if engine is None:
-        return None, None, None
+        return None, None, None, None
     from specplan.profiles.registry import load_engine, load_kernel_family
 
     eng = load_engine(engine)
     return tuple(load_kernel_family(eng.family_id(r, hw)) for r in ("decode_attention", "verify_attention",
-                                                                       "mla_attention"))
+                                                                       "mla_attention", "mla_verify_attention"))
 
 
 def tree_verify_family(engine):
@@ -162,7 +162,7 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
              acceptance=None, dtype=None, kv_dtype=None, draft_model=None, draft_hardware=None,
              draft_dtype=None, draft_kv_budget=None, tree_tokens=None, draft_heads=None, serving=None,
              attention_style="shared", routing="random", reserve=DEFAULT_RESERVE,
-             guidelines=False, layout=None, engine=None) -> dict[str, np.ndarray]:
+             guidelines=False, layout=None, engine=None, precision=None) -> dict[str, np.ndarray]:
     """Baseline and speculative step times, AL, speedup, throughputs, memory and ρ over a broadcast grid
     (with `guidelines`, also the guideline diagnostics under the key 'guidelines'). `batch` counts the
     instance's sequences; `layout` (specplan.model.parallel: TP, DP, EP, PP; default TP only) places them, and
@@ -174,7 +174,8 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
 
     `engine` (EngineProfile, id or path) sets the decode / verify / MLA attention kernel families, the GEMM
     scales of its kernels and, unless `serving` is given, the two speculative host costs; None = hardware
-    attention block and GEMM fractions, no engine costs."""
+    attention block and GEMM fractions, no engine costs. `precision` (a resolved Precision: per-module weight
+    formats, e.g. a checkpoint's MXFP4 experts) wins over `dtype` / `kv_dtype` for the target's steps."""
     if draft_kv_budget is not None and not (draft_kv_budget >= 0):
         raise SpecplanError(f"draft KV budget (--draft-kv-budget): must be >= 0 tokens, got {draft_kv_budget:g}")
     m = load_model(model)
@@ -186,17 +187,17 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
     b, ctx, d, shape = _grid(batch, context_len, draft_len)
     d = np.zeros_like(d) if mechanism == "none" else d
     srv = get_serving(serving if serving is not None or engine is None else engine)
-    fam_dec, fam_ver, fam_mla = engine_families(engine, hw)
+    fam_dec, fam_ver, fam_mla, fam_mla_ver = engine_families(engine, hw)
     if engine is not None:  # the engine's GEMM kernels (its gemm_*_scale); no engine: the hardware's own
         hw = engine_hardware(hw, load_engine(engine))
-    base = step_time(m, hw, tp, b, 1, ctx, dtype, kv_dtype, attention_style=attention_style, routing=routing,
-                     layout=lay, attention_family=fam_dec, mla_family=fam_mla)
+    base = step_time(m, hw, tp, b, 1, ctx, dtype, kv_dtype, precision=precision, attention_style=attention_style,
+                     routing=routing, layout=lay, attention_family=fam_dec, mla_family=fam_mla)
     prec = base.precision
     q = verify_tokens(d, profile_tree_tokens(acc, d) if tree_tokens is None else tree_tokens)
     if np.any(q > 1 + d):  # a tree verifies through the masked, prefill-style attention path (round.py)
         fam_ver = tree_verify_family(engine)
     ver = step_time(m, hw, tp, b, q, ctx, precision=prec, attention_style=attention_style, routing=routing,
-                    layout=lay, attention_family=fam_ver, mla_family=fam_mla)
+                    layout=lay, attention_family=fam_ver, mla_family=fam_mla_ver)
     dc = drafter(DraftInput(m, hw, tp, prec, b, d, ctx, dtype=dtype, kv_dtype=kv_dtype, layout=lay,
                             draft_model=None if draft_model is None else load_model(draft_model),
                             draft_hardware=None if draft_hardware is None else load_hardware(draft_hardware),
