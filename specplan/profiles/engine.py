@@ -100,6 +100,9 @@ class EngineProfile(_Frozen):
     verify_attention: str = "default"
     prefill_attention: str = "prefill-default"
     mla_attention: str = "mla-latent"
+    # MLA verify steps (q_len > 1) where the engine runs them through another kernel than its MLA decode
+    # ("" = mla_attention); e.g. SGLang 0.4.10 on ROCm with speculation: Triton's extend kernel (kernels/)
+    mla_verify_attention: str = ""
     # per compute dtype: multipliers of the hardware's GEMM mem_bw_fraction / compute_max_fraction for this engine's
     # GEMM kernels (the H100 profile is fitted on TensorRT-LLM's); {} = the hardware's own fractions
     gemm_mem_bw_scale: dict[str, float] = Field(default_factory=dict)
@@ -107,7 +110,7 @@ class EngineProfile(_Frozen):
     # per GPU generation (HardwareProfile.generation), the kernel families the engine picks there instead of the
     # ones above, e.g. {blackwell: {decode_attention: flashinfer}} (FlashAttention-3 does not run on Blackwell)
     attention_by_generation: dict[str, dict[Literal["decode_attention", "verify_attention", "prefill_attention",
-                                                    "mla_attention"], str]] = Field(default_factory=dict)
+                                                    "mla_attention", "mla_verify_attention"], str]] = Field(default_factory=dict)
     # the engine's tensor-parallel all-reduce family (costs/comm.py); None = the hardware profile's `algorithm`
     allreduce_algorithm: Literal["custom", "oneshot", "nccl"] | None = None
     sources: dict[str, str] = Field(default_factory=dict)
@@ -146,9 +149,13 @@ class EngineProfile(_Frozen):
 
     def family_id(self, role: str, hw: HardwareProfile | None = None) -> str:
         """The kernel family id the engine runs for `role` (decode_attention, verify_attention, prefill_attention,
-        mla_attention) on `hw`'s GPU generation (attention_by_generation), else its default."""
+        mla_attention, mla_verify_attention) on `hw`'s GPU generation (attention_by_generation), else its default;
+        an unset mla_verify_attention is the MLA decode family."""
         gen = self.attention_by_generation.get(hw.generation, {}) if hw is not None and hw.generation else {}
-        return gen.get(role, getattr(self, role))
+        fam = gen.get(role, getattr(self, role))
+        if role == "mla_verify_attention" and not fam:
+            return self.family_id("mla_attention", hw)
+        return fam
 
     def launch_s(self, graphed) -> float:
         """Extra seconds per kernel launch: graph_launch_s inside a CUDA graph, eager_launch_s otherwise."""

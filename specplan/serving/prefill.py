@@ -130,10 +130,11 @@ def mixed_step_s(model, hw, tp, decode_batch, decode_context, prefill_tokens, pr
     plus a prefill chunk of `prefill_tokens` tokens (split evenly over `prefill_seqs` prompts) after
     `prefill_context` cached tokens of each prompt."""
     eng, pfam = _families(engine, hw)
+    one = bool(np.all(np.asarray(q_len) <= 1))
     if decode_family is None:
-        decode_family = load_kernel_family(eng.family_id("decode_attention" if np.all(np.asarray(q_len) <= 1)
-                                                         else "verify_attention", hw))
-    mla_fam = load_kernel_family(eng.family_id("mla_attention", hw)) if model.mla is not None else None
+        decode_family = load_kernel_family(eng.family_id("decode_attention" if one else "verify_attention", hw))
+    mla_fam = (load_kernel_family(eng.family_id("mla_attention" if one else "mla_verify_attention", hw))
+               if model.mla is not None else None)
     hw = engine_hardware(hw, eng)
     b = np.asarray(decode_batch, dtype=float)
     q = np.asarray(q_len, dtype=float)
