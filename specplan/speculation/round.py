@@ -150,14 +150,20 @@ def round_draft_model(model, mechanism, draft_model=None):
 
 
 def unfitted_note(eng) -> list[str]:
-    """One line when the engine's speculative round holds numbers that nothing fitted out of sample (else [])."""
-    src = eng.sources.get("spec_host_per_seq_s", "")
+    """One line when the engine's host numbers (per step, per sequence, the speculative round's per sequence) hold
+    values that nothing fitted out of sample (else [])."""
     if eng.id == "ideal":
         return []
+    host = [k for k in ("host_step_s", "host_per_seq_s") if not eng.sources.get(k)]
+    src = eng.sources.get("spec_host_per_seq_s", "")
     if not src:
-        return [f"engine {eng.id}: the speculative round's host time per sequence (spec_host_per_seq_s) is not "
-                f"fitted (0): speedups under load may be high (docs/validation/speculation_load.md)"]
+        names = host + ["spec_host_per_seq_s"]
+        return [f"engine {eng.id}: host time not fitted out of sample ({', '.join(names)} = "
+                f"{', '.join(f'{getattr(eng, k) * 1e6:g} us' for k in names)}): times under load may be low and "
+                f"speculative speedups high (docs/validation/speculation_load.md)"]
     if "in-sample" in src:
         return [f"engine {eng.id}: spec_host_per_seq_s = {eng.spec_host_per_seq_s * 1e6:.0f} us is fitted in-sample "
                 f"on one published setup, not validated out of sample (docs/validation/speculation_load.md)"]
+    if host:
+        return [f"engine {eng.id}: host time not fitted ({', '.join(host)}): times under load may be low"]
     return []

@@ -192,3 +192,7 @@ def test_unfitted_round_numbers_are_said_in_one_line():
                  acceptance=Acceptance.from_length(2.5, 3), engine=eng.model_copy(update={"sources": {
                      **SRC, "spec_host_per_seq_s": "fitted in-sample on one setup"}}))
     assert any("in-sample" in n for n in r["notes"])
+    # SGLang's step host numbers: no SGLang serving rows fit them, so the note names them too (issue 19)
+    sg = unfitted_note(load_engine("sglang"))
+    assert len(sg) == 1 and "host_step_s" in sg[0] and "host_per_seq_s" in sg[0]
+    assert "host_step_s" not in unfitted_note(load_engine("vllm"))[0]  # fitted on the vLLM serving rows
