@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specplan.core.errors import SpecplanError
+from specplan.core.errors import SpecplanError, brief
 from specplan.core.limits import MAX_CONTEXT, REQUEST_RATE, check_number
 
 MODES = ("agg", "disagg")
@@ -45,14 +45,6 @@ def _whole_at_least_one(v) -> bool:
     return v >= 1 and (isinstance(v, int) or float(v).is_integer())
 
 
-def _short(v) -> str:
-    """A value for an error line: huge numbers in scientific notation, never thousands of digits."""
-    if isinstance(v, int) and abs(v) >= 10 ** 15:
-        digits = str(abs(v))
-        return f"{'-' if v < 0 else ''}{digits[0]}.{digits[1:3]}e+{len(digits) - 1}"
-    return f"{v:g}" if isinstance(v, (int, float)) else str(v)
-
-
 @dataclass(frozen=True)
 class Workload:
     """Request lengths (tokens), load (concurrency or requests/s) and serving mode."""
@@ -68,7 +60,7 @@ class Workload:
     def __post_init__(self):
         for name, what, v in (("isl (--isl)", "prompt", self.isl), ("osl (--osl)", "output", self.osl)):
             if not _whole_at_least_one(v):
-                raise SpecplanError(f"{name}: must be a whole number of {what} tokens >= 1, got {_short(v)}")
+                raise SpecplanError(f"{name}: must be a whole number of {what} tokens >= 1, got {brief(v)}")
         if self.mode not in MODES:
             raise SpecplanError(f"mode (--mode): must be agg or disagg, got '{self.mode}'")
         if (self.concurrency is None) == (self.request_rate is None):
@@ -83,7 +75,7 @@ class Workload:
             check_number(self.request_rate, "request rate (--request-rate)", *REQUEST_RATE)
         for name, v in (("isl (--isl)", self.isl), ("osl (--osl)", self.osl)):
             if v > MAX_CONTEXT:
-                raise SpecplanError(f"{name}: must be <= {MAX_CONTEXT:,} tokens, got {_short(v)}")
+                raise SpecplanError(f"{name}: must be <= {MAX_CONTEXT:,} tokens, got {brief(v)}")
         if self.pools is not None and self.mode != "disagg":
             raise SpecplanError(f"pools (--pools): only with --mode disagg, got mode {self.mode}")
 
