@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from specplan.core.unique import on_unique
 from specplan.costs.gemm import elementwise_cost
 from specplan.model.step import step_time
 
@@ -81,11 +82,14 @@ def tree_topk_s(hw, batch, width, steps, draft_vocab) -> np.ndarray:
 def draft_pass_extra_s(draft, hw, tp, batch, tokens, context, prec) -> np.ndarray:
     """GPU seconds a draft pass at `tokens` tokens per sequence costs beyond one at 1 token (the drafter prices
     q_len 1 steps): draft extend over the verified positions, or a tree step's `width` candidates."""
-    t = np.asarray(tokens, dtype=float)
     tp_d = tp if draft.num_q_heads % tp == 0 else 1
-    wide = step_time(draft, hw, tp_d, batch, np.maximum(t, 1.0), context, precision=prec).total_s
-    one = step_time(draft, hw, tp_d, batch, 1, context, precision=prec).total_s
-    return np.where(t > 1, np.maximum(wide - one, 0.0), 0.0)
+
+    def extra(b, t, c):
+        wide = step_time(draft, hw, tp_d, b, np.maximum(t, 1.0), c, precision=prec).total_s
+        one = step_time(draft, hw, tp_d, b, 1, c, precision=prec).total_s
+        return np.where(t > 1, np.maximum(wide - one, 0.0), 0.0)
+
+    return on_unique(extra, batch, tokens, context)
 
 
 def round_gpu_extra_s(model, hw, tp, batch, draft_len, q, context, mechanism, draft=None,
@@ -157,10 +161,10 @@ def unfitted_note(eng) -> list[str]:
     host = [k for k in ("host_step_s", "host_per_seq_s") if not eng.sources.get(k)]
     src = eng.sources.get("spec_host_per_seq_s", "")
     if not src:
-        names = host + ["spec_host_per_seq_s"]
-        return [f"engine {eng.id}: host time not fitted out of sample ({', '.join(names)} = "
-                f"{', '.join(f'{getattr(eng, k) * 1e6:g} us' for k in names)}): times under load may be low and "
-                f"speculative speedups high (docs/validation/speculation_load.md)"]
+        items = [f"{k} = {getattr(eng, k) * 1e6:g} us" for k in host]
+        items.append(f"the speculative round's spec_host_per_seq_s = {eng.spec_host_per_seq_s * 1e6:g} us")
+        return [f"engine {eng.id}: host time not fitted out of sample ({', '.join(items)}): times under load may "
+                f"be low and speculative speedups high (docs/validation/speculation_load.md)"]
     if "in-sample" in src:
         return [f"engine {eng.id}: spec_host_per_seq_s = {eng.spec_host_per_seq_s * 1e6:.0f} us is fitted in-sample "
                 f"on one published setup, not validated out of sample (docs/validation/speculation_load.md)"]
