@@ -75,8 +75,9 @@ def soft_corner(compute_s, memory_s, p: float):
         return compute_s, memory_s
     c, m = np.broadcast_arrays(np.asarray(compute_s, dtype=float), np.asarray(memory_s, dtype=float))
     hi = np.maximum(c, m)
-    safe = np.where(hi > 0, hi, 1.0)
-    busy = hi * ((c / safe) ** p + (m / safe) ** p) ** (1.0 / p)
+    lo = np.minimum(c, m)
+    ratio = lo / np.where(hi > 0, hi, 1.0)  # the binding term's own ratio is 1: hi * (1 + ratio^p)^(1/p)
+    busy = hi * (1.0 + ratio ** p) ** (1.0 / p)
     return np.where(c > m, busy, c), np.where(c > m, m, busy)
 
 

@@ -115,9 +115,29 @@ class GpuTables:
         return v[0], v[3:], v[1], v[2]
 
 
+# GpuTables fields whose last axis runs over the configurations (draft lengths); log_b and the scalars do not
+_PER_CONFIG = ("iter_gpu_s", "al", "q", "kernels", "chunk_gpu_s", "n_chunks", "draft_prefill_s", "fits", "draft_len",
+               "draft_kernels")
+
+
 def gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft=None) -> GpuTables:
     """Price every GPU quantity of aggregated serving once, on up to GRID_POINTS whole decode batches 1 ... b_max
-    (geometric); `solve` interpolates linearly in log batch between them."""
+    (geometric); `solve` interpolates linearly in log batch between them. The GPU costs depend on the draft length,
+    not on the concurrency: a (concurrency x D) grid is priced once per distinct D and spread back
+    (`evaluate_at_b` stays at the distinct D)."""
+    d = np.asarray(spec.get("draft_len", 0), dtype=float)
+    if d.ndim >= 1 and d.size > 1:
+        du, inv = np.unique(d, return_inverse=True)
+        if du.size < d.size:
+            t = _gpu_tables(model, hw, tp, wl, eng, {**spec, "draft_len": du}, prec, b_max, draft)
+            idx = np.asarray(inv).reshape(d.shape)
+            return dataclasses.replace(t, **{k: np.asarray(getattr(t, k))[..., idx] for k in _PER_CONFIG
+                                 if np.ndim(getattr(t, k)) and np.shape(getattr(t, k))[-1] == du.size})
+    return _gpu_tables(model, hw, tp, wl, eng, spec, prec, b_max, draft)
+
+
+def _gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft=None) -> GpuTables:
+    """gpu_tables at the draft lengths `spec` gives, every point priced."""
     d = np.asarray(spec.get("draft_len", 0), dtype=float)
     top = max(float(np.ceil(b_max)), 2.0)  # step costs are priced at whole batches, interpolated between
     grid = np.unique(np.round(np.geomspace(1.0, top, GRID_POINTS)))

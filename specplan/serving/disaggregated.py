@@ -127,19 +127,29 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
     mem_one = memory_usage(m, hw, tp, 1, workload.isl + workload.osl, prec)
     cap = running_cap(eng, workload, mem_one.max_batch)  # decode batch per instance: engine cap, KV cache
 
+    # the decode table depends on D, not on the concurrency: priced once per distinct D, spread back below
+    du, inv = np.unique(d, return_inverse=True)
+    du = du if d.ndim else d
+    spec_u = {**spec, "draft_len": du}
+
     def at_whole(b):  # the engine's round as in aggregated serving: GPU extras (extend, rejection), round host
         r = evaluate(m, hw, tp=tp, batch=b, context_len=workload.decode_context, engine=eng, dtype=prec.compute,
-                     kv_dtype=prec.kv, precision=prec, **spec)
+                     kv_dtype=prec.kv, precision=prec, **spec_u)
         q = np.asarray(r["verify_tokens"], dtype=float)
-        gpu = np.asarray(r["iter_s"]) + round_gpu_extra_s(m, hw, tp, b, d, q, workload.decode_context, mechanism,
+        gpu = np.asarray(r["iter_s"]) + round_gpu_extra_s(m, hw, tp, b, du, q, workload.decode_context, mechanism,
                                                           draft)
-        return round_s(eng, gpu, b, d, q, kernels, kernels * np.asarray(r["rho_d"])), r
+        return round_s(eng, gpu, b, du, q, kernels, kernels * np.asarray(r["rho_d"])), r
 
     b_top = float(np.max(conc)) / min(y for _, y in pools) if conc is not None else float(cap)
     b_top = min(max(b_top, 1.0), float(cap))
-    grid, t_grid, r_grid = _decode_tables(at_whole, b_top, d.shape)
-    pr = _Pricing(m, hw, tp, workload, prec, d, conc, s_p, cap, grid, t_grid,
-                  np.asarray(r_grid["acceptance_length"])[0], np.asarray(mem_one.max_batch >= 1))
+    grid, t_u, r_grid = _decode_tables(at_whole, b_top, du.shape)
+    al_u = np.broadcast_to(np.asarray(r_grid["acceptance_length"])[0], du.shape)
+    if d.ndim:
+        idx = np.asarray(inv).reshape(d.shape)
+        t_grid, al = t_u[:, idx], al_u[idx]
+    else:
+        t_grid, al = t_u, al_u
+    pr = _Pricing(m, hw, tp, workload, prec, d, conc, s_p, cap, grid, t_grid, al, np.asarray(mem_one.max_batch >= 1))
     return [_pool_split(pr, int(x), int(y)) for x, y in pools]
 
 

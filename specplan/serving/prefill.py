@@ -37,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from specplan.core.limits import check_prefill_steps
+from specplan.core.unique import on_unique
 from specplan.costs.attention import attention_cost, recurrent_state_cost
 from specplan.costs.gemm import elementwise_cost, gemm_cost
 from specplan.model.memory import kv_bytes_per_token
@@ -47,8 +48,11 @@ from specplan.model.step import ACT_BYTES, step_time
 
 def _nonattention_s(model, hw, tp, tokens, precision, routing):
     """Seconds of everything but the attention/mixer kernels of a step with `tokens` tokens (>= 1)."""
-    r = step_time(model, hw, tp, np.maximum(tokens, 1.0), 1, 0, precision=precision, routing=routing)
-    return r.total_s - r.breakdown_s["attention"]
+    def rest(n):
+        r = step_time(model, hw, tp, np.maximum(n, 1.0), 1, 0, precision=precision, routing=routing)
+        return r.total_s - r.breakdown_s["attention"]
+
+    return on_unique(rest, tokens)
 
 
 def prefill_attention_s(model, hw, tp, tokens, context, precision, family=None) -> np.ndarray:
