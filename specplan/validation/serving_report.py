@@ -151,7 +151,15 @@ def _known_misses(outs) -> list[str]:
                   f"which points at a host-side streaming limit (server or client) rather than the GPU; not "
                   f"modelled (no source for it). Putting the measured waiting fraction into the closed loop "
                   f"(B = C·(1 - that fraction)) would move the C = 128 TPOT bias by about -0.04 (checked by hand, "
-                  f"not a shipped model)."]
+                  f"not a shipped model).",
+                  "- The same C = 128 rows hold a contradiction no per-prompt cost resolves: at TP 4 and 8 with ISL "
+                  "1024, OSL 128 and OSL 256 run at the same request rate (about 36 per s, so the same prefill work "
+                  "per second), yet the measured TPOT is 22-23 ms at OSL 128 and 10 ms at OSL 256. Tried (session 8) "
+                  "and not shipped: letting the prompts that arrive during one iteration share one mixed step's "
+                  "eager cost (Poisson arrivals, the schedulers admit every waiting request the budget holds) moves "
+                  "the C 65+ TPOT bias 1.060 -> 1.034 but predicts the OSL-128 C = 128 rows 15-20 % too fast "
+                  "(TensorRT-LLM TPOT p90 11.8 -> 12.7 %); the OSL-128 rows fit only if every prompt carries its "
+                  "own eager step."]
     return lines
 
 
