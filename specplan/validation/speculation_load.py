@@ -32,6 +32,9 @@ HOST_GRID_S = np.concatenate([[0.0], np.geomspace(1e-5, 1e-3, 7)])  # spec_host_
 STEP_GRID_S = np.concatenate([[0.0], np.geomspace(1e-4, 2e-2, 12)])
 PER_SEQ_GRID_S = np.concatenate([[0.0], np.geomspace(1e-6, 2e-3, 12)])
 REUSE_GRID = (0.0, 0.5, 0.85)  # VERIFY_EXPERT_REUSE candidates (costs/moe.py)
+# kernel_overhead_s candidates (s per kernel) where a device's per-kernel time is an assumption: fitted on its
+# setups' non-speculative baselines (fit_kernel_overhead), a factor 1.12 apart
+KOH_GRID_S = np.geomspace(1e-6, 1e-4, 41)
 AL_LO = 1.0001
 AL_BISECTION = 16
 
@@ -46,6 +49,7 @@ class Setup:
     al_rows: np.ndarray
     case_ids: list
     base_tok_s: np.ndarray  # the rows' baseline (non-speculative) output tokens/s where the metric is throughput
+    base_value: np.ndarray  # the rows' baseline in their metric: output tokens/s, or mean E2E latency in s (nan: none)
 
 
 def load_setups(data: Path = DATA) -> tuple[list[Setup], dict]:
@@ -60,8 +64,12 @@ def load_setups(data: Path = DATA) -> tuple[list[Setup], dict]:
         al = np.array([float(r["acceptance_length"]) if r["acceptance_length"] else np.nan for r in mine])
         base = np.array([float(r["baseline_value"]) if r["metric"] == "output_tok_s" and r["baseline_value"]
                          else np.nan for r in mine])
+        value = np.array([float(r["baseline_value"]) * (1e-3 if r["metric"] == "e2e_latency_ms_mean" else 1.0)
+                          if r["baseline_value"] and r["metric"] in ("output_tok_s", "e2e_latency_ms_mean",
+                                                                 "e2e_latency_s_mean")
+                          else np.nan for r in mine])
         out.append(Setup(s, np.array([float(r["batch_or_concurrency"]) for r in mine]),
-                         np.array([float(r["speedup"]) for r in mine]), al, [r["case_id"] for r in mine], base))
+                         np.array([float(r["speedup"]) for r in mine]), al, [r["case_id"] for r in mine], base, value))
     return out, cfg.get("not_scored", {})
 
 
@@ -69,11 +77,11 @@ class Priced:
     """GPU tables of one setup at its loads (baseline once, speculative per MoE verify-reuse value), solved for any
     AL and engine host numbers."""
 
-    def __init__(self, st: Setup):
+    def __init__(self, st: Setup, hw=None):
         s = st.spec
         self.st = st
         self.m = load_model(s["model"])
-        self.hw = load_hardware(s["hardware"])
+        self.hw = hw if hw is not None else load_hardware(s["hardware"])
         eng = load_engine(s["engine"])
         if s.get("engine_overrides"):
             eng = eng.model_copy(update=s["engine_overrides"])
@@ -112,6 +120,17 @@ class Priced:
         eng = self.eng.model_copy(update=upd)
         return np.concatenate([np.atleast_1d(solve(t, eng, wl)["requests_per_s"] * wl.osl)
                                for wl, t in zip(self.wls, self.base)])
+
+    def baseline_metric(self) -> np.ndarray:
+        """Predicted non-speculative value in the rows' own metric at every load: output tokens/s (throughput
+        rows) or mean request latency in s (latency rows)."""
+        out = []
+        for wl, t in zip(self.wls, self.base):
+            r = solve(t, self.eng, wl)
+            v = r["requests_per_s"] * wl.osl if self.st.spec["metric"] == "throughput" else \
+                r["ttft_s"] + (wl.osl - 1.0) * r["tpot_s"]
+            out.append(np.atleast_1d(v))
+        return np.concatenate(out)
 
     def speedup(self, al, upd: dict, reuse: float = 0.0) -> np.ndarray:
         """Predicted speedup at every load for acceptance length(s) `al`, engine fields `upd`, MoE verify reuse."""
@@ -196,14 +215,49 @@ def fit_round(others: list[Priced], preds: dict, key) -> tuple[float, dict]:
     return best[1], best[2]
 
 
+def launch_unmeasured(st: Setup) -> bool:
+    """True where setups.yaml marks the setup's device as one without a measured per-kernel time (no kernel table
+    of it in reference/measured: `fit_kernel_overhead`) and the setup states its non-speculative baseline in
+    absolute terms at every load."""
+    return bool(st.spec.get("fit_kernel_overhead")) and bool(np.all(np.isfinite(st.base_value)))
+
+
+def baseline_sse(st: Setup, grid=KOH_GRID_S) -> np.ndarray:
+    """Sum of squared log errors of the setup's non-speculative baseline (its own metric) at every load, for each
+    per-kernel time (kernel_overhead_s) in `grid`."""
+    hw = load_hardware(st.spec["hardware"])
+    return np.array([float(np.sum(np.log(Priced(st, hw.model_copy(update={"kernel_overhead_s": float(v)}))
+                                         .baseline_metric() / st.base_value) ** 2)) for v in grid])
+
+
+def fit_kernel_overhead(setups: list[Setup], grid=KOH_GRID_S) -> dict:
+    """Per device whose per-kernel time is an assumption: kernel_overhead_s fitted on the non-speculative baseline
+    columns of its setups (least squares on log baseline over `grid`): {"all": {hw: s}, "loo": {setup id: s}} (the
+    value fitted on the device's other setups; a setup with none keeps the profile's)."""
+    sse = {st.spec["id"]: baseline_sse(st, grid) for st in setups if launch_unmeasured(st)}
+    hw_of = {st.spec["id"]: st.spec["hardware"] for st in setups}
+    out = {"all": {}, "loo": {}}
+    for hw in sorted({hw_of[k] for k in sse}):
+        mine = [k for k in sse if hw_of[k] == hw]
+        out["all"][hw] = float(grid[int(np.argmin(sum(sse[k] for k in mine)))])
+        for k in mine:
+            others = [o for o in mine if o != k]
+            if others:
+                out["loo"][k] = float(grid[int(np.argmin(sum(sse[o] for o in others)))])
+    return out
+
+
 def run(data: Path = DATA, progress=None) -> dict:
     """Price every setup; fit the round numbers with each whole setup left out; return the results."""
     setups, not_scored = load_setups(data)
+    koh = fit_kernel_overhead(setups)
     priced = []
     for st in setups:
         if progress:
             progress(f"pricing {st.spec['id']}")
-        priced.append(Priced(st))
+        v = koh["loo"].get(st.spec["id"])
+        hw = None if v is None else load_hardware(st.spec["hardware"]).model_copy(update={"kernel_overhead_s": v})
+        priced.append(Priced(st, hw))
     base_fit = [p for p in priced if p.st.spec.get("baseline_group")]
     groups = sorted({p.st.spec["baseline_group"] for p in base_fit})
     # step host numbers of engines with baseline columns (SGLang): on all groups, and without each group
@@ -247,7 +301,7 @@ def run(data: Path = DATA, progress=None) -> dict:
     r_all, hosts_all = fit_round(priced, preds, None)
     all_fit = {eng: (hosts_all[eng], sum(p.st.spec["engine"] == eng for p in priced), step.get((eng, None), {}))
                for eng in hosts_all}
-    return dict(results=results, all_fit=all_fit, reuse_all=r_all, not_scored=not_scored)
+    return dict(results=results, all_fit=all_fit, reuse_all=r_all, not_scored=not_scored, kernel_overhead=koh)
 
 
 def summary(res: dict, key: str = "pred") -> dict:
@@ -296,17 +350,27 @@ def write_report(out: Path = ROOT / "docs" / "validation" / "speculation_load.md
          "these rows, so every setup is out of sample. AL: the row's where stated, else fitted on the setup's lowest",
          "load (that row is then exact by construction and not counted). Where a setup ran an engine version whose",
          "round differs from the shipped profile, setups.yaml overrides the profile with the sourced difference.",
+         "Where a device has no kernel table in reference/measured (MI300X), its per-kernel time (kernel_overhead_s)",
+         "is fitted on the non-speculative baseline columns of its setups, and each setup is scored with the value",
+         "fitted on the others (fit_kernel_overhead): no speculative row and no row of the setup itself sets it.",
          "Beside it (not scored): the round's host numbers fitted with each whole setup left out (least squares on",
          "log speedup over the other setups): each engine's `spec_host_per_seq_s`, one `VERIFY_EXPERT_REUSE`",
          "(specplan/costs/moe.py) for all MoE setups, and SGLang's step host numbers (host_step_s, host_per_seq_s)",
          "from the baseline (non-speculative) tokens/s columns of the H100 SGLang setups, the setup's own left out.", "",
          "## Summary", "",
-         f"- **sourced model** (scored; nothing fitted): median |error| of the speedup **{s0['median_abs_pct']:.1f} %** "
+         f"- **sourced model** (scored; nothing fitted to a speculative row): median |error| of the speedup **{s0['median_abs_pct']:.1f} %** "
          f"over {s0['n_rows']} scored rows (mean {s0['mean_abs_pct']:.1f} %); trend (speedup at the highest load / at "
          f"the lowest) within 0.10 of the measured one in **{s0['trend_ok']} of {s0['n_setups']}** setups",
          f"- with the round's host numbers fitted, one setup left out at a time: median |error| "
          f"{s['median_abs_pct']:.1f} % (mean {s['mean_abs_pct']:.1f} %), trends within 0.10 in {s['trend_ok']} of "
          f"{s['n_setups']}", ""]
+    koh = res.get("kernel_overhead", {"all": {}, "loo": {}})
+    for hw_id, v in koh["all"].items():
+        prof = load_hardware(hw_id).kernel_overhead_s
+        loo = ", ".join(f"{k} {x * 1e6:.1f} us" for k, x in koh["loo"].items())
+        L += [f"- {hw_id} kernel_overhead_s fitted on its setups' non-speculative baselines: {v * 1e6:.1f} us per "
+              f"kernel (hardware_profiles/{hw_id}.yaml holds {prof * 1e6:.1f} us); each setup scored with the value "
+              f"from the other: {loo}", ""]
     top = (res["reuse_all"] >= max(REUSE_GRID), {e: v[0] >= HOST_GRID_S[-1] for e, v in res["all_fit"].items()})
     L += [f"Fitted on all setups together: VERIFY_EXPERT_REUSE {res['reuse_all']:.2f}"
           f"{' (the top of its grid)' if top[0] else ''};", ""]
