@@ -1,9 +1,11 @@
-"""`specplan validate-kernels | validate-step | validate-eagle3 | validate-parallel`: regenerate the validation
+"""`specplan validate-kernels | validate-step | validate-eagle3 | validate-parallel | validate-round`: regenerate the validation
 reports of a repository checkout (they read reference/ and bench_data/, which the wheel does not ship)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import typer
 
 from specplan.cli.app import app
 from specplan.core.errors import SpecplanError
@@ -55,3 +57,16 @@ def validate_parallel() -> None:
     out = ROOT / "docs" / "validation" / "deepseek_r1_b200_mtp.md"
     atomic_write_text(out, b200_mtp_report())
     print(f"wrote {out}")
+
+
+@app.command("validate-round")
+def validate_round(
+    csv_path: Path = typer.Option(..., "--csv", help="round.csv of specplan/bench/round_bench.py (a GPU run)."),
+    out: Path = typer.Option(Path("docs/validation/round.md"), "--out", "-o", help="Report path."),
+) -> None:
+    """One speculative round of specplan's torch harness (draft, verify, rejection apart) against specplan."""
+    if not csv_path.is_file():
+        raise SpecplanError(f"--csv: {csv_path}: no such file")
+    from specplan.validation.round_bench import main
+
+    print(f"wrote {main(csv_path, out)}")
