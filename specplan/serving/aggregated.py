@@ -126,7 +126,7 @@ def gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft=
     not on the concurrency: a (concurrency x D) grid is priced once per distinct D and spread back
     (`evaluate_at_b` stays at the distinct D)."""
     d = np.asarray(spec.get("draft_len", 0), dtype=float)
-    if d.ndim >= 1 and d.size > 1:
+    if d.ndim >= 1 and d.size > 1 and only_draft_len_varies(spec):
         du, inv = np.unique(d, return_inverse=True)
         if du.size < d.size:
             t = _gpu_tables(model, hw, tp, wl, eng, {**spec, "draft_len": du}, prec, b_max, draft)
@@ -134,6 +134,12 @@ def gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft=
             return dataclasses.replace(t, **{k: np.asarray(getattr(t, k))[..., idx] for k in _PER_CONFIG
                                  if np.ndim(getattr(t, k)) and np.shape(getattr(t, k))[-1] == du.size})
     return _gpu_tables(model, hw, tp, wl, eng, spec, prec, b_max, draft)
+
+
+def only_draft_len_varies(spec: dict) -> bool:
+    """True when no entry of a speculation spec but draft_len is an array (a per-point tree size, say): then a
+    grid's costs can be priced per distinct draft length."""
+    return not any(k != "draft_len" and isinstance(v, np.ndarray) and v.size > 1 for k, v in spec.items())
 
 
 def _gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft=None) -> GpuTables:

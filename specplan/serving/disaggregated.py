@@ -22,7 +22,8 @@ import numpy as np
 from specplan.model.memory import kv_bytes_per_token, memory_usage
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_engine, load_hardware, load_model
-from specplan.serving.aggregated import draft_prefill_model, running_cap, step_kernels, ttft_quantile_s
+from specplan.serving.aggregated import (draft_prefill_model, only_draft_len_varies, running_cap, step_kernels,
+                                        ttft_quantile_s)
 from specplan.serving.prefill import prefill_s
 from specplan.serving.workload import Workload
 from specplan.speculation.round import round_gpu_extra_s, round_s
@@ -128,8 +129,8 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
     cap = running_cap(eng, workload, mem_one.max_batch)  # decode batch per instance: engine cap, KV cache
 
     # the decode table depends on D, not on the concurrency: priced once per distinct D, spread back below
-    du, inv = np.unique(d, return_inverse=True)
-    du = du if d.ndim else d
+    spread = d.ndim >= 1 and only_draft_len_varies(spec)
+    du, inv = np.unique(d, return_inverse=True) if spread else (d, None)
     spec_u = {**spec, "draft_len": du}
 
     def at_whole(b):  # the engine's round as in aggregated serving: GPU extras (extend, rejection), round host
@@ -144,7 +145,7 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
     b_top = min(max(b_top, 1.0), float(cap))
     grid, t_u, r_grid = _decode_tables(at_whole, b_top, du.shape)
     al_u = np.broadcast_to(np.asarray(r_grid["acceptance_length"])[0], du.shape)
-    if d.ndim:
+    if spread:
         idx = np.asarray(inv).reshape(d.shape)
         t_grid, al = t_u[:, idx], al_u[idx]
     else:

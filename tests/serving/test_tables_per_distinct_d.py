@@ -37,3 +37,11 @@ def test_disaggregated_pools_do_not_depend_on_how_often_a_d_repeats():
     two = disaggregated_pools("llama-3.1-8b", "h100-sxm", wl2, [(1, 1)], **kw)[0]
     one = disaggregated_pools("llama-3.1-8b", "h100-sxm", wl1, [(1, 1)], **kw)[0]
     np.testing.assert_allclose(np.asarray(two["tpot_s"])[1], np.asarray(one["tpot_s"])[0], rtol=1e-9)
+
+
+def test_a_per_point_spec_entry_keeps_point_by_point_pricing():
+    from specplan.serving.aggregated import only_draft_len_varies
+
+    d = np.array([[1.0, 3.0]]) * np.ones((2, 1))
+    assert only_draft_len_varies({"draft_len": d, "tree_tokens": 8.0, "acceptance": None})
+    assert not only_draft_len_varies({"draft_len": d, "tree_tokens": np.array([[4.0, 8.0], [6.0, 8.0]])})
