@@ -35,15 +35,15 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if __package__:
-    from .step_bench import LLAMA31_8B, TINY, StepModel, StepRunner, log, nvidia_smi
+    from .step_bench import LLAMA31_8B, TINY, StepModel, StepRunner, log, nvidia_smi, run_env
     from .timing import measure
-    from .torch_env import device_info, require_torch
+    from .torch_env import require_torch
 else:  # plain module from the bench folder (GPU machine: no specplan/__init__, no pydantic)
     if HERE not in sys.path:
         sys.path.insert(0, HERE)
-    from step_bench import LLAMA31_8B, TINY, StepModel, StepRunner, log, nvidia_smi  # type: ignore[no-redef]
+    from step_bench import LLAMA31_8B, TINY, StepModel, StepRunner, log, nvidia_smi, run_env  # type: ignore
     from timing import measure  # type: ignore[no-redef]
-    from torch_env import device_info, require_torch  # type: ignore[no-redef]
+    from torch_env import require_torch  # type: ignore[no-redef]
 
 DRAFT_VOCAB = {"llama-3.1-8b": 32000, "tiny": 100}  # model_profiles/eagle3-llama-3.1-8b.yaml draft_vocab_size
 COLUMNS = ("model", "device", "batch", "draft_len", "context", "part", "time_us", "torch_version", "device_name",
@@ -226,15 +226,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     t0 = time.monotonic()
     torch = require_torch()
-    os.makedirs(args.out, exist_ok=True)
-    info = device_info(torch, args.device)
-    env: dict = {"info": info, "argv": sys.argv, "nvidia_smi_before": nvidia_smi(), "skipped": [], "errors": []}
-    env_path, csv_path = os.path.join(args.out, "env.json"), os.path.join(args.out, "round.csv")
-
-    def dump_env():
-        env["elapsed_s"] = time.monotonic() - t0
-        with open(env_path, "w") as fh:
-            json.dump(env, fh, indent=1, default=str)
+    env, dump_env = run_env(torch, args.device, args.out, t0)
+    info = env["info"]
+    csv_path = os.path.join(args.out, "round.csv")
 
     if args.smoke:
         cfg, dtype, batches, drafts, context = TINY, ("bf16" if args.device != "cpu" else "fp32"), (1, 3), (0, 1, 3), 16

@@ -221,6 +221,22 @@ def nvidia_smi() -> str:
         return f"nvidia-smi failed: {exc}"
 
 
+def run_env(torch, device: str, out: str, t0: float) -> tuple[dict, object]:
+    """(env, dump): the run's environment record (device info, nvidia-smi, checks, skips, errors) and a function
+    that writes it to out/env.json with the elapsed time."""
+    os.makedirs(out, exist_ok=True)
+    env: dict = {"info": device_info(torch, device), "argv": sys.argv, "nvidia_smi_before": nvidia_smi(),
+                 "checks": [], "skipped": [], "errors": []}
+    path = os.path.join(out, "env.json")
+
+    def dump():
+        env["elapsed_s"] = time.monotonic() - t0
+        with open(path, "w") as fh:
+            json.dump(env, fh, indent=1, default=str)
+
+    return env, dump
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="folder for step.csv, env.json")
@@ -231,16 +247,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     t0 = time.monotonic()
     torch = require_torch()
-    os.makedirs(args.out, exist_ok=True)
-    info = device_info(torch, args.device)
-    env: dict = {"info": info, "argv": sys.argv, "nvidia_smi_before": nvidia_smi(), "checks": [],
-                 "skipped": [], "errors": []}
-    env_path, csv_path = os.path.join(args.out, "env.json"), os.path.join(args.out, "step.csv")
-
-    def dump_env():
-        env["elapsed_s"] = time.monotonic() - t0
-        with open(env_path, "w") as fh:
-            json.dump(env, fh, indent=1, default=str)
+    env, dump_env = run_env(torch, args.device, args.out, t0)
+    info = env["info"]
+    csv_path = os.path.join(args.out, "step.csv")
 
     if args.smoke:
         dtype = "bf16" if args.device != "cpu" else "fp32"
