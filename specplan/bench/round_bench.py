@@ -95,7 +95,8 @@ class DraftRunner:
     def _buffers(self, q: int, **kw) -> dict:
         torch, t = self.hd.torch, self.b * q
         buf = dict(q=q, x2=torch.empty(t, 2 * self.h, **kw), hid=torch.empty(t, self.h, **kw),
-                   qkv=torch.empty(t, (self.hq + 2 * self.hkv) * self.d, **kw), attn=torch.empty(t, self.hq * self.d, **kw),
+                   qkv=torch.empty(t, (self.hq + 2 * self.hkv) * self.d, **kw),
+                   attn=torch.empty(t, self.hq * self.d, **kw),
                    o=torch.empty(t, self.h, **kw), logits=torch.empty(self.b, self.hd.draft_vocab, **kw))
         qkv4 = buf["qkv"].view(self.b, q, self.hq + 2 * self.hkv, self.d)
         buf["q4"] = qkv4[:, :, :self.hq].transpose(1, 2)

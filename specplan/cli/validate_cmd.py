@@ -1,5 +1,5 @@
-"""`specplan validate-kernels | validate-step | validate-eagle3 | validate-parallel | validate-round`: regenerate the validation
-reports of a repository checkout (they read reference/ and bench_data/, which the wheel does not ship)."""
+"""`specplan validate-kernels | validate-step | validate-eagle3 | validate-parallel | validate-round`: regenerate
+the validation reports of a repository checkout (they read reference/ and bench_data/, which the wheel does not ship)."""
 
 from __future__ import annotations
 

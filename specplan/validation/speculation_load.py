@@ -48,8 +48,12 @@ class Setup:
     measured: np.ndarray
     al_rows: np.ndarray
     case_ids: list
-    base_tok_s: np.ndarray  # the rows' baseline (non-speculative) output tokens/s where the metric is throughput
     base_value: np.ndarray  # the rows' baseline in their metric: output tokens/s, or mean E2E latency in s (nan: none)
+
+    @property
+    def base_tok_s(self) -> np.ndarray:
+        """The rows' baseline (non-speculative) output tokens/s where the metric is throughput (else nan)."""
+        return self.base_value if self.spec["metric"] == "throughput" else np.full(self.base_value.shape, np.nan)
 
 
 def load_setups(data: Path = DATA) -> tuple[list[Setup], dict]:
@@ -62,14 +66,12 @@ def load_setups(data: Path = DATA) -> tuple[list[Setup], dict]:
         mine = sorted((r for r in rows if r["case_id"].startswith(s["rows"])),
                       key=lambda r: float(r["batch_or_concurrency"]))
         al = np.array([float(r["acceptance_length"]) if r["acceptance_length"] else np.nan for r in mine])
-        base = np.array([float(r["baseline_value"]) if r["metric"] == "output_tok_s" and r["baseline_value"]
-                         else np.nan for r in mine])
         value = np.array([float(r["baseline_value"]) * (1e-3 if r["metric"] == "e2e_latency_ms_mean" else 1.0)
                           if r["baseline_value"] and r["metric"] in ("output_tok_s", "e2e_latency_ms_mean",
                                                                  "e2e_latency_s_mean")
                           else np.nan for r in mine])
         out.append(Setup(s, np.array([float(r["batch_or_concurrency"]) for r in mine]),
-                         np.array([float(r["speedup"]) for r in mine]), al, [r["case_id"] for r in mine], base, value))
+                         np.array([float(r["speedup"]) for r in mine]), al, [r["case_id"] for r in mine], value))
     return out, cfg.get("not_scored", {})
 
 
@@ -115,18 +117,13 @@ class Priced:
                                               self.b_max, self.draft) for wl in self.wls]
         return self._spec[key]
 
-    def baseline_tok_s(self, upd: dict) -> np.ndarray:
-        """Predicted non-speculative output tokens/s at every load with engine fields `upd` (host numbers)."""
-        eng = self.eng.model_copy(update=upd)
-        return np.concatenate([np.atleast_1d(solve(t, eng, wl)["requests_per_s"] * wl.osl)
-                               for wl, t in zip(self.wls, self.base)])
-
-    def baseline_metric(self) -> np.ndarray:
-        """Predicted non-speculative value in the rows' own metric at every load: output tokens/s (throughput
-        rows) or mean request latency in s (latency rows)."""
+    def baseline_metric(self, upd: dict | None = None) -> np.ndarray:
+        """Predicted non-speculative value in the rows' own metric at every load, with engine fields `upd` (host
+        numbers): output tokens/s (throughput rows) or mean request latency in s (latency rows)."""
+        eng = self.eng.model_copy(update=upd) if upd else self.eng
         out = []
         for wl, t in zip(self.wls, self.base):
-            r = solve(t, self.eng, wl)
+            r = solve(t, eng, wl)
             v = r["requests_per_s"] * wl.osl if self.st.spec["metric"] == "throughput" else \
                 r["ttft_s"] + (wl.osl - 1.0) * r["tpot_s"]
             out.append(np.atleast_1d(v))
@@ -193,7 +190,7 @@ def fit_step_host(priced: list[Priced]) -> dict:
     for a in STEP_GRID_S:
         for b in PER_SEQ_GRID_S:
             upd = {"host_step_s": float(a), "host_per_seq_s": float(b)}
-            e = np.concatenate([np.log(p.baseline_tok_s(upd) / p.st.base_tok_s) for p in priced])
+            e = np.concatenate([np.log(p.baseline_metric(upd) / p.st.base_tok_s) for p in priced])
             v = float(np.mean(e ** 2))
             if v < best_v:
                 best, best_v = upd, v
@@ -347,7 +344,7 @@ def write_report(out: Path = ROOT / "docs" / "validation" / "speculation_load.md
          "Prediction: the aggregated serving path (closed loop at C = batch or concurrency, open loop at the request",
          "rate) with each engine's speculative round (specplan/speculation/round.py, docs/speculation_rounds.md).",
          "**Scored: the sourced model**, what `predict` gives with the shipped profiles: no number in it is fitted to",
-         "these rows, so every setup is out of sample. AL: the row's where stated, else fitted on the setup's lowest",
+         "these rows' speedups, so every setup is out of sample. AL: the row's where stated, else fitted on the setup's lowest",
          "load (that row is then exact by construction and not counted). Where a setup ran an engine version whose",
          "round differs from the shipped profile, setups.yaml overrides the profile with the sourced difference.",
          "Where a device has no kernel table in reference/measured (MI300X), its per-kernel time (kernel_overhead_s)",
