@@ -35,6 +35,33 @@ def int_list(values: Optional[Iterable[str]], name: str) -> list[int] | None:
     return out
 
 
+def number_list(value: Optional[str], name: str) -> list[float] | None:
+    """Numbers of one comma list ('1,8,32'), each under the option's bounds (core.limits.check_option, the rule
+    every float option has); None when not given; a one-line error for an item that is not such a number."""
+    from specplan.core.limits import check_option
+
+    if value is None:
+        return None
+    out = []
+    for part in comma_list(str(value)):
+        try:
+            x = float(part)
+        except ValueError:
+            raise SpecplanError(f"{name}: expected numbers (a comma list such as 1,8,32), got '{part}'") from None
+        out.append(check_option(x, name))
+    if not out:
+        raise SpecplanError(f"{name}: got no value")
+    return out
+
+
+def one_number(value: Optional[str], name: str) -> float | None:
+    """The one number of an option that predict also takes as a comma list; a one-line error for a list."""
+    out = number_list(value, name)
+    if out is not None and len(out) > 1:
+        raise SpecplanError(f"{name}: one value here (predict takes a comma list), got '{value}'")
+    return None if out is None else out[0]
+
+
 def context_tokens(value: str | int, name: str = "--context") -> int:
     """One token count, '32k' = 32768 (the same suffix as `pareto --context`); a one-line error otherwise."""
     try:

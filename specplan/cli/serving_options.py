@@ -17,8 +17,9 @@ Isl = Annotated[Optional[int], typer.Option(
     "--isl", help="Prompt tokens per request: the serving model (recommend --target-tps: the load; pareto: the "
                   "serving frontier over concurrency).")]
 Osl = Annotated[Optional[int], typer.Option("--osl", help="Output tokens per request (with --isl).")]
-Concurrency = Annotated[Optional[float], typer.Option(
-    "--concurrency", help="Requests in flight, closed loop (recommend and pareto: searched when not given).")]
+Concurrency = Annotated[Optional[str], typer.Option(
+    "--concurrency", help="Requests in flight, closed loop (recommend and pareto: searched when not given); predict "
+                          "takes a comma list (1,8,32,64,128) and prices each, baseline against speculation.")]
 RequestRate = Annotated[Optional[float], typer.Option("--request-rate", help="Requests per second (open loop).")]
 Pools = Annotated[Optional[str], typer.Option(
     "--pools", help="Disaggregated pools xPyD, e.g. 1P1D, 2P3D (recommend and pareto: searched when not given).")]

@@ -6,11 +6,13 @@ import json
 
 from typing import Annotated, List, Optional
 
+import numpy as np
 import typer
 
 from specplan.cli.app import app
-from specplan.cli.serving_options import Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate, StartupCohort
-from specplan.cli.parsing import cli_layout, comma_list, context_tokens, fold_ids, mech_values
+from specplan.cli.serving_options import (Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate,
+                                          StartupCohort)
+from specplan.cli.parsing import cli_layout, comma_list, context_tokens, fold_ids, mech_values, number_list, one_number
 from specplan.cli.output import print_json, table
 from specplan.core.errors import SpecplanError
 from specplan.speculation.guidelines import g1_phrase
@@ -84,6 +86,37 @@ def _print_serving(s: dict) -> None:
               f"(same load)")
 
 
+def _print_sweep(r: dict) -> None:
+    """predict's table over several concurrencies: baseline and speculative serving at each, and the speedups."""
+    s = r["serving"]
+    spec = r["mechanism"] != "none"
+    print(f"{r['model']} on {r['hardware']} (tp {r['tp']}), engine {s['engine']}, ISL {s['isl']}, OSL {s['osl']}, "
+          f"{s['mode']}; {r['mechanism']} D = {r['draft_len']}; compute {r['precision']['compute']}, "
+          f"kv {r['precision']['kv']}")
+    if r["acceptance_source"]:
+        print(f"acceptance: {r['acceptance_source']}")
+    dash = lambda v: "-" if v is None else v  # noqa: E731
+    rows, notes = [], []
+    for p in s["points"]:
+        b = p["baseline"]
+        row = [p["concurrency"], dash(b["tpot_ms"]), dash(b["ttft_ms"]), dash(b["tokens_per_s_per_user"]),
+               dash(b["tokens_per_s_per_gpu"])]
+        x = p.get("speculative")
+        if x is not None:
+            row += [dash(x["tpot_ms"]), dash(x["ttft_ms"]), dash(x["tokens_per_s_per_user"]),
+                    dash(x["tokens_per_s_per_gpu"]), dash(p["speedup_tpot"]), dash(p["speedup_throughput"])]
+        fits = b["fits"] and (x is None or x["fits"])
+        rows.append(row + [b["decode_batch"], "yes" if fits else "no"])
+        notes += [n for n in (b.get("note"), None if x is None else x.get("note")) if n and n not in notes]
+    head = ["concurrency", "TPOT ms", "TTFT ms", "tok/s/user", "tok/s/GPU"]
+    if spec:
+        head = (["concurrency", "base TPOT ms", "base TTFT ms", "base tok/s/user", "base tok/s/GPU", "spec TPOT ms",
+                 "spec TTFT ms", "spec tok/s/user", "spec tok/s/GPU", "TPOT speedup", "throughput speedup"])
+    print(table(rows, head + ["decode batch", "fits"]))
+    for n in notes + list(r["notes"]):
+        print(f"note: {n}")
+
+
 @app.command("predict")
 def predict(
     model: str = typer.Option(..., "--model", "-m", help="Target model id or profile YAML path."),
@@ -121,18 +154,32 @@ def predict(
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Baseline vs speculative step, AL, speedup, throughputs, memory and guideline diagnostics of one point;
-    with --isl/--osl also the serving model (TPOT, TTFT, latency, tokens/s) at --concurrency or --request-rate."""
+    with --isl/--osl also the serving model (TPOT, TTFT, latency, tokens/s) at --concurrency or --request-rate
+    (several concurrencies, 1,8,32: one table of the serving answer at each)."""
     from specplan.speculation.acceptance_spec import cli_acceptance, one_acceptance
-    from specplan.planning.predict import predict_serving, predict_summary
+    from specplan.planning.predict import predict_serving, predict_serving_sweep, predict_summary
     from specplan.serving.workload import workload_from_options
 
     acc = cli_acceptance(acceptance_length, acceptance_rate, acceptance_per_position, acceptance_profile, draft_len)
     if acceptance:
         acc = one_acceptance(acceptance, mechanism, draft_len, given=acc is not None)
-    wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools, startup_cohort=startup_cohort)
+    loads = number_list(concurrency, "--concurrency")
+    sweep = loads is not None and len(loads) > 1
+    wl = workload_from_options(isl, osl, None if loads is None else (np.asarray(loads) if sweep else loads[0]),
+                               request_rate, mode, pools, startup_cohort=startup_cohort)
     kw = dict(mechanism=mechanism, draft_len=draft_len, acceptance=acc, dtype=dtype, kv_dtype=kv_dtype,
               draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
               draft_kv_budget=draft_kv_budget, tree_tokens=tree_tokens, engine=_engine(engine, serving))
+    if wl is not None and sweep:
+        if (dp, ep, pp) != (1, 1, 1) or mode != "agg":
+            raise SpecplanError("predict: several --concurrency values take the aggregated serving model "
+                                "(--mode agg) and --tp only")
+        r = predict_serving_sweep(model, hardware, wl, tp=tp, **kw)
+        if json_out:
+            print_json(r)
+        else:
+            _print_sweep(r)
+        return
     if wl is not None:
         if (dp, ep, pp) != (1, 1, 1):
             raise SpecplanError("predict: the serving model (--isl/--osl) takes --tp only, not --dp/--ep/--pp")
@@ -271,6 +318,7 @@ def recommend(
     acc = mech_values(acceptance, "mechanism=value")
     mechs = comma_list(mechanisms) or None
     eng = _engine(engine, serving)
+    concurrency = one_number(concurrency, "--concurrency")
     hw_list, hardware = list(hardware), hardware[0]
     if target_total is not None and len(hw_list) > 1:
         raise SpecplanError("recommend --target-tps: give one --hardware")

@@ -12,7 +12,7 @@ import typer
 
 from specplan.cli.app import app
 from specplan.cli.serving_options import Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate, StartupCohort
-from specplan.cli.parsing import comma_list, fold_ids, int_list, mech_values
+from specplan.cli.parsing import comma_list, fold_ids, int_list, mech_values, one_number
 from specplan.planning.sweep import MAX_DRAFT_LEN
 
 
@@ -228,6 +228,7 @@ def pareto(
     from specplan.core.errors import SpecplanError
     from specplan.serving.workload import workload_from_options
 
+    concurrency = one_number(concurrency, "--concurrency")
     wl = workload_from_options(isl, osl, concurrency, request_rate, mode or ("disagg" if pools else "agg"), pools,
                                require_load=False, startup_cohort=startup_cohort)
     if wl is not None:

@@ -86,11 +86,7 @@ def predict_summary(model, hardware, *, tp=1, batch=1, context_len=1024, mechani
 def predict_serving(model, hardware, workload, *, tp=1, mechanism="none", draft_len=0, acceptance=None,
                     engine=None, **kw) -> dict:
     """predict_summary at the derived decode batch and context (ISL + OSL/2), plus r['serving'] (serving/api)."""
-    from specplan.serving.api import serving_summary
-
-    keep = {k: kw[k] for k in ("dtype", "kv_dtype", "draft_model") if kw.get(k) is not None}
-    srv = serving_summary(model, hardware, workload, tp=tp, engine=engine, mechanism=mechanism, draft_len=draft_len,
-                          acceptance=acceptance, **keep)
+    srv = _serving_summary(model, hardware, workload, tp, mechanism, draft_len, acceptance, engine, kw)
     batch = max(1, int(round(srv["baseline"]["decode_batch"])))
     r = predict_summary(model, hardware, tp=tp, batch=batch, context_len=int(round(workload.decode_context)),
                         mechanism=mechanism, draft_len=draft_len, acceptance=acceptance, engine=engine, **kw)
@@ -105,6 +101,30 @@ def predict_serving(model, hardware, workload, *, tp=1, mechanism="none", draft_
             speculative_tps=sp["tokens_per_s_per_gpu"] if sp else None, draft_len=draft_len,
             acceptance_length=sp["acceptance_length"] if sp else 1.0, isl=workload.isl, osl=workload.osl)
     return r
+
+
+def _serving_summary(model, hardware, workload, tp, mechanism, draft_len, acceptance, engine, kw) -> dict:
+    """serving/api.serving_summary with the predict options the serving model takes (dtype, kv_dtype, draft_model)."""
+    from specplan.serving.api import serving_summary
+
+    keep = {k: kw[k] for k in ("dtype", "kv_dtype", "draft_model") if kw.get(k) is not None}
+    return serving_summary(model, hardware, workload, tp=tp, engine=engine, mechanism=mechanism, draft_len=draft_len,
+                           acceptance=acceptance, **keep)
+
+
+SWEEP_KEYS = ("model", "hardware", "tp", "mechanism", "draft_len", "verify_tokens", "precision", "acceptance_source",
+              "notes")
+
+
+def predict_serving_sweep(model, hardware, workload, *, tp=1, mechanism="none", draft_len=0, acceptance=None,
+                          engine=None, **kw) -> dict:
+    """The serving model at each of the workload's concurrencies (one vectorized pass: r['serving']['points']),
+    with the model, precision, acceptance source and notes of the step at the lowest concurrency's decode batch."""
+    srv = _serving_summary(model, hardware, workload, tp, mechanism, draft_len, acceptance, engine, kw)
+    batch = max(1, int(round(srv["points"][0]["baseline"]["decode_batch"])))
+    r = predict_summary(model, hardware, tp=tp, batch=batch, context_len=int(round(workload.decode_context)),
+                        mechanism=mechanism, draft_len=draft_len, acceptance=acceptance, engine=engine, **kw)
+    return {**{k: r[k] for k in SWEEP_KEYS}, "serving": srv}
 
 
 def draft_hardware_is_same(kw: dict) -> bool:

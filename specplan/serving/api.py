@@ -19,15 +19,21 @@ def serve(model, hardware, workload: Workload, **kw) -> dict:
     return fn(model, hardware, workload, **kw)
 
 
-def _point(r: dict, workload: Workload | None = None) -> dict:
-    """One configuration's numbers (ms, tokens/s); TPOT is None for OSL 1 (no decode), TTFT None when unstable,
-    with `note` saying why (open loop: arrivals exceed the saturation rate)."""
+def _at(v, i: int):
+    """Entry i of a result array over the loads (a single value serves every i)."""
+    a = np.asarray(v).reshape(-1)
+    return a[i if a.size > 1 else 0]
+
+
+def _point(r: dict, workload: Workload | None = None, i: int = 0) -> dict:
+    """One configuration's numbers (ms, tokens/s) at load i of the result; TPOT is None for OSL 1 (no decode),
+    TTFT None when unstable, with `note` saying why (open loop: arrivals exceed the saturation rate)."""
     def f(k):
-        v = float(np.asarray(r[k]).reshape(-1)[0])
+        v = float(_at(r[k], i))
         return None if not np.isfinite(v) else v
 
     ms = lambda k: None if f(k) is None else 1e3 * f(k)  # noqa: E731
-    stable = bool(np.all(r["stable"]))
+    stable = bool(_at(r["stable"], i))
     out = {"tpot_ms": ms("tpot_s"), "ttft_ms": ms("ttft_s") if stable else None,
            "ttft_p50_ms": ms("ttft_p50_s") if stable and "ttft_p50_s" in r else None,
            "ttft_p90_ms": ms("ttft_p90_s") if stable and "ttft_p90_s" in r else None,
@@ -35,7 +41,7 @@ def _point(r: dict, workload: Workload | None = None) -> dict:
            "tokens_per_s_per_user": f("tokens_per_s_per_user"),
            "tokens_per_s_per_gpu": f("tokens_per_s_per_gpu") if stable else None,
            "decode_batch": f("decode_batch"), "requests_per_s": f("requests_per_s"),
-           "acceptance_length": f("acceptance_length"), "fits": bool(np.all(r["fits"])), "stable": stable}
+           "acceptance_length": f("acceptance_length"), "fits": bool(_at(r["fits"], i)), "stable": stable}
     if "saturation_requests_per_s" in r:
         out["saturation_requests_per_s"] = f("saturation_requests_per_s")
     if workload is not None and workload.osl == 1:
@@ -49,27 +55,38 @@ def _point(r: dict, workload: Workload | None = None) -> dict:
     return out
 
 
+def _compare(base: dict, sp: dict) -> dict:
+    """TPOT and throughput speedups of a speculative point over its baseline at the same load (None: undefined)."""
+    ok = lambda k: base[k] is not None and sp[k] is not None  # noqa: E731
+    return {"speedup_tpot": base["tpot_ms"] / sp["tpot_ms"] if ok("tpot_ms") else None,
+            "speedup_throughput": (sp["tokens_per_s_per_gpu"] / base["tokens_per_s_per_gpu"]
+                                   if ok("tokens_per_s_per_gpu") else None)}
+
+
 def serving_summary(model, hardware, workload: Workload, *, mechanism="none", draft_len=0, acceptance=None,
                     **kw) -> dict:
     """{'mode', 'engine', 'isl', 'osl', 'concurrency' | 'request_rate', 'baseline': {...}, and with a mechanism
-    'speculative': {...}, 'speedup_tpot', 'speedup_throughput'} (ms, tokens/s)."""
+    'speculative': {...}, 'speedup_tpot', 'speedup_throughput'} (ms, tokens/s). With several concurrencies
+    (an array workload.concurrency, priced in one vectorized pass): {'mode', 'engine', 'isl', 'osl', 'points':
+    [that dict per concurrency]}."""
     from specplan.profiles.registry import load_engine
 
-    base = _point(serve(model, hardware, workload, **kw), workload)
-    out = {"mode": workload.mode, "engine": load_engine(kw.get("engine")).id, "isl": workload.isl,
-           "osl": workload.osl, "baseline": base}
-    if workload.concurrency is not None:
-        out["concurrency"] = float(np.asarray(workload.concurrency).reshape(-1)[0])
-    else:
-        out["request_rate"] = float(workload.request_rate)
-    if "pools" in base:
-        out["pools"] = base.pop("pools")
-    if mechanism != "none":
-        sp = _point(serve(model, hardware, workload, mechanism=mechanism, draft_len=draft_len, acceptance=acceptance,
-                          **kw), workload)
-        out["speculative"] = sp
-        ok = lambda k: base[k] is not None and sp[k] is not None  # noqa: E731
-        out["speedup_tpot"] = base["tpot_ms"] / sp["tpot_ms"] if ok("tpot_ms") else None
-        out["speedup_throughput"] = (sp["tokens_per_s_per_gpu"] / base["tokens_per_s_per_gpu"]
-                                     if ok("tokens_per_s_per_gpu") else None)
-    return out
+    rb = serve(model, hardware, workload, **kw)
+    rs = None if mechanism == "none" else serve(model, hardware, workload, mechanism=mechanism, draft_len=draft_len,
+                                                acceptance=acceptance, **kw)
+    head = {"mode": workload.mode, "engine": load_engine(kw.get("engine")).id, "isl": workload.isl,
+            "osl": workload.osl}
+    loads = np.asarray(workload.concurrency if workload.concurrency is not None else workload.request_rate,
+                       dtype=float).reshape(-1)
+    points = []
+    for i, load in enumerate(loads):  # one entry per load of the already priced arrays (formatting only)
+        base = _point(rb, workload, i)
+        out = dict(head, **({"concurrency": float(load)} if workload.concurrency is not None
+                            else {"request_rate": float(load)}), baseline=base)
+        if "pools" in base:
+            out["pools"] = base.pop("pools")
+        if rs is not None:
+            out["speculative"] = _point(rs, workload, i)
+            out.update(_compare(base, out["speculative"]))
+        points.append(out)
+    return points[0] if len(points) == 1 else dict(head, points=points)

@@ -127,8 +127,11 @@ def littles_law(data) -> list[str]:
     out = []
     if not isinstance(data, dict):
         return out
-    s = data.get("serving")
-    if isinstance(s, dict) and isinstance(s.get("concurrency"), (int, float)):
+    srv = data.get("serving")
+    blocks = srv.get("points") if isinstance(srv, dict) and isinstance(srv.get("points"), list) else [srv]
+    for s in blocks:  # predict's one load, or each of its concurrencies (--concurrency 1,8,64)
+        if not (isinstance(s, dict) and isinstance(s.get("concurrency"), (int, float))):
+            continue
         for name in ("baseline", "speculative"):
             x = s.get(name)
             if not isinstance(x, dict) or not x.get("stable", True) or not isinstance(x.get("requests_per_s"), float):

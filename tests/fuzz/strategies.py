@@ -88,8 +88,8 @@ def _serving():
 # serving options (issue 25): a load a user might give, or one value out of range / not finite
 SERVING_LENS = ["128", "1024", "4k"]
 BAD_LENS = BAD_INTS + ["100000000", str(2**31), "40000000"]
-GOOD_LOADS = ["1", "4", "64"]
-BAD_LOADS = BAD_FLOATS + ["1e9", "1e-9", "1e-10", "1e300", "1000000"]
+GOOD_LOADS = ["1", "4", "64", "1,8,64"]  # a list: predict prices each, recommend / pareto refuse it
+BAD_LOADS = BAD_FLOATS + ["1e9", "1e-9", "1e-10", "1e300", "1000000", "1,,x", "4,0", ","]
 
 
 def _engine_opt(p: float):

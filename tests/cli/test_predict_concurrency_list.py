@@ -1,0 +1,74 @@
+"""predict --concurrency 1,8,...: the serving answer at several loads in one vectorized pass, the same numbers as one
+predict per concurrency; bad lists get one line and a non-zero exit."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+BASE = ("predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--engine", "vllm", "--isl", "128", "--osl", "1024",
+        "--mechanism", "eagle3", "-D", "3", "--acceptance-profile", "eagle3-llama-3.1-8b-mtbench")
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "specplan", *args], capture_output=True, text=True, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    r = run(*BASE, "--concurrency", "1,32,128", "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_each_point_equals_predict_at_that_concurrency(sweep):
+    """The vectorized pass prices what one predict per concurrency prices (the step tables are interpolated on
+    grids that end at each run's largest concurrency, hence the 0.5 % tolerance)."""
+    points = sweep["serving"]["points"]
+    assert [p["concurrency"] for p in points] == [1.0, 32.0, 128.0]
+    for p in points:
+        r = run(*BASE, "--concurrency", f"{p['concurrency']:g}", "--json")
+        assert r.returncode == 0, r.stderr
+        one = json.loads(r.stdout)["serving"]
+        for side in ("baseline", "speculative"):
+            for k in ("tpot_ms", "ttft_ms", "tokens_per_s_per_gpu", "decode_batch"):
+                assert p[side][k] == pytest.approx(one[side][k], rel=5e-3), (p["concurrency"], side, k)
+        assert p["speedup_tpot"] == pytest.approx(one["speedup_tpot"], rel=5e-3)
+
+
+def test_speedups_are_the_ratios_of_the_points(sweep):
+    """TPOT speedup = baseline TPOT / speculative TPOT, throughput speedup = spec tok/s/GPU / baseline's; a closed
+    loop holds Little's law, C = decode batch + requests/s x TTFT (no request waits for admission here)."""
+    for p in sweep["serving"]["points"]:
+        b, s = p["baseline"], p["speculative"]
+        assert p["speedup_tpot"] == pytest.approx(b["tpot_ms"] / s["tpot_ms"], rel=1e-6)
+        assert p["speedup_throughput"] == pytest.approx(s["tokens_per_s_per_gpu"] / b["tokens_per_s_per_gpu"],
+                                                        rel=1e-6)
+        for x in (b, s):
+            assert x["decode_batch"] + x["requests_per_s"] * x["ttft_ms"] / 1e3 == pytest.approx(p["concurrency"],
+                                                                                                 rel=1e-3)
+
+
+def test_table_has_one_row_per_concurrency():
+    r = run(*BASE, "--concurrency", "1,8,64")
+    assert r.returncode == 0, r.stderr
+    rows = [ln.split() for ln in r.stdout.splitlines() if ln.split() and ln.split()[0].replace(".", "").isdigit()]
+    assert [float(x[0]) for x in rows] == [1.0, 8.0, 64.0]
+    assert "TPOT speedup" in r.stdout and "note: engine vllm" in r.stdout
+
+
+@pytest.mark.parametrize("value, needle", [("1,8,x", "--concurrency: expected numbers"),
+                                           ("1,0", "--concurrency: must be >= 1"),
+                                           ("1,nan", "--concurrency: must be a finite number"),
+                                           (",", "--concurrency: got no value")])
+def test_bad_lists_one_line(value, needle):
+    r = run(*BASE, "--concurrency", value)
+    assert r.returncode != 0
+    assert needle in r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_several_concurrencies_take_the_aggregated_model_only():
+    r = run(*BASE, "--concurrency", "1,8", "--mode", "disagg", "--pools", "1P1D")
+    assert r.returncode != 0 and "--mode agg" in r.stderr and len(r.stderr.strip().splitlines()) == 1
