@@ -65,6 +65,21 @@ def test_trtllm_yaml():
     assert yaml.safe_load(render(launch).split("# file: extra-llm-api.yaml\n")[1].split("\ntrtllm-serve")[0]) == opts
 
 
+def test_trtllm_yaml_pads_decode_batches_to_a_graph():
+    """engine_profiles/trtllm.yaml prices every decode batch up to graph_max_batch (128) as a graph replay; TensorRT-LLM
+    does that only with cuda_graph_config.enable_padding (its default, False, captures batches 1-31, 32, 64 and 128
+    and runs the others eagerly: llm_args.py BaseCudaGraphConfig). The launch sets it, and leaves the cap at its
+    default, the profile's 128."""
+    from specplan.profiles.registry import load_engine
+
+    opts = build("trtllm", plan_from_answer(SERVING_ANSWER)).files["extra-llm-api.yaml"]
+    assert opts["cuda_graph_config"] == {"enable_padding": True}
+    assert load_engine("trtllm").graph_max_batch == 128
+    bad = build("trtllm", plan_from_answer(SERVING_ANSWER))
+    bad.files["extra-llm-api.yaml"]["cuda_graph_config"] = {"enable_paddings": True}
+    assert any("enable_paddings" in b for b in check_launch(bad))
+
+
 def test_d_schedule_is_emitted_per_engine():
     ans = {**SERVING_ANSWER, "best": {**SERVING_ANSWER["best"], "d_schedule": [[1, 32, 5], [33, 128, 3]]}}
     p = plan_from_answer(ans)
