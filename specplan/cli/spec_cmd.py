@@ -76,7 +76,7 @@ def _print_serving(s: dict) -> None:
                          dash(x["request_latency_ms"]), dash(x["tokens_per_s_per_user"]),
                          dash(x["tokens_per_s_per_gpu"]), x["decode_batch"], "yes" if x["fits"] else "no"])
             if x.get("note") and x["note"] not in notes:
-                notes.append(x["note"])
+                notes.append(f"{name}: {x['note']}" if "speculative" in s else x["note"])
     print(table(rows, ["", "TPOT ms", "TTFT ms", "TTFT p50 ms", "TTFT p90 ms", "latency ms", "tok/s/user", "tok/s/GPU",
                        "decode batch", "fits"]))
     for n in notes:
@@ -107,7 +107,8 @@ def _print_sweep(r: dict) -> None:
                     dash(x["tokens_per_s_per_gpu"]), dash(p["speedup_tpot"]), dash(p["speedup_throughput"])]
         fits = b["fits"] and (x is None or x["fits"])
         rows.append(row + [b["decode_batch"], "yes" if fits else "no"])
-        notes += [n for n in (b.get("note"), None if x is None else x.get("note")) if n and n not in notes]
+        notes += [f"concurrency {p['concurrency']:g}, {side}: {n}" for side, n in
+                  (("baseline", b.get("note")), ("speculative", None if x is None else x.get("note"))) if n]
     head = ["concurrency", "TPOT ms", "TTFT ms", "tok/s/user", "tok/s/GPU"]
     if spec:
         head = (["concurrency", "base TPOT ms", "base TTFT ms", "base tok/s/user", "base tok/s/GPU", "spec TPOT ms",

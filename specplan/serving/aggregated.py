@@ -451,5 +451,6 @@ def aggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechan
         "tokens_per_s_per_user": 1.0 / tpot, "tokens_per_s_per_gpu": x * workload.osl / devices,
         "prefill_tokens_per_step": x * workload.isl * out["iteration_s"], "acceptance_length": tab.al,
         "fits": np.asarray(one.max_batch >= 1) & np.ones(np.shape(out["ttft_s"]), dtype=bool), "devices": devices,
-        "running_cap": cap, "weights_bytes": float(one.weights_bytes), "capacity_bytes": float(one.capacity_bytes),
+        "running_cap": cap, "kv_cap_requests": float(kv_cap), "weights_bytes": float(one.weights_bytes),
+        "capacity_bytes": float(one.capacity_bytes),
     }

@@ -8,6 +8,7 @@ from specplan.serving.aggregated import aggregated
 from specplan.serving.disaggregated import disaggregated
 from specplan.serving.workload import Workload
 
+NOTE_WAIT_S = 1e-3  # an admission wait from 1 ms up is named in the point's note
 KEYS = ("tpot_ms", "ttft_ms", "request_latency_ms", "tokens_per_s_per_user", "tokens_per_s_per_gpu")
 
 
@@ -23,6 +24,19 @@ def _at(v, i: int):
     """Entry i of a result array over the loads (a single value serves every i)."""
     a = np.asarray(v).reshape(-1)
     return a[i if a.size > 1 else 0]
+
+
+def admission_note(r: dict, point: dict, wait_ms: float) -> str:
+    """Why a closed loop's requests wait before their prefill: the running cap (the KV cache's room for ISL + OSL
+    tokens per request beside the weights, or max_num_seqs) or a saturated prefill; `wait_ms` of the TTFT."""
+    cap = float(r["running_cap"])
+    if point["decode_batch"] >= cap - 0.5:
+        kv = float(r.get("kv_cap_requests", np.inf))
+        why = (f"the KV cache holds {cap:g} requests of ISL + OSL tokens beside the weights" if kv <= cap else
+               f"the engine's max_num_seqs is {cap:g}")
+        return (f"at most {cap:g} requests run at once ({why}); the others wait for admission, "
+                f"{wait_ms:.0f} ms of the TTFT")
+    return f"the prefill is saturated: requests wait {wait_ms:.0f} ms for admission (part of the TTFT)"
 
 
 def _point(r: dict, workload: Workload | None = None, i: int = 0) -> dict:
@@ -46,6 +60,11 @@ def _point(r: dict, workload: Workload | None = None, i: int = 0) -> dict:
         out["saturation_requests_per_s"] = f("saturation_requests_per_s")
     if workload is not None and workload.osl == 1:
         out["note"] = "OSL 1: the prefill makes the only token, so there is no TPOT"
+    wait = f("admission_wait_s") if "admission_wait_s" in r else None
+    if stable and wait and "running_cap" in r:
+        out["admission_wait_ms"] = 1e3 * wait
+        if wait >= NOTE_WAIT_S:
+            out["note"] = "; ".join(n for n in (out.get("note"), admission_note(r, out, 1e3 * wait)) if n)
     if not stable:
         sat = out.get("saturation_requests_per_s")
         out["note"] = (f"unstable: arrivals ({f('requests_per_s'):.4g} req/s) exceed capacity "
