@@ -87,9 +87,11 @@ def _print_serving(s: dict) -> None:
 
 
 def _print_sweep(r: dict) -> None:
-    """predict's table over several concurrencies: baseline and speculative serving at each, and the speedups."""
+    """predict's table over several loads (concurrencies or request rates): baseline and speculative serving at
+    each, and the speedups."""
     s = r["serving"]
     spec = r["mechanism"] != "none"
+    key, label = ("concurrency", "concurrency") if "concurrency" in s["points"][0] else ("request_rate", "req/s")
     print(f"{r['model']} on {r['hardware']} (tp {r['tp']}), engine {s['engine']}, ISL {s['isl']}, OSL {s['osl']}, "
           f"{s['mode']}; {r['mechanism']} D = {r['draft_len']}; compute {r['precision']['compute']}, "
           f"kv {r['precision']['kv']}")
@@ -99,7 +101,7 @@ def _print_sweep(r: dict) -> None:
     rows, notes = [], []
     for p in s["points"]:
         b = p["baseline"]
-        row = [p["concurrency"], dash(b["tpot_ms"]), dash(b["ttft_ms"]), dash(b["tokens_per_s_per_user"]),
+        row = [p[key], dash(b["tpot_ms"]), dash(b["ttft_ms"]), dash(b["tokens_per_s_per_user"]),
                dash(b["tokens_per_s_per_gpu"])]
         x = p.get("speculative")
         if x is not None:
@@ -107,11 +109,11 @@ def _print_sweep(r: dict) -> None:
                     dash(x["tokens_per_s_per_gpu"]), dash(p["speedup_tpot"]), dash(p["speedup_throughput"])]
         fits = b["fits"] and (x is None or x["fits"])
         rows.append(row + [b["decode_batch"], "yes" if fits else "no"])
-        notes += [f"concurrency {p['concurrency']:g}, {side}: {n}" for side, n in
+        notes += [f"{label} {p[key]:g}, {side}: {n}" for side, n in
                   (("baseline", b.get("note")), ("speculative", None if x is None else x.get("note"))) if n]
-    head = ["concurrency", "TPOT ms", "TTFT ms", "tok/s/user", "tok/s/GPU"]
+    head = [label, "TPOT ms", "TTFT ms", "tok/s/user", "tok/s/GPU"]
     if spec:
-        head = (["concurrency", "base TPOT ms", "base TTFT ms", "base tok/s/user", "base tok/s/GPU", "spec TPOT ms",
+        head = ([label, "base TPOT ms", "base TTFT ms", "base tok/s/user", "base tok/s/GPU", "spec TPOT ms",
                  "spec TTFT ms", "spec tok/s/user", "spec tok/s/GPU", "TPOT speedup", "throughput speedup"])
     print(table(rows, head + ["decode batch", "fits"]))
     for n in notes + list(r["notes"]):
@@ -165,16 +167,17 @@ def predict(
     if acceptance:
         acc = one_acceptance(acceptance, mechanism, draft_len, given=acc is not None)
     loads = number_list(concurrency, "--concurrency")
-    sweep = loads is not None and len(loads) > 1
-    wl = workload_from_options(isl, osl, None if loads is None else (np.asarray(loads) if sweep else loads[0]),
-                               request_rate, mode, pools, startup_cohort=startup_cohort)
+    rates = number_list(request_rate, "--request-rate")
+    sweep = any(v is not None and len(v) > 1 for v in (loads, rates))
+    one = lambda v: None if v is None else (np.asarray(v) if len(v) > 1 else v[0])  # noqa: E731
+    wl = workload_from_options(isl, osl, one(loads), one(rates), mode, pools, startup_cohort=startup_cohort)
     kw = dict(mechanism=mechanism, draft_len=draft_len, acceptance=acc, dtype=dtype, kv_dtype=kv_dtype,
               draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
               draft_kv_budget=draft_kv_budget, tree_tokens=tree_tokens, engine=_engine(engine, serving))
     if wl is not None and sweep:
         if (dp, ep, pp) != (1, 1, 1) or mode != "agg":
-            raise SpecplanError("predict: several --concurrency values take the aggregated serving model "
-                                "(--mode agg) and --tp only")
+            raise SpecplanError("predict: several --concurrency or --request-rate values take the aggregated "
+                                "serving model (--mode agg) and --tp only")
         r = predict_serving_sweep(model, hardware, wl, tp=tp, **kw)
         if json_out:
             print_json(r)
@@ -320,6 +323,7 @@ def recommend(
     mechs = comma_list(mechanisms) or None
     eng = _engine(engine, serving)
     concurrency = one_number(concurrency, "--concurrency")
+    request_rate = one_number(request_rate, "--request-rate")
     hw_list, hardware = list(hardware), hardware[0]
     if target_total is not None and len(hw_list) > 1:
         raise SpecplanError("recommend --target-tps: give one --hardware")

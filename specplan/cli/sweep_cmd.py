@@ -229,6 +229,7 @@ def pareto(
     from specplan.serving.workload import workload_from_options
 
     concurrency = one_number(concurrency, "--concurrency")
+    request_rate = one_number(request_rate, "--request-rate")
     wl = workload_from_options(isl, osl, concurrency, request_rate, mode or ("disagg" if pools else "agg"), pools,
                                require_load=False, startup_cohort=startup_cohort)
     if wl is not None:

@@ -316,7 +316,7 @@ def _prefill_only(tab: GpuTables, eng, wl: Workload, shape, admission):
         ttft = np.where(np.isfinite(ttft), np.maximum(ttft, c / np.maximum(x, 1e-300)), c / np.maximum(x, 1e-300))
         stable = np.ones(shape, dtype=bool)
     else:
-        x = np.full(shape, float(wl.request_rate))
+        x = np.asarray(wl.request_rate, dtype=float) * np.ones(shape)
         ttft = ttft_at(x, None)
         stable = np.isfinite(ttft)
         c = x * np.where(stable, ttft, 0.0)
@@ -364,7 +364,7 @@ def solve(tab: GpuTables, eng, wl: Workload, admission: str = "immediate", kv_ca
     shape = np.shape(tab.al)
     if wl.osl == 1:
         return _prefill_only(tab, eng, wl, np.broadcast(np.zeros(shape), np.asarray(
-            wl.concurrency if wl.concurrency is not None else 0.0)).shape, admission)
+            wl.concurrency if wl.concurrency is not None else wl.request_rate, dtype=float)).shape, admission)
     cap = running_cap(eng, wl, kv_cap)
     if wl.concurrency is not None:
         c = np.asarray(wl.concurrency, dtype=float) * np.ones(shape)
@@ -384,7 +384,7 @@ def solve(tab: GpuTables, eng, wl: Workload, admission: str = "immediate", kv_ca
         ttft = ttft + adm
         stable = np.ones(c.shape, dtype=bool)
     else:
-        lam = float(wl.request_rate)
+        lam = np.asarray(wl.request_rate, dtype=float) * np.ones(shape)  # one rate, or one per grid point
         n_d = np.maximum((wl.osl - 1.0) / tab.al, 1e-9)
         b = np.zeros(shape)
         top = np.minimum(np.exp(tab.log_b[-1]), cap) * 2
@@ -392,7 +392,7 @@ def solve(tab: GpuTables, eng, wl: Workload, admission: str = "immediate", kv_ca
             tau, _, _ = state(tab, eng, wl, b, admission)
             b = np.minimum(lam * n_d * tau, top)
         tau, _, ttft = state(tab, eng, wl, b, admission)
-        x = np.full(shape, lam)
+        x = lam
         stable = np.isfinite(ttft) & (b <= np.minimum(np.exp(tab.log_b[-1]), cap))
         c = b + x * np.where(np.isfinite(ttft), ttft, 0.0)
         adm = np.zeros(shape)
@@ -430,9 +430,9 @@ def aggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechan
     workload.check(m)
     prec = resolve_precision(m, hw, dtype, kv_dtype)
     conc = None if workload.concurrency is None else np.asarray(workload.concurrency, dtype=float)
+    load = np.asarray(workload.concurrency if conc is not None else workload.request_rate, dtype=float)
     d = np.asarray(draft_len, dtype=float)
-    if conc is not None:
-        d = d * np.ones(np.broadcast(d, conc).shape)
+    d = d * np.ones(np.broadcast(d, load).shape)  # one grid point per load of a sweep
     spec = dict(mechanism=mechanism, draft_len=d, acceptance=acceptance, draft_model=draft_model, **spec_kw)
     dpm = draft_prefill_model(m, mechanism, draft_model)
     draft = None if dpm is None or np.all(d == 0) else (dpm, resolve_precision(dpm, hw, dtype, kv_dtype))

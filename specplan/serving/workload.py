@@ -52,7 +52,7 @@ class Workload:
     isl: int
     osl: int
     concurrency: float | np.ndarray | None = None  # one value or an array (a sweep)
-    request_rate: float | None = None
+    request_rate: float | np.ndarray | None = None  # one value or an array (a sweep)
     mode: str = "agg"
     pools: tuple[int, int] | None = None  # None: disaggregated serving runs 1P1D, recommend / pareto search them
     startup_cohort: bool = False  # opt-in: add the start-up bunching of a benchmark whose clients start together
@@ -72,7 +72,8 @@ class Workload:
                 raise SpecplanError(f"concurrency (--concurrency): must be >= 1 request, got {bad:g}"
                                     if c.size else "concurrency (--concurrency): got no value")
         if self.request_rate is not None:  # the one rule of a request rate (specplan.core.limits.REQUEST_RATE)
-            check_number(self.request_rate, "request rate (--request-rate)", *REQUEST_RATE)
+            for r in np.atleast_1d(np.asarray(self.request_rate, dtype=object)).ravel():
+                check_number(r, "request rate (--request-rate)", *REQUEST_RATE)
         for name, v in (("isl (--isl)", self.isl), ("osl (--osl)", self.osl)):
             if v > MAX_CONTEXT:
                 raise SpecplanError(f"{name}: must be <= {MAX_CONTEXT:,} tokens, got {brief(v)}")

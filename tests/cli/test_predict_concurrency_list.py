@@ -1,5 +1,5 @@
-"""predict --concurrency 1,8,...: the serving answer at several loads in one vectorized pass, the same numbers as one
-predict per concurrency; bad lists get one line and a non-zero exit."""
+"""predict --concurrency 1,8,... / --request-rate 1,4,...: the serving answer at several loads in one vectorized pass,
+the same numbers as one predict per load; bad lists get one line and a non-zero exit."""
 
 import json
 import subprocess
@@ -72,3 +72,31 @@ def test_bad_lists_one_line(value, needle):
 def test_several_concurrencies_take_the_aggregated_model_only():
     r = run(*BASE, "--concurrency", "1,8", "--mode", "disagg", "--pools", "1P1D")
     assert r.returncode != 0 and "--mode agg" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_request_rates_each_equal_predict_at_that_rate():
+    """Open loop: each listed rate prices what predict at that one rate prices (the highest one saturates the engine
+    here: unstable, no TTFT, its note says so)."""
+    r = run(*BASE, "--request-rate", "1,16,64", "--json")
+    assert r.returncode == 0, r.stderr
+    points = json.loads(r.stdout)["serving"]["points"]
+    assert [p["request_rate"] for p in points] == [1.0, 16.0, 64.0]
+    for p in points:
+        one = json.loads(run(*BASE, "--request-rate", f"{p['request_rate']:g}", "--json").stdout)["serving"]
+        for side in ("baseline", "speculative"):
+            assert p[side]["stable"] == one[side]["stable"]
+            for k in ("tpot_ms", "ttft_ms", "decode_batch"):
+                if one[side][k] is None:
+                    assert p[side][k] is None
+                else:
+                    assert p[side][k] == pytest.approx(one[side][k], rel=5e-3), (p["request_rate"], side, k)
+    assert not points[-1]["baseline"]["stable"] and "unstable" in points[-1]["baseline"]["note"]
+    assert points[0]["baseline"]["tokens_per_s_per_gpu"] == pytest.approx(1.0 * 1024)  # X = lambda: OSL 1024 tok/s
+
+
+@pytest.mark.parametrize("cmd", [["recommend", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--isl", "128", "--osl", "128",
+                                  "--mechanisms", "eagle3", "--acceptance", "eagle3=0.8"]])
+@pytest.mark.parametrize("opt", ["--concurrency", "--request-rate"])
+def test_recommend_takes_one_load(cmd, opt):
+    r = run(*cmd, opt, "4,8")
+    assert r.returncode != 0 and f"{opt}: one value here" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -104,7 +104,7 @@ def _serving_load(p: float = 0.3, load: bool = True):
     lens = _join(st.just([]), _opt("--isl", _pick(SERVING_LENS, BAD_LENS), 1),
                  _opt("--osl", _pick(["1", "16", "128"], BAD_LENS), 0.95))
     rate = st.one_of(_opt("--concurrency", _pick(GOOD_LOADS, BAD_LOADS), 1),
-                     _opt("--request-rate", _pick(["0.5", "5", "50"], BAD_LOADS), 1), st.just([]))
+                     _opt("--request-rate", _pick(["0.5", "5", "50", "0.5,5"], BAD_LOADS), 1), st.just([]))
     mode = _join(st.just([]), _opt("--mode", _pick(["agg", "disagg"], ["x", "", "AGG"]), 0.25),
                  _opt("--pools", _pick(["1P1D", "2P3D"], ["0P1D", "1P", "x", "", "99999P1D"]), 0.1))
     full = _join(lens, rate if load else st.just([]), mode, _engine_opt(0.4))
@@ -259,7 +259,7 @@ def serving_cmd():
     mech = _join(_opt("--mechanisms", st.sampled_from(["eagle3", "ngram", "eagle3,ngram", "nope"]), 0.7), _accept(),
                  _opt("--max-draft-len", _pick(["0", "1", "2", "4"], BAD_INTS), 0.9))
     load = st.one_of(_opt("--concurrency", _pick(GOOD_LOADS, BAD_LOADS), 1),
-                     _opt("--request-rate", _pick(["0.5", "5", "50"], BAD_LOADS), 1))
+                     _opt("--request-rate", _pick(["0.5", "5", "50", "0.5,5"], BAD_LOADS), 1))
     predict = _join(st.just(["predict"]), base, load, _opt("--mechanism", _pick(["eagle3", "ngram"], MECHS), 0.8),
                     _opt("--draft-len", _pick(["1", "2", "4"], BAD_INTS), 0.8),
                     _opt("--acceptance-rate", _pick(["0.6", "0.8"], BAD_FLOATS), 0.8))
