@@ -90,7 +90,7 @@ class Priced:
         self.eng = eng
         self.prec = resolve_precision(self.m, self.hw, s.get("dtype"), None)
         d = float(s["draft_len"])
-        n = 1 if s["load"] == "qps" else len(st.loads)  # closed loop: one table over the loads
+        n = len(st.loads)  # one table over the loads (closed or open loop)
         self.spec = dict(mechanism=s["mechanism"], draft_len=np.full(n, d), acceptance=Acceptance.from_length(1.5, d),
                          draft_model=s.get("draft_model"), draft_dtype=s.get("draft_dtype"))
         if s.get("tree_tokens"):
@@ -99,51 +99,42 @@ class Priced:
         dpm = draft_prefill_model(self.m, s["mechanism"], s.get("draft_model"))
         self.draft = None if dpm is None else (dpm, resolve_precision(dpm, self.hw, s.get("draft_dtype") or
                                                                       s.get("dtype"), None))
-        if s["load"] == "qps":
-            self.wls = [Workload(isl=s["isl"], osl=s["osl"], request_rate=float(x)) for x in st.loads]
-        else:
-            self.wls = [Workload(isl=s["isl"], osl=s["osl"], concurrency=st.loads.astype(float))]
+        load = {"request_rate" if s["load"] == "qps" else "concurrency": st.loads.astype(float)}
+        self.wl = Workload(isl=s["isl"], osl=s["osl"], **load)  # every load at once (an array)
         self.b_max = float(np.max(st.loads)) if s["load"] != "qps" else 512.0
-        self.base = [gpu_tables(self.m, self.hw, s["tp"], wl, eng, none, self.prec, self.b_max) for wl in self.wls]
+        self.base = gpu_tables(self.m, self.hw, s["tp"], self.wl, eng, none, self.prec, self.b_max)
         self._spec: dict = {}
         self.moe = self.m.moe is not None
 
-    def spec_tables(self, reuse: float) -> list:
+    def spec_tables(self, reuse: float):
         """Speculative GPU tables priced at VERIFY_EXPERT_REUSE = reuse (once per value; dense models ignore it)."""
         key = float(reuse) if self.moe else 0.0
         if key not in self._spec:
             with verify_expert_reuse(key):
-                self._spec[key] = [gpu_tables(self.m, self.hw, self.st.spec["tp"], wl, self.eng, self.spec, self.prec,
-                                              self.b_max, self.draft) for wl in self.wls]
+                self._spec[key] = gpu_tables(self.m, self.hw, self.st.spec["tp"], self.wl, self.eng, self.spec,
+                                             self.prec, self.b_max, self.draft)
         return self._spec[key]
 
     def baseline_metric(self, upd: dict | None = None) -> np.ndarray:
         """Predicted non-speculative value in the rows' own metric at every load, with engine fields `upd` (host
         numbers): output tokens/s (throughput rows) or mean request latency in s (latency rows)."""
         eng = self.eng.model_copy(update=upd) if upd else self.eng
-        out = []
-        for wl, t in zip(self.wls, self.base):
-            r = solve(t, eng, wl)
-            v = r["requests_per_s"] * wl.osl if self.st.spec["metric"] == "throughput" else \
-                r["ttft_s"] + (wl.osl - 1.0) * r["tpot_s"]
-            out.append(np.atleast_1d(v))
-        return np.concatenate(out)
+        return self._metric(solve(self.base, eng, self.wl))
+
+    def _metric(self, r: dict) -> np.ndarray:
+        """A solve() result in the rows' metric at every load: output tokens/s, or mean request latency in s."""
+        osl = self.wl.osl
+        v = r["requests_per_s"] * osl if self.st.spec["metric"] == "throughput" else \
+            r["ttft_s"] + (osl - 1.0) * r["tpot_s"]
+        return np.atleast_1d(v) * np.ones(len(self.st.loads))
 
     def speedup(self, al, upd: dict, reuse: float = 0.0) -> np.ndarray:
         """Predicted speedup at every load for acceptance length(s) `al`, engine fields `upd`, MoE verify reuse."""
         eng = self.eng.model_copy(update=upd)
-        al = np.asarray(al, dtype=float) * np.ones(len(self.st.loads))
-        out = []
-        for i, (wl, base, spc) in enumerate(zip(self.wls, self.base, self.spec_tables(reuse))):
-            a = al if len(self.wls) == 1 else al[i]
-            spc2 = replace(spc, al=np.asarray(a, dtype=float) * np.ones(np.shape(spc.al)))
-            rb, rs = solve(base, eng, wl), solve(spc2, eng, wl)
-            if self.st.spec["metric"] == "throughput":
-                v = rs["requests_per_s"] / rb["requests_per_s"]
-            else:
-                v = (rb["ttft_s"] + (wl.osl - 1.0) * rb["tpot_s"]) / (rs["ttft_s"] + (wl.osl - 1.0) * rs["tpot_s"])
-            out.append(np.atleast_1d(v))
-        return np.concatenate(out)
+        spc = self.spec_tables(reuse)
+        spc = replace(spc, al=np.asarray(al, dtype=float) * np.ones(np.shape(spc.al)))
+        base, sp = self._metric(solve(self.base, eng, self.wl)), self._metric(solve(spc, eng, self.wl))
+        return sp / base if self.st.spec["metric"] == "throughput" else base / sp
 
     def al_for(self, upd: dict, reuse: float = 0.0) -> np.ndarray:
         """AL per load: the rows' stated AL, or the AL that matches the measured speedup at the lowest load."""
