@@ -34,7 +34,8 @@ def admission_note(r: dict, point: dict, wait_ms: float) -> str:
         kv = float(r.get("kv_cap_requests", np.inf))
         why = (f"the KV cache holds {cap:g} requests of ISL + OSL tokens beside the weights" if kv <= cap else
                f"the engine's max_num_seqs is {cap:g}")
-        return (f"at most {cap:g} requests run at once ({why}); the others wait for admission, "
+        where = " per decode instance" if "pools" in r else ""
+        return (f"at most {cap:g} requests run at once{where} ({why}); the others wait for admission, "
                 f"{wait_ms:.0f} ms of the TTFT")
     return f"the prefill is saturated: requests wait {wait_ms:.0f} ms for admission (part of the TTFT)"
 

@@ -95,6 +95,7 @@ class _Pricing:
     t_grid: np.ndarray
     al: np.ndarray
     fits_one: np.ndarray
+    kv_cap: float = np.inf  # requests whose whole KV (ISL + OSL) one decode instance's cache holds
 
     def iteration(self, b):
         """Iteration seconds at decode batch b (priced at max(b, 1)), linear between whole batches."""
@@ -150,7 +151,8 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
         t_grid, al = t_u[:, idx], al_u[idx]
     else:
         t_grid, al = t_u, al_u
-    pr = _Pricing(m, hw, tp, workload, prec, d, conc, s_p, cap, grid, t_grid, al, np.asarray(mem_one.max_batch >= 1))
+    pr = _Pricing(m, hw, tp, workload, prec, d, conc, s_p, cap, grid, t_grid, al, np.asarray(mem_one.max_batch >= 1),
+                  float(mem_one.max_batch))
     return [_pool_split(pr, int(x), int(y)) for x, y in pools]
 
 
@@ -241,5 +243,5 @@ def _pool_split(pr: _Pricing, x_pools: int, y_pools: int) -> dict:
         "fits": pr.fits_one & np.ones(d.shape, dtype=bool), "stable": stable,
         "prefill_bound": (rho >= 0.95) | (x >= capacity * (1 - 1e-3)),
         "saturation_requests_per_s": np.minimum(capacity, decode_cap),
-        "running_cap": cap,
+        "running_cap": cap, "kv_cap_requests": pr.kv_cap,
     }

@@ -32,3 +32,14 @@ def test_max_num_seqs_cap_is_named_as_such(tmp_path):
     assert b["decode_batch"] == pytest.approx(16.0)
     assert "the engine's max_num_seqs is 16" in b["note"]
     assert np.isfinite(b["admission_wait_ms"]) and b["admission_wait_ms"] > 1.0
+
+
+def test_disaggregated_cap_is_per_decode_instance():
+    """1P1D: the decode instance holds as many requests' KV as the aggregated engine on the same GPU; the note says
+    the cap is per decode instance."""
+    agg = serving_summary("gpt-oss-120b", "h100-sxm", Workload(1024, 1024, concurrency=256.0), engine="sglang")
+    dis = serving_summary("gpt-oss-120b", "h100-sxm", Workload(1024, 1024, concurrency=256.0, mode="disagg",
+                                                                 pools=(1, 1)), engine="sglang")
+    b = dis["baseline"]
+    assert b["decode_batch"] == pytest.approx(agg["baseline"]["decode_batch"])
+    assert f"at most {b['decode_batch']:g} requests run at once per decode instance (the KV cache" in b["note"]
