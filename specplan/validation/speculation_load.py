@@ -154,6 +154,13 @@ class Priced:
         return self.speedup(self.al_for(upd, reuse), upd, reuse)
 
 
+def baseline_time_ratio(p: Priced) -> np.ndarray:
+    """The non-speculative time per output token the shipped model prices over the measured one, at every load (the
+    rows' baseline columns; nan without them): below 1, the model's baseline is faster than the harness's."""
+    pred, meas = p.baseline_metric(), p.st.base_value
+    return meas / pred if p.st.spec["metric"] == "throughput" else pred / meas
+
+
 def scored(st: Setup) -> np.ndarray:
     """Rows that count in the error: all of them, but the AL-fit load when AL was fitted on it."""
     keep = np.ones(len(st.loads), dtype=bool)
@@ -286,6 +293,7 @@ def run(data: Path = DATA, progress=None) -> dict:
     for res_, p in zip(results, priced):  # what the shipped profiles give (what `predict` prints): nothing fitted
         res_["shipped"] = p.predict({}, 0.0)
         res_["al0"] = p.al_for({}, 0.0)
+        res_["base_time_ratio"] = baseline_time_ratio(p)
     r_all, hosts_all = fit_round(priced, preds, None)
     all_fit = {eng: (hosts_all[eng], sum(p.st.spec["engine"] == eng for p in priced), step.get((eng, None), {}))
                for eng in hosts_all}
@@ -378,16 +386,22 @@ def write_report(out: Path = ROOT / "docs" / "validation" / "speculation_load.md
                  f"{t0[2]:.3f} | {'yes' if t0[3] else 'no'} | {t[2]:.3f} | {h} | "
                  f"{r['reuse_loo'] if r['setup'].moe else '-'} |")
     L += ["", "## Every row", "",
-          "| case_id | load | AL | measured | sourced model (scored) | error % | fitted, setup left out | error % |",
-          "|---|---|---|---|---|---|---|---|"]
+          "Baseline time, model / measured: the non-speculative time per output token the sourced model prices over",
+          "the one the row's baseline column measured (below 1: the model's baseline step is faster than the harness's;",
+          "a speedup is then predicted on a baseline the harness did not run; '-': the source gives speedups only).", "",
+          "| case_id | load | AL | measured | sourced model (scored) | error % | baseline time, model / measured | "
+          "fitted, setup left out | error % |",
+          "|---|---|---|---|---|---|---|---|---|"]
     for r in res["results"]:
         st = r["setup"].st
         k = scored(st)
         for i, cid in enumerate(st.case_ids):
             err = f"{100 * (r['pred'][i] / st.measured[i] - 1):+.1f}" if k[i] else "(AL fit here)"
             err0 = f"{100 * (r['shipped'][i] / st.measured[i] - 1):+.1f}" if k[i] else "(AL fit here)"
+            bt = r["base_time_ratio"][i]
             L.append(f"| {cid} | {st.loads[i]:g} {st.spec['load']} | {r['al0'][i]:.2f} | {st.measured[i]:.3f} | "
-                     f"{r['shipped'][i]:.3f} | {err0} | {r['pred'][i]:.3f} | {err} |")
+                     f"{r['shipped'][i]:.3f} | {err0} | {f'{bt:.2f}' if np.isfinite(bt) else '-'} | "
+                     f"{r['pred'][i]:.3f} | {err} |")
     L += ["", "## Misses explained", ""]
     for r, t in zip(res["results"], s0["trends"]):
         sp = r["setup"].st.spec

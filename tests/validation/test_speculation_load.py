@@ -56,3 +56,26 @@ def test_kernel_overhead_is_fitted_with_each_setup_left_out():
     assert sorted(koh["loo"]) == sorted(mi) and len(mi) == 2
     assert set(koh["all"]) == {"mi300x"} and koh["all"]["mi300x"] in KOH_GRID_S
     assert load_hardware("mi300x").kernel_overhead_s == float(f"{koh['all']['mi300x']:.3g}")  # the profile = the fit
+
+
+def test_baseline_time_ratio_reads_both_metrics_the_same_way():
+    """The report's 'baseline time, model / measured': 1 where the measured baseline is the model's own; a harness
+    twice as fast (tokens/s x 2, or latency / 2) gives 2 on either metric; speedup-only rows give nan."""
+    import dataclasses
+
+    from specplan.validation.speculation_load import Priced, baseline_time_ratio
+
+    setups, _ = load_setups()
+    by_metric = {}
+    for st in setups:
+        by_metric.setdefault((st.spec["metric"], bool(np.all(np.isfinite(st.base_value)))), st)
+    for metric, fast in (("throughput", 2.0), ("latency", 0.5)):
+        st = by_metric[(metric, True)]
+        p = Priced(st)
+        own = p.baseline_metric()
+        p.st = dataclasses.replace(st, base_value=own)
+        assert np.allclose(baseline_time_ratio(p), 1.0)
+        p.st = dataclasses.replace(st, base_value=own * fast)
+        assert np.allclose(baseline_time_ratio(p), 2.0)
+    st = by_metric[("throughput", False)]
+    assert np.all(np.isnan(baseline_time_ratio(Priced(st))))
