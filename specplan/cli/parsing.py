@@ -38,12 +38,15 @@ def int_list(values: Optional[Iterable[str]], name: str) -> list[int] | None:
 def number_list(value: Optional[str], name: str) -> list[float] | None:
     """Numbers of one comma list ('1,8,32'), each under the option's bounds (core.limits.check_option, the rule
     every float option has); None when not given; a one-line error for an item that is not such a number."""
-    from specplan.core.limits import check_option
+    from specplan.core.limits import MAX_LOAD_POINTS, check_option
 
     if value is None:
         return None
+    parts = comma_list(str(value))
+    if len(parts) > MAX_LOAD_POINTS:
+        raise SpecplanError(f"{name}: at most {MAX_LOAD_POINTS} values, got {len(parts)}")
     out = []
-    for part in comma_list(str(value)):
+    for part in parts:
         try:
             x = float(part)
         except ValueError:

@@ -19,6 +19,7 @@ MAX_TREE_TOKENS = 4096  # verified tokens of a draft tree
 MAX_TP = 4096  # tensor-parallel degree
 MAX_GPUS = 2**16  # GPUs of one deployment (the GPUs-for-a-load search, --max-gpus)
 MAX_BATCH_POINTS = 4096  # batch values of a sweep grid
+MAX_LOAD_POINTS = 4096  # loads (concurrencies or request rates) of one predict sweep
 MAX_GRID_POINTS = 50_000_000  # points of one sweep grid (about 4 GB of columns)
 MAX_PROFILE_INT = 2**24  # any integer field of a model profile (layers, heads, dims, vocab, experts)
 

@@ -62,7 +62,8 @@ def test_table_has_one_row_per_concurrency():
 @pytest.mark.parametrize("value, needle", [("1,8,x", "--concurrency: expected numbers"),
                                            ("1,0", "--concurrency: must be >= 1"),
                                            ("1,nan", "--concurrency: must be a finite number"),
-                                           (",", "--concurrency: got no value")])
+                                           (",", "--concurrency: got no value"),
+                                           (",".join(["8"] * 4097), "--concurrency: at most 4096 values, got 4097")])
 def test_bad_lists_one_line(value, needle):
     r = run(*BASE, "--concurrency", value)
     assert r.returncode != 0
