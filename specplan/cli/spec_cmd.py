@@ -92,8 +92,9 @@ def _print_sweep(r: dict) -> None:
     s = r["serving"]
     spec = r["mechanism"] != "none"
     key, label = ("concurrency", "concurrency") if "concurrency" in s["points"][0] else ("request_rate", "req/s")
+    pools = f" {s['points'][0]['pools']}" if "pools" in s["points"][0] else ""
     print(f"{r['model']} on {r['hardware']} (tp {r['tp']}), engine {s['engine']}, ISL {s['isl']}, OSL {s['osl']}, "
-          f"{s['mode']}; {r['mechanism']} D = {r['draft_len']}; compute {r['precision']['compute']}, "
+          f"{s['mode']}{pools}; {r['mechanism']} D = {r['draft_len']}; compute {r['precision']['compute']}, "
           f"kv {r['precision']['kv']}")
     if r["acceptance_source"]:
         print(f"acceptance: {r['acceptance_source']}")
@@ -175,9 +176,8 @@ def predict(
               draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
               draft_kv_budget=draft_kv_budget, tree_tokens=tree_tokens, engine=_engine(engine, serving))
     if wl is not None and sweep:
-        if (dp, ep, pp) != (1, 1, 1) or mode != "agg":
-            raise SpecplanError("predict: several --concurrency or --request-rate values take the aggregated "
-                                "serving model (--mode agg) and --tp only")
+        if (dp, ep, pp) != (1, 1, 1):
+            raise SpecplanError("predict: the serving model (--isl/--osl) takes --tp only, not --dp/--ep/--pp")
         r = predict_serving_sweep(model, hardware, wl, tp=tp, **kw)
         if json_out:
             print_json(r)

@@ -119,8 +119,8 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
     prec = resolve_precision(m, hw, dtype, kv_dtype)
     d = np.asarray(draft_len, dtype=float)
     conc = None if workload.concurrency is None else np.asarray(workload.concurrency, dtype=float)
-    if conc is not None:
-        d = d * np.ones(np.broadcast(d, conc).shape)
+    load = np.asarray(workload.concurrency if conc is not None else workload.request_rate, dtype=float)
+    d = d * np.ones(np.broadcast(d, load).shape)  # one grid point per load of a sweep
     spec = dict(mechanism=mechanism, draft_len=d, acceptance=acceptance, draft_model=draft_model, **spec_kw)
     dpm = draft_prefill_model(m, mechanism, draft_model)
     draft = None if dpm is None or np.all(d == 0) else (dpm, resolve_precision(dpm, hw, dtype, kv_dtype))
@@ -189,7 +189,7 @@ def _solve_loop(pr: _Pricing, x_pools: int, y_pools: int, n_d, kv_s: float):
                 hi, lo = np.where(over, mid, hi), np.where(over, lo, mid)
             x = lo
         else:
-            x = np.full(d.shape, float(wl.request_rate))
+            x = np.asarray(wl.request_rate, dtype=float) * np.ones(d.shape)
         return np.zeros(d.shape), np.full(d.shape, np.nan), x
     if pr.conc is not None:
         c = pr.conc * np.ones(d.shape)
@@ -201,11 +201,11 @@ def _solve_loop(pr: _Pricing, x_pools: int, y_pools: int, n_d, kv_s: float):
             hi, lo = np.where(over, mid, hi), np.where(over, lo, mid)
         tau, x = flows(lo)
         return lo, tau, x
-    lam = float(wl.request_rate)
+    lam = np.asarray(wl.request_rate, dtype=float) * np.ones(d.shape)  # one rate, or one per grid point
     b = np.zeros(d.shape)
     for _ in range(BISECTION_STEPS):  # B = λ · N_d · τ(B) / y, increasing, iterated from below
         b = np.minimum(lam * n_d * pr.iteration(b) / y_pools, 2.0 * pr.cap)
-    return b, pr.iteration(b), np.full(d.shape, lam)
+    return b, pr.iteration(b), lam
 
 
 def _pool_split(pr: _Pricing, x_pools: int, y_pools: int) -> dict:

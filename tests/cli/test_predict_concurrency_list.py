@@ -70,9 +70,19 @@ def test_bad_lists_one_line(value, needle):
     assert needle in r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-def test_several_concurrencies_take_the_aggregated_model_only():
-    r = run(*BASE, "--concurrency", "1,8", "--mode", "disagg", "--pools", "1P1D")
-    assert r.returncode != 0 and "--mode agg" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+@pytest.mark.parametrize("opt, values", [("--concurrency", ["4", "64"]), ("--request-rate", ["2", "20"])])
+def test_disaggregated_lists_equal_one_load_at_a_time(opt, values):
+    """--mode disagg --pools 1P2D: each listed load prices what predict at that one load prices."""
+    args = (*BASE, "--mode", "disagg", "--pools", "1P2D")
+    r = run(*args, opt, ",".join(values), "--json")
+    assert r.returncode == 0, r.stderr
+    points = json.loads(r.stdout)["serving"]["points"]
+    for v, p in zip(values, points):
+        one = json.loads(run(*args, opt, v, "--json").stdout)["serving"]
+        assert p["pools"] == one["pools"] == "1P2D"
+        for side in ("baseline", "speculative"):
+            for k in ("tpot_ms", "ttft_ms", "tokens_per_s_per_gpu"):
+                assert p[side][k] == pytest.approx(one[side][k], rel=1e-6), (v, side, k)
 
 
 def test_request_rates_each_equal_predict_at_that_rate():
