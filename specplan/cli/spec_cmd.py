@@ -66,21 +66,21 @@ def _print_serving(s: dict) -> None:
     load = f"concurrency {s['concurrency']:g}" if "concurrency" in s else f"{s['request_rate']:g} requests/s"
     pools = f" {s['pools']}" if "pools" in s else ""
     print(f"serving ({s['mode']}{pools}, engine {s['engine']}): ISL {s['isl']}, OSL {s['osl']}, {load}")
-    rows, notes = [], []
+    rows, where = [], {}
     dash = lambda v: "-" if v is None else v  # noqa: E731
-    for name in ("baseline", "speculative"):
-        if name in s:
-            x = s[name]
-            rows.append([name, dash(x["tpot_ms"]), dash(x["ttft_ms"]), dash(x.get("ttft_p50_ms")),
-                         dash(x.get("ttft_p90_ms")),
-                         dash(x["request_latency_ms"]), dash(x["tokens_per_s_per_user"]),
-                         dash(x["tokens_per_s_per_gpu"]), x["decode_batch"], "yes" if x["fits"] else "no"])
-            if x.get("note") and x["note"] not in notes:
-                notes.append(f"{name}: {x['note']}" if "speculative" in s else x["note"])
+    names = [n for n in ("baseline", "speculative") if n in s]
+    for name in names:
+        x = s[name]
+        rows.append([name, dash(x["tpot_ms"]), dash(x["ttft_ms"]), dash(x.get("ttft_p50_ms")),
+                     dash(x.get("ttft_p90_ms")),
+                     dash(x["request_latency_ms"]), dash(x["tokens_per_s_per_user"]),
+                     dash(x["tokens_per_s_per_gpu"]), x["decode_batch"], "yes" if x["fits"] else "no"])
+        if x.get("note"):
+            where.setdefault(x["note"], []).append(name)
     print(table(rows, ["", "TPOT ms", "TTFT ms", "TTFT p50 ms", "TTFT p90 ms", "latency ms", "tok/s/user", "tok/s/GPU",
                        "decode batch", "fits"]))
-    for n in notes:
-        print(f"note: {n}")
+    for n, w in where.items():  # a note of both rows once; one row's note names its row
+        print(f"note: {n}" if len(w) == len(names) else f"note: {w[0]}: {n}")
     if s.get("speedup_tpot") is not None:
         print(f"serving speedup: TPOT {s['speedup_tpot']:.3f}, throughput {s['speedup_throughput']:.3f} "
               f"(same load)")
@@ -99,7 +99,7 @@ def _print_sweep(r: dict) -> None:
     if r["acceptance_source"]:
         print(f"acceptance: {r['acceptance_source']}")
     dash = lambda v: "-" if v is None else v  # noqa: E731
-    rows, notes = [], []
+    rows, where = [], {}  # each row note once, with the rows it belongs to (all rows: no list)
     for p in s["points"]:
         b = p["baseline"]
         row = [p[key], dash(b["tpot_ms"]), dash(b["ttft_ms"]), dash(b["tokens_per_s_per_user"]),
@@ -109,14 +109,17 @@ def _print_sweep(r: dict) -> None:
             row += [dash(x["tpot_ms"]), dash(x["ttft_ms"]), dash(x["tokens_per_s_per_user"]),
                     dash(x["tokens_per_s_per_gpu"]), dash(p["speedup_tpot"]), dash(p["speedup_throughput"])]
         fits = b["fits"] and (x is None or x["fits"])
-        rows.append(row + [b["decode_batch"], "yes" if fits else "no"])
-        notes += [f"{label} {p[key]:g}, {side}: {n}" for side, n in
-                  (("baseline", b.get("note")), ("speculative", None if x is None else x.get("note"))) if n]
+        rows.append(row + [b["decode_batch"]] + ([] if x is None else [x["decode_batch"]]) + ["yes" if fits else "no"])
+        for side, n in (("baseline", b.get("note")), ("speculative", None if x is None else x.get("note"))):
+            if n:
+                where.setdefault(n, []).append(f"{label} {p[key]:g} {side}" if spec else f"{label} {p[key]:g}")
     head = [label, "TPOT ms", "TTFT ms", "tok/s/user", "tok/s/GPU"]
     if spec:
         head = ([label, "base TPOT ms", "base TTFT ms", "base tok/s/user", "base tok/s/GPU", "spec TPOT ms",
                  "spec TTFT ms", "spec tok/s/user", "spec tok/s/GPU", "TPOT speedup", "throughput speedup"])
-    print(table(rows, head + ["decode batch", "fits"]))
+    print(table(rows, head + (["base decode batch", "spec decode batch"] if spec else ["decode batch"]) + ["fits"]))
+    n_rows = len(s["points"]) * (2 if spec else 1)
+    notes = [n if len(w) == n_rows else f"{'; '.join(w)}: {n}" for n, w in where.items()]
     for n in notes + list(r["notes"]):
         print(f"note: {n}")
 

@@ -118,10 +118,12 @@ SWEEP_KEYS = ("model", "hardware", "tp", "mechanism", "draft_len", "verify_token
 
 def predict_serving_sweep(model, hardware, workload, *, tp=1, mechanism="none", draft_len=0, acceptance=None,
                           engine=None, **kw) -> dict:
-    """The serving model at each of the workload's concurrencies (one vectorized pass: r['serving']['points']),
-    with the model, precision, acceptance source and notes of the step at the lowest concurrency's decode batch."""
+    """The serving model at each of the workload's loads (one vectorized pass: r['serving']['points']), with the
+    model, precision, acceptance source and notes of the step at the lowest load's decode batch."""
     srv = _serving_summary(model, hardware, workload, tp, mechanism, draft_len, acceptance, engine, kw)
-    batch = max(1, int(round(srv["points"][0]["baseline"]["decode_batch"])))
+    loads = workload.concurrency if workload.concurrency is not None else workload.request_rate
+    low = srv["points"][int(np.argmin(np.asarray(loads, dtype=float)))]  # the lowest load, wherever it is listed
+    batch = max(1, int(round(low["baseline"]["decode_batch"])))
     r = predict_summary(model, hardware, tp=tp, batch=batch, context_len=int(round(workload.decode_context)),
                         mechanism=mechanism, draft_len=draft_len, acceptance=acceptance, engine=engine, **kw)
     return {**{k: r[k] for k in SWEEP_KEYS}, "serving": srv}

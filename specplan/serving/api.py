@@ -29,7 +29,7 @@ def _at(v, i: int):
 def admission_note(r: dict, point: dict, wait_ms: float) -> str:
     """Why a closed loop's requests wait before their prefill: the running cap (the KV cache's room for ISL + OSL
     tokens per request beside the weights, or max_num_seqs) or a saturated prefill; `wait_ms` of the TTFT."""
-    cap = float(r["running_cap"])
+    cap = float(np.asarray(r["running_cap"]).reshape(-1)[0])
     if point["decode_batch"] >= cap - 0.5:
         kv = float(r.get("kv_cap_requests", np.inf))
         why = (f"the KV cache holds {cap:g} requests of ISL + OSL tokens beside the weights" if kv <= cap else
@@ -49,11 +49,11 @@ def _point(r: dict, workload: Workload | None = None, i: int = 0) -> dict:
 
     ms = lambda k: None if f(k) is None else 1e3 * f(k)  # noqa: E731
     stable = bool(_at(r["stable"], i))
-    out = {"tpot_ms": ms("tpot_s"), "ttft_ms": ms("ttft_s") if stable else None,
+    out = {"tpot_ms": ms("tpot_s") if stable else None, "ttft_ms": ms("ttft_s") if stable else None,
            "ttft_p50_ms": ms("ttft_p50_s") if stable and "ttft_p50_s" in r else None,
            "ttft_p90_ms": ms("ttft_p90_s") if stable and "ttft_p90_s" in r else None,
            "request_latency_ms": ms("request_latency_s") if stable else None,
-           "tokens_per_s_per_user": f("tokens_per_s_per_user"),
+           "tokens_per_s_per_user": f("tokens_per_s_per_user") if stable else None,
            "tokens_per_s_per_gpu": f("tokens_per_s_per_gpu") if stable else None,
            "decode_batch": f("decode_batch"), "requests_per_s": f("requests_per_s"),
            "acceptance_length": f("acceptance_length"), "fits": bool(_at(r["fits"], i)), "stable": stable}
@@ -61,8 +61,10 @@ def _point(r: dict, workload: Workload | None = None, i: int = 0) -> dict:
         out["saturation_requests_per_s"] = f("saturation_requests_per_s")
     if workload is not None and workload.osl == 1:
         out["note"] = "OSL 1: the prefill makes the only token, so there is no TPOT"
+    if not stable and "running_cap" in r:  # an overloaded engine runs at its cap (the open loop's B only bounds it)
+        out["decode_batch"] = min(out["decode_batch"], float(_at(r["running_cap"], i)))
     wait = f("admission_wait_s") if "admission_wait_s" in r else None
-    if stable and wait and "running_cap" in r:
+    if stable and wait and "running_cap" in r and out["fits"]:
         out["admission_wait_ms"] = 1e3 * wait
         if wait >= NOTE_WAIT_S:
             out["note"] = "; ".join(n for n in (out.get("note"), admission_note(r, out, 1e3 * wait)) if n)

@@ -96,6 +96,7 @@ class _Pricing:
     al: np.ndarray
     fits_one: np.ndarray
     kv_cap: float = np.inf  # requests whose whole KV (ISL + OSL) one decode instance's cache holds
+    t_cap: np.ndarray | float = np.nan  # iteration seconds at the running cap (the decode pool's capacity)
 
     def iteration(self, b):
         """Iteration seconds at decode batch b (priced at max(b, 1)), linear between whole batches."""
@@ -146,13 +147,16 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
     b_top = min(max(b_top, 1.0), float(cap))
     grid, t_u, r_grid = _decode_tables(at_whole, b_top, du.shape)
     al_u = np.broadcast_to(np.asarray(r_grid["acceptance_length"])[0], du.shape)
+    # the decode pool's capacity needs the iteration at the running cap, beyond the table's top when the loop's
+    # concurrency is lower: priced there once, exactly (not clamped to the table)
+    t_cap_u = at_whole(np.full(du.shape, float(np.ceil(cap))))[0] if workload.osl > 1 else np.full(du.shape, np.nan)
     if spread:
         idx = np.asarray(inv).reshape(d.shape)
-        t_grid, al = t_u[:, idx], al_u[idx]
+        t_grid, al, t_cap = t_u[:, idx], al_u[idx], np.broadcast_to(t_cap_u, du.shape)[idx]
     else:
-        t_grid, al = t_u, al_u
+        t_grid, al, t_cap = t_u, al_u, np.broadcast_to(t_cap_u, du.shape)
     pr = _Pricing(m, hw, tp, workload, prec, d, conc, s_p, cap, grid, t_grid, al, np.asarray(mem_one.max_batch >= 1),
-                  float(mem_one.max_batch))
+                  float(mem_one.max_batch), t_cap)
     return [_pool_split(pr, int(x), int(y)) for x, y in pools]
 
 
@@ -228,7 +232,7 @@ def _pool_split(pr: _Pricing, x_pools: int, y_pools: int) -> dict:
     else:
         stable = np.isfinite(ttft) & (b <= cap)
         load = y_pools * b + x * np.where(np.isfinite(ttft), ttft, 0.0)
-    decode_cap = y_pools * cap / (n_d * pr.iteration(cap)) if wl.osl > 1 else np.full(d.shape, np.inf)
+    decode_cap = y_pools * cap / (n_d * pr.t_cap) if wl.osl > 1 else np.full(d.shape, np.inf)
     tpot = tau / al
     lat = ttft + (0.0 if wl.osl == 1 else (wl.osl - 1.0) * tpot)
     w_ok = np.where(np.isfinite(wait), wait, 0.0)

@@ -43,3 +43,34 @@ def test_disaggregated_cap_is_per_decode_instance():
     b = dis["baseline"]
     assert b["decode_batch"] == pytest.approx(agg["baseline"]["decode_batch"])
     assert f"at most {b['decode_batch']:g} requests run at once per decode instance (the KV cache" in b["note"]
+
+
+def test_no_admission_note_when_the_model_does_not_fit():
+    """DeepSeek-V3 on one H100: the weights alone exceed the memory (fits: false); no running-cap note then."""
+    s = serving_summary("deepseek-v3", "h100-sxm", Workload(1024, 1024, concurrency=64.0))
+    assert s["baseline"]["fits"] is False
+    assert "run at once" not in (s["baseline"].get("note") or "")
+
+
+def test_disaggregated_saturation_does_not_depend_on_the_concurrency():
+    """The decode pool's capacity is priced at the running cap, not at the top of a table that ends at the
+    loop's concurrency: the same saturation rate at concurrency 8, 256 and in a list of both."""
+    wl = lambda c: Workload(1024, 1024, concurrency=c, mode="disagg", pools=(1, 1))  # noqa: E731
+    sat = [serving_summary("gpt-oss-120b", "h100-sxm", wl(c), engine="sglang")["baseline"]
+           ["saturation_requests_per_s"] for c in (8.0, 256.0)]
+    both = serving_summary("gpt-oss-120b", "h100-sxm", wl([8.0, 256.0]), engine="sglang")["points"]
+    assert sat[0] == pytest.approx(sat[1], rel=1e-9)
+    assert [p["baseline"]["saturation_requests_per_s"] for p in both] == pytest.approx(sat, rel=1e-9)
+
+
+def test_an_overloaded_open_loop_runs_at_its_cap():
+    """Arrivals beyond the saturation rate: no TPOT or tokens/s/user (no steady state), the decode batch at most
+    the running cap (the fixed point only bounds it)."""
+    r = serving_summary("llama-3.1-8b", "h100-sxm", Workload(1024, 256, request_rate=[1.0, 64.0]), engine="vllm")
+    hi = r["points"][1]["baseline"]
+    assert hi["stable"] is False and hi["tpot_ms"] is None and hi["tokens_per_s_per_user"] is None
+    from specplan.serving.api import serve
+
+    cap = float(np.ravel(serve("llama-3.1-8b", "h100-sxm", Workload(1024, 256, request_rate=64.0),
+                               engine="vllm")["running_cap"])[0])
+    assert hi["decode_batch"] <= cap

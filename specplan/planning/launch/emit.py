@@ -262,8 +262,9 @@ def trtllm_options(plan: dict) -> tuple[dict, list[str]]:
     opts = {"tensor_parallel_size": plan["tp"] * plan["dp"], "max_batch_size": plan["max_batch"],
             "max_num_tokens": plan["token_budget"],
             "kv_cache_config": {"dtype": KV_DTYPES["trtllm"].get(plan["kv_dtype"], "auto")},
-            # graphs for every decode batch up to the default cap of 128, as engine_profiles/trtllm.yaml prices
-            # them: without padding only batches 1-32, 64 and 128 replay a graph and the others run eagerly
+            # a graph for every decode batch up to the default cap of 128, as engine_profiles/trtllm.yaml prices
+            # them (padded to the next captured size); without padding only batches 1-32, 64 and 128 replay a
+            # graph and the others run eagerly
             "cuda_graph_config": {"enable_padding": True}}
     if plan["pp"] > 1:
         opts["pipeline_parallel_size"] = plan["pp"]
