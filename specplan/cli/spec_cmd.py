@@ -685,8 +685,9 @@ def _or_dash(x):
 def _print_d_schedule(s: dict, mechanism: str) -> None:
     """recommend's D by load: the best D per concurrency band, the engines' schedule forms, the winner re-priced."""
     print(f"D by load ({mechanism}; each concurrency band priced at its own steady state, most tok/s/GPU):")
-    print(table([[f"{lo}-{hi}" if hi > lo else f"{lo}", f"{c:.1f}", k, f"{t:.1f}", f"{x:.3f}"]
-                 for lo, hi, c, k, t, x in s["bands"]], ["concurrency", "priced at", "D", "tok/s/GPU", "x D=0"]))
+    print(table([[f"{lo}-{hi}" if hi > lo else f"{lo}", f"{c:.1f}", k, f"{t:.1f}", f"{x:.3f}", f"{tp:.2f}", f"{tt:.1f}"]
+                 for (lo, hi, c, k, t, x), (tp, tt) in zip(s["bands"], s["band_tpot_ttft_ms"])],
+                ["concurrency", "priced at", "D", "tok/s/GPU", "x D=0", "TPOT ms", "TTFT ms"]))
     print("vLLM speculative_config num_speculative_tokens_per_batch_size: "
           + json.dumps([list(v) for v in s["vllm"]]))
     if s["trtllm"] is not None:

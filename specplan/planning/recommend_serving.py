@@ -116,7 +116,7 @@ def serving_d_schedule(m, hardware, workload, best: dict, acc, max_d: int, tp, e
     s["at_best"] = {"concurrency": c, "draft_len": k, "tokens_per_s_per_gpu": float(tps[0]),
                     "tpot_ms": 1e3 * float(tpot[0]), "ttft_ms": 1e3 * float(ttft[0]), "fixed_draft_len": fixed,
                     "fixed_tokens_per_s_per_gpu": float(tps[1]), "fixed_tpot_ms": 1e3 * float(tpot[1])}
-    s["notes"].append("bands are ranked by tokens/s/GPU without the SLA; check a band's TPOT/TTFT with predict")
+    s["notes"].append("bands are ranked by tokens/s/GPU without the SLA (each band's TPOT and TTFT at its D beside)")
     return s
 
 

@@ -35,8 +35,8 @@ def bands_from_edges(edges) -> list[tuple[int, int]]:
 def d_schedule(model, hardware, isl: int, osl: int, *, mechanism: str, acceptance=None, max_draft_len: int = 7,
                edges=DEFAULT_EDGES, tp: int = 1, engine=None, **kw) -> dict:
     """Best D per concurrency band (each priced at its geometric-mean concurrency) and the schedule in vLLM's and
-    TensorRT-LLM's forms. Keys: bands [(lo, hi, concurrency priced, D, tokens/s/GPU, speedup over D = 0)], vllm,
-    trtllm (None when it cannot be expressed), notes."""
+    TensorRT-LLM's forms. Keys: bands [(lo, hi, concurrency priced, D, tokens/s/GPU, speedup over D = 0)],
+    band_tpot_ttft_ms [(TPOT, TTFT) of each band at its D], vllm, trtllm (None when it cannot be expressed), notes."""
     bands = bands_from_edges(edges)
     conc = np.array([np.sqrt(lo * hi) for lo, hi in bands])
     d = np.arange(0, int(max_draft_len) + 1, dtype=float)
@@ -48,6 +48,9 @@ def d_schedule(model, hardware, isl: int, osl: int, *, mechanism: str, acceptanc
     best = np.argmax(tps, axis=1)
     rows = [(lo, hi, float(c), int(d[j]), float(tps[i, j]), float(tps[i, j] / base["tokens_per_s_per_gpu"][i]))
             for i, ((lo, hi), c, j) in enumerate(zip(bands, conc, best))]
+    i = np.arange(len(bands))
+    tpot, ttft = (1e3 * np.asarray(r[k], dtype=float)[i, best] for k in ("tpot_s", "ttft_s"))
+    latency = [[float(a), float(b)] for a, b in zip(tpot, ttft)]  # each band's TPOT and TTFT at its D, ms
     vllm = []
     for lo, hi, _, k, _, _ in rows:  # merge neighbouring bands with the same D
         if vllm and vllm[-1][2] == k:
@@ -62,4 +65,4 @@ def d_schedule(model, hardware, isl: int, osl: int, *, mechanism: str, acceptanc
     else:
         notes.append(f"no TensorRT-LLM draft_len_schedule: it needs the largest D at batch 1 ({{1: max_draft_len}}), "
                      f"but the best D there is {vllm[0][2]} and {top} further up")
-    return {"bands": rows, "vllm": vllm, "trtllm": trt, "notes": notes}
+    return {"bands": rows, "band_tpot_ttft_ms": latency, "vllm": vllm, "trtllm": trt, "notes": notes}

@@ -23,6 +23,11 @@ def test_best_d_per_band_matches_brute_force_and_formats():
                                 mechanism="eagle3", draft_len=d, acceptance=acc)["tokens_per_s_per_gpu"])
                for d in range(6)]
         assert d_best == int(np.argmax(one)) and tps == pytest.approx(max(one), rel=1e-3)  # tables on another batch grid
+    for (lo, hi, c, d_best, _, _), (tpot_ms, ttft_ms) in zip(r["bands"], r["band_tpot_ttft_ms"]):
+        at = aggregated("llama-3.1-8b", "h100-sxm", Workload(isl=128, osl=512, concurrency=c), engine="vllm",
+                        mechanism="eagle3" if d_best else "none", draft_len=d_best, acceptance=acc if d_best else None)
+        assert tpot_ms == pytest.approx(1e3 * float(at["tpot_s"]), rel=1e-2)  # each band's TPOT / TTFT at its own D
+        assert ttft_ms == pytest.approx(1e3 * float(at["ttft_s"]), rel=1e-2)
     v = r["vllm"]  # vLLM: inclusive ranges from 1, sorted, contiguous
     assert v[0][0] == 1 and v[-1][1] == 128 and all(a[1] + 1 == b[0] for a, b in zip(v, v[1:]))
     if r["trtllm"] is not None:  # TensorRT-LLM: {1: max_draft_len}
