@@ -86,6 +86,26 @@ def _print_serving(s: dict) -> None:
               f"(same load)")
 
 
+def pays_line(points: list, key: str, label: str) -> str:
+    """Where speculation stops paying over a sweep: the speedup at the same load (throughput for a closed loop,
+    TPOT for an open loop, whose throughput is the arrival rate either way) against 1, in load order."""
+    kind = "throughput" if key == "concurrency" else "TPOT"
+    loads = lambda ps: ", ".join(f"{p[key]:g}" for p in ps)  # noqa: E731
+    pts = sorted((p for p in points if p.get(f"speedup_{kind.lower()}") is not None), key=lambda p: p[key])
+    none = sorted((p for p in points if p.get(f"speedup_{kind.lower()}") is None), key=lambda p: p[key])
+    rest = f"; no steady state at {label} {loads(none)}" if none else ""
+    if not pts:
+        return f"speculation: no {kind} speedup at any listed load{rest}"
+    sp = [p[f"speedup_{kind.lower()}"] for p in pts]
+    if all(x > 1.0 for x in sp):
+        return (f"speculation pays at every listed load with a steady state ({kind} speedup {min(sp):.3f}x-"
+                f"{max(sp):.3f}x, the lowest at {label} {pts[int(np.argmin(sp))][key]:g}){rest}")
+    lose = [p for p, x in zip(pts, sp) if x <= 1.0]
+    win = [p for p, x in zip(pts, sp) if x > 1.0]
+    where = f"; it pays at {label} {loads(win)}" if win else ""
+    return f"speculation does not pay ({kind} speedup <= 1) at {label} {loads(lose)}{where}{rest}"
+
+
 def _print_sweep(r: dict) -> None:
     """predict's table over several loads (concurrencies or request rates): baseline and speculative serving at
     each, and the speedups."""
@@ -118,6 +138,8 @@ def _print_sweep(r: dict) -> None:
         head = ([label, "base TPOT ms", "base TTFT ms", "base tok/s/user", "base tok/s/GPU", "spec TPOT ms",
                  "spec TTFT ms", "spec tok/s/user", "spec tok/s/GPU", "TPOT speedup", "throughput speedup"])
     print(table(rows, head + (["base decode batch", "spec decode batch"] if spec else ["decode batch"]) + ["fits"]))
+    if spec:
+        print(pays_line(s["points"], key, label))
     n_rows = len(s["points"]) * (2 if spec else 1)
     notes = [n if len(w) == n_rows else f"{'; '.join(w)}: {n}" for n, w in where.items()]
     for n in notes + list(r["notes"]):

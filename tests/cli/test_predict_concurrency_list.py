@@ -155,3 +155,20 @@ def test_summary_comes_from_the_lowest_load_wherever_it_is_listed():
     a = json.loads(run(*args, "--request-rate", "1e6,1", "--json").stdout)
     b = json.loads(run(*args, "--request-rate", "1,1e6", "--json").stdout)
     assert a["notes"] == b["notes"] and a["verify_tokens"] == b["verify_tokens"]
+
+
+def test_pays_line_reads_the_speedups_in_load_order():
+    """The sweep's one-line answer: loads where the same-load speedup is <= 1, in load order whatever the list
+    order; a closed loop reads the throughput speedup, an open loop the TPOT speedup; loads without a steady state
+    are named apart."""
+    from specplan.cli.spec_cmd import pays_line
+
+    pts = [{"concurrency": c, "speedup_throughput": x} for c, x in ((128, 0.9), (1, 1.5), (8, 1.2))]
+    assert pays_line(pts, "concurrency", "concurrency") == (
+        "speculation does not pay (throughput speedup <= 1) at concurrency 128; it pays at concurrency 1, 8")
+    assert pays_line(pts[1:], "concurrency", "concurrency") == (
+        "speculation pays at every listed load with a steady state (throughput speedup 1.200x-1.500x, the lowest at "
+        "concurrency 8)")
+    rates = [{"request_rate": 1.0, "speedup_tpot": 1.7}, {"request_rate": 64.0, "speedup_tpot": None}]
+    assert pays_line(rates, "request_rate", "req/s").endswith("the lowest at req/s 1); no steady state at req/s 64")
+    assert "TPOT speedup 1.700x-1.700x" in pays_line(rates, "request_rate", "req/s")
