@@ -29,7 +29,7 @@ def _at(v, i: int):
 def admission_note(r: dict, point: dict, wait_ms: float) -> str:
     """Why a closed loop's requests wait before their prefill: the running cap (the KV cache's room for ISL + OSL
     tokens per request beside the weights, or max_num_seqs) or a saturated prefill; `wait_ms` of the TTFT."""
-    cap = float(np.asarray(r["running_cap"]).reshape(-1)[0])
+    cap = float(_at(r["running_cap"], 0))
     if point["decode_batch"] >= cap - 0.5:
         kv = float(r.get("kv_cap_requests", np.inf))
         why = (f"the KV cache holds {cap:g} requests of ISL + OSL tokens beside the weights" if kv <= cap else
