@@ -362,7 +362,7 @@ def recommend(
         _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, dtype,
                            "auto" if src is None or src.name == "DEFAULT" else mode, eng, mechs, acc,
                            max_draft_len, extrapolate, max_ttft_ms, max_tpot_ms, json_out,
-                           dict(kv_dtype=kv_dtype, draft_model=draft_model))
+                           dict(kv_dtype=kv_dtype, draft_model=draft_model), emit)
         return
     if mode == "auto":
         raise SpecplanError("mode (--mode): auto needs --gpus (the deployment search); use agg or disagg")
@@ -651,8 +651,9 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
 
 
 def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, dtype, mode, eng, mechs, acc,
-                       max_draft_len, extrapolate, max_ttft_ms, max_tpot_ms, json_out, kw) -> None:
-    """recommend --gpus: the best deployment of each mode and layout, why the others lost; exit 1 if none."""
+                       max_draft_len, extrapolate, max_ttft_ms, max_tpot_ms, json_out, kw, emit=None) -> None:
+    """recommend --gpus: the best deployment of each mode and layout, why the others lost, and with --emit the
+    launch of the best one; exit 1 if none."""
     from specplan.planning.recommend_serving import search_deployment
 
     if mode not in (None, "auto", "agg", "disagg"):
@@ -665,8 +666,9 @@ def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, d
                           modes=modes, engine=eng, mechanisms=mechs, acceptance=acc, max_draft_len=max_draft_len,
                           extrapolate=extrapolate, max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms,
                           **{k: v for k, v in kw.items() if v is not None})
+    launch = _launch(r, emit, dict(hardware=hardware, dtype=dtype, **kw))
     if json_out:
-        print_json(r)
+        print_json(r if launch is None else {**r, "launch": launch})
         if r["best"] is None:
             raise typer.Exit(1)
         return
@@ -697,6 +699,8 @@ def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, d
           + f"TTFT {b['ttft_ms']:.1f} ms")
     x = r["best"]
     print(f"answer: {x['mode']} {x['layout']} ({x['dtype']})")
+    if launch is not None:
+        print(launch["text"])
 
 
 def _or_dash(x):

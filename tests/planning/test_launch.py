@@ -214,3 +214,38 @@ def test_bad_answers_are_one_line():
         plan_from_answer({**SERVING_ANSWER, "best": {**SERVING_ANSWER["best"], "draft_len": -1}})
     with pytest.raises(SpecplanError, match="engine"):
         emit.build("ollama", plan_from_answer(SERVING_ANSWER))
+
+
+# The shape of `recommend --model llama-3.3-70b --hardware h200-sxm --dtype fp8 --engine vllm --isl 2048 --osl 512
+# --max-ttft-ms 1000 --max-tpot-ms 30 --gpus 8 [--mechanisms eagle3 --acceptance eagle3=0.7] --json`: the best
+# layout, its serving point (per replica / over the pools) under its own "best".
+GPUS_AGG_ANSWER = {"model": "llama-3.3-70b", "hardware": "h200-sxm", "engine": "vllm", "isl": 2048, "osl": 512,
+                   "gpus": 8, "best": {"mode": "agg", "dtype": "fp8", "tp": 1, "fits": True, "replicas": 8,
+                                       "gpus_used": 8, "total_concurrency": 152.0, "layout": "8 x TP 1",
+                                       "best": {"mechanism": "eagle3", "draft_len": 4, "concurrency": 19.0,
+                                                "pools": None, "tpot_ms": 26.98}}}
+GPUS_DISAGG_ANSWER = {"model": "llama-3.3-70b", "hardware": "h200-sxm", "engine": "vllm", "isl": 2048, "osl": 512,
+                      "gpus": 8, "best": {"mode": "disagg", "dtype": "fp8", "tp": 2, "fits": True, "gpus_used": 8,
+                                          "total_concurrency": 91.0, "layout": "2P2D x TP 2",
+                                          "best": {"mechanism": "none", "draft_len": 0, "concurrency": 91.0,
+                                                   "pools": "2P2D", "tpot_ms": 20.78}}}
+
+
+def test_a_deployment_search_answer_launches_its_best_layout():
+    """recommend --gpus nests the serving point under the best layout: the launch takes its mechanism and D, the
+    layout's TP and dtype, the batch per replica (agg: 19 of 152) or per decode instance (disagg: ceil(91 / 2))."""
+    p = plan_from_answer(GPUS_AGG_ANSWER, draft_model="yuhuili/EAGLE3-LLaMA3.3-Instruct-70B")
+    assert (p["mechanism"], p["draft_len"], p["tp"], p["dtype"], p["max_batch"], p["replicas"]) == (
+        "eagle3", 4, 1, "fp8", 19, 8)
+    launch = build("vllm", p)
+    assert json.loads(_flag(launch.argv, "--speculative-config"))["num_speculative_tokens"] == 4
+    assert _flag(launch.argv, "--max-num-seqs") == "19"
+    assert any("8 replicas" in n and "8 x 1 GPUs" in n for n in launch.notes)
+    q = plan_from_answer(GPUS_DISAGG_ANSWER)
+    assert (q["mode"], q["tp"], q["max_batch"], q["replicas"]) == ("disagg", 2, 46, 1)
+    assert q["pools"] == {"prefill": {"replicas": 2}, "decode": {"replicas": 2}}
+    dyn = build_dynamo(q, "vllm").files["dynamo-graph-deployment.yaml"]["spec"]["services"]
+    assert dyn["prefill"]["replicas"] == 2 and dyn["decode"]["replicas"] == 2
+    one = build("vllm", q)  # one engine command of a disaggregated answer says what it leaves out
+    assert any("disaggregated (2P2D, 4 x 2 GPUs)" in n and "--engine dynamo" in n for n in one.notes)
+    assert not any("replicas of this server" in n for n in build("vllm", plan_from_answer(SERVING_ANSWER)).notes)

@@ -75,6 +75,19 @@ def test_must_show_1_recommend_searches_tp_replicas_and_modes_in_one_command():
     assert "best agg:" in p.stdout and "best disagg:" in p.stdout and "answer:" in p.stdout
     # a model without a shipped acceptance profile says so instead of silently dropping speculation
     assert "no shipped acceptance profile for llama-3.3-70b" in p.stdout
+    assert "vllm serve" not in p.stdout  # no launch without --emit
+
+
+def test_recommend_gpus_emits_the_launch_of_its_answer():
+    """--emit with --gpus: the answer's launch (it used to print nothing); here the best is the 2P2D x TP 2
+    disaggregated layout, so the vLLM command is one decode instance and says so."""
+    p = run("recommend", "--model", "llama-3.3-70b", "--hardware", "h200-sxm", "--dtype", "fp8", "--engine", "vllm",
+            "--isl", "2048", "--osl", "512", "--max-ttft-ms", "1000", "--max-tpot-ms", "30", "--gpus", "8",
+            "--emit", "vllm")
+    assert p.returncode == 0, p.stderr
+    assert "answer: disagg 2P2D x TP 2" in p.stdout
+    assert "vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size 2 --max-num-seqs 46" in p.stdout
+    assert "# note: the answer is disaggregated (2P2D" in p.stdout
 
 
 def test_serving_table_always_has_the_no_speculation_row_and_the_speedup_over_it():

@@ -95,6 +95,8 @@ def plan_from_answer(answer: dict, **given) -> dict:
     best = answer.get("best", answer) if isinstance(answer.get("best", answer), dict) else None
     if best is None:
         raise SpecplanError("launch: the answer has no best configuration (recommend found none that fits)")
+    if isinstance(best.get("best"), dict):  # recommend --gpus: the best layout, its serving point under "best"
+        best = {**{k: v for k, v in best.items() if k != "best"}, **best["best"]}
     src = {**{k: v for k, v in answer.items() if k not in ("best", "ranked", "grid", "runners_up", "per_mechanism")},
            **best}
     for k, v in given.items():
@@ -135,6 +137,7 @@ def plan_from_answer(answer: dict, **given) -> dict:
         "tp": _int(lay, "tp", _int(src, "tp", 1)), "dp": _int(lay, "dp", _int(src, "dp", 1)),
         "ep": _int(lay, "ep", _int(src, "ep", 1)), "pp": _int(lay, "pp", _int(src, "pp", 1)),
         "mode": src.get("mode") or "agg", "pools": pools, "engine": src.get("engine"),
+        "replicas": _int(src, "replicas", 1) if pools is None else 1,
         "d_schedule": _schedule(sched) if sched else None,
         "hardware": src.get("hardware"), "isl": src.get("isl"), "osl": src.get("osl"),
     }
@@ -357,14 +360,33 @@ def build_dynamo(plan: dict, backend: str = "sglang", gpus_per_node: int = 8) ->
 def build(engine: str, plan: dict, backend: str | None = None) -> Launch:
     """The launch of `plan` on `engine` (vllm | sglang | trtllm | dynamo)."""
     if engine == "vllm":
-        return build_vllm(plan)
-    if engine == "sglang":
-        return build_sglang(plan)
-    if engine == "trtllm":
-        return build_trtllm(plan)
-    if engine == "dynamo":
+        launch = build_vllm(plan)
+    elif engine == "sglang":
+        launch = build_sglang(plan)
+    elif engine == "trtllm":
+        launch = build_trtllm(plan)
+    elif engine == "dynamo":
         return build_dynamo(plan, backend or (plan.get("engine") if plan.get("engine") in METHODS else "sglang"))
-    raise SpecplanError(f"launch: --emit/--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    else:
+        raise SpecplanError(f"launch: --emit/--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    launch.notes += deployment_note(plan)
+    return launch
+
+
+def deployment_note(plan: dict) -> list[str]:
+    """One note when one engine command is not the whole answer: a disaggregated answer (its prefill and decode
+    pools), or an aggregated one with several identical replicas (recommend --gpus); else []."""
+    per = plan["tp"] * plan["pp"] * plan["dp"]
+    if plan["mode"] == "disagg" and plan["pools"]:
+        x, y = (int(plan["pools"][k].get("replicas", 1)) for k in ("prefill", "decode"))
+        return [f"the answer is disaggregated ({x}P{y}D, {x + y} x {per} GPUs): this command is one decode "
+                f"instance (max batch {plan['max_batch']} each); the prefill pool and the KV transfer between them "
+                f"need a disaggregated deployment (--engine dynamo writes one)"]
+    r = plan.get("replicas", 1)
+    if r <= 1:
+        return []
+    return [f"the answer runs {r} replicas of this server ({r} x {per} GPUs): start one per group of {per} GPUs "
+            f"and spread the requests over them; the limits above (max batch {plan['max_batch']}) are per replica"]
 
 
 def render(launch: Launch) -> str:
