@@ -46,6 +46,11 @@ from specplan.profiles.hardware import HardwareProfile
 # independent tokens (their rows and FLOPs stay q). The value is fitted by `specplan validate-speculation` with whole
 # setups left out (docs/validation/speculation_load.md); 0 = independent (uniformly random) tokens.
 VERIFY_EXPERT_REUSE = 0.0
+# Kernels of one MoE layer besides the router GEMM where the serving engine's MoE path is not counted
+# (EngineProfile.moe_kernels): routing / permutation, gate_up and down. An assumption and a floor: the engines'
+# counted paths launch 6-13 (engine_profiles/*.yaml moe_kernels), and the measured fused-MoE ops of
+# reference/measured/moe_h100_a100.csv.gz at <= 8 tokens take a median 9-23 us more than this count prices.
+MOE_KERNELS = 3
 
 
 @contextmanager
@@ -250,6 +255,7 @@ def moe_experts_cost(
     n_group: int = 1,
     topk_group: int = 1,
     distinct=None,
+    kernels: int = None,
 ) -> KernelCost:
     """Fused grouped-GEMM MoE layer on the slowest EP rank (gate+up and down of its touched experts; `tp` is the
     expert-TP that splits each expert's FFN; `tokens` are all tokens the layer sees, over every DP rank).
@@ -277,6 +283,8 @@ def moe_experts_cost(
     compute_s = np.where(flops > 0, (flops + 2.0 * eff.compute_half_flops) / (hw.peak(c) * eff.compute_max_fraction), 0.0)
     memory_s = (w_bytes + a_bytes) / (hw.mem_bandwidth_bytes_s * eff.mem_bw_fraction)
     compute_s, memory_s = soft_corner(compute_s, memory_s, eff.roofline_sharpness)
-    # routing/permute, gate_up, down; each GEMM kernel's serial K loop (K = hidden, then f)
-    overhead = 3.0 * hw.kernel_overhead_s + np.where(flops > 0, eff.k_latency_s * (hidden + f), 0.0)
+    # `kernels` launches (default MOE_KERNELS: routing/permute, gate_up, down); each GEMM kernel's serial K loop
+    # (K = hidden, then f)
+    n_k = MOE_KERNELS if kernels is None else kernels
+    overhead = n_k * hw.kernel_overhead_s + np.where(flops > 0, eff.k_latency_s * (hidden + f), 0.0)
     return roofline(compute_s, memory_s, overhead)

@@ -13,7 +13,7 @@ import numpy as np
 from specplan.costs.attention import attention_cost, recurrent_state_cost
 from specplan.costs.comm import allgather_cost, allreduce_cost, p2p_cost
 from specplan.costs.gemm import elementwise_cost, gemm_cost
-from specplan.costs.moe import distinct_tokens, moe_experts_cost, parse_routing
+from specplan.costs.moe import MOE_KERNELS, distinct_tokens, moe_experts_cost, parse_routing
 from specplan.costs.roofline import COMPUTE, MEMORY, OVERHEAD, REGIME_NAMES, KernelCost
 from specplan.core.dtypes import dtype_bytes
 from specplan.core.errors import SpecplanError
@@ -195,10 +195,11 @@ def _layer_group(acc, model, hw, g: LayerGroup, lay: Layout, prec, b, q, ctx, st
         acc.add("elementwise", elementwise_cost(hw, tokens * 3 * model.ffn_size_of(g) / tp * ACT_BYTES, n), n)  # act.
     elif g.ffn == "moe":
         moe = model.moe
+        n_k = hw.moe_kernels.get(prec.w("moe"), MOE_KERNELS)  # the engine's MoE path, counted (profiles/engine.py)
         cost = moe_experts_cost(hw, b_moe * q, moe.latent_size or h, moe.expert_ffn_size, moe.num_experts, moe.top_k,
                                 prec.w("moe"), prec.compute, routing, lay.expert_tp, lay.ep, model.gated_ffn,
-                                moe.n_group, moe.topk_group, distinct=distinct_tokens(b_moe, q))
-        acc.add("moe", cost.scaled(n), 3 * n)
+                                moe.n_group, moe.topk_group, distinct=distinct_tokens(b_moe, q), kernels=n_k)
+        acc.add("moe", cost.scaled(n), n_k * n)
         if lay.dp > 1:  # DP attention: tokens reach their experts' EP ranks and come back by all-to-all
             disp, comb = moe_alltoall_costs(model, hw, lay, tokens / tp, n, routing)
             acc.add("communication", disp, n)

@@ -28,6 +28,7 @@ from specplan.core.limits import MAX_BATCH
 from specplan.profiles.hardware import MAX_TIME_S, MIN_FRACTION, HardwareProfile, kv_fractions  # the hardware profiles' bounds
 
 GEMM_SCALE_RANGE = (0.2, 5.0)  # an engine's GEMM kernels run at 1/5 to 5x the fitted fractions; beyond is a typo
+MAX_MOE_KERNELS = 64  # kernels per MoE layer an engine profile may state; beyond is a typo
 
 
 class _Frozen(BaseModel):
@@ -113,6 +114,10 @@ class EngineProfile(_Frozen):
                                                     "mla_attention", "mla_verify_attention"], str]] = Field(default_factory=dict)
     # the engine's tensor-parallel all-reduce family (costs/comm.py); None = the hardware profile's `algorithm`
     allreduce_algorithm: Literal["custom", "oneshot", "nccl"] | None = None
+    # per GPU generation and expert weight format, the kernels one MoE layer of the engine's default MoE path
+    # launches besides the router GEMM (top-k, routing metadata, the grouped GEMMs, activation, combine), counted in
+    # the engine's code, e.g. {hopper: {mxfp4: 13}}; a format not listed keeps costs/moe.py's MOE_KERNELS
+    moe_kernels: dict[str, dict[str, int]] = Field(default_factory=dict)
     sources: dict[str, str] = Field(default_factory=dict)
     notes: str = ""
 
@@ -125,6 +130,18 @@ class EngineProfile(_Frozen):
             if not (lo <= val <= hi):
                 raise ValueError(f"{info.field_name}.{k}: must be in [{lo:g}, {hi:g}], got {val}")
             out[canonical_dtype(k, where=f"{info.field_name}.{k}")] = float(val)
+        return out
+
+    @field_validator("moe_kernels")
+    @classmethod
+    def _moe_kernels(cls, v: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+        out = {}
+        for gen, per in v.items():
+            out[gen] = {}
+            for k, n in per.items():
+                if not (1 <= n <= MAX_MOE_KERNELS):
+                    raise ValueError(f"moe_kernels.{gen}.{k}: must be 1 ... {MAX_MOE_KERNELS}, got {n}")
+                out[gen][canonical_dtype(k, where=f"moe_kernels.{gen}.{k}")] = int(n)
         return out
 
     @model_validator(mode="before")
@@ -141,7 +158,7 @@ class EngineProfile(_Frozen):
                    "max_num_batched_tokens",
                    "max_num_seqs", "prefill_tokens_s", "spec_iteration_overhead_s", "spec_draft_step_overhead_s",
                    "spec_host_per_seq_s", "verify_graph_max_tokens", "draft_graph_max_batch", "graph_max_batch",
-                   "startup_client_s", "gemm_mem_bw_scale", "gemm_compute_scale")
+                   "startup_client_s", "gemm_mem_bw_scale", "gemm_compute_scale", "moe_kernels")
         missing = [k for k in numeric if getattr(self, k) and k not in self.sources]
         if missing:
             raise ValueError(f"sources: every number needs a source; missing for {', '.join(missing)}")
@@ -178,10 +195,11 @@ _ENGINE_HW: dict = {}  # (id(hardware), id(engine)) -> (hardware, engine, scaled
 
 
 def engine_hardware(hw: HardwareProfile, engine: "EngineProfile | None") -> HardwareProfile:
-    """`hw` with the engine's GEMM scales applied to its per-dtype GEMM efficiencies (fractions capped at 1) and
-    the engine's all-reduce family set; `hw` itself when the engine changes neither (or is None), or when `hw`
+    """`hw` with the engine's GEMM scales applied to its per-dtype GEMM efficiencies (fractions capped at 1), the
+    engine's all-reduce family and its MoE kernel counts on `hw`'s generation set; `hw` itself when the engine changes neither (or is None), or when `hw`
     already carries an engine's changes."""
-    if engine is None or not (engine.gemm_mem_bw_scale or engine.gemm_compute_scale or (
+    moe_k = engine.moe_kernels.get(hw.generation, {}) if engine is not None and hw.generation else {}
+    if engine is None or not (engine.gemm_mem_bw_scale or engine.gemm_compute_scale or moe_k or (
             engine.allreduce_algorithm and engine.allreduce_algorithm != hw.allreduce.algorithm)):
         return hw
     key = (id(hw), id(engine))
@@ -197,6 +215,8 @@ def engine_hardware(hw: HardwareProfile, engine: "EngineProfile | None") -> Hard
         data = hw.model_dump()
         if engine.allreduce_algorithm:
             data["allreduce"] = {**data["allreduce"], "algorithm": engine.allreduce_algorithm}
+        if moe_k:
+            data["moe_kernels"] = {**hw.moe_kernels, **moe_k}
         data.update(efficiency=eff, sources={**hw.sources, "efficiency": f"{hw.sources.get('efficiency', '')}; GEMM "
                                              f"fractions scaled by engine {engine.id} (engine_profiles/{engine.id}.yaml)"})
         if len(_ENGINE_HW) > 256:

@@ -144,6 +144,9 @@ class HardwareProfile(_Frozen):
     attention: AttentionEfficiency = AttentionEfficiency()
     allreduce: AllReduceParams = AllReduceParams()
     alltoall: AllToAllParams = AllToAllParams()
+    # kernels one MoE layer launches besides the router GEMM, per expert weight format: set from the serving
+    # engine's profile (EngineProfile.moe_kernels, profiles/engine.py engine_hardware); {} = costs/moe.py MOE_KERNELS
+    moe_kernels: dict[str, int] = Field(default_factory=dict)
     power: PowerSpec | None = None  # None: no power model for this device (energy and power not reported)
     sources: dict[str, str] = Field(default_factory=dict)
     notes: str = ""
