@@ -224,6 +224,8 @@ def predict(
         return
     if wl is not None:
         _print_serving(r["serving"])
+        print(f"decode step alone (no prefill, admission or engine host time) at the baseline's decode batch "
+              f"{r['batch']}: guidelines and memory")
     _print_point(r)
 
 
@@ -231,7 +233,8 @@ def _print_point(r: dict) -> None:
     """predict's plain-text answer for one point: baseline vs speculative, devices, memory, energy, guidelines."""
     print(f"{r['model']} on {r['hardware']} ({layout_phrase(r['layout'])}), batch {r['batch']}, "
           f"context {r['context_len']}; "
-          f"{r['mechanism']} D = {r['draft_len']} ({r['verify_tokens']:g} verified tokens); "
+          f"{r['mechanism']} D = {r['draft_len']} ({r['verify_tokens']:g} verified "
+          f"token{'' if r['verify_tokens'] == 1 else 's'}); "
           f"compute {r['precision']['compute']}, kv {r['precision']['kv']}")
     if r["acceptance_source"]:
         print(f"acceptance: {r['acceptance_source']}")

@@ -9,6 +9,7 @@ from specplan.serving.disaggregated import disaggregated
 from specplan.serving.workload import Workload
 
 NOTE_WAIT_S = 1e-3  # an admission wait from 1 ms up is named in the point's note
+PREFILL_NOTE_UTIL = 0.9  # a disaggregated prefill pool this busy is named in the point's note (its queue dominates TTFT)
 KEYS = ("tpot_ms", "ttft_ms", "request_latency_ms", "tokens_per_s_per_user", "tokens_per_s_per_gpu")
 
 
@@ -68,6 +69,13 @@ def _point(r: dict, workload: Workload | None = None, i: int = 0) -> dict:
         out["admission_wait_ms"] = 1e3 * wait
         if wait >= NOTE_WAIT_S:
             out["note"] = "; ".join(n for n in (out.get("note"), admission_note(r, out, 1e3 * wait)) if n)
+    if stable and "prefill_utilization" in r:  # disaggregated: the prefill pool's busy fraction
+        rho = f("prefill_utilization")
+        out["prefill_utilization"] = rho
+        if rho is not None and rho >= PREFILL_NOTE_UTIL:
+            out["note"] = "; ".join(n for n in (out.get("note"), (
+                f"the prefill pool is {100 * rho:.0f} % busy: most of the TTFT is the wait for it (more prefill "
+                f"instances, --pools, would shorten it)")) if n)
     if not stable:
         sat = out.get("saturation_requests_per_s")
         out["note"] = (f"unstable: arrivals ({f('requests_per_s'):.4g} req/s) exceed capacity "

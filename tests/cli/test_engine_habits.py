@@ -66,3 +66,17 @@ def test_engine_and_mechanism_ids_are_case_folded():
     r = run("recommend", *BASE, "-c", "4k", "--mechanisms", "EAGLE3,NGRAM", "--acceptance", "NGRAM=0.5", "--json")
     assert r.returncode == 0, r.stderr
     assert {x["mechanism"] for x in json.loads(r.stdout)["per_mechanism"]} == {"none", "eagle3", "ngram"}
+
+
+def test_predict_names_the_batch_of_its_step_block():
+    """predict with a workload prints the serving table, then the decode step alone at the baseline's decode batch
+    (not the speculative one): the line between them says which batch and what the step leaves out."""
+    p = run("predict", *BASE, "--isl", "1024", "--osl", "256", "--mechanism", "eagle3", "-D", "3",
+            "--concurrency", "128", "--mode", "disagg")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    i = next(k for k, x in enumerate(lines) if x.startswith("decode step alone"))
+    batch = lines[i].split("decode batch ")[1].split(":")[0]
+    assert f"batch {batch}, context" in lines[i + 1] and "serving speedup" in lines[i - 1]
+    p1 = run("predict", *BASE, "--batch", "8", "--context", "1024")
+    assert "none D = 0 (1 verified token);" in p1.stdout and "(4 verified tokens)" in p.stdout

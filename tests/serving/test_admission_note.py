@@ -74,3 +74,20 @@ def test_an_overloaded_open_loop_runs_at_its_cap():
     cap = float(np.ravel(serve("llama-3.1-8b", "h100-sxm", Workload(1024, 256, request_rate=64.0),
                                engine="vllm")["running_cap"])[0])
     assert hi["decode_batch"] <= cap
+
+
+def test_a_busy_disaggregated_prefill_pool_is_named():
+    """1P1D, Llama-3.1-8B, ISL 1024 / OSL 256, EAGLE-3 D 3: speculation makes the decode pool fast enough that the
+    one prefill GPU runs 98-99 % busy at concurrency 64 and 128 (its M/D/1 queue is most of the TTFT); the point
+    says so and carries the busy fraction. At concurrency 8 it is well under the 90 % threshold: no note."""
+    from specplan.serving.api import PREFILL_NOTE_UTIL
+
+    s = serving_summary("llama-3.1-8b", "h100-sxm", Workload(1024, 256, concurrency=[8.0, 128.0], mode="disagg",
+                                                             pools=(1, 1)),
+                        mechanism="eagle3", draft_len=3)
+    low, high = (p["speculative"] for p in s["points"])
+    assert PREFILL_NOTE_UTIL == 0.9
+    assert high["prefill_utilization"] >= 0.95 and "the prefill pool is" in high["note"]
+    assert f"{100 * high['prefill_utilization']:.0f} % busy" in high["note"]
+    assert high["ttft_ms"] > 10 * low["ttft_ms"]
+    assert low["prefill_utilization"] < 0.9 and "prefill pool" not in low.get("note", "")
