@@ -609,7 +609,7 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
                kv_dtype=kv_dtype, max_ttft_ms=max_ttft_ms, engine=engine)
     if json_out:
         print_json(r)
-        if r["best"] is None:
+        if r["answer"] is None:
             raise typer.Exit(1)
         return
     load = f"ISL {r['isl']}, OSL {r['osl']}; " if r["isl"] else ""
@@ -632,21 +632,30 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
               f"tokens/s per replica" + ("" if a["fits_budget"] else f" (over --max-gpus {r['max_gpus']})"))
     if r.get("prefill_unreachable"):
         print(f"note: disaggregated: {r['prefill_unreachable']}")
+    ans = r["answer"]
     if b is None:
         print(f"infeasible (disaggregated): {r['infeasible']}")
-        raise typer.Exit(1)
-    from specplan.model.parallel import parse_layout
+        if ans is None:
+            raise typer.Exit(1)
+    else:
+        from specplan.model.parallel import parse_layout
 
-    lay = parse_layout(b["layout"])
-    flags = f"--tp {lay.tp} --dp {lay.dp} --ep {lay.ep}" + (f" --pp {lay.pp}" if lay.pp > 1 else "")
-    pre = (f"prefill {b['prefill_gpus']} GPUs (TP {r['node_gpus']} groups, {1e3 * r['prefill_s_per_request']:.1f} ms "
-           f"of prefill per request) + " if b["prefill_gpus"] else "")
-    print(f"answer: {b['gpus']} GPUs ({b['gpus'] // r['node_gpus']} nodes): {pre}decode {b['decode_gpus']} GPUs = "
-          f"{b['instances']} x {b['layout']} ({flags}, docs/parallel.md for engine flags)")
-    print(f"  {b['mechanism']} D = {b['draft_len']}, batch {b['batch']} per instance, "
-          f"{b['tokens_per_s_per_user']:.1f} tokens/s/user (AL {b['acceptance_length']:.2f}, iteration "
-          f"{b['iter_ms']:.1f} ms), {b['tps']:,.0f} tokens/s total, {b['memory_gb']:.1f} GB per GPU")
-    print(f"why not fewer: {r['smaller_fails']}")
+        lay = parse_layout(b["layout"])
+        flags = f"--tp {lay.tp} --dp {lay.dp} --ep {lay.ep}" + (f" --pp {lay.pp}" if lay.pp > 1 else "")
+        pre = (f"prefill {b['prefill_gpus']} GPUs (TP {r['node_gpus']} groups, {1e3 * r['prefill_s_per_request']:.1f} "
+               f"ms of prefill per request) + " if b["prefill_gpus"] else "")
+        lead = "answer" if ans["mode"] == "disagg" else "disaggregated"
+        print(f"{lead}: {b['gpus']} GPUs ({b['gpus'] // r['node_gpus']} nodes): {pre}decode {b['decode_gpus']} GPUs = "
+              f"{b['instances']} x {b['layout']} ({flags}, docs/parallel.md for engine flags)")
+        print(f"  {b['mechanism']} D = {b['draft_len']}, batch {b['batch']} per instance, "
+              f"{b['tokens_per_s_per_user']:.1f} tokens/s/user (AL {b['acceptance_length']:.2f}, iteration "
+              f"{b['iter_ms']:.1f} ms), {b['tps']:,.0f} tokens/s total, {b['memory_gb']:.1f} GB per GPU")
+        print(f"why not fewer: {r['smaller_fails']}")
+    if ans["mode"] == "agg":
+        than = (f"fewer than the disaggregated {b['gpus']}" if b is not None else
+                "the disaggregated search meets the targets with none")
+        print(f"answer: {a['gpus']} GPUs, aggregated: {a['replicas']} x TP {a['tp']} replicas ({than}; "
+              f"the aggregated line above)")
     ttft = r.get("prefill_ttft_target_ms")
     print("assumptions: decode instances of one layout at the mean context ISL + OSL / 2; prefill pool of whole "
           "nodes sized to the request rate (target / OSL) at the roofline prefill time with its M/D/1 wait"

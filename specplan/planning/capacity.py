@@ -209,6 +209,7 @@ def search(model, hardware, *, target_tps: float, target_tps_per_user: float, ma
                                               isl=isl, osl=osl, max_gpus=max_gpus, node=node, mechanisms=mechanisms,
                                               acceptance=acceptance, max_draft_len=max_draft_len,
                                               max_ttft_ms=max_ttft_ms, dtype=dtype, kv_dtype=kv_dtype, engine=engine)
+    out["answer"] = answer_of(found, out.get("aggregated"))
     if isl and pre == 0:
         out["prefill_unreachable"] = (f"one prompt's prefill takes {1e3 * per_req:.0f} ms on a TP {group} group, over "
                                       f"the TTFT target {max_ttft_ms:g} ms")
@@ -219,6 +220,18 @@ def search(model, hardware, *, target_tps: float, target_tps_per_user: float, ma
         out["smaller_fails"] = (f"{table[i - 1]['gpus']} GPUs: {table[i - 1]['why']}" if i > 0 else
                                 f"{found['gpus']} GPUs is one node, the smallest count searched")
     return out
+
+
+def answer_of(disagg: dict | None, agg: dict | None) -> dict | None:
+    """The answer of the GPU-count search: the fewer GPUs of the disaggregated pools (`disagg`, its first count that
+    meets the targets) and the aggregated replicas (`agg`, within the GPU budget); the disaggregated one on a tie
+    (its count is whole nodes); None when neither meets the targets."""
+    a = agg if agg is not None and agg["fits_budget"] else None
+    if disagg is None and a is None:
+        return None
+    if a is not None and (disagg is None or a["gpus"] < disagg["gpus"]):
+        return {"mode": "agg", "gpus": a["gpus"]}
+    return {"mode": "disagg", "gpus": disagg["gpus"]}
 
 
 def _instance_tp(model, node: int) -> int:

@@ -92,3 +92,32 @@ def test_unreachable_per_user_target_is_explained():
     assert r["best"] is None and "5000 tokens/s/user" in r["infeasible"]
     with pytest.raises(SpecplanError, match="both --isl and --osl"):
         search("deepseek-v3", "h200-sxm", **{**ARGS, "osl": None})
+
+
+def test_the_answer_is_the_fewer_gpus_of_both_modes():
+    """answer_of by hand: the aggregated replicas win with fewer GPUs inside the budget; the disaggregated pools on a
+    tie or when the replicas are over the budget; None when neither meets the targets."""
+    from specplan.planning.capacity import answer_of
+
+    d = {"gpus": 48}
+    assert answer_of(d, {"gpus": 40, "fits_budget": True}) == {"mode": "agg", "gpus": 40}
+    assert answer_of(d, {"gpus": 48, "fits_budget": True}) == {"mode": "disagg", "gpus": 48}
+    assert answer_of(d, {"gpus": 40, "fits_budget": False}) == {"mode": "disagg", "gpus": 48}
+    assert answer_of(None, {"gpus": 40, "fits_budget": True}) == {"mode": "agg", "gpus": 40}
+    assert answer_of(None, None) is None and answer_of(None, {"gpus": 9, "fits_budget": False}) is None
+
+
+def test_cli_answers_aggregated_when_its_replicas_need_fewer_gpus():
+    """Llama-3.3-70B on H100 at 20,000 tokens/s and >= 30 tokens/s/user: 10 aggregated TP-4 replicas (40 GPUs,
+    2,160 tokens/s each: 21,600 >= 20,000) beat the disaggregated 48; the answer line said 48 before."""
+    args = ["recommend", "-m", "llama-3.3-70b", "-H", "h100-sxm", "--isl", "2048", "--osl", "512", "--target-tps",
+            "20000", "--target-tps-per-user", "30", "--max-ttft-ms", "2000", "--mechanisms", "eagle3", "--acceptance",
+            "eagle3=0.7"]
+    out = json.loads(subprocess.run([sys.executable, "-m", "specplan", *args, "--json"], capture_output=True,
+                                    text=True, cwd=ROOT).stdout)
+    a = out["aggregated"]
+    assert a["replicas"] * a["tokens_per_s_per_replica"] >= 20000 > (a["replicas"] - 1) * a["tokens_per_s_per_replica"]
+    assert out["answer"] == {"mode": "agg", "gpus": a["gpus"]} and a["gpus"] < out["best"]["gpus"]
+    txt = subprocess.run([sys.executable, "-m", "specplan", *args], capture_output=True, text=True, cwd=ROOT).stdout
+    assert f"answer: {a['gpus']} GPUs, aggregated: {a['replicas']} x TP {a['tp']} replicas" in txt
+    assert f"disaggregated: {out['best']['gpus']} GPUs" in txt and f"answer: {out['best']['gpus']} GPUs" not in txt
