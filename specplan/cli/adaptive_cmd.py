@@ -70,7 +70,7 @@ def adaptive(
     trace: Optional[str] = typer.Option(
         None, "--trace", help="Shorthand: segments alpha[@batch]xITER, e.g. 0.9@8x300,0.5@32x300 (needs --context)."),
     context: Optional[str] = typer.Option(None, "--context", "-c", help="Context of --trace segments; 32k = 32768."),
-    mechanism: str = typer.Option("eagle3", "--mechanism", callback=fold_ids,
+    mechanism: str = typer.Option("eagle3", "--mechanism", "--mechanisms", callback=fold_ids,
                                   help="Draft mechanism whose costs are used."),
     policies: str = typer.Option("fixed:3,sglang,model,oracle", "--policies",
                                  help="fixed:D, sglang[:CONFIG.json], model[:acc=S/time=E/slo=0], "
@@ -98,7 +98,7 @@ def adaptive(
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math dtype."),
     seed: int = typer.Option(0, "--seed", help="Random seed (an integer >= 0): arrivals, α draws, acceptance."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
-    out: Optional[str] = typer.Option(None, "--output", "-o", help="Directory for table, JSON, series and plots."),
+    out: Optional[str] = typer.Option(None, "-o", "--out", "--output", help="Directory for table, JSON, series and plots."),
 ) -> None:
     """Simulate draft-length policies request by request: TPOT/TTFT percentiles, SLO attainment, tokens/s/GPU."""
     from specplan.core.errors import SpecplanError

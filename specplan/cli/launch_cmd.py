@@ -43,7 +43,7 @@ def launch(
 
 @app.command("validate-power")
 def validate_power(
-    outdir: Path = typer.Option(Path("docs/validation"), "--out", "-o", help="Folder of power.md."),
+    outdir: Path = typer.Option(Path("docs/validation"), "-o", "--out", "--output", help="Folder of power.md."),
 ) -> None:
     """Fit H100's dynamic power split on public measured rows, score every H100 row (docs/validation/power.md)."""
     from specplan.validation.power import write_report

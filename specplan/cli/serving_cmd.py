@@ -12,7 +12,7 @@ from specplan.cli.app import app
 
 @app.command("validate-serving")
 def validate_serving(
-    outdir: Path = typer.Option(Path("docs/validation"), "--out", "-o", help="Folder of serving.md and magicdec.md."),
+    outdir: Path = typer.Option(Path("docs/validation"), "-o", "--out", "--output", help="Folder of serving.md and magicdec.md."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Print each leave-group-out fold."),
 ) -> None:
     """Fit engine numbers on reference/serving_h100.csv (groups left out in turn), score every row; MagicDec."""
@@ -28,7 +28,7 @@ def validate_serving(
 
 @app.command("validate-speculation")
 def validate_speculation(
-    out: Path = typer.Option(Path("docs/validation/speculation_load.md"), "--out", "-o", help="Report path."),
+    out: Path = typer.Option(Path("docs/validation/speculation_load.md"), "-o", "--out", "--output", help="Report path."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Print each setup as it is priced."),
 ) -> None:
     """Score speculative speedups under load (reference/speculation_load/) with setups left out; write the report."""

@@ -208,7 +208,7 @@ def pareto(
     formats: Optional[str] = typer.Option(None, "--formats", help="Figure formats, comma list of png, svg "
                                           "(default png; png,svg also writes SVGs, about twice the figure time)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on a terminal."),
-    outdir: Path = typer.Option(..., "--out", "-o", help="Output folder."),
+    outdir: Path = typer.Option(..., "-o", "--out", "--output", help="Output folder."),
     engine: Engine = None,
     mode: Mode = None,
     isl: Isl = None,
@@ -254,7 +254,7 @@ def pareto(
 @app.command("study")
 def study(
     path: Path = typer.Argument(..., help="Study YAML (see docs/studies.md)."),
-    outdir: Path = typer.Option(..., "--out", "-o", help="Output folder."),
+    outdir: Path = typer.Option(..., "-o", "--out", "--output", help="Output folder."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on a terminal."),
 ) -> None:
     """Run a YAML what-if study: base scenario + variants; results, plots and summary.md."""

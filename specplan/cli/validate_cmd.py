@@ -62,7 +62,7 @@ def validate_parallel() -> None:
 @app.command("validate-round")
 def validate_round(
     csv_path: Path = typer.Option(..., "--csv", help="round.csv of specplan/bench/round_bench.py (a GPU run)."),
-    out: Path = typer.Option(Path("docs/validation/round.md"), "--out", "-o", help="Report path."),
+    out: Path = typer.Option(Path("docs/validation/round.md"), "-o", "--out", "--output", help="Report path."),
 ) -> None:
     """One speculative round of specplan's torch harness (draft, verify, rejection apart) against specplan."""
     if not csv_path.is_file():

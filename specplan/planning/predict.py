@@ -172,7 +172,12 @@ def mla_tp_note(m, hw, tp: int, context_len, prec, layout=None) -> str | None:
         return None
     from specplan.model.memory import memory_usage
 
-    mb = int(min(float(memory_usage(m, hw, lay.tp, 1, context_len, prec, layout=lay).max_batch), 1e9))
+    mem = memory_usage(m, hw, lay.tp, 1, context_len, prec, layout=lay)
+    if mem.weights_bytes >= mem.capacity_bytes:  # the weights alone: the KV layout is not the reason
+        return (f"{m.id} does not fit: its weights take {mem.weights_bytes / 1e9:.1f} GB per device at {lay.name}, "
+                f"over the {mem.capacity_bytes / 1e9:.1f} GB usable, before any KV cache (more devices, or "
+                f"lower-precision weights)")
+    mb = int(min(float(mem.max_batch), 1e9))
     fit = (f"the largest batch that fits at context {int(context_len):,} is {mb} (D = 0)" if mb >= 1 else
            f"not even batch 1 fits at context {int(context_len):,} (D = 0)")
     return (f"{m.id} uses MLA: its latent KV cache is replicated on every one of the {lay.tp} TP ranks of a DP "

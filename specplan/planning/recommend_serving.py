@@ -78,7 +78,8 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
         for pool, r in zip(pools, results):
             e = serving_energy(m, hardware, wl, r, d[None, :], tp=tp, dtype=kw.get("dtype"),
                                kv_dtype=kw.get("kv_dtype"), price=price)
-            _pool_rows(rows, grid if keep_grid else None, mech, d, pool, r, e, conc, sla, objective)
+            _pool_rows(rows, grid if keep_grid else None, mech, d, pool, r, e, conc, sla, objective,
+                       getattr(hardware, "id", hardware))
     rows, feasible, base, ranked = _rank(rows, objective, top)
     out = {"model": m.id, "engine": eng.id, "mode": workload.mode, "isl": workload.isl, "osl": workload.osl,
            "tp": tp, "hardware": getattr(hardware, "id", hardware), "objective": objective,
@@ -133,7 +134,8 @@ def _serving_mechanisms(m, mechanisms, acceptance) -> tuple[list[str], list[str]
     return mechs, []
 
 
-def _pool_rows(rows: list, grid: list | None, mech: str, d, pool, r: dict, e, conc, sla, objective: str) -> None:
+def _pool_rows(rows: list, grid: list | None, mech: str, d, pool, r: dict, e, conc, sla, objective: str,
+               hw_id: str = "this hardware") -> None:
     """Append one row per D (its best concurrency under the SLA by `objective`) and, with `grid`, every point."""
     from specplan.planning.cost import row_energy
 
@@ -150,7 +152,7 @@ def _pool_rows(rows: list, grid: list | None, mech: str, d, pool, r: dict, e, co
     else:
         key = "usd_per_mtok" if objective == "cost" else "joules_per_token"
         if e is None or key not in e:
-            raise SpecplanError(f"objective {objective}: no {key} on this hardware (no power model or no "
+            raise SpecplanError(f"objective {objective}: no {key} on {hw_id} (no power model or no "
                                 f"default price: give --gpu-hour-usd)")
         val = np.broadcast_to(e[key], shape)
         obj = np.where(ok & np.isfinite(val), -val, -np.inf)

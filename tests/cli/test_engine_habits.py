@@ -80,3 +80,20 @@ def test_predict_names_the_batch_of_its_step_block():
     assert f"batch {batch}, context" in lines[i + 1] and "serving speedup" in lines[i - 1]
     p1 = run("predict", *BASE, "--batch", "8", "--context", "1024")
     assert "none D = 0 (1 verified token);" in p1.stdout and "(4 verified tokens)" in p.stdout
+
+
+@pytest.mark.parametrize("command", ["adaptive", "study", "pareto", "validate-speculation", "validate-serving",
+                                     "validate-round", "validate-power"])
+def test_every_output_option_takes_o_out_and_output(command):
+    """README: one spelling everywhere: -o/--out, --output an alias (adaptive took only --output, study and pareto
+    only --out)."""
+    p = run(command, "--help")
+    assert p.returncode == 0, p.stderr
+    assert "-o, --out, --output" in " ".join(p.stdout.split()), p.stdout
+
+
+def test_cost_objective_names_the_device_without_a_price():
+    """--objective cost over two devices, one without a power model or price (a100-sxm-80gb): the error names it."""
+    p = run("recommend", *BASE, "-H", "a100-sxm-80gb", "--isl", "1024", "--osl", "256", "--objective", "cost")
+    assert p.returncode == 2 and "no usd_per_mtok on a100-sxm-80gb" in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1

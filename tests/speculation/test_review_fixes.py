@@ -184,3 +184,21 @@ def test_recommend_on_lpu_has_no_tile_guideline():
     assert p.returncode == 0, p.stderr
     assert "tok/s/chip" in p.stdout and "tok/s/GPU" not in p.stdout
     assert "attention tiles n/a (LPU)" in p.stdout and "128/G" not in p.stdout
+
+
+def test_mla_model_whose_weights_alone_do_not_fit_blames_the_weights():
+    """DeepSeek-V3 at TP 8 on 80 GB H100s: ~671 B parameters, mostly fp8, are about 85 GB per device, over the
+    77.3 GB usable before any KV: the note names the weights, not the replicated latent KV (session-10 QA)."""
+    from specplan.costs.precision import resolve_precision
+    from specplan.model.memory import memory_usage
+    from specplan.planning.predict import mla_tp_note
+    from specplan.profiles.registry import load_hardware, load_model
+
+    m, hw = load_model("deepseek-v3"), load_hardware("h100-sxm")
+    prec = resolve_precision(m, hw, None, None)
+    mem = memory_usage(m, hw, 8, 1, 4096, prec)
+    assert 671e9 / 8 / 1e9 < mem.weights_bytes / 1e9 < 90 and mem.weights_bytes > mem.capacity_bytes
+    note = mla_tp_note(m, hw, 8, 4096, prec)
+    assert note.startswith("deepseek-v3 does not fit: its weights take") and "replicated" not in note
+    assert "replicated" in mla_tp_note(m, load_hardware("h200-sxm"), 8, 4096,
+                                       resolve_precision(m, load_hardware("h200-sxm"), None, None))
