@@ -24,10 +24,16 @@ def table(rows: list[list], header: list[str]) -> str:
 
 
 def _fmt(v) -> str:
+    """A table cell: '-' for no value (None), whole numbers from 1e5 up to 1e12 (a TTFT of 155000 ms, not 1.55e+05),
+    three significant digits beyond or below 1e-3, else up to three decimals."""
+    if v is None:
+        return "-"
     if isinstance(v, (float, np.floating)):
         if v == 0:
             return "0"
-        if abs(v) >= 1e5 or abs(v) < 1e-3:
+        if 1e5 <= abs(v) < 1e12:
+            return f"{v:.0f}"
+        if abs(v) >= 1e12 or abs(v) < 1e-3 or v != v:
             return f"{v:.3g}"
         return f"{v:.3f}".rstrip("0").rstrip(".")
     return str(v)

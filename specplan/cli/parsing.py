@@ -73,6 +73,20 @@ def context_tokens(value: str | int, name: str = "--context") -> int:
         raise SpecplanError(f"{name}: expected a token count such as 4096 or 32k, got '{value}'") from None
 
 
+def model_context(model, value: str | int, name: str = "--context") -> int:
+    """context_tokens, refused in one line beyond the model's context (max_context_len), as the serving commands
+    refuse ISL + OSL beyond it."""
+    from specplan.profiles.registry import load_model
+
+    tokens = context_tokens(value, name)
+    m = load_model(model)
+    cap = getattr(m, "max_context_len", None)
+    if cap is not None and tokens > cap:
+        raise SpecplanError(f"context ({name}): {tokens} tokens exceeds {m.id}'s context of {cap} tokens "
+                            f"(max_context_len)")
+    return tokens
+
+
 def fold_ids(value):
     """Mechanism ids of a CLI option in lower case (EAGLE3 -> eagle3): a typer callback for str or list values."""
     if value is None:

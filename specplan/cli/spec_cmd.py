@@ -12,7 +12,7 @@ import typer
 from specplan.cli.app import app
 from specplan.cli.serving_options import (Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate,
                                           StartupCohort)
-from specplan.cli.parsing import cli_layout, comma_list, context_tokens, fold_ids, mech_values, number_list, one_number
+from specplan.cli.parsing import cli_layout, comma_list, fold_ids, model_context, mech_values, number_list, one_number
 from specplan.cli.output import print_json, table
 from specplan.core.errors import SpecplanError
 from specplan.speculation.guidelines import g1_phrase
@@ -217,7 +217,7 @@ def predict(
         if batch is None or context is None:
             raise SpecplanError("predict: give --batch and --context, or --isl and --osl with --concurrency or "
                                 "--request-rate")
-        r = predict_summary(model, hardware, tp=tp, batch=batch, context_len=context_tokens(context),
+        r = predict_summary(model, hardware, tp=tp, batch=batch, context_len=model_context(model, context),
                             layout=cli_layout(tp, dp, ep, pp), **kw)
     if json_out:
         print_json(r)
@@ -381,7 +381,7 @@ def recommend(
     if context is None:
         raise SpecplanError("recommend: --context is required (or --target-tps with --isl and --osl)")
     r = run(model, hardware, tp=tp, batch=batch, target_tps_per_user=target_tps,
-            context_len=context_tokens(context), mechanisms=mechs, acceptance=acc, max_draft_len=max_draft_len,
+            context_len=model_context(model, context), mechanisms=mechs, acceptance=acc, max_draft_len=max_draft_len,
             extrapolate=extrapolate, dtype=dtype,
             kv_dtype=kv_dtype, draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
             draft_kv_budget=draft_kv_budget, engine=eng, layout=cli_layout(tp, dp, ep, pp))
@@ -604,7 +604,7 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
     if mechs is None:
         mechs = list(acc)
     r = search(model, hardware, target_tps=target_total, target_tps_per_user=target_user, max_gpus=max_gpus,
-               isl=isl, osl=osl, context_len=None if context is None else context_tokens(context),
+               isl=isl, osl=osl, context_len=None if context is None else model_context(model, context),
                mechanisms=[x for x in mechs if x != "none"], acceptance=acc, max_draft_len=max_d, dtype=dtype,
                kv_dtype=kv_dtype, max_ttft_ms=max_ttft_ms, engine=engine)
     if json_out:

@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from specplan.cli.app import app
-from specplan.cli.parsing import cli_layout, context_tokens
+from specplan.cli.parsing import cli_layout, model_context
 from specplan.cli.output import print_json, table
 
 
@@ -33,7 +33,7 @@ def step(
     """Time and memory of one decode step."""
     from specplan.api import step_summary
 
-    r = step_summary(model, hardware, tp, batch, q_len, context_tokens(context), dtype, kv_dtype, weight_dtype,
+    r = step_summary(model, hardware, tp, batch, q_len, model_context(model, context), dtype, kv_dtype, weight_dtype,
                      attention_style, routing, reserve, layout=cli_layout(tp, dp, ep, pp))
     if json_out:
         print_json(r)

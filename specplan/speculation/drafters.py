@@ -145,6 +145,10 @@ def draft_external(inp: DraftInput) -> DraftCost:
     devices = np.asarray(step.devices, dtype=float) if separate else 0
     t = d * step.total_s
     notes = [f"draft {dm.id} on {dhw.id} (tp {tp_d}), {prec_d.compute}"]
+    if dm.vocab_size != inp.model.vocab_size:  # engines verify draft tokens as target token ids
+        notes.append(f"draft {dm.id}'s vocabulary ({dm.vocab_size:,}) is not {inp.model.id}'s ({inp.model.vocab_size:,}): "
+                     f"a draft model must share the target's tokenizer, so this pairing prices a draft no engine "
+                     f"runs as it stands")
     if inp.draft_hardware is not None and not separate:
         notes.append(f"draft hardware {dhw.id} is the target's: the draft shares the target's devices (its weights "
                      f"and KV count against their memory; no transfer)")

@@ -97,3 +97,13 @@ def test_cost_objective_names_the_device_without_a_price():
     p = run("recommend", *BASE, "-H", "a100-sxm-80gb", "--isl", "1024", "--osl", "256", "--objective", "cost")
     assert p.returncode == 2 and "no usd_per_mtok on a100-sxm-80gb" in p.stderr, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command, extra", [("predict", ["--batch", "1"]), ("step", ["--batch", "1"]),
+                                            ("recommend", [])])
+def test_a_context_beyond_the_model_is_refused_on_the_step_path_too(command, extra):
+    """Llama-3.1-8B's config: max_position_embeddings 131072 (max_context_len); the serving commands refused
+    ISL + OSL beyond it, the step path priced a 10M-token context silently."""
+    p = run(command, *BASE, *extra, "--context", "10000000")
+    assert p.returncode == 2 and "exceeds llama-3.1-8b's context of 131072 tokens" in p.stderr, p.stderr
+    assert run(command, *BASE, *extra, "--context", "128k").returncode == 0

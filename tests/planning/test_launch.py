@@ -249,3 +249,13 @@ def test_a_deployment_search_answer_launches_its_best_layout():
     one = build("vllm", q)  # one engine command of a disaggregated answer says what it leaves out
     assert any("disaggregated (2P2D, 4 x 2 GPUs)" in n and "--engine dynamo" in n for n in one.notes)
     assert not any("replicas of this server" in n for n in build("vllm", plan_from_answer(SERVING_ANSWER)).notes)
+
+
+def test_an_instruct_draft_beside_a_base_checkpoint_is_named():
+    """llama-3.1-8b's profile is read from the base config (meta-llama/Meta-Llama-3.1-8B; the Instruct one is the
+    same shape) while its EAGLE-3 head, yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, was trained on the Instruct model."""
+    launch = build("vllm", plan_from_answer(SERVING_ANSWER))
+    assert any(n.startswith("the draft yuhuili/EAGLE3-LLaMA3.1-Instruct-8B was trained on an Instruct model")
+               for n in launch.notes)
+    plan = plan_from_answer({**SERVING_ANSWER, "hf_repo": "meta-llama/Llama-3.1-8B-Instruct"})
+    assert not any("Instruct model" in n for n in build("vllm", plan).notes)

@@ -202,3 +202,15 @@ def test_mla_model_whose_weights_alone_do_not_fit_blames_the_weights():
     assert note.startswith("deepseek-v3 does not fit: its weights take") and "replicated" not in note
     assert "replicated" in mla_tp_note(m, load_hardware("h200-sxm"), 8, 4096,
                                        resolve_precision(m, load_hardware("h200-sxm"), None, None))
+
+
+def test_an_external_draft_with_another_vocabulary_is_named():
+    """qwen3-4b (vocabulary 151,936) drafting for llama-3.1-8b (128,256): priced, with a note that no engine runs
+    a draft whose token ids are not the target's; llama-3.2-1b shares Llama 3's 128,256 and gets no such note."""
+    acc = Acceptance.from_rate(0.6)
+    bad = predict_summary("llama-3.1-8b", "h100-sxm", batch=8, context_len=2048, mechanism="external", draft_len=3,
+                          draft_model="qwen3-4b", acceptance=acc)
+    assert any("vocabulary (151,936) is not llama-3.1-8b's (128,256)" in n for n in bad["notes"])
+    ok = predict_summary("llama-3.1-8b", "h100-sxm", batch=8, context_len=2048, mechanism="external", draft_len=3,
+                         draft_model="llama-3.2-1b", acceptance=acc)
+    assert not any("vocabulary" in n for n in ok["notes"])

@@ -374,8 +374,18 @@ def build(engine: str, plan: dict, backend: str | None = None) -> Launch:
 
 
 def deployment_note(plan: dict) -> list[str]:
-    """One note when one engine command is not the whole answer: a disaggregated answer (its prefill and decode
-    pools), or an aggregated one with several identical replicas (recommend --gpus); else []."""
+    """Notes when one engine command is not the whole answer: a disaggregated answer (its prefill and decode pools),
+    an aggregated one with several identical replicas (recommend --gpus); a draft trained on an Instruct model
+    launched beside a base checkpoint."""
+    dr, tr = str(plan.get("draft_repo") or ""), str(plan.get("hf_repo") or "")
+    head = ([f"the draft {dr} was trained on an Instruct model and the command serves {tr}: serve the Instruct "
+             f"checkpoint the draft was trained on (the acceptance priced is the draft's on it)"]
+            if plan["mechanism"] != "none" and "instruct" in dr.lower() and "instruct" not in tr.lower() else [])
+    return head + _pools_note(plan)
+
+
+def _pools_note(plan: dict) -> list[str]:
+    """deployment_note's pools / replicas part."""
     per = plan["tp"] * plan["pp"] * plan["dp"]
     if plan["mode"] == "disagg" and plan["pools"]:
         x, y = (int(plan["pools"][k].get("replicas", 1)) for k in ("prefill", "decode"))
