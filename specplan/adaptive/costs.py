@@ -116,7 +116,10 @@ def build_costs(model, hardware, *, d_max: int, ctx_min: float, ctx_max: float, 
     from specplan.speculation.speedup import evaluate
     from specplan.model.step import step_time
 
-    m, hw, eng = load_model(model), load_hardware(hardware), load_engine(engine)
+    from specplan.profiles.engine import engine_hardware
+
+    m, eng = load_model(model), load_engine(engine)
+    hw = engine_hardware(load_hardware(hardware), eng)  # the engine's kernels (GEMM scales, MoE path's count)
     srv = ServingProfile(eng.spec_iteration_overhead_s, eng.spec_draft_step_overhead_s, f"engine {eng.id}")
     tp = kw.get("tp", 1)
     lo, hi = max(float(ctx_min), 1.0), max(float(ctx_max), float(ctx_min) + 1.0)

@@ -8,7 +8,7 @@ import typer
 
 from specplan.cli.app import app
 from specplan.cli.output import print_json, table
-from specplan.cli.parsing import comma_list, context_tokens, fold_ids
+from specplan.cli.parsing import comma_list, fold_ids, model_context
 from specplan.planning.sweep import MAX_DRAFT_LEN
 
 COLUMNS = ("policy", "tpot_p50_ms", "tpot_p99_ms", "ttft_p50_ms", "ttft_p99_ms", "tokens_per_s_per_gpu",
@@ -218,7 +218,7 @@ def _trace(model, hardware, trace, context, names, common, engine, kw, json_out)
 
     if context is None:
         raise SpecplanError("--trace: needs --context (the KV tokens of every sequence)")
-    ctx = context_tokens(context)
+    ctx = model_context(model, context)
     res = run_trace(model, hardware, parse_trace(trace), names, context_len=ctx, engine=engine, **common, **kw)
     rows = [{k: v for k, v in r.items() if k != "chosen_d"} for r in res["policies"]]
     if json_out:

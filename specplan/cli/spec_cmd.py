@@ -644,18 +644,24 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
         flags = f"--tp {lay.tp} --dp {lay.dp} --ep {lay.ep}" + (f" --pp {lay.pp}" if lay.pp > 1 else "")
         pre = (f"prefill {b['prefill_gpus']} GPUs (TP {r['node_gpus']} groups, {1e3 * r['prefill_s_per_request']:.1f} "
                f"ms of prefill per request) + " if b["prefill_gpus"] else "")
-        lead = "answer" if ans["mode"] == "disagg" else "disaggregated"
+        lead = "answer" if ans is not None and ans["mode"] == "disagg" else "disaggregated"
         print(f"{lead}: {b['gpus']} GPUs ({b['gpus'] // r['node_gpus']} nodes): {pre}decode {b['decode_gpus']} GPUs = "
               f"{b['instances']} x {b['layout']} ({flags}, docs/parallel.md for engine flags)")
         print(f"  {b['mechanism']} D = {b['draft_len']}, batch {b['batch']} per instance, "
               f"{b['tokens_per_s_per_user']:.1f} tokens/s/user (AL {b['acceptance_length']:.2f}, iteration "
               f"{b['iter_ms']:.1f} ms), {b['tps']:,.0f} tokens/s total, {b['memory_gb']:.1f} GB per GPU")
         print(f"why not fewer: {r['smaller_fails']}")
+    if ans is None:  # the disaggregated count has no prefill pool (prefill_unreachable above)
+        print("infeasible: no prefill pool meets the TTFT target and no aggregated replicas meet the targets")
+        raise typer.Exit(1)
     if ans["mode"] == "agg":
         than = (f"fewer than the disaggregated {b['gpus']}" if b is not None else
                 "the disaggregated search meets the targets with none")
         print(f"answer: {a['gpus']} GPUs, aggregated: {a['replicas']} x TP {a['tp']} replicas ({than}; "
               f"the aggregated line above)")
+        if max_ttft_ms is None and b is not None:  # the modes' TTFTs were not held to one target
+            print(f"note: no --max-ttft-ms: the aggregated replicas' TTFT is {a['ttft_ms']:.0f} ms, the disaggregated "
+                  f"prefill pool is sized to {r['prefill_ttft_target_ms']:.0f} ms; --max-ttft-ms holds both to one")
     ttft = r.get("prefill_ttft_target_ms")
     print("assumptions: decode instances of one layout at the mean context ISL + OSL / 2; prefill pool of whole "
           "nodes sized to the request rate (target / OSL) at the roofline prefill time with its M/D/1 wait"
@@ -678,8 +684,8 @@ def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, d
                           modes=modes, engine=eng, mechanisms=mechs, acceptance=acc, max_draft_len=max_draft_len,
                           extrapolate=extrapolate, max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms,
                           **{k: v for k, v in kw.items() if v is not None})
-    launch = _launch(r, emit, dict(hardware=hardware, dtype=dtype, **kw))
     if json_out:
+        launch = _launch(r, emit, dict(hardware=hardware, dtype=dtype, **kw))
         print_json(r if launch is None else {**r, "launch": launch})
         if r["best"] is None:
             raise typer.Exit(1)
@@ -711,6 +717,7 @@ def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, d
           + f"TTFT {b['ttft_ms']:.1f} ms")
     x = r["best"]
     print(f"answer: {x['mode']} {x['layout']} ({x['dtype']})")
+    launch = _launch(r, emit, dict(hardware=hardware, dtype=dtype, **kw))  # after the search: its error comes last
     if launch is not None:
         print(launch["text"])
 

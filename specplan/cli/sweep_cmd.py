@@ -12,7 +12,7 @@ import typer
 
 from specplan.cli.app import app
 from specplan.cli.serving_options import Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate, StartupCohort
-from specplan.cli.parsing import comma_list, fold_ids, int_list, mech_values, one_number
+from specplan.cli.parsing import comma_list, fold_ids, int_list, mech_values, model_context, one_number
 from specplan.planning.sweep import MAX_DRAFT_LEN
 
 
@@ -293,6 +293,7 @@ def _batch_pareto(model, hardware, tp, layouts, context, mechanisms, acceptance,
     hws = [load_hardware(h) for h in hardware]
     mechs = comma_list(mechanisms) or None
     contexts = int_list(context, "--context") or [DEFAULT_CONTEXT]
+    model_context(model, max(contexts))  # the longest listed context, as the other commands check one
     acc = mech_values(acceptance, _ACCEPTANCE_FORM)
     import time
 

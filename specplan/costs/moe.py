@@ -48,8 +48,9 @@ from specplan.profiles.hardware import HardwareProfile
 VERIFY_EXPERT_REUSE = 0.0
 # Kernels of one MoE layer besides the router GEMM where the serving engine's MoE path is not counted
 # (EngineProfile.moe_kernels): routing / permutation, gate_up and down. An assumption and a floor: the engines'
-# counted paths launch 6-13 (engine_profiles/*.yaml moe_kernels), and the measured fused-MoE ops of
-# reference/measured/moe_h100_a100.csv.gz at <= 8 tokens take a median 9-23 us more than this count prices.
+# counted paths launch 7-13 (engine_profiles/*.yaml moe_kernels), and the measured fused-MoE ops of
+# reference/measured/moe_h100_a100.csv.gz at <= 8 tokens take a median 9-18 us more than this count prices
+# (TensorRT-LLM's gated cutlass 9-14, vLLM's Triton 16-18).
 MOE_KERNELS = 3
 
 

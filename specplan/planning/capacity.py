@@ -209,7 +209,8 @@ def search(model, hardware, *, target_tps: float, target_tps_per_user: float, ma
                                               isl=isl, osl=osl, max_gpus=max_gpus, node=node, mechanisms=mechanisms,
                                               acceptance=acceptance, max_draft_len=max_draft_len,
                                               max_ttft_ms=max_ttft_ms, dtype=dtype, kv_dtype=kv_dtype, engine=engine)
-    out["answer"] = answer_of(found, out.get("aggregated"))
+    # a decode pool without prefill GPUs (one prompt's prefill alone misses the TTFT target) is no deployment
+    out["answer"] = answer_of(found if not (isl and pre == 0) else None, out.get("aggregated"))
     if isl and pre == 0:
         out["prefill_unreachable"] = (f"one prompt's prefill takes {1e3 * per_req:.0f} ms on a TP {group} group, over "
                                       f"the TTFT target {max_ttft_ms:g} ms")

@@ -25,10 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from specplan.core.dtypes import canonical_dtype
 from specplan.core.limits import MAX_BATCH
-from specplan.profiles.hardware import MAX_TIME_S, MIN_FRACTION, HardwareProfile, kv_fractions  # the hardware profiles' bounds
+from specplan.profiles.hardware import (GENERATIONS, MAX_TIME_S, MIN_FRACTION, HardwareProfile, kv_fractions,
+                                        moe_kernel_counts)  # the hardware profiles' bounds
 
 GEMM_SCALE_RANGE = (0.2, 5.0)  # an engine's GEMM kernels run at 1/5 to 5x the fitted fractions; beyond is a typo
-MAX_MOE_KERNELS = 64  # kernels per MoE layer an engine profile may state; beyond is a typo
 
 
 class _Frozen(BaseModel):
@@ -135,14 +135,10 @@ class EngineProfile(_Frozen):
     @field_validator("moe_kernels")
     @classmethod
     def _moe_kernels(cls, v: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
-        out = {}
-        for gen, per in v.items():
-            out[gen] = {}
-            for k, n in per.items():
-                if not (1 <= n <= MAX_MOE_KERNELS):
-                    raise ValueError(f"moe_kernels.{gen}.{k}: must be 1 ... {MAX_MOE_KERNELS}, got {n}")
-                out[gen][canonical_dtype(k, where=f"moe_kernels.{gen}.{k}")] = int(n)
-        return out
+        for gen in v:
+            if gen not in GENERATIONS:
+                raise ValueError(f"moe_kernels.{gen}: a GPU generation, one of {', '.join(GENERATIONS)}")
+        return {gen: moe_kernel_counts(per, f"moe_kernels.{gen}") for gen, per in v.items()}
 
     @model_validator(mode="before")
     @classmethod
@@ -192,20 +188,20 @@ class EngineProfile(_Frozen):
 
 
 _ENGINE_HW: dict = {}  # (id(hardware), id(engine)) -> (hardware, engine, scaled hardware): the objects keep ids valid
+ENGINE_APPLIED = "engine_applied"  # the sources key an engine-adjusted hardware copy carries (engine_hardware)
 
 
 def engine_hardware(hw: HardwareProfile, engine: "EngineProfile | None") -> HardwareProfile:
     """`hw` with the engine's GEMM scales applied to its per-dtype GEMM efficiencies (fractions capped at 1), the
-    engine's all-reduce family and its MoE kernel counts on `hw`'s generation set; `hw` itself when the engine changes neither (or is None), or when `hw`
-    already carries an engine's changes."""
+    engine's all-reduce family and its MoE kernel counts on `hw`'s generation set; `hw` itself when the engine
+    changes none of them (or is None), or when `hw` already carries an engine's changes (sources ENGINE_APPLIED)."""
     moe_k = engine.moe_kernels.get(hw.generation, {}) if engine is not None and hw.generation else {}
-    if engine is None or not (engine.gemm_mem_bw_scale or engine.gemm_compute_scale or moe_k or (
+    if engine is None or ENGINE_APPLIED in hw.sources or not (
+            engine.gemm_mem_bw_scale or engine.gemm_compute_scale or moe_k or (
             engine.allreduce_algorithm and engine.allreduce_algorithm != hw.allreduce.algorithm)):
-        return hw
+        return hw  # never applied twice, whichever engine asks
     key = (id(hw), id(engine))
     if key not in _ENGINE_HW:
-        if any(v[2] is hw for v in _ENGINE_HW.values()):  # already scaled: never apply twice
-            return hw
         eff = {k: v.model_dump() for k, v in hw.efficiency.items()}
         for d in sorted(set(engine.gemm_mem_bw_scale) | set(engine.gemm_compute_scale)):
             blk = dict(eff.get(d, eff["default"]))
@@ -217,8 +213,12 @@ def engine_hardware(hw: HardwareProfile, engine: "EngineProfile | None") -> Hard
             data["allreduce"] = {**data["allreduce"], "algorithm": engine.allreduce_algorithm}
         if moe_k:
             data["moe_kernels"] = {**hw.moe_kernels, **moe_k}
-        data.update(efficiency=eff, sources={**hw.sources, "efficiency": f"{hw.sources.get('efficiency', '')}; GEMM "
-                                             f"fractions scaled by engine {engine.id} (engine_profiles/{engine.id}.yaml)"})
+        data["efficiency"] = eff
+        data["sources"] = {**hw.sources, ENGINE_APPLIED: f"engine {engine.id}'s GEMM scales, all-reduce family and "
+                                                         f"MoE kernel counts (engine_profiles/{engine.id}.yaml)"}
+        if engine.gemm_mem_bw_scale or engine.gemm_compute_scale:
+            data["sources"]["efficiency"] = (f"{hw.sources.get('efficiency', '')}; GEMM fractions scaled by engine "
+                                             f"{engine.id} (engine_profiles/{engine.id}.yaml)")
         if len(_ENGINE_HW) > 256:
             _ENGINE_HW.clear()
         _ENGINE_HW[key] = (hw, engine, HardwareProfile.model_validate(data))

@@ -115,6 +115,21 @@ class PowerSpec(_Frozen):
         return self
 
 
+MAX_MOE_KERNELS = 64  # kernels per MoE layer a profile may state; beyond is a typo
+GENERATIONS = ("ampere", "hopper", "blackwell")  # the GPU generations engine profiles distinguish
+
+
+def moe_kernel_counts(v: dict, where: str) -> dict[str, int]:
+    """{expert weight format: kernels per MoE layer} with canonical format names and counts in 1 ... MAX_MOE_KERNELS
+    (ValueError naming `where` otherwise)."""
+    out = {}
+    for k, n in v.items():
+        if isinstance(n, bool) or not isinstance(n, int) or not (1 <= n <= MAX_MOE_KERNELS):
+            raise ValueError(f"{where}.{k}: must be a whole number 1 ... {MAX_MOE_KERNELS}, got {n!r}")
+        out[canonical_dtype(k, where=f"{where}.{k}")] = n
+    return out
+
+
 class HardwareProfile(_Frozen):
     """One device: spec-sheet numbers (dense, never sparse) plus calibrated efficiencies; every number sourced."""
 
@@ -164,6 +179,11 @@ class HardwareProfile(_Frozen):
         if not out:
             raise ValueError("peak_flops: needs at least one dtype")
         return out
+
+    @field_validator("moe_kernels")
+    @classmethod
+    def _check_moe_kernels(cls, v: dict[str, int]) -> dict[str, int]:
+        return moe_kernel_counts(v, "moe_kernels")
 
     @field_validator("efficiency")
     @classmethod

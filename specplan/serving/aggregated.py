@@ -34,6 +34,7 @@ import numpy as np
 from specplan.core.limits import check_prefill_steps
 from specplan.model.memory import memory_usage
 from specplan.costs.precision import resolve_precision
+from specplan.profiles.engine import engine_hardware
 from specplan.profiles.registry import load_engine, load_hardware, load_kernel_family, load_model
 from specplan.serving.prefill import mixed_step_s, prefill_s
 from specplan.serving.workload import Workload
@@ -49,12 +50,14 @@ MIN_CHUNK = 512  # tokens: prefill still advances when decode rows fill the step
 _KERNELS: dict = {}
 
 
-def step_kernels(model, hw, tp) -> int:
-    """Kernel launches of one decode step of `model` (the engine's launch cost multiplies it)."""
-    key = (id(model), id(hw), tp)
-    if key not in _KERNELS:
-        _KERNELS[key] = (model, hw, step_time(model, hw, tp, 1, 1, 1).kernels)  # holds the objects: ids stay valid
-    return _KERNELS[key][2]
+def step_kernels(model, hw, tp, eng=None, prec=None) -> int:
+    """Kernel launches of one decode step of `model` (the engine's launch cost multiplies it), on `eng`'s kernels
+    (its MoE path's count, engine_hardware) at precision `prec` (default: the checkpoint's)."""
+    hw = engine_hardware(hw, eng)
+    key = (id(model), id(hw), tp, id(prec))
+    if key not in _KERNELS:  # holds the objects: ids stay valid
+        _KERNELS[key] = (model, hw, prec, step_time(model, hw, tp, 1, 1, 1, precision=prec).kernels)
+    return _KERNELS[key][3]
 
 
 def draft_prefill_model(model, mechanism, draft_model=None):
@@ -180,17 +183,17 @@ def _gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft
         dm, dprec = draft
         dp = dp + prefill_s(dm, hw, tp if dm.num_q_heads % tp == 0 else 1, wl.isl, precision=dprec, engine=eng)
         dp = np.where(d > 0, dp, 0.0)
-    kernels = step_kernels(model, hw, tp) * (1.0 + np.asarray(r["rho_d"])[0])
+    kernels = step_kernels(model, hw, tp, eng, prec) * (1.0 + np.asarray(r["rho_d"])[0])
     n_chunks = np.broadcast_to(n_chunks, b.shape)
     dp = np.broadcast_to(dp, b.shape)
     alone = float(prefill_s(model, hw, tp, wl.isl, precision=prec, engine=eng)) if wl.osl == 1 else 0.0
-    it = np.asarray(r["iter_s"]) + round_gpu_extra_s(model, hw, tp, b, d, q, wl.decode_context,
+    it = np.asarray(r["iter_s"]) + round_gpu_extra_s(model, engine_hardware(hw, eng), tp, b, d, q, wl.decode_context,
                                                      spec.get("mechanism", "none"), draft)
     return GpuTables(np.log(grid), np.broadcast_to(it, b.shape),
                      np.asarray(r["acceptance_length"])[0], q[0], kernels,
                      np.asarray(chunks).reshape((-1,) + b.shape), n_chunks, dp, np.asarray(r["fits"]), r, alone,
                      draft_len=d * np.ones(q[0].shape),
-                     draft_kernels=step_kernels(model, hw, tp) * np.asarray(r["rho_d"])[0])
+                     draft_kernels=step_kernels(model, hw, tp, eng, prec) * np.asarray(r["rho_d"])[0])
 
 
 def prompt_step_s(tab: GpuTables, eng, it_gpu, chunks, bc, t_it, rnd):

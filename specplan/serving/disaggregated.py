@@ -27,6 +27,7 @@ from specplan.serving.aggregated import (draft_prefill_model, only_draft_len_var
 from specplan.serving.prefill import prefill_s
 from specplan.serving.workload import Workload
 from specplan.speculation.round import round_gpu_extra_s, round_s
+from specplan.profiles.engine import engine_hardware
 from specplan.speculation.speedup import evaluate
 
 BISECTION_STEPS = 50
@@ -36,7 +37,7 @@ def prefill_instance_s(model, hw, tp, isl, eng, prec, draft=None) -> float:
     """Seconds one prefill instance spends on one prompt: its chunk steps (eager) + the draft's prefill."""
     gpu = prefill_s(model, hw, tp, isl, precision=prec, engine=eng)
     n_steps = np.ceil(isl / eng.max_num_batched_tokens)
-    per = eng.step_s(gpu / n_steps, 1, step_kernels(model, hw, tp), False) * n_steps
+    per = eng.step_s(gpu / n_steps, 1, step_kernels(model, hw, tp, eng, prec), False) * n_steps
     if draft is not None:
         dm, dprec = draft
         per = per + prefill_s(dm, hw, tp if dm.num_q_heads % tp == 0 else 1, isl, precision=dprec, engine=eng)
@@ -126,7 +127,7 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
     dpm = draft_prefill_model(m, mechanism, draft_model)
     draft = None if dpm is None or np.all(d == 0) else (dpm, resolve_precision(dpm, hw, dtype, kv_dtype))
     s_p = prefill_instance_s(m, hw, tp, workload.isl, eng, prec, draft)
-    kernels = step_kernels(m, hw, tp)
+    kernels = step_kernels(m, hw, tp, eng, prec)
     mem_one = memory_usage(m, hw, tp, 1, workload.isl + workload.osl, prec)
     cap = running_cap(eng, workload, mem_one.max_batch)  # decode batch per instance: engine cap, KV cache
 
@@ -139,7 +140,8 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
         r = evaluate(m, hw, tp=tp, batch=b, context_len=workload.decode_context, engine=eng, dtype=prec.compute,
                      kv_dtype=prec.kv, precision=prec, **spec_u)
         q = np.asarray(r["verify_tokens"], dtype=float)
-        gpu = np.asarray(r["iter_s"]) + round_gpu_extra_s(m, hw, tp, b, du, q, workload.decode_context, mechanism,
+        gpu = np.asarray(r["iter_s"]) + round_gpu_extra_s(m, engine_hardware(hw, eng), tp, b, du, q,
+                                                          workload.decode_context, mechanism,
                                                           draft)
         return round_s(eng, gpu, b, du, q, kernels, kernels * np.asarray(r["rho_d"])), r
 

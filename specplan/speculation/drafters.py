@@ -36,6 +36,10 @@ DFLASH_FFN_PER_HIDDEN = 3
 MEDUSA_DEFAULT_HEADS = 5
 DFLASH_FUSED_LAYERS = 5  # target layers whose hidden states the DFlash fusion projection concatenates
 MARKOV_HEAD_GEMMS = 2  # DSpark Markov head: two hidden x hidden GEMMs per drafted token (2·h² weights)
+# An external draft whose vocabulary size differs from the target's by more than this cannot share its tokenizer
+# (one family pads its embedding differently: Qwen2.5-0.5B 151,936 and Qwen2.5-7B 152,064 share one; a size check
+# cannot tell two tokenizers of one size apart)
+VOCAB_TOLERANCE = 0.01
 NGRAM_CPU_S_PER_SEQ = 2e-6  # suffix/n-gram lookup of one sequence on the host, per iteration
 SELF_DEFAULT_KV_BUDGET = 2048  # self-speculation: StreamingLLM sink + window tokens read while drafting
 
@@ -145,7 +149,7 @@ def draft_external(inp: DraftInput) -> DraftCost:
     devices = np.asarray(step.devices, dtype=float) if separate else 0
     t = d * step.total_s
     notes = [f"draft {dm.id} on {dhw.id} (tp {tp_d}), {prec_d.compute}"]
-    if dm.vocab_size != inp.model.vocab_size:  # engines verify draft tokens as target token ids
+    if abs(dm.vocab_size / inp.model.vocab_size - 1.0) > VOCAB_TOLERANCE:  # draft tokens are target token ids
         notes.append(f"draft {dm.id}'s vocabulary ({dm.vocab_size:,}) is not {inp.model.id}'s ({inp.model.vocab_size:,}): "
                      f"a draft model must share the target's tokenizer, so this pairing prices a draft no engine "
                      f"runs as it stands")

@@ -48,6 +48,17 @@ def test_moe_kernels_are_sourced_and_bounded():
         EngineProfile.model_validate({**sg, "moe_kernels": {"hopper": {"bf16": 0}}})
     with pytest.raises(ValueError, match="missing for moe_kernels"):
         EngineProfile.model_validate({**sg, "sources": {k: v for k, v in sg["sources"].items() if k != "moe_kernels"}})
+    with pytest.raises(ValueError, match="moe_kernels.Hopper: a GPU generation"):
+        EngineProfile.model_validate({**sg, "moe_kernels": {"Hopper": {"bf16": 7}}})
+    # a hardware YAML that carries counts itself is checked the same way (a negative count priced a negative step)
+    hw = load_hardware("h100-sxm").model_dump()
+    from specplan.profiles.hardware import HardwareProfile
+
+    for bad, msg in (({"mxfp4": -1000000}, "moe_kernels.mxfp4: must be a whole number"),
+                     ({"MXFP9": 3}, "moe_kernels.MXFP9")):
+        with pytest.raises(ValueError, match=msg):
+            HardwareProfile.model_validate({**hw, "moe_kernels": bad})
+    assert HardwareProfile.model_validate({**hw, "moe_kernels": {"MXFP4": 5}}).moe_kernels == {"mxfp4": 5}
 
 
 def test_sglang_gpt_oss_batch_1_baseline_with_its_counted_moe_kernels():
@@ -64,3 +75,18 @@ def test_sglang_gpt_oss_batch_1_baseline_with_its_counted_moe_kernels():
     generic = dataclasses.replace(st, spec={**st.spec, "engine_overrides": {"moe_kernels": {}}})
     fast = Priced(generic).baseline_metric()[sel]
     assert fast[0] / 212.0 > 1.25, fast
+
+
+def test_launch_counts_and_round_extras_use_the_engines_moe_path():
+    """The serving path's launch count (eager steps pay a host cost per kernel) counts the engine's MoE kernels too:
+    TensorRT-LLM's gpt-oss MXFP4 path adds 36 x (10 - 3) launches to a step. An engine-adjusted hardware copy is
+    never adjusted again, by the same or another engine."""
+    from specplan.costs.precision import resolve_precision
+    from specplan.serving.aggregated import step_kernels
+
+    m, hw = load_model("gpt-oss-120b"), load_hardware("h100-sxm")
+    prec = resolve_precision(m, hw, None, None)
+    trt = load_engine("trtllm")
+    assert step_kernels(m, hw, 1, trt, prec) - step_kernels(m, hw, 1) == 36 * 7
+    once = engine_hardware(hw, load_engine("sglang"))
+    assert engine_hardware(once, trt) is once and engine_hardware(once, load_engine("sglang")) is once

@@ -173,8 +173,15 @@ def example_cases(tmp: Path) -> list[Case]:
 
     # --- silent nonsense
     big_ctx = tmp / "ctx31"
-    add(Case("context_2_31_pareto", ["pareto", *FAST, *PARETO_SMALL, "--context", str(2**31), "-o", big_ctx], 0,
+    # a user profile without max_context_len: the 2^31-token context is priced, and its column holds it exactly
+    open_ctx = write(tmp, "llama-no-context-limit.yaml", "\n".join(
+        ln for ln in (ROOT / "model_profiles" / "llama-3.2-1b.yaml").read_text().splitlines()
+        if "max_context_len" not in ln))
+    add(Case("context_2_31_pareto", ["pareto", "--model", str(open_ctx), "--hardware", "h100-sxm", *PARETO_SMALL,
+                                     "--context", str(2**31), "-o", big_ctx], 0,
              "grid points", outdir=big_ctx, extra={"column": ("context_len", 2**31)}))
+    add(Case("context_beyond_model_pareto", ["pareto", *FAST, *PARETO_SMALL, "--context", str(2**31), "-o",
+                                             tmp / "ctx31b"], 2, "exceeds llama-3.2-1b's context of 131072 tokens"))
     add(Case("batch_2_31_study", ["study", write(tmp, "study_bigbatch.yaml",
                                                  small_study().replace("batch: [1, 4]", f"batch: [1, {2**31}]")),
                                   "-o", tmp / "s4"], 2, "base: batch: must be <= 16,777,216"))

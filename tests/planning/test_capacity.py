@@ -121,3 +121,20 @@ def test_cli_answers_aggregated_when_its_replicas_need_fewer_gpus():
     txt = subprocess.run([sys.executable, "-m", "specplan", *args], capture_output=True, text=True, cwd=ROOT).stdout
     assert f"answer: {a['gpus']} GPUs, aggregated: {a['replicas']} x TP {a['tp']} replicas" in txt
     assert f"disaggregated: {out['best']['gpus']} GPUs" in txt and f"answer: {out['best']['gpus']} GPUs" not in txt
+
+
+def test_without_a_ttft_target_the_answer_says_the_modes_ttfts_differ():
+    """Without --max-ttft-ms the prefill pool is sized to a TTFT of twice one prefill (a sizing rule) while the
+    aggregated replicas have no TTFT limit; an aggregated answer then says both TTFTs (and how to hold them to one)."""
+    args = ["recommend", "-m", "llama-3.3-70b", "-H", "h100-sxm", "--isl", "2048", "--osl", "512", "--target-tps",
+            "20000", "--target-tps-per-user", "30", "--mechanisms", "eagle3", "--acceptance", "eagle3=0.7"]
+    out = json.loads(subprocess.run([sys.executable, "-m", "specplan", *args, "--json"], capture_output=True,
+                                    text=True, cwd=ROOT).stdout)
+    assert out["prefill_ttft_target_ms"] == pytest.approx(2e3 * out["prefill_s_per_request"])
+    txt = subprocess.run([sys.executable, "-m", "specplan", *args], capture_output=True, text=True, cwd=ROOT).stdout
+    if out["answer"]["mode"] == "agg":
+        assert (f"aggregated replicas' TTFT is {out['aggregated']['ttft_ms']:.0f} ms, the disaggregated prefill pool "
+                f"is sized to {out['prefill_ttft_target_ms']:.0f} ms") in txt
+    with_target = subprocess.run([sys.executable, "-m", "specplan", *args, "--max-ttft-ms", "2000"],
+                                 capture_output=True, text=True, cwd=ROOT).stdout
+    assert "no --max-ttft-ms" not in with_target

@@ -259,3 +259,33 @@ def test_an_instruct_draft_beside_a_base_checkpoint_is_named():
                for n in launch.notes)
     plan = plan_from_answer({**SERVING_ANSWER, "hf_repo": "meta-llama/Llama-3.1-8B-Instruct"})
     assert not any("Instruct model" in n for n in build("vllm", plan).notes)
+
+
+# The shape of `recommend --target-tps --json` (GPUs for a load): `answer` picks the aggregated replicas or the
+# disaggregated pools (`best`: prefill GPUs in TP-node groups, decode instances of one layout).
+CAPACITY = {"model": "deepseek-v3", "hardware": "h200-sxm", "isl": 2048, "osl": 2048, "node_gpus": 8, "counts": [],
+            "best": {"gpus": 24, "prefill_gpus": 8, "decode_gpus": 16, "layout": "dp16ep16", "instances": 1,
+                     "mechanism": "mtp", "draft_len": 2, "batch": 736},
+            "aggregated": {"mode": "agg", "gpus": 32, "tp": 8, "replicas": 4, "mechanism": "mtp", "draft_len": 2,
+                           "concurrency_per_replica": 64.0, "fits_budget": True},
+            "answer": {"mode": "disagg", "gpus": 24}}
+
+
+def test_a_gpus_for_a_load_answer_launches_the_mode_it_picked():
+    p = plan_from_answer(CAPACITY)
+    assert (p["mode"], p["tp"], p["dp"], p["ep"], p["max_batch"], p["mechanism"], p["draft_len"]) == (
+        "disagg", 1, 16, 16, 736, "mtp", 2)
+    assert p["pools"] == {"prefill": {"replicas": 1, "tp": 8}, "decode": {"replicas": 1}}  # 8 prefill GPUs / TP 8
+    dec = build_dynamo(p, "sglang").files["dynamo-graph-deployment.yaml"]["spec"]["services"]["decode"]
+    assert dec["multinode"] == {"nodeCount": 2}  # dp16 = 16 GPUs over two nodes of 8
+    q = plan_from_answer({**CAPACITY, "answer": {"mode": "agg", "gpus": 32}})
+    assert (q["mode"], q["tp"], q["replicas"], q["max_batch"]) == ("agg", 8, 4, 64)
+    with pytest.raises(SpecplanError, match="no configuration that meets the targets"):
+        plan_from_answer({**CAPACITY, "answer": None})
+
+
+@pytest.mark.parametrize("pool", [{"replicas": "x"}, {"replicas": 0}, 2, {"replicas": 1.5}])
+def test_pool_replicas_must_be_whole_numbers(pool):
+    bad = {"model": "llama-3.1-8b", "mode": "disagg", "batch": 8, "pools": {"prefill": pool, "decode": {"replicas": 1}}}
+    with pytest.raises(SpecplanError, match="pools.prefill' must hold replicas >= 1"):
+        build("vllm", plan_from_answer(bad))

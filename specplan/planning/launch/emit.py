@@ -79,6 +79,11 @@ def _pools(p) -> dict | None:
             raise SpecplanError(f"launch: answer field 'pools' must look like 2P1D, got {p!r}")
         return {"prefill": {"replicas": int(x)}, "decode": {"replicas": int(y)}}
     if isinstance(p, dict) and {"prefill", "decode"} <= set(p):
+        for k in ("prefill", "decode"):
+            r = p[k].get("replicas", 1) if isinstance(p[k], dict) else None
+            if isinstance(r, bool) or not isinstance(r, int) or r < 1:
+                raise SpecplanError(f"launch: answer field 'pools.{k}' must hold replicas >= 1 (a whole number), "
+                                    f"got {p[k]!r}")
         return {k: dict(p[k]) for k in ("prefill", "decode")}
     raise SpecplanError(f"launch: answer field 'pools' must be 'xPyD' or {{prefill: ..., decode: ...}}, got {p!r}")
 
@@ -92,6 +97,8 @@ def plan_from_answer(answer: dict, **given) -> dict:
 
     if not isinstance(answer, dict):
         raise SpecplanError("launch: the answer must be a JSON object (recommend --json output)")
+    if isinstance(answer.get("counts"), list) and "answer" in answer:  # recommend --target-tps (GPUs for a load)
+        answer = _capacity_answer(answer)
     best = answer.get("best", answer) if isinstance(answer.get("best", answer), dict) else None
     if best is None:
         raise SpecplanError("launch: the answer has no best configuration (recommend found none that fits)")
@@ -144,6 +151,37 @@ def plan_from_answer(answer: dict, **given) -> dict:
     if plan["mode"] == "disagg" and plan["pools"] is None:
         plan["pools"] = {"prefill": {"replicas": 1}, "decode": {"replicas": 1}}
     return plan
+
+
+def _capacity_answer(a: dict) -> dict:
+    """A `recommend --target-tps --json` answer as the serving answer plan_from_answer reads: its `answer` picks the
+    aggregated replicas (TP, replicas, concurrency per replica) or the disaggregated pools (prefill groups of the
+    node's TP, decode instances of the best layout, batch per instance)."""
+    from specplan.model.parallel import parse_layout
+
+    pick = a.get("answer")
+    if not isinstance(pick, dict) or pick.get("mode") not in ("agg", "disagg"):
+        raise SpecplanError("launch: the answer has no configuration that meets the targets (answer is null)")
+    top = {k: a.get(k) for k in ("model", "hardware", "engine", "isl", "osl", "kv_dtype", "dtype")}
+    if pick["mode"] == "agg":
+        g = a.get("aggregated")
+        if not isinstance(g, dict):
+            raise SpecplanError("launch: answer field 'aggregated' is missing")
+        return {**top, "best": {"mode": "agg", "tp": g.get("tp"), "replicas": g.get("replicas"),
+                                "mechanism": g.get("mechanism"), "draft_len": g.get("draft_len"),
+                                "concurrency": g.get("concurrency_per_replica"), "pools": None}}
+    b = a.get("best")
+    if not isinstance(b, dict) or not isinstance(b.get("layout"), str):
+        raise SpecplanError("launch: answer field 'best' (the disaggregated pools) is missing")
+    try:
+        lay = parse_layout(b["layout"])
+    except (SpecplanError, ValueError):
+        raise SpecplanError(f"launch: answer field 'best.layout' is not a layout, got {b['layout']!r}") from None
+    node = _int(a, "node_gpus", 8) or 8
+    return {**top, "best": {"mode": "disagg", "mechanism": b.get("mechanism"), "draft_len": b.get("draft_len"),
+                            "batch": b.get("batch"), "layout": {"tp": lay.tp, "dp": lay.dp, "ep": lay.ep, "pp": lay.pp},
+                            "pools": {"prefill": {"replicas": _int(b, "prefill_gpus", 0) // node, "tp": node},
+                                      "decode": {"replicas": _int(b, "instances", 1)}}}}
 
 
 def _schedule(s) -> list[tuple[int, int, int]]:
@@ -366,7 +404,9 @@ def build(engine: str, plan: dict, backend: str | None = None) -> Launch:
     elif engine == "trtllm":
         launch = build_trtllm(plan)
     elif engine == "dynamo":
-        return build_dynamo(plan, backend or (plan.get("engine") if plan.get("engine") in METHODS else "sglang"))
+        launch = build_dynamo(plan, backend or (plan.get("engine") if plan.get("engine") in METHODS else "sglang"))
+        launch.notes += instruct_note(plan)
+        return launch
     else:
         raise SpecplanError(f"launch: --emit/--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     launch.notes += deployment_note(plan)
@@ -377,11 +417,16 @@ def deployment_note(plan: dict) -> list[str]:
     """Notes when one engine command is not the whole answer: a disaggregated answer (its prefill and decode pools),
     an aggregated one with several identical replicas (recommend --gpus); a draft trained on an Instruct model
     launched beside a base checkpoint."""
+    return instruct_note(plan) + _pools_note(plan)
+
+
+def instruct_note(plan: dict) -> list[str]:
+    """One note when the draft was trained on an Instruct model and the command serves a base checkpoint."""
     dr, tr = str(plan.get("draft_repo") or ""), str(plan.get("hf_repo") or "")
-    head = ([f"the draft {dr} was trained on an Instruct model and the command serves {tr}: serve the Instruct "
-             f"checkpoint the draft was trained on (the acceptance priced is the draft's on it)"]
-            if plan["mechanism"] != "none" and "instruct" in dr.lower() and "instruct" not in tr.lower() else [])
-    return head + _pools_note(plan)
+    if plan["mechanism"] == "none" or "instruct" not in dr.lower() or "instruct" in tr.lower():
+        return []
+    return [f"the draft {dr} was trained on an Instruct model and the command serves {tr}: serve the Instruct "
+            f"checkpoint the draft was trained on (the acceptance priced is the draft's on it)"]
 
 
 def _pools_note(plan: dict) -> list[str]:
