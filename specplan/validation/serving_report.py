@@ -159,7 +159,14 @@ def _known_misses(outs) -> list[str]:
                   "eager cost (Poisson arrivals, the schedulers admit every waiting request the budget holds) moves "
                   "the C 65+ TPOT bias 1.060 -> 1.034 but predicts the OSL-128 C = 128 rows 15-20 % too fast "
                   "(TensorRT-LLM TPOT p90 11.8 -> 12.7 %); the OSL-128 rows fit only if every prompt carries its "
-                  "own eager step."]
+                  "own eager step.",
+                  "- Tried (session 10) and not shipped: that streaming limit as a cap on the closed loop's output "
+                  "(X·OSL <= F tokens/s, the rest of the clients waiting for admission), with the shipped engine "
+                  "numbers: at F = 9,000-10,000 tokens/s the C 65+ TPOT bias moves only 1.060 -> 1.056-1.058 while "
+                  "TPOT p90 goes 11.9 -> 13.6-14.4 % (the OSL-512 C = 128 rows at TP 4 and 8 fall to 0.5-0.8 of their "
+                  "measured TPOT: their decode batch of about 92 already runs at the measured TPOT, so capping "
+                  "throughput shrinks it further); the OSL-256 C = 128 rows, predicted 13-41 % slow, are the ones "
+                  "the cap does not reach."]
     return lines
 
 
