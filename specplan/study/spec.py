@@ -318,14 +318,19 @@ def run_study(path_or_dict, outdir, progress: bool | None = None, plot=None) -> 
     from specplan.study.report import write_outputs
     from specplan.planning.sweep import sweep
 
-    st = load_study(path_or_dict)
-    scenarios = expand(st)
+    file = "" if isinstance(path_or_dict, dict) else f"{path_or_dict}: "
+    try:
+        st = load_study(path_or_dict)
+        scenarios = expand(st)
+    except SpecplanError as exc:  # every study error names the file once
+        msg = str(exc)
+        raise SpecplanError(msg if msg.startswith(file) else file + msg) from None
     grids = []
     for sc in scenarios:
         try:
             df = sweep(sc["model"], sc["hardware"], progress=progress, **sweep_kwargs(sc))
         except SpecplanError as exc:
-            raise SpecplanError(f"{sc['where']}: {exc}") from None
+            raise SpecplanError(f"{file}{sc['where']}: {exc}") from None
         df.insert(0, "variant", sc["name"])
         grids.append(df)
     return write_outputs(st, scenarios, grids, Path(outdir), plot=plot)

@@ -52,7 +52,7 @@ def test_study_command(tmp_path):
     res = subprocess.run([sys.executable, "-m", "specplan", "study", str(bad), "-o", str(tmp_path / "o")],
                          capture_output=True, text=True)
     assert res.returncode == 2
-    assert res.stderr.strip() == "error: variants[2].hardware.mem_bandwidth_bytes_s: must be >= 1e+06, got -1"
+    assert res.stderr.strip() == f"error: {bad}: variants[2].hardware.mem_bandwidth_bytes_s: must be >= 1e+06, got -1"
     assert (repo / "examples" / "studies").is_dir()
 
 
@@ -164,3 +164,12 @@ def test_pareto_several_layouts_get_a_frontier_each(tmp_path):
     scopes = set(pd.read_csv(tmp_path / "frontier.csv")["scope"])
     assert scopes == {"overall", "hardware=h100-sxm context_len=1024 layout=tp1",
                       "hardware=h100-sxm context_len=1024 layout=tp2"}
+
+
+def test_every_study_error_names_its_file(tmp_path):
+    """An unknown id is found after the schema check (while the variants are resolved): it named no file before."""
+    bad = tmp_path / "typo.yaml"
+    bad.write_text("name: x\nbase: {model: llama-3.1-8bb, hardware: h100-sxm}\n")
+    res = subprocess.run([sys.executable, "-m", "specplan", "study", str(bad), "-o", str(tmp_path / "o")],
+                         capture_output=True, text=True)
+    assert res.returncode == 2 and res.stderr.startswith(f"error: {bad}: base.model: unknown model id"), res.stderr
