@@ -412,7 +412,12 @@ def _serving_pareto(model, hardware: list, wl, tps: list[int], modes: list[str],
         print(f"figures: {', '.join(left)} are drawn for the batch grid only (without --isl/--osl); the serving "
               f"grid draws serving_frontier and energy")
     n_ok = int(df["meets_sla"].sum())
-    print(f"{len(df):,} serving configurations ({n_ok:,} meet the SLA) over {len(hws)} device(s) x TP "
+    n_bad = int((~df["stable"]).sum())
+    sla = ("meet the SLA" if kw.get("max_ttft_ms") is not None or kw.get("max_tpot_ms") is not None else
+           "fit and have a steady state")
+    unstable = (f"; {n_bad:,} have no steady state (arrivals over capacity: stable false, no times or "
+                f"throughputs in their rows)" if n_bad else "")
+    print(f"{len(df):,} serving configurations ({n_ok:,} {sla}{unstable}) over {len(hws)} device(s) x TP "
           f"{', '.join(map(str, tps))} x {', '.join(modes)}; {len(front):,} frontier rows: the overall frontier and "
           f"one per (device, mode), told apart by serving_frontier.csv's scope column")
     for p in written:

@@ -159,11 +159,10 @@ def _pool_rows(rows: list, grid: list | None, mech: str, d, pool, r: dict, e, co
     pools_s = None if pool is None else f"{pool[0]}P{pool[1]}D"
     if grid is not None:
         cc = np.broadcast_to(np.asarray(r.get("concurrency", conc[:, None]), dtype=float), shape)
-        grid += [{"mechanism": mech, "draft_len": int(d[j]), "concurrency": float(cc[i, j]), "pools": pools_s,
-                  "tpot_ms": 1e3 * float(get("tpot_s")[i, j]), "ttft_ms": 1e3 * float(get("ttft_s")[i, j]),
-                  "tokens_per_s_per_user": float(get("tokens_per_s_per_user")[i, j]),
-                  "tokens_per_s_per_gpu": float(get("tokens_per_s_per_gpu")[i, j]),
-                  "meets_sla": bool(ok[i, j]), **row_energy(e, i, j)}
+        st = np.broadcast_to(np.asarray(r["stable"]), shape)
+        fit = np.broadcast_to(np.asarray(r["fits"]), shape)
+        grid += [_grid_row(mech, int(d[j]), float(cc[i, j]), pools_s, get, i, j, bool(st[i, j]), bool(fit[i, j]),
+                           bool(ok[i, j]), row_energy(e, i, j))
                  for i in range(shape[0]) for j in range(len(d))]
     for j, dd in enumerate(d):
         i = int(np.argmax(obj[:, j])) if np.any(ok[:, j]) else int(np.argmin(get("tpot_s")[:, j]))
@@ -180,6 +179,18 @@ def _pool_rows(rows: list, grid: list | None, mech: str, d, pool, r: dict, e, co
                      "decode_batch": float(np.broadcast_to(np.asarray(r["decode_batch"], dtype=float),
                                                            shape)[i, j]),
                      **row_energy(e, i, j), **_osl_one_note(r)})
+
+
+def _grid_row(mech, d, conc, pools_s, get, i, j, stable, fits, meets, energy) -> dict:
+    """One serving grid row; an unstable open-loop point (arrivals over capacity: no steady state) keeps its load
+    and `stable: false` but no TPOT, TTFT, throughput or energy (empty cells), as predict prints none."""
+    num = (lambda v: float(v) if stable else None)  # noqa: E731
+    row = {"mechanism": mech, "draft_len": d, "concurrency": conc if stable else None, "pools": pools_s,
+           "tpot_ms": num(1e3 * get("tpot_s")[i, j]), "ttft_ms": num(1e3 * get("ttft_s")[i, j]),
+           "tokens_per_s_per_user": num(get("tokens_per_s_per_user")[i, j]),
+           "tokens_per_s_per_gpu": num(get("tokens_per_s_per_gpu")[i, j]), "stable": stable, "fits": fits,
+           "meets_sla": meets}
+    return {**row, **({k: (v if stable else None) for k, v in energy.items()})}
 
 
 def _osl_one_note(r: dict) -> dict:
@@ -225,7 +236,10 @@ def serving_grid(model, hardware, workload, *, tp=1, engine=None, mechanisms=Non
 
     r = recommend_serving(model, hardware, workload, tp=tp, engine=engine, mechanisms=mechanisms,
                           acceptance=acceptance, max_draft_len=max_draft_len, top=0, keep_grid=True, **kw)
-    return pd.DataFrame(r["grid"])
+    df = pd.DataFrame(r["grid"])
+    num = [c for c in df.columns if c not in ("mechanism", "pools", "draft_len", "stable", "fits", "meets_sla")]
+    df[num] = df[num].astype(float)  # an unstable row's empty cells (None) stay numbers (NaN), even in a column of them
+    return df
 
 
 def tp_candidates(model, gpus: int, gpus_per_node: int) -> list[int]:

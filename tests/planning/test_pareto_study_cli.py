@@ -173,3 +173,21 @@ def test_every_study_error_names_its_file(tmp_path):
     res = subprocess.run([sys.executable, "-m", "specplan", "study", str(bad), "-o", str(tmp_path / "o")],
                          capture_output=True, text=True)
     assert res.returncode == 2 and res.stderr.startswith(f"error: {bad}: base.model: unknown model id"), res.stderr
+
+
+def test_serving_grid_rows_without_a_steady_state_carry_no_numbers():
+    """Open loop at 60 req/s of ISL 1024 / OSL 256 on one H100 (TensorRT-LLM): above every configuration's capacity
+    (about 22-25 req/s, predict), so each row is stable false with empty times and throughputs; it used to print
+    60 x 256 = 15,360 tokens/s/GPU and an inf TTFT for each. At 10 req/s every stable row delivers 10 x 256 = 2,560."""
+    import numpy as np
+
+    from specplan.planning.recommend_serving import serving_grid
+    from specplan.serving.workload import Workload
+
+    kw = dict(engine="trtllm", mechanisms=["eagle3"], acceptance={"eagle3": 0.8}, max_draft_len=3)
+    over = serving_grid("llama-3.1-8b", "h100-sxm", Workload(1024, 256, request_rate=60.0), **kw)
+    assert not over["stable"].any() and not over["meets_sla"].any()
+    assert over[["tpot_ms", "ttft_ms", "tokens_per_s_per_gpu", "usd_per_mtok"]].isna().all().all()
+    under = serving_grid("llama-3.1-8b", "h100-sxm", Workload(1024, 256, request_rate=10.0), **kw)
+    ok = under[under["stable"]]
+    assert len(ok) and np.allclose(ok["tokens_per_s_per_gpu"], 2560.0) and np.isfinite(ok["ttft_ms"]).all()
