@@ -282,6 +282,19 @@ def state(tab: GpuTables, eng, wl: Workload, b, admission: str = "immediate"):
     return tau, x, ttft
 
 
+def kv_cap_requests(model, hw, tp, wl: Workload, eng, spec: dict, prec, target_only: float) -> float:
+    """Requests whose whole KV (ISL + OSL) the cache holds beside the weights (`target_only`: the target's alone),
+    with the draft's weights and its own KV per request where the mechanism has them (an external draft, an
+    EAGLE-3 head, an MTP module: evaluate's max_batch), at the largest D asked (D more tokens per request change it
+    by under D / (ISL + OSL))."""
+    d = float(np.max(spec.get("draft_len", 0)))
+    if spec.get("mechanism", "none") == "none" or d <= 0:
+        return float(target_only)
+    r = evaluate(model, hw, tp=tp, batch=1.0, context_len=float(wl.isl + wl.osl), engine=eng, dtype=prec.compute,
+                 kv_dtype=prec.kv, precision=prec, **{**spec, "draft_len": d})
+    return float(min(target_only, np.min(np.asarray(r["max_batch"], dtype=float))))
+
+
 def running_cap(eng, wl: Workload, kv_cap=None):
     """Most requests the engine runs at once: max_num_seqs, and the KV cache's room (`kv_cap`, requests) if given."""
     cap = float(eng.max_num_seqs)
@@ -440,7 +453,7 @@ def aggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechan
     dpm = draft_prefill_model(m, mechanism, draft_model)
     draft = None if dpm is None or np.all(d == 0) else (dpm, resolve_precision(dpm, hw, dtype, kv_dtype))
     one = memory_usage(m, hw, tp, 1, workload.isl + workload.osl, prec)
-    kv_cap = one.max_batch  # requests whose whole KV (ISL + OSL) the cache holds beside the weights
+    kv_cap = kv_cap_requests(m, hw, tp, workload, eng, spec, prec, one.max_batch)
     cap = float(running_cap(eng, workload, kv_cap))
     b_max = min(float(np.max(conc)), cap) if conc is not None else cap
     tab = gpu_tables(m, hw, tp, workload, eng, spec, prec, b_max, draft)
@@ -453,7 +466,8 @@ def aggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechan
         **out, "request_latency_s": lat,
         "tokens_per_s_per_user": 1.0 / tpot, "tokens_per_s_per_gpu": x * workload.osl / devices,
         "prefill_tokens_per_step": x * workload.isl * out["iteration_s"], "acceptance_length": tab.al,
-        "fits": np.asarray(one.max_batch >= 1) & np.ones(np.shape(out["ttft_s"]), dtype=bool), "devices": devices,
-        "running_cap": cap, "kv_cap_requests": float(kv_cap), "weights_bytes": float(one.weights_bytes),
+        "fits": np.asarray(kv_cap >= 1) & np.ones(np.shape(out["ttft_s"]), dtype=bool), "devices": devices,
+        "running_cap": cap, "kv_cap_requests": float(kv_cap), "kv_cap_draft": bool(kv_cap < one.max_batch),
+        "weights_bytes": float(one.weights_bytes),
         "capacity_bytes": float(one.capacity_bytes),
     }

@@ -33,7 +33,9 @@ def admission_note(r: dict, point: dict, wait_ms: float) -> str:
     cap = float(_at(r["running_cap"], 0))
     if point["decode_batch"] >= cap - 0.5:
         kv = float(r.get("kv_cap_requests", np.inf))
-        why = (f"the KV cache holds {cap:g} requests of ISL + OSL tokens beside the weights" if kv <= cap else
+        beside = "beside the target's and the draft's weights, with the draft's KV" if r.get("kv_cap_draft") else \
+            "beside the weights"
+        why = (f"the KV cache holds {cap:g} requests of ISL + OSL tokens {beside}" if kv <= cap else
                f"the engine's max_num_seqs is {cap:g}")
         where = " per decode instance" if "pools" in r else ""
         return (f"at most {cap:g} requests run at once{where} ({why}); the others wait for admission, "

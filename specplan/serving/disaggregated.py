@@ -22,8 +22,8 @@ import numpy as np
 from specplan.model.memory import kv_bytes_per_token, memory_usage
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_engine, load_hardware, load_model
-from specplan.serving.aggregated import (draft_prefill_model, only_draft_len_varies, running_cap, step_kernels,
-                                        ttft_quantile_s)
+from specplan.serving.aggregated import (draft_prefill_model, kv_cap_requests, only_draft_len_varies, running_cap,
+                                         step_kernels, ttft_quantile_s)
 from specplan.serving.prefill import prefill_s
 from specplan.serving.workload import Workload
 from specplan.speculation.round import round_gpu_extra_s, round_s
@@ -98,6 +98,7 @@ class _Pricing:
     fits_one: np.ndarray
     kv_cap: float = np.inf  # requests whose whole KV (ISL + OSL) one decode instance's cache holds
     t_cap: np.ndarray | float = np.nan  # iteration seconds at the running cap (the decode pool's capacity)
+    kv_cap_draft: bool = False  # kv_cap counts the draft's weights and KV (below the target's own)
 
     def iteration(self, b):
         """Iteration seconds at decode batch b (priced at max(b, 1)), linear between whole batches."""
@@ -129,7 +130,8 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
     s_p = prefill_instance_s(m, hw, tp, workload.isl, eng, prec, draft)
     kernels = step_kernels(m, hw, tp, eng, prec)
     mem_one = memory_usage(m, hw, tp, 1, workload.isl + workload.osl, prec)
-    cap = running_cap(eng, workload, mem_one.max_batch)  # decode batch per instance: engine cap, KV cache
+    kv_cap = kv_cap_requests(m, hw, tp, workload, eng, spec, prec, mem_one.max_batch)  # the draft's memory too
+    cap = running_cap(eng, workload, kv_cap)  # decode batch per instance: engine cap, KV cache
 
     # the decode table depends on D, not on the concurrency: priced once per distinct D, spread back below
     spread = d.ndim >= 1 and only_draft_len_varies(spec)
@@ -157,8 +159,8 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
         t_grid, al, t_cap = t_u[:, idx], al_u[idx], np.broadcast_to(t_cap_u, du.shape)[idx]
     else:
         t_grid, al, t_cap = t_u, al_u, np.broadcast_to(t_cap_u, du.shape)
-    pr = _Pricing(m, hw, tp, workload, prec, d, conc, s_p, cap, grid, t_grid, al, np.asarray(mem_one.max_batch >= 1),
-                  float(mem_one.max_batch), t_cap)
+    pr = _Pricing(m, hw, tp, workload, prec, d, conc, s_p, cap, grid, t_grid, al, np.asarray(kv_cap >= 1),
+                  float(kv_cap), t_cap, bool(kv_cap < mem_one.max_batch))
     return [_pool_split(pr, int(x), int(y)) for x, y in pools]
 
 
@@ -249,5 +251,5 @@ def _pool_split(pr: _Pricing, x_pools: int, y_pools: int) -> dict:
         "fits": pr.fits_one & np.ones(d.shape, dtype=bool), "stable": stable,
         "prefill_bound": (rho >= 0.95) | (x >= capacity * (1 - 1e-3)),
         "saturation_requests_per_s": np.minimum(capacity, decode_cap),
-        "running_cap": cap, "kv_cap_requests": pr.kv_cap,
+        "running_cap": cap, "kv_cap_requests": pr.kv_cap, "kv_cap_draft": pr.kv_cap_draft,
     }

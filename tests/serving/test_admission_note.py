@@ -91,3 +91,19 @@ def test_a_busy_disaggregated_prefill_pool_is_named():
     assert f"{100 * high['prefill_utilization']:.0f} % busy" in high["note"]
     assert high["ttft_ms"] > 10 * low["ttft_ms"]
     assert low["prefill_utilization"] < 0.9 and "prefill pool" not in low.get("note", "")
+
+
+def test_an_external_draft_takes_its_weights_and_kv_from_the_running_cap():
+    """Llama-3.1-8B on one H100 (77.3 GB usable), ISL 1024 + OSL 256: its KV is 32 x 8 x 128 x 2 x 2 B = 128 KiB a
+    token, 168 MB a request, so about (77.3 - 16.1) / 0.168 = 365 requests fit. A llama-3.2-1b draft adds 2.5 GB of
+    weights and 16 x 8 x 64 x 2 x 2 B = 32 KiB a token (42 MB a request): (77.3 - 16.1 - 2.5) / 0.210 = 280. The
+    serving path kept 363 for the speculative rows (the step path said it did not fit)."""
+    from specplan.speculation.acceptance import Acceptance
+
+    s = serving_summary("llama-3.1-8b", "h100-sxm", Workload(1024, 256, concurrency=400.0), engine="vllm",
+                        mechanism="external", draft_len=2, draft_model="llama-3.2-1b",
+                        acceptance=Acceptance.from_rate(0.7))
+    base, spec = s["baseline"], s["speculative"]
+    assert 355 <= base["decode_batch"] <= 366 and 270 <= spec["decode_batch"] <= 282
+    assert "beside the target's and the draft's weights" in spec["note"]
+    assert "draft" not in base["note"]
