@@ -289,3 +289,19 @@ def test_pool_replicas_must_be_whole_numbers(pool):
     bad = {"model": "llama-3.1-8b", "mode": "disagg", "batch": 8, "pools": {"prefill": pool, "decode": {"replicas": 1}}}
     with pytest.raises(SpecplanError, match="pools.prefill' must hold replicas >= 1"):
         build("vllm", plan_from_answer(bad))
+
+
+def test_running_request_caps_per_data_parallel_rank():
+    """DeepSeek-V3 at DP 8 x EP 8 with 880 requests in all: vLLM's max_num_seqs applies per data-parallel rank
+    (vllm 0.34.0 config/scheduler.py) and TensorRT-LLM's max_batch_size per attention-DP rank: 880 / 8 = 110 each;
+    SGLang's --max-running-requests is the instance's 880."""
+    ans = {"model": "deepseek-v3", "layout": {"tp": 1, "dp": 8, "ep": 8},
+           "best": {"mechanism": "mtp", "draft_len": 2, "batch": 880}}
+    p = plan_from_answer(ans)
+    assert _flag(build("vllm", p).argv, "--max-num-seqs") == "110"
+    assert trtllm_options_of(p)["max_batch_size"] == 110
+    assert _flag(build("sglang", p).argv, "--max-running-requests") == "880"
+
+
+def trtllm_options_of(plan):
+    return emit.trtllm_options(plan)[0]

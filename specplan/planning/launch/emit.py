@@ -215,6 +215,12 @@ def _method(engine: str, plan: dict) -> str | None:
     return m
 
 
+def per_dp_rank(plan: dict) -> int:
+    """The answer's running-request cap per data-parallel rank (vLLM's max_num_seqs and TensorRT-LLM's
+    max_batch_size apply per rank; SGLang's max_running_requests is the instance's)."""
+    return max(1, math.ceil(plan["max_batch"] / plan["dp"]))
+
+
 def _quant_note(plan: dict, engine: str) -> tuple[str | None, str | None]:
     """(online quantization value, note) when the answer's weight dtype differs from the checkpoint's."""
     want, have = plan["dtype"], plan["checkpoint_dtype"]
@@ -241,8 +247,11 @@ def build_vllm(plan: dict, worker: bool = False) -> Launch:
         if plan["ep"] != plan["tp"] * plan["dp"]:
             notes.append(f"vLLM's expert parallelism spans TP x DP = {plan['tp'] * plan['dp']} GPUs, not the "
                          f"answer's EP {plan['ep']}")
-    argv += ["--max-num-seqs", str(plan["max_batch"]), "--max-num-batched-tokens", str(plan["token_budget"]),
+    argv += ["--max-num-seqs", str(per_dp_rank(plan)), "--max-num-batched-tokens", str(plan["token_budget"]),
              "--kv-cache-dtype", KV_DTYPES["vllm"].get(plan["kv_dtype"], "auto")]
+    if plan["dp"] > 1:  # vllm 0.34.0 config/scheduler.py: "max_num_seqs, which applies per data-parallel rank"
+        notes.append(f"--max-num-seqs is per data-parallel rank: the answer's {plan['max_batch']} requests over "
+                     f"{plan['dp']} ranks")
     q, note = _quant_note(plan, "vllm")
     if q:
         argv += ["--quantization", q]
@@ -300,7 +309,7 @@ def build_sglang(plan: dict, worker: bool = False) -> Launch:
 def trtllm_options(plan: dict) -> tuple[dict, list[str]]:
     """The extra LLM-API YAML of trtllm-serve (as a dict) and notes."""
     notes = []
-    opts = {"tensor_parallel_size": plan["tp"] * plan["dp"], "max_batch_size": plan["max_batch"],
+    opts = {"tensor_parallel_size": plan["tp"] * plan["dp"], "max_batch_size": per_dp_rank(plan),
             "max_num_tokens": plan["token_budget"],
             "kv_cache_config": {"dtype": KV_DTYPES["trtllm"].get(plan["kv_dtype"], "auto")},
             # a graph for every decode batch up to the default cap of 128, as engine_profiles/trtllm.yaml prices
@@ -311,6 +320,8 @@ def trtllm_options(plan: dict) -> tuple[dict, list[str]]:
         opts["pipeline_parallel_size"] = plan["pp"]
     if plan["dp"] > 1:
         opts["enable_attention_dp"] = True
+        notes.append(f"max_batch_size is per attention-DP rank (each rank's executor schedules its own requests): "
+                     f"the answer's {plan['max_batch']} requests over {plan['dp']} ranks")
     if plan["ep"] > 1:
         opts["moe_expert_parallel_size"] = plan["ep"]
         opts["moe_tensor_parallel_size"] = plan["tp"] * plan["dp"] // plan["ep"]
