@@ -128,7 +128,9 @@ def write_report(res: dict, out_dir, title: str = "", plot_stem=None) -> list[Pa
         f = io.StringIO(newline="")
         w = csv.writer(f, lineterminator="\r\n")
         w.writerow(list(s))
-        w.writerows(zip(*(np.round(np.asarray(v, float), 5).tolist() for v in s.values())))
+        cols = ([None if not np.isfinite(x) else x for x in np.round(np.asarray(v, float), 5).tolist()]
+                for v in s.values())  # a window without a finished request has no latency: an empty cell, not nan
+        w.writerows(zip(*cols))
         atomic_write_text(p, f.getvalue())
         paths.append(p)
     if res["series"]:

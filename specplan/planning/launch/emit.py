@@ -337,7 +337,7 @@ def trtllm_options(plan: dict) -> tuple[dict, list[str]]:
             sc["max_draft_len"] = plan["d_schedule"][0][2]
             sc["draft_len_schedule"] = {int(hi): int(dd) for _, hi, dd in plan["d_schedule"]}
             if max(r[2] for r in plan["d_schedule"]) != plan["d_schedule"][0][2]:
-                raise SpecplanError("launch: TensorRT-LLM's draft_len_schedule needs D to fall with batch (its "
+                raise SpecplanError("launch: TensorRT-LLM's draft_len_schedule needs its largest D at batch 1 (its "
                                     "smallest batch key must equal max_draft_len)")
         if plan["mechanism"] == "mtp":
             notes.append("MTP: max_draft_len sets the MTP depth (num_nextn_predict_layers is deprecated in "
