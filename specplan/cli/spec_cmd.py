@@ -357,7 +357,7 @@ def recommend(
         raise SpecplanError("recommend --target-tps: give one --hardware")
     if target_total is not None:
         _gpus_for_load(model, hardware, target_total, target_tps, max_gpus, isl, osl, context, mechs, acc,
-                       max_draft_len, dtype, kv_dtype, json_out, max_ttft_ms, eng)
+                       max_draft_len, dtype, kv_dtype, json_out, max_ttft_ms, eng, emit, draft_model)
         return
     if gpus is not None:
         src = ctx.get_parameter_source("mode")
@@ -386,11 +386,14 @@ def recommend(
             kv_dtype=kv_dtype, draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
             draft_kv_budget=draft_kv_budget, engine=eng, layout=cli_layout(tp, dp, ep, pp))
     _annotate_energy(r, model, hardware, dtype, kv_dtype, price)
-    launch = _launch(r, emit, dict(hardware=hardware, kv_dtype=kv_dtype, dtype=dtype, draft_model=draft_model))
+    launch, err = _launch_or_error(r, emit, dict(hardware=hardware, kv_dtype=kv_dtype, dtype=dtype,
+                                                 draft_model=draft_model), json_out)
     if json_out:
         print_json(r if launch is None else {**r, "launch": launch})
         return
     _print_recommend(r, batch, target_tps, launch)
+    if err is not None:  # the answer stands; only its launch could not be written
+        raise err
 
 
 def _recommend_workload(model, hw_list, wl, tp, eng, mechs, acc, max_draft_len, extrapolate, sla, search,
@@ -549,9 +552,20 @@ def _recommend_devices(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
     print(f"best by {objective}: {ok[0]['hardware']} ({_energy_phrase(ok[0]['best'])})")
 
 
+def _launch_or_error(r: dict, engine, given: dict, json_out: bool):
+    """(launch, None), or in text mode (None, the SpecplanError) when the launch cannot be written, so that the
+    answer is printed before the one error line (JSON mode raises at once: one document or one error)."""
+    if json_out:
+        return _launch(r, engine, given), None
+    try:
+        return _launch(r, engine, given), None
+    except SpecplanError as exc:
+        return None, exc
+
+
 def _launch(r: dict, engine, given: dict) -> dict | None:
     """The --emit launch of an answer as {engine, argv, files, notes, text}; None without --emit or a best point."""
-    if engine is None or r.get("best") is None:
+    if engine is None or (r.get("best") is None and not r.get("answer")):
         return None
     from dataclasses import asdict
 
@@ -595,8 +609,9 @@ def _ranked_table(rows: list[dict], unit: str, lpu: bool, why: bool = False) -> 
 
 
 def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, osl, context, mechs, acc, max_d,
-                   dtype, kv_dtype, json_out, max_ttft_ms=None, engine=None) -> None:
-    """recommend --target-tps: the smallest GPU count for a load (specplan.planning.capacity.search), printed."""
+                   dtype, kv_dtype, json_out, max_ttft_ms=None, engine=None, emit=None, draft_model=None) -> None:
+    """recommend --target-tps: the smallest GPU count for a load (specplan.planning.capacity.search), printed, and
+    with --emit the launch of the mode its answer picked."""
     from specplan.planning.capacity import search
 
     if target_user is None:
@@ -607,8 +622,10 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
                isl=isl, osl=osl, context_len=None if context is None else model_context(model, context),
                mechanisms=[x for x in mechs if x != "none"], acceptance=acc, max_draft_len=max_d, dtype=dtype,
                kv_dtype=kv_dtype, max_ttft_ms=max_ttft_ms, engine=engine)
+    given = dict(hardware=hardware, dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model)
+    launch, err = _launch_or_error(r, emit, given, json_out) if r.get("answer") else (None, None)
     if json_out:
-        print_json(r)
+        print_json(r if launch is None else {**r, "launch": launch})
         if r["answer"] is None:
             raise typer.Exit(1)
         return
@@ -666,6 +683,10 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
     print("assumptions: decode instances of one layout at the mean context ISL + OSL / 2; prefill pool of whole "
           "nodes sized to the request rate (target / OSL) at the roofline prefill time with its M/D/1 wait"
           + (f", TTFT <= {ttft:.0f} ms" if ttft else "") + " (docs/parallel.md)")
+    if launch is not None:
+        print(launch["text"])
+    if err is not None:
+        raise err
 
 
 def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, dtype, mode, eng, mechs, acc,
@@ -754,7 +775,7 @@ def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
                           max_draft_len=max_draft_len, extrapolate=extrapolate, max_ttft_ms=max_ttft_ms,
                           max_tpot_ms=max_tpot_ms, search_concurrency=search, objective=objective, price=price,
                           **{k: v for k, v in kw.items() if v is not None})
-    launch = _launch(r, emit, dict(hardware=hardware, **kw))
+    launch, err = _launch_or_error(r, emit, dict(hardware=hardware, **kw), json_out)
     if json_out:
         print_json(r if launch is None else {**r, "launch": launch})
         if r["best"] is None:
@@ -786,3 +807,5 @@ def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
         _print_d_schedule(r["d_by_load"], b["mechanism"])
     if launch is not None:
         print(launch["text"])
+    if err is not None:  # the answer stands; only its launch could not be written
+        raise err
