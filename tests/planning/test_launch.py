@@ -305,3 +305,10 @@ def test_running_request_caps_per_data_parallel_rank():
 
 def trtllm_options_of(plan):
     return emit.trtllm_options(plan)[0]
+
+
+def test_a_model_id_that_is_no_repo_is_named():
+    """An imported config without _name_or_path in a folder 'q' gets hf_repo 'q': the launch says to replace it."""
+    plan = plan_from_answer({**SERVING_ANSWER, "hf_repo": "q"})
+    assert any(n.startswith("'q' is not a Hugging Face org/name repo") for n in build("vllm", plan).notes)
+    assert not any("org/name" in n for n in build("vllm", plan_from_answer(SERVING_ANSWER)).notes)

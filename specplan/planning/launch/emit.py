@@ -432,12 +432,17 @@ def deployment_note(plan: dict) -> list[str]:
 
 
 def instruct_note(plan: dict) -> list[str]:
-    """One note when the draft was trained on an Instruct model and the command serves a base checkpoint."""
+    """Notes on the checkpoint the command serves: a draft trained on an Instruct model beside a base checkpoint; a
+    model id that is no Hugging Face org/name repo (an imported config's folder name)."""
     dr, tr = str(plan.get("draft_repo") or ""), str(plan.get("hf_repo") or "")
-    if plan["mechanism"] == "none" or "instruct" not in dr.lower() or "instruct" in tr.lower():
-        return []
-    return [f"the draft {dr} was trained on an Instruct model and the command serves {tr}: serve the Instruct "
-            f"checkpoint the draft was trained on (the acceptance priced is the draft's on it)"]
+    out = []
+    if "/" not in tr:
+        out.append(f"'{tr}' is not a Hugging Face org/name repo (an imported profile takes its folder's name when the "
+                   f"config names none): replace it with your checkpoint's repo or path")
+    if plan["mechanism"] != "none" and "instruct" in dr.lower() and "instruct" not in tr.lower():
+        out.append(f"the draft {dr} was trained on an Instruct model and the command serves {tr}: serve the Instruct "
+                   f"checkpoint the draft was trained on (the acceptance priced is the draft's on it)")
+    return out
 
 
 def _pools_note(plan: dict) -> list[str]:
