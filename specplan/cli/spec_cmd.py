@@ -555,11 +555,11 @@ def _recommend_devices(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
 def _launch_or_error(r: dict, engine, given: dict, json_out: bool):
     """(launch, None), or in text mode (None, the SpecplanError) when the launch cannot be written, so that the
     answer is printed before the one error line (JSON mode raises at once: one document or one error)."""
-    if json_out:
-        return _launch(r, engine, given), None
     try:
         return _launch(r, engine, given), None
     except SpecplanError as exc:
+        if json_out:
+            raise
         return None, exc
 
 
@@ -705,8 +705,8 @@ def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, d
                           modes=modes, engine=eng, mechanisms=mechs, acceptance=acc, max_draft_len=max_draft_len,
                           extrapolate=extrapolate, max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms,
                           **{k: v for k, v in kw.items() if v is not None})
+    launch, err = _launch_or_error(r, emit, dict(hardware=hardware, dtype=dtype, **kw), json_out)
     if json_out:
-        launch = _launch(r, emit, dict(hardware=hardware, dtype=dtype, **kw))
         print_json(r if launch is None else {**r, "launch": launch})
         if r["best"] is None:
             raise typer.Exit(1)
@@ -738,9 +738,10 @@ def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, d
           + f"TTFT {b['ttft_ms']:.1f} ms")
     x = r["best"]
     print(f"answer: {x['mode']} {x['layout']} ({x['dtype']})")
-    launch = _launch(r, emit, dict(hardware=hardware, dtype=dtype, **kw))  # after the search: its error comes last
     if launch is not None:
         print(launch["text"])
+    if err is not None:  # the search stands; only its launch could not be written
+        raise err
 
 
 def _or_dash(x):

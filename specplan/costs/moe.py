@@ -256,7 +256,7 @@ def moe_experts_cost(
     n_group: int = 1,
     topk_group: int = 1,
     distinct=None,
-    kernels: int = None,
+    kernels: int | None = None,
 ) -> KernelCost:
     """Fused grouped-GEMM MoE layer on the slowest EP rank (gate+up and down of its touched experts; `tp` is the
     expert-TP that splits each expert's FFN; `tokens` are all tokens the layer sees, over every DP rank).

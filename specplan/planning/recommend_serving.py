@@ -182,8 +182,9 @@ def _pool_rows(rows: list, grid: list | None, mech: str, d, pool, r: dict, e, co
 
 
 def _grid_row(mech, d, conc, pools_s, get, i, j, stable, fits, meets, energy) -> dict:
-    """One serving grid row; an unstable open-loop point (arrivals over capacity: no steady state) keeps its load
-    and `stable: false` but no TPOT, TTFT, throughput or energy (empty cells), as predict prints none."""
+    """One serving grid row; an unstable open-loop point (arrivals over capacity: no steady state) keeps its
+    mechanism, D and pools and `stable: false`, but no concurrency, TPOT, TTFT, throughput or energy (empty cells),
+    as predict prints none."""
     num = (lambda v: float(v) if stable else None)  # noqa: E731
     row = {"mechanism": mech, "draft_len": d, "concurrency": conc if stable else None, "pools": pools_s,
            "tpot_ms": num(1e3 * get("tpot_s")[i, j]), "ttft_ms": num(1e3 * get("ttft_s")[i, j]),
