@@ -77,6 +77,9 @@ class EngineProfile(_Frozen):
     eager_step_s: float = Field(0.0, ge=0, le=MAX_TIME_S)
     max_num_batched_tokens: int = Field(8192, gt=0, le=2**32)  # chunked-prefill token budget per step (decode + prefill)
     max_num_seqs: int = Field(1024, gt=0, le=MAX_BATCH)  # requests an engine step may hold
+    # requests the engine runs at once when speculation is on and the launch sets no cap of its own (SGLang lowers
+    # max_running_requests to 48 then); None = max_num_seqs, as without speculation
+    spec_max_num_seqs: int | None = Field(None, gt=0, le=MAX_BATCH)
     chunked_prefill: bool = True  # long prompts split to fill the step budget; False: whole prompts per step
     # prefill chunks ride in the decode steps (mixed batches); False: prefill batches run first, in steps of their
     # own, while decoding waits (SGLang without --enable-mixed-chunk)
@@ -152,7 +155,8 @@ class EngineProfile(_Frozen):
     def _sourced(self) -> "EngineProfile":
         numeric = ("host_step_s", "host_per_seq_s", "graph_launch_s", "eager_launch_s", "eager_step_s",
                    "max_num_batched_tokens",
-                   "max_num_seqs", "prefill_tokens_s", "spec_iteration_overhead_s", "spec_draft_step_overhead_s",
+                   "max_num_seqs", "spec_max_num_seqs", "prefill_tokens_s", "spec_iteration_overhead_s",
+                   "spec_draft_step_overhead_s",
                    "spec_host_per_seq_s", "verify_graph_max_tokens", "draft_graph_max_batch", "graph_max_batch",
                    "startup_client_s", "gemm_mem_bw_scale", "gemm_compute_scale", "moe_kernels")
         missing = [k for k in numeric if getattr(self, k) and k not in self.sources]

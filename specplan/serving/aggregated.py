@@ -295,10 +295,25 @@ def kv_cap_requests(model, hw, tp, wl: Workload, eng, spec: dict, prec, target_o
     return float(min(target_only, np.min(np.asarray(r["max_batch"], dtype=float))))
 
 
-def running_cap(eng, wl: Workload, kv_cap=None):
-    """Most requests the engine runs at once: max_num_seqs, and the KV cache's room (`kv_cap`, requests) if given."""
+def running_cap(eng, wl: Workload, kv_cap=None, draft_len=0.0):
+    """Most requests the engine runs at once: max_num_seqs (where a grid point speculates, draft_len > 0, the
+    engine's spec_max_num_seqs if lower: SGLang's default of 48), and the KV cache's room (`kv_cap`, requests) if
+    given; a float, or an array over the grid points where the speculative cap differs."""
     cap = float(eng.max_num_seqs)
+    d = np.asarray(draft_len, dtype=float)
+    if eng.spec_max_num_seqs is not None and eng.spec_max_num_seqs < cap and np.any(d > 0):
+        cap = np.where(d > 0, float(eng.spec_max_num_seqs), cap)
     return cap if kv_cap is None else np.minimum(cap, np.maximum(np.asarray(kv_cap, dtype=float), 1.0))
+
+
+def spec_cap_applies(eng, draft_len, kv_cap) -> np.ndarray:
+    """True where the running cap is the speculative one (spec_max_num_seqs): a speculating grid point whose cap
+    is below max_num_seqs and the KV cache's room (whether the load reaches it is the loop's business)."""
+    d = np.asarray(draft_len, dtype=float)
+    if eng.spec_max_num_seqs is None:
+        return np.zeros(d.shape, dtype=bool)
+    lim = min(float(eng.max_num_seqs), float(kv_cap))
+    return (d > 0) & (eng.spec_max_num_seqs < lim)
 
 
 def _prefill_only(tab: GpuTables, eng, wl: Workload, shape, admission):
@@ -347,7 +362,7 @@ def saturation_rate(tab: GpuTables, eng, wl: Workload, admission="immediate", kv
     """Most requests/s the engine sustains (open loop): the largest X over decode batches up to the running cap
     whose prefill busy fraction stays below 1 (1/s, shape of the tables' grid points)."""
     open_wl = wl if wl.concurrency is None else dataclasses.replace(wl, concurrency=None, request_rate=1.0)
-    cap = running_cap(eng, wl, kv_cap) * np.ones(np.shape(tab.al))
+    cap = running_cap(eng, wl, kv_cap, tab.draft_len) * np.ones(np.shape(tab.al))
     bs = np.geomspace(1e-3, 1.0, 60)[:, None] * cap.reshape(1, -1)
     shp = (60,) + np.shape(tab.al)
     bs = bs.reshape(shp)
@@ -381,7 +396,7 @@ def solve(tab: GpuTables, eng, wl: Workload, admission: str = "immediate", kv_ca
     if wl.osl == 1:
         return _prefill_only(tab, eng, wl, np.broadcast(np.zeros(shape), np.asarray(
             wl.concurrency if wl.concurrency is not None else wl.request_rate, dtype=float)).shape, admission)
-    cap = running_cap(eng, wl, kv_cap)
+    cap = running_cap(eng, wl, kv_cap, tab.draft_len)
     if wl.concurrency is not None:
         c = np.asarray(wl.concurrency, dtype=float) * np.ones(shape)
         lo, hi = np.zeros(c.shape), np.minimum(c, cap)
@@ -454,8 +469,8 @@ def aggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechan
     draft = None if dpm is None or np.all(d == 0) else (dpm, resolve_precision(dpm, hw, dtype, kv_dtype))
     one = memory_usage(m, hw, tp, 1, workload.isl + workload.osl, prec)
     kv_cap = kv_cap_requests(m, hw, tp, workload, eng, spec, prec, one.max_batch)
-    cap = float(running_cap(eng, workload, kv_cap))
-    b_max = min(float(np.max(conc)), cap) if conc is not None else cap
+    cap = running_cap(eng, workload, kv_cap, d)
+    b_max = min(float(np.max(conc)), float(np.max(cap))) if conc is not None else float(np.max(cap))
     tab = gpu_tables(m, hw, tp, workload, eng, spec, prec, b_max, draft)
     out = solve(tab, eng, workload, admission or eng.admission, kv_cap=kv_cap)
     tpot = out["tpot_s"]
@@ -468,6 +483,7 @@ def aggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechan
         "prefill_tokens_per_step": x * workload.isl * out["iteration_s"], "acceptance_length": tab.al,
         "fits": np.asarray(kv_cap >= 1) & np.ones(np.shape(out["ttft_s"]), dtype=bool), "devices": devices,
         "running_cap": cap, "kv_cap_requests": float(kv_cap), "kv_cap_draft": bool(kv_cap < one.max_batch),
+        "spec_cap": spec_cap_applies(eng, d, kv_cap),
         "weights_bytes": float(one.weights_bytes),
         "capacity_bytes": float(one.capacity_bytes),
     }

@@ -27,16 +27,22 @@ def _at(v, i: int):
     return a[i if a.size > 1 else 0]
 
 
-def admission_note(r: dict, point: dict, wait_ms: float) -> str:
-    """Why a closed loop's requests wait before their prefill: the running cap (the KV cache's room for ISL + OSL
-    tokens per request beside the weights, or max_num_seqs) or a saturated prefill; `wait_ms` of the TTFT."""
-    cap = float(_at(r["running_cap"], 0))
+def admission_note(r: dict, point: dict, wait_ms: float, i: int = 0) -> str:
+    """Why a closed loop's requests wait before their prefill (load i): the running cap (the KV cache's room for
+    ISL + OSL tokens per request beside the weights, max_num_seqs, or the engine's lower cap under speculation) or
+    a saturated prefill; `wait_ms` of the TTFT."""
+    cap = float(_at(r["running_cap"], i))
     if point["decode_batch"] >= cap - 0.5:
         kv = float(r.get("kv_cap_requests", np.inf))
         beside = "beside the target's and the draft's weights, with the draft's KV" if r.get("kv_cap_draft") else \
             "beside the weights"
-        why = (f"the KV cache holds {cap:g} requests of ISL + OSL tokens {beside}" if kv <= cap else
-               f"the engine's max_num_seqs is {cap:g}")
+        if bool(_at(r.get("spec_cap", False), i)):
+            why = ("the engine's cap when speculating, spec_max_num_seqs: SGLang's default unless "
+                   "--max-running-requests is set, as specplan's launch files do")
+        elif kv <= cap:
+            why = f"the KV cache holds {cap:g} requests of ISL + OSL tokens {beside}"
+        else:
+            why = f"the engine's max_num_seqs is {cap:g}"
         where = " per decode instance" if "pools" in r else ""
         return (f"at most {cap:g} requests run at once{where} ({why}); the others wait for admission, "
                 f"{wait_ms:.0f} ms of the TTFT")
@@ -70,7 +76,7 @@ def _point(r: dict, workload: Workload | None = None, i: int = 0) -> dict:
     if stable and wait and "running_cap" in r and out["fits"]:
         out["admission_wait_ms"] = 1e3 * wait
         if wait >= NOTE_WAIT_S:
-            out["note"] = "; ".join(n for n in (out.get("note"), admission_note(r, out, 1e3 * wait)) if n)
+            out["note"] = "; ".join(n for n in (out.get("note"), admission_note(r, out, 1e3 * wait, i)) if n)
     if stable and "prefill_utilization" in r:  # disaggregated: the prefill pool's busy fraction
         rho = f("prefill_utilization")
         out["prefill_utilization"] = rho

@@ -23,7 +23,7 @@ from specplan.model.memory import kv_bytes_per_token, memory_usage
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.serving.aggregated import (draft_prefill_model, kv_cap_requests, only_draft_len_varies, running_cap,
-                                         step_kernels, ttft_quantile_s)
+                                         spec_cap_applies, step_kernels, ttft_quantile_s)
 from specplan.serving.prefill import prefill_s
 from specplan.serving.workload import Workload
 from specplan.speculation.round import round_gpu_extra_s, round_s
@@ -91,7 +91,7 @@ class _Pricing:
     d: np.ndarray
     conc: np.ndarray | None
     s_p: float
-    cap: float
+    cap: np.ndarray | float  # running cap per decode instance (per grid point: speculation may lower it)
     grid: np.ndarray
     t_grid: np.ndarray
     al: np.ndarray
@@ -99,6 +99,7 @@ class _Pricing:
     kv_cap: float = np.inf  # requests whose whole KV (ISL + OSL) one decode instance's cache holds
     t_cap: np.ndarray | float = np.nan  # iteration seconds at the running cap (the decode pool's capacity)
     kv_cap_draft: bool = False  # kv_cap counts the draft's weights and KV (below the target's own)
+    spec_cap: np.ndarray | bool = False  # the running cap is the engine's speculative one (spec_cap_applies)
 
     def iteration(self, b):
         """Iteration seconds at decode batch b (priced at max(b, 1)), linear between whole batches."""
@@ -131,7 +132,7 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
     kernels = step_kernels(m, hw, tp, eng, prec)
     mem_one = memory_usage(m, hw, tp, 1, workload.isl + workload.osl, prec)
     kv_cap = kv_cap_requests(m, hw, tp, workload, eng, spec, prec, mem_one.max_batch)  # the draft's memory too
-    cap = running_cap(eng, workload, kv_cap)  # decode batch per instance: engine cap, KV cache
+    cap = running_cap(eng, workload, kv_cap, d) * np.ones(d.shape)  # decode batch per instance: engine, KV cache
 
     # the decode table depends on D, not on the concurrency: priced once per distinct D, spread back below
     spread = d.ndim >= 1 and only_draft_len_varies(spec)
@@ -147,20 +148,21 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
                                                           draft)
         return round_s(eng, gpu, b, du, q, kernels, kernels * np.asarray(r["rho_d"])), r
 
-    b_top = float(np.max(conc)) / min(y for _, y in pools) if conc is not None else float(cap)
-    b_top = min(max(b_top, 1.0), float(cap))
+    b_top = float(np.max(conc)) / min(y for _, y in pools) if conc is not None else float(np.max(cap))
+    b_top = min(max(b_top, 1.0), float(np.max(cap)))
     grid, t_u, r_grid = _decode_tables(at_whole, b_top, du.shape)
     al_u = np.broadcast_to(np.asarray(r_grid["acceptance_length"])[0], du.shape)
     # the decode pool's capacity needs the iteration at the running cap, beyond the table's top when the loop's
     # concurrency is lower: priced there once, exactly (not clamped to the table)
-    t_cap_u = at_whole(np.full(du.shape, float(np.ceil(cap))))[0] if workload.osl > 1 else np.full(du.shape, np.nan)
+    cap_u = np.ceil(running_cap(eng, workload, kv_cap, du)) * np.ones(du.shape)
+    t_cap_u = at_whole(cap_u)[0] if workload.osl > 1 else np.full(du.shape, np.nan)
     if spread:
         idx = np.asarray(inv).reshape(d.shape)
         t_grid, al, t_cap = t_u[:, idx], al_u[idx], np.broadcast_to(t_cap_u, du.shape)[idx]
     else:
         t_grid, al, t_cap = t_u, al_u, np.broadcast_to(t_cap_u, du.shape)
     pr = _Pricing(m, hw, tp, workload, prec, d, conc, s_p, cap, grid, t_grid, al, np.asarray(kv_cap >= 1),
-                  float(kv_cap), t_cap, bool(kv_cap < mem_one.max_batch))
+                  float(kv_cap), t_cap, bool(kv_cap < mem_one.max_batch), spec_cap_applies(eng, d, kv_cap))
     return [_pool_split(pr, int(x), int(y)) for x, y in pools]
 
 
@@ -251,5 +253,5 @@ def _pool_split(pr: _Pricing, x_pools: int, y_pools: int) -> dict:
         "fits": pr.fits_one & np.ones(d.shape, dtype=bool), "stable": stable,
         "prefill_bound": (rho >= 0.95) | (x >= capacity * (1 - 1e-3)),
         "saturation_requests_per_s": np.minimum(capacity, decode_cap),
-        "running_cap": cap, "kv_cap_requests": pr.kv_cap, "kv_cap_draft": pr.kv_cap_draft,
+        "running_cap": cap, "kv_cap_requests": pr.kv_cap, "kv_cap_draft": pr.kv_cap_draft, "spec_cap": pr.spec_cap,
     }

@@ -19,6 +19,7 @@ import numpy as np
 import yaml
 
 from specplan.costs.moe import verify_expert_reuse
+from specplan.core.errors import SpecplanError
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.serving.aggregated import draft_prefill_model, gpu_tables, solve
@@ -63,6 +64,9 @@ def load_setups(data: Path = DATA) -> tuple[list[Setup], dict]:
         rows = list(csv.DictReader(fh))
     out = []
     for s in cfg["setups"]:
+        if s.get("requests") and (s["metric"] != "throughput" or s["load"] == "qps"):
+            raise SpecplanError(f"{data / 'setups.yaml'}: setup {s['id']}: requests (a fixed list run in waves) "
+                                f"needs metric throughput and a closed loop (load batch or concurrency)")
         mine = sorted((r for r in rows if r["case_id"].startswith(s["rows"])),
                       key=lambda r: float(r["batch_or_concurrency"]))
         al = np.array([float(r["acceptance_length"]) if r["acceptance_length"] else np.nan for r in mine])
@@ -75,9 +79,20 @@ def load_setups(data: Path = DATA) -> tuple[list[Setup], dict]:
     return out, cfg.get("not_scored", {})
 
 
+def waves(load: float, requests: int) -> list[tuple[int, float]]:
+    """(count, size) of the waves in which a harness runs `requests` equal requests, `load` at a time (a thread
+    pool or semaphore of `load` over a fixed list): full waves of `load`, then one of the rest."""
+    c = float(min(load, requests))
+    full = int(requests // c)
+    rest = float(requests - full * c)
+    return [(full, c)] + ([(1, rest)] if rest > 0 else [])
+
+
 class Priced:
     """GPU tables of one setup at its loads (baseline once, speculative per MoE verify-reuse value), solved for any
-    AL and engine host numbers."""
+    AL and engine host numbers. A setup that states how many requests its harness runs per level (`requests`)
+    is priced over the wave sizes of its loads (waves): the level's tokens/s is all requests' tokens over the sum
+    of its waves' request latencies."""
 
     def __init__(self, st: Setup, hw=None):
         s = st.spec
@@ -90,7 +105,14 @@ class Priced:
         self.eng = eng
         self.prec = resolve_precision(self.m, self.hw, s.get("dtype"), None)
         d = float(s["draft_len"])
-        n = len(st.loads)  # one table over the loads (closed or open loop)
+        # the grid: one point per load, or per wave of each load (`owner`: its load, `count`: how many such waves)
+        self.waves = s.get("requests") is not None
+        w = [waves(c, int(s["requests"])) if self.waves else [(1, float(c))] for c in st.loads]
+        self.owner = np.array([i for i, wi in enumerate(w) for _ in wi])
+        self.count = np.array([k for wi in w for k, _ in wi], dtype=float)
+        levels = np.array([size for wi in w for _, size in wi], dtype=float)
+        self.levels = levels
+        n = len(levels)  # one table over the loads or wave sizes (closed or open loop)
         self.spec = dict(mechanism=s["mechanism"], draft_len=np.full(n, d), acceptance=Acceptance.from_length(1.5, d),
                          draft_model=s.get("draft_model"), draft_dtype=s.get("draft_dtype"))
         if s.get("tree_tokens"):
@@ -99,9 +121,9 @@ class Priced:
         dpm = draft_prefill_model(self.m, s["mechanism"], s.get("draft_model"))
         self.draft = None if dpm is None else (dpm, resolve_precision(dpm, self.hw, s.get("draft_dtype") or
                                                                       s.get("dtype"), None))
-        load = {"request_rate" if s["load"] == "qps" else "concurrency": st.loads.astype(float)}
+        load = {"request_rate" if s["load"] == "qps" else "concurrency": levels}
         self.wl = Workload(isl=s["isl"], osl=s["osl"], **load)  # every load at once (an array)
-        self.b_max = float(np.max(st.loads)) if s["load"] != "qps" else 512.0
+        self.b_max = float(np.max(levels)) if s["load"] != "qps" else 512.0
         self.base = gpu_tables(self.m, self.hw, s["tp"], self.wl, eng, none, self.prec, self.b_max)
         self._spec: dict = {}
         self.moe = self.m.moe is not None
@@ -124,15 +146,20 @@ class Priced:
     def _metric(self, r: dict) -> np.ndarray:
         """A solve() result in the rows' metric at every load: output tokens/s, or mean request latency in s."""
         osl = self.wl.osl
-        v = r["requests_per_s"] * osl if self.st.spec["metric"] == "throughput" else \
-            r["ttft_s"] + (osl - 1.0) * r["tpot_s"]
+        x = np.atleast_1d(r["requests_per_s"]) * np.ones(len(self.levels))
+        if self.waves:  # all requests' tokens over the sum of the waves' latencies (Little: C / X)
+            span = np.bincount(self.owner, weights=self.count * self.levels / x, minlength=len(self.st.loads))
+            return float(self.st.spec["requests"]) * osl / span
+        v = x * osl if self.st.spec["metric"] == "throughput" else r["ttft_s"] + (osl - 1.0) * r["tpot_s"]
         return np.atleast_1d(v) * np.ones(len(self.st.loads))
 
     def speedup(self, al, upd: dict, reuse: float = 0.0) -> np.ndarray:
         """Predicted speedup at every load for acceptance length(s) `al`, engine fields `upd`, MoE verify reuse."""
         eng = self.eng.model_copy(update=upd)
         spc = self.spec_tables(reuse)
-        spc = replace(spc, al=np.asarray(al, dtype=float) * np.ones(np.shape(spc.al)))
+        a = np.asarray(al, dtype=float)
+        a = a[self.owner] if a.ndim else a  # per load -> per grid point (a load's waves share its AL)
+        spc = replace(spc, al=a * np.ones(np.shape(spc.al)))
         base, sp = self._metric(solve(self.base, eng, self.wl)), self._metric(solve(spc, eng, self.wl))
         return sp / base if self.st.spec["metric"] == "throughput" else base / sp
 

@@ -79,3 +79,39 @@ def test_baseline_time_ratio_reads_both_metrics_the_same_way():
         assert np.allclose(baseline_time_ratio(p), 2.0)
     st = by_metric[("throughput", False)]
     assert np.all(np.isnan(baseline_time_ratio(Priced(st))))
+
+
+def test_waves_of_a_fixed_request_list():
+    """A harness that runs 80 requests, C at a time: C 1 and 8 are full waves, 64 is a wave of 64 and one of 16,
+    128 a single wave of the 80 (SpecForge's run_batch with num_threads = C)."""
+    from specplan.validation.speculation_load import waves
+
+    assert waves(1, 80) == [(80, 1.0)]
+    assert waves(8, 80) == [(10, 8.0)]
+    assert waves(64, 80) == [(1, 64.0), (1, 16.0)]
+    assert waves(128, 80) == [(1, 80.0)]
+    assert waves(32, 80) == [(2, 32.0), (1, 16.0)]
+
+
+def test_a_wave_setup_prices_its_level_as_its_waves():
+    """s2-gptoss-eagle3 (80 MT-Bench prompts): the baseline tokens/s at batch 64 is 80 x OSL over the latency of
+    a closed loop of 64 plus that of one of 16 (Little: latency = C / X), each solved on its own; at batch 8 it is
+    the steady state of 8 (10 full waves)."""
+    from specplan.serving.aggregated import gpu_tables, solve
+    from specplan.serving.workload import Workload
+    from specplan.validation.speculation_load import Priced
+
+    st = [s for s in load_setups()[0] if s.spec["id"] == "s2-gptoss-eagle3-sglang"][0]
+    p = Priced(st)
+    got = p.baseline_metric()
+
+    def x_at(c):
+        wl = Workload(isl=st.spec["isl"], osl=st.spec["osl"], concurrency=np.array([float(c)]))
+        tab = gpu_tables(p.m, p.hw, 1, wl, p.eng, dict(mechanism="none", draft_len=np.zeros(1), acceptance=None),
+                         p.prec, float(c))
+        return float(np.ravel(solve(tab, p.eng, wl)["requests_per_s"])[0])
+
+    osl = st.spec["osl"]
+    assert abs(got[2] / (80 * osl / (64 / x_at(64) + 16 / x_at(16))) - 1) < 0.02  # own tables: another batch grid
+    assert abs(got[1] / (x_at(8) * osl) - 1) < 0.02
+    assert got[2] < x_at(64) * osl  # the tail wave of 16 lowers the level's tokens/s

@@ -1,0 +1,81 @@
+"""SGLang caps the running requests at 48 when it speculates and the launch sets no --max-running-requests
+(sglang 0.5.23 srt/arg_groups/speculative_hook.py): engine_profiles/sglang.yaml spec_max_num_seqs, priced by
+serving.aggregated.running_cap where a grid point speculates (draft_len > 0) and never for the baseline."""
+
+import numpy as np
+import pytest
+
+from specplan.core.errors import SpecplanError
+from specplan.profiles.engine import EngineProfile
+from specplan.profiles.registry import load_engine
+from specplan.serving.aggregated import aggregated, running_cap
+from specplan.serving.api import serving_summary
+from specplan.serving.disaggregated import disaggregated
+from specplan.serving.workload import Workload
+from specplan.speculation.acceptance import Acceptance
+
+WL = Workload(128, 1024, concurrency=64.0)
+
+
+def test_sglang_profile_holds_the_default_of_48():
+    """The number read in SGLang's code, with its source; vLLM and TensorRT-LLM have no such rule."""
+    sg = load_engine("sglang")
+    assert sg.spec_max_num_seqs == 48 and "speculative_hook.py" in sg.sources["spec_max_num_seqs"]
+    assert load_engine("vllm").spec_max_num_seqs is None and load_engine("trtllm").spec_max_num_seqs is None
+
+
+def test_running_cap_per_grid_point():
+    """max_num_seqs 1024 without speculation, 48 where D > 0, the KV cache's room below either."""
+    sg = load_engine("sglang")
+    assert running_cap(sg, WL) == 1024.0
+    assert running_cap(sg, WL, draft_len=3.0) == pytest.approx(48.0)
+    assert np.asarray(running_cap(sg, WL, draft_len=np.array([0.0, 3.0]))).tolist() == [1024.0, 48.0]
+    assert running_cap(sg, WL, kv_cap=20.0, draft_len=3.0) == pytest.approx(20.0)
+    assert running_cap(load_engine("vllm"), WL, draft_len=3.0) == 1024.0
+
+
+def test_closed_loop_runs_48_and_the_rest_wait():
+    """Llama-3.1-8B on an H100 at concurrency 64: the baseline decodes all 64 requests; EAGLE-3 D 3 decodes 48 and
+    16 wait for admission (Little's law: C = B + X * TTFT), and the point's note names the engine's cap."""
+    acc = Acceptance.from_length(3.0, 3)
+    s = serving_summary("llama-3.1-8b", "h100-sxm", WL, engine="sglang", mechanism="eagle3", draft_len=3,
+                        acceptance=acc)
+    b, sp = s["baseline"], s["speculative"]
+    assert b["decode_batch"] > 63.0
+    assert sp["decode_batch"] == pytest.approx(48.0)
+    assert sp["decode_batch"] + sp["requests_per_s"] * sp["ttft_ms"] / 1e3 == pytest.approx(64.0, rel=1e-3)
+    assert "at most 48 requests run at once" in sp["note"] and "--max-running-requests" in sp["note"]
+    assert "note" not in b or "48" not in b["note"]
+
+
+def test_below_the_cap_nothing_changes():
+    """At concurrency 32 the cap (48) is not reached: the same point as an SGLang profile without the cap, and no
+    admission wait."""
+    acc = Acceptance.from_length(3.0, 3)
+    wl = Workload(128, 1024, concurrency=32.0)
+    free = load_engine("sglang").model_copy(update={"spec_max_num_seqs": None})
+    a = aggregated("llama-3.1-8b", "h100-sxm", wl, engine="sglang", mechanism="eagle3", draft_len=3, acceptance=acc)
+    f = aggregated("llama-3.1-8b", "h100-sxm", wl, engine=free, mechanism="eagle3", draft_len=3, acceptance=acc)
+    assert float(a["tpot_s"]) == pytest.approx(float(f["tpot_s"]), rel=1e-9)
+    assert bool(np.all(a["spec_cap"])) and float(a["decode_batch"]) < 32.0
+    assert float(a["admission_wait_s"]) == 0.0
+
+
+def test_disaggregated_decode_instance_is_capped_too():
+    """1P1D at concurrency 128: the speculating decode instance holds 48 requests; the baseline's holds more."""
+    acc = Acceptance.from_length(3.0, 3)
+    wl = Workload(1024, 256, concurrency=128.0, mode="disagg", pools=(1, 1))
+    base = disaggregated("llama-3.1-8b", "h100-sxm", wl, engine="sglang")
+    spec = disaggregated("llama-3.1-8b", "h100-sxm", wl, engine="sglang", mechanism="eagle3", draft_len=3,
+                         acceptance=acc)
+    assert float(np.max(spec["decode_batch"])) <= 48.0 + 1e-9
+    assert float(np.max(base["decode_batch"])) > 48.0
+    assert bool(np.all(spec["spec_cap"]))
+
+
+def test_the_number_needs_a_source_and_a_positive_value():
+    """An engine file is data with sources: the cap without one, or 0, is refused."""
+    with pytest.raises((ValueError, SpecplanError), match="spec_max_num_seqs"):
+        EngineProfile(id="x", spec_max_num_seqs=48)
+    with pytest.raises((ValueError, SpecplanError), match="spec_max_num_seqs"):
+        EngineProfile(id="x", spec_max_num_seqs=0, sources={"spec_max_num_seqs": "s"})
