@@ -347,7 +347,7 @@ READING = """What is written into the profiles, and why not the rest: none of th
 setup left out they make the predictions worse than the sourced model (Summary). The SGLang step host numbers
 that the baseline columns ask for stand for time these harnesses spend outside the roofline, and the harnesses
 disagree: the SpecForge Qwen3-30B-A3B baselines run 1.3-5.3 x slower than the model's (more so at larger
-batch), the SpecDrift gpt-oss-120b baselines 1.05-1.6 x, so a host number fitted on one misprices the other
+batch), the SpecDrift gpt-oss-120b baselines 1.05-1.3 x (its request list run in waves), so a host number fitted on one misprices the other
 (and would make an SGLang Llama-3.1-8B step at batch 64 take tens of milliseconds). The verify expert reuse,
 where it is picked, stands in for MoE kernel time the model does not hold, not for measured routing locality
 (consecutive-token reuse published for MoE routers is small: Mixtral of Experts, arXiv 2401.04088, Sec. 5).
