@@ -54,9 +54,9 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
     conc, pools = _candidates(workload, search_concurrency, pools)
     rows, grid, d_top = [], [], {}
     if any(x != "none" for x in mechs):  # issue 19: the round's numbers nothing fitted out of sample, in one line
-        from specplan.speculation.round import unfitted_note
+        from specplan.speculation.round import spec_cap_note, unfitted_note
 
-        notes += unfitted_note(eng)
+        notes += unfitted_note(eng) + spec_cap_note(eng)
     sla = (max_ttft_ms, max_tpot_ms)
     for mech in mechs:
         acc = acceptance.get(mech)

@@ -153,6 +153,18 @@ def round_draft_model(model, mechanism, draft_model=None):
     return None
 
 
+def spec_cap_note(eng) -> list[str]:
+    """One line when the engine runs fewer requests at once when speculating (spec_max_num_seqs) than without
+    (else [])."""
+    cap = eng.spec_max_num_seqs
+    if cap is None or cap >= eng.max_num_seqs:
+        return []
+    return [f"engine {eng.id}: at most {cap} requests run at once when speculating unless the launch sets its own cap "
+            f"(spec_max_num_seqs; SGLang: --max-running-requests, which specplan's launch files set to the answer's "
+            f"batch): speculative rows are priced with it, the baseline with max_num_seqs {eng.max_num_seqs}; an "
+            f"engine YAML with a larger spec_max_num_seqs prices a launch that raises it"]
+
+
 def unfitted_note(eng) -> list[str]:
     """One line when the engine's host numbers (per step, per sequence, the speculative round's per sequence) hold
     values that nothing fitted out of sample (else [])."""

@@ -79,3 +79,18 @@ def test_the_number_needs_a_source_and_a_positive_value():
         EngineProfile(id="x", spec_max_num_seqs=48)
     with pytest.raises((ValueError, SpecplanError), match="spec_max_num_seqs"):
         EngineProfile(id="x", spec_max_num_seqs=0, sources={"spec_max_num_seqs": "s"})
+
+
+def test_recommend_names_the_speculative_cap():
+    """recommend's serving search on SGLang says in one line that speculative rows run at most 48 requests and
+    how a launch lifts it; on vLLM (no such rule) it does not."""
+    from specplan.planning.recommend_serving import recommend_serving
+
+    acc = {"eagle3": "0.8"}
+    kw = dict(mechanisms=["eagle3"], acceptance=acc, max_draft_len=3)
+    wl = Workload(1024, 256, concurrency=64.0)
+    sg = recommend_serving("llama-3.1-8b", "h100-sxm", wl, engine="sglang", **kw)
+    vl = recommend_serving("llama-3.1-8b", "h100-sxm", wl, engine="vllm", **kw)
+    line = [n for n in sg["notes"] if "when speculating" in n]
+    assert len(line) == 1 and "at most 48 requests" in line[0] and "--max-running-requests" in line[0]
+    assert not [n for n in vl["notes"] if "when speculating" in n]
