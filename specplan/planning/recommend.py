@@ -91,9 +91,11 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
     feasible = [x for x in rows if x["feasible"]]
     if kw.get("engine") is not None and any(x != "none" for x in mechs):
         from specplan.profiles.registry import load_engine
-        from specplan.speculation.round import unfitted_note
+        from specplan.speculation.round import spec_cap_note, unfitted_note
 
-        notes += unfitted_note(load_engine(kw["engine"]))
+        eng = load_engine(kw["engine"])
+        top_b = max((x["batch"] for x in rows[:top] if x["mechanism"] != "none"), default=None)
+        notes += unfitted_note(eng) + ([] if top_b is None else spec_cap_note(eng, top_b))
     out = {"model": m.id, "hardware": hw.id, "hardware_kind": hw.kind, "tp": tp,
            "layout": layout_dict(layout_for(tp, kw.get("layout"))), "context_len": context_len,
            "batch": batch, "target_tps_per_user": target_tps_per_user, "mechanisms": mechs,

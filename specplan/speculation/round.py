@@ -153,15 +153,19 @@ def round_draft_model(model, mechanism, draft_model=None):
     return None
 
 
-def spec_cap_note(eng) -> list[str]:
+def spec_cap_note(eng, batch=None) -> list[str]:
     """One line when the engine runs fewer requests at once when speculating (spec_max_num_seqs) than without
-    (else [])."""
+    (else []): the serving path prices that cap; the step path (`batch` given: the largest speculative batch it
+    ranked) prices its batch as given, so the line comes only when that batch exceeds the cap."""
     cap = eng.spec_max_num_seqs
-    if cap is None or cap >= eng.max_num_seqs:
+    if cap is None or cap >= eng.max_num_seqs or (batch is not None and batch <= cap):
         return []
-    return [f"engine {eng.id}: at most {cap} requests run at once when speculating unless the launch sets its own cap "
+    head = (f"engine {eng.id}: at most {cap} requests run at once when speculating unless the launch sets its own cap "
             f"(spec_max_num_seqs; SGLang: --max-running-requests, which specplan's launch files set to the answer's "
-            f"batch): speculative rows are priced with it, the baseline with max_num_seqs {eng.max_num_seqs}; an "
+            f"batch)")
+    if batch is not None:
+        return [f"{head}: the step path prices batch {batch:g} as given, which needs that flag"]
+    return [f"{head}: speculative rows are priced with it, the baseline with max_num_seqs {eng.max_num_seqs}; an "
             f"engine YAML with a larger spec_max_num_seqs prices a launch that raises it"]
 
 

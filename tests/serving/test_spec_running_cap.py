@@ -94,3 +94,15 @@ def test_recommend_names_the_speculative_cap():
     line = [n for n in sg["notes"] if "when speculating" in n]
     assert len(line) == 1 and "at most 48 requests" in line[0] and "--max-running-requests" in line[0]
     assert not [n for n in vl["notes"] if "when speculating" in n]
+
+
+def test_step_path_says_its_batch_needs_the_flag():
+    """The step path prices the batch it is given: on SGLang at batch 64 with EAGLE-3 it says the batch needs
+    --max-running-requests; at batch 32 (below 48) it says nothing of the cap."""
+    from specplan.speculation.round import spec_cap_note
+
+    sg = load_engine("sglang")
+    assert spec_cap_note(sg, 32) == []
+    line = spec_cap_note(sg, 64)
+    assert len(line) == 1 and "prices batch 64 as given" in line[0] and "--max-running-requests" in line[0]
+    assert spec_cap_note(load_engine("vllm"), 64) == []
