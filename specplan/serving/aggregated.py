@@ -306,14 +306,11 @@ def running_cap(eng, wl: Workload, kv_cap=None, draft_len=0.0):
     return cap if kv_cap is None else np.minimum(cap, np.maximum(np.asarray(kv_cap, dtype=float), 1.0))
 
 
-def spec_cap_applies(eng, draft_len, kv_cap) -> np.ndarray:
-    """True where the running cap is the speculative one (spec_max_num_seqs): a speculating grid point whose cap
-    is below max_num_seqs and the KV cache's room (whether the load reaches it is the loop's business)."""
+def spec_cap_applies(eng, wl: Workload, draft_len, kv_cap) -> np.ndarray:
+    """True where the running cap is the speculative one (spec_max_num_seqs): running_cap below what it is without
+    speculation (whether the load reaches it is the loop's business)."""
     d = np.asarray(draft_len, dtype=float)
-    if eng.spec_max_num_seqs is None:
-        return np.zeros(d.shape, dtype=bool)
-    lim = min(float(eng.max_num_seqs), float(kv_cap))
-    return (d > 0) & (eng.spec_max_num_seqs < lim)
+    return np.asarray(running_cap(eng, wl, kv_cap, d) < running_cap(eng, wl, kv_cap)) & np.ones(d.shape, dtype=bool)
 
 
 def _prefill_only(tab: GpuTables, eng, wl: Workload, shape, admission):
@@ -483,7 +480,7 @@ def aggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechan
         "prefill_tokens_per_step": x * workload.isl * out["iteration_s"], "acceptance_length": tab.al,
         "fits": np.asarray(kv_cap >= 1) & np.ones(np.shape(out["ttft_s"]), dtype=bool), "devices": devices,
         "running_cap": cap, "kv_cap_requests": float(kv_cap), "kv_cap_draft": bool(kv_cap < one.max_batch),
-        "spec_cap": spec_cap_applies(eng, d, kv_cap),
+        "spec_cap": spec_cap_applies(eng, workload, d, kv_cap),
         "weights_bytes": float(one.weights_bytes),
         "capacity_bytes": float(one.capacity_bytes),
     }

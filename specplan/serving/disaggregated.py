@@ -162,7 +162,7 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
     else:
         t_grid, al, t_cap = t_u, al_u, np.broadcast_to(t_cap_u, du.shape)
     pr = _Pricing(m, hw, tp, workload, prec, d, conc, s_p, cap, grid, t_grid, al, np.asarray(kv_cap >= 1),
-                  float(kv_cap), t_cap, bool(kv_cap < mem_one.max_batch), spec_cap_applies(eng, d, kv_cap))
+                  float(kv_cap), t_cap, bool(kv_cap < mem_one.max_batch), spec_cap_applies(eng, workload, d, kv_cap))
     return [_pool_split(pr, int(x), int(y)) for x, y in pools]
 
 

@@ -106,12 +106,11 @@ class Priced:
         self.prec = resolve_precision(self.m, self.hw, s.get("dtype"), None)
         d = float(s["draft_len"])
         # the grid: one point per load, or per wave of each load (`owner`: its load, `count`: how many such waves)
-        self.waves = s.get("requests") is not None
-        w = [waves(c, int(s["requests"])) if self.waves else [(1, float(c))] for c in st.loads]
+        self.in_waves = s.get("requests") is not None
+        w = [waves(c, int(s["requests"])) if self.in_waves else [(1, float(c))] for c in st.loads]
         self.owner = np.array([i for i, wi in enumerate(w) for _ in wi])
         self.count = np.array([k for wi in w for k, _ in wi], dtype=float)
-        levels = np.array([size for wi in w for _, size in wi], dtype=float)
-        self.levels = levels
+        self.levels = levels = np.array([size for wi in w for _, size in wi], dtype=float)
         n = len(levels)  # one table over the loads or wave sizes (closed or open loop)
         self.spec = dict(mechanism=s["mechanism"], draft_len=np.full(n, d), acceptance=Acceptance.from_length(1.5, d),
                          draft_model=s.get("draft_model"), draft_dtype=s.get("draft_dtype"))
@@ -147,7 +146,7 @@ class Priced:
         """A solve() result in the rows' metric at every load: output tokens/s, or mean request latency in s."""
         osl = self.wl.osl
         x = np.atleast_1d(r["requests_per_s"]) * np.ones(len(self.levels))
-        if self.waves:  # all requests' tokens over the sum of the waves' latencies (Little: C / X)
+        if self.in_waves:  # all requests' tokens over the sum of the waves' latencies (Little: C / X)
             span = np.bincount(self.owner, weights=self.count * self.levels / x, minlength=len(self.st.loads))
             return float(self.st.spec["requests"]) * osl / span
         v = x * osl if self.st.spec["metric"] == "throughput" else r["ttft_s"] + (osl - 1.0) * r["tpot_s"]
