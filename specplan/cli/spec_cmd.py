@@ -186,7 +186,7 @@ def predict(
     with --isl/--osl also the serving model (TPOT, TTFT, latency, tokens/s) at --concurrency or --request-rate
     (several concurrencies, 1,8,32: one table of the serving answer at each)."""
     from specplan.speculation.acceptance_spec import cli_acceptance, one_acceptance
-    from specplan.planning.predict import predict_serving, predict_serving_sweep, predict_summary
+    from specplan.planning.predict import predict_serving, predict_serving_sweep, predict_step
     from specplan.serving.workload import workload_from_options
 
     acc = cli_acceptance(acceptance_length, acceptance_rate, acceptance_per_position, acceptance_profile, draft_len)
@@ -217,8 +217,8 @@ def predict(
         if batch is None or context is None:
             raise SpecplanError("predict: give --batch and --context, or --isl and --osl with --concurrency or "
                                 "--request-rate")
-        r = predict_summary(model, hardware, tp=tp, batch=batch, context_len=model_context(model, context),
-                            layout=cli_layout(tp, dp, ep, pp), **kw)
+        r = predict_step(model, hardware, tp=tp, batch=batch, context_len=model_context(model, context),
+                         layout=cli_layout(tp, dp, ep, pp), **kw)
     if json_out:
         print_json(r)
         return

@@ -9,7 +9,7 @@ from specplan.core.errors import SpecplanError
 from specplan.costs.precision import resolve_precision
 from specplan.model.parallel import layout_for
 from specplan.planning.cost import predict_energy
-from specplan.profiles.registry import load_hardware, load_model
+from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.speculation.guidelines import binding_line
 from specplan.speculation.speedup import evaluate
 
@@ -81,6 +81,17 @@ def predict_summary(model, hardware, *, tp=1, batch=1, context_len=1024, mechani
                                  acceptance_length=_f(r["acceptance_length"])),
         "notes": notes,
     }
+
+
+def predict_step(model, hardware, *, batch=1, mechanism="none", engine=None, **kw) -> dict:
+    """predict_summary at a batch the user gives (predict's step path), plus the engine's line when that batch exceeds
+    the running cap the engine sets when it speculates (spec_cap_note: SGLang's 48 without --max-running-requests)."""
+    r = predict_summary(model, hardware, batch=batch, mechanism=mechanism, engine=engine, **kw)
+    if engine is not None and mechanism != "none":
+        from specplan.speculation.round import spec_cap_note
+
+        r["notes"] = r["notes"] + spec_cap_note(load_engine(engine), batch)
+    return r
 
 
 def predict_serving(model, hardware, workload, *, tp=1, mechanism="none", draft_len=0, acceptance=None,

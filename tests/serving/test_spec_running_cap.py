@@ -106,3 +106,20 @@ def test_step_path_says_its_batch_needs_the_flag():
     line = spec_cap_note(sg, 64)
     assert len(line) == 1 and "prices batch 64 as given" in line[0] and "--max-running-requests" in line[0]
     assert spec_cap_note(load_engine("vllm"), 64) == []
+
+
+def test_predict_step_path_says_its_batch_needs_the_flag():
+    """predict with --batch (the step path) on SGLang: EAGLE-3 at batch 64 carries the cap line (64 > 48), batch 48
+    and the baseline do not, and the serving path (which prices the cap) does not repeat the step path's line."""
+    from specplan.planning.predict import predict_serving, predict_step
+    from specplan.serving.workload import Workload
+
+    kw = dict(context_len=2048, draft_len=3, mechanism="eagle3", engine="sglang")
+    cap = [n for n in predict_step("llama-3.1-8b", "h100-sxm", batch=64, **kw)["notes"] if "at most 48" in n]
+    assert len(cap) == 1 and "prices batch 64 as given" in cap[0]
+    assert not [n for n in predict_step("llama-3.1-8b", "h100-sxm", batch=48, **kw)["notes"] if "at most 48" in n]
+    base = predict_step("llama-3.1-8b", "h100-sxm", batch=64, context_len=2048, engine="sglang")
+    assert not [n for n in base["notes"] if "at most 48" in n]
+    wl = Workload(isl=128, osl=256, concurrency=64.0)
+    srv = predict_serving("llama-3.1-8b", "h100-sxm", wl, mechanism="eagle3", draft_len=3, engine="sglang")
+    assert not [n for n in srv["notes"] if "as given" in n]
