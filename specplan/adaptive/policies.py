@@ -74,6 +74,7 @@ class Policy:
     """A policy picks D before each step and sees the accepted drafts after it."""
 
     name = "policy"
+    speculates = True  # a policy that never drafts (fixed:0) is a server launched without speculation
     lossy = False
     draft_extend_at_zero = False  # SGLang still runs the draft's draft-extend at D = 0
     relax = 0.0
@@ -92,6 +93,7 @@ class Policy:
 class Fixed(Policy):
     def __init__(self, d: int, text: str):
         self.d, self.name = d, text
+        self.speculates = d > 0
 
     def choose(self, view: StepView) -> int:
         return self.d

@@ -93,7 +93,7 @@ def run_requests(model, hardware, wl: Workload, policies: list[str], *, d_max: i
     for p in pols:
         if p in BOUNDS:  # at request level the oracle must know the draws to be a bound: the same bound
             rows.append(clairvoyant_row(wl, costs, seed, max_tpot_s=max_tpot_s, max_ttft_s=max_ttft_s,
-                                        max_running=engine.max_running, prefill_budget=engine.prefill_budget,
+                                        max_running=engine.running_cap(True), prefill_budget=engine.prefill_budget,
                                         name=p))
             continue
         g = _graphs(p, d_max, engine, captured_d)

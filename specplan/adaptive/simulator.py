@@ -30,23 +30,37 @@ class Engine:
     """Engine profile (specplan/profiles/engine.py) and scheduler limits; None takes the profile's value:
     chunked-prefill token budget per step (max_num_batched_tokens), largest running batch (max_num_seqs; the
     KV capacity limits it too), largest CUDA-graph decode batch (graph_max_batch; given as 0: no stated
-    largest, as graph_max_batch: 0 in an engine YAML; once resolved, 0 = no decode graphs)."""
+    largest, as graph_max_batch: 0 in an engine YAML; once resolved, 0 = no decode graphs), and the running cap of a
+    speculating policy (spec_max_num_seqs: SGLang's 48 when the launch gives no --max-running-requests; a given
+    max_running is that flag, so it lifts the cap for every policy)."""
 
     profile: str = "sglang"
     prefill_budget: int | None = None
     max_running: int | None = None
     graph_max_bs: int | None = None
+    spec_max_running: int | None = None
 
     def resolved(self) -> "Engine":
-        """The same with every None replaced by the engine profile's value."""
+        """The same with every None replaced by the engine profile's value (spec_max_running only when max_running
+        is not given); resolving twice changes nothing."""
         from specplan.profiles.registry import load_engine
 
         e = load_engine(self.profile)
         # 0 means what graph_max_batch: 0 means in an engine YAML: no stated largest graph batch (all captured)
         given = e.graph_max_batch if self.graph_max_bs is None else self.graph_max_bs
         graphs = (given or UNLIMITED_GRAPH_BS) if e.cuda_graphs_decode else 0
+        spec = self.spec_max_running if self.spec_max_running is not None else (
+            None if self.max_running is not None else e.spec_max_num_seqs)
         return Engine(e.id, self.prefill_budget or e.max_num_batched_tokens, self.max_running or e.max_num_seqs,
-                      self.graph_max_bs or graphs)
+                      self.graph_max_bs or graphs, spec)
+
+    def running_cap(self, speculates: bool) -> int | None:
+        """Largest running batch on this (resolved) engine: max_running, or the speculative cap when the policy
+        speculates and the cap is lower (the no-speculation reference, fixed:0, is a server launched without
+        speculation)."""
+        if speculates and self.spec_max_running is not None and self.max_running is not None:
+            return min(self.max_running, self.spec_max_running)
+        return self.max_running
 
 
 def token_uniforms(wl: Workload, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -155,7 +169,7 @@ def _start(wl: Workload, costs: StepCosts, policy: Policy, graphs: GraphSet, eng
         wl=wl, costs=costs, policy=policy, engine=engine, closed=wl.closed_loop, arrival=wl.arrival_s.copy(),
         need=costs.seq_bytes(wl.isl + wl.osl),
         free=costs.capacity_bytes - costs.fixed_bytes - graphs.cost(costs, costs.model_id)["memory_bytes"],
-        max_run=min(engine.max_running or costs.b_max, costs.b_max), off=off, u=u, runs=runs, loose=loose,
+        max_run=min(engine.running_cap(policy.speculates) or costs.b_max, costs.b_max), off=off, u=u, runs=runs, loose=loose,
         rng=np.random.default_rng([seed, 5]), eager=np.array([costs.eager_extra_s(d) for d in range(d_max + 1)]),
         graph_ds=graph_ds, has_graph=graphs.matrix(costs.b_max, d_max), slo_tpot_s=slo_tpot_s)
 

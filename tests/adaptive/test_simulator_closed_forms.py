@@ -531,3 +531,21 @@ def test_adasd_max_within_one_and_the_largest_d():
     for bad in ("adasd:max=0/relax=0.2", "adasd:max=5/relax=0.2", "adasd:max=2/relax=1.5"):
         with pytest.raises(SpecplanError):
             make_policy(bad, 4)
+
+
+def test_a_speculating_policy_runs_under_the_engines_speculative_cap():
+    """SGLang resets its running cap to 48 when it speculates and the launch gives no --max-running-requests
+    (engine_profiles/sglang.yaml spec_max_num_seqs): a closed loop of 64 clients runs 64 at once without
+    speculation (fixed:0) and 48 with fixed:3; --max-running 64 (the flag) lifts it for both; resolving twice keeps it."""
+    eng = Engine("sglang", prefill_budget=100_000, graph_max_bs=0)
+    res = eng.resolved()
+    assert res.spec_max_running == 48 and res.resolved() == res
+    assert res.running_cap(True) == 48 and res.running_cap(False) == res.max_running
+    flag = Engine("sglang", prefill_budget=100_000, max_running=64, graph_max_bs=0).resolved()
+    assert flag.spec_max_running is None and flag.running_cap(True) == 64
+    n = 128
+    wl = build_workload(np.zeros(n), np.full(n, 64), np.full(n, 32), alpha=np.full(n, 0.5), concurrency=64)
+    costs = _costs(b_max=128)
+    for engine, pol, top in ((eng, "fixed:0", 64), (eng, "fixed:3", 48), (flag, "fixed:3", 64)):
+        r = simulate(wl, costs, make_policy(pol, 4), NO_GRAPHS, engine=engine)
+        assert int(np.max(r["series"]["batch"])) == top, (pol, engine.max_running)
