@@ -16,6 +16,7 @@ from specplan.serving.disaggregated import disaggregated_pools
 from specplan.serving.workload import Workload
 
 CONCURRENCIES = np.unique(np.round(np.geomspace(1, 1024, 41)))  # searched when --concurrency is not given
+REFINE_POINTS = 17  # aggregated search: each D priced again between its best grid point's neighbours (<= 2.2 % apart)
 POOL_SIZES = (1, 2, 3, 4)  # prefill and decode instances searched in disagg mode without --pools
 
 
@@ -78,8 +79,13 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
         for pool, r in zip(pools, results):
             e = serving_energy(m, hardware, wl, r, d[None, :], tp=tp, dtype=kw.get("dtype"),
                                kv_dtype=kw.get("kv_dtype"), price=price)
-            _pool_rows(rows, grid if keep_grid else None, mech, d, pool, r, e, conc, sla, objective,
+            found: list = []
+            _pool_rows(found, grid if keep_grid else None, mech, d, pool, r, e, conc, sla, objective,
                        getattr(hardware, "id", hardware))
+            if search_concurrency and workload.mode == "agg" and workload.request_rate is None:
+                found = _refine(found, grid if keep_grid else None, m, hardware, workload, tp, eng, mech, d, acc,
+                                conc, sla, objective, price, kw)
+            rows += found
     rows, feasible, base, ranked = _rank(rows, objective, top)
     out = {"model": m.id, "engine": eng.id, "mode": workload.mode, "isl": workload.isl, "osl": workload.osl,
            "tp": tp, "hardware": getattr(hardware, "id", hardware), "objective": objective,
@@ -92,6 +98,43 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
             and workload.request_rate is None):
         out["d_by_load"] = serving_d_schedule(m, hardware, workload, best, acceptance.get(best["mechanism"]),
                                                d_top[best["mechanism"]], tp, eng, kw)
+    return out
+
+
+def refined_concurrency(conc: np.ndarray, picked: np.ndarray) -> np.ndarray:
+    """(REFINE_POINTS, len(picked)) whole concurrencies, geometric from each picked grid value's lower grid neighbour
+    to its upper one (the picked value's own when it is the first or last)."""
+    i = np.searchsorted(conc, picked)
+    lo, hi = conc[np.maximum(i - 1, 0)], conc[np.minimum(i + 1, conc.size - 1)]
+    t = np.linspace(0.0, 1.0, REFINE_POINTS)[:, None]
+    return np.round(lo * (hi / lo) ** t)
+
+
+def _refine(found: list, grid: list | None, m, hardware, workload, tp, eng, mech, d, acc, conc, sla, objective, price,
+            kw) -> list:
+    """Each D's row re-searched on refined_concurrency around its grid pick (one more pricing of the mechanism);
+    a refined row replaces the grid's when it ranks higher (feasible first, then the objective). The lowest TPOT
+    and TTFT a row reports stay the whole grid's. With `grid`, the refined points not already in it are added."""
+    from specplan.planning.cost import objective_value, serving_energy
+
+    c2 = refined_concurrency(conc, np.array([x["concurrency"] for x in found]))
+    wl2 = dataclasses.replace(workload, concurrency=c2)
+    r2 = serve(m, hardware, wl2, tp=tp, engine=eng, mechanism=mech, draft_len=d[None, :], acceptance=acc, **kw)
+    e2 = serving_energy(m, hardware, wl2, r2, d[None, :], tp=tp, dtype=kw.get("dtype"), kv_dtype=kw.get("kv_dtype"),
+                        price=price)
+    fine, more = [], ([] if grid is not None else None)
+    _pool_rows(fine, more, mech, d, None, r2, e2, c2, sla, objective, getattr(hardware, "id", hardware))
+    if grid is not None:
+        seen = {(x["mechanism"], x["draft_len"], x["concurrency"]) for x in grid}
+        for x in more:
+            if (x["mechanism"], x["draft_len"], x["concurrency"]) not in seen:
+                seen.add((x["mechanism"], x["draft_len"], x["concurrency"]))
+                grid.append(x)
+    key = lambda x: (x["feasible"], objective_value(objective, x) if x["feasible"] else -x["tpot_ms"])  # noqa: E731
+    out = []
+    for a, b in zip(found, fine):
+        best = b if a["feasible"] and key(b) > key(a) else a
+        out.append({**best, "min_tpot_ms": a["min_tpot_ms"], "min_ttft_ms": a["min_ttft_ms"]})
     return out
 
 
