@@ -76,16 +76,18 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
         else:
             results = [serve(m, hardware, wl, tp=tp, engine=eng, mechanism=mech, draft_len=d[None, :],
                              acceptance=acc, **kw)]
+        by_pool = []
         for pool, r in zip(pools, results):
             e = serving_energy(m, hardware, wl, r, d[None, :], tp=tp, dtype=kw.get("dtype"),
                                kv_dtype=kw.get("kv_dtype"), price=price)
             found: list = []
             _pool_rows(found, grid if keep_grid else None, mech, d, pool, r, e, conc, sla, objective,
                        getattr(hardware, "id", hardware))
-            if search_concurrency and workload.mode == "agg" and workload.request_rate is None:
-                found = _refine(found, grid if keep_grid else None, m, hardware, workload, tp, eng, mech, d, acc,
-                                conc, sla, objective, price, kw)
-            rows += found
+            by_pool.append(found)
+        if search_concurrency and workload.request_rate is None:
+            by_pool = _refine(by_pool, pools, grid if keep_grid else None, m, hardware, workload, tp, eng, mech, d,
+                              acc, conc, sla, objective, price, kw)
+        rows += [x for found in by_pool for x in found]
     rows, feasible, base, ranked = _rank(rows, objective, top)
     out = {"model": m.id, "engine": eng.id, "mode": workload.mode, "isl": workload.isl, "osl": workload.osl,
            "tp": tp, "hardware": getattr(hardware, "id", hardware), "objective": objective,
@@ -110,31 +112,41 @@ def refined_concurrency(conc: np.ndarray, picked: np.ndarray) -> np.ndarray:
     return np.round(lo * (hi / lo) ** t)
 
 
-def _refine(found: list, grid: list | None, m, hardware, workload, tp, eng, mech, d, acc, conc, sla, objective, price,
-            kw) -> list:
-    """Each D's row re-searched on refined_concurrency around its grid pick (one more pricing of the mechanism);
+def _refine(by_pool: list, pools, grid: list | None, m, hardware, workload, tp, eng, mech, d, acc, conc, sla,
+            objective, price, kw) -> list:
+    """Each (pool, D) row re-searched around its grid pick (refined_concurrency; one more pricing of the mechanism:
+    aggregated per D, disaggregated on the union of every pool's refined points, the pricing shared by the pools);
     a refined row replaces the grid's when it ranks higher (feasible first, then the objective). The lowest TPOT
     and TTFT a row reports stay the whole grid's. With `grid`, the refined points not already in it are added."""
     from specplan.planning.cost import objective_value, serving_energy
 
-    c2 = refined_concurrency(conc, np.array([x["concurrency"] for x in found]))
-    wl2 = dataclasses.replace(workload, concurrency=c2)
-    r2 = serve(m, hardware, wl2, tp=tp, engine=eng, mechanism=mech, draft_len=d[None, :], acceptance=acc, **kw)
-    e2 = serving_energy(m, hardware, wl2, r2, d[None, :], tp=tp, dtype=kw.get("dtype"), kv_dtype=kw.get("kv_dtype"),
-                        price=price)
-    fine, more = [], ([] if grid is not None else None)
-    _pool_rows(fine, more, mech, d, None, r2, e2, c2, sla, objective, getattr(hardware, "id", hardware))
-    if grid is not None:
-        seen = {(x["mechanism"], x["draft_len"], x["concurrency"]) for x in grid}
-        for x in more:
-            if (x["mechanism"], x["draft_len"], x["concurrency"]) not in seen:
-                seen.add((x["mechanism"], x["draft_len"], x["concurrency"]))
-                grid.append(x)
+    picks = [np.array([x["concurrency"] for x in found]) for found in by_pool]
+    if workload.mode == "disagg":
+        c2 = np.unique(np.concatenate([refined_concurrency(conc, p).ravel() for p in picks]))[:, None]
+        wl2 = dataclasses.replace(workload, concurrency=c2)
+        kw_d = {k: v for k, v in kw.items() if k != "admission"}
+        results = disaggregated_pools(m, hardware, wl2, pools, tp=tp, engine=eng, mechanism=mech,
+                                      draft_len=d[None, :], acceptance=acc, **kw_d)
+    else:
+        c2 = refined_concurrency(conc, picks[0])
+        wl2 = dataclasses.replace(workload, concurrency=c2)
+        results = [serve(m, hardware, wl2, tp=tp, engine=eng, mechanism=mech, draft_len=d[None, :], acceptance=acc,
+                         **kw)]
     key = lambda x: (x["feasible"], objective_value(objective, x) if x["feasible"] else -x["tpot_ms"])  # noqa: E731
+    seen = None if grid is None else {(x["mechanism"], x["draft_len"], x["concurrency"], x["pools"]) for x in grid}
     out = []
-    for a, b in zip(found, fine):
-        best = b if a["feasible"] and key(b) > key(a) else a
-        out.append({**best, "min_tpot_ms": a["min_tpot_ms"], "min_ttft_ms": a["min_ttft_ms"]})
+    for pool, found, r2 in zip(pools, by_pool, results):
+        e2 = serving_energy(m, hardware, wl2, r2, d[None, :], tp=tp, dtype=kw.get("dtype"),
+                            kv_dtype=kw.get("kv_dtype"), price=price)
+        fine, more = [], ([] if grid is not None else None)
+        _pool_rows(fine, more, mech, d, pool, r2, e2, c2, sla, objective, getattr(hardware, "id", hardware))
+        for x in more or []:
+            k = (x["mechanism"], x["draft_len"], x["concurrency"], x["pools"])
+            if k not in seen:
+                seen.add(k)
+                grid.append(x)
+        out.append([{**(b if a["feasible"] and key(b) > key(a) else a), "min_tpot_ms": a["min_tpot_ms"],
+                     "min_ttft_ms": a["min_ttft_ms"]} for a, b in zip(found, fine)])
     return out
 
 
