@@ -18,6 +18,7 @@ ceiling_coeff; non-digit top-level keys are defaults merged under every slot ({*
 from __future__ import annotations
 
 import bisect
+import json
 import math
 from pathlib import Path
 

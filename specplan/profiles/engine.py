@@ -59,6 +59,10 @@ class KernelFamily(_Frozen):
         return kv_fractions(v, "kv_mem_bw_fraction")
 
 
+# the speculative mechanisms an engine field may name (speculation/drafters.py DRAFTERS without "none"; tested)
+SPEC_MECHANISMS = ("external", "eagle3", "mtp", "medusa", "dflash", "dspark", "ngram", "self")
+
+
 class EngineProfile(_Frozen):
     """A serving engine's costs beyond the roofline (seconds, tokens), each with its source."""
 
@@ -92,6 +96,9 @@ class EngineProfile(_Frozen):
     # host time per running sequence per round beyond a decode step's
     spec_host_per_seq_s: float = Field(0.0, ge=0, le=MAX_TIME_S)
     spec_overlap: bool = False  # the round's host work overlaps the GPU (SGLang spec v2, TRT-LLM overlap scheduler)
+    # mechanisms with which the engine turns its overlap scheduler off: their rounds add host work to the GPU even
+    # where spec_overlap is true (vLLM 0.14-0.17: every method outside EagleModelTypes: n-gram, draft models, Medusa)
+    spec_sync_mechanisms: list[str] = Field(default_factory=list)
     # verify steps replay graphs up to this many tokens (vLLM: 512 // (1 + K) requests); 0 = graph_max_batch requests
     verify_graph_max_tokens: int = Field(0, ge=0, le=2**32)
     draft_graph_max_batch: int = Field(0, ge=0, le=MAX_BATCH)  # draft steps captured up to this batch (0: graph_max_batch)
@@ -135,6 +142,15 @@ class EngineProfile(_Frozen):
             out[canonical_dtype(k, where=f"{info.field_name}.{k}")] = float(val)
         return out
 
+    @field_validator("spec_sync_mechanisms")
+    @classmethod
+    def _sync_mechanisms(cls, v: list[str]) -> list[str]:
+        bad = [x for x in v if x not in SPEC_MECHANISMS]
+        if bad:
+            raise ValueError(f"spec_sync_mechanisms: '{bad[0]}' is not a speculative mechanism (known: "
+                             f"{', '.join(SPEC_MECHANISMS)})")
+        return list(v)
+
     @field_validator("moe_kernels")
     @classmethod
     def _moe_kernels(cls, v: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
@@ -174,6 +190,16 @@ class EngineProfile(_Frozen):
             return self.family_id("mla_attention", hw)
         return fam
 
+    def for_mechanism(self, mechanism: str) -> "EngineProfile":
+        """This engine as it runs `mechanism`: with spec_overlap off where the engine turns its overlap scheduler off
+        for that mechanism (spec_sync_mechanisms), else itself; one copy per (engine, mechanism), kept."""
+        if not self.spec_overlap or mechanism not in self.spec_sync_mechanisms:
+            return self
+        key = (id(self), mechanism)
+        if key not in _SYNC_ENGINES:
+            _SYNC_ENGINES[key] = (self, self.model_copy(update={"spec_overlap": False}))
+        return _SYNC_ENGINES[key][1]
+
     def launch_s(self, graphed) -> float:
         """Extra seconds per kernel launch: graph_launch_s inside a CUDA graph, eager_launch_s otherwise."""
         return np.where(graphed, self.graph_launch_s, self.eager_launch_s)
@@ -191,6 +217,7 @@ class EngineProfile(_Frozen):
         return host + np.maximum(gpu_s, launches)
 
 
+_SYNC_ENGINES: dict = {}  # (id(engine), mechanism) -> (engine, its copy without spec overlap): ids stay valid
 _ENGINE_HW: dict = {}  # (id(hardware), id(engine)) -> (hardware, engine, scaled hardware): the objects keep ids valid
 ENGINE_APPLIED = "engine_applied"  # the sources key an engine-adjusted hardware copy carries (engine_hardware)
 

@@ -454,7 +454,7 @@ def aggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechan
     prefill_tokens_per_step, iteration_s, acceptance_length, requests_per_s, concurrency, fits, stable."""
     m = load_model(model)
     hw = load_hardware(hardware)
-    eng = load_engine(engine)
+    eng = load_engine(engine).for_mechanism(mechanism)  # an engine may run this mechanism's rounds without overlap
     workload.check(m)
     prec = resolve_precision(m, hw, dtype, kv_dtype)
     conc = None if workload.concurrency is None else np.asarray(workload.concurrency, dtype=float)

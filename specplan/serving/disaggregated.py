@@ -118,7 +118,7 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
     """`disaggregated` for each (x, y) of `pools`, the decode and prefill pricing shared (one list entry each)."""
     m = load_model(model)
     hw = load_hardware(hardware)
-    eng = load_engine(engine)
+    eng = load_engine(engine).for_mechanism(mechanism)  # an engine may run this mechanism's rounds without overlap
     workload.check(m)
     prec = resolve_precision(m, hw, dtype, kv_dtype)
     d = np.asarray(draft_len, dtype=float)

@@ -217,8 +217,9 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
     fits, dev_base, dev_t, dev_d = _fits_and_devices(hw, shape, mem, dc, base, ver, d)
     base_t, iter_t = base.total_s, iter_s
     if engine is not None:  # the step as the engine runs it: host, launches, graphs, the round's extras (round.py)
-        base_t, iter_t = _engine_step_s(load_engine(engine), m, hw, tp, b, ctx, d, q, mechanism, draft_model, prec,
-                                        base, iter_s, np.asarray(dc.rho, dtype=float) * d)
+        eng = load_engine(engine).for_mechanism(mechanism)  # an engine may run this mechanism's rounds unoverlapped
+        base_t, iter_t = _engine_step_s(eng, m, hw, tp, b, ctx, d, q, mechanism, draft_model, prec, base, iter_s,
+                                        np.asarray(dc.rho, dtype=float) * d)
     out = {
         "baseline_step_s": base.total_s,
         "verify_s": verify_s,

@@ -102,7 +102,7 @@ class Priced:
         eng = load_engine(s["engine"])
         if s.get("engine_overrides"):
             eng = eng.model_copy(update=s["engine_overrides"])
-        self.eng = eng
+        self.eng = eng.for_mechanism(s["mechanism"])  # the engine as it runs this mechanism (spec_sync_mechanisms)
         self.prec = resolve_precision(self.m, self.hw, s.get("dtype"), None)
         d = float(s["draft_len"])
         # the grid: one point per load, or per wave of each load (`owner`: its load, `count`: how many such waves)

@@ -199,3 +199,30 @@ def test_unfitted_round_numbers_are_said_in_one_line():
     sg = unfitted_note(load_engine("sglang"))
     assert len(sg) == 1 and "host_step_s" in sg[0] and "host_per_seq_s" in sg[0]
     assert "host_step_s" not in unfitted_note(load_engine("vllm"))[0]  # fitted on the vLLM serving rows
+
+
+def test_an_engine_that_turns_overlap_off_for_a_mechanism_prices_its_rounds_unoverlapped():
+    """vLLM 0.14-0.17 schedule asynchronously but not with n-gram (spec_sync_mechanisms): an engine YAML with both
+    overlaps on runs n-gram rounds additively, EAGLE-3 rounds overlapped, and D = 0 steps overlapped either way.
+    By hand, 8 sequences, 5 ms GPU, host 1 ms + 8 x (20 + 50) us = 1.56 ms, graphed: 6.56 ms against 5 ms."""
+    eng = _engine(overlap_scheduler=True, spec_overlap=True, spec_sync_mechanisms=["ngram"])
+    ng, e3 = eng.for_mechanism("ngram"), eng.for_mechanism("eagle3")
+    assert e3 is eng and ng is eng.for_mechanism("ngram") and not ng.spec_overlap
+    assert float(round_s(ng, 5e-3, 8, 3, 4, 300, 0)) == pytest.approx(1e-3 + 8 * 7e-5 + 5e-3, rel=1e-12)
+    assert float(round_s(e3, 5e-3, 8, 3, 4, 300, 0)) == pytest.approx(5e-3, rel=1e-12)
+    assert float(round_s(ng, 5e-3, 8, 0, 1, 300, 0)) == pytest.approx(5e-3, rel=1e-12)  # the baseline step
+    # the serving path resolves it at its entry: the same numbers as an engine whose rounds never overlap
+    wl = Workload(isl=256, osl=256, concurrency=np.array([16.0, 64.0]))
+    kw = dict(mechanism="ngram", draft_len=np.array([3.0]), acceptance=Acceptance.from_length(2.5, 3))
+    a = aggregated("llama-3.1-8b", "h100-sxm", wl, engine=eng, **kw)
+    b = aggregated("llama-3.1-8b", "h100-sxm", wl, engine=eng.model_copy(update={"spec_overlap": False,
+                                                                                 "spec_sync_mechanisms": []}), **kw)
+    c = aggregated("llama-3.1-8b", "h100-sxm", wl, engine=eng.model_copy(update={"spec_sync_mechanisms": []}), **kw)
+    np.testing.assert_allclose(a["tpot_s"], b["tpot_s"], rtol=1e-12)
+    assert np.all(np.asarray(c["tpot_s"]) < np.asarray(a["tpot_s"]))  # overlapped n-gram rounds: faster
+    with pytest.raises(ValueError, match="spec_sync_mechanisms: 'eagle' is not a speculative mechanism"):
+        EngineProfile.model_validate({**load_engine("vllm").model_dump(), "spec_sync_mechanisms": ["eagle"]})
+    from specplan.profiles.engine import SPEC_MECHANISMS
+    from specplan.speculation.drafters import DRAFTERS
+
+    assert set(SPEC_MECHANISMS) == set(DRAFTERS) - {"none"}  # the profile's list follows the drafters
