@@ -169,7 +169,8 @@ def _start(wl: Workload, costs: StepCosts, policy: Policy, graphs: GraphSet, eng
         wl=wl, costs=costs, policy=policy, engine=engine, closed=wl.closed_loop, arrival=wl.arrival_s.copy(),
         need=costs.seq_bytes(wl.isl + wl.osl),
         free=costs.capacity_bytes - costs.fixed_bytes - graphs.cost(costs, costs.model_id)["memory_bytes"],
-        max_run=min(engine.running_cap(policy.speculates) or costs.b_max, costs.b_max), off=off, u=u, runs=runs, loose=loose,
+        max_run=min(engine.running_cap(policy.speculates) or costs.b_max, costs.b_max), off=off, u=u, runs=runs,
+        loose=loose,
         rng=np.random.default_rng([seed, 5]), eager=np.array([costs.eager_extra_s(d) for d in range(d_max + 1)]),
         graph_ds=graph_ds, has_graph=graphs.matrix(costs.b_max, d_max), slo_tpot_s=slo_tpot_s)
 

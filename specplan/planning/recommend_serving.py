@@ -16,7 +16,7 @@ from specplan.serving.disaggregated import disaggregated_pools
 from specplan.serving.workload import Workload
 
 CONCURRENCIES = np.unique(np.round(np.geomspace(1, 1024, 41)))  # searched when --concurrency is not given
-REFINE_POINTS = 17  # aggregated search: each D priced again between its best grid point's neighbours (<= 2.2 % apart)
+REFINE_POINTS = 17  # each (pool, D) priced again between its best grid point's neighbours (<= 2.2 % apart)
 POOL_SIZES = (1, 2, 3, 4)  # prefill and decode instances searched in disagg mode without --pools
 
 
