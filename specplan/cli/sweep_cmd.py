@@ -264,6 +264,17 @@ def study(
     check_output_dir(outdir)
     summary = run_study(path, outdir, progress=None if progress else False)
     print(f"study {summary['study']}: {len(summary['variants'])} variants")
+    if summary.get("kind") == "serving":
+        for v in summary["variants"]:
+            b = v["best"] or v["best_without_speculation"]
+            best = (f"best {b['tokens_per_s_per_gpu']:,.0f} tok/s/GPU with {b['mechanism']} D {int(b['draft_len'])} at "
+                    f"concurrency {b['concurrency']:g}, TP {int(b['tp'])} on {b['hardware']}"
+                    + (f" (x{v['speculation_gain']:.2f} over no speculation)" if v["speculation_gain"] else "")
+                    if b else "no configuration meets the SLA")
+            print(f"  {v['variant']}: {best}")
+        print(f"wrote {Path(outdir) / 'summary.md'}, serving_results.csv, serving_frontier.csv and "
+              f"{len(summary['plots'])} plot files")
+        return
     for v in summary["variants"]:
         b = v["best"]
         limit = (f" — at the search limit D = {v['max_draft_len_searched']} (raise max_draft_len)"

@@ -13,7 +13,10 @@ from specplan.study import spec as study
 
 
 def write_study_plots(st, scenarios, grids, fronts, outdir: Path) -> list[str]:
-    """Write the study's figures named in `st.plots` into `outdir`; return the paths written."""
+    """Write the study's figures named in `st.plots` into `outdir`; return the paths written (a serving study:
+    its serving frontier, one colour per variant and device)."""
+    if study.is_serving(st):
+        return _serving_study_plot(st, scenarios, fronts[0], outdir) if "frontier" in st.plots else []
     written = []
     if "frontier" in st.plots:
         written += P.save_figure(plot_frontier_variants(st, scenarios, grids, fronts), outdir / "frontier_variants")
@@ -163,3 +166,15 @@ def plot_recommended_d(st, scenarios, grids, per_batch):
 def run_study(path_or_dict, outdir, progress: bool | None = None) -> dict:
     """`specplan.study.spec.run_study` with the figures: results, frontier, plots and summary.md/json."""
     return study.run_study(path_or_dict, outdir, progress=progress, plot=write_study_plots)
+
+
+def _serving_study_plot(st, scenarios, front, outdir: Path) -> list[str]:
+    """serving_frontier.png: the per-(variant, device, mode) frontiers of a serving study."""
+    from specplan.plots.serving_frontier import plot_serving_frontier
+
+    f = front[front["scope"] != "overall"].copy()
+    f["hardware"] = f["variant"].astype(str) + ": " + f["hardware"].astype(str)
+    g = scenarios[0]["grid"]
+    fig = plot_serving_frontier(f, title=f"Serving study {st.name}: ISL {g['isl']:,}, OSL {g['osl']:,}",
+                                max_tpot_ms=g.get("max_tpot_ms"), max_ttft_ms=g.get("max_ttft_ms"))
+    return [str(p) for p in P.save_figure(fig, outdir / "serving_frontier")]

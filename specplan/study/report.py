@@ -219,3 +219,107 @@ def write_outputs(st, scenarios, grids, outdir: Path, plot=None) -> dict:
     atomic_write_text(outdir / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     atomic_write_text(outdir / "summary.md", markdown(summary))
     return summary
+
+
+SERVING_ROW = ("mechanism", "draft_len", "concurrency", "tp", "hardware", "pools", "tokens_per_s_per_gpu",
+               "tokens_per_s_per_user", "tpot_ms", "ttft_ms", "acceptance_length")
+
+
+def _serving_best(df, spec: bool) -> dict | None:
+    """The most tokens/s/GPU among a serving grid's rows meeting the SLA, with (spec) or without speculation."""
+    ok = df[df["meets_sla"].astype(bool) & ((df["draft_len"] >= 1) if spec else (df["draft_len"] == 0))]
+    if ok.empty:
+        return None
+    r = ok.loc[ok["tokens_per_s_per_gpu"].idxmax()]
+    out = {k: (r[k].item() if hasattr(r[k], "item") else r[k]) for k in SERVING_ROW if k in r.index}
+    out["pools"] = None if out.get("pools") is None or (isinstance(out["pools"], float) and np.isnan(out["pools"])) \
+        else str(out["pools"])
+    return out
+
+
+def summarize_serving(st, scenarios, grids) -> dict:
+    """Per-variant serving metrics (JSON-ready): the best configuration meeting the SLA with and without
+    speculation, the gain, and the best's throughput over the first variant's."""
+    rows, ref = [], None
+    for sc, df in zip(scenarios, grids):
+        g = sc["grid"]
+        best, base = _serving_best(df, True), _serving_best(df, False)
+        top = max((x for x in (best, base) if x), key=lambda x: x["tokens_per_s_per_gpu"], default=None)
+        if ref is None:
+            ref = top
+        rows.append({
+            "variant": sc["name"], "model": sc["model"].id, "hardware": [h.id for h in sc["hardware"]],
+            "engine": g.get("engine") or "ideal", "mode": g.get("mode") or "agg", "tp": g.get("tp") or [1],
+            "isl": g["isl"], "osl": g["osl"], "max_ttft_ms": g.get("max_ttft_ms"), "max_tpot_ms": g.get("max_tpot_ms"),
+            "mechanisms": sorted(set(df["mechanism"].astype(str)) - {"none"}),
+            "points": int(len(df)), "meeting_sla": int(df["meets_sla"].astype(bool).sum()),
+            "best": best, "best_without_speculation": base,
+            "speculation_gain": _ratio(best["tokens_per_s_per_gpu"], base["tokens_per_s_per_gpu"])
+            if best and base else None,
+            "vs_base_variant": _ratio(top["tokens_per_s_per_gpu"], ref["tokens_per_s_per_gpu"])
+            if top and ref else None,
+        })
+    return {"study": st.name, "description": st.description, "kind": "serving", "variants": rows}
+
+
+def _point(p) -> str:
+    """'eagle3 D 3 at C 110, TP 1 on h100-sxm (1P1D)' of a serving best row, or '-'."""
+    if not p:
+        return "-"
+    pools = f" ({p['pools']})" if p.get("pools") else ""
+    return (f"{p['mechanism']} D {int(p['draft_len'])} at C {p['concurrency']:g}, TP {int(p['tp'])} on "
+            f"{p['hardware']}{pools}")
+
+
+def serving_markdown(summary: dict) -> str:
+    """summary.md of a serving study: variants side by side (one column each)."""
+    vs = summary["variants"]
+    head = "| | " + " | ".join(f"**{v['variant']}**" for v in vs) + " |"
+    lines = [f"# Serving study: {summary['study']}", "", summary["description"].strip(), "", head,
+             "|---|" + "---|" * len(vs)]
+
+    def row(label, fn):
+        lines.append(f"| {label} | " + " | ".join(fn(v) for v in vs) + " |")
+
+    row("model", lambda v: v["model"])
+    row("hardware (TP)", lambda v: f"{', '.join(v['hardware'])} (TP {', '.join(map(str, v['tp']))})")
+    row("engine, mode", lambda v: f"{v['engine']}, {v['mode']}")
+    row("ISL / OSL", lambda v: f"{v['isl']:,} / {v['osl']:,}")
+    row("SLA", lambda v: ", ".join(x for x in (f"TTFT <= {v['max_ttft_ms']:g} ms" if v["max_ttft_ms"] else "",
+                                                f"TPOT <= {v['max_tpot_ms']:g} ms" if v["max_tpot_ms"] else "") if x)
+        or "-")
+    row("configurations (meeting the SLA)", lambda v: f"{v['points']:,} ({v['meeting_sla']:,})")
+    row("best with speculation", lambda v: _point(v["best"]))
+    row("... tok/s/GPU, tok/s/user", lambda v: "-" if not v["best"] else
+        f"{v['best']['tokens_per_s_per_gpu']:,.0f}, {v['best']['tokens_per_s_per_user']:,.1f}")
+    row("... TPOT, TTFT (ms)", lambda v: "-" if not v["best"] else
+        f"{v['best']['tpot_ms']:.2f}, {v['best']['ttft_ms']:.1f}")
+    row("best without speculation", lambda v: _point(v["best_without_speculation"]))
+    row("... tok/s/GPU", lambda v: "-" if not v["best_without_speculation"] else
+        f"{v['best_without_speculation']['tokens_per_s_per_gpu']:,.0f}")
+    row("speculation gain (tok/s/GPU)", lambda v: _num(v["speculation_gain"], "x{:.2f}"))
+    row("best tok/s/GPU vs the first variant", lambda v: _num(v["vs_base_variant"], "x{:.2f}"))
+    lines += ["", "Each variant's configurations are recommend's serving search (mechanism, D, concurrency, pools, "
+              "over every device and TP of the variant); the best is the most tokens/s per GPU among those meeting "
+              "the SLA. serving_results.csv holds every configuration, serving_frontier.csv the frontiers "
+              "(tokens/s/GPU against tokens/s/user) overall and per (variant, hardware, mode).", ""]
+    return "\n".join(lines)
+
+
+def write_serving_outputs(st, scenarios, grids, outdir: Path, plot=None) -> dict:
+    """A serving study's serving_results.csv, serving_frontier.csv, summary.md/.json; `plot(st, front, outdir)`
+    (figures) as in write_outputs. Returns the summary."""
+    import pandas as pd
+
+    from specplan.planning.frontier import serving_frontier
+
+    outdir.mkdir(parents=True, exist_ok=True)
+    allg = pd.concat(grids, ignore_index=True)
+    front = serving_frontier(allg, by=("variant", "hardware", "mode"))
+    atomic_write_text(outdir / "serving_results.csv", allg.to_csv(index=False))  # as pareto's serving_grid.csv
+    atomic_write_text(outdir / "serving_frontier.csv", front.to_csv(index=False))
+    summary = summarize_serving(st, scenarios, grids)
+    summary["plots"] = [Path(p).name for p in (plot(st, scenarios, grids, [front], outdir) if plot else [])]
+    atomic_write_text(outdir / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(outdir / "summary.md", serving_markdown(summary))
+    return summary

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Literal, Union
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from specplan.core.errors import SpecplanError, brief
@@ -52,6 +53,21 @@ class Grid(_Strict):
     draft_dtype: str | None = None
     attention_style: str | None = None
     routing: str | None = None
+    # serving studies (isl and osl given): the serving model's workload, engine and SLA (docs/studies.md)
+    isl: int | None = Field(None, gt=0)
+    osl: int | None = Field(None, gt=0)
+    engine: str | None = None
+    mode: Literal["agg", "disagg"] | None = None
+    concurrency: list[int] | None = None  # None: searched (1 ... 1024, refined), as recommend does
+    max_ttft_ms: float | None = Field(None, gt=0)
+    max_tpot_ms: float | None = Field(None, gt=0)
+
+    @field_validator("concurrency")
+    @classmethod
+    def _positive_concurrency(cls, v):
+        if v is not None and (not v or any(c < 1 for c in v)):
+            raise ValueError(f"must be a non-empty list of concurrencies >= 1, got {v}")
+        return v
 
     @field_validator("context", mode="before")
     @classmethod
@@ -98,6 +114,9 @@ class Study(_Strict):
 
 PLOTS = ("frontier", "speedup", "recommended_d", "attention")
 GRID_FIELDS = tuple(Grid.model_fields)
+SERVING_FIELDS = ("isl", "osl", "engine", "mode", "concurrency", "max_ttft_ms", "max_tpot_ms")
+STEP_ONLY_FIELDS = ("batch", "batch_max", "batch_points", "draft_len", "context", "layouts", "attention_style",
+                    "routing", "draft_hardware")  # the serving search: D up to max_draft_len, batch from the load
 
 
 # ---------------------------------------------------------------- error messages
@@ -259,7 +278,35 @@ def load_study(path_or_dict) -> Study:
     for i, n in enumerate(names):
         if n in names[:i] or (st.include_base and n == st.base_name):
             raise SpecplanError(f"variants[{i}].name: must be unique, got {n!r}")
+    _check_kind(st)
     return st
+
+
+def is_serving(st: Study) -> bool:
+    """A serving study: the base gives the serving workload (isl and osl)."""
+    return st.base.isl is not None or st.base.osl is not None
+
+
+def _check_kind(st: Study) -> None:
+    """One-line errors where a study mixes the step grid's and the serving model's fields."""
+    serving = is_serving(st)
+    if serving and (st.base.isl is None or st.base.osl is None):
+        missing = "isl" if st.base.isl is None else "osl"
+        raise SpecplanError(f"base.{missing}: a serving study needs both isl and osl, got only "
+                            f"{'osl' if missing == 'isl' else 'isl'}")
+    parts = [("base", st.base)] + [(f"variants[{i}]", v) for i, v in enumerate(st.variants)]
+    for where, g in parts:
+        if serving:
+            bad = [k for k in STEP_ONLY_FIELDS if getattr(g, k) is not None]
+            if bad:
+                raise SpecplanError(f"{where}.{bad[0]}: not used by a serving study (isl/osl given: it searches D up "
+                                    f"to max_draft_len and derives batch and context from the load), got "
+                                    f"{_val(getattr(g, bad[0]))}")
+        else:
+            bad = [k for k in SERVING_FIELDS if getattr(g, k) is not None]
+            if bad:
+                raise SpecplanError(f"{where}.{bad[0]}: a serving field; give base.isl and base.osl to run a serving "
+                                    f"study, got {_val(getattr(g, bad[0]))}")
 
 
 def expand(st: Study) -> list[dict]:
@@ -310,6 +357,54 @@ def sweep_kwargs(sc: dict) -> dict:
     return kw
 
 
+def serving_kwargs(sc: dict) -> dict:
+    """Keyword arguments of `specplan.planning.recommend_serving.recommend_serving` for one serving scenario."""
+    g = sc["grid"]
+    mech = g.get("mechanisms")
+    kw = dict(engine=g.get("engine"), max_draft_len=g.get("max_draft_len") if g.get("max_draft_len") is not None
+              else MAX_DRAFT_LEN, max_ttft_ms=g.get("max_ttft_ms"), max_tpot_ms=g.get("max_tpot_ms"),
+              search_concurrency=g.get("concurrency") is None, top=0, keep_grid=True, d_by_load=False)
+    if isinstance(mech, dict):
+        kw["mechanisms"] = list(mech)
+        kw["acceptance"] = {k: v for k, v in mech.items() if v is not None}
+    elif isinstance(mech, list):
+        kw["mechanisms"] = mech
+    for k in ("dtype", "kv_dtype", "draft_dtype"):
+        if g.get(k) is not None:
+            kw[k] = g[k]
+    if sc["draft_model"] is not None:
+        kw["draft_model"] = sc["draft_model"]
+    return kw
+
+
+def serving_grid_of(sc: dict):
+    """One serving scenario's grid (every device x TP of the scenario; recommend's search, SLA flags included)."""
+    import pandas as pd
+
+    from specplan.planning.recommend_serving import recommend_serving
+    from specplan.serving.workload import Workload
+
+    g = sc["grid"]
+    conc = np.asarray(g["concurrency"] if g.get("concurrency") else [1], dtype=float)
+    wl = Workload(int(g["isl"]), int(g["osl"]), concurrency=conc if conc.size > 1 else float(conc[0]),
+                  mode=g.get("mode") or "agg")
+    parts = []
+    for hw in sc["hardware"]:
+        for tp in g.get("tp") or [1]:
+            r = recommend_serving(sc["model"], hw, wl, tp=tp, **serving_kwargs(sc))
+            df = pd.DataFrame(r["grid"])
+            df.insert(0, "tp", tp)
+            df.insert(0, "hardware", hw.id)
+            df.insert(0, "mode", wl.mode)
+            df.insert(0, "variant", sc["name"])
+            parts.append(df)
+    df = pd.concat(parts, ignore_index=True)
+    num = [c for c in df.columns if c not in ("variant", "mode", "hardware", "mechanism", "pools", "draft_len",
+                                               "stable", "fits", "meets_sla", "tp")]
+    df[num] = df[num].astype(float)
+    return df
+
+
 def run_study(path_or_dict, outdir, progress: bool | None = None, plot=None) -> dict:
     """Expand, run every variant, write results (CSV, Parquet), frontier CSV and summary.md/json.
 
@@ -328,9 +423,16 @@ def run_study(path_or_dict, outdir, progress: bool | None = None, plot=None) -> 
     grids = []
     for sc in scenarios:
         try:
-            df = sweep(sc["model"], sc["hardware"], progress=progress, **sweep_kwargs(sc))
+            if is_serving(st):
+                df = serving_grid_of(sc)
+            else:
+                df = sweep(sc["model"], sc["hardware"], progress=progress, **sweep_kwargs(sc))
+                df.insert(0, "variant", sc["name"])
         except SpecplanError as exc:
             raise SpecplanError(f"{file}{sc['where']}: {exc}") from None
-        df.insert(0, "variant", sc["name"])
         grids.append(df)
+    if is_serving(st):
+        from specplan.study.report import write_serving_outputs
+
+        return write_serving_outputs(st, scenarios, grids, Path(outdir), plot=plot)
     return write_outputs(st, scenarios, grids, Path(outdir), plot=plot)

@@ -119,3 +119,60 @@ def test_study_layer_draws_no_figures(tmp_path):
 def test_example_studies_validate(path):
     sc = expand(load_study(path))
     assert len(sc) >= 3
+
+
+SERVING = {
+    "name": "serving-tiny",
+    "base": {"model": "llama-3.1-8b", "hardware": "h100-sxm", "isl": 1024, "osl": 256, "engine": "vllm",
+             "max_tpot_ms": 20, "max_draft_len": 4, "mechanisms": {"eagle3": 0.7}},
+    "variants": [{"name": "trtllm", "engine": "trtllm"}, {"name": "h200", "hardware": "h200-sxm"}],
+}
+
+
+def test_a_serving_study_answers_as_recommend_does_per_variant(tmp_path):
+    """isl/osl make a study a serving one: each variant's best is what `recommend --isl --osl` answers for that
+    engine and device (the same search, priced through another entry), its no-speculation best too; the files."""
+    from specplan.planning.recommend_serving import recommend_serving
+    from specplan.serving.workload import Workload
+
+    s = run_study(copy.deepcopy(SERVING), tmp_path)
+    assert s["kind"] == "serving" and [v["variant"] for v in s["variants"]] == ["base", "trtllm", "h200"]
+    for v, (hw, eng) in zip(s["variants"], (("h100-sxm", "vllm"), ("h100-sxm", "trtllm"), ("h200-sxm", "vllm"))):
+        r = recommend_serving("llama-3.1-8b", hw, Workload(1024, 256, concurrency=1), engine=eng,
+                              mechanisms=["eagle3"], acceptance={"eagle3": "0.7"}, max_draft_len=4, max_tpot_ms=20,
+                              search_concurrency=True)
+        assert v["best"]["tokens_per_s_per_gpu"] == pytest.approx(r["best"]["tokens_per_s_per_gpu"], rel=1e-9)
+        assert (v["best"]["draft_len"], v["best"]["concurrency"]) == (r["best"]["draft_len"],
+                                                                       r["best"]["concurrency"])
+        assert v["best_without_speculation"]["tokens_per_s_per_gpu"] == pytest.approx(
+            r["baseline"]["tokens_per_s_per_gpu"], rel=1e-9)
+        assert v["speculation_gain"] == pytest.approx(r["best"]["speedup_vs_none"], rel=1e-9)
+        assert v["best"]["tpot_ms"] <= 20
+    assert s["variants"][0]["vs_base_variant"] == pytest.approx(1.0)
+    for f in ("serving_results.csv", "serving_frontier.csv", "summary.md", "summary.json", "serving_frontier.png"):
+        assert (tmp_path / f).exists(), f
+
+
+@pytest.mark.parametrize("path,value,needle", [
+    (("base", "osl"), None, "base.osl: a serving study needs both isl and osl, got only isl"),
+    (("base", "batch"), [1, 4], "base.batch: not used by a serving study"),
+    (("base", "isl"), 0, "base.isl"),
+    (("base", "concurrency"), [0, 8], "base.concurrency"),
+    (("base", "mode"), "split", "base.mode"),
+])
+def test_serving_study_errors_name_the_field(path, value, needle):
+    st = copy.deepcopy(SERVING)
+    st[path[0]][path[1]] = value
+    if value is None:
+        del st[path[0]][path[1]]
+        st["base"]["isl"] = 1024
+    with pytest.raises(SpecplanError) as e:
+        load_study(st)
+    assert needle in str(e.value)
+
+
+def test_a_step_study_refuses_a_serving_field():
+    st = copy.deepcopy(STUDY)
+    st["variants"][0]["engine"] = "vllm"
+    with pytest.raises(SpecplanError, match=r"variants\[0\]\.engine: a serving field; give base.isl and base.osl"):
+        load_study(st)
