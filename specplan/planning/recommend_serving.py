@@ -57,7 +57,8 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
     if any(x != "none" for x in mechs):  # issue 19: the round's numbers nothing fitted out of sample, in one line
         from specplan.speculation.round import spec_cap_note, unfitted_note
 
-        notes += unfitted_note(eng) + spec_cap_note(eng)
+        notes += unfitted_note(eng) + spec_cap_note(eng, launched=True)
+    eng = eng.as_launched()  # priced as the launch files start it (SGLang: --max-running-requests = concurrency)
     sla = (max_ttft_ms, max_tpot_ms)
     for mech in mechs:
         acc = acceptance.get(mech)

@@ -200,6 +200,16 @@ class EngineProfile(_Frozen):
             _SYNC_ENGINES[key] = (self, self.model_copy(update={"spec_overlap": False}))
         return _SYNC_ENGINES[key][1]
 
+    def as_launched(self) -> "EngineProfile":
+        """This engine as specplan's launch files start it: the speculative running cap lifted (spec_max_num_seqs
+        None; SGLang: --max-running-requests set to the answer's concurrency), else itself; one copy, kept."""
+        if self.spec_max_num_seqs is None:
+            return self
+        key = (id(self), "launched")
+        if key not in _SYNC_ENGINES:
+            _SYNC_ENGINES[key] = (self, self.model_copy(update={"spec_max_num_seqs": None}))
+        return _SYNC_ENGINES[key][1]
+
     def launch_s(self, graphed) -> float:
         """Extra seconds per kernel launch: graph_launch_s inside a CUDA graph, eager_launch_s otherwise."""
         return np.where(graphed, self.graph_launch_s, self.eager_launch_s)
@@ -217,7 +227,7 @@ class EngineProfile(_Frozen):
         return host + np.maximum(gpu_s, launches)
 
 
-_SYNC_ENGINES: dict = {}  # (id(engine), mechanism) -> (engine, its copy without spec overlap): ids stay valid
+_SYNC_ENGINES: dict = {}  # (id(engine), mechanism or 'launched') -> (engine, its adjusted copy): ids stay valid
 _ENGINE_HW: dict = {}  # (id(hardware), id(engine)) -> (hardware, engine, scaled hardware): the objects keep ids valid
 ENGINE_APPLIED = "engine_applied"  # the sources key an engine-adjusted hardware copy carries (engine_hardware)
 

@@ -153,13 +153,18 @@ def round_draft_model(model, mechanism, draft_model=None):
     return None
 
 
-def spec_cap_note(eng, batch=None) -> list[str]:
+def spec_cap_note(eng, batch=None, launched=False) -> list[str]:
     """One line when the engine runs fewer requests at once when speculating (spec_max_num_seqs) than without
-    (else []): the serving path prices that cap; the step path (`batch` given: the largest speculative batch it
-    ranked) prices its batch as given, so the line comes only when that batch exceeds the cap."""
+    (else []): the serving path prices that cap; recommend (`launched`) prices the launch its files write, which
+    lifts it; the step path (`batch` given: the largest speculative batch it ranked) prices its batch as given, so
+    the line comes only when that batch exceeds the cap."""
     cap = eng.spec_max_num_seqs
     if cap is None or cap >= eng.max_num_seqs or (batch is not None and batch <= cap):
         return []
+    if launched:
+        return [f"engine {eng.id}: speculative rows are priced as specplan's launch files start it, with "
+                f"--max-running-requests at the answer's concurrency; a launch without it runs at most {cap} "
+                f"requests at once when speculating (spec_max_num_seqs; predict prices that default)"]
     head = (f"engine {eng.id}: at most {cap} requests run at once when speculating unless the launch sets its own cap "
             f"(spec_max_num_seqs; SGLang: --max-running-requests, which specplan's launch files set to the answer's "
             f"batch)")

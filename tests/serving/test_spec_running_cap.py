@@ -123,3 +123,28 @@ def test_predict_step_path_says_its_batch_needs_the_flag():
     wl = Workload(isl=128, osl=256, concurrency=64.0)
     srv = predict_serving("llama-3.1-8b", "h100-sxm", wl, mechanism="eagle3", draft_len=3, engine="sglang")
     assert not [n for n in srv["notes"] if "as given" in n]
+
+
+def test_recommend_prices_the_launch_its_files_write():
+    """recommend's answer is launched with --max-running-requests at its concurrency (planning/launch/emit.py), so it
+    prices SGLang's speculative rows with the cap lifted: at concurrency 64 the EAGLE-3 decode batch is above 48 (64
+    less those in prefill), the TPOT is that of an engine YAML without the cap, and the emitted SGLang command sets
+    64; the default launch (predict's aggregated pricing) decodes at most 48."""
+    from specplan.planning.launch.emit import build, plan_from_answer, render
+    from specplan.planning.recommend_serving import recommend_serving
+    from specplan.serving.aggregated import aggregated
+    from specplan.speculation.acceptance_spec import parse_acceptance
+
+    kw = dict(mechanisms=["eagle3"], acceptance={"eagle3": "0.8"}, max_draft_len=3)
+    r = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(1024, 256, concurrency=64.0), engine="sglang", **kw)
+    best = r["best"]
+    assert best["mechanism"] == "eagle3" and 48.0 < best["decode_batch"] <= 64.0
+    lifted = load_engine("sglang").model_copy(update={"spec_max_num_seqs": None})
+    a = aggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 256, concurrency=64.0), engine=lifted,
+                   mechanism="eagle3", draft_len=best["draft_len"], acceptance=parse_acceptance("0.8"))
+    assert best["tpot_ms"] == pytest.approx(1e3 * float(np.ravel(a["tpot_s"])[0]), rel=1e-9)
+    capped = aggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 256, concurrency=64.0), engine="sglang",
+                        mechanism="eagle3", draft_len=best["draft_len"], acceptance=parse_acceptance("0.8"))
+    assert float(np.ravel(capped["decode_batch"])[0]) <= 48.0 + 1e-9  # predict's default launch
+    cmd = render(build("sglang", plan_from_answer({**best, "model": "llama-3.1-8b", "isl": 1024, "osl": 256})))
+    assert "--max-running-requests 64" in cmd
