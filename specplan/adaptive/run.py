@@ -102,9 +102,17 @@ def run_requests(model, hardware, wl: Workload, policies: list[str], *, d_max: i
         rows.append(summarize(res, wl.osl, costs.devices, max_tpot_s=max_tpot_s, max_ttft_s=max_ttft_s,
                               graphs=g.cost(costs, model, kw.get("tp", 1))))
         series[p.name] = draft_len_series(res, osl=wl.osl)
-    return {"mode": "requests", "model": costs.model_id, "hardware": costs.hardware_id, "engine": engine.profile,
+    return {"mode": "requests", "model": costs.model_id, "hardware": costs.hardware_id,
+            "engine": _engine_id(engine.profile),
             "requests": wl.n,
             "source": wl.source, "policies": rows, "series": series, "costs": costs}
+
+
+def _engine_id(profile: str) -> str:
+    """The engine profile's id (a YAML path given to --engine is shown by its id)."""
+    from specplan.profiles.registry import load_engine
+
+    return load_engine(profile).id
 
 
 def run_trace(model, hardware, segs: list[Segment], policies: list[str], *, context_len: int, d_max: int = 8,

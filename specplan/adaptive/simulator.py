@@ -51,8 +51,8 @@ class Engine:
         graphs = (given or UNLIMITED_GRAPH_BS) if e.cuda_graphs_decode else 0
         spec = self.spec_max_running if self.spec_max_running is not None else (
             None if self.max_running is not None else e.spec_max_num_seqs)
-        return Engine(e.id, self.prefill_budget or e.max_num_batched_tokens, self.max_running or e.max_num_seqs,
-                      self.graph_max_bs or graphs, spec)
+        return Engine(self.profile, self.prefill_budget or e.max_num_batched_tokens,
+                      self.max_running or e.max_num_seqs, self.graph_max_bs or graphs, spec)  # a YAML path stays one
 
     def running_cap(self, speculates: bool) -> int | None:
         """Largest running batch on this (resolved) engine: max_running, or the speculative cap when the policy

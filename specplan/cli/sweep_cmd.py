@@ -266,10 +266,11 @@ def study(
     print(f"study {summary['study']}: {len(summary['variants'])} variants")
     if summary.get("kind") == "serving":
         for v in summary["variants"]:
-            b = v["best"] or v["best_without_speculation"]
+            b = max((x for x in (v["best"], v["best_without_speculation"]) if x),
+                    key=lambda x: x["tokens_per_s_per_gpu"], default=None)  # the more tokens/s/GPU of the two
             best = (f"best {b['tokens_per_s_per_gpu']:,.0f} tok/s/GPU with {b['mechanism']} D {int(b['draft_len'])} at "
                     f"concurrency {b['concurrency']:g}, TP {int(b['tp'])} on {b['hardware']}"
-                    + (f" (x{v['speculation_gain']:.2f} over no speculation)" if v["speculation_gain"] else "")
+                    + (f" (speculation x{v['speculation_gain']:.2f} over none)" if v["speculation_gain"] else "")
                     if b else "no configuration meets the SLA")
             print(f"  {v['variant']}: {best}")
         print(f"wrote {Path(outdir) / 'summary.md'}, serving_results.csv, serving_frontier.csv and "

@@ -174,7 +174,13 @@ def _serving_study_plot(st, scenarios, front, outdir: Path) -> list[str]:
 
     f = front[front["scope"] != "overall"].copy()
     f["hardware"] = f["variant"].astype(str) + ": " + f["hardware"].astype(str)
-    g = scenarios[0]["grid"]
-    fig = plot_serving_frontier(f, title=f"Serving study {st.name}: ISL {g['isl']:,}, OSL {g['osl']:,}",
-                                max_tpot_ms=g.get("max_tpot_ms"), max_ttft_ms=g.get("max_ttft_ms"))
+    keys = {(sc["grid"]["isl"], sc["grid"]["osl"], sc["grid"].get("max_tpot_ms"), sc["grid"].get("max_ttft_ms"))
+            for sc in scenarios}
+    if len(keys) == 1:  # one workload and SLA: in the title, the TPOT SLA as a line
+        isl, osl, tpot, ttft = keys.pop()
+        fig = plot_serving_frontier(f, title=f"Serving study {st.name}: ISL {isl:,}, OSL {osl:,}", max_tpot_ms=tpot,
+                                    max_ttft_ms=ttft)
+    else:  # variants differ in workload or SLA: each curve holds its own variant's rows meeting its SLA
+        fig = plot_serving_frontier(f, title=f"Serving study {st.name}: each variant at its own ISL, OSL and SLA "
+                                             f"(summary.md)")
     return [str(p) for p in P.save_figure(fig, outdir / "serving_frontier")]

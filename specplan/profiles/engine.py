@@ -192,23 +192,19 @@ class EngineProfile(_Frozen):
 
     def for_mechanism(self, mechanism: str) -> "EngineProfile":
         """This engine as it runs `mechanism`: with spec_overlap off where the engine turns its overlap scheduler off
-        for that mechanism (spec_sync_mechanisms), else itself; one copy per (engine, mechanism), kept."""
+        for that mechanism (spec_sync_mechanisms), else itself. Only the speculative rounds change: steps priced by
+        step_s (a prefill-only step, OSL 1, a disaggregated prefill pool) keep overlap_scheduler, as the baseline
+        server's launch has it."""
         if not self.spec_overlap or mechanism not in self.spec_sync_mechanisms:
             return self
-        key = (id(self), mechanism)
-        if key not in _SYNC_ENGINES:
-            _SYNC_ENGINES[key] = (self, self.model_copy(update={"spec_overlap": False}))
-        return _SYNC_ENGINES[key][1]
+        return _adjusted(self, mechanism, {"spec_overlap": False})
 
     def as_launched(self) -> "EngineProfile":
         """This engine as specplan's launch files start it: the speculative running cap lifted (spec_max_num_seqs
         None; SGLang: --max-running-requests set to the answer's concurrency), else itself; one copy, kept."""
         if self.spec_max_num_seqs is None:
             return self
-        key = (id(self), "launched")
-        if key not in _SYNC_ENGINES:
-            _SYNC_ENGINES[key] = (self, self.model_copy(update={"spec_max_num_seqs": None}))
-        return _SYNC_ENGINES[key][1]
+        return _adjusted(self, "launched", {"spec_max_num_seqs": None})
 
     def launch_s(self, graphed) -> float:
         """Extra seconds per kernel launch: graph_launch_s inside a CUDA graph, eager_launch_s otherwise."""
@@ -228,6 +224,18 @@ class EngineProfile(_Frozen):
 
 
 _SYNC_ENGINES: dict = {}  # (id(engine), mechanism or 'launched') -> (engine, its adjusted copy): ids stay valid
+SYNC_CACHE_MAX = 256  # entries kept before the cache starts again (a caller passing fresh engine copies)
+
+
+def _adjusted(eng: "EngineProfile", key: str, update: dict) -> "EngineProfile":
+    """`eng` with `update` applied, one copy per (engine, key) while the cache holds it (the entry keeps `eng`
+    alive, so its id cannot name another engine)."""
+    k = (id(eng), key)
+    if k not in _SYNC_ENGINES:
+        if len(_SYNC_ENGINES) >= SYNC_CACHE_MAX:
+            _SYNC_ENGINES.clear()
+        _SYNC_ENGINES[k] = (eng, eng.model_copy(update=update))
+    return _SYNC_ENGINES[k][1]
 _ENGINE_HW: dict = {}  # (id(hardware), id(engine)) -> (hardware, engine, scaled hardware): the objects keep ids valid
 ENGINE_APPLIED = "engine_applied"  # the sources key an engine-adjusted hardware copy carries (engine_hardware)
 

@@ -67,7 +67,7 @@ class Grid(_Strict):
     def _positive_concurrency(cls, v):
         if v is not None and (not v or any(c < 1 for c in v)):
             raise ValueError(f"must be a non-empty list of concurrencies >= 1, got {v}")
-        return v
+        return None if v is None else sorted(set(v))  # each concurrency priced once
 
     @field_validator("context", mode="before")
     @classmethod

@@ -549,3 +549,17 @@ def test_a_speculating_policy_runs_under_the_engines_speculative_cap():
     for engine, pol, top in ((eng, "fixed:0", 64), (eng, "fixed:3", 48), (flag, "fixed:3", 64)):
         r = simulate(wl, costs, make_policy(pol, 4), NO_GRAPHS, engine=engine)
         assert int(np.max(r["series"]["batch"])) == top, (pol, engine.max_running)
+
+
+def test_an_engine_yaml_path_resolves_twice():
+    """Engine.resolved() keeps a YAML path (simulate resolves again); it used to become the file's id and fail."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "my-sglang.yaml"
+        shutil.copy(Path(__file__).resolve().parents[2] / "engine_profiles" / "sglang.yaml", p)
+        p.write_text(p.read_text().replace("id: sglang", "id: my-sglang", 1))
+        e = Engine(str(p)).resolved()
+        assert e.profile == str(p) and e.resolved() == e and e.spec_max_running == 48

@@ -176,3 +176,16 @@ def test_a_step_study_refuses_a_serving_field():
     st["variants"][0]["engine"] = "vllm"
     with pytest.raises(SpecplanError, match=r"variants\[0\]\.engine: a serving field; give base.isl and base.osl"):
         load_study(st)
+
+
+def test_serving_study_compares_with_the_first_variant_even_when_it_meets_nothing(tmp_path):
+    """The first variant is the reference of 'vs the first variant': when nothing meets its SLA, the others show no
+    ratio (it used to take the next variant with a result as the reference); the figure names no SLA line when the
+    variants' SLAs differ."""
+    st = copy.deepcopy(SERVING)
+    st["base"]["max_tpot_ms"] = 1
+    st["variants"] = [{"name": "loose", "max_tpot_ms": 20}, {"name": "looser", "max_tpot_ms": 30}]
+    s = run_study(st, tmp_path)
+    first, a, b = s["variants"]
+    assert first["best"] is None and first["best_without_speculation"] is None
+    assert a["best"] is not None and a["vs_base_variant"] is None and b["vs_base_variant"] is None
