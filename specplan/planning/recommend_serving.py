@@ -70,13 +70,7 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
         d_top[mech] = int(d.max())
         wl = workload if workload.request_rate is not None else dataclasses.replace(workload,
                                                                                      concurrency=conc[:, None])
-        if workload.mode == "disagg":  # every pool split from one pricing of the decode and prefill steps
-            kw_d = {k: v for k, v in kw.items() if k != "admission"}
-            results = disaggregated_pools(m, hardware, wl, pools, tp=tp, engine=eng, mechanism=mech,
-                                          draft_len=d[None, :], acceptance=acc, **kw_d)
-        else:
-            results = [serve(m, hardware, wl, tp=tp, engine=eng, mechanism=mech, draft_len=d[None, :],
-                             acceptance=acc, **kw)]
+        results = _price(m, hardware, wl, pools, tp, eng, mech, d, acc, kw)
         by_pool = []
         for pool, r in zip(pools, results):
             e = serving_energy(m, hardware, wl, r, d[None, :], tp=tp, dtype=kw.get("dtype"),
@@ -104,6 +98,16 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
     return out
 
 
+def _price(m, hardware, wl, pools, tp, eng, mech, d, acc, kw) -> list[dict]:
+    """One serving result per pool (aggregated: one, pools [None]) for draft lengths `d` at `wl`'s loads;
+    disaggregated, every pool split from one pricing of the decode and prefill steps."""
+    if wl.mode == "disagg":
+        kw_d = {k: v for k, v in kw.items() if k != "admission"}
+        return disaggregated_pools(m, hardware, wl, pools, tp=tp, engine=eng, mechanism=mech, draft_len=d[None, :],
+                                   acceptance=acc, **kw_d)
+    return [serve(m, hardware, wl, tp=tp, engine=eng, mechanism=mech, draft_len=d[None, :], acceptance=acc, **kw)]
+
+
 def refined_concurrency(conc: np.ndarray, picked: np.ndarray) -> np.ndarray:
     """(REFINE_POINTS, len(picked)) whole concurrencies, geometric from each picked grid value's lower grid neighbour
     to its upper one (the picked value's own when it is the first or last)."""
@@ -124,15 +128,10 @@ def _refine(by_pool: list, pools, grid: list | None, m, hardware, workload, tp, 
     picks = [np.array([x["concurrency"] for x in found]) for found in by_pool]
     if workload.mode == "disagg":
         c2 = np.unique(np.concatenate([refined_concurrency(conc, p).ravel() for p in picks]))[:, None]
-        wl2 = dataclasses.replace(workload, concurrency=c2)
-        kw_d = {k: v for k, v in kw.items() if k != "admission"}
-        results = disaggregated_pools(m, hardware, wl2, pools, tp=tp, engine=eng, mechanism=mech,
-                                      draft_len=d[None, :], acceptance=acc, **kw_d)
     else:
         c2 = refined_concurrency(conc, picks[0])
-        wl2 = dataclasses.replace(workload, concurrency=c2)
-        results = [serve(m, hardware, wl2, tp=tp, engine=eng, mechanism=mech, draft_len=d[None, :], acceptance=acc,
-                         **kw)]
+    wl2 = dataclasses.replace(workload, concurrency=c2)
+    results = _price(m, hardware, wl2, pools, tp, eng, mech, d, acc, kw)
     key = lambda x: (x["feasible"], objective_value(objective, x) if x["feasible"] else -x["tpot_ms"])  # noqa: E731
     seen = None if grid is None else {(x["mechanism"], x["draft_len"], x["concurrency"], x["pools"]) for x in grid}
     out = []

@@ -349,26 +349,22 @@ def sweep_kwargs(sc: dict) -> dict:
               draft_model=sc["draft_model"], draft_hardware=sc["draft_hardware"])
     if g.get("batch_points"):
         kw["batch_points"] = g["batch_points"]
+    return {**kw, **_mechanism_kwargs(mech)}
+
+
+def _mechanism_kwargs(mech) -> dict:
+    """`mechanisms` (and `acceptance`) keyword arguments from a scenario's mechanisms field (mapping or list)."""
     if isinstance(mech, dict):
-        kw["mechanisms"] = list(mech)
-        kw["acceptance"] = {k: v for k, v in mech.items() if v is not None}
-    elif isinstance(mech, list):
-        kw["mechanisms"] = mech
-    return kw
+        return {"mechanisms": list(mech), "acceptance": {k: v for k, v in mech.items() if v is not None}}
+    return {"mechanisms": mech} if isinstance(mech, list) else {}
 
 
 def serving_kwargs(sc: dict) -> dict:
-    """Keyword arguments of `specplan.planning.recommend_serving.recommend_serving` for one serving scenario."""
+    """Keyword arguments of `specplan.planning.recommend_serving.serving_grid` for one serving scenario."""
     g = sc["grid"]
-    mech = g.get("mechanisms")
     kw = dict(engine=g.get("engine"), max_draft_len=g.get("max_draft_len") if g.get("max_draft_len") is not None
               else MAX_DRAFT_LEN, max_ttft_ms=g.get("max_ttft_ms"), max_tpot_ms=g.get("max_tpot_ms"),
-              search_concurrency=g.get("concurrency") is None, top=0, keep_grid=True, d_by_load=False)
-    if isinstance(mech, dict):
-        kw["mechanisms"] = list(mech)
-        kw["acceptance"] = {k: v for k, v in mech.items() if v is not None}
-    elif isinstance(mech, list):
-        kw["mechanisms"] = mech
+              search_concurrency=g.get("concurrency") is None, d_by_load=False, **_mechanism_kwargs(g.get("mechanisms")))
     for k in ("dtype", "kv_dtype", "draft_dtype"):
         if g.get(k) is not None:
             kw[k] = g[k]
@@ -381,7 +377,7 @@ def serving_grid_of(sc: dict):
     """One serving scenario's grid (every device x TP of the scenario; recommend's search, SLA flags included)."""
     import pandas as pd
 
-    from specplan.planning.recommend_serving import recommend_serving
+    from specplan.planning.recommend_serving import serving_grid
     from specplan.serving.workload import Workload
 
     g = sc["grid"]
@@ -391,18 +387,13 @@ def serving_grid_of(sc: dict):
     parts = []
     for hw in sc["hardware"]:
         for tp in g.get("tp") or [1]:
-            r = recommend_serving(sc["model"], hw, wl, tp=tp, **serving_kwargs(sc))
-            df = pd.DataFrame(r["grid"])
+            df = serving_grid(sc["model"], hw, wl, tp=tp, **serving_kwargs(sc))
             df.insert(0, "tp", tp)
             df.insert(0, "hardware", hw.id)
             df.insert(0, "mode", wl.mode)
             df.insert(0, "variant", sc["name"])
             parts.append(df)
-    df = pd.concat(parts, ignore_index=True)
-    num = [c for c in df.columns if c not in ("variant", "mode", "hardware", "mechanism", "pools", "draft_len",
-                                               "stable", "fits", "meets_sla", "tp")]
-    df[num] = df[num].astype(float)
-    return df
+    return pd.concat(parts, ignore_index=True)
 
 
 def run_study(path_or_dict, outdir, progress: bool | None = None, plot=None) -> dict:
