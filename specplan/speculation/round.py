@@ -174,6 +174,19 @@ def spec_cap_note(eng, batch=None, launched=False) -> list[str]:
             f"engine YAML with a larger spec_max_num_seqs prices a launch that raises it"]
 
 
+def moe_verify_note() -> list[str]:
+    """One line for a speculative MoE target: how a verify's expert reads are priced, and that the speedup's trend
+    with load is where the published MoE sweeps and the model part most (docs/validation/speculation_load.md)."""
+    from specplan.costs import moe
+
+    how = ("as if its tokens chose experts independently" if moe.VERIFY_EXPERT_REUSE == 0.0 else
+           f"with a sequence's verify tokens reusing experts at {moe.VERIFY_EXPERT_REUSE:g}")
+    return [f"MoE target: a verify step's expert reads are priced {how} (costs/moe.py): at small batch a verify "
+            f"reads up to 1 + D times a decode step's experts, a cost that fades once a step touches every expert; how "
+            f"the speedup changes with load is the least validated part of an MoE answer (the model misses the trend "
+            f"of most published MoE sweeps: docs/validation/speculation_load.md)"]
+
+
 def unfitted_note(eng) -> list[str]:
     """One line when the engine's host numbers (per step, per sequence, the speculative round's per sequence) hold
     values that nothing fitted out of sample (else [])."""

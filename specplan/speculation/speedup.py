@@ -258,13 +258,18 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
         out["guidelines"] = diagnostics(m, hw, tp, lay.per_rank_batch(b), ctx, d, prec, base, ver, dc.rho,
                                         attention_style, routing)
     out["precision"] = prec
-    out.update(_notes(dc, acc, d, q, engine, mechanism))
+    out.update(_notes(dc, acc, d, q, engine, mechanism, m.moe is not None))
     return out
 
 
-def _notes(dc, acc, d, q, engine, mechanism) -> dict:
-    """The notes of a result (drafter, tree, unfitted engine round numbers) and where its acceptance came from."""
+def _notes(dc, acc, d, q, engine, mechanism, moe: bool = False) -> dict:
+    """The notes of a result (drafter, tree, MoE verify routing, unfitted engine round numbers) and where its
+    acceptance came from."""
     notes = list(dc.notes) + _tree_notes(acc, d, q)
+    if moe and mechanism != "none":
+        from specplan.speculation.round import moe_verify_note
+
+        notes += moe_verify_note()
     if engine is not None and mechanism != "none":
         from specplan.speculation.round import unfitted_note
 

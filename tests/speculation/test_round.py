@@ -226,3 +226,26 @@ def test_an_engine_that_turns_overlap_off_for_a_mechanism_prices_its_rounds_unov
     from specplan.speculation.drafters import DRAFTERS
 
     assert set(SPEC_MECHANISMS) == set(DRAFTERS) - {"none"}  # the profile's list follows the drafters
+
+
+def test_a_speculative_moe_answer_says_how_its_verify_experts_are_priced():
+    """The MoE line comes with a speculative MoE target only, and what it claims holds by hand: gpt-oss-120b (128
+    experts, top-4) at batch 1 and D = 3 verifies 4 tokens, which touch 128 (1 - (124/128)^4) = 15.27 experts, 3.82 x
+    the 4 of a decode step (at most 1 + D = 4); at batch 256 a decode step touches 128 (1 - (124/128)^256) = 127.96
+    and the verify all 128, a ratio of 1.0003."""
+    from specplan.costs.moe import touched_experts, verify_expert_reuse
+    from specplan.speculation.round import moe_verify_note
+
+    kw = dict(hardware="h100-sxm", batch=1, context_len=1024, draft_len=3, acceptance=Acceptance.from_length(2.4, 3))
+    moe = evaluate(model="gpt-oss-120b", mechanism="eagle3", **kw)["notes"]
+    assert [n for n in moe if n.startswith("MoE target")] == moe_verify_note()
+    assert not [n for n in evaluate(model="llama-3.1-8b", mechanism="eagle3", **kw)["notes"] if "MoE" in n]
+    assert not [n for n in evaluate(model="gpt-oss-120b", mechanism="none", hardware="h100-sxm", batch=1,
+                                    context_len=1024)["notes"] if "MoE" in n]
+    assert "independently" in moe_verify_note()[0]
+    with verify_expert_reuse(0.5):
+        assert "reusing experts at 0.5" in moe_verify_note()[0]
+    r1 = touched_experts(4, 128, 4) / touched_experts(1, 128, 4)
+    assert r1 == pytest.approx(128 * (1 - (124 / 128) ** 4) / 4) and r1 == pytest.approx(3.8164, abs=1e-3) and r1 <= 4
+    r256 = touched_experts(1024, 128, 4) / touched_experts(256, 128, 4)
+    assert r256 == pytest.approx(128 / (128 * (1 - (124 / 128) ** 256)), rel=1e-6) and r256 < 1.001
