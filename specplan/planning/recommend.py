@@ -81,6 +81,7 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
                 r = {k: (v[:, keep] if isinstance(v, np.ndarray) and v.ndim == 2 else v) for k, v in r.items()}
         curves[mech] = (d, r)
         limits += _memory_notes(mech, d, r, bs)
+        notes += [n for n in r["notes"] if n.startswith("MoE target") and n not in notes]  # once, from evaluate
         ok = r["fits"] & (r["tokens_per_s_per_user"] >= (target_tps_per_user or 0.0))
         obj = np.where(ok, r["tokens_per_s_per_gpu"], -np.inf)
         for j, dd in enumerate(d):

@@ -55,9 +55,10 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
     conc, pools = _candidates(workload, search_concurrency, pools)
     rows, grid, d_top = [], [], {}
     if any(x != "none" for x in mechs):  # issue 19: the round's numbers nothing fitted out of sample, in one line
-        from specplan.speculation.round import spec_cap_note, unfitted_note
+        from specplan.speculation.round import moe_verify_note, spec_cap_note, unfitted_note
 
-        notes += unfitted_note(eng) + spec_cap_note(eng, launched=True)
+        notes += (moe_verify_note() if m.moe is not None else []) + unfitted_note(eng) + spec_cap_note(eng,
+                                                                                                       launched=True)
     eng = eng.as_launched()  # priced as the launch files start it (SGLang: --max-running-requests = concurrency)
     sla = (max_ttft_ms, max_tpot_ms)
     for mech in mechs:

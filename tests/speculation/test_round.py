@@ -249,3 +249,22 @@ def test_a_speculative_moe_answer_says_how_its_verify_experts_are_priced():
     assert r1 == pytest.approx(128 * (1 - (124 / 128) ** 4) / 4) and r1 == pytest.approx(3.8164, abs=1e-3) and r1 <= 4
     r256 = touched_experts(1024, 128, 4) / touched_experts(256, 128, 4)
     assert r256 == pytest.approx(128 / (128 * (1 - (124 / 128) ** 256)), rel=1e-6) and r256 < 1.001
+
+
+def test_recommend_carries_the_moe_line_once_on_both_paths():
+    """recommend's step search (several mechanisms) and its serving search say the MoE line once for an MoE target
+    and not for a dense one."""
+    from specplan.planning.recommend import recommend
+    from specplan.planning.recommend_serving import recommend_serving
+    from specplan.speculation.round import moe_verify_note
+
+    acc = {"eagle3": "0.7", "external": "0.7"}
+    step = recommend("gpt-oss-120b", "h100-sxm", context_len=2048, mechanisms=["eagle3", "external"],
+                     acceptance=acc, draft_model="llama-3.2-1b")
+    assert step["notes"].count(moe_verify_note()[0]) == 1
+    dense = recommend("llama-3.1-8b", "h100-sxm", context_len=2048, mechanisms=["eagle3"], acceptance={"eagle3": "0.7"})
+    assert not [n for n in dense["notes"] if "MoE" in n]
+    serv = recommend_serving("gpt-oss-120b", "h100-sxm", Workload(128, 1024, concurrency=1.0), engine="vllm",
+                             mechanisms=["eagle3"], acceptance={"eagle3": "0.7"}, max_tpot_ms=30.0,
+                             search_concurrency=True)
+    assert serv["notes"].count(moe_verify_note()[0]) == 1
