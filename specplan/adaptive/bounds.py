@@ -23,6 +23,8 @@ attainment are <=.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from specplan.adaptive.costs import StepCosts
@@ -126,3 +128,35 @@ def clairvoyant_row(wl: Workload, costs: StepCosts, seed: int, *, max_tpot_s=Non
         "bound_batch": b_reach,
     })
     return finite_or_none(out)
+
+
+def lossless_bound_row(wl: Workload, costs: StepCosts, seed: int, engine, *, max_tpot_s=None, max_ttft_s=None,
+                       name: str = "clairvoyant") -> dict:
+    """The bound of every lossless policy on `engine`: the clairvoyant bound under the running cap of a speculating
+    server and, where the engine lowers its cap when it speculates (SGLang's 48), the bound of the plain (D = 0)
+    server under its own cap (fixed:0 runs there); each metric the better of the two."""
+    spec = clairvoyant_row(wl, costs, seed, max_tpot_s=max_tpot_s, max_ttft_s=max_ttft_s,
+                           max_running=engine.running_cap(True), prefill_budget=engine.prefill_budget, name=name)
+    if engine.running_cap(False) <= engine.running_cap(True):
+        return spec
+    plain = clairvoyant_row(wl, replace(costs, iter_s=costs.iter_s[:, :, :1]), seed, max_tpot_s=max_tpot_s,
+                            max_ttft_s=max_ttft_s, max_running=engine.running_cap(False),
+                            prefill_budget=engine.prefill_budget, name=name)
+    return better_bounds(spec, plain)
+
+
+def better_bounds(a: dict, b: dict) -> dict:
+    """Per metric the better of two bound rows: the lower TPOT / TTFT percentiles, the higher throughputs and SLO
+    attainment, the larger reachable batch."""
+    out = dict(a)
+    for k, va in a.items():
+        vb = b.get(k)
+        if not isinstance(vb, (int, float)) or isinstance(vb, bool):
+            continue
+        if not isinstance(va, (int, float)) or isinstance(va, bool):
+            out[k] = vb
+        elif k.startswith(("tpot_p", "ttft_p")):
+            out[k] = min(va, vb)
+        elif k in ("tokens_per_s_per_gpu", "tokens_per_s_per_user", "slo_attainment", "bound_batch"):
+            out[k] = max(va, vb)
+    return out

@@ -76,7 +76,7 @@ def run_requests(model, hardware, wl: Workload, policies: list[str], *, d_max: i
                  seed: int = 0, captured_d=None, sglang_config: str | None = None, sglang_initial: int | None = None,
                  progress: bool | None = None, costs=None, **kw) -> dict:
     """Simulate each policy over the same workload and draws; rows (metrics), time series, and the costs."""
-    from specplan.adaptive.bounds import clairvoyant_row
+    from specplan.adaptive.bounds import lossless_bound_row
 
     if d_max < 1:
         raise SpecplanError(f"--max-draft-len: must be >= 1, got {d_max}")
@@ -92,9 +92,8 @@ def run_requests(model, hardware, wl: Workload, policies: list[str], *, d_max: i
     rows, series = [], {}
     for p in pols:
         if p in BOUNDS:  # at request level the oracle must know the draws to be a bound: the same bound
-            rows.append(clairvoyant_row(wl, costs, seed, max_tpot_s=max_tpot_s, max_ttft_s=max_ttft_s,
-                                        max_running=engine.running_cap(True), prefill_budget=engine.prefill_budget,
-                                        name=p))
+            rows.append(lossless_bound_row(wl, costs, seed, engine, max_tpot_s=max_tpot_s, max_ttft_s=max_ttft_s,
+                                           name=p))
             continue
         g = _graphs(p, d_max, engine, captured_d)
         res = simulate(wl, costs, p, g, engine=engine, slo_tpot_s=max_tpot_s if not p.lossy else None, seed=seed,

@@ -327,8 +327,10 @@ def expand(st: Study) -> list[dict]:
             m = resolve_profile(v.model, ModelProfile, f"{where}.model", base_m)
             if isinstance(v.hardware, list):
                 hws = [resolve_profile(h, HardwareProfile, f"{where}.hardware[{j}]") for j, h in enumerate(v.hardware)]
-            elif v.hardware is not None:
-                hws = [resolve_profile(v.hardware, HardwareProfile, f"{where}.hardware", h) for h in base_h]
+            elif v.hardware is not None:  # overrides without a device of their own apply to each base device
+                per_base = isinstance(v.hardware, dict) and not (v.hardware.get("device") or v.hardware.get("profile"))
+                hws = ([resolve_profile(v.hardware, HardwareProfile, f"{where}.hardware", h) for h in base_h]
+                       if per_base else [resolve_profile(v.hardware, HardwareProfile, f"{where}.hardware")])
             dm = resolve_profile(v.draft_model, ModelProfile, f"{where}.draft_model", base_dm)
             dh = resolve_profile(v.draft_hardware, HardwareProfile, f"{where}.draft_hardware", base_dh)
             grid.update({k: getattr(v, k) for k in GRID_FIELDS if getattr(v, k) is not None})

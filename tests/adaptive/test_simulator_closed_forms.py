@@ -563,3 +563,27 @@ def test_an_engine_yaml_path_resolves_twice():
         p.write_text(p.read_text().replace("id: sglang", "id: my-sglang", 1))
         e = Engine(str(p)).resolved()
         assert e.profile == str(p) and e.resolved() == e and e.spec_max_running == 48
+
+
+def test_the_oracle_bounds_the_plain_server_under_a_speculative_cap():
+    """With SGLang's speculative cap of 48, fixed:0 (no speculation) runs all 128 clients at once; the oracle row
+    must still bound it. Linear costs whose step time does not grow with the batch: 128 sequences per step beat 48,
+    so the speculating bound alone (cap 48) falls below fixed:0 and the plain server's bound (D = 0, cap 128) is
+    what holds it (bounds.lossless_bound_row)."""
+    from specplan.adaptive.bounds import clairvoyant_row, lossless_bound_row
+    from specplan.adaptive.metrics import summarize
+
+    eng = Engine("sglang", prefill_budget=100_000, graph_max_bs=0).resolved()
+    n = 256
+    wl = build_workload(np.zeros(n), np.full(n, 64), np.full(n, 32), alpha=np.full(n, 0.1), concurrency=128)
+    costs = _costs(b_max=128)
+    plain = summarize(simulate(wl, costs, make_policy("fixed:0", 4), NO_GRAPHS, engine=eng), wl.osl, costs.devices)
+    spec_only = clairvoyant_row(wl, costs, 0, max_running=48, prefill_budget=eng.prefill_budget)
+    assert spec_only["tokens_per_s_per_gpu"] < plain["tokens_per_s_per_gpu"]  # what the bound used to be
+    bound = lossless_bound_row(wl, costs, 0, eng)
+    assert bound["tokens_per_s_per_gpu"] >= plain["tokens_per_s_per_gpu"]
+    assert bound["tpot_p50_ms"] <= plain["tpot_p50_ms"] and bound["bound_batch"] == 128
+    assert bound["tokens_per_s_per_gpu"] >= spec_only["tokens_per_s_per_gpu"]
+    lifted = Engine("sglang", prefill_budget=100_000, max_running=128, graph_max_bs=0).resolved()
+    assert lossless_bound_row(wl, costs, 0, lifted) == clairvoyant_row(wl, costs, 0, max_running=128,
+                                                                      prefill_budget=lifted.prefill_budget)

@@ -49,6 +49,17 @@ def test_overrides_apply():
     assert sc[3]["hardware"][0].id == "b200"
 
 
+def test_a_variants_own_device_replaces_the_base_devices_once():
+    """A variant naming one device (an id, or overrides with their own `device:`) runs on that device once, whatever
+    the base lists; overrides without a device apply to each base device (it used to price b200 once per base
+    device: every row twice)."""
+    st = _with(("base", "hardware"), ["h100-sxm", "h200-sxm"])
+    st["variants"].append({"name": "b200 fast", "hardware": {"device": "b200", "mem_bandwidth_bytes_s": {"scale": 2}}})
+    sc = {s["name"]: [h.id for h in s["hardware"]] for s in expand(load_study(st))}
+    assert sc["base"] == ["h100-sxm", "h200-sxm"] and sc["b200"] == ["b200"] and sc["b200 fast"] == ["b200"]
+    assert len(sc["BW x1.5"]) == 2
+
+
 @pytest.mark.parametrize("path,value,message", [
     (("variants", 0, "hardware"), {"mem_bandwidth_bytes_s": -1},
      "variants[0].hardware.mem_bandwidth_bytes_s: must be >= 1e+06, got -1"),
