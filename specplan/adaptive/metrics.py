@@ -70,6 +70,7 @@ def summarize(res: dict, osl: np.ndarray, devices: float, *, max_tpot_s=None, ma
         "steps": int(s["t_s"].size),
         "eager_steps": res["eager_steps"],
         "over_capacity": res["over_capacity"],
+        "fits": not res["over_capacity"],  # every request's KV (with the weights) fits the memory
     })
     if res["lossy"]:
         out["relaxed_token_fraction"] = res["relaxed_token_fraction"]

@@ -17,9 +17,16 @@ BATCH_MAX = 2048  # largest running batch tabulated (as recommend.BATCH_MAX)
 CAPTURED_MAX = 8
 
 
-def _policies(names: list[str], d_max: int, engine: Engine, sglang_config, sglang_initial):
+def _policies(names: list[str], d_max: int, engine: Engine, sglang_config, sglang_initial, mechanism: str = "eagle3"):
+    """The policies (and bound names) to run; with mechanism none only fixed:0 (there is no drafter)."""
     if not names:
         raise SpecplanError("--policies: give at least one policy")
+    if mechanism == "none":
+        bad = [n for n in names if n in BOUNDS or make_policy(n, d_max, sglang_config=sglang_config,
+                                                                sglang_initial=sglang_initial).speculates]
+        if bad:
+            raise SpecplanError(f"--mechanism none: no drafter, so only fixed:0 runs; got {', '.join(bad)} (give the "
+                                f"drafter, e.g. --mechanism eagle3)")
     bs = sglang_graph_batch_sizes(engine.graph_max_bs) if engine.graph_max_bs else None
     out = []
     for name in names:
@@ -83,7 +90,7 @@ def run_requests(model, hardware, wl: Workload, policies: list[str], *, d_max: i
     captured_d = check_captured(captured_d, d_max)
     engine = engine.resolved()
     check_work(model, wl, engine)
-    pols = _policies(policies, d_max, engine, sglang_config, sglang_initial)
+    pols = _policies(policies, d_max, engine, sglang_config, sglang_initial, mechanism)
     if costs is None:
         top = min(engine.max_running, BATCH_MAX, wl.n, wl.closed_loop or BATCH_MAX)
         costs = build_costs(model, hardware, d_max=table_d_max(pols, d_max), ctx_min=float(wl.isl.min()),
@@ -128,7 +135,7 @@ def run_trace(model, hardware, segs: list[Segment], policies: list[str], *, cont
         raise SpecplanError(f"--max-draft-len: must be >= 1, got {d_max}")
     captured_d = check_captured(captured_d, d_max)
     engine = engine.resolved()
-    pols = _policies(policies, d_max, engine, sglang_config, sglang_initial)
+    pols = _policies(policies, d_max, engine, sglang_config, sglang_initial, mechanism)
     dt = table_d_max(pols, d_max)  # D priced (an SGLang config may go above --max-draft-len)
     table, d1, dev, rho, fits = trace_costs(model, hardware, segs, dt, context_len, mechanism, engine.profile, **kw)
     base = step_time(model, hardware, kw.get("tp", 1), 1, 1, context_len, kw.get("dtype"), kw.get("kv_dtype"))

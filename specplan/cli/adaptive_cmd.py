@@ -12,13 +12,14 @@ from specplan.cli.parsing import comma_list, fold_ids, model_context
 from specplan.planning.sweep import MAX_DRAFT_LEN
 
 COLUMNS = ("policy", "tpot_p50_ms", "tpot_p99_ms", "ttft_p50_ms", "ttft_p99_ms", "tokens_per_s_per_gpu",
-           "tokens_per_s_per_user", "slo_attainment", "mean_draft_len")
+           "tokens_per_s_per_user", "slo_attainment", "mean_draft_len", "fits")
 TRACE_COLUMNS = ("policy", "tokens_per_s_per_user", "expected_tokens_per_s_per_user", "speedup", "tpot_p50_ms",
                  "tpot_p99_ms", "slo_attainment", "mean_draft_len", "fits")
 
 
-def parse_tiers(text: str) -> list[int]:
-    """'1,3,7' -> [1, 3, 7]: non-negative, strictly increasing integers; one line naming the position otherwise."""
+def parse_tiers(text: str, flag: str = "--tiers") -> list[int]:
+    """'1,3,7' -> [1, 3, 7]: non-negative, strictly increasing integers; one line naming `flag` and the position
+    otherwise."""
     from specplan.core.errors import SpecplanError
     from specplan.core.limits import DRAFT_LEN_LIMIT
 
@@ -27,13 +28,13 @@ def parse_tiers(text: str) -> list[int]:
         try:
             v = int(part)
         except ValueError:
-            raise SpecplanError(f"--tiers: position {i}: expected an integer, got '{part}'") from None
+            raise SpecplanError(f"{flag}: position {i}: expected an integer, got '{part}'") from None
         if v < 0:
-            raise SpecplanError(f"--tiers: position {i}: must be >= 0, got {v}")
+            raise SpecplanError(f"{flag}: position {i}: must be >= 0, got {v}")
         if v > DRAFT_LEN_LIMIT:
-            raise SpecplanError(f"--tiers: position {i}: must be <= {DRAFT_LEN_LIMIT} (the largest D), got {v}")
+            raise SpecplanError(f"{flag}: position {i}: must be <= {DRAFT_LEN_LIMIT} (the largest D), got {v}")
         if out and v <= out[-1]:
-            raise SpecplanError(f"--tiers: position {i}: {v} is not above {out[-1]} (tiers must be increasing)")
+            raise SpecplanError(f"{flag}: position {i}: {v} is not above {out[-1]} (the values must increase)")
         out.append(v)
     return out
 
@@ -106,7 +107,7 @@ def adaptive(
     _check_options(max_draft_len, out, isl, osl, concurrency, max_running, graph_max_bs, prefill_budget,
                    sglang_initial, request_rate, seed, max_tpot_ms, max_ttft_ms)
     names = comma_list(policies)
-    cap = None if captured_d is None else [int(x) for x in parse_tiers(captured_d)]
+    cap = None if captured_d is None else [int(x) for x in parse_tiers(captured_d, "--captured-d")]
     if tiers is not None:
         if sglang_config is not None:
             raise SpecplanError("--tiers: give either --tiers or --sglang-config")
@@ -167,12 +168,23 @@ def _check_options(max_draft_len, out, isl, osl, concurrency, max_running, graph
             raise SpecplanError(f"{name}: must be >= {low}, got {v}")
 
 
+def _fits(row: dict) -> str:
+    """'yes' / 'no' for a policy row (whether every request's KV fit the memory), '-' for a bound row."""
+    return "-" if "over_capacity" not in row else ("no" if row["over_capacity"] else "yes")
+
+
 def _print_requests(res: dict, tp: int, mechanism: str) -> None:
     """The request-level table of every policy, with the lossy and bound rows explained."""
     rows = res["policies"]
     print(f"{res['model']} on {res['hardware']} (tp {tp}), {mechanism}, engine {res['engine']}; {res['requests']} "
           f"requests ({res['source']})")
-    print(table([[r.get(c) for c in COLUMNS] for r in rows], list(COLUMNS)))
+    print(table([[_fits(r) if c == "fits" else r.get(c) for c in COLUMNS] for r in rows], list(COLUMNS)))
+    if any(r.get("over_capacity") for r in rows):
+        c = res["costs"]
+        print(f"fits: no: the weights leave {max(c.capacity_bytes - c.fixed_bytes, 0) / 1e9:.1f} GB of "
+              f"{c.capacity_bytes / 1e9:.1f} GB per device for the KV cache, less than one request needs; each such "
+              f"request runs alone and the times price memory this machine does not have (predict shows the memory; "
+              f"more TP or a smaller dtype fits)")
     for r in rows:
         if r.get("lossy"):
             print(f"{r['policy']} is lossy: {100 * r['relaxed_token_fraction']:.1f}% of output tokens were accepted "
@@ -190,6 +202,8 @@ def _requests(model, hardware, workload, rate, conc, n, isl, osl, acc_rate, acc_
 
     if acc_rate is not None and acc_dist is not None:
         raise SpecplanError("acceptance: give one of --acceptance-rate or --acceptance-dist")
+    if acc_rate is not None and not 0.0 <= acc_rate <= 1.0:  # NaN fails too
+        raise SpecplanError(f"--acceptance-rate: α must be in [0, 1], got {acc_rate:g}")
     dist = acc_dist if acc_dist is not None else (None if acc_rate is None else str(acc_rate))
     if workload is not None:
         if rate is not None:

@@ -347,6 +347,11 @@ def recommend(
     from specplan.planning.recommend import recommend as run
     from specplan.serving.workload import workload_from_options
 
+    if emit is not None:  # checked before the search, not after it
+        from specplan.planning.launch.emit import ENGINES as EMIT_ENGINES
+
+        if emit not in EMIT_ENGINES:
+            raise SpecplanError(f"--emit: must be one of {', '.join(EMIT_ENGINES)}, got '{emit}'")
     acc = mech_values(acceptance, "mechanism=value")
     mechs = comma_list(mechanisms) or None
     eng = _engine(engine, serving)
@@ -490,6 +495,9 @@ def _annotate_energy(r: dict, model, hardware, dtype, kv_dtype, price) -> None:
 
 def _price(gpu_hour_usd, kwh_usd, pue, tier) -> dict:
     """Price options for specplan.planning.cost (only those given)."""
+    from specplan.planning.cost import check_tier
+
+    check_tier(tier)
     got = dict(gpu_hour_usd=gpu_hour_usd, kwh_usd=kwh_usd, pue=pue, tier=tier)
     for k in ("gpu_hour_usd", "kwh_usd", "pue"):
         if got[k] is not None and not got[k] > 0:
@@ -720,7 +728,8 @@ def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, d
         b = x["best"] or {}
         rows.append([x["mode"], x["dtype"], x.get("layout", f"TP {x['tp']}"), x.get("gpus_used", "-"),
                      f"{b['mechanism']} D = {b['draft_len']}" if b else "-", x.get("total_concurrency", "-"),
-                     b.get("tpot_ms", "-"), b.get("ttft_ms", "-"), b.get("tokens_per_s_per_gpu", "-"), x["verdict"]])
+                     _or_dash(b.get("tpot_ms")), _or_dash(b.get("ttft_ms")), b.get("tokens_per_s_per_gpu", "-"),
+                     x["verdict"]])
     print(table(rows, ["mode", "dtype", "layout", "GPUs", "mechanism", "concurrency", "TPOT ms", "TTFT ms",
                        "tok/s/GPU", "verdict"]))
     notes = sorted({n for x in r["layouts"] for n in x.get("notes", [])})

@@ -295,12 +295,13 @@ def _batch_pareto(model, hardware, tp, layouts, context, mechanisms, acceptance,
     from specplan.planning.sweep import sweep
     from specplan.profiles.registry import load_hardware, load_model
 
-    from specplan.core.io import check_output_dir
+    from specplan.core.io import check_output_dir, ready_output_dir
 
     check_output_dir(outdir)  # a bad -o is an error before the sweep
     throughput_column(per)  # a bad --per is an error before the sweep
     fmts = figure_formats(formats)  # and a bad --formats
     figs = figure_names(figures, no_plots)  # and bad --figures
+    ready_output_dir(outdir)  # and a folder that cannot be written (/proc/x, a read-only mount), proven by a probe
     m = load_model(model)  # resolved once: a YAML path is never looked up again by its id
     hws = [load_hardware(h) for h in hardware]
     mechs = comma_list(mechanisms) or None
@@ -369,7 +370,7 @@ def _serving_pareto(model, hardware: list, wl, tps: list[int], modes: list[str],
 
     import pandas as pd
 
-    from specplan.core.io import atomic_write_text, check_output_dir
+    from specplan.core.io import atomic_write_text, check_output_dir, ready_output_dir
     from specplan.planning.frontier import serving_frontier
     from specplan.planning.recommend_serving import serving_grid
     from specplan.profiles.registry import load_hardware, load_model
@@ -377,6 +378,7 @@ def _serving_pareto(model, hardware: list, wl, tps: list[int], modes: list[str],
     check_output_dir(outdir)
     m = load_model(model)
     hws = list({h.id: h for h in (load_hardware(x) for x in hardware)}.values())
+    ready_output_dir(outdir)  # writable, proven by a probe file, before the grid is priced
     parts = []
     for hw in hws:
         for tp in tps:

@@ -59,9 +59,12 @@ def ready_output_dir(path, what: str = "output folder") -> Path:
     import tempfile
 
     p = check_output_dir(path, what)
-    p.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=p, prefix=".specplan-probe-"):
-        pass
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=p, prefix=".specplan-probe-"):
+            pass
+    except OSError as exc:
+        raise SpecplanError(f"{what} {p}: cannot write there ({exc.strerror or exc})") from None
     return p
 
 

@@ -35,6 +35,13 @@ def price_table() -> dict:
     return yaml.safe_load(PRICES_YAML.read_text())
 
 
+def check_tier(tier: str | None) -> None:
+    """Refuse a price tier no device has (--price-tier), in one line naming the tiers."""
+    tiers = sorted({k for d in price_table()["devices"].values() for k in d["gpu_hour_usd"]})
+    if tier is not None and tier not in tiers:
+        raise SpecplanError(f"--price-tier: must be one of {', '.join(tiers)}, got '{tier}'")
+
+
 def prices_for(hw_id: str, tier: str | None = None) -> dict:
     """{gpu_hour_usd, pue, tier, source} of a device, or a one-line error naming the devices with prices."""
     t = price_table()
@@ -126,6 +133,7 @@ def energy_metrics(hw, power, tokens_per_s_per_gpu, *, gpu_hour_usd=None, kwh_us
     with np.errstate(divide="ignore", invalid="ignore"):
         j_tok = np.where(rate > 0, p / rate, np.nan)  # no tokens: no value (null in JSON), never infinity
     price = None
+    check_tier(tier)  # a bad tier is an error even where the device has no price
     try:
         price = prices_for(hw.id, tier)
     except SpecplanError:

@@ -201,8 +201,8 @@ def _pool_rows(rows: list, grid: list | None, mech: str, d, pool, r: dict, e, co
     ok = np.broadcast_to(np.asarray(r["fits"]) & np.asarray(r["stable"]), shape)
     if max_ttft_ms is not None:
         ok = ok & (get("ttft_s") * 1e3 <= max_ttft_ms)
-    if max_tpot_ms is not None:
-        ok = ok & (get("tpot_s") * 1e3 <= max_tpot_ms)
+    if max_tpot_ms is not None:  # OSL 1 has no TPOT (nan): a TPOT limit does not bind there
+        ok = ok & ~(get("tpot_s") * 1e3 > max_tpot_ms)
     if objective == "tokens-per-gpu":
         obj = np.where(ok, get("tokens_per_s_per_gpu"), -np.inf)
     else:
@@ -278,12 +278,14 @@ def _rank(rows: list, objective: str, top: int):
 
 def _infeasible(rows: list, max_ttft_ms, max_tpot_ms) -> str:
     """Why nothing qualifies: the lowest TPOT and TTFT reachable against the SLA."""
-    t = min(x["min_tpot_ms"] for x in rows)
+    t = np.array([x["min_tpot_ms"] for x in rows], dtype=float)
     f = min(x["min_ttft_ms"] for x in rows)
     sla = ", ".join(x for x in (f"TTFT <= {max_ttft_ms:g} ms" if max_ttft_ms else "",
                                 f"TPOT <= {max_tpot_ms:g} ms" if max_tpot_ms else "") if x)
-    return (f"no configuration fits{' and meets ' + sla if sla else ''}: the lowest TPOT reachable is "
-            f"{t:.2f} ms and the lowest TTFT {f:.1f} ms (each at its own concurrency)")
+    tpot = (f"the lowest TPOT reachable is {np.nanmin(t):.2f} ms" if np.isfinite(t).any() else
+            "there is no TPOT (OSL 1: the prefill makes the only token)")
+    return (f"no configuration fits{' and meets ' + sla if sla else ''}: {tpot} and the lowest TTFT {f:.1f} ms "
+            f"(each at its own concurrency)")
 
 
 def serving_grid(model, hardware, workload, *, tp=1, engine=None, mechanisms=None, acceptance=None, max_draft_len=8,
@@ -342,13 +344,18 @@ def search_deployment(model, hardware, isl: int, osl: int, *, gpus: int, gpus_pe
     m = load_model(model)
     hw = load_hardware(hardware)
     eng = load_engine(engine)
-    node = int(gpus_per_node or max(1, hw.scaleup_domain))
-    if node < 1:
-        raise SpecplanError(f"GPUs per node (--gpus-per-node): must be >= 1, got {node}")
-    tps = tp_candidates(m, gpus, node)
+    domain = max(1, int(hw.scaleup_domain))
+    node = domain if gpus_per_node is None else gpus_per_node
+    if not (isinstance(node, (int, np.integer)) and 1 <= node <= domain):
+        raise SpecplanError(f"GPUs per node (--gpus-per-node): must be a whole number 1 ... {domain} (the scale-up "
+                            f"domain of {hw.id}: TP stays inside it), got {node}")
+    tps = tp_candidates(m, gpus, int(node))
     if not tps:
         raise SpecplanError(f"--gpus {gpus}: no TP up to {min(gpus, node)} splits the {m.num_q_heads} query heads "
                             f"of {m.id}")
+    if tuple(modes) == ("disagg",) and 2 * min(tps) > gpus:
+        raise SpecplanError(f"--gpus {gpus}: disaggregated serving needs at least {2 * min(tps)} GPUs (one prefill "
+                            f"and one decode instance of TP {min(tps)}, 1P1D); give more GPUs or --mode agg")
     layouts = []
     for dt in (dtypes or [kw.pop("dtype", None)]):
         kw.pop("dtype", None)

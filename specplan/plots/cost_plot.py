@@ -25,8 +25,15 @@ def plot_energy_frontier(df, title: str = ""):
     fig, axes = _figure(11.0, 4.8, ncols=len(panels), margins=(0.8, 0.2, 0.75, 0.5, 0.9))
     axes = np.atleast_1d(axes)
     for ax, col in zip(axes, panels):
-        for name, sub, style, color in (("no speculation", ok[ok["draft_len"] == 0], "--", "C0"),
-                                        ("speculative", ok[ok["draft_len"] > 0], "-", "C1")):
+        x_all, y_all = ok["tokens_per_s_per_user"].to_numpy(dtype=float), ok[col].to_numpy(dtype=float)
+        pos = ok[np.isfinite(x_all) & (x_all > 0) & np.isfinite(y_all) & (y_all > 0)]  # what log axes can show
+        if not len(pos):  # e.g. OSL 1: no decode, so no tokens/s per user
+            ax.text(0.5, 0.5, "no row with a tokens/s per user and a positive cost to draw", ha="center",
+                    va="center", transform=ax.transAxes)
+            ax.set_xlabel("tokens/s per user")
+            continue
+        for name, sub, style, color in (("no speculation", pos[pos["draft_len"] == 0], "--", "C0"),
+                                        ("speculative", pos[pos["draft_len"] > 0], "-", "C1")):
             if len(sub):
                 ax.scatter(sub["tokens_per_s_per_user"], sub[col], s=6, alpha=0.25, color=color)
                 x, y = lower_envelope(sub["tokens_per_s_per_user"], sub[col])

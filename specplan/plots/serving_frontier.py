@@ -54,8 +54,8 @@ def plot_serving_frontier(front, title: str | None = None, max_tpot_ms: float | 
         plain_log_axes(ax)
         ax.margins(x=0.12, y=0.18)
     else:
-        ax.text(0.5, 0.5, "no configuration fits and meets the SLA", ha="center", va="center",
-                transform=ax.transAxes)
+        ax.text(0.5, 0.5, "no configuration to draw: none fits, meets the SLA and decodes (OSL >= 2)", ha="center",
+                va="center", transform=ax.transAxes)
     if max_tpot_ms:
         ax.axvline(1e3 / max_tpot_ms, color="k", lw=1.1, ls="-.",
                    label=f"SLA: TPOT <= {max_tpot_ms:g} ms (tokens/s per user >= {1e3 / max_tpot_ms:.4g})")
@@ -67,9 +67,11 @@ def plot_serving_frontier(front, title: str | None = None, max_tpot_ms: float | 
                  (f"\nonly configurations meeting the SLA ({sla})" if sla else
                   "\nno SLA given (--max-tpot-ms, --max-ttft-ms): every stable configuration that fits"))
     ax.grid(True, which="major", alpha=0.3)
-    leg = ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, fontsize=7.5, frameon=False,
-                    title="point labels: (TP, concurrency, D, pools); markers: o agg, s disagg",
-                    title_fontsize=7.5)
+    leg = None
+    if ax.get_legend_handles_labels()[0]:  # nothing drawn (OSL 1, nothing meets the SLA): no empty legend
+        leg = ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, fontsize=7.5, frameon=False,
+                        title="point labels: (TP, concurrency, D, pools); markers: o agg, s disagg",
+                        title_fontsize=7.5)
     if has:
         log_minor_marks(ax)
     per_curve = [[(g, float(s.loc[j, "tok_s_user"]), float(s.loc[j, "tokens_per_s_per_gpu"]),
@@ -78,5 +80,5 @@ def plot_serving_frontier(front, title: str | None = None, max_tpot_ms: float | 
     items = []
     for k in range(max(map(len, per_curve), default=0)):
         items += [p[k] for p in per_curve if k < len(p)]
-    place_labels(fig, ax, items, avoid=[leg], per_group=max_labels)
+    place_labels(fig, ax, items, avoid=[leg] if leg is not None else [], per_group=max_labels)
     return fig

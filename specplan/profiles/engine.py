@@ -142,6 +142,21 @@ class EngineProfile(_Frozen):
             out[canonical_dtype(k, where=f"{info.field_name}.{k}")] = float(val)
         return out
 
+    @field_validator("decode_attention", "verify_attention", "prefill_attention", "mla_attention",
+                     "mla_verify_attention")
+    @classmethod
+    def _families(cls, v: str, info) -> str:
+        _check_family(v, info.field_name)
+        return v
+
+    @field_validator("attention_by_generation")
+    @classmethod
+    def _families_by_generation(cls, v: dict) -> dict:
+        for gen, roles in v.items():
+            for role, fam in roles.items():
+                _check_family(fam, f"attention_by_generation.{gen}.{role}")
+        return v
+
     @field_validator("spec_sync_mechanisms")
     @classmethod
     def _sync_mechanisms(cls, v: list[str]) -> list[str]:
@@ -221,6 +236,24 @@ class EngineProfile(_Frozen):
         if self.overlap_scheduler:
             return np.maximum(gpu_s, host + launches)
         return host + np.maximum(gpu_s, launches)
+
+
+def _check_family(ref: str, field: str) -> None:
+    """A kernel family reference: a built-in id (engine_profiles/kernels/), a YAML path that exists, or "" for an
+    unset mla_verify_attention; a ValueError naming the field otherwise."""
+    from pathlib import Path
+
+    from specplan.profiles.registry import kernel_family_ids
+
+    if ref == "" and field.endswith("mla_verify_attention"):
+        return
+    if ref.endswith((".yaml", ".yml")) or "/" in ref:  # a path, as registry._resolve reads it
+        if not Path(ref).is_file():
+            raise ValueError("kernel family file not found")
+        return
+    known = kernel_family_ids()
+    if ref not in known and ref.lower() not in known:
+        raise ValueError(f"unknown kernel family id (known: {', '.join(known)})")
 
 
 _SYNC_ENGINES: dict = {}  # (id(engine), mechanism or 'launched') -> (engine, its adjusted copy): ids stay valid

@@ -128,7 +128,12 @@ def _resolve(ref: str, folder: Path, kind: str) -> Path:
 def _load_cached(cls_name: str, path: str, mtime: float):
     cls = {"hardware": HardwareProfile, "model": ModelProfile, "engine": EngineProfile,
            "kernel family": KernelFamily}[cls_name]
-    return build(cls, read_yaml(Path(path)), path)
+    data = read_yaml(Path(path))
+    if cls is ModelProfile and isinstance(data, dict) and "id" not in data and (
+            "architectures" in data or "model_type" in data):
+        raise SpecplanError(f"{path}: a Hugging Face config.json, not a specplan model profile: import it with "
+                            f"`specplan model import {path}`")
+    return build(cls, data, path)
 
 
 def load_hardware(ref: str | HardwareProfile) -> HardwareProfile:

@@ -89,9 +89,30 @@ def test_bad_workload_is_one_line_naming_row_and_column(tmp_path, csv, needle):
     (["--seed", "-1"], "--seed: must be an integer >= 0"),
     (["--policies", "fixed:3,greedy"], "policy: unknown 'greedy'"),
     (["--max-tpot-ms", "0"], "--max-tpot-ms: must be > 0"),
+    (["--captured-d", "0,abc"], "--captured-d: position 2: expected an integer, got 'abc'"),  # said --tiers
+    (["--mechanism", "none", "--policies", "fixed:0,fixed:3,oracle"],
+     "--mechanism none: no drafter, so only fixed:0 runs; got fixed:3, oracle"),  # priced free drafts
 ])
 def test_bad_options_are_one_line(args, needle):
     one_line_error(run(*BASE, *SYN, *args), needle)
+
+
+def test_an_acceptance_rate_out_of_range_names_its_own_flag():
+    """It said --acceptance-dist, a flag the user did not give."""
+    one_line_error(run(*BASE, *SYN0, "--acceptance-rate", "1.5"), "--acceptance-rate: α must be in [0, 1], got 1.5")
+
+
+def test_a_run_that_does_not_fit_says_so_in_the_table():
+    """Llama-3.1-405B on one H100: every request runs alone on memory the GPU does not have; the table's fits
+    column says no and one line says why (only --json said over_capacity before)."""
+    r = run(*BASE[:2], "llama-3.1-405b", "-H", "h100-sxm", "--concurrency", "4", "--requests", "8", "--isl", "64",
+            "--osl", "8", "--acceptance-rate", "0.7", "--policies", "fixed:0,fixed:2,oracle")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    head = next(i for i, x in enumerate(lines) if x.startswith("policy"))
+    assert lines[head].split()[-1] == "fits"
+    assert [x.split()[-1] for x in lines[head + 2:head + 5]] == ["no", "no", "-"]
+    assert any(x.startswith("fits: no: the weights leave 0.0 GB of") for x in lines)
 
 
 def test_bad_acceptance_dist_is_one_line():

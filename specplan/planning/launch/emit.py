@@ -97,6 +97,7 @@ def plan_from_answer(answer: dict, **given) -> dict:
 
     if not isinstance(answer, dict):
         raise SpecplanError("launch: the answer must be a JSON object (recommend --json output)")
+    _check_dtypes(given, "--{}")  # the flags, whether or not the answer states its own
     if isinstance(answer.get("counts"), list) and "answer" in answer:  # recommend --target-tps (GPUs for a load)
         answer = _capacity_answer(answer)
     best = answer.get("best", answer) if isinstance(answer.get("best", answer), dict) else None
@@ -150,7 +151,34 @@ def plan_from_answer(answer: dict, **given) -> dict:
     }
     if plan["mode"] == "disagg" and plan["pools"] is None:
         plan["pools"] = {"prefill": {"replicas": 1}, "decode": {"replicas": 1}}
+    _check_plan(plan, prof)
     return plan
+
+
+def _check_dtypes(values: dict, where: str) -> None:
+    """Refuse an unknown weight or KV dtype in one line naming where it came from (`where` formats the key)."""
+    from specplan.core.dtypes import canonical_dtype
+
+    for key in ("dtype", "kv_dtype"):
+        v = values.get(key)
+        if v is not None and not (key == "kv_dtype" and str(v).lower() == "auto"):
+            canonical_dtype(v, where.format(key.replace("_", "-") if where.startswith("--") else key))
+
+
+def _check_plan(plan: dict, prof) -> None:
+    """Refuse answer numbers no engine can launch, in one line naming the answer field: an unknown dtype, D above
+    DRAFT_LEN_LIMIT, a batch above MAX_BATCH, a TP that does not split the model's query heads."""
+    from specplan.core.limits import DRAFT_LEN_LIMIT, MAX_BATCH, MAX_TP
+
+    _check_dtypes(plan, "launch: answer field '{}'")
+    for key, hi in (("draft_len", DRAFT_LEN_LIMIT), ("max_batch", MAX_BATCH), ("tp", MAX_TP)):
+        if plan[key] > hi:
+            raise SpecplanError(f"launch: answer field '{key}' must be <= {hi:,}, got {plan[key]:,}")
+    if plan["tp"] < 1:
+        raise SpecplanError(f"launch: answer field 'tp' must be >= 1, got {plan['tp']}")
+    if prof is not None and prof.num_q_heads % plan["tp"]:
+        raise SpecplanError(f"launch: answer field 'tp' ({plan['tp']}) does not split the {prof.num_q_heads} query "
+                            f"heads of {prof.id}")
 
 
 def _capacity_answer(a: dict) -> dict:
