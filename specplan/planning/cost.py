@@ -68,11 +68,13 @@ def step_work(model, hw, prec, layout: Layout | None, batch, q_len, context_len,
     ctx = np.asarray(context_len, dtype=float)
     b_rank = np.asarray(lay.per_rank_batch(b), dtype=float)
     tokens = b_rank * q  # tokens through one rank's dense layers
-    dense_elems, attn_layers, moe_layers = 0.0, 0, 0
+    head_dim = (model.mla.kv_lora_rank + model.mla.qk_rope_head_dim / 2 if model.mla is not None else model.head_dim)
+    dense_elems, attn_keys, moe_layers = 0.0, 0.0, 0
     for g in model.groups():
         dense_elems += g.count * sum(s.n * s.k for s in layer_gemms(model, g, tp))
-        if g.mixer in ATTENTION_MIXERS:
-            attn_layers += g.count
+        if g.mixer in ATTENTION_MIXERS:  # keys x head width each query of these layers attends
+            hd = g.head_dim if (g.head_dim and model.mla is None) else head_dim
+            attn_keys = attn_keys + g.count * hd * attention_len(model, g.mixer, ctx)
         if g.ffn == "moe":
             moe_layers += g.count
     lm = lm_head_gemm(model, tp)
@@ -80,8 +82,7 @@ def step_work(model, hw, prec, layout: Layout | None, batch, q_len, context_len,
     flops = 2.0 * dense_elems * tokens
     heads_dev, _ = model.heads_per_device(tp)
     # MLA (absorbed): QK over kv_lora_rank + rope dims, PV over kv_lora_rank -> 2 x (2 x lora + rope) per head
-    head_dim = (model.mla.kv_lora_rank + model.mla.qk_rope_head_dim / 2 if model.mla is not None else model.head_dim)
-    flops = flops + 4.0 * attn_layers / lay.pp * heads_dev * head_dim * ctx * tokens
+    flops = flops + 4.0 * attn_keys / lay.pp * heads_dev * tokens
     w_bytes = weight_bytes(model, tp, prec, lay)
     kv = kv_bytes_per_seq(model, tp, prec.kv, ctx) * b_rank / lay.pp
     if model.moe is not None and moe_layers:
@@ -94,6 +95,25 @@ def step_work(model, hw, prec, layout: Layout | None, batch, q_len, context_len,
         width = moe.latent_size or model.hidden_size
         flops = flops + 2.0 * mats * width * moe.expert_ffn_size * moe.top_k * moe_layers * tok_all / lay.gpus
     return flops, w_bytes + kv
+
+
+def attention_len(model, mixer: str, ctx) -> np.ndarray:
+    """Keys one query of a `mixer` layer attends at `ctx` cached tokens, as the step path reads them
+    (model.step._attention_costs): the whole context (full), the window (sliding), the chunk (chunked), the DSA
+    indexer's top-k (MLA with an indexer), the window plus the compressed entries (DeepSeek-V4 csa / hca)."""
+    ctx = np.asarray(ctx, dtype=float)
+    if model.compressed_attention is not None:
+        ca = model.compressed_attention
+        kv = np.minimum(ctx, model.sliding_window) if model.sliding_window else ctx
+        if mixer in ("csa", "hca"):
+            entries = np.floor(ctx / (ca.csa_rate if mixer == "csa" else ca.hca_rate))
+            kv = kv + (np.minimum(entries, model.indexer.topk) if mixer == "csa" else entries)
+        return kv
+    window = {"sliding": model.sliding_window, "chunked": model.chunk_size}.get(mixer)
+    kv = ctx if window is None else np.minimum(ctx, float(window))
+    if model.mla is not None and model.indexer is not None:
+        kv = np.minimum(kv, float(model.indexer.topk))
+    return kv
 
 
 def power_w(spec, u_compute, u_memory) -> np.ndarray:

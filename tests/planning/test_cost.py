@@ -96,3 +96,19 @@ def test_objective_values():
     assert objective_value("cost", row) == -2.0 and objective_value("energy", row) == -0.5
     with pytest.raises(SpecplanError):
         objective_value("speed", row)
+
+
+def test_sliding_window_layers_attend_their_window_in_the_power_model():
+    """gpt-oss-120b: 18 sliding layers (window 128) and 18 full ones, 64 heads of 64 dims. Doubling the context
+    from 4096 to 8192 at batch 64, q = 1 adds attention FLOPs on the full layers only: 4 x 18 x 64 x 64 x 4096 x 64
+    = 4.95e10 (it counted the sliding layers over the whole context too, 2 x that); below the window (50 -> 100
+    tokens) every layer adds: 4 x 36 x 64 x 64 x 50 x 64 = 1.89e9."""
+    m, hw = load_model("gpt-oss-120b"), load_hardware("h100-sxm")
+    prec = resolve_precision(m, hw, None, None)
+    f = lambda c: float(step_work(m, hw, prec, None, 64, 1, c)[0])  # noqa: E731
+    assert f(8192) - f(4096) == pytest.approx(4 * 18 * 64 * 64 * 4096 * 64, rel=1e-9)
+    assert f(100) - f(50) == pytest.approx(4 * 36 * 64 * 64 * 50 * 64, rel=1e-9)
+    dense = load_model("llama-3.1-8b")  # 32 full layers, 32 heads of 128: every layer over the whole context
+    pd_ = resolve_precision(dense, hw, None, None)
+    g = lambda c: float(step_work(dense, hw, pd_, None, 8, 1, c)[0])  # noqa: E731
+    assert g(8192) - g(4096) == pytest.approx(4 * 32 * 32 * 128 * 4096 * 8, rel=1e-9)
