@@ -6,7 +6,7 @@ import numpy as np
 
 from specplan.core.errors import SpecplanError
 from specplan.core.limits import MAX_BATCH, MAX_CONTEXT, MAX_Q_LEN, MAX_TP, check_int
-from specplan.model.memory import DEFAULT_RESERVE, memory_usage
+from specplan.model.memory import DEFAULT_RESERVE, check_reserve, memory_usage
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.model.step import CLASSES, step_time
 
@@ -41,8 +41,7 @@ def step_summary(
     _positive_int("batch", batch, 1, MAX_BATCH)
     _positive_int("q_len", q_len, 1, MAX_Q_LEN)
     _positive_int("context", context_len, 0, MAX_CONTEXT)
-    if not 0 <= reserve < 1:
-        raise SpecplanError(f"reserve: must be in [0, 1), got {reserve}")
+    reserve = check_reserve(reserve)
     m = load_model(model)
     hw = load_hardware(hardware)
     r = step_time(m, hw, tp, batch, q_len, context_len, dtype, kv_dtype, weight_dtype, attention_style, routing,

@@ -16,6 +16,20 @@ from specplan.costs.shapes import layer_gemms, lm_head_gemm
 DEFAULT_RESERVE = 0.10
 
 
+def check_reserve(value) -> float:
+    """The memory fraction kept free as a float in [0, 1), or a one-line error (NaN, a bool, a string, an array of
+    other than one element)."""
+    from specplan.core.errors import SpecplanError, brief
+
+    v = np.asarray(value) if not isinstance(value, (str, bool)) and value is not None else None
+    if v is None or v.size != 1 or v.dtype.kind not in "iuf":
+        raise SpecplanError(f"reserve: must be a number in [0, 1), got {brief(value)}")
+    r = float(v.reshape(-1)[0])
+    if not 0.0 <= r < 1.0:
+        raise SpecplanError(f"reserve: must be in [0, 1), got {r:g}")
+    return r
+
+
 def routed_expert_bytes(model: ModelProfile, lay: Layout, dtype: str) -> float:
     """Routed-expert weights of one MoE layer on one GPU: E / EP experts, each FFN split over expert-TP."""
     moe = model.moe

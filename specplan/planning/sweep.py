@@ -121,8 +121,8 @@ def tp_choices(model, hw, tps=None) -> list[int]:
                 raise SpecplanError(f"tp: {int(t)} does not divide the {model.num_q_heads} query heads of {model.id}")
     if hw.kind == "lpu":
         return [1]
-    out = [int(t) for t in tps or TP_CHOICES
-           if model.num_q_heads % int(t) == 0 and int(t) <= max(hw.scaleup_domain, 1)]
+    out = list(dict.fromkeys(int(t) for t in tps or TP_CHOICES  # a TP given twice is swept once
+                             if model.num_q_heads % int(t) == 0 and int(t) <= max(hw.scaleup_domain, 1)))
     if not out:
         raise SpecplanError(f"tp: none of {', '.join(str(int(t)) for t in tps)} fits the scale-up domain of "
                             f"{hw.id} ({max(hw.scaleup_domain, 1)} devices)")

@@ -92,16 +92,21 @@ def plot_frontier_variants(st, scenarios, grids, fronts):
     for k, ax in enumerate(axes):
         per = "gpu" if k == 0 else "device"
         col = "tok_s_gpu" if k == 0 else "tok_s_device"
+        drawn = 0
         for i, (sc, df, fr) in enumerate(zip(scenarios, grids, fronts)):
             f = fr if k == 0 else frontier(df, sets=["baseline", "overall"], per=per)
             b, s = f[f["set"] == "baseline"], f[f["set"] == "overall"]
+            drawn += len(b) + len(s)
             ax.plot(b["tok_s_user"], b[col], "--", color=cm(i % 10), lw=1.2, alpha=0.8)
             dev = _devices_phrase(fr, sc)
             ax.plot(s["tok_s_user"], s[col], "-", color=cm(i % 10), lw=2,
                     label=sc["name"] + (f" ({dev})" if dev else ""))
         ax.plot([], [], "--", color="grey", label="without speculation (D = 0)")
-        ax.set_xscale("log"), ax.set_yscale("log")
-        P.plain_log_axes(ax)
+        if drawn:
+            ax.set_xscale("log"), ax.set_yscale("log")
+            P.plain_log_axes(ax)
+        else:  # nothing fits in memory: a result, drawn as such (log axes over nothing fail)
+            ax.text(0.5, 0.5, "no configuration fits in memory", ha="center", va="center", transform=ax.transAxes)
         ax.set_xlabel("interactivity (tokens/s per user)")
         ax.set_ylabel("throughput (tokens/s per GPU)" if k == 0 else
                       "throughput (tokens/s per device, draft devices counted)")

@@ -76,6 +76,8 @@ def moe_block(c: HfFields, fam: str, mt: str) -> dict | None:
     if fam == "gemma" and not c.bool("enable_moe_block", False):
         return None
     top_k = c.int("num_experts_per_tok", "experts_per_token", "moe_topk", "top_k_experts")
+    if top_k > n_exp:
+        raise c.fail("num_experts_per_tok", f"must be <= the {n_exp} routed experts, got {top_k}")
     if fam in ("mixtral", "gpt_oss", "llama4", "minimax_m2"):
         eff = c.int("intermediate_size")
     else:

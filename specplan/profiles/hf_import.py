@@ -74,6 +74,8 @@ def hf_config_to_dict(raw: dict, where: str, quant: Path | None = None) -> dict:
     h = c.int("hidden_size", "d_model", "n_embd")
     nq = c.int("num_attention_heads", "n_head")
     nkv = c.int("num_key_value_heads", default=nq)
+    if nq % nkv:  # named as the config names them (the profile calls them num_q_heads / num_kv_heads)
+        raise c.fail("num_key_value_heads", f"must divide num_attention_heads ({nq}), got {nkv}")
     V = c.int("vocab_size")
 
     d: dict[str, Any] = {"kind": "eagle3_head" if eagle else "model", "num_layers": L, "hidden_size": h}

@@ -180,6 +180,8 @@ def layer_ffns(c: HfFields, fam: str, L: int, has_moe: bool) -> list[str]:
         return [kinds[str(t)] for t in types]
     if fam == "deepseek":
         k = c.int("first_k_dense_replace", default=0, minimum=0)
+        if k >= L:
+            raise c.fail("first_k_dense_replace", f"must be below num_hidden_layers ({L}) in an MoE model, got {k}")
         freq = c.int("moe_layer_freq", default=1)
         return ["moe" if (i >= k and i % freq == 0) else "dense" for i in range(L)]
     if fam in ("qwen_moe", "qwen_hybrid"):

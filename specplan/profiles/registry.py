@@ -54,6 +54,9 @@ def format_validation_error(err: ValidationError, where: str) -> str:
     got = "" if isinstance(val, dict) or "got" in msg else f", got {shown}"
     if e.get("type") == "missing":
         got = ""
+    head, sep, rest = msg.partition(": ")
+    if sep and loc != "(top level)" and (head == loc or head.startswith(loc + ".")):  # the validator names it
+        return f"{where}: {head}: {rest}{got}"
     return f"{where}: {loc}: {msg}{got}"
 
 

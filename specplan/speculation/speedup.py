@@ -12,7 +12,7 @@ import numpy as np
 
 from specplan.core.errors import SpecplanError
 from specplan.core.limits import DRAFT_LEN_LIMIT, MAX_BATCH, MAX_CONTEXT, check_array
-from specplan.model.memory import DEFAULT_RESERVE, memory_usage
+from specplan.model.memory import DEFAULT_RESERVE, check_reserve, memory_usage
 from specplan.model.parallel import layout_for
 from specplan.profiles.engine import engine_hardware
 from specplan.profiles.registry import load_engine, load_hardware, load_model
@@ -178,6 +178,7 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
     formats, e.g. a checkpoint's MXFP4 experts) wins over `dtype` / `kv_dtype` for the target's steps."""
     if draft_kv_budget is not None and not (draft_kv_budget >= 0):
         raise SpecplanError(f"draft KV budget (--draft-kv-budget): must be >= 0 tokens, got {draft_kv_budget:g}")
+    reserve = check_reserve(reserve)
     m = load_model(model)
     hw = load_hardware(hardware)
     lay = layout_for(tp, layout)

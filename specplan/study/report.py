@@ -143,12 +143,17 @@ def _limit(v: dict, point: dict) -> str:
     return " — at the search limit" if point and point["draft_len"] >= v["max_draft_len_searched"] else ""
 
 
+def md_cell(text) -> str:
+    """User text (a variant or study name) safe in one Markdown table cell or heading: no line breaks, '|' escaped."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
 def markdown(summary: dict) -> str:
     """summary.md: variants side by side (one column each)."""
     vs = summary["variants"]
-    head = "| | " + " | ".join(f"**{v['variant']}**" for v in vs) + " |"
+    head = "| | " + " | ".join(f"**{md_cell(v['variant'])}**" for v in vs) + " |"
     sep = "|---|" + "---|" * len(vs)
-    lines = [f"# Study: {summary['study']}", "", summary["description"].strip(), "", head, sep]
+    lines = [f"# Study: {md_cell(summary['study'])}", "", summary["description"].strip(), "", head, sep]
 
     def row(label, fn):
         lines.append(f"| {label} | " + " | ".join(fn(v) for v in vs) + " |")
@@ -274,8 +279,8 @@ def _point(p) -> str:
 def serving_markdown(summary: dict) -> str:
     """summary.md of a serving study: variants side by side (one column each)."""
     vs = summary["variants"]
-    head = "| | " + " | ".join(f"**{v['variant']}**" for v in vs) + " |"
-    lines = [f"# Serving study: {summary['study']}", "", summary["description"].strip(), "", head,
+    head = "| | " + " | ".join(f"**{md_cell(v['variant'])}**" for v in vs) + " |"
+    lines = [f"# Serving study: {md_cell(summary['study'])}", "", summary["description"].strip(), "", head,
              "|---|" + "---|" * len(vs)]
 
     def row(label, fn):

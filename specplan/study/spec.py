@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -102,7 +102,7 @@ class Study(_Strict):
     variants: list[Variant] = Field(default_factory=list)
     include_base: bool = True
     base_name: str = Field("base", min_length=1)
-    report_batches: list[int] = Field(default_factory=lambda: [1, 16, 64])
+    report_batches: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [1, 16, 64])
     summary_context: int | None = Field(None, ge=0)
     plots: list[str] = Field(default_factory=lambda: ["frontier", "speedup", "recommended_d"])
 
@@ -183,6 +183,13 @@ def _fields_at(loc) -> list[str] | None:
     return list(model.model_fields)
 
 
+def without_repeat(path: str, head: str) -> str:
+    """`path` without its last component where a validator's message starts with that field again
+    ('x.peak_flops' + 'peak_flops.bf16' -> 'x' + 'peak_flops.bf16')."""
+    base, _, last = path.rpartition(".")
+    return base if last and (head == last or head.startswith(last + ".")) else path
+
+
 def format_error(err: ValidationError, prefix: str = "") -> str:
     """The first validation error as `path: message, got value` (unknown fields: the nearest known one)."""
     e = err.errors()[0]
@@ -194,7 +201,8 @@ def format_error(err: ValidationError, prefix: str = "") -> str:
     got = "" if e.get("type") == "missing" or "got" in msg else f", got {_val(e.get('input'))}"
     path = _path(prefix, e.get("loc", ()))
     head, sep, rest = msg.partition(": ")
-    if sep and re.fullmatch(r"[A-Za-z_][\w.]*", head):  # a model validator naming its own field
+    if sep and re.fullmatch(r"[A-Za-z_][\w.]*", head):  # a validator naming its own field (path not repeated)
+        path = without_repeat(path, head)
         return f"{path}.{head}: {rest}" if path else msg
     return f"{path}: {msg}{got}"
 
@@ -334,9 +342,23 @@ def expand(st: Study) -> list[dict]:
             dm = resolve_profile(v.draft_model, ModelProfile, f"{where}.draft_model", base_dm)
             dh = resolve_profile(v.draft_hardware, HardwareProfile, f"{where}.draft_hardware", base_dh)
             grid.update({k: getattr(v, k) for k in GRID_FIELDS if getattr(v, k) is not None})
+        _check_contexts(m, grid.get("context"), f"{where}.context" if v is not None and v.context else "base.context")
         out.append({"name": name, "where": where, "model": m, "hardware": hws, "draft_model": dm,
                     "draft_hardware": dh, "grid": grid})
+    contexts = sorted({c for sc in out for c in (sc["grid"].get("context") or [1024])})
+    if st.summary_context is not None and not is_serving(st) and st.summary_context not in contexts:
+        raise SpecplanError(f"summary_context: must be one of the study's contexts ({', '.join(map(str, contexts))}), "
+                            f"got {st.summary_context}")
     return out
+
+
+def _check_contexts(model, contexts, where: str) -> None:
+    """Refuse a context beyond the model's (max_context_len) in one line naming the study field, as pareto does."""
+    cap = getattr(model, "max_context_len", None)
+    for i, c in enumerate(contexts or []):
+        if cap is not None and c > cap:
+            raise SpecplanError(f"{where}[{i}]: {c} tokens exceeds {model.id}'s context of {cap} tokens "
+                                f"(max_context_len)")
 
 
 def sweep_kwargs(sc: dict) -> dict:

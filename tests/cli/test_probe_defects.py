@@ -140,3 +140,26 @@ def test_recommend_gpus_table_prints_a_dash_not_nan_at_osl_one():
     j = run("recommend", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--isl", "1024", "--osl", "1", "--gpus", "2",
             "--max-tpot-ms", "20", "--json")
     assert "NaN" not in j.stdout and json.loads(j.stdout)["layouts"]
+
+
+@pytest.mark.parametrize("reserve", [float("nan"), 1.5, float("inf"), -1.0, np.array([]), np.array([0.1, 0.2]),
+                                     "0.1", None, True])
+def test_evaluate_refuses_a_bad_reserve_in_one_line(reserve):
+    """evaluate (the vectorized API) priced reserve=nan as a NaN capacity, 1.5 as a negative one and -1 as more
+    memory than the GPU has; step_summary raised raw ValueErrors on arrays."""
+    from specplan.api import step_summary
+    from specplan.speculation.acceptance import Acceptance
+    from specplan.speculation.speedup import evaluate
+
+    with pytest.raises(SpecplanError, match=r"^reserve: must be"):
+        evaluate("llama-3.1-8b", "h100-sxm", batch=8, draft_len=4, mechanism="eagle3",
+                 acceptance=Acceptance.from_rate(0.7), reserve=reserve)
+    with pytest.raises(SpecplanError, match=r"^reserve: must be"):
+        step_summary("llama-3.1-8b", "h100-sxm", reserve=reserve)
+
+
+def test_a_zero_d_array_reserve_is_a_float_in_the_answer():
+    from specplan.api import step_summary
+
+    r = step_summary("llama-3.1-8b", "h100-sxm", reserve=np.array(0.1))
+    assert type(r["memory"]["reserve"]) is float and json.dumps(r["memory"])

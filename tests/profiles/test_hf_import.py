@@ -177,7 +177,8 @@ def test_missing_file(tmp_path):
 def test_bad_values(tmp_path):
     _one_line_error(_write(tmp_path, _llama(hidden_size="4096x")), "hidden_size", "expected an integer")
     _one_line_error(_write(tmp_path, _llama(num_hidden_layers=0)), "num_hidden_layers", ">= 1")
-    _one_line_error(_write(tmp_path, _llama(num_key_value_heads=5)), "num_q_heads", "multiple")
+    _one_line_error(_write(tmp_path, _llama(num_key_value_heads=5)),
+                    "num_key_value_heads: must divide num_attention_heads (32), got 5")
     _one_line_error(_write(tmp_path, _llama(torch_dtype="float7")), "torch_dtype", "float7")
 
 
@@ -266,3 +267,18 @@ def test_profiles_written_for_specplan_stay_strict(tmp_path):
     (tmp_path / "p.json").write_text('{"a": 1, "a": 2}')
     with pytest.raises(SpecplanError, match="duplicate key 'a'"):
         read_json(tmp_path / "p.json")
+
+
+def test_import_errors_name_the_config_field(tmp_path):
+    """Errors a config's own values cause name the config's field and value, not the profile's internal names
+    ('count: got 0' for first_k_dense_replace beyond the layers, 'moe.top_k' for num_experts_per_tok)."""
+    import json
+
+    ds = json.loads((Path(__file__).resolve().parents[2] / "reference" / "hf_configs" /
+                     "deepseek-ai--DeepSeek-V3_config.json").read_text())
+    p = tmp_path / "ds" / "config.json"
+    p.parent.mkdir()
+    p.write_text(json.dumps({**ds, "first_k_dense_replace": 100}))
+    _one_line_error(p, "first_k_dense_replace: must be below num_hidden_layers (61) in an MoE model, got 100")
+    p.write_text(json.dumps({**ds, "num_experts_per_tok": 300}))
+    _one_line_error(p, "num_experts_per_tok: must be <= the 256 routed experts, got 300")

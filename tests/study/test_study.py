@@ -200,3 +200,38 @@ def test_serving_study_compares_with_the_first_variant_even_when_it_meets_nothin
     first, a, b = s["variants"]
     assert first["best"] is None and first["best_without_speculation"] is None
     assert a["best"] is not None and a["vs_base_variant"] is None and b["vs_base_variant"] is None
+
+
+def test_a_study_where_nothing_fits_writes_its_results(tmp_path):
+    """Nothing fits (batch 4096 at 128K): the frontier figure drew log axes over nothing and crashed."""
+    st = {"name": "nofit", "base": {"model": "llama-3.1-8b", "hardware": "h100-sxm", "tp": [1], "batch": [4096],
+                                     "max_draft_len": 2, "context": [131072], "mechanisms": {"eagle3": 0.7}}}
+    run_study(st, tmp_path)
+    assert (tmp_path / "frontier_variants.png").exists() and (tmp_path / "summary.md").exists()
+
+
+@pytest.mark.parametrize("path,value,needle", [
+    (("base", "context"), [10_000_000], "base.context[0]: 10000000 tokens exceeds llama-3.1-8b's context of 131072"),
+    (("report_batches",), [0, -1], "report_batches[0]: must be >= 1, got 0"),
+    (("summary_context",), 4096, "summary_context: must be one of the study's contexts (2048), got 4096"),
+])
+def test_study_fields_refused_before_the_sweep(path, value, needle):
+    """A context beyond the model's, a batch below 1 to report, a summary context the grid does not hold: each was
+    accepted (rows at 10M tokens, log(0) warnings, every recommended D '-' blamed on memory)."""
+    assert needle in _err(_with(path, value))
+
+
+def test_a_tp_given_twice_is_swept_once():
+    from specplan.planning.sweep import tp_choices
+    from specplan.profiles.registry import load_hardware, load_model
+
+    assert tp_choices(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), [1, 1, 2]) == [1, 2]
+
+
+def test_a_dotted_override_error_names_its_path_once_and_names_are_escaped_in_markdown():
+    from specplan.study.report import md_cell
+
+    st = copy.deepcopy(STUDY)
+    st["variants"] = [{"name": "z", "hardware": {"peak_flops.bf16": {"scale": 0}}}]
+    assert _err(st).startswith("variants[0].hardware.peak_flops.bf16: must be in")  # was peak_flops.peak_flops.bf16
+    assert md_cell('a,b"c\nd|e') == 'a,b"c d\\|e'
