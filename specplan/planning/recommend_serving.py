@@ -88,7 +88,8 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
     out = {"model": m.id, "engine": eng.id, "mode": workload.mode, "isl": workload.isl, "osl": workload.osl,
            "tp": tp, "hardware": getattr(hardware, "id", hardware), "objective": objective,
            "max_ttft_ms": max_ttft_ms, "max_tpot_ms": max_tpot_ms, "ranked": ranked, "notes": notes,
-           "best": feasible[0] if feasible else None, "baseline": base, "grid": grid}
+           "best": feasible[0] if feasible else None, "baseline": base, "grid": grid,
+           "dtype": kw.get("dtype"), "kv_dtype": kw.get("kv_dtype")}  # as given (None: the checkpoint's), for launch
     if not feasible:
         out["infeasible"] = _infeasible(rows, max_ttft_ms, max_tpot_ms)
     best = out["best"]

@@ -60,9 +60,9 @@ def d_schedule(model, hardware, isl: int, osl: int, *, mechanism: str, acceptanc
     notes = ["bands are client concurrencies; vLLM and TensorRT-LLM key the schedule on the running batch"]
     top = max(k for _, _, k in vllm)
     trt = None
-    if vllm[0][2] == top:
-        trt = {lo: k for lo, _, k in vllm}
+    if vllm[0][2] == top:  # keys are upper batch limits; speculation stops above the last (llm_args.py @ 0004396)
+        trt = {hi: k for _, hi, k in vllm}
     else:
-        notes.append(f"no TensorRT-LLM draft_len_schedule: it needs the largest D at batch 1 ({{1: max_draft_len}}), "
-                     f"but the best D there is {vllm[0][2]} and {top} further up")
+        notes.append(f"no TensorRT-LLM draft_len_schedule: its smallest key must carry max_draft_len, the largest D, "
+                     f"but the best D at the smallest batches is {vllm[0][2]} and {top} further up")
     return {"bands": rows, "band_tpot_ttft_ms": latency, "vllm": vllm, "trtllm": trt, "notes": notes}

@@ -25,12 +25,13 @@ def test_bands_take_the_d_of_most_tokens_per_gpu_and_the_winner_is_repriced_with
         # the largest band: within 0.5 % of a pricing of that one concurrency alone
         assert abs(tps - each[k]) <= 5e-3 * each[k]
         assert abs(x - each[k] / each[0]) <= 1e-2 * x
-    # vLLM ranges: contiguous from 1, neighbouring bands of one D merged; TensorRT-LLM keys the same starts
+    # vLLM ranges: contiguous from 1, neighbouring bands of one D merged; TensorRT-LLM keys their ends (upper batch
+    # limits: llm_args.py @ 0004396, speculation off above the last), its smallest key carrying the largest D
     v = s["vllm"]
     assert v[0][0] == 1 and all(b[0] == a[1] + 1 for a, b in zip(v, v[1:]))
     assert all(a[2] != b[2] for a, b in zip(v, v[1:]))
     if s["trtllm"] is not None:
-        assert s["trtllm"] == {lo: k for lo, _, k in v} and s["trtllm"][1] == max(k for *_, k in v)
+        assert s["trtllm"] == {hi: k for _, hi, k in v} and s["trtllm"][v[0][1]] == max(k for *_, k in v)
     # the winner's concurrency priced with the D of its band, beside its fixed D
     a = s["at_best"]
     best = r["best"]

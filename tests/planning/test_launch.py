@@ -312,3 +312,44 @@ def test_a_model_id_that_is_no_repo_is_named():
     plan = plan_from_answer({**SERVING_ANSWER, "hf_repo": "q"})
     assert any(n.startswith("'q' is not a Hugging Face org/name repo") for n in build("vllm", plan).notes)
     assert not any("org/name" in n for n in build("vllm", plan_from_answer(SERVING_ANSWER)).notes)
+
+
+def test_engine_overrides_the_emitted_flags_would_meet():
+    """What the engines do with the flags (sglang 0.5.23 arg_groups/speculative_hook.py, vllm 0.34.0
+    config/vllm.py, TensorRT-LLM llm_args.py @ 0004396): SGLang's n-gram sets eagle_topk from
+    --speculative-ngram-max-bfs-breadth (default 10: a chain became a breadth-10 tree) and refuses DP attention;
+    DFlash runs one drafting step; vLLM drops a D schedule with DP > 1; TensorRT-LLM stops speculating above the
+    schedule's last key, so that key reaches the server's max_batch_size."""
+    ng = plan_from_answer({**SERVING_ANSWER, "best": {**SERVING_ANSWER["best"], "mechanism": "ngram",
+                                                      "draft_len": 5}})
+    s = build("sglang", ng)
+    assert _flag(s.argv, "--speculative-ngram-max-bfs-breadth") == "1" and "--speculative-eagle-topk" not in s.argv
+    assert _flag(s.argv, "--speculative-num-draft-tokens") == "6" and check_launch(s) == []
+    with pytest.raises(SpecplanError, match="n-gram speculation does not run with DP attention"):
+        build("sglang", {**ng, "dp": 2})
+    df = plan_from_answer({**SERVING_ANSWER, "best": {**SERVING_ANSWER["best"], "mechanism": "dflash",
+                                                      "draft_len": 15}}, draft_model="z-lab/some-dflash")
+    d = build("sglang", df)
+    assert _flag(d.argv, "--speculative-num-steps") == "1" and _flag(d.argv, "--speculative-num-draft-tokens") == "16"
+    sched = {**SERVING_ANSWER, "best": {**SERVING_ANSWER["best"], "d_schedule": [[1, 32, 5], [33, 64, 3]],
+                                        "concurrency": 200}}
+    v = build("vllm", {**plan_from_answer(sched), "dp": 2})
+    sc = json.loads(_flag(v.argv, "--speculative-config"))
+    assert "num_speculative_tokens_per_batch_size" not in sc and sc["num_speculative_tokens"] == 4
+    assert any("ignores num_speculative_tokens_per_batch_size" in n for n in v.notes)
+    t = build("trtllm", plan_from_answer(sched))
+    assert t.files["extra-llm-api.yaml"]["speculative_config"]["draft_len_schedule"] == {32: 5, 200: 3}
+    assert t.files["extra-llm-api.yaml"]["max_batch_size"] == 200
+
+
+def test_a_saved_serving_answer_keeps_its_dtypes_for_launch(tmp_path):
+    """recommend --json left dtype / kv_dtype null, so `specplan launch` on the file lost --quantization fp8 and
+    --kv-cache-dtype fp8 that the embedded --emit launch had."""
+    from specplan.planning.recommend_serving import recommend_serving
+    from specplan.serving.workload import Workload
+
+    r = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(1024, 256, concurrency=1.0), engine="vllm",
+                          mechanisms=["none"], search_concurrency=True, dtype="fp8", kv_dtype="fp8", d_by_load=False)
+    assert r["dtype"] == "fp8" and r["kv_dtype"] == "fp8"
+    argv = build("vllm", plan_from_answer(json.loads(json.dumps(r)))).argv
+    assert _flag(argv, "--kv-cache-dtype") == "fp8" and _flag(argv, "--quantization") == "fp8"

@@ -30,8 +30,9 @@ def test_best_d_per_band_matches_brute_force_and_formats():
         assert ttft_ms == pytest.approx(1e3 * float(at["ttft_s"]), rel=1e-2)
     v = r["vllm"]  # vLLM: inclusive ranges from 1, sorted, contiguous
     assert v[0][0] == 1 and v[-1][1] == 128 and all(a[1] + 1 == b[0] for a, b in zip(v, v[1:]))
-    if r["trtllm"] is not None:  # TensorRT-LLM: {1: max_draft_len}
-        assert r["trtllm"][1] == max(r["trtllm"].values())
+    if r["trtllm"] is not None:  # TensorRT-LLM: {upper batch: D}, the smallest key with max_draft_len
+        assert r["trtllm"] == {hi: k for _, hi, k in v} and r["trtllm"][min(r["trtllm"])] == max(r["trtllm"].values())
+        assert max(r["trtllm"]) == 128  # speculation stops above the last key: the last band reaches the top
 
 
 def test_bands_must_start_at_one():

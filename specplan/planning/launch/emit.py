@@ -290,7 +290,10 @@ def build_vllm(plan: dict, worker: bool = False) -> Launch:
         sc = {"method": method, "num_speculative_tokens": plan["draft_len"]}
         if plan["draft_repo"] and plan["mechanism"] in NEEDS_DRAFT:
             sc["model"] = plan["draft_repo"]
-        if plan["d_schedule"]:
+        if plan["d_schedule"] and plan["dp"] > 1:  # vllm 0.34.0 config/vllm.py drops the schedule with DP > 1
+            notes.append(f"vLLM ignores num_speculative_tokens_per_batch_size with --data-parallel-size > 1: the "
+                         f"answer's D = {plan['draft_len']} is emitted for every batch")
+        elif plan["d_schedule"]:
             sc["num_speculative_tokens_per_batch_size"] = [list(r) for r in plan["d_schedule"]]
             sc["num_speculative_tokens"] = max(r[2] for r in plan["d_schedule"])
         argv += ["--speculative-config", json.dumps(sc, separators=(",", ":"))]
@@ -327,8 +330,18 @@ def build_sglang(plan: dict, worker: bool = False) -> Launch:
         if plan["draft_repo"] and plan["mechanism"] in NEEDS_DRAFT:
             argv += ["--speculative-draft-model-path", plan["draft_repo"]]
         tokens = plan["tree_tokens"] if plan["tree_topk"] > 1 else d + 1
-        argv += ["--speculative-num-steps", str(d), "--speculative-eagle-topk", str(plan["tree_topk"]),
-                 "--speculative-num-draft-tokens", str(tokens)]
+        if method == "NGRAM":  # sglang 0.5.23 arg_groups/speculative_hook.py _handle_ngram: eagle_topk is set to
+            if plan["dp"] > 1:  # speculative_ngram_max_bfs_breadth (default 10), and dp attention is refused
+                raise SpecplanError("launch: SGLang's n-gram speculation does not run with DP attention "
+                                    "(--attn-dp-size; speculative_hook.py _handle_ngram): use --engine vllm or a "
+                                    "layout without DP")
+            argv += ["--speculative-ngram-max-bfs-breadth", str(plan["tree_topk"]),
+                     "--speculative-num-draft-tokens", str(tokens)]
+        elif method in ("DFLASH", "DSPARK"):  # one drafting step; the block is the verify window (_handle_dflash,
+            argv += ["--speculative-num-steps", "1", "--speculative-num-draft-tokens", str(d + 1)]  # _handle_dspark)
+        else:
+            argv += ["--speculative-num-steps", str(d), "--speculative-eagle-topk", str(plan["tree_topk"]),
+                     "--speculative-num-draft-tokens", str(tokens)]
         if plan["d_schedule"]:
             notes.append(f"SGLang {fl['version']} has no per-batch-size D schedule flag: emitted the largest D = {d}")
     return Launch("sglang", fl["version"], argv, notes=notes)
@@ -363,7 +376,12 @@ def trtllm_options(plan: dict) -> tuple[dict, list[str]]:
             sc["speculative_model"] = plan["draft_repo"]
         if plan["d_schedule"]:
             sc["max_draft_len"] = plan["d_schedule"][0][2]
-            sc["draft_len_schedule"] = {int(hi): int(dd) for _, hi, dd in plan["d_schedule"]}
+            # keys are upper batch limits and speculation stops above the last (llm_args.py @ 0004396): the last
+            # band reaches the largest batch the server admits
+            sched = {int(hi): int(dd) for _, hi, dd in plan["d_schedule"]}
+            last = max(sched)
+            sched[max(last, per_dp_rank(plan))] = sched.pop(last)
+            sc["draft_len_schedule"] = sched
             if max(r[2] for r in plan["d_schedule"]) != plan["d_schedule"][0][2]:
                 raise SpecplanError("launch: TensorRT-LLM's draft_len_schedule needs its largest D at batch 1 (its "
                                     "smallest batch key must equal max_draft_len)")
