@@ -61,13 +61,14 @@ def kv_transfer_s(model, hw, tp, isl, prec, gpus=None) -> float:
 
 
 def _decode_tables(at_whole, b_top, shape):
-    """Iteration seconds on whole decode batches 1..64 and geometric beyond up to b_top, for interpolation."""
+    """GPU seconds of a decode iteration on whole batches 1..64 and geometric beyond up to b_top, for interpolation
+    (the engine's round is applied at the batch itself: _Pricing.iteration), and the evaluate result."""
     top = max(float(np.ceil(b_top)), 2.0)
     grid = np.unique(np.concatenate([np.arange(1.0, min(top, 64.0) + 1.0),
                                      np.round(np.geomspace(min(top, 64.0), top, 40))]))
     b = grid.reshape((-1,) + (1,) * len(shape)) * np.ones((1,) + shape)
-    t, r = at_whole(b)
-    return grid, np.broadcast_to(t, b.shape), r
+    gpu, _, r = at_whole(b)
+    return grid, np.broadcast_to(gpu, b.shape), r
 
 
 def disaggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechanism="none", draft_len=0,
@@ -93,23 +94,28 @@ class _Pricing:
     s_p: float
     cap: np.ndarray | float  # running cap per decode instance (per grid point: speculation may lower it)
     grid: np.ndarray
-    t_grid: np.ndarray
+    gpu_grid: np.ndarray  # GPU seconds of an iteration on the grid's whole batches (the round applied at b)
     al: np.ndarray
     fits_one: np.ndarray
     kv_cap: float = np.inf  # requests whose whole KV (ISL + OSL) one decode instance's cache holds
     t_cap: np.ndarray | float = np.nan  # iteration seconds at the running cap (the decode pool's capacity)
     kv_cap_draft: bool = False  # kv_cap counts the draft's weights and KV (below the target's own)
     spec_cap: np.ndarray | bool = False  # the running cap is the engine's speculative one (spec_cap_applies)
+    rnd: tuple = ()  # (engine, verify tokens q, target kernels, draft kernels) of the round, per grid point
 
     def iteration(self, b):
-        """Iteration seconds at decode batch b (priced at max(b, 1)), linear between whole batches."""
-        grid, t_grid = self.grid, self.t_grid
-        bb = np.clip(np.maximum(np.asarray(b, dtype=float), 1.0), grid[0], grid[-1])
-        i = np.clip(np.searchsorted(grid, bb) - 1, 0, len(grid) - 2)
-        w = (bb - grid[i]) / (grid[i + 1] - grid[i])
-        idx = np.indices(bb.shape)
-        lo, hi = t_grid[(i, *idx)], t_grid[(i + 1, *idx)]
-        return lo + w * (hi - lo)
+        """Iteration seconds at decode batch b (priced at max(b, 1)): GPU seconds linear between whole batches,
+        then the engine's round at b itself, so that a graph's end (an eager step past graph_max_batch) falls at
+        its batch and not across the table's interval that holds it (whose width depends on the loads asked)."""
+        grid, g_grid = self.grid, self.gpu_grid
+        bb = np.maximum(np.asarray(b, dtype=float), 1.0)
+        bt = np.clip(bb, grid[0], grid[-1])
+        i = np.clip(np.searchsorted(grid, bt) - 1, 0, len(grid) - 2)
+        w = (bt - grid[i]) / (grid[i + 1] - grid[i])
+        idx = np.indices(bt.shape)
+        lo, hi = g_grid[(i, *idx)], g_grid[(i + 1, *idx)]
+        eng, q, k_t, k_d = self.rnd
+        return round_s(eng, lo + w * (hi - lo), bt, self.d, q, k_t, k_d)
 
 
 def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, engine=None, mechanism="none",
@@ -146,23 +152,27 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
         gpu = np.asarray(r["iter_s"]) + round_gpu_extra_s(m, engine_hardware(hw, eng), tp, b, du, q,
                                                           workload.decode_context, mechanism,
                                                           draft)
-        return round_s(eng, gpu, b, du, q, kernels, kernels * np.asarray(r["rho_d"])), r
+        return gpu, round_s(eng, gpu, b, du, q, kernels, kernels * np.asarray(r["rho_d"])), r
 
     b_top = float(np.max(conc)) / min(y for _, y in pools) if conc is not None else float(np.max(cap))
     b_top = min(max(b_top, 1.0), float(np.max(cap)))
-    grid, t_u, r_grid = _decode_tables(at_whole, b_top, du.shape)
+    grid, g_u, r_grid = _decode_tables(at_whole, b_top, du.shape)
+    q_u = np.broadcast_to(np.asarray(r_grid["verify_tokens"], dtype=float)[0], du.shape)
+    kd_u = np.broadcast_to(kernels * np.asarray(r_grid["rho_d"], dtype=float)[0], du.shape)
     al_u = np.broadcast_to(np.asarray(r_grid["acceptance_length"])[0], du.shape)
     # the decode pool's capacity needs the iteration at the running cap, beyond the table's top when the loop's
     # concurrency is lower: priced there once, exactly (not clamped to the table)
     cap_u = np.ceil(running_cap(eng, workload, kv_cap, du)) * np.ones(du.shape)
-    t_cap_u = at_whole(cap_u)[0] if workload.osl > 1 else np.full(du.shape, np.nan)
+    t_cap_u = at_whole(cap_u)[1] if workload.osl > 1 else np.full(du.shape, np.nan)
     if spread:
         idx = np.asarray(inv).reshape(d.shape)
-        t_grid, al, t_cap = t_u[:, idx], al_u[idx], np.broadcast_to(t_cap_u, du.shape)[idx]
+        g_grid, al, t_cap = g_u[:, idx], al_u[idx], np.broadcast_to(t_cap_u, du.shape)[idx]
+        q, kd = q_u[idx], kd_u[idx]
     else:
-        t_grid, al, t_cap = t_u, al_u, np.broadcast_to(t_cap_u, du.shape)
-    pr = _Pricing(m, hw, tp, workload, prec, d, conc, s_p, cap, grid, t_grid, al, np.asarray(kv_cap >= 1),
-                  float(kv_cap), t_cap, bool(kv_cap < mem_one.max_batch), spec_cap_applies(eng, workload, d, kv_cap))
+        g_grid, al, t_cap, q, kd = g_u, al_u, np.broadcast_to(t_cap_u, du.shape), q_u, kd_u
+    pr = _Pricing(m, hw, tp, workload, prec, d, conc, s_p, cap, grid, g_grid, al, np.asarray(kv_cap >= 1),
+                  float(kv_cap), t_cap, bool(kv_cap < mem_one.max_batch), spec_cap_applies(eng, workload, d, kv_cap),
+                  (eng, q, kernels, kd))
     return [_pool_split(pr, int(x), int(y)) for x, y in pools]
 
 

@@ -4,8 +4,9 @@ time is part of every prompt's prefill work and of its TTFT.
 Llama-3.1-8B, H100, ideal engine, ISL 512 / OSL 65, one client, EAGLE-3 at D = 3, α = 0.7:
 AL = (1 − 0.7⁴) / 0.3 = 2.533, decode iterations per request N_d = 64 / AL. T = the speculative iteration at batch 1
 (evaluate), dP = the 512-token chunk added to a decode step + the draft head's own prefill of the 512 tokens.
-As for one client without speculation (test_littles_law.py): τ = T + B·dP/N_d, X = B / (N_d τ),
-TTFT = τ/2 + max(τ, T + dP), and 1 = B + X·TTFT; TPOT = τ / AL.
+As for one client without speculation (test_littles_law.py): no prompt shares its decode steps (its own comes after
+it finishes), so τ = T; X = B / (N_d τ); the engine is idle when its prompt arrives: TTFT = max(τ, T + dP); and
+1 = B + X·TTFT; TPOT = τ / AL.
 """
 
 import numpy as np
@@ -24,9 +25,9 @@ from specplan.speculation.speedup import evaluate
 
 def _solve(t, dp, n_d):
     def parts(b):
-        tau = t + b * dp / n_d
+        tau = t
         x = b / (n_d * tau)
-        return tau, x, tau / 2 + max(tau, t + dp)
+        return tau, x, max(tau, t + dp)
 
     b = brentq(lambda b: b + parts(b)[1] * parts(b)[2] - 1.0, 1e-6, 1.0, xtol=1e-13)
     return (b, *parts(b))

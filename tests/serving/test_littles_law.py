@@ -51,7 +51,8 @@ def test_single_client_aggregated_hand_solved_below_one_decoding_sequence():
     # llama-3.2-1b, H100, ideal, ISL 512 / OSL 65, C = 1. One client: no other prompt can be ahead (the M/D/1
     # wait is capped at (C - 1) prompts = 0). Steps priced at batch 1 (a fraction of a sequence decodes at the
     # cost of one): T = step(1, ctx 544), dP = mixed(1, 512-token chunk) - step. With B < 1 decoding on average:
-    # tau = T + B dP / N_d, X = B / (N_d tau), service = max(tau, T + dP), TTFT = tau / 2 + service,
+    # its own next prompt comes after it finishes, so no prompt shares its decode steps: tau = T; the engine is
+    # idle when its prompt arrives (no half iteration to wait); X = B / (N_d tau), TTFT = service = max(tau, T + dP),
     # and C = 1 = B + X TTFT.
     m, hw = load_model("llama-3.2-1b"), load_hardware("h100-sxm")
     prec = resolve_precision(m, hw, None, None)
@@ -61,9 +62,9 @@ def test_single_client_aggregated_hand_solved_below_one_decoding_sequence():
                                                                                          precision=prec))
 
     def parts(b):
-        tau = t + b * dp / n_d
+        tau = t
         x = b / (n_d * tau)
-        return tau, x, tau / 2 + max(tau, t + dp)
+        return tau, x, max(tau, t + dp)
 
     b = brentq(lambda b: b + parts(b)[1] * parts(b)[2] - 1.0, 1e-6, 1.0, xtol=1e-12)
     tau, x, ttft = parts(b)
@@ -181,7 +182,8 @@ def test_prefill_first_engine_hand_solved():
     # SGLang's order (mixed_prefill: false): a prompt runs in a prefill step of its own while decoding waits.
     # llama-3.2-1b, H100, the ideal engine with mixed_prefill off, ISL 512 / OSL 65, C = 4: P = the 512-token
     # prefill step alone (no decode rows); tau = T(B) + B P / 64; X = B / (64 tau); u = X P; wait =
-    # min(u / (2 (1 - u)) P, 3 P); TTFT = tau / 2 + wait + P; C = 4 = B + X TTFT.
+    # min(u / (2 (1 - u)) P, 3 P); TTFT = busy tau / 2 + wait + P, busy = 1 - (1 - B/4)^3 (another client
+    # decoding when the prompt arrives); C = 4 = B + X TTFT.
     from specplan.profiles.registry import load_engine
 
     eng = load_engine("ideal").model_copy(update={"mixed_prefill": False})
@@ -197,7 +199,8 @@ def test_prefill_first_engine_hand_solved():
         tau = t + b * p / 64
         x = b / (64 * tau)
         u = x * p
-        return tau, x, tau / 2 + min(u / (2 * (1 - u)) * p, 3 * p) + p
+        busy = 1 - (1 - b / 4) ** 3
+        return tau, x, busy * tau / 2 + min(u / (2 * (1 - u)) * p, 3 * p) + p
 
     b = brentq(lambda b: b + parts(b)[1] * parts(b)[2] - 4.0, 1e-6, 4.0, xtol=1e-12)
     tau, x, ttft = parts(b)
