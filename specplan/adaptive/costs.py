@@ -48,6 +48,7 @@ class StepCosts:
     hardware_id: str = ""
     eager_per_kernel_s: float = EAGER_LAUNCH_S  # extra seconds per kernel of a step without a captured graph
     engine_id: str = "ideal"
+    tp: int = 1  # tensor-parallel degree of the target (graph memory per GPU)
 
     @property
     def b_max(self) -> int:
@@ -115,6 +116,7 @@ def build_costs(model, hardware, *, d_max: int, ctx_min: float, ctx_max: float, 
     from specplan.speculation.serving import ServingProfile
     from specplan.speculation.speedup import evaluate
     from specplan.model.step import step_time
+    from specplan.speculation.round import round_s
 
     from specplan.profiles.engine import engine_hardware
 
@@ -132,9 +134,14 @@ def build_costs(model, hardware, *, d_max: int, ctx_min: float, ctx_max: float, 
     prec = r["precision"]
     base = step_time(m, hw, tp, 1, 1, lo, precision=prec)
     rho = float(np.asarray(r["rho"]).flat[0])
-    kernels = base.kernels * (1.0 + rho * d)  # target kernels plus ρ × as many per drafted token
-    graphed = eng.host_step_s + kernels * eng.graph_launch_s
-    iter_s = np.where(d[None, None, :] == 0, r["baseline_step_s"], r["iter_s"]) + graphed
+    # the engine's round on a replayed graph (speculation.round.round_s, as the serving path prices it: host per step
+    # and per sequence, overlapped when the engine overlaps; the simulator adds the eager cost where no graph runs)
+    gpu = np.where(d[None, None, :] == 0, r["baseline_step_s"], r["iter_s"])
+    graphs_all = eng.model_copy(update={"cuda_graphs_decode": True, "graph_max_batch": 0,
+                                        "verify_graph_max_tokens": 0, "draft_graph_max_batch": 0})
+    q = np.broadcast_to(np.asarray(r["verify_tokens"], dtype=float), gpu.shape)
+    iter_s = round_s(graphs_all, gpu, b[:, None, None], d[None, None, :], q, float(base.kernels),
+                     base.kernels * rho * d[None, None, :])
     d1 = r["draft_s"][:, :, 1] if d_max >= 1 else np.zeros(iter_s.shape[:2])
     mem = evaluate(m, hw, batch=np.array([[1.0], [2.0]]), context_len=ctx[None, :], draft_len=float(d_max),
                    mechanism=mechanism, acceptance=acc, **kw)["memory_total_bytes"]
@@ -150,7 +157,7 @@ def build_costs(model, hardware, *, d_max: int, ctx_min: float, ctx_max: float, 
                      prefill_tokens=toks, prefill_s_grid=np.asarray(pf, float), per_seq_bytes=per_seq,
                      fixed_bytes=fixed, capacity_bytes=cap, devices=float(np.asarray(r["target_devices"]).flat[0]),
                      kernels=int(base.kernels), rho=rho, model_id=m.id, hardware_id=hw.id,
-                     eager_per_kernel_s=float(extra), engine_id=eng.id)
+                     eager_per_kernel_s=float(extra), engine_id=eng.id, tp=int(tp))
 
 
 def sglang_graph_batch_sizes(max_bs: int) -> list[int]:

@@ -168,7 +168,7 @@ def _start(wl: Workload, costs: StepCosts, policy: Policy, graphs: GraphSet, eng
     return _Run(
         wl=wl, costs=costs, policy=policy, engine=engine, closed=wl.closed_loop, arrival=wl.arrival_s.copy(),
         need=costs.seq_bytes(wl.isl + wl.osl),
-        free=costs.capacity_bytes - costs.fixed_bytes - graphs.cost(costs, costs.model_id)["memory_bytes"],
+        free=costs.capacity_bytes - costs.fixed_bytes - graphs.cost(costs, costs.model_id, costs.tp)["memory_bytes"],
         max_run=min(engine.running_cap(policy.speculates) or costs.b_max, costs.b_max), off=off, u=u, runs=runs,
         loose=loose,
         rng=np.random.default_rng([seed, 5]), eager=np.array([costs.eager_extra_s(d) for d in range(d_max + 1)]),
@@ -256,19 +256,20 @@ def _retire(s: _Run) -> None:
         s.arrival[s.closed + s.n_fin - gone.size:s.closed + s.n_fin] = s.t
 
 
-def _join(s: _Run, done: int, bar) -> None:
-    """Requests whose prompt completed emit their first token and join the decode batch at output position 1."""
+def _join(s: _Run, done: int, bar, t_first: float) -> None:
+    """Requests whose prompt completed emit their first token at `t_first` and join the decode batch at output
+    position 1."""
     new = np.arange(s.pf, s.pf + done)
     s.pf += done
-    s.first[new] = s.t
+    s.first[new] = t_first
     bar.update(done)
     one = s.wl.osl[new] <= 1
     if one.any():
-        s.finish[new[one]] = s.t
+        s.finish[new[one]] = t_first
         s.reserved -= float(s.need[new[one]].sum())
         s.n_fin += int(one.sum())
         if s.closed is not None:
-            s.arrival[s.closed + s.n_fin - int(one.sum()):s.closed + s.n_fin] = s.t
+            s.arrival[s.closed + s.n_fin - int(one.sum()):s.closed + s.n_fin] = t_first
         new = new[~one]
     s.ids = np.concatenate([s.ids, new])
     s.pos = np.concatenate([s.pos, np.ones(new.size, dtype=np.int64)])
@@ -286,7 +287,13 @@ def _record(s: _Run, b: int, d: int, tot: int, step_s: float, pf_tokens: int) ->
 def simulate(wl: Workload, costs: StepCosts, policy: Policy, graphs: GraphSet, *, engine: Engine = Engine(),
              slo_tpot_s: float | None = None, seed: int = 0, progress: bool | None = None) -> dict:
     """Run one policy over the workload; per-request times (s), the step time series, and counters."""
+    from specplan.profiles.registry import load_engine
+
     s = _start(wl, costs, policy, graphs, engine.resolved(), slo_tpot_s, seed)
+    # where a prompt's first token comes out: an engine that mixes prefill chunks into the decode step (vLLM,
+    # TensorRT-LLM) samples it at that step's end; one that runs prefill as a step of its own (SGLang's default)
+    # at the prefill's end, before the decode step that follows
+    apart = not load_engine(engine.profile).mixed_prefill
     with Progress(int(wl.osl.sum()), f"simulate {policy.name}", enabled=progress) as bar:
         while s.n_fin < wl.n:
             _admit(s)
@@ -297,7 +304,8 @@ def simulate(wl: Workload, costs: StepCosts, policy: Policy, graphs: GraphSet, *
                     continue
                 break
             pf_tokens, done = _prefill_chunk(s)
-            step_s, d, tot = costs.prefill_s(pf_tokens), 0, 0
+            t0, pf_s = s.t, costs.prefill_s(pf_tokens)
+            step_s, d, tot = pf_s, 0, 0
             if b:
                 step_s, d, tot = _decode(s, step_s, pf_tokens, bar)
             s.t += step_s
@@ -305,7 +313,7 @@ def simulate(wl: Workload, costs: StepCosts, policy: Policy, graphs: GraphSet, *
             if b:
                 _retire(s)
             if done:
-                _join(s, done, bar)
+                _join(s, done, bar, t0 + pf_s if apart else s.t)
     return {
         "policy": policy.name, "lossy": policy.lossy, "arrival_s": s.arrival, "first_token_s": s.first,
         "finish_s": s.finish, "series": {k: np.asarray(v, dtype=float) for k, v in s.rec.items()},

@@ -587,3 +587,59 @@ def test_the_oracle_bounds_the_plain_server_under_a_speculative_cap():
     lifted = Engine("sglang", prefill_budget=100_000, max_running=128, graph_max_bs=0).resolved()
     assert lossless_bound_row(wl, costs, 0, lifted) == clairvoyant_row(wl, costs, 0, max_running=128,
                                                                       prefill_budget=lifted.prefill_budget)
+
+
+def test_a_prompt_prefilled_apart_has_its_first_token_before_the_decode_step():
+    """SGLang (mixed_prefill false) runs a prefill step of its own: a request arriving while another decodes gets
+    its first token at that prefill step's end, not after the decode step that follows it. A decodes from t = 0
+    (OSL 1000); B (ISL 512, 1 us per prompt token) arrives at 11 ms; steps are 2 ms + 1e-5 x context: B's prefill
+    starts at the step boundary after 11 ms and its TTFT is that wait plus 0.512 ms. vLLM (mixed) samples it at
+    the end of the step the chunk rides in: 1 decode step later."""
+    n = 2
+    wl = build_workload(np.array([0.0, 0.011]), np.array([64, 512]), np.array([1000, 8]), alpha=np.zeros(n))
+    costs = _costs(b_max=8, prefill_per_tok_s=1e-6)
+    ttft, series = {}, {}
+    for prof in ("sglang", "vllm"):
+        eng = Engine(prof, prefill_budget=100_000, graph_max_bs=0)
+        r = simulate(wl, costs, make_policy("fixed:0", 4), NO_GRAPHS, engine=eng)
+        ttft[prof] = float(r["first_token_s"][1] - r["arrival_s"][1])
+        series[prof] = r["series"]
+    ends = np.asarray(series["sglang"]["t_s"])  # the series records each step's end
+    boundary = float(np.min(ends[ends >= 0.011]))  # B's prefill starts at the first step end after it arrives
+    assert ttft["sglang"] == pytest.approx(boundary - 0.011 + 512 * 1e-6, rel=1e-9)
+    assert ttft["vllm"] > ttft["sglang"] + 1e-3  # the decode step it rides in (about 2.6 ms) on top
+
+
+def test_graph_memory_is_taken_per_gpu_at_the_runs_tp():
+    """The KV budget subtracted the CUDA-graph memory of TP 1 at any TP (the reported row used the right TP)."""
+    from specplan.adaptive.costs import GraphSet, build_costs
+
+    c = build_costs("llama-3.3-70b", "h100-sxm", d_max=3, ctx_min=1000, ctx_max=20000, b_max=32, mean_isl=1000,
+                    prefill_budget=8192, engine="vllm", tp=4)
+    assert c.tp == 4
+    g = GraphSet(((3, 32),), frozenset({(3, 32)}))
+    assert g.cost(c, c.model_id, c.tp)["memory_bytes"] < g.cost(c, c.model_id, 1)["memory_bytes"]
+
+
+def test_adaptive_steps_are_the_engines_round():
+    """The simulator's graphed step is speculation.round.round_s of the same GPU seconds: per-sequence host time
+    counts (vLLM's host_per_seq_s was ignored) and TensorRT-LLM's overlap scheduler hides its host time (its
+    1.6 ms per step was added on top of the GPU time)."""
+    from specplan.adaptive.costs import build_costs
+    from specplan.profiles.registry import load_engine
+
+    kw = dict(d_max=3, ctx_min=1000, ctx_max=2000, b_max=64, mean_isl=1000, prefill_budget=8192)
+    trt = build_costs("llama-3.1-8b", "h100-sxm", engine="trtllm", **kw)
+    ideal = build_costs("llama-3.1-8b", "h100-sxm", engine="ideal", **kw)
+    e = load_engine("trtllm")
+    launch = trt.kernels * e.graph_launch_s
+    # batch 1, D 0: overlapped, max(GPU, host + launches); the GPU step is longer than 1.6 ms of host
+    assert float(trt.iter_s[0, 0, 0]) == pytest.approx(max(float(ideal.iter_s[0, 0, 0]), e.host_step_s + launch),
+                                                       rel=1e-6)
+    hidden = build_costs("llama-3.1-8b", "h100-sxm", engine=e.model_copy(update={"host_step_s": 0.0}), **kw)
+    assert np.allclose(trt.iter_s[:8], hidden.iter_s[:8], rtol=1e-12)  # hidden under the GPU: 0, not +1.6 ms
+    v = load_engine("vllm")  # no overlap: the per-sequence host time adds, 64 x 30.7 us at batch 64
+    assert not v.overlap_scheduler
+    vl = build_costs("llama-3.1-8b", "h100-sxm", engine="vllm", **kw)
+    vl0 = build_costs("llama-3.1-8b", "h100-sxm", engine=v.model_copy(update={"host_per_seq_s": 0.0}), **kw)
+    assert float(vl.iter_s[63, 0, 0] - vl0.iter_s[63, 0, 0]) == pytest.approx(64 * v.host_per_seq_s, rel=1e-9)
