@@ -153,13 +153,13 @@ def _gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft
     b = grid.reshape((-1,) + (1,) * d.ndim) * np.ones((1,) + d.shape)
     r = _decode_iteration_gpu(model, hw, tp, b, wl.decode_context, eng, spec, prec)
     q = np.asarray(r["verify_tokens"], dtype=float)
-    q_max = float(np.max(q))
+    qb = q * np.ones(b.shape)  # verify rows are q tokens each, in the budget and in the mixed steps (issue 19)
     budget = float(eng.max_num_batched_tokens)
     # chunked prefill fills what the decode rows leave of the budget, at least MIN_CHUNK tokens (assumption)
     if not eng.mixed_prefill:  # prefill steps of their own: the whole budget, no decode rows
         chunk = np.full(b.shape, min(float(wl.isl), budget) if eng.chunked_prefill else float(wl.isl))
     elif eng.chunked_prefill:  # chunked prefill fills what the decode rows leave, at least MIN_CHUNK (assumption)
-        chunk = np.minimum(float(wl.isl), np.maximum(budget - b * q_max, min(MIN_CHUNK, budget)))
+        chunk = np.minimum(float(wl.isl), np.maximum(budget - b * qb, min(MIN_CHUNK, budget)))  # each D its own
     else:
         chunk = np.full(b.shape, float(wl.isl))
     check_prefill_steps(wl.isl, min(MIN_CHUNK, budget) if eng.chunked_prefill else wl.isl,
@@ -167,7 +167,6 @@ def _gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft
     n_chunks = np.ceil(wl.isl / chunk)
     fam = load_kernel_family(eng.family_id("decode_attention", hw))
     rows = b if eng.mixed_prefill else 0.0 * b
-    qb = q * np.ones(b.shape)  # verify rows are q tokens each in the mixed steps too (issue 19)
     dec = mixed_step_s(model, hw, tp, rows, wl.decode_context, 0, 0, q_len=qb, precision=prec, engine=eng,
                        decode_family=fam)
     chunks = []
@@ -308,17 +307,20 @@ def state(tab: GpuTables, eng, wl: Workload, b, admission: str = "immediate"):
     return tau, x, ttft
 
 
-def kv_cap_requests(model, hw, tp, wl: Workload, eng, spec: dict, prec, target_only: float) -> float:
+def kv_cap_requests(model, hw, tp, wl: Workload, eng, spec: dict, prec, target_only: float):
     """Requests whose whole KV (ISL + OSL) the cache holds beside the weights (`target_only`: the target's alone),
     with the draft's weights and its own KV per request where the mechanism has them (an external draft, an
-    EAGLE-3 head, an MTP module: evaluate's max_batch), at the largest D asked (D more tokens per request change it
-    by under D / (ISL + OSL))."""
-    d = float(np.max(spec.get("draft_len", 0)))
-    if spec.get("mechanism", "none") == "none" or d <= 0:
+    EAGLE-3 head, an MTP module: evaluate's max_batch), at each grid point's own D (a float without speculation,
+    else an array shaped like draft_len: pricing D = 1 beside D = 32 gave D = 1 the cap of D = 32, 12 % lower)."""
+    d = np.asarray(spec.get("draft_len", 0), dtype=float)
+    if spec.get("mechanism", "none") == "none" or not np.any(d > 0):
         return float(target_only)
+    du, inv = (np.unique(d, return_inverse=True) if d.size > 1 and only_draft_len_varies(spec) else (d, None))
     r = evaluate(model, hw, tp=tp, batch=1.0, context_len=float(wl.isl + wl.osl), engine=eng, dtype=prec.compute,
-                 kv_dtype=prec.kv, precision=prec, **{**spec, "draft_len": d})
-    return float(min(target_only, np.min(np.asarray(r["max_batch"], dtype=float))))
+                 kv_dtype=prec.kv, precision=prec, **{**spec, "draft_len": np.maximum(du, 1.0)})
+    mb = np.broadcast_to(np.asarray(r["max_batch"], dtype=float), du.shape)  # one evaluate per distinct D
+    mb = mb if inv is None else mb[np.asarray(inv).reshape(d.shape)]
+    return np.where(d > 0, np.minimum(float(target_only), mb), float(target_only))
 
 
 def running_cap(eng, wl: Workload, kv_cap=None, draft_len=0.0):
@@ -521,7 +523,7 @@ def aggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechan
         "tokens_per_s_per_user": 1.0 / tpot, "tokens_per_s_per_gpu": x * workload.osl / devices,
         "prefill_tokens_per_step": x * workload.isl * out["iteration_s"], "acceptance_length": tab.al,
         "fits": np.asarray(kv_cap >= 1) & np.ones(np.shape(out["ttft_s"]), dtype=bool), "devices": devices,
-        "running_cap": cap, "kv_cap_requests": float(kv_cap), "kv_cap_draft": bool(kv_cap < one.max_batch),
+        "running_cap": cap, "kv_cap_requests": kv_cap, "kv_cap_draft": bool(np.any(kv_cap < one.max_batch)),
         "spec_cap": spec_cap_applies(eng, workload, d, kv_cap),
         "weights_bytes": float(one.weights_bytes),
         "capacity_bytes": float(one.capacity_bytes),

@@ -33,7 +33,7 @@ def admission_note(r: dict, point: dict, wait_ms: float, i: int = 0) -> str:
     a saturated prefill; `wait_ms` of the TTFT."""
     cap = float(_at(r["running_cap"], i))
     if point["decode_batch"] >= cap - 0.5:
-        kv = float(r.get("kv_cap_requests", np.inf))
+        kv = float(_at(r.get("kv_cap_requests", np.inf), i))
         beside = "beside the target's and the draft's weights, with the draft's KV" if r.get("kv_cap_draft") else \
             "beside the weights"
         if bool(_at(r.get("spec_cap", False), i)):

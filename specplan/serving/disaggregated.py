@@ -97,7 +97,7 @@ class _Pricing:
     gpu_grid: np.ndarray  # GPU seconds of an iteration on the grid's whole batches (the round applied at b)
     al: np.ndarray
     fits_one: np.ndarray
-    kv_cap: float = np.inf  # requests whose whole KV (ISL + OSL) one decode instance's cache holds
+    kv_cap: np.ndarray | float = np.inf  # requests whose whole KV (ISL + OSL) one decode instance's cache holds (per D)
     t_cap: np.ndarray | float = np.nan  # iteration seconds at the running cap (the decode pool's capacity)
     kv_cap_draft: bool = False  # kv_cap counts the draft's weights and KV (below the target's own)
     spec_cap: np.ndarray | bool = False  # the running cap is the engine's speculative one (spec_cap_applies)
@@ -137,13 +137,13 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
     s_p = prefill_instance_s(m, hw, tp, workload.isl, eng, prec, draft)
     kernels = step_kernels(m, hw, tp, eng, prec)
     mem_one = memory_usage(m, hw, tp, 1, workload.isl + workload.osl, prec)
-    kv_cap = kv_cap_requests(m, hw, tp, workload, eng, spec, prec, mem_one.max_batch)  # the draft's memory too
-    cap = running_cap(eng, workload, kv_cap, d) * np.ones(d.shape)  # decode batch per instance: engine, KV cache
-
     # the decode table depends on D, not on the concurrency: priced once per distinct D, spread back below
     spread = d.ndim >= 1 and only_draft_len_varies(spec)
     du, inv = np.unique(d, return_inverse=True) if spread else (d, None)
     spec_u = {**spec, "draft_len": du}
+    kv_cap_u = kv_cap_requests(m, hw, tp, workload, eng, spec_u, prec, mem_one.max_batch)  # the draft's memory too
+    kv_cap = (np.asarray(kv_cap_u)[np.asarray(inv).reshape(d.shape)] if spread and np.ndim(kv_cap_u) else kv_cap_u)
+    cap = running_cap(eng, workload, kv_cap, d) * np.ones(d.shape)  # decode batch per instance: engine, KV cache
 
     def at_whole(b):  # the engine's round as in aggregated serving: GPU extras (extend, rejection), round host
         r = evaluate(m, hw, tp=tp, batch=b, context_len=workload.decode_context, engine=eng, dtype=prec.compute,
@@ -162,7 +162,7 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
     al_u = np.broadcast_to(np.asarray(r_grid["acceptance_length"])[0], du.shape)
     # the decode pool's capacity needs the iteration at the running cap, beyond the table's top when the loop's
     # concurrency is lower: priced there once, exactly (not clamped to the table)
-    cap_u = np.ceil(running_cap(eng, workload, kv_cap, du)) * np.ones(du.shape)
+    cap_u = np.ceil(running_cap(eng, workload, kv_cap_u, du)) * np.ones(du.shape)
     t_cap_u = at_whole(cap_u)[1] if workload.osl > 1 else np.full(du.shape, np.nan)
     if spread:
         idx = np.asarray(inv).reshape(d.shape)
@@ -171,7 +171,7 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
     else:
         g_grid, al, t_cap, q, kd = g_u, al_u, np.broadcast_to(t_cap_u, du.shape), q_u, kd_u
     pr = _Pricing(m, hw, tp, workload, prec, d, conc, s_p, cap, grid, g_grid, al, np.asarray(kv_cap >= 1),
-                  float(kv_cap), t_cap, bool(kv_cap < mem_one.max_batch), spec_cap_applies(eng, workload, d, kv_cap),
+                  kv_cap, t_cap, bool(np.any(kv_cap < mem_one.max_batch)), spec_cap_applies(eng, workload, d, kv_cap),
                   (eng, q, kernels, kd))
     return [_pool_split(pr, int(x), int(y)) for x, y in pools]
 

@@ -48,3 +48,31 @@ def test_a_disaggregated_point_does_not_depend_on_the_other_loads_asked():
                                [(1, 1)], engine="trtllm")[0]
     assert float(np.asarray(many["tpot_s"])[0]) == pytest.approx(float(np.asarray(one["tpot_s"]).ravel()[0]),
                                                                 rel=1e-3)
+
+
+def test_each_draft_length_is_priced_as_if_alone():
+    """Pricing D = 1 beside D = 8 and 32 (recommend's and pareto's D search) sized vLLM's prefill chunk for the
+    largest D (chunk = budget - B(1 + D_max)) and took the KV running cap at D = 32 (304 requests, 346 at D = 1):
+    at concurrency 347 the D = 1 point read TTFT 1.88 s where it alone reads 0.27 s."""
+    acc = Acceptance.from_rate(0.8)
+    kw = dict(engine="vllm", mechanism="eagle3", acceptance=acc)
+    one = aggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 256, concurrency=347.0), draft_len=1, **kw)
+    many = aggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 256, concurrency=np.full(3, 347.0)),
+                      draft_len=np.array([1, 8, 32]), **kw)
+    for k in ("ttft_s", "tpot_s", "decode_batch", "kv_cap_requests"):
+        assert float(np.asarray(many[k])[0]) == pytest.approx(float(np.asarray(one[k]).ravel()[0]), rel=1e-9), k
+    assert float(np.asarray(many["kv_cap_requests"])[2]) < float(np.asarray(many["kv_cap_requests"])[0])
+
+
+def test_predict_step_rows_use_the_engine_steps_they_report():
+    """At batch 1482 on vLLM (past its graphs) the baseline row printed the GPU step (23.9 ms, 7,757 tok/s/GPU)
+    while the speedup used the engine's (70 ms): each row's tokens/s is now batch x AL over its printed step."""
+    from specplan.planning.predict import predict_step
+
+    r = predict_step("llama-3.1-8b", "h100-sxm", tp=8, batch=1482, context_len=1152, mechanism="eagle3",
+                     draft_len=2, acceptance=Acceptance.from_rate(0.8), engine="vllm")
+    b, s = r["baseline"], r["speculative"]
+    assert b["tokens_per_s_per_user"] == pytest.approx(1e3 / b["step_ms"], rel=1e-9)
+    assert r["tokens_per_s_per_user"] == pytest.approx(1e3 * r["acceptance_length"] / s["step_ms"], rel=1e-9)
+    assert r["speedup"] == pytest.approx(b["step_ms"] * r["acceptance_length"] / s["step_ms"], rel=1e-9)
+    assert any(n.startswith("iter ms is the engine's step") for n in r["notes"])
