@@ -675,7 +675,8 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
         print(f"  {b['mechanism']} D = {b['draft_len']}, batch {b['batch']} per instance, "
               f"{b['tokens_per_s_per_user']:.1f} tokens/s/user (AL {b['acceptance_length']:.2f}, iteration "
               f"{b['iter_ms']:.1f} ms), {b['tps']:,.0f} tokens/s total, {b['memory_gb']:.1f} GB per GPU")
-        print(f"why not fewer: {r['smaller_fails']}")
+        print(f"why not fewer{' (disaggregated)' if ans is not None and ans['mode'] == 'agg' else ''}: "
+              f"{r['smaller_fails']}")
     if ans is None:  # the disaggregated count has no prefill pool (prefill_unreachable above)
         print("infeasible: no prefill pool meets the TTFT target and no aggregated replicas meet the targets")
         raise typer.Exit(1)
@@ -684,6 +685,8 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
                 "the disaggregated search meets the targets with none")
         print(f"answer: {a['gpus']} GPUs, aggregated: {a['replicas']} x TP {a['tp']} replicas ({than}; "
               f"the aggregated line above)")
+        if a.get("smaller_fails"):
+            print(f"why not fewer (aggregated): {a['smaller_fails']}")
         if max_ttft_ms is None and b is not None:  # the modes' TTFTs were not held to one target
             print(f"note: no --max-ttft-ms: the aggregated replicas' TTFT is {a['ttft_ms']:.0f} ms, the disaggregated "
                   f"prefill pool is sized to {r['prefill_ttft_target_ms']:.0f} ms; --max-ttft-ms holds both to one")

@@ -99,7 +99,7 @@ def aggregated_answer(model, hw, *, target_tps, target_tps_per_user, isl, osl, m
     from specplan.planning.recommend_serving import recommend_serving, tp_candidates
     from specplan.serving.workload import Workload
 
-    best = None
+    best, need = None, {}
     for tp in tp_candidates(model, max_gpus, node):
         r = recommend_serving(model, hw, Workload(isl, osl, concurrency=1.0), tp=tp, engine=engine,
                               mechanisms=list(mechanisms) or ["none"], acceptance=acceptance,
@@ -116,8 +116,14 @@ def aggregated_answer(model, hw, *, target_tps, target_tps_per_user, isl, osl, m
                "draft_len": b["draft_len"], "concurrency_per_replica": b["concurrency"],
                "tokens_per_s_per_replica": per, "tpot_ms": b["tpot_ms"], "ttft_ms": b["ttft_ms"],
                "tokens_per_s_per_user": b["tokens_per_s_per_user"], "fits_budget": replicas * tp <= max_gpus}
+        need[tp] = row["gpus"]
         if best is None or (row["gpus"], -per) < (best["gpus"], -best["tokens_per_s_per_replica"]):
             best = row
+    if best is not None:  # why one GPU fewer fails: one replica fewer of the best TP, and what every TP needs
+        k, tp, per = best["replicas"] - 1, best["tp"], best["tokens_per_s_per_replica"]
+        fewer = (f"{k * tp} GPUs = {k} x TP {tp} replicas serve {k * per:,.0f} tokens/s, below {target_tps:,.0f}"
+                 if k else f"one TP {tp} replica is the smallest unit that meets {target_tps_per_user:g} tokens/s/user")
+        best["smaller_fails"] = fewer + "; GPUs each TP needs: " + ", ".join(f"TP {t} {g}" for t, g in need.items())
     return best
 
 

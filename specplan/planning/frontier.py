@@ -50,7 +50,7 @@ def frontier_indices(user, gpu) -> np.ndarray:
         return sel[frontier_indices(u[sel], g[sel])] if sel.size else np.zeros(0, dtype=np.int64)
     if u.size == 0:
         return np.zeros(0, dtype=np.int64)
-    order = np.argsort(-u)
+    order = np.argsort(-u, kind="stable")  # of exact duplicates the first in the input's order is kept
     gs = g[order]
     run = np.maximum.accumulate(gs)
     keep = np.empty(gs.size, dtype=bool)
@@ -235,6 +235,12 @@ def serving_frontier(grid, by=SERVING_BY):
     u = ok["tokens_per_s_per_user"].to_numpy(dtype=float)
     g = ok["tokens_per_s_per_gpu"].to_numpy(dtype=float)
     d = ok["draft_len"].to_numpy()
+    # rows with equal tokens/s/user and tokens/s/GPU (a saturated engine repeats its point over concurrency): the
+    # frontier keeps the one of lowest TTFT, then lowest concurrency (the first of duplicates, in this order)
+    rank = np.lexsort([ok[c].to_numpy(dtype=float) if c in ok else np.zeros(len(ok))
+                       for c in ("concurrency", "ttft_ms")][::1])
+    pos = np.empty(len(ok), dtype=np.int64)
+    pos[rank] = np.arange(len(ok))
     groups = [(OVERALL, np.arange(len(ok)))]
     cols = [c for c in by if c in ok.columns]
     if cols and len(ok):
@@ -246,6 +252,7 @@ def serving_frontier(grid, by=SERVING_BY):
         for name, sel in (("baseline", rows[d[rows] == 0]), ("speculation", rows[d[rows] >= 1]), ("overall", rows)):
             if sel.size == 0:
                 continue
+            sel = sel[np.argsort(pos[sel], kind="stable")]
             part = ok.iloc[sel[frontier_indices(u[sel], g[sel])]].reset_index(drop=True)
             part.insert(0, "scope", scope)
             part.insert(0, "set", name)

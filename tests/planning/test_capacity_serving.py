@@ -45,3 +45,8 @@ def test_gpu_count_search_offers_the_aggregated_answer():
     assert a["tpot_ms"] <= 1e3 / 40.0 and a["ttft_ms"] <= 1000.0
     per = a["tokens_per_s_per_replica"]
     assert a["replicas"] * per >= 40000.0 > (a["replicas"] - 1) * per  # the fewest replicas that carry the load
+    # why one replica fewer fails, in its own numbers (it explained only the disaggregated count before)
+    k = a["replicas"] - 1
+    assert a["smaller_fails"].startswith(f"{k * a['tp']} GPUs = {k} x TP {a['tp']} replicas serve {k * per:,.0f} "
+                                         f"tokens/s, below 40,000")
+    assert f"TP {a['tp']} {a['gpus']}" in a["smaller_fails"]

@@ -102,3 +102,20 @@ def test_sla_without_a_workload_is_an_error(tmp_path):
     res = CliRunner().invoke(app, ["pareto", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--max-tpot-ms", "10", "-o",
                                    str(tmp_path)])
     assert res.exit_code != 0 and "needs --isl and --osl" in str(res.exception or res.output)
+
+
+def test_of_equal_points_the_frontier_keeps_the_lowest_ttft():
+    """A saturated engine repeats one (tok/s/user, tok/s/GPU) point over concurrency with a growing TTFT: the
+    frontier kept an arbitrary one of them (a TTFT of 22 s where 1.4 s was on offer)."""
+    import pandas as pd
+
+    from specplan.planning.frontier import serving_frontier
+
+    g = pd.DataFrame({"mechanism": ["eagle3"] * 4 + ["none"], "draft_len": [4, 4, 4, 4, 0],
+                      "concurrency": [724.0, 339.0, 861.0, 386.0, 10.0],
+                      "tokens_per_s_per_user": [20.7, 20.7, 20.7, 20.7, 100.0],
+                      "tokens_per_s_per_gpu": [6307.4] * 4 + [900.0], "ttft_ms": [9000.0, 1420.0, 22600.0, 3000.0, 50.0],
+                      "meets_sla": [True] * 5, "hardware": ["h100-sxm"] * 5, "mode": ["agg"] * 5})
+    f = serving_frontier(g)
+    spec = f[(f["set"] == "speculation") & (f["scope"] == "overall")]
+    assert list(spec["concurrency"]) == [339.0] and list(spec["ttft_ms"]) == [1420.0]
