@@ -23,3 +23,10 @@ def brief(value, limit: int = 80) -> str:
         return f"an integer of {len(str(abs(value))) if abs(value) < 10**4000 else 'over 4000'} digits"
     out = _REPR.repr(value)
     return " ".join(out.split())
+
+
+def without_repeat(path: str, head: str) -> str:
+    """`path` without its last component where a validator's message starts with that field again
+    ('x.peak_flops' + 'peak_flops.bf16' -> 'x' + 'peak_flops.bf16')."""
+    base, _, last = path.rpartition(".")
+    return base if last and (head == last or head.startswith(last + ".")) else path

@@ -11,7 +11,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from specplan.core import loader
-from specplan.core.errors import SpecplanError, brief
+from specplan.core.errors import SpecplanError, brief, without_repeat
 from specplan.profiles.engine import EngineProfile, KernelFamily
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import ModelProfile
@@ -55,8 +55,9 @@ def format_validation_error(err: ValidationError, where: str) -> str:
     if e.get("type") == "missing":
         got = ""
     head, sep, rest = msg.partition(": ")
-    if sep and loc != "(top level)" and (head == loc or head.startswith(loc + ".")):  # the validator names it
-        return f"{where}: {head}: {rest}{got}"
+    if sep and loc != "(top level)" and without_repeat(loc, head) != loc:  # the validator names its field again
+        path = without_repeat(loc, head)
+        return f"{where}: {path + '.' if path else ''}{head}: {rest}{got}"
     return f"{where}: {loc}: {msg}{got}"
 
 

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Union
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from specplan.core.errors import SpecplanError, brief
+from specplan.core.errors import SpecplanError, brief, without_repeat
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import ModelProfile
 from specplan.profiles.registry import _builtin_dir, load_hardware, load_model, read_yaml
@@ -181,13 +181,6 @@ def _fields_at(loc) -> list[str] | None:
             return None
         model = nxt
     return list(model.model_fields)
-
-
-def without_repeat(path: str, head: str) -> str:
-    """`path` without its last component where a validator's message starts with that field again
-    ('x.peak_flops' + 'peak_flops.bf16' -> 'x' + 'peak_flops.bf16')."""
-    base, _, last = path.rpartition(".")
-    return base if last and (head == last or head.startswith(last + ".")) else path
 
 
 def format_error(err: ValidationError, prefix: str = "") -> str:

@@ -97,7 +97,7 @@ def plan_from_answer(answer: dict, **given) -> dict:
 
     if not isinstance(answer, dict):
         raise SpecplanError("launch: the answer must be a JSON object (recommend --json output)")
-    _check_dtypes(given, "--{}")  # the flags, whether or not the answer states its own
+    _check_dtypes(given, {"dtype": "--dtype", "kv_dtype": "--kv-dtype"})  # the flags, whatever the answer says
     if isinstance(answer.get("counts"), list) and "answer" in answer:  # recommend --target-tps (GPUs for a load)
         answer = _capacity_answer(answer)
     best = answer.get("best", answer) if isinstance(answer.get("best", answer), dict) else None
@@ -155,14 +155,14 @@ def plan_from_answer(answer: dict, **given) -> dict:
     return plan
 
 
-def _check_dtypes(values: dict, where: str) -> None:
-    """Refuse an unknown weight or KV dtype in one line naming where it came from (`where` formats the key)."""
+def _check_dtypes(values: dict, names: dict) -> None:
+    """Refuse an unknown weight or KV dtype in one line naming where it came from (`names`: key -> what to call it)."""
     from specplan.core.dtypes import canonical_dtype
 
-    for key in ("dtype", "kv_dtype"):
+    for key, name in names.items():
         v = values.get(key)
         if v is not None and not (key == "kv_dtype" and str(v).lower() == "auto"):
-            canonical_dtype(v, where.format(key.replace("_", "-") if where.startswith("--") else key))
+            canonical_dtype(v, name)
 
 
 def _check_plan(plan: dict, prof) -> None:
@@ -170,7 +170,7 @@ def _check_plan(plan: dict, prof) -> None:
     DRAFT_LEN_LIMIT, a batch above MAX_BATCH, a TP that does not split the model's query heads."""
     from specplan.core.limits import DRAFT_LEN_LIMIT, MAX_BATCH, MAX_TP
 
-    _check_dtypes(plan, "launch: answer field '{}'")
+    _check_dtypes(plan, {k: f"launch: answer field '{k}'" for k in ("dtype", "kv_dtype")})
     for key, hi in (("draft_len", DRAFT_LEN_LIMIT), ("max_batch", MAX_BATCH), ("tp", MAX_TP)):
         if plan[key] > hi:
             raise SpecplanError(f"launch: answer field '{key}' must be <= {hi:,}, got {plan[key]:,}")
