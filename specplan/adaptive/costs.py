@@ -151,7 +151,9 @@ def build_costs(model, hardware, *, d_max: int, ctx_min: float, ctx_max: float, 
     toks = np.unique(np.round(np.geomspace(1, max(prefill_budget, 2), 32)))
     seqs = np.maximum(1.0, toks / max(mean_isl, 1.0))
     pf = mixed_step_s(m, hw, tp, 0, 0, toks, 0, precision=prec, engine=eng, prefill_seqs=seqs)
-    pf = pf + eng.host_step_s + base.kernels * eng.launch_s(False) + toks * eng.prefill_tokens_s
+    # the prefill chunk as an eager engine step (EngineProfile.step_s, as the serving path prices SGLang's prefill
+    # apart): host time with the per-token part, launches, the per-step eager work, overlapped with the GPU or added
+    pf = eng.step_s(pf, 1.0, base.kernels, False, toks)
     extra = eager_per_kernel_s(eng)
     return StepCosts(iter_s=np.asarray(iter_s, float), draft1_s=np.asarray(d1, float), ctx_grid=ctx,
                      prefill_tokens=toks, prefill_s_grid=np.asarray(pf, float), per_seq_bytes=per_seq,

@@ -250,6 +250,7 @@ def step_time(
     attention_family=None,
     mla_family=None,
     layout: Layout | str | None = None,
+    logits_rows=None,
 ) -> StepResult:
     """Seconds of one decode step with `q_len` new tokens per sequence (q_len = 1 + D when verifying).
 
@@ -261,7 +262,10 @@ def step_time(
     chips (default: as many as its weights need), statically scheduled (no launch overhead), plus
     (chips - 1) hop latencies. `attention_family` / `mla_family` are the KernelFamily of the GQA and MLA
     attention kernels (an engine's decode or verify family; None = the hardware profile's attention block for
-    GQA and the built-in `mla-latent` family for MLA).
+    GQA and the built-in `mla-latent` family for MLA). `logits_rows` (default: every token) is the number of rows
+    per rank the LM head and its logits all-gather run on: a prefill chunk needs logits at each prompt's last
+    position only (vLLM V1 GPUModelRunner._prepare_inputs: logits_indices = query_start_loc[1:] - 1, a partial
+    chunk's row included; TensorRT-LLM with gather_context_logits False: the last context token of each request), a decode or verify row at every token.
     """
     model = load_model(model)
     hw = load_hardware(hardware)
@@ -300,10 +304,11 @@ def step_time(
     tokens = b * q
     acc.add("elementwise", elementwise_cost(hw, tokens * model.hidden_size * ACT_BYTES * 3, 2), 2)  # embed, final norm
     lm = lm_head_gemm(model, tp)
-    acc.add("gemm", gemm_cost(hw, tokens, lm.n, lm.k, prec.w("lm_head"), prec.compute), 1)
+    rows = tokens if logits_rows is None else np.minimum(np.asarray(logits_rows, dtype=float), tokens)
+    acc.add("gemm", gemm_cost(hw, rows, lm.n, lm.k, prec.w("lm_head"), prec.compute), 1)
     if tp > 1:  # vocabulary-parallel LM head: each rank holds vocab/TP logits per token, all-gathered to every
         # rank (vLLM 0.33.0 LogitsProcessor._gather_logits -> tensor_model_parallel_all_gather; costs.comm)
-        acc.add("communication", allgather_cost(hw, tokens * lm.n * LOGITS_BYTES, tp), 1)
+        acc.add("communication", allgather_cost(hw, rows * lm.n * LOGITS_BYTES, tp), 1)
     breakdown = {c: acc.busy[c] for c in CLASSES if c not in ("overhead", "communication")}
     breakdown["communication"] = acc.busy["communication"] + acc.comm_latency
     breakdown["overhead"] = acc.overhead + hops

@@ -92,6 +92,7 @@ class GpuTables:
     q: np.ndarray  # (*shape) tokens verified per sequence per iteration
     kernels: np.ndarray  # (*shape) kernel launches per iteration
     chunk_gpu_s: np.ndarray  # (chunks, G, *shape) GPU seconds each prefill chunk of a prompt adds to its step
+    chunk_tokens: np.ndarray  # (chunks, G, *shape) prompt tokens of each chunk (0 past the prompt's last)
     n_chunks: np.ndarray  # (G, *shape)
     draft_prefill_s: np.ndarray  # (G, *shape) the draft's own prefill of one prompt (0 without one)
     fits: np.ndarray  # (G, *shape) memory fits at that decode batch
@@ -102,11 +103,11 @@ class GpuTables:
     _stack: np.ndarray | None = None
 
     def at(self, b):
-        """(iteration GPU s, chunk GPU s per chunk, chunks, draft prefill s) interpolated linearly in log batch
-        at decode batches `b` (shape *shape)."""
+        """(iteration GPU s, chunk GPU s per chunk, chunks, draft prefill s, chunk tokens per chunk) interpolated
+        linearly in log batch at decode batches `b` (shape *shape)."""
         if self._stack is None:
             self._stack = np.concatenate([self.iter_gpu_s[None], self.n_chunks[None], self.draft_prefill_s[None],
-                                          self.chunk_gpu_s], axis=0)
+                                          self.chunk_gpu_s, self.chunk_tokens], axis=0)
         lb = np.log(np.clip(np.asarray(b, dtype=float), np.exp(self.log_b[0]), np.exp(self.log_b[-1])))
         i = np.clip(np.searchsorted(self.log_b, lb) - 1, 0, len(self.log_b) - 2)
         w = (lb - self.log_b[i]) / (self.log_b[i + 1] - self.log_b[i])
@@ -115,11 +116,12 @@ class GpuTables:
         lo = self._stack[(slice(None), i, *idx)]
         hi = self._stack[(slice(None), i + 1, *idx)]
         v = lo + w * (hi - lo)
-        return v[0], v[3:], v[1], v[2]
+        n = len(self.chunk_gpu_s)
+        return v[0], v[3:3 + n], v[1], v[2], v[3 + n:]
 
 
 # GpuTables fields whose last axis runs over the configurations (draft lengths); log_b and the scalars do not
-_PER_CONFIG = ("iter_gpu_s", "al", "q", "kernels", "chunk_gpu_s", "n_chunks", "draft_prefill_s", "fits", "draft_len",
+_PER_CONFIG = ("iter_gpu_s", "al", "q", "kernels", "chunk_gpu_s", "chunk_tokens", "n_chunks", "draft_prefill_s", "fits", "draft_len",
                "draft_kernels")
 
 
@@ -169,10 +171,11 @@ def _gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft
     rows = b if eng.mixed_prefill else 0.0 * b
     dec = mixed_step_s(model, hw, tp, rows, wl.decode_context, 0, 0, q_len=qb, precision=prec, engine=eng,
                        decode_family=fam)
-    chunks = []
+    chunks, tokens = [], []
     for k in range(int(np.max(n_chunks))):
         live = k < n_chunks
         c = np.where(live, np.minimum(chunk, wl.isl - k * chunk), 0.0)
+        tokens.append(c * np.ones(b.shape))
         t = mixed_step_s(model, hw, tp, rows, wl.decode_context, c, k * chunk, q_len=qb, precision=prec, engine=eng,
                          decode_family=fam)
         # mixed: what the chunk adds to a decode step; apart: the whole prefill step (GPU seconds)
@@ -190,19 +193,22 @@ def _gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft
                                                      spec.get("mechanism", "none"), draft)
     return GpuTables(np.log(grid), np.broadcast_to(it, b.shape),
                      np.asarray(r["acceptance_length"])[0], q[0], kernels,
-                     np.asarray(chunks).reshape((-1,) + b.shape), n_chunks, dp, np.asarray(r["fits"]), r, alone,
+                     np.asarray(chunks).reshape((-1,) + b.shape), np.asarray(tokens).reshape((-1,) + b.shape),
+                     n_chunks, dp, np.asarray(r["fits"]), r, alone,
                      draft_len=d * np.ones(q[0].shape),
                      draft_kernels=step_kernels(model, hw, tp, eng, prec) * np.asarray(r["rho_d"])[0])
 
 
-def prompt_step_s(tab: GpuTables, eng, it_gpu, chunks, bc, t_it, rnd):
-    """Seconds one prompt adds to the engine's time line: mixed prefill, what its chunks add to the decode steps
-    that carry them (those steps run eagerly, with one more running request; `rnd`: the speculative round's
-    (D, q, target kernels, draft kernels), priced by speculation.round.round_s, the decode step at D = 0);
-    prefill apart (SGLang's default), its own eager prefill steps, during which decoding waits."""
+def prompt_step_s(tab: GpuTables, eng, it_gpu, chunks, bc, t_it, rnd, tokens):
+    """Seconds one prompt adds to the engine's time line: mixed prefill, what its chunks (GPU seconds `chunks`,
+    prompt tokens `tokens`) add to the decode steps that carry them (those steps run eagerly, with one more running
+    request and the chunk's per-token host work; `rnd`: the speculative round's (D, q, target kernels, draft
+    kernels), priced by speculation.round.round_s, the decode step at D = 0); prefill apart (SGLang's default), its
+    own eager prefill steps, during which decoding waits."""
     if eng.mixed_prefill:
-        return sum((round_s(eng, it_gpu + c, bc + 1.0, *rnd, eager=True) - t_it) * (c > 0) for c in chunks)
-    return sum(eng.step_s(c, 1.0, tab.kernels, False) * (c > 0) for c in chunks)
+        return sum((round_s(eng, it_gpu + c, bc + 1.0, *rnd, eager=True, prompt_tokens=n) - t_it) * (c > 0)
+                   for c, n in zip(chunks, tokens))
+    return sum(eng.step_s(c, 1.0, tab.kernels, False, n) * (c > 0) for c, n in zip(chunks, tokens))
 
 
 def prefill_service_s(eng, tau, t_it, d_p, n_chunks):
@@ -285,11 +291,11 @@ def state(tab: GpuTables, eng, wl: Workload, b, admission: str = "immediate"):
     Little's law on the decode stage, X = B / (N_d τ), uses B itself."""
     b = np.maximum(np.asarray(b, dtype=float), 0.0)
     bc = np.maximum(b, 1.0)
-    it_gpu, chunks, n_chunks, dp_draft = tab.at(bc)
+    it_gpu, chunks, n_chunks, dp_draft, tokens = tab.at(bc)
     # the engine's round (speculation/round.py): graphs per verify size, host work per round (issue 19)
     rnd = (tab.draft_len, tab.q, tab.kernels - tab.draft_kernels, tab.draft_kernels)
     t_it = round_s(eng, it_gpu, bc, *rnd)
-    d_p = prompt_step_s(tab, eng, it_gpu, chunks, bc, t_it, rnd) + dp_draft
+    d_p = prompt_step_s(tab, eng, it_gpu, chunks, bc, t_it, rnd, tokens) + dp_draft
     n_d = np.maximum((wl.osl - 1.0) / tab.al, 1e-9)
     tau = t_it + others_share(wl) * b * d_p / n_d  # B / N_d prompts enter per iteration, the others' share of them
     x = b / (n_d * tau)
@@ -344,9 +350,10 @@ def spec_cap_applies(eng, wl: Workload, draft_len, kv_cap) -> np.ndarray:
 def _prefill_only(tab: GpuTables, eng, wl: Workload, shape, admission):
     """OSL 1: no decode. Prefill steps alone (engine step of each chunk at batch 1, eager); closed loop
     C = X·TTFT by bisection on X, open loop X = λ. Returns the solve() dict with TPOT nan (there is none)."""
-    _, _, _, dp_draft = tab.at(np.ones(shape))
+    dp_draft = tab.at(np.ones(shape))[3]
     n_steps = np.ceil(wl.isl / eng.max_num_batched_tokens)
-    s = eng.step_s(tab.prefill_alone_gpu_s / n_steps, 1.0, tab.kernels, False) * n_steps + dp_draft  # its steps
+    s = (eng.step_s(tab.prefill_alone_gpu_s / n_steps, 1.0, tab.kernels, False, wl.isl / n_steps) * n_steps
+         + dp_draft)  # its steps
     k = np.maximum(np.floor(eng.max_num_batched_tokens / wl.isl), 1.0) if not eng.chunked_prefill else 1.0
     p_s = s / k  # engine seconds per prompt when k prompts share a step
     cap_x = 1.0 / p_s
@@ -470,10 +477,10 @@ def solve(tab: GpuTables, eng, wl: Workload, admission: str = "immediate", kv_ca
         adm = np.zeros(shape)
     # the wait part of TTFT for its p90 (state's queue term: TTFT minus its deterministic parts)
     bc = np.maximum(b, 1.0)
-    it_gpu, chunks, n_chunks, dp_draft = tab.at(bc)
+    it_gpu, chunks, n_chunks, dp_draft, tokens = tab.at(bc)
     rnd = (tab.draft_len, tab.q, tab.kernels - tab.draft_kernels, tab.draft_kernels)  # as in state (issue 19)
     t_it = round_s(eng, it_gpu, bc, *rnd)
-    d_p = prompt_step_s(tab, eng, it_gpu, chunks, bc, t_it, rnd) + dp_draft
+    d_p = prompt_step_s(tab, eng, it_gpu, chunks, bc, t_it, rnd, tokens) + dp_draft
     u = x * prompt_service_s(eng, wl, b * tab.q, t_it, d_p)
     service = prefill_service_s(eng, tau, t_it, d_p, n_chunks)
     others = None if wl.concurrency is None else np.maximum(np.asarray(wl.concurrency, dtype=float) - 1.0, 0.0)

@@ -37,7 +37,7 @@ def prefill_instance_s(model, hw, tp, isl, eng, prec, draft=None) -> float:
     """Seconds one prefill instance spends on one prompt: its chunk steps (eager) + the draft's prefill."""
     gpu = prefill_s(model, hw, tp, isl, precision=prec, engine=eng)
     n_steps = np.ceil(isl / eng.max_num_batched_tokens)
-    per = eng.step_s(gpu / n_steps, 1, step_kernels(model, hw, tp, eng, prec), False) * n_steps
+    per = eng.step_s(gpu / n_steps, 1, step_kernels(model, hw, tp, eng, prec), False, isl / n_steps) * n_steps
     if draft is not None:
         dm, dprec = draft
         per = per + prefill_s(dm, hw, tp if dm.num_q_heads % tp == 0 else 1, isl, precision=dprec, engine=eng)

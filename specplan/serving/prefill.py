@@ -11,11 +11,14 @@ and launch costs are added by `EngineProfile.step_s`):
     prefill_s(model, hw, tp, isl, *, precision, engine=None, budget_tokens=None, n_seqs=1) -> np.ndarray  [s]
         a whole prompt of `isl` tokens (n_seqs prompts together) in chunks of the engine's token budget,
         each chunk a step of its own (no decode rows): the prefill part of TTFT.
-    EngineProfile.step_s(gpu_s, batch, kernels, graphed) -> np.ndarray  [s]
-        an engine step from its GPU seconds: host/scheduler time and kernel launches, overlapped or added.
+    EngineProfile.step_s(gpu_s, batch, kernels, graphed, prompt_tokens=0) -> np.ndarray  [s]
+        an engine step from its GPU seconds: host/scheduler time (with prefill_tokens_s per prompt token it
+        carries) and kernel launches, overlapped or added.
 
 Model (docs/serving.md): the GEMMs, norms, MoE and all-reduces of a step depend only on its token count, so a
-mixed step's non-attention part is that of a decode step with M = decode_batch * q_len + prefill_tokens; its
+mixed step's non-attention part is that of a decode step with M = decode_batch * q_len + prefill_tokens, but for
+the LM head and its logits all-gather, which run on the decode tokens and one row per prompt (step_time's
+`logits_rows`: the engines take logits at each prompt's last position only); its
 attention is the decode attention of the decode rows plus causal prefill attention of the chunk (query rows
 tiled as in costs/attention.py, at the engine's prefill kernel family, mean key length prefill_context +
 (tokens + 1) / 2, i.e. causal FLOPs), plus the KV-cache write of the chunk at memory speed. GEMMs run at the
@@ -46,13 +49,17 @@ from specplan.profiles.registry import load_engine, load_kernel_family
 from specplan.model.step import ACT_BYTES, step_time
 
 
-def _nonattention_s(model, hw, tp, tokens, precision, routing):
-    """Seconds of everything but the attention/mixer kernels of a step with `tokens` tokens (>= 1)."""
-    def rest(n):
-        r = step_time(model, hw, tp, np.maximum(n, 1.0), 1, 0, precision=precision, routing=routing)
+def _nonattention_s(model, hw, tp, tokens, precision, routing, logits_rows=None):
+    """Seconds of everything but the attention/mixer kernels of a step with `tokens` tokens (>= 1), its LM head
+    on `logits_rows` of them (default: all; a prompt's chunk needs one row: step_time)."""
+    rows = tokens if logits_rows is None else logits_rows
+
+    def rest(n, k):
+        r = step_time(model, hw, tp, np.maximum(n, 1.0), 1, 0, precision=precision, routing=routing,
+                      logits_rows=np.maximum(k, 1.0))
         return r.total_s - r.breakdown_s["attention"]
 
-    return on_unique(rest, tokens)
+    return on_unique(rest, tokens, rows)
 
 
 def prefill_attention_s(model, hw, tp, tokens, context, precision, family=None) -> np.ndarray:
@@ -148,8 +155,8 @@ def mixed_step_s(model, hw, tp, decode_batch, decode_context, prefill_tokens, pr
     dec_tokens = b * q
     base = np.where(b > 0, dec.total_s - _nonattention_s(model, hw, tp, np.maximum(b, 1.0) * q, precision,
                                                            routing), 0.0)
-    rest = _nonattention_s(model, hw, tp, dec_tokens + p, precision, routing)
     seqs = np.maximum(np.asarray(prefill_seqs, dtype=float), 1.0)
+    rest = _nonattention_s(model, hw, tp, dec_tokens + p, precision, routing, dec_tokens + np.where(p > 0, seqs, 0.0))
     pre = seqs * prefill_attention_s(model, hw, tp, p / seqs, prefill_context, precision, pfam)
     return base + rest + pre
 
@@ -175,7 +182,7 @@ def prefill_s(model, hw, tp, isl, *, precision, engine=None, budget_tokens=None,
         # isl > budget); when several short prompts share a step, each sees only its own prefix.
         ctx = np.where(isl > budget, k * per_step, 0.0)
         seqs = np.where(isl > budget, 1.0, np.maximum(1.0, chunk / np.maximum(isl, 1.0)))
-        t = _nonattention_s(model, hw, tp, np.maximum(chunk, 1.0), precision, routing)
+        t = _nonattention_s(model, hw, tp, np.maximum(chunk, 1.0), precision, routing, seqs)
         t = t + seqs * prefill_attention_s(model, hw, tp, chunk / seqs, ctx, precision, pfam)
         out = out + np.where(live, t, 0.0)
     return out

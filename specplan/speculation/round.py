@@ -119,12 +119,14 @@ def round_host_s(eng, batch, draft_len) -> np.ndarray:
     return np.where(np.asarray(draft_len) > 0, b * eng.spec_host_per_seq_s, 0.0)
 
 
-def round_s(eng, gpu_s, batch, draft_len, q, target_kernels, draft_kernels, eager=False) -> np.ndarray:
+def round_s(eng, gpu_s, batch, draft_len, q, target_kernels, draft_kernels, eager=False,
+            prompt_tokens=0.0) -> np.ndarray:
     """Seconds of one engine round (or decode step at D = 0) from its GPU seconds: target kernels launched at the
     verify's graph state, draft kernels at the draft's (captured like the decode step up to graph_max_batch
     unless draft_graph_max_batch says otherwise), and the round's host work, overlapped with the GPU when the
     engine overlaps speculative rounds (`spec_overlap`), else added. `eager`: a step run without graphs (one
-    carrying a prefill chunk). At D = 0 this is EngineProfile.step_s of a decode step."""
+    carrying a prefill chunk of `prompt_tokens` tokens, each adding the engine's prefill_tokens_s of host work).
+    At D = 0 this is EngineProfile.step_s of a decode step."""
     b = np.asarray(batch, dtype=float)
     d = np.asarray(draft_len, dtype=float)
     spec = d > 0
@@ -134,7 +136,8 @@ def round_s(eng, gpu_s, batch, draft_len, q, target_kernels, draft_kernels, eage
     launches = (np.asarray(target_kernels, dtype=float) * eng.launch_s(g_t)
                 + np.asarray(draft_kernels, dtype=float) * eng.launch_s(g_d)
                 + np.where(g_t, 0.0, eng.eager_step_s))  # a step that replays no graph: the per-step eager work
-    host = eng.host_step_s + b * eng.host_per_seq_s + round_host_s(eng, b, d)
+    host = (eng.host_step_s + b * eng.host_per_seq_s + round_host_s(eng, b, d)
+            + np.asarray(prompt_tokens, dtype=float) * eng.prefill_tokens_s)
     overlap = np.where(spec, bool(eng.spec_overlap), bool(eng.overlap_scheduler))
     return np.where(overlap, np.maximum(gpu_s, host + launches), host + np.maximum(gpu_s, launches))
 

@@ -341,8 +341,10 @@ def test_sglang_default_config_at_batch_one_spans_1_to_7_steps():
 
 
 def test_adaptive_prefill_step_cost_by_hand():
-    """The simulator's prefill step for T prompt tokens: the mixed step's GPU time with no decode rows, plus the
-    engine's host time per step, every kernel of the step launched eagerly and its per-token host cost."""
+    """The simulator's prefill step for T prompt tokens: the mixed step's GPU time with no decode rows as an eager
+    engine step: vLLM (no overlap scheduler) adds its host time per step, per sequence and per token to the larger of the GPU time
+    and every kernel launched eagerly; TensorRT-LLM (overlap) takes the larger of the GPU time and host + launches +
+    its per-step eager work (it used to add the host time and drop eager_step_s)."""
     from specplan.adaptive.costs import build_costs
     from specplan.costs.precision import resolve_precision
     from specplan.model.step import step_time
@@ -359,7 +361,17 @@ def test_adaptive_prefill_step_cost_by_hand():
     toks = c.prefill_tokens
     gpu = mixed_step_s(m, hw, 1, 0, 0, toks, 0, precision=prec, engine=eng, prefill_seqs=np.maximum(1.0, toks / 512))
     kernels = step_time(m, hw, 1, 1, 1, 256, precision=prec).kernels
-    np.testing.assert_allclose(c.prefill_s_grid, gpu + 2e-3 + kernels * 1e-5 + toks * 1e-7, rtol=1e-12)
+    host = 2e-3 + 1 * eng.host_per_seq_s + toks * 1e-7  # one running request: the prompt's
+    np.testing.assert_allclose(c.prefill_s_grid, host + np.maximum(gpu, kernels * 1e-5), rtol=1e-12)
+    t = load_engine("trtllm").model_copy(update={"host_step_s": 2e-3, "host_per_seq_s": 0.0, "eager_launch_s": 1e-5,
+                                                 "eager_step_s": 0.02,
+                                                 "prefill_tokens_s": 1e-6})
+    c = build_costs(m, hw, d_max=2, ctx_min=256, ctx_max=1024, b_max=4, mean_isl=512, prefill_budget=4096,
+                    engine=t)
+    gpu = mixed_step_s(m, hw, 1, 0, 0, toks, 0, precision=prec, engine=t, prefill_seqs=np.maximum(1.0, toks / 512))
+    host = 2e-3 + toks * 1e-6 + kernels * 1e-5 + 0.02
+    np.testing.assert_allclose(c.prefill_s_grid, np.maximum(gpu, host), rtol=1e-12)
+    assert np.any(gpu > host) and np.any(gpu < host)  # both sides of the max are reached
 
 
 def test_synthetic_arrivals_default_to_the_clis_seed():

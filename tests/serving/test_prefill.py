@@ -35,9 +35,20 @@ def test_chunked_prefill_attention_sums_to_the_whole_prompt():
 def test_mixed_step_without_decode_rows_is_gemms_at_m_tokens_plus_prefill_attention():
     fam = load_kernel_family("prefill-default")
     t = float(mixed_step_s(M8, H100, 1, 0, 0, 2048, 0, precision=PREC))
-    r = step_time(M8, H100, 1, 2048, 1, 0, precision=PREC)
+    r = step_time(M8, H100, 1, 2048, 1, 0, precision=PREC, logits_rows=1)  # logits at the prompt's last token
     nonattn = float(r.total_s - r.breakdown_s["attention"])
     assert t == pytest.approx(nonattn + float(prefill_attention_s(M8, H100, 1, 2048, 0, PREC, fam)))
+
+
+def test_a_prompt_pays_the_lm_head_at_its_last_position_only():
+    # the engines take logits at each prompt's last token: a 2048-token chunk skips the LM head's other 2047 rows,
+    # 2 x 2047 x 128256 x 4096 FLOPs = 2.15 TFLOP, compute-bound at between 60 % and 100 % of the bf16 dense peak
+    one = float(mixed_step_s(M8, H100, 1, 0, 0, 2048, 0, precision=PREC))
+    every = step_time(M8, H100, 1, 2048, 1, 0, precision=PREC)
+    every = float(every.total_s - every.breakdown_s["attention"]) + float(
+        prefill_attention_s(M8, H100, 1, 2048, 0, PREC, load_kernel_family("prefill-default")))
+    flops = 2 * 2047 * 128256 * 4096
+    assert flops / H100.peak("bf16") < every - one < flops / (0.6 * H100.peak("bf16"))
 
 
 def test_mixed_step_without_prefill_is_the_decode_step():
