@@ -20,19 +20,35 @@ from specplan.serving.aggregated import gpu_tables, solve
 from specplan.serving.workload import Workload
 from specplan.model.step import step_time
 
-FITTED = ("host_step_s", "host_per_seq_s", "eager_launch_s", "eager_step_s")  # the host numbers the report shows
-# Three are fitted per engine. The third is what the engine's eager (prefill / mixed) steps cost beyond the GPU:
-# vLLM V1 launches a prefill step's kernels one by one (eager_launch_s per kernel); TensorRT-LLM's PyTorch backend
-# pays a fixed host cost per eager step (eager_step_s: input preparation of context requests, issue 22), its
-# per-kernel launch held at the PyTorch eager figure in engine_profiles/trtllm.yaml, so that the fit carries from
-# the 8B model it is fitted on to 70B (a per-kernel cost of 65 us made 58 ms of host time per 70B mixed step).
-EAGER_FIT = {"trtllm": "eager_step_s"}
-SCALE = np.array([1e-3, 1e-5, 1e-5])  # parameter units for the optimizer (ms, 10 us, 10 us)
+FITTED = ("host_step_s", "host_per_seq_s", "eager_launch_s", "eager_step_s", "prefill_tokens_s")  # report columns
+# Per engine, the step's host time (host_step_s, host_per_seq_s) and what its eager (prefill / mixed) steps cost
+# beyond the GPU are fitted: vLLM V1 launches a prefill step's kernels one by one (eager_launch_s per kernel);
+# TensorRT-LLM's PyTorch backend pays a fixed host cost per eager step (eager_step_s, issue 22), its per-kernel
+# launch held at the PyTorch eager figure in engine_profiles/trtllm.yaml, so that the fit carries from the 8B model
+# it is fitted on to 70B (a per-kernel cost of 65 us made 58 ms of host time per 70B mixed step), and host time per
+# prompt token the step carries (prefill_tokens_s: the context requests' input preparation, which grows with the
+# prompt; without it the per-step number absorbed a cost that grows with ISL).
+FIT_NAMES = {"trtllm": ("host_step_s", "host_per_seq_s", "eager_step_s", "prefill_tokens_s"),
+             "vllm": ("host_step_s", "host_per_seq_s", "eager_launch_s")}
+# the optimizer's unit of each number (s): ms, 10 us, 10 us, ms, us
+UNIT_S = {"host_step_s": 1e-3, "host_per_seq_s": 1e-5, "eager_launch_s": 1e-5, "eager_step_s": 1e-3,
+          "prefill_tokens_s": 1e-6}
+# the coarse start grid, every combination priced in one batch: eager_step_s and prefill_tokens_s trade off along a
+# narrow valley (a prompt's eager step costs eager_step_s + ISL x prefill_tokens_s), so they get three values each
+START_VALUES_S = {"host_step_s": (0.0, 1.5e-3, 3e-3), "host_per_seq_s": (0.0, 4e-5), "eager_launch_s": (1e-5, 6e-5),
+                  "eager_step_s": (1e-2, 1.5e-2, 2e-2), "prefill_tokens_s": (0.0, 2e-6, 4e-6)}
 
 
-def fitted_names(engine) -> tuple[str, str, str]:
-    """The three host numbers fitted for `engine` (FITTED order)."""
-    return ("host_step_s", "host_per_seq_s", EAGER_FIT.get(engine.id, "eager_launch_s"))
+def fitted_names(engine) -> tuple[str, ...]:
+    """The host numbers fitted for `engine` (FIT_NAMES; an engine not listed fits vLLM's three)."""
+    return FIT_NAMES.get(engine.id, FIT_NAMES["vllm"])
+
+
+def start_grid(names) -> list[tuple]:
+    """Every combination of START_VALUES_S for the fitted `names`."""
+    import itertools
+
+    return list(itertools.product(*(START_VALUES_S[k] for k in names)))
 CSV = Path(__file__).resolve().parents[2] / "reference" / "serving_h100.csv"
 
 
@@ -108,12 +124,14 @@ class Group:
 
 
 def predict_many(g: Group, rows) -> dict:
-    """TPOT and TTFT (s) of a group's rows for K engine variants at once, each (K, rows): `rows` (K, 4) are the
-    fitted_names host numbers and startup_client_s (NaN: the group engine's own) of each variant, broadcast as (K, 1)
-    columns through one solve; each variant's numbers equal those of `g.predict` with that engine alone."""
+    """TPOT and TTFT (s) of a group's rows for K engine variants at once, each (K, rows): `rows` (K, n + 1) are the
+    n fitted_names host numbers and startup_client_s (NaN: the group engine's own) of each variant, broadcast as
+    (K, 1) columns through one solve; each variant's numbers equal those of `g.predict` with that engine alone."""
     rows = np.atleast_2d(np.asarray(rows, dtype=float))
-    upd = {k: rows[:, i:i + 1] for i, k in enumerate(fitted_names(g.engine))}
-    upd["startup_client_s"] = np.where(np.isnan(rows[:, 3:4]), g.engine.startup_client_s, rows[:, 3:4])
+    names = fitted_names(g.engine)
+    n = len(names)
+    upd = {k: rows[:, i:i + 1] for i, k in enumerate(names)}
+    upd["startup_client_s"] = np.where(np.isnan(rows[:, n:n + 1]), g.engine.startup_client_s, rows[:, n:n + 1])
     r = g.predict(g.engine.model_copy(update=upd))
     shape = (len(rows), len(g.c))
     return {"tpot_s": np.broadcast_to(r["tpot_s"], shape), "ttft_s": np.broadcast_to(r["ttft_s"], shape)}
@@ -212,10 +230,11 @@ def _tpot_resid(gs, params, price=None):
     return _tpot_resid_many(gs, [params], price)[0]
 
 
-def _fd_jacobian(gs, rel_step: float, price=None, scale=SCALE):
-    """The residuals and their forward-difference Jacobian in the optimizer's variables x (seconds = |x|·SCALE),
+def _fd_jacobian(gs, rel_step: float, price=None, scale=None):
+    """The residuals and their forward-difference Jacobian in the optimizer's variables x (seconds = |x|·unit_scale),
     with scipy's 2-point steps (h = rel_step·sign(x)·|x|, sqrt(eps)·max(1, |x|) where that is 0), each x and its
-    three steps priced in one batch. Returns (fun, jac) for least_squares."""
+    steps priced in one batch. Returns (fun, jac) for least_squares."""
+    scale = unit_scale(gs) if scale is None else scale
     last = {}
 
     def fun(x):
@@ -240,8 +259,9 @@ def _fd_jacobian(gs, rel_step: float, price=None, scale=SCALE):
     return fun, jac
 
 
-START_GRID = [(h, s, e) for h in (0.0, 1.5e-3) for s in (0.0, 4e-5) for e in (1e-5, 6e-5)]
-START_GRID_STEP = [(h, s, e) for h in (0.0, 1.5e-3) for s in (0.0, 4e-5) for e in (3e-3, 2e-2)]  # eager_step_s
+def unit_scale(gs) -> np.ndarray:
+    """The optimizer's units (s) of the groups' fitted numbers (UNIT_S, fitted_names order)."""
+    return np.array([UNIT_S[k] for k in fitted_names(gs[0].engine)])
 
 
 FOLD_MAX_NFEV = 60  # a leave-group-out fold starts at the all-row fit: 21-37 evaluations converge all but one fold
@@ -254,11 +274,11 @@ def fit_host(gs: list[Group], start=None, price=None, max_nfev: int = 200) -> np
     so a single start can stall; a profile already at its fit converges in a few evaluations)."""
     from scipy.optimize import least_squares
 
-    per_step = fitted_names(gs[0].engine)[2] == "eager_step_s"
-    scale = SCALE * np.array([1.0, 1.0, 100.0]) if per_step else SCALE  # eager_step_s in ms
+    names = fitted_names(gs[0].engine)
+    scale = unit_scale(gs)
     if start is None:  # every start of the grid priced in one batch; the first of the least cost
-        own = tuple(float(getattr(gs[0].engine, k)) for k in fitted_names(gs[0].engine))
-        grid = [own, *(START_GRID_STEP if per_step else START_GRID)]
+        own = tuple(float(getattr(gs[0].engine, k)) for k in names)
+        grid = [own, *start_grid(names)]
         cost = np.sum(np.sqrt(1.0 + (_tpot_resid_many(gs, grid, price) / 0.05) ** 2), axis=1)
         start = grid[int(np.argmin(cost))]
     fun, jac = _fd_jacobian(gs, rel_step=1e-2, price=price, scale=scale)

@@ -202,25 +202,28 @@ def test_validate_serving_checks_its_output_before_any_work(out):
     _refused(["validate-serving", "-o", out, "--no-progress"], out, timeout_s=20)  # not after minutes of fitting
 
 
-def test_batched_fit_residuals_and_jacobian_equal_the_one_at_a_time_ones():
+@pytest.mark.parametrize("framework", ["vLLM", "TensorRT-LLM"])
+def test_batched_fit_residuals_and_jacobian_equal_the_one_at_a_time_ones(framework):
     """The fit prices K engine variants in one solve per group: each row of the batch equals the variant priced
-    alone, and the batched Jacobian equals scipy's own 2-point finite differences (the fit's numbers unchanged)."""
+    alone, and the batched Jacobian equals scipy's own 2-point finite differences (the fit's numbers unchanged);
+    vLLM fits three numbers, TensorRT-LLM four (prefill_tokens_s beside its eager step)."""
     import numpy as np
     from scipy.optimize._numdiff import approx_derivative
 
     import specplan.validation.serving as vs
 
     rows = vs.load_rows()
-    rows = rows[rows["framework"].str.startswith("vLLM")]
+    rows = rows[rows["framework"].str.startswith(framework)]
     gs = vs.groups(rows[rows["group"].isin(sorted(set(rows["group"]))[:2])])
-    sets = np.array(vs.START_GRID[:3])
+    sets = np.array(vs.start_grid(vs.fitted_names(gs[0].engine))[:3])
     many = vs._tpot_resid_many(gs, sets)
     for k, p in enumerate(sets):
         one = np.concatenate([np.log(g.predict(vs.with_params(g.engine, p))["tpot_s"] * 1e3
                                      / g.rows["tpot_ms"].to_numpy(float)) for g in gs])
         np.testing.assert_array_equal(many[k], one)
     fun, jac = vs._fd_jacobian(gs, rel_step=1e-2)
-    x = np.array([1.5e-3, 4e-5, 6e-5]) / vs.SCALE + 1e-3
+    assert len(sets[0]) == (3 if framework == "vLLM" else 4)
+    x = np.array(vs.start_grid(vs.fitted_names(gs[0].engine))[-1]) / vs.unit_scale(gs) + 1e-3
     ref = approx_derivative(fun, x, method="2-point", rel_step=1e-2, f0=fun(x))
     np.testing.assert_allclose(jac(x), ref, rtol=1e-12, atol=0)
 
