@@ -108,8 +108,8 @@ def test_the_answer_is_the_fewer_gpus_of_both_modes():
 
 
 def test_cli_answers_aggregated_when_its_replicas_need_fewer_gpus():
-    """Llama-3.3-70B on H100 at 20,000 tokens/s and >= 30 tokens/s/user: 10 aggregated TP-4 replicas (40 GPUs,
-    2,160 tokens/s each: 21,600 >= 20,000) beat the disaggregated 48; the answer line said 48 before."""
+    """Llama-3.3-70B on H100 at 20,000 tokens/s and >= 30 tokens/s/user: 9 aggregated TP-4 replicas (36 GPUs,
+    2,273 tokens/s each: 20,457 >= 20,000) beat the disaggregated 48; the answer line said 48 before."""
     args = ["recommend", "-m", "llama-3.3-70b", "-H", "h100-sxm", "--isl", "2048", "--osl", "512", "--target-tps",
             "20000", "--target-tps-per-user", "30", "--max-ttft-ms", "2000", "--mechanisms", "eagle3", "--acceptance",
             "eagle3=0.7"]
