@@ -79,6 +79,10 @@ class EngineProfile(_Frozen):
     # host seconds per step that runs eagerly (no graph replay: a step with a prefill chunk), whatever the model
     # size: the engine's per-step input preparation outside graphs, beyond the per-kernel launches
     eager_step_s: float = Field(0.0, ge=0, le=MAX_TIME_S)
+    # seconds every step takes beyond the larger (overlap) or the sum (no overlap) of its GPU and host time: the GPU
+    # idle between two steps that an overlap scheduler does not hide (its synchronization with the previous step's
+    # sampled tokens, the graph launch); fitted, not read in an engine's code
+    step_gap_s: float = Field(0.0, ge=0, le=MAX_TIME_S)
     max_num_batched_tokens: int = Field(8192, gt=0, le=2**32)  # chunked-prefill token budget per step (decode + prefill)
     max_num_seqs: int = Field(1024, gt=0, le=MAX_BATCH)  # requests an engine step may hold
     # requests the engine runs at once when speculation is on and the launch sets no cap of its own (SGLang lowers
@@ -184,7 +188,7 @@ class EngineProfile(_Frozen):
 
     @model_validator(mode="after")
     def _sourced(self) -> "EngineProfile":
-        numeric = ("host_step_s", "host_per_seq_s", "graph_launch_s", "eager_launch_s", "eager_step_s",
+        numeric = ("host_step_s", "host_per_seq_s", "graph_launch_s", "eager_launch_s", "eager_step_s", "step_gap_s",
                    "max_num_batched_tokens",
                    "max_num_seqs", "spec_max_num_seqs", "prefill_tokens_s", "spec_iteration_overhead_s",
                    "spec_draft_step_overhead_s",
@@ -229,15 +233,15 @@ class EngineProfile(_Frozen):
         """Seconds of one engine step from its GPU seconds: kernel launches (kernels x launch_s, plus eager_step_s
         for a step that does not replay a graph) overlap the GPU (the launch queue runs ahead); the scheduler's
         host time (host_step_s + batch x host_per_seq_s + prompt_tokens x prefill_tokens_s, the last for the
-        prompt tokens the step carries) overlaps it too with an overlap scheduler, else adds:
-            overlap:  max(gpu, host + launches)        no overlap: host + max(gpu, launches)"""
+        prompt tokens the step carries) overlaps it too with an overlap scheduler, else adds; step_gap_s adds:
+            overlap:  max(gpu, host + launches) + gap        no overlap: host + max(gpu, launches) + gap"""
         launches = np.asarray(kernels, dtype=float) * self.launch_s(graphed) + np.where(graphed, 0.0,
                                                                                         self.eager_step_s)
         host = (self.host_step_s + np.asarray(batch, dtype=float) * self.host_per_seq_s
                 + np.asarray(prompt_tokens, dtype=float) * self.prefill_tokens_s)
         if self.overlap_scheduler:
-            return np.maximum(gpu_s, host + launches)
-        return host + np.maximum(gpu_s, launches)
+            return np.maximum(gpu_s, host + launches) + self.step_gap_s
+        return host + np.maximum(gpu_s, launches) + self.step_gap_s
 
 
 def _check_family(ref: str, field: str) -> None:

@@ -20,23 +20,26 @@ from specplan.serving.aggregated import gpu_tables, solve
 from specplan.serving.workload import Workload
 from specplan.model.step import step_time
 
-FITTED = ("host_step_s", "host_per_seq_s", "eager_launch_s", "eager_step_s", "prefill_tokens_s")  # report columns
+FITTED = ("host_step_s", "host_per_seq_s", "eager_launch_s", "eager_step_s", "prefill_tokens_s", "step_gap_s")  # report columns
 # Per engine, the step's host time (host_step_s, host_per_seq_s) and what its eager (prefill / mixed) steps cost
 # beyond the GPU are fitted: vLLM V1 launches a prefill step's kernels one by one (eager_launch_s per kernel);
 # TensorRT-LLM's PyTorch backend pays a fixed host cost per eager step (eager_step_s, issue 22), its per-kernel
 # launch held at the PyTorch eager figure in engine_profiles/trtllm.yaml, so that the fit carries from the 8B model
 # it is fitted on to 70B (a per-kernel cost of 65 us made 58 ms of host time per 70B mixed step), and host time per
 # prompt token the step carries (prefill_tokens_s: the context requests' input preparation, which grows with the
-# prompt; without it the per-step number absorbed a cost that grows with ISL).
-FIT_NAMES = {"trtllm": ("host_step_s", "host_per_seq_s", "eager_step_s", "prefill_tokens_s"),
+# prompt; without it the per-step number absorbed a cost that grows with ISL), and the GPU idle per step that its
+# overlap scheduler does not hide (step_gap_s: without it the overlap's max() left every TP 2-8 step of 8B about
+# 0.5 ms short, TPOT bias C 9-64 0.949; for an engine without overlap it would be host_step_s again).
+FIT_NAMES = {"trtllm": ("host_step_s", "host_per_seq_s", "eager_step_s", "prefill_tokens_s", "step_gap_s"),
              "vllm": ("host_step_s", "host_per_seq_s", "eager_launch_s")}
-# the optimizer's unit of each number (s): ms, 10 us, 10 us, ms, us
+# the optimizer's unit of each number (s): ms, 10 us, 10 us, ms, us, 0.1 ms
 UNIT_S = {"host_step_s": 1e-3, "host_per_seq_s": 1e-5, "eager_launch_s": 1e-5, "eager_step_s": 1e-3,
-          "prefill_tokens_s": 1e-6}
+          "prefill_tokens_s": 1e-6, "step_gap_s": 1e-4}
 # the coarse start grid, every combination priced in one batch: eager_step_s and prefill_tokens_s trade off along a
 # narrow valley (a prompt's eager step costs eager_step_s + ISL x prefill_tokens_s), so they get three values each
 START_VALUES_S = {"host_step_s": (0.0, 1.5e-3, 3e-3), "host_per_seq_s": (0.0, 4e-5), "eager_launch_s": (1e-5, 6e-5),
-                  "eager_step_s": (1e-2, 1.5e-2, 2e-2), "prefill_tokens_s": (0.0, 2e-6, 4e-6)}
+                  "eager_step_s": (1e-2, 1.5e-2, 2e-2), "prefill_tokens_s": (0.0, 2e-6, 4e-6),
+                  "step_gap_s": (0.0, 5e-4)}
 
 
 def fitted_names(engine) -> tuple[str, ...]:

@@ -364,7 +364,7 @@ def test_adaptive_prefill_step_cost_by_hand():
     host = 2e-3 + 1 * eng.host_per_seq_s + toks * 1e-7  # one running request: the prompt's
     np.testing.assert_allclose(c.prefill_s_grid, host + np.maximum(gpu, kernels * 1e-5), rtol=1e-12)
     t = load_engine("trtllm").model_copy(update={"host_step_s": 2e-3, "host_per_seq_s": 0.0, "eager_launch_s": 1e-5,
-                                                 "eager_step_s": 0.02,
+                                                 "eager_step_s": 0.02, "step_gap_s": 0.0,
                                                  "prefill_tokens_s": 1e-6})
     c = build_costs(m, hw, d_max=2, ctx_min=256, ctx_max=1024, b_max=4, mean_isl=512, prefill_budget=4096,
                     engine=t)
@@ -645,9 +645,9 @@ def test_adaptive_steps_are_the_engines_round():
     ideal = build_costs("llama-3.1-8b", "h100-sxm", engine="ideal", **kw)
     e = load_engine("trtllm")
     launch = trt.kernels * e.graph_launch_s
-    # batch 1, D 0: overlapped, max(GPU, host + launches); the GPU step is longer than 1.6 ms of host
-    assert float(trt.iter_s[0, 0, 0]) == pytest.approx(max(float(ideal.iter_s[0, 0, 0]), e.host_step_s + launch),
-                                                       rel=1e-6)
+    # batch 1, D 0: overlapped, max(GPU, host + launches) + the step gap; the GPU step is longer than 2 ms of host
+    assert float(trt.iter_s[0, 0, 0]) == pytest.approx(max(float(ideal.iter_s[0, 0, 0]), e.host_step_s
+                                                           + e.host_per_seq_s + launch) + e.step_gap_s, rel=1e-6)
     hidden = build_costs("llama-3.1-8b", "h100-sxm", engine=e.model_copy(update={"host_step_s": 0.0}), **kw)
     assert np.allclose(trt.iter_s[:8], hidden.iter_s[:8], rtol=1e-12)  # hidden under the GPU: 0, not +1.6 ms
     v = load_engine("vllm")  # no overlap: the per-sequence host time adds, 64 x 30.7 us at batch 64

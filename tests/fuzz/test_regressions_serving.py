@@ -206,7 +206,7 @@ def test_validate_serving_checks_its_output_before_any_work(out):
 def test_batched_fit_residuals_and_jacobian_equal_the_one_at_a_time_ones(framework):
     """The fit prices K engine variants in one solve per group: each row of the batch equals the variant priced
     alone, and the batched Jacobian equals scipy's own 2-point finite differences (the fit's numbers unchanged);
-    vLLM fits three numbers, TensorRT-LLM four (prefill_tokens_s beside its eager step)."""
+    vLLM fits three numbers, TensorRT-LLM five (prefill_tokens_s and step_gap_s beside its eager step)."""
     import numpy as np
     from scipy.optimize._numdiff import approx_derivative
 
@@ -222,7 +222,7 @@ def test_batched_fit_residuals_and_jacobian_equal_the_one_at_a_time_ones(framewo
                                      / g.rows["tpot_ms"].to_numpy(float)) for g in gs])
         np.testing.assert_array_equal(many[k], one)
     fun, jac = vs._fd_jacobian(gs, rel_step=1e-2)
-    assert len(sets[0]) == (3 if framework == "vLLM" else 4)
+    assert len(sets[0]) == (3 if framework == "vLLM" else 5)
     x = np.array(vs.start_grid(vs.fitted_names(gs[0].engine))[-1]) / vs.unit_scale(gs) + 1e-3
     ref = approx_derivative(fun, x, method="2-point", rel_step=1e-2, f0=fun(x))
     np.testing.assert_allclose(jac(x), ref, rtol=1e-12, atol=0)

@@ -134,7 +134,7 @@ def test_engine_profiles_ship_in_the_wheel_config():
 def test_eager_step_s_is_added_to_steps_that_do_not_replay_a_graph():
     eng = load_engine("trtllm").model_copy(update={"eager_step_s": 0.01, "eager_launch_s": 1e-5,
                                                    "graph_launch_s": 0.0, "host_step_s": 0.0,
-                                                   "host_per_seq_s": 0.0})
+                                                   "host_per_seq_s": 0.0, "step_gap_s": 0.0})
     # overlap scheduler: max(gpu, host + launches); eager: 0.01 s + 100 kernels x 10 us = 11 ms over a 1 ms GPU step
     assert float(eng.step_s(1e-3, 1, 100, False)) == pytest.approx(0.011)
     assert float(eng.step_s(1e-3, 1, 100, True)) == pytest.approx(1e-3)  # a replayed graph: no eager-step work

@@ -30,13 +30,7 @@ def test_shipped_engine_yamls_score_the_h100_rows_within_the_bounds(scored, fram
 
 @pytest.mark.parametrize("framework,name", [
     ("TensorRT-LLM", "1-8"),
-    pytest.param("TensorRT-LLM", "9-64", marks=pytest.mark.xfail(strict=True, reason=(
-        "known miss (docs/validation/serving.md 'Known misses'): 0.949 against 0.95 since the LM head is priced at "
-        "each prompt's last position with a fitted host cost per prompt token (issue 22; 0.956 when the issue "
-        "started, 0.964 before this change); the same change brought C 65+ from 1.060 to 1.032. The fit is "
-        "robust least squares over all rows, and the C = 128 rows, over-predicted by a host-side limit the model "
-        "lacks, pull the mid-concurrency rows low. Strict: a fit or model that brings it within has to remove "
-        "this mark"))),
+    ("TensorRT-LLM", "9-64"),
     ("TensorRT-LLM", "65+"),
     ("vLLM", "1-8"), ("vLLM", "9-64")])
 def test_shipped_engine_yamls_tpot_bias_per_concurrency_range(scored, framework, name):
