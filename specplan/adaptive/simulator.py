@@ -204,7 +204,7 @@ def _prefill_chunk(s: _Run) -> tuple[int, int]:
 
 
 def _decode(s: _Run, step_s: float, pf_tokens: int, bar) -> tuple[float, int, int]:
-    """One draft + verify step of the in-flight batch at the policy's D: (step s, D, tokens emitted)."""
+    """One draft + verify step of the in-flight batch at the policy's D: (step s, D that ran, tokens emitted)."""
     wl, costs, policy = s.wl, s.costs, s.policy
     b = s.ids.size
     has = s.has_graph[b - 1]
@@ -237,7 +237,7 @@ def _decode(s: _Run, step_s: float, pf_tokens: int, bar) -> tuple[float, int, in
     bar.update(tot)
     policy.observe(acc, d, b)
     s.pf_mean = PF_EMA * s.pf_mean + (1.0 - PF_EMA) * costs.prefill_s(pf_tokens)
-    return step_s, d, tot
+    return step_s, d_run, tot  # the D that ran (AdaSD's batch drafts its longest accepted run + 1, not its max)
 
 
 def _retire(s: _Run) -> None:

@@ -517,6 +517,8 @@ def test_adasd_stops_drafting_after_the_first_rejection():
     res = simulate(wl, _costs(), make_policy("adasd:max=4/relax=0", 4), NO_GRAPHS, engine=ENGINE)
     rows = _decode_rows(res)
     np.testing.assert_allclose(rows["step_s"], [_step(101 + i, 1) for i in range(5)], rtol=1e-12)
+    # the D recorded is the one that ran: 1 at every step (it recorded the policy's 4, so mean_draft_len read 4)
+    np.testing.assert_array_equal(rows["draft_len"], 1)
     wl6 = build_workload(np.zeros(4), np.full(4, 100), np.full(4, 40), alpha=np.full(4, 0.6))
     strict = simulate(wl6, _costs(), make_policy("adasd:max=4/relax=0", 4), NO_GRAPHS, engine=ENGINE, seed=5)
     assert strict["relaxed_token_fraction"] == 0.0
