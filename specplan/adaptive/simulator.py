@@ -45,14 +45,19 @@ class Engine:
         is not given); resolving twice changes nothing."""
         from specplan.profiles.registry import load_engine
 
+        from specplan.core.errors import SpecplanError
+
         e = load_engine(self.profile)
+        if self.graph_max_bs and not e.cuda_graphs_decode:  # it turned graphs on for an engine that has none
+            raise SpecplanError(f"--graph-max-bs: engine {e.id} captures no CUDA graphs (cuda_graphs_decode: false), "
+                                f"got {self.graph_max_bs}; drop the flag or use an engine YAML with graphs")
         # 0 means what graph_max_batch: 0 means in an engine YAML: no stated largest graph batch (all captured)
         given = e.graph_max_batch if self.graph_max_bs is None else self.graph_max_bs
         graphs = (given or UNLIMITED_GRAPH_BS) if e.cuda_graphs_decode else 0
         spec = self.spec_max_running if self.spec_max_running is not None else (
             None if self.max_running is not None else e.spec_max_num_seqs)
         return Engine(self.profile, self.prefill_budget or e.max_num_batched_tokens,
-                      self.max_running or e.max_num_seqs, self.graph_max_bs or graphs, spec)  # a YAML path stays one
+                      self.max_running or e.max_num_seqs, graphs, spec)  # a YAML path stays one
 
     def running_cap(self, speculates: bool) -> int | None:
         """Largest running batch on this (resolved) engine: max_running, or the speculative cap when the policy

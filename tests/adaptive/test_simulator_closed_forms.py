@@ -657,3 +657,31 @@ def test_adaptive_steps_are_the_engines_round():
     vl = build_costs("llama-3.1-8b", "h100-sxm", engine="vllm", **kw)
     vl0 = build_costs("llama-3.1-8b", "h100-sxm", engine=v.model_copy(update={"host_per_seq_s": 0.0}), **kw)
     assert float(vl.iter_s[63, 0, 0] - vl0.iter_s[63, 0, 0]) == pytest.approx(64 * v.host_per_seq_s, rel=1e-9)
+
+
+def test_graph_max_bs_on_an_engine_without_graphs_is_refused(tmp_path):
+    """--graph-max-bs on an engine that captures no CUDA graphs turned graphs on (the resolved engine took the flag
+    as its largest graph batch); it is refused in one line naming the flag, the engine and the value. Without the
+    flag that engine resolves to no graphs, and resolving twice changes nothing."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from specplan.adaptive.simulator import Engine
+    from specplan.core.errors import SpecplanError
+
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "engine_profiles" / "sglang.yaml").read_text()
+    assert "cuda_graphs_decode: true" in text
+    y = tmp_path / "nographs.yaml"
+    y.write_text(text.replace("cuda_graphs_decode: true", "cuda_graphs_decode: false").replace("id: sglang",
+                                                                                                "id: nographs"))
+    assert Engine(str(y)).resolved().graph_max_bs == 0
+    assert Engine(str(y)).resolved().resolved() == Engine(str(y)).resolved()
+    with pytest.raises(SpecplanError, match=r"--graph-max-bs: engine nographs captures no CUDA graphs .*got 64"):
+        Engine(str(y), graph_max_bs=64).resolved()
+    p = subprocess.run([sys.executable, "-m", "specplan", "adaptive", "--model", "llama-3.1-8b", "--hardware",
+                        "h100-sxm", "--request-rate", "2", "--requests", "20", "--isl", "128", "--osl", "32",
+                        "--acceptance-rate", "0.7", "--policies", "fixed:2", "--engine", str(y), "--graph-max-bs",
+                        "64"], capture_output=True, text=True, cwd=root)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "--graph-max-bs" in p.stderr, p.stderr
