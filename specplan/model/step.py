@@ -96,6 +96,27 @@ def _regimes(acc: _Acc) -> dict[str, np.ndarray]:
 INDEXER_KEY_DTYPE = "fp8"  # DSA lightning-indexer keys are scored in fp8 (DeepSeek's fp8_index kernel)
 
 
+def attended_keys(model, mixer: str, ctx, q) -> np.ndarray:
+    """Keys one attention kernel of a `mixer` layer reads per sequence for `q` new tokens after `ctx` cached ones:
+    the whole context (full), the window (sliding) or the chunk (chunked), read like a window (attended_kv_len);
+    with an MLA indexer (DSA) at most the union of q top-k sets; DeepSeek-V4 reads its window plus the compressed
+    entries (hca: all; csa: at most q top-k of them)."""
+    ctx = np.asarray(ctx, dtype=float)
+    q = np.asarray(q, dtype=float)
+    if model.compressed_attention is not None:
+        ca = model.compressed_attention
+        kv = attended_kv_len(ctx, q, model.sliding_window)
+        if mixer in ("csa", "hca"):
+            entries = np.floor((ctx + q) / (ca.csa_rate if mixer == "csa" else ca.hca_rate))
+            kv = kv + (np.minimum(entries, q * model.indexer.topk) if mixer == "csa" else entries)
+        return kv
+    window = {"sliding": model.sliding_window, "chunked": model.chunk_size}.get(mixer)
+    kv = attended_kv_len(ctx, q, window)
+    if model.mla is not None and model.indexer is not None:
+        kv = np.minimum(kv, q * model.indexer.topk)
+    return kv
+
+
 def attention_kernels(model, hw, g: LayerGroup, tp, prec, b, q, ctx, style="shared", fam=(None, None)) -> list:
     """KernelCosts of the attention kernels of one layer of group `g` on one device (empty for other mixers).
 
@@ -106,25 +127,18 @@ def attention_kernels(model, hw, g: LayerGroup, tp, prec, b, q, ctx, style="shar
     if g.mixer not in ATTENTION_MIXERS:
         return []
     out = []
+    kv_len = attended_keys(model, g.mixer, ctx, q)
     if model.compressed_attention is not None:
-        ca = model.compressed_attention
-        kv_len = attended_kv_len(ctx, q, model.sliding_window)
-        if g.mixer in ("csa", "hca"):
-            entries = np.floor((ctx + q) / (ca.csa_rate if g.mixer == "csa" else ca.hca_rate))
-            if g.mixer == "csa":
-                out.append(_indexer_scan(model, hw, prec, b, q, entries, style, fam[1]))
-                entries = np.minimum(entries, q * model.indexer.topk)
-            kv_len = kv_len + entries
+        if g.mixer == "csa":  # the indexer scores every compressed entry before its top-k is read
+            rate = model.compressed_attention.csa_rate
+            out.append(_indexer_scan(model, hw, prec, b, q, np.floor((ctx + q) / rate), style, fam[1]))
         out.append(attention_cost(hw, b, q, kv_len, model.num_q_heads // tp, 1, model.head_dim, prec.kv, prec.compute,
                                   style, latent=True, family=fam[1]))
         return out
-    window = {"sliding": model.sliding_window, "chunked": model.chunk_size}.get(g.mixer)
-    kv_len = attended_kv_len(ctx, q, window)  # a chunk is read like a window (the q tokens may cross a boundary)
     if model.mla is not None:
         a = model.mla
-        if model.indexer is not None:
+        if model.indexer is not None:  # DSA: the indexer scores every cached key
             out.append(_indexer_scan(model, hw, prec, b, q, ctx + q, style, fam[1]))
-            kv_len = np.minimum(kv_len, q * model.indexer.topk)
         out.append(attention_cost(hw, b, q, kv_len, model.num_q_heads // tp, 1, a.kv_lora_rank + a.qk_rope_head_dim,
                                   prec.kv, prec.compute, style, head_dim_v=a.kv_lora_rank, latent=True, family=fam[1]))
     else:

@@ -21,6 +21,7 @@ import yaml
 from specplan.core.dtypes import dtype_bytes
 from specplan.core.errors import SpecplanError
 from specplan.model.memory import kv_bytes_per_seq, routed_expert_bytes, weight_bytes
+from specplan.model.step import attended_keys
 from specplan.model.parallel import Layout, layout_for
 from specplan.profiles.model import ATTENTION_MIXERS
 from specplan.costs.shapes import layer_gemms, lm_head_gemm
@@ -74,7 +75,7 @@ def step_work(model, hw, prec, layout: Layout | None, batch, q_len, context_len,
         dense_elems += g.count * sum(s.n * s.k for s in layer_gemms(model, g, tp))
         if g.mixer in ATTENTION_MIXERS:  # keys x head width each query of these layers attends
             hd = g.head_dim if (g.head_dim and model.mla is None) else head_dim
-            attn_keys = attn_keys + g.count * hd * attention_len(model, g.mixer, ctx)
+            attn_keys = attn_keys + g.count * hd * attended_keys(model, g.mixer, ctx, 1.0)  # as the step reads
         if g.ffn == "moe":
             moe_layers += g.count
     lm = lm_head_gemm(model, tp)
@@ -95,25 +96,6 @@ def step_work(model, hw, prec, layout: Layout | None, batch, q_len, context_len,
         width = moe.latent_size or model.hidden_size
         flops = flops + 2.0 * mats * width * moe.expert_ffn_size * moe.top_k * moe_layers * tok_all / lay.gpus
     return flops, w_bytes + kv
-
-
-def attention_len(model, mixer: str, ctx) -> np.ndarray:
-    """Keys one query of a `mixer` layer attends at `ctx` cached tokens, as the step path reads them
-    (model.step._attention_costs): the whole context (full), the window (sliding), the chunk (chunked), the DSA
-    indexer's top-k (MLA with an indexer), the window plus the compressed entries (DeepSeek-V4 csa / hca)."""
-    ctx = np.asarray(ctx, dtype=float)
-    if model.compressed_attention is not None:
-        ca = model.compressed_attention
-        kv = np.minimum(ctx, model.sliding_window) if model.sliding_window else ctx
-        if mixer in ("csa", "hca"):
-            entries = np.floor(ctx / (ca.csa_rate if mixer == "csa" else ca.hca_rate))
-            kv = kv + (np.minimum(entries, model.indexer.topk) if mixer == "csa" else entries)
-        return kv
-    window = {"sliding": model.sliding_window, "chunked": model.chunk_size}.get(mixer)
-    kv = ctx if window is None else np.minimum(ctx, float(window))
-    if model.mla is not None and model.indexer is not None:
-        kv = np.minimum(kv, float(model.indexer.topk))
-    return kv
 
 
 def power_w(spec, u_compute, u_memory) -> np.ndarray:
