@@ -283,6 +283,17 @@ def _cohort_s(eng, wl: Workload):
     return eng.startup_client_s * np.maximum(np.asarray(wl.concurrency, dtype=float) - 1.0, 0.0)
 
 
+def step_terms(tab: GpuTables, eng, b):
+    """(t_it, ΔP, chunks per prompt) at mean decode batch `b`, priced at max(b, 1): the engine's round
+    (speculation/round.py: graphs per verify size, host work per round, issue 19) and what one prompt adds to the
+    engine's time line (prompt_step_s, with the draft's own prefill), in seconds."""
+    bc = np.maximum(np.asarray(b, dtype=float), 1.0)
+    it_gpu, chunks, n_chunks, dp_draft, tokens = tab.at(bc)
+    rnd = (tab.draft_len, tab.q, tab.kernels - tab.draft_kernels, tab.draft_kernels)
+    t_it = round_s(eng, it_gpu, bc, *rnd)
+    return t_it, prompt_step_s(tab, eng, it_gpu, chunks, bc, t_it, rnd, tokens) + dp_draft, n_chunks
+
+
 def state(tab: GpuTables, eng, wl: Workload, b, admission: str = "immediate"):
     """Iteration seconds τ, request throughput X (1/s) and TTFT (s) at mean decode batch `b` (steady state).
 
@@ -290,12 +301,7 @@ def state(tab: GpuTables, eng, wl: Workload, b, admission: str = "immediate"):
     prefill) decodes at the cost of one sequence while it decodes: step costs are priced at max(b, 1), but
     Little's law on the decode stage, X = B / (N_d τ), uses B itself."""
     b = np.maximum(np.asarray(b, dtype=float), 0.0)
-    bc = np.maximum(b, 1.0)
-    it_gpu, chunks, n_chunks, dp_draft, tokens = tab.at(bc)
-    # the engine's round (speculation/round.py): graphs per verify size, host work per round (issue 19)
-    rnd = (tab.draft_len, tab.q, tab.kernels - tab.draft_kernels, tab.draft_kernels)
-    t_it = round_s(eng, it_gpu, bc, *rnd)
-    d_p = prompt_step_s(tab, eng, it_gpu, chunks, bc, t_it, rnd, tokens) + dp_draft
+    t_it, d_p, n_chunks = step_terms(tab, eng, b)
     n_d = np.maximum((wl.osl - 1.0) / tab.al, 1e-9)
     tau = t_it + others_share(wl) * b * d_p / n_d  # B / N_d prompts enter per iteration, the others' share of them
     x = b / (n_d * tau)
@@ -476,11 +482,7 @@ def solve(tab: GpuTables, eng, wl: Workload, admission: str = "immediate", kv_ca
         c = b + x * np.where(np.isfinite(ttft), ttft, 0.0)
         adm = np.zeros(shape)
     # the wait part of TTFT for its p90 (state's queue term: TTFT minus its deterministic parts)
-    bc = np.maximum(b, 1.0)
-    it_gpu, chunks, n_chunks, dp_draft, tokens = tab.at(bc)
-    rnd = (tab.draft_len, tab.q, tab.kernels - tab.draft_kernels, tab.draft_kernels)  # as in state (issue 19)
-    t_it = round_s(eng, it_gpu, bc, *rnd)
-    d_p = prompt_step_s(tab, eng, it_gpu, chunks, bc, t_it, rnd, tokens) + dp_draft
+    t_it, d_p, n_chunks = step_terms(tab, eng, b)
     u = x * prompt_service_s(eng, wl, b * tab.q, t_it, d_p)
     service = prefill_service_s(eng, tau, t_it, d_p, n_chunks)
     others = None if wl.concurrency is None else np.maximum(np.asarray(wl.concurrency, dtype=float) - 1.0, 0.0)
