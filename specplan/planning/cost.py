@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from specplan.core.dtypes import dtype_bytes
 from specplan.core.errors import SpecplanError
 from specplan.model.memory import kv_bytes_per_seq, routed_expert_bytes, weight_bytes
 from specplan.model.step import attended_keys

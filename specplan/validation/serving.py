@@ -20,14 +20,15 @@ from specplan.serving.aggregated import gpu_tables, solve
 from specplan.serving.workload import Workload
 from specplan.model.step import step_time
 
-FITTED = ("host_step_s", "host_per_seq_s", "eager_launch_s", "eager_step_s", "prefill_tokens_s", "step_gap_s")  # report columns
+# the host numbers the report shows
+FITTED = ("host_step_s", "host_per_seq_s", "eager_launch_s", "eager_step_s", "prefill_tokens_s", "step_gap_s")
 # Per engine, the step's host time (host_step_s, host_per_seq_s) and what its eager (prefill / mixed) steps cost
 # beyond the GPU are fitted: vLLM V1 launches a prefill step's kernels one by one (eager_launch_s per kernel);
 # TensorRT-LLM's PyTorch backend pays a fixed host cost per eager step (eager_step_s, issue 22), its per-kernel
 # launch held at the PyTorch eager figure in engine_profiles/trtllm.yaml, so that the fit carries from the 8B model
 # it is fitted on to 70B (a per-kernel cost of 65 us made 58 ms of host time per 70B mixed step), and host time per
-# prompt token the step carries (prefill_tokens_s: the context requests' input preparation, which grows with the
-# prompt; without it the per-step number absorbed a cost that grows with ISL), and the GPU idle per step that its
+# prompt token the step carries (prefill_tokens_s: without it the per-step number absorbed a cost that grows with
+# ISL once the LM head was priced at each prompt's last position only), and the GPU idle per step that its
 # overlap scheduler does not hide (step_gap_s: without it the overlap's max() left every TP 2-8 step of 8B about
 # 0.5 ms short, TPOT bias C 9-64 0.949; for an engine without overlap it would be host_step_s again).
 FIT_NAMES = {"trtllm": ("host_step_s", "host_per_seq_s", "eager_step_s", "prefill_tokens_s", "step_gap_s"),
@@ -52,6 +53,8 @@ def start_grid(names) -> list[tuple]:
     import itertools
 
     return list(itertools.product(*(START_VALUES_S[k] for k in names)))
+
+
 CSV = Path(__file__).resolve().parents[2] / "reference" / "serving_h100.csv"
 
 

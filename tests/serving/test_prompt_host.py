@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from specplan.profiles.registry import load_engine
-from specplan.serving.aggregated import aggregated
 from specplan.serving.workload import Workload
 from specplan.speculation.round import round_s
 
