@@ -279,7 +279,8 @@ def step_time(
     GQA and the built-in `mla-latent` family for MLA). `logits_rows` (default: every token) is the number of rows
     per rank the LM head and its logits all-gather run on: a prefill chunk needs logits at each prompt's last
     position only (vLLM V1 GPUModelRunner._prepare_inputs: logits_indices = query_start_loc[1:] - 1, a partial
-    chunk's row included; TensorRT-LLM with gather_context_logits False: the last context token of each request), a decode or verify row at every token.
+    chunk's row included; TensorRT-LLM with gather_context_logits False: the last context token of each request),
+    a decode or verify row at every token.
     """
     model = load_model(model)
     hw = load_hardware(hardware)

@@ -93,7 +93,7 @@ class EngineProfile(_Frozen):
     # own, while decoding waits (SGLang without --enable-mixed-chunk)
     mixed_prefill: bool = True
     admission: Literal["immediate", "next_departure"] = "immediate"  # when a new request gets a batch slot
-    prefill_tokens_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host seconds per prompt token a step carries (input preparation)
+    prefill_tokens_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host seconds per prompt token a step carries (fitted for TensorRT-LLM)
     spec_iteration_overhead_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host work of one speculative iteration beyond a decode
     spec_draft_step_overhead_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host work per serial draft step
     # the speculative round (specplan/speculation/round.py, docs/speculation_rounds.md):
@@ -229,6 +229,18 @@ class EngineProfile(_Frozen):
         """Extra seconds per kernel launch: graph_launch_s inside a CUDA graph, eager_launch_s otherwise."""
         return np.where(graphed, self.graph_launch_s, self.eager_launch_s)
 
+    def host_s(self, batch, prompt_tokens=0.0) -> np.ndarray:
+        """Scheduler host seconds of one step: host_step_s + batch x host_per_seq_s + prompt_tokens x
+        prefill_tokens_s (the prompt tokens the step carries)."""
+        return (self.host_step_s + np.asarray(batch, dtype=float) * self.host_per_seq_s
+                + np.asarray(prompt_tokens, dtype=float) * self.prefill_tokens_s)
+
+    def combine_s(self, gpu_s, host_s, launches_s, overlap) -> np.ndarray:
+        """Seconds of a step from its GPU, host and launch seconds: max(gpu, host + launches) where `overlap`, else
+        host + max(gpu, launches) (launches always run ahead of the GPU), plus step_gap_s."""
+        step = np.where(overlap, np.maximum(gpu_s, host_s + launches_s), host_s + np.maximum(gpu_s, launches_s))
+        return step + self.step_gap_s
+
     def step_s(self, gpu_s, batch, kernels, graphed, prompt_tokens=0.0) -> np.ndarray:
         """Seconds of one engine step from its GPU seconds: kernel launches (kernels x launch_s, plus eager_step_s
         for a step that does not replay a graph) overlap the GPU (the launch queue runs ahead); the scheduler's
@@ -237,11 +249,7 @@ class EngineProfile(_Frozen):
             overlap:  max(gpu, host + launches) + gap        no overlap: host + max(gpu, launches) + gap"""
         launches = np.asarray(kernels, dtype=float) * self.launch_s(graphed) + np.where(graphed, 0.0,
                                                                                         self.eager_step_s)
-        host = (self.host_step_s + np.asarray(batch, dtype=float) * self.host_per_seq_s
-                + np.asarray(prompt_tokens, dtype=float) * self.prefill_tokens_s)
-        if self.overlap_scheduler:
-            return np.maximum(gpu_s, host + launches) + self.step_gap_s
-        return host + np.maximum(gpu_s, launches) + self.step_gap_s
+        return self.combine_s(gpu_s, self.host_s(batch, prompt_tokens), launches, bool(self.overlap_scheduler))
 
 
 def _check_family(ref: str, field: str) -> None:

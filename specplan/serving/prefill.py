@@ -156,7 +156,8 @@ def mixed_step_s(model, hw, tp, decode_batch, decode_context, prefill_tokens, pr
     base = np.where(b > 0, dec.total_s - _nonattention_s(model, hw, tp, np.maximum(b, 1.0) * q, precision,
                                                            routing), 0.0)
     seqs = np.maximum(np.asarray(prefill_seqs, dtype=float), 1.0)
-    rest = _nonattention_s(model, hw, tp, dec_tokens + p, precision, routing, dec_tokens + np.where(p > 0, seqs, 0.0))
+    logits_rows = dec_tokens + np.where(p > 0, seqs, 0.0)  # every decode token, one row per prompt
+    rest = _nonattention_s(model, hw, tp, dec_tokens + p, precision, routing, logits_rows)
     pre = seqs * prefill_attention_s(model, hw, tp, p / seqs, prefill_context, precision, pfam)
     return base + rest + pre
 
