@@ -107,8 +107,11 @@ def render() -> str:
         "",
         "- **AL(D)**: the project's i.i.d. closed form AL = (1 − α^(D+1)) / (1 − α), α fitted per profile by least "
         "squares on the relative error over every published D (`profiles list` prints α and the RMS error). With "
-        "one published D: the α that reproduces it (`Acceptance.from_length`'s rule). Searches stay inside the "
-        "published D unless `--extrapolate`.",
+        "one published D: the α that reproduces it (`Acceptance.from_length`'s rule). `recommend` searches only "
+        "inside the published D unless `--extrapolate`; `pareto` and studies sweep their whole D range with the "
+        "closed form, as for any `--acceptance`.",
+        "- **Averages differ by source** (a global ratio weighted by steps, or a mean of per-request means: "
+        "acceptance_by_dataset_SOURCES.md); a profile never mixes sources.",
         "- **Per-position values** (vLLM's accepted_i / drafts, unconditional): AL(d) = 1 + Σ_{i≤d} p_i at each d "
         "of the row. An acceptance rate α at D = 1 (DeepSeek-V3 report) is AL = 1 + α.",
         "- **No draft length**: not priced, except where `mapping.yaml` names the method's documented default "

@@ -196,6 +196,8 @@ def _mechanism(row: dict) -> str:
 
 def _group_key(row: dict) -> tuple:
     shape, tokens = _shape(row["tree"], None)
+    if row["mechanism"] == "ngram" and shape == "not stated":
+        shape = "chain"  # prompt lookup proposes one copied run: a chain by construction
     return (row["row_id"].split("-")[0], row["target_model"], row["draft"], row["mechanism"], row["dataset"],
             shape, tokens, _temperature(row["temperature"]))
 
@@ -312,7 +314,7 @@ class Choice:
             return f"{self.mechanism}: no published acceptance for this dataset (or its class) — not set by --dataset"
         p = self.profile
         t = ("T = 0 (only T = 0 is published for it; AL at T > 0 is lower)" if self.only_t0
-             else f"T = {p.temperature}")
+             else "T not stated" if p.temperature == "not stated" else f"T = {p.temperature}")
         what = f"{p.dataset}" + (f" {p.context_tokens // 1024}K" if p.context_tokens else "")
         shape = p.shape + (f" of {p.tree_tokens} tokens" if p.tree_tokens else "")
         borrowed = f"; borrowed {', '.join(self.borrowed)}" if self.borrowed else ""
