@@ -4,14 +4,6 @@ each mechanism (specplan/speculation/datasets.py), printed, as `MECH=PROFILE_ID`
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
-
-import typer
-
-DATASET_HELP = ("Acceptance from published per-dataset profiles: a dataset (humaneval, mt-bench, gsm8k, ...) or a "
-                "class (chat, code, math, summarization, long-context, agentic); prints the profile each mechanism "
-                "uses and what it borrowed (docs/acceptance_datasets.md).")
-Dataset = Annotated[Optional[str], typer.Option("--dataset", help=DATASET_HELP)]
 
 
 def dataset_acceptance(dataset, model, mechanisms, acceptance, draft_model=None, json_out=False, given=()):

@@ -174,3 +174,19 @@ def test_docs_page_current():
     from specplan.docgen.acceptance_datasets import DOC, render
 
     assert DOC.read_text() == render()
+
+
+def test_pareto_dataset_uses_the_profile(tmp_path):
+    import pandas as pd
+
+    p = run("pareto", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--tp", "1", "--context", "1024", "--mechanisms",
+            "eagle3", "--max-draft-len", "4", "--batch-max", "4", "--dataset", "humaneval", "--no-plots",
+            "--no-progress", "-o", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    pid = choose("llama-3.1-8b", "eagle3", parse_dataset("humaneval")).profile.id
+    assert f"eagle3: {pid}" in p.stdout
+    df = pd.read_parquet(tmp_path / "grid.parquet")
+    al3 = df.loc[(df["mechanism"] == "eagle3") & (df["draft_len"] == 3), "acceptance_length"].unique()
+    assert al3 == pytest.approx([float(dataset_profile(pid).acceptance().al(3))])
+    # SpecBundle HumanEval s3k1n4: AL 3.34 at D 3; the 2-point fit reproduces it within its RMS error
+    assert al3[0] == pytest.approx(3.34, rel=dataset_profile(pid).fit_rms_pct / 100 * 2)
