@@ -290,9 +290,14 @@ def _shape_rank(p: DatasetProfile) -> int:
     return {"chain": 0, "block": 0, "tree": 1}.get(p.shape, 2)
 
 
+@lru_cache(maxsize=1)
+def _dataset_order() -> dict[str, int]:
+    """Short dataset name -> its place in mapping.yaml (the class's lead dataset first)."""
+    return {n: i for i, n in enumerate(dict.fromkeys(v["name"] for v in mapping()["datasets"].values()))}
+
+
 def _dataset_rank(p: DatasetProfile) -> int:
-    names = list(dict.fromkeys(v["name"] for v in mapping()["datasets"].values()))
-    return names.index(p.dataset) if p.dataset in names else len(names)
+    return _dataset_order().get(p.dataset, len(_dataset_order()))
 
 
 def _temp_rank(p: DatasetProfile) -> int:
