@@ -171,6 +171,8 @@ def predict(
     acceptance_profile: Optional[str] = typer.Option(None, "--acceptance-profile", help="Shipped profile id."),
     acceptance: Optional[List[str]] = typer.Option(None, "--acceptance", help="[MECH=]VALUE as in recommend: rate "
                                                    "0.8, AL@D 3.1@4, per-position 0.9/0.8, or a profile id."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="Acceptance from published profiles of a dataset "
+                                          "or class: code, chat, math, ... (docs/acceptance_datasets.md)."),
     serving: Optional[str] = typer.Option(None, "--serving", help=SERVING_HELP),
     engine: Engine = None,
     mode: Mode = "agg",
@@ -189,7 +191,11 @@ def predict(
     from specplan.planning.predict import predict_serving, predict_serving_sweep, predict_step
     from specplan.serving.workload import workload_from_options
 
+    from specplan.cli.dataset_option import dataset_acceptance
+
     acc = cli_acceptance(acceptance_length, acceptance_rate, acceptance_per_position, acceptance_profile, draft_len)
+    acceptance = dataset_acceptance(dataset, model, [mechanism], acceptance, draft_model, json_out,
+                                    given=[mechanism] if acc is not None or acceptance else [])
     if acceptance:
         acc = one_acceptance(acceptance, mechanism, draft_len, given=acc is not None)
     loads = number_list(concurrency, "--concurrency")
@@ -317,6 +323,8 @@ def recommend(
     acceptance: Optional[List[str]] = typer.Option(None, "--acceptance", help="mech=value (0.8, 3.1@4, 0.9/0.8, profile)."),
     max_draft_len: int = typer.Option(MAX_DRAFT_LEN, "--max-draft-len", help="Largest D searched (every command's default)."),
     extrapolate: bool = typer.Option(False, "--extrapolate", help="Search past the acceptance data's D range."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="Acceptance from published profiles of a dataset "
+                                          "or class: code, chat, math, ... (docs/acceptance_datasets.md)."),
     draft_model: Optional[str] = typer.Option(None, "--draft-model", help="Draft model for external / heads."),
     draft_hardware: Optional[str] = typer.Option(None, "--draft-hardware", help="Run the draft on this hardware."),
     draft_dtype: Optional[str] = typer.Option(None, "--draft-dtype", help="Dtype of an external draft."),
@@ -352,6 +360,9 @@ def recommend(
 
         if emit not in EMIT_ENGINES:
             raise SpecplanError(f"--emit: must be one of {', '.join(EMIT_ENGINES)}, got '{emit}'")
+    from specplan.cli.dataset_option import dataset_acceptance
+
+    acceptance = dataset_acceptance(dataset, model, comma_list(mechanisms) or None, acceptance, draft_model, json_out)
     acc = mech_values(acceptance, "mechanism=value")
     mechs = comma_list(mechanisms) or None
     eng = _engine(engine, serving)

@@ -188,6 +188,8 @@ def pareto(
                                                    help="Comma list or repeat (default: all that apply)."),
     acceptance: Optional[List[str]] = typer.Option(None, "--acceptance", help="MECH=VALUE: rate 0.8, AL@D 3.2@4, "
                                                    "per-position 0.9,0.8 or a profile id; repeat."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="Acceptance from published profiles of a dataset "
+                                          "or class: code, chat, math, ... (docs/acceptance_datasets.md)."),
     tp: Optional[List[str]] = typer.Option(None, "--tp", help="TP degrees, comma list (default 1,2,4,8 where heads divide)."),
     layouts: Optional[List[str]] = typer.Option(None, "--layouts", help="Layouts instead of --tp, comma list: tp8, "
                                                 "dp8ep8, tp8ep4, tp4pp2 (docs/parallel.md)."),
@@ -227,7 +229,9 @@ def pareto(
     its frontier and the serving frontier figure."""
     from specplan.core.errors import SpecplanError
     from specplan.serving.workload import workload_from_options
+    from specplan.cli.dataset_option import dataset_acceptance
 
+    acceptance = dataset_acceptance(dataset, model, comma_list(mechanisms) or None, acceptance, draft_model)
     concurrency = one_number(concurrency, "--concurrency")
     request_rate = one_number(request_rate, "--request-rate")
     wl = workload_from_options(isl, osl, concurrency, request_rate, mode or ("disagg" if pools else "agg"), pools,
