@@ -15,7 +15,8 @@ from specplan.core.errors import SpecplanError
 @app.command("launch")
 def launch(
     result: Path = typer.Argument(..., help="A saved `specplan recommend ... --json` answer."),
-    engine: str = typer.Option(..., "--engine", "-e", help="vllm | sglang | trtllm | dynamo (disaggregated answers)."),
+    engine: str = typer.Option(..., "--engine", "-e", help="vllm | sglang | trtllm | dynamo (a DynamoGraphDeployment: prefill and decode workers, or one "
+                                "aggregated worker)."),
     backend: Optional[str] = typer.Option(None, "--backend", help="Engine of Dynamo's workers: sglang | vllm | "
                                           "trtllm (default: the answer's engine when it is one, else sglang)."),
     kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype when the answer does not say."),

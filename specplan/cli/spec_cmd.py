@@ -27,8 +27,8 @@ GpusPerNode = Annotated[Optional[int], typer.Option(
 Dtypes = Annotated[Optional[str], typer.Option(
     "--dtypes", help="Comma list of dtypes --gpus searches (e.g. fp8,bf16; default --dtype).")]
 Emit = Annotated[Optional[str], typer.Option(
-    "--emit", help="Also print the launch of the best point: vllm | sglang | trtllm | dynamo (disaggregated "
-                   "answers; docs/launch.md).")]
+    "--emit", help="Also print the launch of the best point: vllm | sglang | trtllm | dynamo "
+                   "(docs/launch.md); the answer is priced with that engine unless --engine says otherwise.")]
 Objective = Annotated[str, typer.Option(
     "--objective", help="Rank by tokens-per-gpu | cost ($/Mtok) | energy (J/token) (with --isl/--osl; "
                         "docs/cost.md).")]

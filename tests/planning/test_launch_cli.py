@@ -44,8 +44,8 @@ def test_launch_errors_are_one_line(tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "not JSON" in r.stderr
     agg = tmp_path / "a.json"
     agg.write_text(json.dumps({"model": "llama-3.1-8b", "best": {"mechanism": "eagle3", "draft_len": 3, "batch": 8}}))
-    r = run("launch", str(agg), "--engine", "dynamo")
-    assert r.returncode == 2 and "disaggregated" in r.stderr and r.stderr.count("\n") == 1
+    r = run("launch", str(agg), "--engine", "dynamo", "--backend", "nosuch")
+    assert r.returncode == 2 and "dynamo backend must be one of" in r.stderr and r.stderr.count("\n") == 1
     med = tmp_path / "m.json"
     med.write_text(json.dumps({"model": "llama-3.1-8b", "best": {"mechanism": "medusa", "draft_len": 3, "batch": 8}}))
     r = run("launch", str(med), "--engine", "vllm")

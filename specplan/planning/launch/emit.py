@@ -404,47 +404,72 @@ def build_trtllm(plan: dict) -> Launch:
                   files={"extra-llm-api.yaml": opts}, notes=notes)
 
 
+def _dynamo_roles(plan: dict) -> list[tuple[str, dict]]:
+    """(role, pool) of each Dynamo worker service: prefill and decode for a disaggregated plan, one aggregated
+    worker (its replicas) otherwise."""
+    if plan["mode"] == "disagg" and plan["pools"]:
+        return [(role, plan["pools"][role]) for role in ("prefill", "decode")]
+    return [("agg", {"replicas": plan.get("replicas", 1)})]
+
+
+def _dynamo_worker_plan(plan: dict, role: str, pool: dict, prefill_speculates: bool) -> dict:
+    """The plan one Dynamo worker runs: the pool's layout; a prefill worker runs no decode batch (its batch is the
+    prompts a token budget holds) and speculates only where its backend needs it (SGLang: `rules` of dynamo.json)."""
+    sub = dict(plan)
+    for k in ("tp", "dp", "ep", "pp"):
+        sub[k] = int(pool.get(k, plan[k] if role != "prefill" else (plan["tp"] if k == "tp" else 1)))
+    if role == "prefill":
+        sub["max_batch"] = int(pool.get("max_batch", max(1, plan["token_budget"] // max(1, plan["isl"] or 1024))))
+        if not prefill_speculates:
+            sub.update(mechanism="none", draft_len=0, d_schedule=None)
+    return sub
+
+
+def _dynamo_args(backend: str, w: dict, sub: dict, role: str, plan: dict, files: dict, notes: list) -> list[str]:
+    """A Dynamo worker's argv: the backend engine's flags for `sub` and the role flags of flags/dynamo.json."""
+    if backend == "vllm":
+        args = [w["model_flag"], plan["hf_repo"]] + build_vllm(sub, worker=True).argv
+    elif backend == "sglang":
+        args = build_sglang(sub, worker=True).argv + ["--served-model-name", plan["hf_repo"]]
+    else:
+        opts, n = trtllm_options(sub)
+        if role != "agg":
+            opts["cache_transceiver_config"] = {"backend": "DEFAULT"}  # as Dynamo's trtllm engine_configs
+        files[f"{role}.yaml"] = opts
+        notes += n
+        args = [w["model_flag"], plan["hf_repo"], "--served-model-name", plan["hf_repo"],
+                "--extra-engine-args", f"./{role}.yaml"]
+    return args + w["role_flags"][role]
+
+
 def build_dynamo(plan: dict, backend: str = "sglang", gpus_per_node: int = 8) -> Launch:
-    """A DynamoGraphDeployment with a frontend, a prefill and a decode worker service for a disaggregated plan."""
+    """A DynamoGraphDeployment: a frontend and a prefill and a decode worker service for a disaggregated plan, or
+    one aggregated worker service (Dynamo's agg.yaml) for an aggregated one."""
     dyn = flag_list("dynamo")
-    if plan["mode"] != "disagg" or not plan["pools"]:
-        raise SpecplanError("launch: --engine dynamo emits disaggregated answers (mode disagg with xPyD pools); "
-                            "this answer is aggregated: use --engine vllm|sglang|trtllm")
     if backend not in dyn["workers"]:
         raise SpecplanError(f"launch: dynamo backend must be one of {', '.join(dyn['workers'])}, got {backend!r}")
     w = dyn["workers"][backend]
     notes, services, files = [], {}, {}
     services["Frontend"] = {"componentType": "frontend", "replicas": 1,
                             "extraPodSpec": {"mainContainer": {"image": w["image"]}}}
-    for role in ("prefill", "decode"):
-        pool = plan["pools"][role]
-        sub = dict(plan)
-        for k in ("tp", "dp", "ep", "pp"):
-            sub[k] = int(pool.get(k, plan[k] if role == "decode" else (plan["tp"] if k == "tp" else 1)))
-        if role == "prefill":
-            sub = {**sub, "mechanism": "none", "draft_len": 0, "d_schedule": None,
-                   "max_batch": int(pool.get("max_batch", max(1, plan["token_budget"] // max(1, plan["isl"] or 1024))))}
+    for role, pool in _dynamo_roles(plan):
+        sub = _dynamo_worker_plan(plan, role, pool, prefill_speculates=backend == "sglang")
         gpus = sub["tp"] * sub["dp"] * sub["pp"]
-        if backend == "vllm":
-            args = ["--model", plan["hf_repo"]] + build_vllm(sub, worker=True).argv
-        elif backend == "sglang":
-            args = build_sglang(sub, worker=True).argv + ["--served-model-name", plan["hf_repo"]]
-        else:
-            opts, n = trtllm_options(sub)
-            opts["cache_transceiver_config"] = {"backend": "DEFAULT"}  # as Dynamo's trtllm engine_configs
-            files[f"{role}.yaml"] = opts
-            notes += n
-            args = ["--model-path", plan["hf_repo"], "--served-model-name", plan["hf_repo"],
-                    "--extra-engine-args", f"./{role}.yaml"]
-        args += w["role_flags"][role]
-        svc = {"envFromSecret": "hf-token-secret", "componentType": "worker", "subComponentType": role,
+        svc = {"envFromSecret": "hf-token-secret", "componentType": "worker",
+               **({"subComponentType": role} if role != "agg" else {}),
                "replicas": int(pool.get("replicas", 1)), "resources": {"limits": {"gpu": str(min(gpus, gpus_per_node))}},
                "extraPodSpec": {"mainContainer": {"image": w["image"], "workingDir": w["workingDir"],
-                                                  "command": ["python3", "-m", w["module"]], "args": args}}}
+                                                  "command": ["python3", "-m", w["module"]],
+                                                  "args": _dynamo_args(backend, w, sub, role, plan, files, notes)}}}
         if gpus > gpus_per_node:
             svc["multinode"] = {"nodeCount": math.ceil(gpus / gpus_per_node)}
-        services[role] = svc
-    name = f"specplan-{plan['model']}-disagg".lower().replace(".", "-").replace("_", "-")[:63]
+        services["worker" if role == "agg" else role] = svc
+    if backend == "sglang" and plan["mechanism"] != "none" and plan["mode"] == "disagg":
+        notes.append("the SGLang prefill worker runs the same speculative flags as the decode worker: its decode side "
+                     "builds the first draft input from the draft state the prefill side sends only when it "
+                     "speculates too (sglang 0.5.23 disaggregation/prefill.py)")
+    mode = "disagg" if plan["mode"] == "disagg" and plan["pools"] else "agg"
+    name = f"specplan-{plan['model']}-{mode}".lower().replace(".", "-").replace("_", "-")[:63]
     dgd = {"apiVersion": dyn["api_version"], "kind": dyn["kind"], "metadata": {"name": name},
            "spec": {"backendFramework": backend, "services": services}}
     files = {"dynamo-graph-deployment.yaml": dgd, **files}
@@ -630,16 +655,49 @@ def check_launch(launch: Launch) -> list[str]:
         bad = _check_tree(dgd, dyn["keys"])
         backend = dgd["spec"]["backendFramework"]
         w = dyn["workers"][backend]
-        for name, svc in dgd["spec"]["services"].items():
-            if svc.get("componentType") != "worker":
-                continue
+        workers = {name: svc for name, svc in dgd["spec"]["services"].items() if svc.get("componentType") == "worker"}
+        for name, svc in workers.items():
             args = svc["extraPodSpec"]["mainContainer"]["args"]
             flags = {**w["own_flags"]}
             if backend in ("vllm", "sglang"):
                 flags = {**flag_list(backend)["flags"], **flags}
             bad += [f"{name}: {b}" for b in check_argv(args, flags)]
+        bad += dynamo_rule_problems(backend, workers)
         for fname, body in launch.files.items():
             if fname != "dynamo-graph-deployment.yaml":
                 bad += [f"{fname}: {b}" for b in check_keys(body, flag_list("trtllm")["llm_api"])]
         return bad
     return [f"unknown engine {launch.engine}"]
+
+
+def _flag_values(args: list[str]) -> dict[str, str | None]:
+    """{flag: its value (None for a bare switch)} of an argv of --flags."""
+    out, i = {}, 0
+    while i < len(args):
+        if args[i].startswith("--"):
+            val = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--") else None
+            out[args[i]] = val
+            i += 2 if val is not None else 1
+        else:
+            i += 1
+    return out
+
+
+def dynamo_rule_problems(backend: str, workers: dict) -> list[str]:
+    """The cross-flag rules of flags/dynamo.json (`rules`, each with its source) that a Dynamo graph's workers
+    break: a flag a role requires, flags a backend needs alike in its prefill and decode workers."""
+    bad = []
+    by_role = {svc.get("subComponentType", "agg"): _flag_values(svc["extraPodSpec"]["mainContainer"]["args"])
+               for svc in workers.values()}
+    for rule in flag_list("dynamo").get("rules", []):
+        if rule["backend"] != backend:
+            continue
+        if "requires" in rule and rule["role"] in by_role:
+            bad += [f"{rule['role']} worker: {f} is required ({rule['source'].split(':')[0]})"
+                    for f in rule["requires"] if f not in by_role[rule["role"]]]
+        if "same_in_roles" in rule and {"prefill", "decode"} <= set(by_role):
+            p, d = by_role["prefill"], by_role["decode"]
+            bad += [f"prefill and decode workers differ in {f}: {p.get(f)!r} vs {d.get(f)!r} "
+                    f"({rule['source'].split(' (')[0]})" for f in rule["same_in_roles"]
+                    if (f in p) != (f in d) or p.get(f) != d.get(f)]
+    return bad
