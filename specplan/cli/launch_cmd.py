@@ -28,7 +28,7 @@ def launch(
     from dataclasses import asdict
 
     from specplan.cli.output import print_json
-    from specplan.planning.launch.emit import build, plan_from_answer, render
+    from specplan.planning.launch.emit import build, engine_notes, plan_from_answer, render
 
     try:
         answer = json.loads(result.read_text())
@@ -36,6 +36,8 @@ def launch(
         raise SpecplanError(f"{result}: not JSON ({exc.msg} at line {exc.lineno})") from None
     plan = plan_from_answer(answer, kv_dtype=kv_dtype, dtype=dtype, draft_model=draft_model)
     out = build(engine, plan, backend=backend)
+    out.notes += engine_notes(answer.get("engine") if isinstance(answer.get("engine"), str) else None, out.engine,
+                              out.files) if "engine" in answer else []
     if json_out:
         print_json(asdict(out))
         return

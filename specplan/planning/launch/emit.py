@@ -127,12 +127,10 @@ def plan_from_answer(answer: dict, **given) -> dict:
         y = pools["decode"].get("replicas", 1) if pools else 1  # decode replicas of a disaggregated answer)
         batch = math.ceil(_int(src, "concurrency", 1) / y)
     batch = batch or _int(src, "decode_batch", 0) or 256
-    draft_repo = src.get("draft_repo") or src.get("draft_model")
-    if isinstance(draft_repo, str) and draft_repo in model_ids():
-        draft_repo = load_model(draft_repo).hf_repo or draft_repo
+    draft_repo = _draft_repo(src.get("draft_repo") or src.get("draft_model"))
     if draft_repo is None and mech == "eagle3" and prof is not None and f"eagle3-{prof.id}" in model_ids():
         draft_repo = load_model(f"eagle3-{prof.id}").hf_repo
-    sched = src.get("d_schedule") or src.get("draft_len_schedule")
+    sched = src.get("d_schedule") or src.get("draft_len_schedule") or _schedule_by_load(src, mech)
     plan = {
         "model": model_id,
         "hf_repo": src.get("hf_repo") or (prof.hf_repo if prof is not None and prof.hf_repo else model_id),
@@ -141,7 +139,7 @@ def plan_from_answer(answer: dict, **given) -> dict:
         "max_batch": batch,
         "token_budget": _int(src, "token_budget", max(DEFAULT_TOKEN_BUDGET, batch * (1 + d))),
         "kv_dtype": src.get("kv_dtype"), "dtype": src.get("dtype"),
-        "checkpoint_dtype": prof.weight_dtype if prof is not None else None,
+        "checkpoint_dtype": src.get("checkpoint_dtype") or (prof.weight_dtype if prof is not None else None),
         "tp": _int(lay, "tp", _int(src, "tp", 1)), "dp": _int(lay, "dp", _int(src, "dp", 1)),
         "ep": _int(lay, "ep", _int(src, "ep", 1)), "pp": _int(lay, "pp", _int(src, "pp", 1)),
         "mode": src.get("mode") or "agg", "pools": pools, "engine": src.get("engine"),
@@ -153,6 +151,55 @@ def plan_from_answer(answer: dict, **given) -> dict:
         plan["pools"] = {"prefill": {"replicas": 1}, "decode": {"replicas": 1}}
     _check_plan(plan, prof)
     return plan
+
+
+def _draft_repo(ref) -> str | None:
+    """The Hugging Face repo a launch names for a draft: a built-in id's or a profile YAML's `hf_repo`, else the
+    reference itself (an org/name kept from --draft-model)."""
+    from specplan.profiles.registry import load_model, model_ids
+
+    if not isinstance(ref, str) or not ref:
+        return None
+    if ref in model_ids() or (ref.endswith((".yaml", ".yml")) and Path(ref).is_file()):
+        return load_model(ref).hf_repo or ref
+    return ref
+
+
+def _schedule_by_load(src: dict, mechanism: str):
+    """recommend's D by load (`d_by_load`, the best D per concurrency band in vLLM's [[lo, hi, D]] form) when it
+    schedules the answer's own mechanism; None otherwise."""
+    s = src.get("d_by_load")
+    if isinstance(s, dict) and s.get("mechanism", mechanism) == mechanism and isinstance(s.get("vllm"), list):
+        return s["vllm"]
+    return None
+
+
+def answer_identity(model, draft=None) -> dict:
+    """What a saved answer needs to launch without the profiles it was priced with: the model's Hugging Face repo
+    and checkpoint dtype, and the draft's repo (or profile) — `recommend --json` carries them."""
+    out = {"hf_repo": model.hf_repo or None, "checkpoint_dtype": model.weight_dtype}
+    if draft is not None and (draft.hf_repo or draft.profile):
+        out["draft_model"] = draft.hf_repo or draft.profile
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def check_emittable(engine: str, model, mechanisms, draft=None) -> None:
+    """Refuse, before any search, a launch that could not be built: a mechanism the engine lacks, or a draft
+    mechanism with no draft known for the model (no --draft-model and no built-in head)."""
+    from specplan.profiles.registry import model_ids
+
+    eng = "sglang" if engine == "dynamo" else engine
+    if eng not in METHODS:
+        return
+    for mech in mechanisms or []:
+        if mech == "none":
+            continue
+        _method(eng, {"mechanism": mech, "model": model.id, "draft_repo": "-"})
+        has_head = mech == "eagle3" and f"eagle3-{model.id}" in model_ids()
+        if mech in NEEDS_DRAFT and not has_head and (draft is None or not (draft.hf_repo or draft.profile)):
+            raise SpecplanError(f"launch: mechanism '{mech}' needs a draft model for {model.id} and none is known: "
+                                f"give --draft-model ORG/NAME (its Hugging Face repo) or leave '{mech}' out "
+                                f"(refused before the search)")
 
 
 def _check_dtypes(values: dict, names: dict) -> None:
@@ -325,7 +372,7 @@ def build_sglang(plan: dict, worker: bool = False) -> Launch:
         notes.append(note)
     method = _method("sglang", plan)
     if method:
-        d = max(r[2] for r in plan["d_schedule"]) if plan["d_schedule"] else plan["draft_len"]
+        d = plan["draft_len"]  # with a D schedule too: the D the answer priced at its concurrency
         argv += ["--speculative-algorithm", method]
         if plan["draft_repo"] and plan["mechanism"] in NEEDS_DRAFT:
             argv += ["--speculative-draft-model-path", plan["draft_repo"]]
@@ -343,7 +390,9 @@ def build_sglang(plan: dict, worker: bool = False) -> Launch:
             argv += ["--speculative-num-steps", str(d), "--speculative-eagle-topk", str(plan["tree_topk"]),
                      "--speculative-num-draft-tokens", str(tokens)]
         if plan["d_schedule"]:
-            notes.append(f"SGLang {fl['version']} has no per-batch-size D schedule flag: emitted the largest D = {d}")
+            notes.append(f"SGLang {fl['version']} has no per-batch-size D schedule flag: emitted the answer's D = {d}, "
+                         f"the D priced at its concurrency (the schedule's D run from "
+                         f"{min(r[2] for r in plan['d_schedule'])} to {max(r[2] for r in plan['d_schedule'])})")
     return Launch("sglang", fl["version"], argv, notes=notes)
 
 
@@ -563,8 +612,9 @@ def _kind_ok(kind: str, value) -> bool:
         return isinstance(value, (list, tuple))
     if kind == "object":
         return isinstance(value, dict)
-    if kind == "dict_int_int":
-        return isinstance(value, dict) and all(isinstance(k, int) and isinstance(v, int) for k, v in value.items())
+    if kind == "dict_int_int":  # a launch read back from JSON has its int keys as digit strings
+        return isinstance(value, dict) and all((isinstance(k, int) or (isinstance(k, str) and k.isdigit()))
+                                               and isinstance(v, int) for k, v in value.items())
     return isinstance(value, str)
 
 
@@ -701,3 +751,18 @@ def dynamo_rule_problems(backend: str, workers: dict) -> list[str]:
                     f"({rule['source'].split(' (')[0]})" for f in rule["same_in_roles"]
                     if (f in p) != (f in d) or p.get(f) != d.get(f)]
     return bad
+
+
+def engine_notes(priced: str | None, launched: str, files: dict) -> list[str]:
+    """A note when the engine that priced an answer is not the one it is launched on (its batch limits and D come
+    from the pricing engine's model), or when the ideal engine (no host, launch or scheduling cost) priced it."""
+    target = launched
+    if launched == "dynamo":
+        target = (files.get("dynamo-graph-deployment.yaml") or {}).get("spec", {}).get("backendFramework", "sglang")
+    if priced in (None, "ideal"):
+        return [f"the answer was priced with the ideal engine (no host, launch or scheduling cost): its batch and "
+                f"concurrency may not hold on {target}; price it with --engine {target}"]
+    if priced != target:
+        return [f"the answer was priced with {priced}'s engine profile and is launched on {target}: its batch "
+                f"limits come from {priced}'s pricing; price it with --engine {target} for {target}'s"]
+    return []
