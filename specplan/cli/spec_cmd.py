@@ -363,6 +363,13 @@ def recommend(
     concurrency = one_number(concurrency, "--concurrency")
     request_rate = one_number(request_rate, "--request-rate")
     hw_list, hardware = list(hardware), hardware[0]
+    if gpus is None and isl is not None and (request_rate is not None or (target_total is not None and (
+            len(hw_list) > 1 or objective != "tokens-per-gpu"))):
+        _recommend_at_load(model, hw_list, isl, osl, request_rate, target_total, target_tps, max_tpot_ms, max_ttft_ms,
+                           dict(mechanisms=mechs, acceptance=acc, max_draft_len=max_draft_len, dtype=dtype,
+                                kv_dtype=kv_dtype, engine=eng, max_gpus=max_gpus, draft_model=draft_model),
+                           objective, gpu_hour_usd, price_tier, json_out)
+        return
     if target_total is not None and len(hw_list) > 1:
         raise SpecplanError("recommend --target-tps: give one --hardware")
     if target_total is not None:
@@ -566,6 +573,25 @@ def _recommend_devices(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
     print(f"best by {objective}: {ok[0]['hardware']} ({_energy_phrase(ok[0]['best'])})")
 
 
+def _recommend_at_load(model, hw_list, isl, osl, request_rate, target_total, target_user, max_tpot_ms, max_ttft_ms,
+                       kw, objective, gpu_hour_usd, price_tier, json_out) -> None:
+    """recommend --request-rate R (or --target-tps over several devices or by cost/energy): the GPUs each device
+    needs for the load, priced and ranked (specplan.planning.load_plan)."""
+    from specplan.cli.load_cmd import load_targets, print_load_plan
+    from specplan.planning.load_plan import plan_load
+    from specplan.planning.recommend import _mechanisms
+    from specplan.profiles.registry import load_model
+
+    total, user = load_targets(request_rate, target_total, target_user, max_tpot_ms, osl)
+    mechs = kw.pop("mechanisms") or _mechanisms(load_model(model).id, None, kw["acceptance"], kw["draft_model"])
+    kw.pop("draft_model")
+    plan = plan_load(model, hw_list, target_tps=total, target_tps_per_user=user, isl=isl, osl=osl,
+                     objective="cost" if objective == "cost" else objective, gpu_hour_usd=gpu_hour_usd,
+                     price_tier=price_tier, max_ttft_ms=max_ttft_ms,
+                     mechanisms=[m for m in mechs if m != "none"], **kw)
+    print_load_plan(plan, request_rate, json_out)
+
+
 def _draft_and_identity(model: str, draft_model, mechs) -> tuple:
     """(the draft profile the pricing reads, what a saved answer carries to launch: the model's Hugging Face repo and
     checkpoint dtype and the draft's repo) from --model and --draft-model (an id, a YAML or a Hugging Face repo)."""
@@ -675,8 +701,11 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
 
     if target_user is None:
         raise SpecplanError("recommend --target-tps: give --target-tps-per-user too")
-    if mechs is None:
-        mechs = list(acc)
+    if mechs is None:  # the same default mechanisms as every mode: those with acceptance data (shipped profiles)
+        from specplan.planning.recommend import _mechanisms
+        from specplan.profiles.registry import load_model
+
+        mechs = _mechanisms(load_model(model).id, None, acc, draft_model)
     r = search(model, hardware, target_tps=target_total, target_tps_per_user=target_user, max_gpus=max_gpus,
                isl=isl, osl=osl, context_len=None if context is None else model_context(model, context),
                mechanisms=[x for x in mechs if x != "none"], acceptance=acc, max_draft_len=max_d, dtype=dtype,

@@ -115,7 +115,8 @@ def aggregated_answer(model, hw, *, target_tps, target_tps_per_user, isl, osl, m
         row = {"mode": "agg", "gpus": replicas * tp, "tp": tp, "replicas": replicas, "mechanism": b["mechanism"],
                "draft_len": b["draft_len"], "concurrency_per_replica": b["concurrency"],
                "tokens_per_s_per_replica": per, "tpot_ms": b["tpot_ms"], "ttft_ms": b["ttft_ms"],
-               "tokens_per_s_per_user": b["tokens_per_s_per_user"], "fits_budget": replicas * tp <= max_gpus}
+               "tokens_per_s_per_user": b["tokens_per_s_per_user"], "fits_budget": replicas * tp <= max_gpus,
+               "joules_per_token": b.get("joules_per_token")}  # at a replica's operating point
         need[tp] = row["gpus"]
         if best is None or (row["gpus"], -per) < (best["gpus"], -best["tokens_per_s_per_replica"]):
             best = row
