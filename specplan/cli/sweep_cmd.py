@@ -202,7 +202,8 @@ def pareto(
     figures: Optional[str] = typer.Option(None, "--figures", help="Figures to draw: all, none, or a comma list of "
                                           "frontier, heatmap, tiles, acceptance, breakdown (default frontier); energy: the "
                                           "serving grid's J/token and $/Mtok frontier (with --isl/--osl)."),
-    grid_csv: bool = typer.Option(False, "--grid-csv", help="Also write the grid as CSV (grid.parquet always)."),
+    grid_csv: bool = typer.Option(False, "--grid-csv", help="Also write the grid as CSV (grid.parquet always; "
+                                  "with --isl/--osl the whole serving grid, CSV and Parquet, only with this flag)."),
     timings: bool = typer.Option(False, "--timings", help="Print the CPU seconds of sweep, frontier, tables and "
                                  "figures."),
     formats: Optional[str] = typer.Option(None, "--formats", help="Figure formats, comma list of png, svg "
@@ -235,12 +236,12 @@ def pareto(
     if wl is not None:
         if layouts:
             raise SpecplanError("pareto: the serving model (--isl/--osl) takes --tp only, not --layouts")
-        _serving_pareto(model, hardware, wl, int_list(tp, "--tp") or [1],
+        _serving_pareto(model, hardware, wl, int_list(tp, "--tp") or None,
                         [mode] if mode else ["disagg"] if pools else ["agg", "disagg"], engine,
                         comma_list(mechanisms) or None, mech_values(acceptance, _ACCEPTANCE_FORM), max_draft_len,
                         concurrency is None and request_rate is None, Path(outdir), dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model,
                                                                     max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms),
-                        figure_names(figures, no_plots), figure_formats(formats))
+                        figure_names(figures, no_plots), figure_formats(formats), grid_csv)
         return
     for name, v in (("--max-ttft-ms", max_ttft_ms), ("--max-tpot-ms", max_tpot_ms)):
         if v is not None:
@@ -362,10 +363,13 @@ def _print_written(df, front, by: list, written: list) -> None:
         print(f"wrote {p}")
 
 
-def _serving_pareto(model, hardware: list, wl, tps: list[int], modes: list[str], engine, mechs, acc, max_draft_len,
-                    search, outdir: Path, kw, figures=("frontier",), formats=("png",)) -> None:
-    """pareto --isl/--osl: serving_grid.csv (every device, TP and mode), serving_frontier.csv (set and scope
-    columns: overall and per (device, mode)) and the serving frontier figure (tokens/s/GPU vs tokens/s/user)."""
+def _serving_pareto(model, hardware: list, wl, tps: list[int] | None, modes: list[str], engine, mechs, acc,
+                    max_draft_len, search, outdir: Path, kw, figures=("frontier",), formats=("png",),
+                    grid_csv: bool = False) -> None:
+    """pareto --isl/--osl: serving_frontier.csv (set and scope columns: overall and per (device, mode)) and the serving frontier figure
+    (tokens/s/GPU vs tokens/s/user); with --grid-csv the whole grid (serving_grid.csv and .parquet: every device,
+    TP and mode). TPs: the given ones, else 1, 2, 4, 8 where the heads divide and the device's
+    scale-up domain holds them (planning.sweep.tp_choices, as the batch pareto)."""
     import dataclasses
 
     import pandas as pd
@@ -373,15 +377,17 @@ def _serving_pareto(model, hardware: list, wl, tps: list[int], modes: list[str],
     from specplan.core.io import atomic_write_text, check_output_dir, ready_output_dir
     from specplan.planning.frontier import serving_frontier
     from specplan.planning.recommend_serving import serving_grid
+    from specplan.planning.sweep import tp_choices
     from specplan.profiles.registry import load_hardware, load_model
 
     check_output_dir(outdir)
     m = load_model(model)
     hws = list({h.id: h for h in (load_hardware(x) for x in hardware)}.values())
     ready_output_dir(outdir)  # writable, proven by a probe file, before the grid is priced
-    parts = []
+    parts, swept = [], {}
     for hw in hws:
-        for tp in tps:
+        swept[hw.id] = tp_choices(m, hw, tps)
+        for tp in swept[hw.id]:
             for mode in modes:
                 w = dataclasses.replace(wl, mode=mode, pools=wl.pools if mode == "disagg" else None)
                 g = serving_grid(m, hw, w, tp=tp, engine=engine, mechanisms=mechs, acceptance=acc,
@@ -395,7 +401,12 @@ def _serving_pareto(model, hardware: list, wl, tps: list[int], modes: list[str],
     front = serving_frontier(df)
     outdir.mkdir(parents=True, exist_ok=True)
     written = []
-    tables = [("serving_grid.csv", df), ("serving_frontier.csv", front)]
+    from specplan.core.tables import write_table
+
+    if grid_csv:  # the whole grid is 10^5-10^6 rows (tens of MB): written when asked for
+        text_cols = {c: "string" for c in df.columns if df[c].dtype == object}  # pools: 'xPyD' or none (agg)
+        written += write_table(df.astype(text_cols), outdir / "serving_grid", parquet=True, csv=False)
+    tables = ([("serving_grid.csv", df)] if grid_csv else []) + [("serving_frontier.csv", front)]
     ok = df[df["meets_sla"]]
     if "joules_per_token" in ok:  # the energy frontier: fewest J/token at each tokens/s/user or faster
         from specplan.planning.frontier import frontier_mask
@@ -410,7 +421,7 @@ def _serving_pareto(model, hardware: list, wl, tps: list[int], modes: list[str],
         from specplan.plots.serving_frontier import plot_serving_frontier
 
         title = (f"{m.id} serving on {', '.join(h.id for h in hws)}: ISL {wl.isl:,}, OSL {wl.osl:,}, "
-                 f"TP {', '.join(map(str, tps))}")
+                 f"TP {', '.join(map(str, sorted({t for v in swept.values() for t in v})))}")
         fig = plot_serving_frontier(front, title=title, max_tpot_ms=kw.get("max_tpot_ms"),
                                     max_ttft_ms=kw.get("max_ttft_ms"))
         written += P.save_figure(fig, outdir / "serving_frontier", formats=formats)
@@ -431,8 +442,10 @@ def _serving_pareto(model, hardware: list, wl, tps: list[int], modes: list[str],
            "fit and have a steady state")
     unstable = (f"; {n_bad:,} have no steady state (arrivals over capacity: stable false, no times or "
                 f"throughputs in their rows)" if n_bad else "")
-    print(f"{len(df):,} serving configurations ({n_ok:,} {sla}{unstable}) over {len(hws)} device(s) x TP "
-          f"{', '.join(map(str, tps))} x {', '.join(modes)}; {len(front):,} frontier rows: the overall frontier and "
-          f"one per (device, mode), told apart by serving_frontier.csv's scope column")
+    tp_text = "; ".join(f"{h} TP {', '.join(map(str, v))}" for h, v in swept.items())
+    print(f"{len(df):,} serving configurations ({n_ok:,} {sla}{unstable}) over {tp_text} x {', '.join(modes)}; "
+          f"{len(front):,} frontier rows: the overall frontier and "
+          f"one per (device, mode), told apart by serving_frontier.csv's scope column"
+          + ("" if grid_csv else "; the whole grid with --grid-csv"))
     for p in written:
         print(f"wrote {p}")
