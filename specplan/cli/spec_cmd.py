@@ -615,7 +615,10 @@ def _check_emittable(emit: str, model: str, mechs, acc: dict, draft_model, ident
     from specplan.speculation.drafters import DraftRef
 
     prof = load_model(model)
-    wanted = mechs if mechs is not None else _mechanisms(prof.id, None, acc, draft_model)
+    try:
+        wanted = mechs if mechs is not None else _mechanisms(prof.id, None, acc, draft_model)
+    except SpecplanError:  # no mechanism has acceptance data: the search prices no speculation
+        wanted = []
     check_emittable(emit, prof, wanted, DraftRef(draft_model, ident.get("draft_model")))
 
 
