@@ -834,10 +834,22 @@ def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, d
           + f"TTFT {b['ttft_ms']:.1f} ms")
     x = r["best"]
     print(f"answer: {x['mode']} {x['layout']} ({x['dtype']})")
+    _warn_without_sla(max_ttft_ms, max_tpot_ms, x["best"])
     if launch is not None:
         print(launch["text"])
     if err is not None:  # the search stands; only its launch could not be written
         raise err
+
+
+def _warn_without_sla(max_ttft_ms, max_tpot_ms, best: dict) -> None:
+    """A warning line when no SLA bounds the answer: the most tokens/s/GPU at any latency is rarely a deployment
+    anyone runs (a TTFT of minutes)."""
+    if max_ttft_ms is not None or max_tpot_ms is not None:
+        return
+    tpot = _or_dash(best.get("tpot_ms"))
+    print(f"warning: no SLA given (--max-ttft-ms / --max-tpot-ms): this answer maximizes tokens/s/GPU at any latency "
+          f"(TTFT {best['ttft_ms']:,.0f} ms, TPOT {tpot if tpot == '-' else f'{tpot:.1f}'} ms); give the SLA you "
+          f"serve under")
 
 
 def _or_dash(x):
@@ -901,6 +913,7 @@ def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
           + (f" ({b['speedup_vs_none']:.2f}x the best without speculation)" if b.get("speedup_vs_none") and
              b["mechanism"] != "none" else ""))
     _print_energy(r)
+    _warn_without_sla(max_ttft_ms, max_tpot_ms, b)
     if r.get("d_by_load"):  # not in the --emit launch, which runs the ranked answer's fixed D
         _print_d_schedule(r["d_by_load"], b["mechanism"])
     if launch is not None:
