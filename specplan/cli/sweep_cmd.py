@@ -241,7 +241,7 @@ def pareto(
                         comma_list(mechanisms) or None, mech_values(acceptance, _ACCEPTANCE_FORM), max_draft_len,
                         concurrency is None and request_rate is None, Path(outdir), dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model,
                                                                     max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms),
-                        figure_names(figures, no_plots), figure_formats(formats), grid_csv)
+                        figure_names(figures, no_plots), figure_formats(formats), grid_csv, timings)
         return
     for name, v in (("--max-ttft-ms", max_ttft_ms), ("--max-tpot-ms", max_tpot_ms)):
         if v is not None:
@@ -365,7 +365,7 @@ def _print_written(df, front, by: list, written: list) -> None:
 
 def _serving_pareto(model, hardware: list, wl, tps: list[int] | None, modes: list[str], engine, mechs, acc,
                     max_draft_len, search, outdir: Path, kw, figures=("frontier",), formats=("png",),
-                    grid_csv: bool = False) -> None:
+                    grid_csv: bool = False, timings: bool = False) -> None:
     """pareto --isl/--osl: serving_frontier.csv (set and scope columns: overall and per (device, mode)) and the serving frontier figure
     (tokens/s/GPU vs tokens/s/user); with --grid-csv the whole grid (serving_grid.csv and .parquet: every device,
     TP and mode). TPs: the given ones, else 1, 2, 4, 8 where the heads divide and the device's
@@ -380,11 +380,14 @@ def _serving_pareto(model, hardware: list, wl, tps: list[int] | None, modes: lis
     from specplan.planning.sweep import tp_choices
     from specplan.profiles.registry import load_hardware, load_model
 
+    import time
+
     check_output_dir(outdir)
     m = load_model(model)
     hws = list({h.id: h for h in (load_hardware(x) for x in hardware)}.values())
     ready_output_dir(outdir)  # writable, proven by a probe file, before the grid is priced
     parts, swept = [], {}
+    t0 = time.process_time()
     for hw in hws:
         swept[hw.id] = tp_choices(m, hw, tps)
         for tp in swept[hw.id]:
@@ -398,7 +401,9 @@ def _serving_pareto(model, hardware: list, wl, tps: list[int] | None, modes: lis
                 g.insert(0, "hardware", hw.id)
                 parts.append(g)
     df = pd.concat(parts, ignore_index=True)
+    t1 = time.process_time()
     front = serving_frontier(df)
+    t2 = time.process_time()
     outdir.mkdir(parents=True, exist_ok=True)
     written = []
     from specplan.core.tables import write_table
@@ -416,6 +421,7 @@ def _serving_pareto(model, hardware: list, wl, tps: list[int] | None, modes: lis
     for name, t in tables:
         atomic_write_text(outdir / name, t.to_csv(index=False))
         written.append(outdir / name)
+    t3 = time.process_time()
     if "frontier" in figures:
         from specplan import plots as P
         from specplan.plots.serving_frontier import plot_serving_frontier
@@ -432,6 +438,9 @@ def _serving_pareto(model, hardware: list, wl, tps: list[int] | None, modes: lis
         title = (f"{m.id} on {', '.join(h.id for h in hws)}, ISL {wl.isl}, OSL {wl.osl}: energy and cost per "
                  f"output token")
         written += P.save_figure(plot_energy_frontier(df, title), outdir / FIGURES["energy"], formats=formats)
+    if timings:
+        print(f"timings (CPU s): serving grid {t1 - t0:.2f}, frontier {t2 - t1:.2f}, tables {t3 - t2:.2f}, "
+              f"figures {time.process_time() - t3:.2f} (matplotlib's import counted in figures)")
     left = [f for f in figures if f not in ("frontier", "energy")]
     if left:
         print(f"figures: {', '.join(left)} are drawn for the batch grid only (without --isl/--osl); the serving "

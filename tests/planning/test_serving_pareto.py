@@ -126,10 +126,11 @@ def test_serving_pareto_sweeps_every_tp_and_writes_the_frontier_only_by_default(
     help); without --grid-csv it writes the frontier tables, not the whole grid (tens of MB)."""
     res = CliRunner().invoke(app, ["pareto", "-m", "llama-3.1-8b", "--isl", "1024", "--osl", "256", "-H", "h100-sxm",
                                    "--mechanisms", "eagle3", "--acceptance", "eagle3=0.7", "--max-draft-len", "1",
-                                   "--mode", "agg", "--no-plots", "-o", str(tmp_path)])
+                                   "--mode", "agg", "--no-plots", "--timings", "-o", str(tmp_path)])
     assert res.exit_code == 0, res.output
     front = pd.read_csv(tmp_path / "serving_frontier.csv")
     assert "h100-sxm TP 1, 2, 4, 8 x agg" in res.output  # llama-3.1-8b's 32 heads divide by each
     assert not (tmp_path / "serving_grid.csv").exists() and not (tmp_path / "serving_grid.parquet").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["serving_energy_frontier.csv", "serving_frontier.csv"]
     assert len(front) > 0 and "the whole grid with --grid-csv" in res.output
+    assert "timings (CPU s): serving grid " in res.output  # --timings is honoured (it printed nothing)
