@@ -106,8 +106,14 @@ def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, f
     if "heatmap" in figures:
         written += _heatmap(P, df, best, hw_id, tp, ctx, where, outdir, formats)
     if "tiles" in figures:
+        swept_ctx = tuple(int(c) for c in sorted(df["context_len"].unique()))[:3]  # the grid's contexts
+        others = [str(h) for h in df["hardware"].unique() if str(h) != hw_id]
+        tiles_title = (f"Decode attention with speculation on {hw_id} (the best point's device"
+                       + (f"; also swept: {', '.join(others)}" if others else "") + ")\n"
+                       "128-row tiles: runtime steps at G(1+D) = k x 128")
         written += P.save_figure(P.plot_attention_tiles(hw, head_dim=m.head_dim,
-                                                        kv_heads=max(1, m.heads_per_device(tp)[1])),
+                                                        kv_heads=max(1, m.heads_per_device(tp)[1]),
+                                                        contexts=swept_ctx, title=tiles_title),
                                  outdir / "attention_tiles", formats=formats)
     if "acceptance" in figures:
         written += P.save_figure(P.plot_acceptance(df, acceptance=acceptance), outdir / "acceptance", formats=formats)
