@@ -55,14 +55,16 @@ def figure_names(value: str | None, no_plots: bool = False) -> tuple[str, ...]:
 
 def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, figures=DEFAULT_FIGURES,
                  per: str = "gpu", acceptance_label: str = "", formats=("png",), grid_csv: bool = False,
-                 timings: dict | None = None, acceptance: dict | None = None) -> list[Path]:
+                 timings: dict | None = None, acceptance: dict | None = None,
+                 d_max: dict | None = None) -> list[Path]:
     """Grid Parquet (and CSV with grid_csv), frontier CSV, best-at-interactivity CSV, columns doc and the
     figures named in `figures` (FIGURES keys; each in every one of `formats`).
 
     model: the target's profile (or id); hardware: {id: profile} of the swept devices, so profiles loaded
     from YAML paths are never looked up again by id. The heat map and the breakdown show the device, TP,
     context and batch of the best frontier point (`plots.best_setup`); their titles say so, or that nothing
-    fits. timings: filled with the CPU seconds of the tables and of the figures."""
+    fits. timings: filled with the CPU seconds of the tables and of the figures. d_max: {mechanism: the largest D
+    its acceptance data covers} (the heat map hatches the D beyond it)."""
     import time
 
     from specplan.planning.frontier import best_at, interactivity_levels
@@ -104,7 +106,8 @@ def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, f
     if "frontier" in figures:
         written += P.save_figure(P.plot_frontier(df, per=per, title=title), outdir / "frontier", formats=formats)
     if "heatmap" in figures:
-        written += _heatmap(P, df, best, hw_id, tp, ctx, where, outdir, formats)
+        written += _heatmap(P, df, best, hw_id, tp, ctx, where, outdir, formats,
+                            (d_max or {}).get(best["mechanism"]))
     if "tiles" in figures:
         swept_ctx = tuple(int(c) for c in sorted(df["context_len"].unique()))[:3]  # the grid's contexts
         others = [str(h) for h in df["hardware"].unique() if str(h) != hw_id]
@@ -128,16 +131,29 @@ def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, f
     return written
 
 
-def _heatmap(P, df, best, hw_id, tp, ctx, where, outdir, formats) -> list[Path]:
+def _heatmap(P, df, best, hw_id, tp, ctx, where, outdir, formats, d_max=None) -> list[Path]:
     """The speedup heat map of the best frontier point's device, TP, context (and layout)."""
     sub = df[(df["hardware"] == hw_id) & (df["tp"] == tp) & (df["context_len"] == ctx)]
     lay = best.get("layout")
     if lay is not None and "layout" in sub:  # several layouts may share a TP (tp8, tp8ep8): keep the best one's
         sub = sub[sub["layout"] == lay]
-    heat = P.plot_speedup_heatmap(sub, hardware=hw_id, mechanism=best["mechanism"], tp=tp, context_len=ctx)
+    heat = P.plot_speedup_heatmap(sub, hardware=hw_id, mechanism=best["mechanism"], tp=tp, context_len=ctx,
+                                  d_max=d_max)
     ax = heat.axes[0]
     ax.set_title(f"{ax.get_title()}\n({where})")
     return P.save_figure(heat, outdir / "speedup_heatmap", formats=formats)
+
+
+def acceptance_d_max(df, model_id: str, given: dict) -> dict:
+    """{mechanism of the grid: the largest D its acceptance covers (None: a closed form, valid at every D)}."""
+    from specplan.planning.sweep import parse_acceptance
+    from specplan.speculation.speedup import resolve_acceptance
+
+    out = {}
+    for mech in (str(x) for x in df["mechanism"].unique() if str(x) != "none"):
+        acc = resolve_acceptance(mech, model_id, parse_acceptance(given.get(mech)))
+        out[mech] = None if acc is None else acc.d_max
+    return out
 
 
 def acceptance_words(value: str) -> str:
@@ -334,7 +350,8 @@ def _batch_pareto(model, hardware, tp, layouts, context, mechanisms, acceptance,
     cost: dict = {}
     written = write_pareto(df, front, Path(outdir), m, {h.id: h for h in hws}, figures=figs, per=per,
                            acceptance_label=acceptance_label(df, m.id, acc), formats=fmts, grid_csv=grid_csv,
-                           timings=cost, acceptance=acceptance_legend(df, m.id, acc))
+                           timings=cost, acceptance=acceptance_legend(df, m.id, acc),
+                           d_max=acceptance_d_max(df, m.id, acc))
     if timings:
         work = time.process_time() - t0 - cost["import_s"]
         print(f"timings (CPU s): sweep {t1 - t0:.2f}, frontier {t2 - t1:.2f}, tables {cost['tables_s']:.2f}, "

@@ -98,3 +98,23 @@ def test_energy_frontier_tells_devices_apart_over_a_binned_grid():
         assert len(ax.collections) == 1  # one hexbin, no scatter of every row
         colors = {ln.get_label(): ln.get_color() for ln in ax.get_lines()}
         assert colors["b200, speculative"] == colors["b200, no speculation"] != colors["h100-sxm, speculative"]
+
+
+def test_heatmap_hatches_the_d_beyond_the_acceptance_data():
+    """D above the acceptance profile's largest measured D is marked as extrapolated (it was drawn unmarked)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import numpy as np
+    import pandas as pd
+
+    from specplan.plots.heatmap import plot_speedup_heatmap
+
+    b, d = np.meshgrid(np.arange(1, 9), np.arange(0, 11))
+    df = pd.DataFrame({"hardware": "h100-sxm", "mechanism": np.where(d.ravel() == 0, "none", "eagle3"),
+                       "tp": 1, "context_len": 4096, "batch": b.ravel(), "draft_len": d.ravel(),
+                       "speedup": 1.0 + 0.1 * d.ravel(), "fits": True})
+    labels = lambda fig: [t.get_text() for t in fig.axes[0].get_legend().get_texts()]  # noqa: E731
+    assert "D > 7: acceptance extrapolated" in labels(plot_speedup_heatmap(df, mechanism="eagle3", tp=1, d_max=7))
+    assert not any("extrapolated" in x for x in labels(plot_speedup_heatmap(df, mechanism="eagle3", tp=1)))
+    assert not any("extrapolated" in x for x in labels(plot_speedup_heatmap(df, mechanism="eagle3", tp=1, d_max=10)))
