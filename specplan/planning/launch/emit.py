@@ -237,7 +237,8 @@ def _capacity_answer(a: dict) -> dict:
     pick = a.get("answer")
     if not isinstance(pick, dict) or pick.get("mode") not in ("agg", "disagg"):
         raise SpecplanError("launch: the answer has no configuration that meets the targets (answer is null)")
-    top = {k: a.get(k) for k in ("model", "hardware", "engine", "isl", "osl", "kv_dtype", "dtype")}
+    top = {k: a.get(k) for k in ("model", "hardware", "engine", "isl", "osl", "kv_dtype", "dtype", "hf_repo",
+                                 "checkpoint_dtype", "draft_model", "draft_repo")}
     if pick["mode"] == "agg":
         g = a.get("aggregated")
         if not isinstance(g, dict):
