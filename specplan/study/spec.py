@@ -417,6 +417,7 @@ def serving_grid_of(sc: dict):
     import pandas as pd
 
     from specplan.planning.recommend_serving import serving_grid
+    from specplan.planning.sweep import tp_choices
     from specplan.serving.workload import Workload
 
     g = sc["grid"]
@@ -425,7 +426,7 @@ def serving_grid_of(sc: dict):
                   mode=g.get("mode") or "agg")
     parts = []
     for hw in sc["hardware"]:
-        for tp in g.get("tp") or [1]:
+        for tp in tp_choices(sc["model"], hw, g.get("tp")):  # default 1, 2, 4, 8 where heads divide (the schema)
             df = serving_grid(sc["model"], hw, wl, tp=tp, **serving_kwargs(sc))
             df.insert(0, "tp", tp)
             df.insert(0, "hardware", hw.id)
