@@ -155,6 +155,9 @@ class HardwareProfile(_Frozen):
     scaleout_bandwidth_bytes_s: float = Field(50.0e9, ge=MIN_RATE, le=MAX_RATE)
     kernel_overhead_s: float = Field(3.0e-6, ge=0, le=MAX_TIME_S)  # fixed cost per kernel (launch, prologue)
     chip_hop_latency_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # LPU: pipeline hop between chips
+    # The 4-bit weight format deployed on this device, which `--dtype fp4` prices: "fp4" = NVFP4 (Blackwell),
+    # "mxfp4" = OCP MXFP4 (AMD CDNA4, which has no NVFP4). Both compute on the device's fp4 peak.
+    fp4_format: Literal["fp4", "mxfp4"] = "fp4"
     efficiency: dict[str, KernelEfficiency] = Field(default_factory=lambda: {"default": KernelEfficiency()})
     attention: AttentionEfficiency = AttentionEfficiency()
     allreduce: AllReduceParams = AllReduceParams()
