@@ -460,12 +460,14 @@ def predict_table(df: pd.DataFrame, hw: HardwareProfile, family: str | None = No
         from specplan.profiles.engine import engine_hardware
 
         groups, notes = _engine_groups(df, engine)
-        parts = []
+        parts, where = [], []
         for mask, eng in groups:
             part = _predict_one(df[mask], engine_hardware(hw, eng), family, kernel_family, eng)
             notes += part.attrs.get("notes", [])
             parts.append(part)
-        out = pd.concat(parts).loc[df.index] if len(parts) > 1 else parts[0]
+            where.append(np.flatnonzero(mask))
+        # back in the table's row order (by position: an index with repeated labels stays in order too)
+        out = pd.concat(parts).iloc[np.argsort(np.concatenate(where), kind="stable")] if len(parts) > 1 else parts[0]
     out.insert(0, "family", family)
     out["ape_pct"] = np.abs(out["predicted_us"] - out["measured_us"]) / out["measured_us"] * 100.0
     out.attrs["notes"] = list(dict.fromkeys(notes))

@@ -160,3 +160,14 @@ def test_nccl_model_latency_by_hand_and_blackwell_floor_agrees():
         eight = p.nccl_latency_s + 7 * p.nccl_latency_per_peer_s  # an HGX node's 8 GPUs
         assert eight == pytest.approx(nccl_model_allreduce_latency_s(8), rel=0.05), hw_id
         assert "tuning.cc" in load_hardware(hw_id).sources["allreduce"]
+
+
+def test_engine_auto_keeps_the_table_row_order(allreduce_h100):
+    """Rows of several engines, interleaved, with a repeated index: predictions come back row for row."""
+    d = pd.concat([allreduce_h100.iloc[:40], allreduce_h100.iloc[-40:], allreduce_h100.iloc[500:540]])
+    d = d.sample(frac=1.0, random_state=3)
+    d.index = [7] * len(d)
+    p = predict_table(d, load_hardware("h100-sxm"), engine=AUTO_ENGINE)
+    assert len(set(d["framework"])) >= 3
+    assert (p["measured_us"].to_numpy() == d["time_us"].to_numpy()).all()
+    assert (p["framework"].to_numpy() == d["framework"].astype(str).to_numpy()).all()
