@@ -7,8 +7,7 @@ an old name is asked for."""
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.util
+import importlib.machinery
 import sys
 
 OLD_TO_NEW = {
@@ -35,7 +34,7 @@ OLD_TO_NEW = {
 }
 
 
-class _AliasLoader(importlib.abc.Loader):
+class _AliasLoader:
     """Loads an old name as the already-importable module under its new name."""
 
     def __init__(self, new: str):
@@ -48,14 +47,14 @@ class _AliasLoader(importlib.abc.Loader):
         return None
 
 
-class _AliasFinder(importlib.abc.MetaPathFinder):
+class _AliasFinder:
     """Finds the old module names of OLD_TO_NEW."""
 
     def find_spec(self, fullname, path=None, target=None):
         new = OLD_TO_NEW.get(fullname)
         if new is None:
             return None
-        return importlib.util.spec_from_loader(fullname, _AliasLoader(new))
+        return importlib.machinery.ModuleSpec(fullname, _AliasLoader(new))
 
 
 def register() -> None:
