@@ -13,7 +13,7 @@ from specplan.core.errors import SpecplanError
 
 # Command modules, registered on `app` by importing them (for side effects).
 COMMAND_MODULES = ("profiles_cmd", "step_cmd", "spec_cmd", "sweep_cmd", "bench_cmd", "adaptive_cmd", "serving_cmd",
-                   "validate_cmd", "launch_cmd")
+                   "validate_cmd", "launch_cmd", "speed_cmd")
 # The module of each command (and group), so that a run of the `specplan` program imports only its command's
 # module (a cold command pays for no other command's imports and typer builds one command, not all). A command
 # missing here still works: its run imports every module (tests/cli/test_lazy_commands.py checks this map).
@@ -23,7 +23,7 @@ MODULE_OF = {"profiles": "profiles_cmd", "model": "profiles_cmd", "step": "step_
              "validate-serving": "serving_cmd", "validate-speculation": "serving_cmd",
              "validate-kernels": "validate_cmd", "validate-step": "validate_cmd", "validate-eagle3": "validate_cmd",
              "validate-parallel": "validate_cmd", "validate-round": "validate_cmd", "launch": "launch_cmd",
-             "validate-power": "launch_cmd"}
+             "validate-power": "launch_cmd", "bench-speed": "speed_cmd"}
 
 
 def _program_run() -> bool:
