@@ -110,7 +110,7 @@ def properties(n: int) -> int:
     side by side: the niced run takes what the machine has idle); print the counts and the pytest summaries."""
     env = dict(os.environ, SPECPLAN_PROPERTY_EXAMPLES=str(n), PYTHONPATH=str(ROOT))
     path = str(ROOT / "tests" / "speculation" / "test_properties.py")
-    base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0"]  # one process each
     ids = [ln for ln in subprocess.run(base + ["--co", path], env=env, capture_output=True, text=True,
                                        cwd=ROOT).stdout.splitlines() if "::" in ln]
     t0 = time.perf_counter()

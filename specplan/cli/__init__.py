@@ -11,15 +11,43 @@ import sys
 from specplan.cli.app import app
 from specplan.core.errors import SpecplanError
 
-# Register command modules (import for side effects).
-from specplan.cli import profiles_cmd, step_cmd  # noqa: E402,F401
+# Command modules, registered on `app` by importing them (for side effects).
+COMMAND_MODULES = ("profiles_cmd", "step_cmd", "spec_cmd", "sweep_cmd", "bench_cmd", "adaptive_cmd", "serving_cmd",
+                   "validate_cmd", "launch_cmd", "speed_cmd")
+# The module of each command (and group), so that a run of the `specplan` program imports only its command's
+# module (a cold command pays for no other command's imports and typer builds one command, not all). A command
+# missing here still works: its run imports every module (tests/cli/test_lazy_commands.py checks this map).
+MODULE_OF = {"profiles": "profiles_cmd", "model": "profiles_cmd", "step": "step_cmd", "predict": "spec_cmd",
+             "recommend": "spec_cmd", "pareto": "sweep_cmd", "study": "sweep_cmd", "bench": "bench_cmd",
+             "calibrate": "bench_cmd", "validate": "bench_cmd", "adaptive": "adaptive_cmd",
+             "validate-serving": "serving_cmd", "validate-speculation": "serving_cmd",
+             "validate-kernels": "validate_cmd", "validate-step": "validate_cmd", "validate-eagle3": "validate_cmd",
+             "validate-parallel": "validate_cmd", "validate-round": "validate_cmd", "launch": "launch_cmd",
+             "validate-power": "launch_cmd", "bench-speed": "speed_cmd"}
 
-for _optional in ("spec_cmd", "sweep_cmd", "bench_cmd", "adaptive_cmd", "serving_cmd", "validate_cmd",
-                  "launch_cmd"):
+
+def _program_run() -> bool:
+    """Whether this process is the `specplan` program (console script or `python -m specplan`), not a library
+    user or a test importing the CLI (who get every command)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None:
+        return spec.name in ("specplan.__main__", "specplan.cli.__main__")
+    return bool(sys.argv) and sys.argv[0].replace("\\", "/").rsplit("/", 1)[-1] in ("specplan", "specplan.exe")
+
+
+def _modules_to_register() -> tuple:
+    """The command modules to import: only the named command's in a program run that names a known command,
+    else all of them (help, an unknown command, any import of the CLI as a library)."""
+    if _program_run() and len(sys.argv) > 1 and sys.argv[1] in MODULE_OF:
+        return (MODULE_OF[sys.argv[1]],)
+    return COMMAND_MODULES
+
+
+for _module in _modules_to_register():
     try:
-        __import__(f"specplan.cli.{_optional}")
+        __import__(f"specplan.cli.{_module}")
     except ModuleNotFoundError as _exc:  # a command family not written yet
-        if _exc.name != f"specplan.cli.{_optional}":
+        if _exc.name != f"specplan.cli.{_module}":
             raise
 
 
@@ -67,9 +95,13 @@ guard_float_options(app)
 
 
 def _click_exceptions(name: str) -> tuple:
-    """The click exception class `name` from click and from typer's vendored copy, whichever exist."""
+    """The click exception class `name` from click and from typer's vendored copy, whichever exist (click only
+    when something imported it: a click never imported raises nothing, and importing it costs a cold command;
+    a typer without a vendored copy has imported click by now)."""
     out = []
     for mod in ("click.exceptions", "typer._click.exceptions"):
+        if mod == "click.exceptions" and "click" not in sys.modules:
+            continue
         try:
             cls = getattr(__import__(mod, fromlist=[name]), name, None)
         except ImportError:

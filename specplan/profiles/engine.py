@@ -34,7 +34,7 @@ GEMM_SCALE_RANGE = (0.2, 5.0)  # an engine's GEMM kernels run at 1/5 to 5x the f
 class _Frozen(BaseModel):
     """Frozen, no unknown fields, strict finite numbers (YAML `true` is not 1, `.inf` is refused)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False, defer_build=True)
 
 
 class KernelFamily(_Frozen):

@@ -29,7 +29,7 @@ def kv_fractions(v: dict[str, float], where: str) -> dict[str, float]:
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False, defer_build=True)
 
 
 class KernelEfficiency(_Frozen):

@@ -18,7 +18,7 @@ MODULE_KEYS = ("attention", "linear_attention", "mamba", "ffn", "moe", "shared_e
 class _Frozen(BaseModel):
     """Frozen, no unknown fields, strict numbers (YAML `true` is not 1) and every integer <= MAX_PROFILE_INT."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False, defer_build=True)
 
     @model_validator(mode="after")
     def _bounded_ints(self):

@@ -61,10 +61,16 @@ def format_validation_error(err: ValidationError, where: str) -> str:
     return f"{where}: {loc}: {msg}{got}"
 
 
+def shipped(path: Path) -> bool:
+    """Whether `path` is one of the built-in profiles (hardware, model, engine, kernel family)."""
+    folder = Path(path).resolve().parent
+    return any(folder == d.resolve() for d in (hardware_dir(), model_dir(), engine_dir(), engine_dir() / "kernels"))
+
+
 def read_yaml(path: Path) -> dict:
     """Read a YAML mapping with the bounds of `specplan.core.loader` (size, nesting, aliases, duplicate keys, finite
-    numbers), or raise a one-line error naming the file."""
-    return loader.read_yaml(path)
+    numbers), or raise a one-line error naming the file; a built-in profile is parsed by libyaml's parser."""
+    return loader.read_yaml(path, shipped=shipped(path))
 
 
 def build(cls: type[T], data: dict, where: str) -> T:

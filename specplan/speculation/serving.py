@@ -50,11 +50,19 @@ def from_engine(engine) -> ServingProfile:
                           source=f"engine profile {eng.id}: {eng.sources.get('spec_iteration_overhead_s', 'zero')}")
 
 
-# Fitted on all six rows of the vLLM V1 EAGLE-3 llama-3.1-8b batch-1 sweep on H100 (reference/specdec_public.csv
-# rows vllm20780-l31-8b-eagle3-k2..k7) by scripts/eagle3_sweep_report.py; held in engine_profiles/vllm.yaml.
-VLLM_V1_EAGLE_2025 = from_engine("vllm")
+# `VLLM_V1_EAGLE_2025`: fitted on all six rows of the vLLM V1 EAGLE-3 llama-3.1-8b batch-1 sweep on H100
+# (reference/specdec_public.csv rows vllm20780-l31-8b-eagle3-k2..k7) by scripts/eagle3_sweep_report.py; held in
+# engine_profiles/vllm.yaml. It and `PROFILES` (the --serving names) are read from that profile on first use
+# (module __getattr__), not at import: a command that names no engine does not parse the engine YAML.
+PROFILE_NAMES = ("roofline", "vllm-v1-eagle-2025")
 
-PROFILES = {"roofline": PURE_ROOFLINE, "vllm-v1-eagle-2025": VLLM_V1_EAGLE_2025}
+
+def __getattr__(name: str):
+    if name == "VLLM_V1_EAGLE_2025":
+        return from_engine("vllm")
+    if name == "PROFILES":
+        return {"roofline": PURE_ROOFLINE, "vllm-v1-eagle-2025": from_engine("vllm")}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def get_serving(ref) -> ServingProfile:
@@ -67,9 +75,12 @@ def get_serving(ref) -> ServingProfile:
         return ref
     if isinstance(ref, EngineProfile):
         return from_engine(ref)
-    if ref in PROFILES:
-        return PROFILES[ref]
+    if ref == "roofline":
+        return PURE_ROOFLINE
+    if ref == "vllm-v1-eagle-2025":
+        return from_engine("vllm")
     try:
         return from_engine(ref)
     except SpecplanError:
-        raise SpecplanError(f"unknown serving profile '{ref}' (known: {', '.join(PROFILES)}, or an engine id)") from None
+        raise SpecplanError(f"unknown serving profile '{ref}' (known: {', '.join(PROFILE_NAMES)}, or an engine "
+                            f"id)") from None

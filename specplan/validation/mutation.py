@@ -19,6 +19,7 @@ mutant already in it is not run again.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
@@ -352,7 +353,9 @@ def run_tests(work: Path, tests: list[str], timeout_s: float) -> tuple[str, floa
     """('killed' | 'survived' | 'timeout', seconds, the first failing test's node id or '') of pytest over `tests`
     in the scratch copy."""
     env = dict(os.environ, PYTHONPATH=str(work), PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg")
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *tests]
+    # one process: the suite's addopts spread it over pytest-xdist workers, a cost (and no gain) for a few files
+    one = ["-n", "0"] if importlib.util.find_spec("xdist") is not None else []
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *one, *tests]
     t0 = time.monotonic()
     try:
         proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, timeout=timeout_s)

@@ -150,16 +150,17 @@ GOOD = "h100-sxm,bf16,1,4096,4096,10\n"
     ("", "empty file (no header, no rows)"),
     ("device,dtype,m,n,k,time_us\n", "no data rows"),
 ])
-def test_cli_validate_bad_csv_is_one_line(tmp_path, body, message):
-    import subprocess
-    import sys
+def test_cli_validate_bad_csv_is_one_line(tmp_path, body, message, monkeypatch, capsys):
+    """The program's entry point in process (its error line and exit code), not a subprocess per row."""
+    from specplan.cli import main
 
     p = tmp_path / "g.csv"
     p.write_text(body if body == "" or body.startswith("device") else GEMM_HEADER + body)
-    res = subprocess.run([sys.executable, "-m", "specplan", "validate", str(p), "-H", "h100-sxm"],
-                         capture_output=True, text=True)
-    assert res.returncode == 2
-    assert res.stderr == f"error: {p}: {message}\n"
+    monkeypatch.setattr(sys, "argv", ["specplan", "validate", str(p), "-H", "h100-sxm"])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == f"error: {p}: {message}\n"
 
 
 def test_validate_checks_the_table_before_predicting():

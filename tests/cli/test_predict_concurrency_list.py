@@ -12,8 +12,16 @@ BASE = ("predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--engine", "vllm", "
         "--mechanism", "eagle3", "-D", "3", "--acceptance-profile", "eagle3-llama-3.1-8b-mtbench")
 
 
+sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
+from harness import run_cli  # noqa: E402
+
+
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "specplan", *args], capture_output=True, text=True, cwd=ROOT)
+    """`specplan ARGS` in this process (the program's entry point: exit code, stdout, stderr), as a subprocess
+    would answer without its second of imports per run."""
+    r = run_cli(list(args), timeout_s=600)
+    assert not r.exc and not r.hang, r.exc
+    return subprocess.CompletedProcess(list(args), r.rc, r.out, r.err)
 
 
 @pytest.fixture(scope="module")

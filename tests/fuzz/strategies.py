@@ -8,6 +8,7 @@ few hundred seeded examples; `scripts/fuzz.py --n 10000` counts them over many m
 
 from __future__ import annotations
 
+import functools
 import shutil
 import tempfile
 from pathlib import Path
@@ -288,13 +289,19 @@ def cli_invocation(only=None):
     return st.sampled_from(fams).flatmap(lambda f: COMMANDS[f]().map(lambda argv: (f, argv)))
 
 
-def _options_of(argv: list) -> set[str] | None:
-    """The option names the command of `argv` takes (from the typer app), None when it is not a command."""
+@functools.lru_cache(maxsize=1)
+def _click_group():
+    """The click group of the typer app, built once per process (typer builds it anew on each call)."""
     import typer.main
 
     from specplan.cli import app
 
-    cmd = typer.main.get_command(app)
+    return typer.main.get_command(app)
+
+
+def _options_of(argv: list) -> set[str] | None:
+    """The option names the command of `argv` takes (from the typer app), None when it is not a command."""
+    cmd = _click_group()
     for word in argv:
         sub = getattr(cmd, "commands", {}).get(word) if isinstance(word, str) else None
         if sub is None:

@@ -230,12 +230,13 @@ def test_batched_fit_residuals_and_jacobian_equal_the_one_at_a_time_ones(framewo
 
 def test_lockstep_folds_equal_the_folds_fitted_one_by_one():
     """The leave-group-out folds run in lockstep (every fold's pricing batched in one solve per group) give the
-    numbers each fold gives fitted alone."""
+    numbers each fold gives fitted alone (two groups, two folds in lockstep: a third fold made it three times as
+    slow and checked nothing more)."""
     import specplan.validation.serving as vs
 
     rows = vs.load_rows()
     rows = rows[rows["framework"].str.startswith("vLLM")]
-    gs = vs.groups(rows[rows["group"].isin(sorted(set(rows["group"]))[:3])])
+    gs = vs.groups(rows[rows["group"].isin(sorted(set(rows["group"]))[:2])])
     start = [7e-4, 3e-5, 7e-6]
     together = vs.leave_group_out(gs, start)
     for i, g in enumerate(gs):

@@ -4,9 +4,6 @@ Must-show 3 of issue 9: DeepSeek-V3 on H200, ISL 2048 / OSL 2048, MTP at accepta
 20,000 tokens/s in total, up to 64 GPUs."""
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +15,6 @@ from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation.acceptance import Acceptance
 from specplan.speculation.speedup import evaluate
 
-ROOT = Path(__file__).resolve().parents[2]
 ARGS = dict(target_tps=20000.0, target_tps_per_user=50.0, max_gpus=64, isl=2048, osl=2048, mechanisms=["mtp"],
             acceptance={"mtp": 0.8}, max_draft_len=8)
 
@@ -72,18 +68,48 @@ def test_no_smaller_count_meets_both_by_brute_force(answer):
     assert "16 GPUs" in answer["smaller_fails"] and "< 20,000" in answer["smaller_fails"]
 
 
-def test_cli_answers_with_a_layout_and_gpu_count(answer):
-    r = subprocess.run([sys.executable, "-m", "specplan", "recommend", "--model", "deepseek-v3", "--hardware",
-                        "h200-sxm", "--isl", "2048", "--osl", "2048", "--mechanisms", "mtp", "--acceptance", "mtp=0.8",
-                        "--target-tps-per-user", "50", "--target-tps", "20000", "--max-gpus", "64", "--json"],
-                       capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
-    out = json.loads(r.stdout)
+_SEARCHES = {}  # the searches the CLI tests ran, by their arguments
+
+
+@pytest.fixture
+def cli(monkeypatch):
+    """Run `specplan ARGS` in process (typer's CliRunner) -> (exit code, stdout); a search with arguments an earlier
+    run of this module searched gets a copy of that result (the JSON and the text answer of one question come from
+    one search)."""
+    import copy
+
+    from typer.testing import CliRunner
+
+    import specplan.planning.capacity as cap
+    from specplan.cli import app
+
+    real = cap.search
+
+    def once(*a, **k):
+        key = repr((a, sorted(k.items())))
+        if key not in _SEARCHES:
+            _SEARCHES[key] = real(*a, **k)
+        return copy.deepcopy(_SEARCHES[key])
+
+    monkeypatch.setattr(cap, "search", once)
+
+    def run(*args):
+        r = CliRunner().invoke(app, list(args))
+        return r.exit_code, r.stdout
+
+    return run
+
+
+def test_cli_answers_with_a_layout_and_gpu_count(answer, cli):
+    args = ["recommend", "--model", "deepseek-v3", "--hardware", "h200-sxm", "--isl", "2048", "--osl", "2048",
+            "--mechanisms", "mtp", "--acceptance", "mtp=0.8", "--target-tps-per-user", "50", "--target-tps", "20000",
+            "--max-gpus", "64"]
+    rc, js = cli(*args, "--json")
+    assert rc == 0, js
+    out = json.loads(js)
     assert out["best"]["gpus"] == answer["best"]["gpus"] and out["best"]["layout"] and out["smaller_fails"]
-    txt = subprocess.run([sys.executable, "-m", "specplan", "recommend", "--model", "deepseek-v3", "--hardware",
-                          "h200-sxm", "--isl", "2048", "--osl", "2048", "--mechanisms", "mtp", "--acceptance",
-                          "mtp=0.8", "--target-tps-per-user", "50", "--target-tps", "20000", "--max-gpus", "64"],
-                         capture_output=True, text=True, cwd=ROOT).stdout
+    rc, txt = cli(*args)
+    assert rc == 0, txt
     assert f"answer: {answer['best']['gpus']} GPUs" in txt and "why not fewer:" in txt
 
 
@@ -107,34 +133,31 @@ def test_the_answer_is_the_fewer_gpus_of_both_modes():
     assert answer_of(None, None) is None and answer_of(None, {"gpus": 9, "fits_budget": False}) is None
 
 
-def test_cli_answers_aggregated_when_its_replicas_need_fewer_gpus():
+def test_cli_answers_aggregated_when_its_replicas_need_fewer_gpus(cli):
     """Llama-3.3-70B on H100 at 20,000 tokens/s and >= 30 tokens/s/user: 9 aggregated TP-4 replicas (36 GPUs,
     2,273 tokens/s each: 20,457 >= 20,000) beat the disaggregated 48; the answer line said 48 before."""
     args = ["recommend", "-m", "llama-3.3-70b", "-H", "h100-sxm", "--isl", "2048", "--osl", "512", "--target-tps",
             "20000", "--target-tps-per-user", "30", "--max-ttft-ms", "2000", "--mechanisms", "eagle3", "--acceptance",
             "eagle3=0.7"]
-    out = json.loads(subprocess.run([sys.executable, "-m", "specplan", *args, "--json"], capture_output=True,
-                                    text=True, cwd=ROOT).stdout)
+    out = json.loads(cli(*args, "--json")[1])
     a = out["aggregated"]
     assert a["replicas"] * a["tokens_per_s_per_replica"] >= 20000 > (a["replicas"] - 1) * a["tokens_per_s_per_replica"]
     assert out["answer"] == {"mode": "agg", "gpus": a["gpus"]} and a["gpus"] < out["best"]["gpus"]
-    txt = subprocess.run([sys.executable, "-m", "specplan", *args], capture_output=True, text=True, cwd=ROOT).stdout
+    txt = cli(*args)[1]
     assert f"answer: {a['gpus']} GPUs, aggregated: {a['replicas']} x TP {a['tp']} replicas" in txt
     assert f"disaggregated: {out['best']['gpus']} GPUs" in txt and f"answer: {out['best']['gpus']} GPUs" not in txt
 
 
-def test_without_a_ttft_target_the_answer_says_the_modes_ttfts_differ():
+def test_without_a_ttft_target_the_answer_says_the_modes_ttfts_differ(cli):
     """Without --max-ttft-ms the prefill pool is sized to a TTFT of twice one prefill (a sizing rule) while the
     aggregated replicas have no TTFT limit; an aggregated answer then says both TTFTs (and how to hold them to one)."""
     args = ["recommend", "-m", "llama-3.3-70b", "-H", "h100-sxm", "--isl", "2048", "--osl", "512", "--target-tps",
             "20000", "--target-tps-per-user", "30", "--mechanisms", "eagle3", "--acceptance", "eagle3=0.7"]
-    out = json.loads(subprocess.run([sys.executable, "-m", "specplan", *args, "--json"], capture_output=True,
-                                    text=True, cwd=ROOT).stdout)
+    out = json.loads(cli(*args, "--json")[1])
     assert out["prefill_ttft_target_ms"] == pytest.approx(2e3 * out["prefill_s_per_request"])
-    txt = subprocess.run([sys.executable, "-m", "specplan", *args], capture_output=True, text=True, cwd=ROOT).stdout
+    txt = cli(*args)[1]
     if out["answer"]["mode"] == "agg":
         assert (f"aggregated replicas' TTFT is {out['aggregated']['ttft_ms']:.0f} ms, the disaggregated prefill pool "
                 f"is sized to {out['prefill_ttft_target_ms']:.0f} ms") in txt
-    with_target = subprocess.run([sys.executable, "-m", "specplan", *args, "--max-ttft-ms", "2000"],
-                                 capture_output=True, text=True, cwd=ROOT).stdout
+    with_target = cli(*args, "--max-ttft-ms", "2000")[1]
     assert "no --max-ttft-ms" not in with_target
