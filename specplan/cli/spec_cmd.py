@@ -590,11 +590,9 @@ def _recommend_at_load(model, hw_list, isl, osl, request_rate, target_total, tar
     needs for the load, priced and ranked (specplan.planning.load_plan)."""
     from specplan.cli.load_cmd import load_targets, print_load_plan
     from specplan.planning.load_plan import plan_load
-    from specplan.planning.recommend import _mechanisms
-    from specplan.profiles.registry import load_model
 
     total, user = load_targets(request_rate, target_total, target_user, max_tpot_ms, osl)
-    mechs = kw.pop("mechanisms") or _mechanisms(load_model(model).id, None, kw["acceptance"], kw["draft_model"])
+    mechs = kw.pop("mechanisms") or _default_mechanisms(model, kw["acceptance"], kw["draft_model"])
     kw.pop("draft_model")
     plan = plan_load(model, hw_list, target_tps=total, target_tps_per_user=user, isl=isl, osl=osl,
                      objective="cost" if objective == "cost" else objective, gpu_hour_usd=gpu_hour_usd,
@@ -621,16 +619,24 @@ def _draft_and_identity(model: str, draft_model, mechs) -> tuple:
 def _check_emittable(emit: str, model: str, mechs, acc: dict, draft_model, ident: dict) -> None:
     """--emit: refuse before the search a launch that could not be built (docs/launch.md)."""
     from specplan.planning.launch.emit import check_emittable
-    from specplan.planning.recommend import _mechanisms
     from specplan.profiles.registry import load_model
     from specplan.speculation.drafters import DraftRef
 
     prof = load_model(model)
-    try:
-        wanted = mechs if mechs is not None else _mechanisms(prof.id, None, acc, draft_model)
-    except SpecplanError:  # no mechanism has acceptance data: the search prices no speculation
-        wanted = []
+    wanted = mechs if mechs is not None else _default_mechanisms(model, acc, draft_model)
     check_emittable(emit, prof, wanted, DraftRef(draft_model, ident.get("draft_model")))
+
+
+def _default_mechanisms(model: str, acc: dict, draft_model) -> list[str]:
+    """The mechanisms a search takes when none are named: those with acceptance data (shipped profiles or
+    --acceptance), as every mode takes them; none (the D = 0 baseline alone) where the model has no data."""
+    from specplan.planning.recommend import _mechanisms
+    from specplan.profiles.registry import load_model
+
+    try:
+        return _mechanisms(load_model(model).id, None, acc, draft_model)
+    except SpecplanError:
+        return []
 
 
 def _planning_kw(kw: dict) -> dict:
@@ -716,10 +722,7 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
     if target_user is None:
         raise SpecplanError("recommend --target-tps: give --target-tps-per-user too")
     if mechs is None:  # the same default mechanisms as every mode: those with acceptance data (shipped profiles)
-        from specplan.planning.recommend import _mechanisms
-        from specplan.profiles.registry import load_model
-
-        mechs = _mechanisms(load_model(model).id, None, acc, draft_model)
+        mechs = _default_mechanisms(model, acc, draft_model)
     r = search(model, hardware, target_tps=target_total, target_tps_per_user=target_user, max_gpus=max_gpus,
                isl=isl, osl=osl, context_len=None if context is None else model_context(model, context),
                mechanisms=[x for x in mechs if x != "none"], acceptance=acc, max_draft_len=max_d, dtype=dtype,
