@@ -57,12 +57,19 @@ class Launch:
     notes: list[str] = field(default_factory=list)
 
 
+LOADS = ("concurrency", "decode_batch")  # answer fields that are loads (a Little's-law mean may be fractional)
+
+
 def _int(answer: dict, key: str, default: int) -> int:
+    """A whole-number answer field (D, TP, batch, replicas ...): a fraction is refused, not rounded (2.5 is no
+    draft length); a load (LOADS) is rounded up to the requests it must admit."""
     v = answer.get(key, default)
     if v is None:
         return default
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0 or v == float("inf"):
         raise SpecplanError(f"launch: answer field '{key}' must be a non-negative number, got {v!r}")
+    if key not in LOADS and v != int(v):
+        raise SpecplanError(f"launch: answer field '{key}' must be a whole number, got {v!r}")
     return int(math.ceil(v))
 
 
