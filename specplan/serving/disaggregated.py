@@ -209,7 +209,8 @@ def _ttft_of(pr: _Pricing, x, x_pools, kv_s):
     at most the C - 1 other prompts ahead, x_pools at a time) + KV transfer."""
     s_p = pr.s_p
     rho = x * s_p / x_pools
-    wait = np.where(rho < 1.0, rho / (2.0 * np.maximum(1.0 - rho, 1e-12)) * s_p, np.inf)
+    with np.errstate(divide="ignore"):  # the M/D/1 wait's own pole decides rho = 1: infinite there, no guard
+        wait = np.where(rho < 1.0, rho * s_p / (2.0 * (1.0 - rho)), np.inf)
     if pr.conc is not None:
         others = np.maximum(pr.conc - 1.0, 0.0) * np.ones(pr.d.shape)
         wait = np.where(rho < 1.0, np.minimum(wait, others * s_p / x_pools), np.inf)
