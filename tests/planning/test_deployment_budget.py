@@ -68,3 +68,17 @@ def test_the_disaggregated_search_equals_a_brute_force_over_every_split():
     best = r["best"]
     assert best["tokens_per_s"] == pytest.approx(total, rel=1e-3)
     assert (best["tp"], best["best"]["pools"]) == (tp, pools)
+
+
+def test_the_launch_of_replicated_units_says_how_many():
+    # recommend --gpus 16 answering 2 x 3P5D x TP 1: the command is one decode instance of one unit, at the unit's
+    # concurrency over its 5 decode instances (1024 / 5 -> 205), and the note names the 2 units on 16 GPUs
+    from specplan.planning.launch.emit import build, plan_from_answer
+
+    answer = {"model": "llama-3.1-8b", "hardware": "h100-sxm", "engine": "vllm", "isl": 1024, "osl": 256, "gpus": 16,
+              "best": {"mode": "disagg", "dtype": "bf16", "tp": 1, "fits": True, "replicas": 2, "unit_gpus": 8,
+                       "gpus_used": 16, "total_concurrency": 2048.0, "layout": "2 x 3P5D x TP 1",
+                       "best": {"mechanism": "none", "draft_len": 0, "concurrency": 1024.0, "pools": "3P5D"}}}
+    p = plan_from_answer(answer)
+    assert (p["units"], p["max_batch"]) == (2, 205)
+    assert any("3P5D, 8 x 1 GPUs; 2 such units side by side, 16 GPUs" in n for n in build("vllm", p).notes)

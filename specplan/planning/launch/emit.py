@@ -99,7 +99,8 @@ def plan_from_answer(answer: dict, **given) -> dict:
     """One flat plan from a recommend answer (the whole `--json` output or its best row) plus `given` defaults.
 
     Keys: model, hf_repo, mechanism, draft_len, draft_repo, tree_topk, tree_tokens, max_batch, token_budget,
-    kv_dtype, dtype, checkpoint_dtype, tp, dp, ep, pp, mode, pools, d_schedule [(batch_lo, batch_hi, D)], isl, osl."""
+    kv_dtype, dtype, checkpoint_dtype, tp, dp, ep, pp, mode, pools, units (disaggregated units side by side),
+    d_schedule [(batch_lo, batch_hi, D)], isl, osl."""
     from specplan.profiles.registry import load_model, model_ids
 
     if not isinstance(answer, dict):
@@ -153,6 +154,7 @@ def plan_from_answer(answer: dict, **given) -> dict:
         "ep": _int(lay, "ep", _int(src, "ep", 1)), "pp": _int(lay, "pp", _int(src, "pp", 1)),
         "mode": src.get("mode") or "agg", "pools": pools, "engine": src.get("engine"),
         "replicas": _int(src, "replicas", 1) if pools is None else 1,
+        "units": _int(src, "replicas", 1) if pools is not None else 1,  # recommend --gpus: xPyD units side by side
         "d_schedule": _schedule(sched) if sched else None,
         "hardware": src.get("hardware"), "isl": src.get("isl"), "osl": src.get("osl"),
     }
@@ -503,9 +505,11 @@ def _pools_note(plan: dict) -> list[str]:
     per = plan["tp"] * plan["pp"] * plan["dp"]
     if plan["mode"] == "disagg" and plan["pools"]:
         x, y = (int(plan["pools"][k].get("replicas", 1)) for k in ("prefill", "decode"))
-        return [f"the answer is disaggregated ({x}P{y}D, {x + y} x {per} GPUs): this command is one decode "
-                f"instance (max batch {plan['max_batch']} each); the prefill pool and the KV transfer between them "
-                f"need a disaggregated deployment (--engine dynamo writes one)"]
+        units = plan.get("units", 1)
+        return [f"the answer is disaggregated ({x}P{y}D, {x + y} x {per} GPUs"
+                + (f"; {units} such units side by side, {units * (x + y) * per} GPUs" if units > 1 else "")
+                + f"): this command is one decode instance (max batch {plan['max_batch']} each); the prefill pool "
+                f"and the KV transfer between them need a disaggregated deployment (--engine dynamo writes one)"]
     r = plan.get("replicas", 1)
     if r <= 1:
         return []
