@@ -54,3 +54,16 @@ def test_a_zero_gpu_hour_price_is_energy_only():
     q = run(*base, "--gpu-hour-usd", "-1")
     assert q.returncode != 0 and len(q.stderr.strip().splitlines()) == 1
     assert "--gpu-hour-usd: must be >= 0, got -1" in q.stderr
+
+
+@pytest.mark.parametrize("sched", [[[1, 8]], [[1, 8, 2.5]], [[1, "8", 2]], {"8": 2.5}, {"eight": 2}, [[1, 8, True]]])
+def test_a_d_schedule_of_other_than_whole_triples_is_one_line(sched):
+    # a row of two numbers, a fractional D, a string or a bool: refused naming the field (2.5 used to become 2)
+    bad = {**ANSWER, "best": {**ANSWER["best"], "d_schedule": sched}}
+    with pytest.raises(SpecplanError, match="answer field 'd_schedule' must be"):
+        plan_from_answer(bad)
+
+
+def test_a_d_schedule_of_whole_numbers_is_read():
+    p = plan_from_answer({**ANSWER, "best": {**ANSWER["best"], "d_schedule": {"8": 3, "64": 2.0}}})
+    assert p["d_schedule"] == [(1, 8, 3), (9, 64, 2)]

@@ -224,16 +224,29 @@ def _capacity_answer(a: dict) -> dict:
 def _schedule(s) -> list[tuple[int, int, int]]:
     """[(batch_lo, batch_hi, D)] from [[lo, hi, D], ...] or {batch_hi: D} (TRT-LLM's form)."""
     out = []
+    bad = SpecplanError(f"launch: answer field 'd_schedule' must be [[batch_lo, batch_hi, D], ...] of whole numbers, "
+                        f"got {s!r}")
     if isinstance(s, dict):
         lo = 1
-        for hi, dd in sorted((int(k), int(v)) for k, v in s.items()):
+        try:
+            pairs = sorted((_whole(float(k), bad), _whole(v, bad)) for k, v in s.items())
+        except (TypeError, ValueError):
+            raise bad from None
+        for hi, dd in pairs:
             out.append((lo, hi, dd))
             lo = hi + 1
     elif isinstance(s, list) and all(isinstance(r, (list, tuple)) and len(r) == 3 for r in s):
-        out = [tuple(int(x) for x in r) for r in s]
+        out = [tuple(_whole(x, bad) for x in r) for r in s]
     else:
-        raise SpecplanError(f"launch: answer field 'd_schedule' must be [[batch_lo, batch_hi, D], ...], got {s!r}")
+        raise bad
     return out
+
+
+def _whole(v, err: SpecplanError) -> int:
+    """v as an int when it is a finite whole number >= 0 (2.0 is 2; 2.5, a string or a bool are `err`)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 <= v < float("inf")) or v != int(v):
+        raise err
+    return int(v)
 
 
 def _method(engine: str, plan: dict) -> str | None:
