@@ -26,3 +26,11 @@ def test_trtllm_moe_split_covers_every_gpu(tp, dp, ep, expert_tp):
     o = trtllm_options(plan_from_answer(_answer(64, tp, dp, ep)))[0]
     assert o["moe_expert_parallel_size"] == ep and o["moe_tensor_parallel_size"] == expert_tp
     assert o["moe_expert_parallel_size"] * o["moe_tensor_parallel_size"] == tp * dp
+
+
+def test_the_per_rank_note_only_where_there_are_ranks():
+    # DP 8: vLLM's --max-num-seqs is per rank and says so; DP 1: one rank, the cap is the answer's batch, no note
+    dp8 = build("vllm", plan_from_answer(_answer(100, 1, 8, 8))).notes
+    dp1 = build("vllm", plan_from_answer(_answer(100, 8, 1, 8))).notes
+    assert any("per data-parallel rank" in n and "over 8 ranks" in n for n in dp8)
+    assert not any("per data-parallel rank" in n for n in dp1)
