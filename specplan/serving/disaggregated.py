@@ -291,7 +291,7 @@ def _pool_split(pr: _Pricing, x_pools, y_pools) -> dict:
         "concurrency": load, "prefill_s": pr.s_p, "prefill_utilization": rho, "kv_transfer_s": kv_s,
         "pools": (x_pools, y_pools), "devices": devices, "admission_wait_s": adm,
         "fits": pr.fits_one & np.ones(d.shape, dtype=bool), "stable": stable,
-        "prefill_bound": (rho >= 0.95) | (x >= capacity * (1 - 1e-3)),
+        "prefill_bound": rho >= 0.95,  # (X >= 0.999 x capacity, once or-ed in, is rho >= 0.999: implied)
         "saturation_requests_per_s": np.minimum(capacity, decode_cap),
         "running_cap": cap, "kv_cap_requests": pr.kv_cap, "kv_cap_draft": pr.kv_cap_draft, "spec_cap": pr.spec_cap,
     }
