@@ -67,3 +67,10 @@ def test_a_d_schedule_of_other_than_whole_triples_is_one_line(sched):
 def test_a_d_schedule_of_whole_numbers_is_read():
     p = plan_from_answer({**ANSWER, "best": {**ANSWER["best"], "d_schedule": {"8": 3, "64": 2.0}}})
     assert p["d_schedule"] == [(1, 8, 3), (9, 64, 2)]
+
+
+def test_the_default_token_budget_holds_every_sequences_verify():
+    # no token_budget in the answer: one step must hold B x (1 + D) tokens (each sequence verifies its D drafts and
+    # the token before them): 4096 x (1 + 3) = 16384, above the engines' default budget
+    p = plan_from_answer({**ANSWER, "best": {**ANSWER["best"], "batch": 4096, "draft_len": 3}})
+    assert p["token_budget"] == 16384
