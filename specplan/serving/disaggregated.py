@@ -15,6 +15,7 @@ unstable when λ exceeds the saturation rate. tokens/s/GPU counts both pools: X�
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,15 +50,18 @@ def kv_link_bytes_s(hw, gpus: int) -> float:
     `gpus` of the deployment sit in one scale-up domain (hw.scaleup_domain), else the NIC
     (scaleout_bandwidth_bytes_s); bandwidths and their sources are in the hardware profile."""
     dom = getattr(hw, "scaleup_domain", None) or 1
-    return float(hw.scaleup_bandwidth_bytes_s if gpus <= dom else hw.scaleout_bandwidth_bytes_s)
+    bw = np.where(np.asarray(gpus) <= dom, float(hw.scaleup_bandwidth_bytes_s), float(hw.scaleout_bandwidth_bytes_s))
+    return float(bw) if bw.ndim == 0 else bw
 
 
 def kv_transfer_s(model, hw, tp, isl, prec, gpus=None) -> float:
     """Seconds to move one prompt's KV cache (all layers, every TP rank in parallel) from a prefill to a decode
-    instance, over the link kv_link_bytes_s picks for a deployment of `gpus` GPUs (default: one instance pair)."""
+    instance, over the link kv_link_bytes_s picks for a deployment of `gpus` GPUs (default: one instance pair; an
+    array of GPU counts gives an array)."""
     per_rank = isl * (kv_bytes_per_token(model, tp, prec.kv, "full")
                       + kv_bytes_per_token(model, tp, prec.kv, "sliding"))
-    return float(per_rank / kv_link_bytes_s(hw, 2 * tp if gpus is None else gpus))
+    s = per_rank / kv_link_bytes_s(hw, 2 * tp if gpus is None else gpus)
+    return float(s) if np.ndim(s) == 0 else s
 
 
 def _decode_tables(at_whole, b_top, shape):
@@ -94,7 +98,8 @@ class _Pricing:
     s_p: float
     cap: np.ndarray | float  # running cap per decode instance (per grid point: speculation may lower it)
     grid: np.ndarray
-    gpu_grid: np.ndarray  # GPU seconds of an iteration on the grid's whole batches (the round applied at b)
+    gpu_table: np.ndarray  # (grid, columns): GPU seconds of an iteration on the grid's whole batches, per distinct D
+    col: np.ndarray  # each grid point's column of gpu_table (int, shaped like d)
     al: np.ndarray
     fits_one: np.ndarray
     kv_cap: np.ndarray | float = np.inf  # requests whose whole KV (ISL + OSL) one decode instance's cache holds (per D)
@@ -107,30 +112,51 @@ class _Pricing:
         """Iteration seconds at decode batch b (priced at max(b, 1)): GPU seconds linear between whole batches,
         then the engine's round at b itself, so that a graph's end (an eager step past graph_max_batch) falls at
         its batch and not across the table's interval that holds it (whose width depends on the loads asked)."""
-        grid, g_grid = self.grid, self.gpu_grid
+        grid, flat, n_col = self.grid, self.gpu_table.ravel(), self.gpu_table.shape[1]
         bb = np.maximum(np.asarray(b, dtype=float), 1.0)
         bt = np.clip(bb, grid[0], grid[-1])
         i = np.clip(np.searchsorted(grid, bt) - 1, 0, len(grid) - 2)
         w = (bt - grid[i]) / (grid[i + 1] - grid[i])
-        idx = np.indices(bt.shape)
-        lo, hi = g_grid[(i, *idx)], g_grid[(i + 1, *idx)]
+        at = i * n_col + self.col
+        lo, hi = flat[at], flat[at + n_col]
         eng, q, k_t, k_d = self.rnd
         return round_s(eng, lo + w * (hi - lo), bt, self.d, q, k_t, k_d)
 
 
-def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, engine=None, mechanism="none",
-                        draft_len=0, acceptance=None, dtype=None, kv_dtype=None, draft_model=None,
-                        **spec_kw) -> list[dict]:
-    """`disaggregated` for each (x, y) of `pools`, the decode and prefill pricing shared (one list entry each)."""
+def disaggregated_pools(model, hardware, workload: Workload, pools, *, draft_len=0, **kw) -> list[dict]:
+    """`disaggregated` for each (x, y) of `pools` (one list entry each), all in one evaluation: disaggregated_grid
+    with a last axis over the pools."""
+    pools = [(int(x), int(y)) for x, y in pools]
+    load = "request_rate" if workload.concurrency is None else "concurrency"
+    wl = dataclasses.replace(workload, **{load: np.asarray(getattr(workload, load), dtype=float)[..., None]})
+    r = disaggregated_grid(model, hardware, wl, np.array([float(x) for x, _ in pools]),
+                           np.array([float(y) for _, y in pools]),
+                           draft_len=np.asarray(draft_len, dtype=float)[..., None], **kw)
+    shape = np.shape(r["tpot_s"])
+    per_pool = ("pools", "devices", "kv_transfer_s")  # one number per pool, not per grid point
+    return [{**{k: (v if np.ndim(v) == 0 else np.broadcast_to(v, shape)[..., i]) for k, v in r.items()
+                if k not in per_pool},
+             "pools": (x, y), "devices": float(r["devices"][i]), "kv_transfer_s": float(r["kv_transfer_s"][i])}
+            for i, (x, y) in enumerate(pools)]
+
+
+def disaggregated_grid(model, hardware, workload: Workload, x_pools, y_pools, *, tp=1, engine=None,
+                       mechanism="none", draft_len=0, acceptance=None, dtype=None, kv_dtype=None, draft_model=None,
+                       **spec_kw) -> dict:
+    """Steady-state xPyD serving on a grid: `x_pools`, `y_pools` (prefill and decode instances, arrays), draft_len
+    and the workload's load broadcast together, one point each (a search's columns: (pool, D) pairs), the decode
+    and prefill pricing and the loop's bisection shared. Arrays of that shape; `pools` is (x_pools, y_pools),
+    `devices` and `kv_transfer_s` are shaped like them."""
     m = load_model(model)
     hw = load_hardware(hardware)
     eng = load_engine(engine).for_mechanism(mechanism)  # an engine may run this mechanism's rounds without overlap
     workload.check(m)
     prec = resolve_precision(m, hw, dtype, kv_dtype)
+    xs, ys = np.asarray(x_pools, dtype=float), np.asarray(y_pools, dtype=float)
     d = np.asarray(draft_len, dtype=float)
     conc = None if workload.concurrency is None else np.asarray(workload.concurrency, dtype=float)
     load = np.asarray(workload.concurrency if conc is not None else workload.request_rate, dtype=float)
-    d = d * np.ones(np.broadcast(d, load).shape)  # one grid point per load of a sweep
+    d = d * np.ones(np.broadcast_shapes(d.shape, load.shape, xs.shape, ys.shape))  # one grid point per load, pool
     spec = dict(mechanism=mechanism, draft_len=d, acceptance=acceptance, draft_model=draft_model, **spec_kw)
     dpm = draft_prefill_model(m, mechanism, draft_model)
     draft = None if dpm is None or np.all(d == 0) else (dpm, resolve_precision(dpm, hw, dtype, kv_dtype))
@@ -154,7 +180,7 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
                                                           draft)
         return gpu, round_s(eng, gpu, b, du, q, kernels, kernels * np.asarray(r["rho_d"])), r
 
-    b_top = float(np.max(conc)) / min(y for _, y in pools) if conc is not None else float(np.max(cap))
+    b_top = float(np.max(conc)) / float(np.min(ys)) if conc is not None else float(np.max(cap))
     b_top = min(max(b_top, 1.0), float(np.max(cap)))
     grid, g_u, r_grid = _decode_tables(at_whole, b_top, du.shape)
     q_u = np.broadcast_to(np.asarray(r_grid["verify_tokens"], dtype=float)[0], du.shape)
@@ -166,29 +192,32 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
     t_cap_u = at_whole(cap_u)[1] if workload.osl > 1 else np.full(du.shape, np.nan)
     if spread:
         idx = np.asarray(inv).reshape(d.shape)
-        g_grid, al, t_cap = g_u[:, idx], al_u[idx], np.broadcast_to(t_cap_u, du.shape)[idx]
+        al, t_cap = al_u[idx], np.broadcast_to(t_cap_u, du.shape)[idx]
         q, kd = q_u[idx], kd_u[idx]
     else:
-        g_grid, al, t_cap, q, kd = g_u, al_u, np.broadcast_to(t_cap_u, du.shape), q_u, kd_u
-    pr = _Pricing(m, hw, tp, workload, prec, d, conc, s_p, cap, grid, g_grid, al, np.asarray(kv_cap >= 1),
+        idx = np.arange(d.size).reshape(d.shape)
+        al, t_cap, q, kd = al_u, np.broadcast_to(t_cap_u, du.shape), q_u, kd_u
+    table = np.ascontiguousarray(np.reshape(g_u, (len(grid), -1)))
+    pr = _Pricing(m, hw, tp, workload, prec, d, conc, s_p, cap, grid, table, idx, al, np.asarray(kv_cap >= 1),
                   kv_cap, t_cap, bool(np.any(kv_cap < mem_one.max_batch)), spec_cap_applies(eng, workload, d, kv_cap),
                   (eng, q, kernels, kd))
-    return [_pool_split(pr, int(x), int(y)) for x, y in pools]
+    return _pool_split(pr, xs, ys)
 
 
-def _ttft_of(pr: _Pricing, x, x_pools: int, kv_s: float):
+def _ttft_of(pr: _Pricing, x, x_pools, kv_s):
     """(TTFT s, prefill queue wait s, prefill utilization) at request rate x: prompt + M/D/1 wait (a closed loop:
     at most the C - 1 other prompts ahead, x_pools at a time) + KV transfer."""
     s_p = pr.s_p
     rho = x * s_p / x_pools
-    wait = np.where(rho < 1.0, rho / (2.0 * np.maximum(1.0 - rho, 1e-12)) * s_p, np.inf)
+    with np.errstate(divide="ignore"):  # the M/D/1 wait's own pole decides rho = 1: infinite there, no guard
+        wait = np.where(rho < 1.0, rho * s_p / (2.0 * (1.0 - rho)), np.inf)
     if pr.conc is not None:
         others = np.maximum(pr.conc - 1.0, 0.0) * np.ones(pr.d.shape)
         wait = np.where(rho < 1.0, np.minimum(wait, others * s_p / x_pools), np.inf)
     return s_p + wait + kv_s, wait, rho
 
 
-def _solve_loop(pr: _Pricing, x_pools: int, y_pools: int, n_d, kv_s: float):
+def _solve_loop(pr: _Pricing, x_pools, y_pools, n_d, kv_s):
     """(decode batch B, iteration s, request rate X) of the closed loop C = y·B + X·TTFT (bisection on B), the
     open loop B = λ·N_d·τ(B)/y, or with OSL 1 the prefill pool alone (C = X·TTFT)."""
     wl, d = pr.workload, pr.d
@@ -228,11 +257,12 @@ def _solve_loop(pr: _Pricing, x_pools: int, y_pools: int, n_d, kv_s: float):
     return b, pr.iteration(b), lam
 
 
-def _pool_split(pr: _Pricing, x_pools: int, y_pools: int) -> dict:
-    """One xPyD split: the loop solved, TTFT with admission waits, TPOT, latency, throughput and stability."""
+def _pool_split(pr: _Pricing, x_pools, y_pools) -> dict:
+    """xPyD splits (x_pools, y_pools: arrays broadcast with the grid): the loop solved, TTFT with admission waits,
+    TPOT, latency, throughput and stability."""
     wl, d, al, cap = pr.workload, pr.d, pr.al, pr.cap
-    devices = float((x_pools + y_pools) * pr.tp)
-    kv_s = kv_transfer_s(pr.m, pr.hw, pr.tp, wl.isl, pr.prec, int(devices))
+    devices = (x_pools + y_pools) * float(pr.tp)
+    kv_s = kv_transfer_s(pr.m, pr.hw, pr.tp, wl.isl, pr.prec, devices)
     n_d = np.maximum((wl.osl - 1.0) / al, 1e-9) if wl.osl > 1 else np.zeros(np.shape(al))
     capacity = x_pools / pr.s_p  # requests/s the prefill pool can feed
     b, tau, x = _solve_loop(pr, x_pools, y_pools, n_d, kv_s)
@@ -261,7 +291,7 @@ def _pool_split(pr: _Pricing, x_pools: int, y_pools: int) -> dict:
         "concurrency": load, "prefill_s": pr.s_p, "prefill_utilization": rho, "kv_transfer_s": kv_s,
         "pools": (x_pools, y_pools), "devices": devices, "admission_wait_s": adm,
         "fits": pr.fits_one & np.ones(d.shape, dtype=bool), "stable": stable,
-        "prefill_bound": (rho >= 0.95) | (x >= capacity * (1 - 1e-3)),
+        "prefill_bound": rho >= 0.95,  # (X >= 0.999 x capacity, once or-ed in, is rho >= 0.999: implied)
         "saturation_requests_per_s": np.minimum(capacity, decode_cap),
         "running_cap": cap, "kv_cap_requests": pr.kv_cap, "kv_cap_draft": pr.kv_cap_draft, "spec_cap": pr.spec_cap,
     }
