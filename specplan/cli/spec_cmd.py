@@ -10,8 +10,8 @@ import numpy as np
 import typer
 
 from specplan.cli.app import app
-from specplan.cli.serving_options import (Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate,
-                                          StartupCohort)
+from specplan.cli.serving_options import (Concurrency, DecodeLayout, Engine, Isl, Mode, Osl, Pools, PrefillLayout,
+                                          RequestRate, StartupCohort)
 from specplan.cli.parsing import cli_layout, comma_list, fold_ids, model_context, mech_values, number_list, one_number
 from specplan.cli.output import print_json, table
 from specplan.core.errors import SpecplanError
@@ -180,6 +180,8 @@ def predict(
     request_rate: RequestRate = None,
     pools: Pools = None,
     startup_cohort: StartupCohort = False,
+    prefill_layout: PrefillLayout = None,
+    decode_layout: DecodeLayout = None,
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Baseline vs speculative step, AL, speedup, throughputs, memory and guideline diagnostics of one point;
@@ -200,19 +202,22 @@ def predict(
     kw = dict(mechanism=mechanism, draft_len=draft_len, acceptance=acc, dtype=dtype, kv_dtype=kv_dtype,
               draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
               draft_kv_budget=draft_kv_budget, tree_tokens=tree_tokens, engine=_engine(engine, serving))
+    if wl is not None:  # the serving model takes any layout (docs/serving.md): per-pool ones when disaggregated
+        from specplan.cli.parsing import serving_layouts
+
+        tp_s, lay_kw, pre = serving_layouts(tp, dp, ep, pp, mode, prefill_layout, decode_layout)
+        kw = dict(kw, **lay_kw, **({"prefill_layout": pre} if pre is not None else {}))
+    elif prefill_layout or decode_layout:
+        raise SpecplanError("--prefill-layout / --decode-layout: the serving model's pools need --isl and --osl")
     if wl is not None and sweep:
-        if (dp, ep, pp) != (1, 1, 1):
-            raise SpecplanError("predict: the serving model (--isl/--osl) takes --tp only, not --dp/--ep/--pp")
-        r = predict_serving_sweep(model, hardware, wl, tp=tp, **kw)
+        r = predict_serving_sweep(model, hardware, wl, tp=tp_s, **kw)
         if json_out:
             print_json(r)
         else:
             _print_sweep(r)
         return
     if wl is not None:
-        if (dp, ep, pp) != (1, 1, 1):
-            raise SpecplanError("predict: the serving model (--isl/--osl) takes --tp only, not --dp/--ep/--pp")
-        r = predict_serving(model, hardware, wl, tp=tp, **kw)
+        r = predict_serving(model, hardware, wl, tp=tp_s, **kw)
     else:
         if batch is None or context is None:
             raise SpecplanError("predict: give --batch and --context, or --isl and --osl with --concurrency or "

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from specplan.model.memory import kv_bytes_per_token, memory_usage
+from specplan.model.parallel import (Layout, as_layout, attention_tp, dp_ranks, draft_parallelism, instance_call,
+                                     serving_parallelism)
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.serving.aggregated import (draft_prefill_model, kv_cap_requests, only_draft_len_varies, running_cap,
@@ -40,7 +42,7 @@ def prefill_instance_s(model, hw, tp, isl, eng, prec, draft=None) -> float:
     per = eng.step_s(gpu / n_steps, 1, step_kernels(model, hw, tp, eng, prec), False, isl / n_steps) * n_steps
     if draft is not None:
         dm, dprec = draft
-        per = per + prefill_s(dm, hw, tp if dm.num_q_heads % tp == 0 else 1, isl, precision=dprec, engine=eng)
+        per = per + prefill_s(dm, hw, draft_parallelism(dm, tp), isl, precision=dprec, engine=eng)
     return float(per)
 
 
@@ -52,11 +54,16 @@ def kv_link_bytes_s(hw, gpus: int) -> float:
     return float(hw.scaleup_bandwidth_bytes_s if gpus <= dom else hw.scaleout_bandwidth_bytes_s)
 
 
-def kv_transfer_s(model, hw, tp, isl, prec, gpus=None) -> float:
+def kv_transfer_s(model, hw, tp, isl, prec, gpus=None, decode_tp=None) -> float:
     """Seconds to move one prompt's KV cache (all layers, every TP rank in parallel) from a prefill to a decode
-    instance, over the link kv_link_bytes_s picks for a deployment of `gpus` GPUs (default: one instance pair)."""
-    per_rank = isl * (kv_bytes_per_token(model, tp, prec.kv, "full")
-                      + kv_bytes_per_token(model, tp, prec.kv, "sliding"))
+    instance, over the link kv_link_bytes_s picks for a deployment of `gpus` GPUs (default: one instance pair).
+    With another decode attention TP (`decode_tp`; pools of their own layouts) the busier side sets the time:
+    each prefill GPU sends its TP share of the prompt's KV, each decode GPU of the receiving DP rank takes its own
+    share (an MLA latent whole on every TP GPU of a rank: memory.kv_bytes_per_token)."""
+    def per_gpu(t):
+        return isl * (kv_bytes_per_token(model, t, prec.kv, "full") + kv_bytes_per_token(model, t, prec.kv, "sliding"))
+
+    per_rank = per_gpu(tp) if decode_tp in (None, tp) else max(per_gpu(tp), per_gpu(decode_tp))
     return float(per_rank / kv_link_bytes_s(hw, 2 * tp if gpus is None else gpus))
 
 
@@ -72,11 +79,14 @@ def _decode_tables(at_whole, b_top, shape):
 
 
 def disaggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechanism="none", draft_len=0,
-                  acceptance=None, dtype=None, kv_dtype=None, draft_model=None, **spec_kw) -> dict:
-    """Steady-state xPyD serving (arrays over draft_len / concurrency): TPOT, TTFT, latency, tokens/s."""
+                  acceptance=None, dtype=None, kv_dtype=None, draft_model=None, prefill_layout=None,
+                  **spec_kw) -> dict:
+    """Steady-state xPyD serving (arrays over draft_len / concurrency): TPOT, TTFT, latency, tokens/s. `tp` is the
+    decode instances' TP or Layout, `prefill_layout` the prefill instances' (None: the same)."""
     return disaggregated_pools(model, hardware, workload, [workload.pools or (1, 1)], tp=tp, engine=engine,
                                mechanism=mechanism, draft_len=draft_len, acceptance=acceptance, dtype=dtype,
-                               kv_dtype=kv_dtype, draft_model=draft_model, **spec_kw)[0]
+                               kv_dtype=kv_dtype, draft_model=draft_model, prefill_layout=prefill_layout,
+                               **spec_kw)[0]
 
 
 @dataclass(frozen=True)
@@ -102,6 +112,13 @@ class _Pricing:
     kv_cap_draft: bool = False  # kv_cap counts the draft's weights and KV (below the target's own)
     spec_cap: np.ndarray | bool = False  # the running cap is the engine's speculative one (spec_cap_applies)
     rnd: tuple = ()  # (engine, verify tokens q, target kernels, draft kernels) of the round, per grid point
+    tp_p: object = None  # the prefill instances' TP or Layout (None: tp, the decode instances')
+    # a decode instance is dp_d DP-attention ranks of gpus_d GPUs in all (s_p, cap, kv_cap and the decode batch
+    # are one rank's); a prefill instance dp_p ranks, each prefilling its own prompts, of gpus_p GPUs
+    dp_d: int = 1
+    dp_p: int = 1
+    gpus_d: int = 0
+    gpus_p: int = 0
 
     def iteration(self, b):
         """Iteration seconds at decode batch b (priced at max(b, 1)): GPU seconds linear between whole batches,
@@ -120,11 +137,23 @@ class _Pricing:
 
 def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, engine=None, mechanism="none",
                         draft_len=0, acceptance=None, dtype=None, kv_dtype=None, draft_model=None,
-                        **spec_kw) -> list[dict]:
-    """`disaggregated` for each (x, y) of `pools`, the decode and prefill pricing shared (one list entry each)."""
+                        prefill_layout=None, **spec_kw) -> list[dict]:
+    """`disaggregated` for each (x, y) of `pools`, the decode and prefill pricing shared (one list entry each).
+
+    `tp` (decode) and `prefill_layout` (None: the same) may be Layouts: a pool with data-parallel attention is
+    priced per DP rank as aggregated.rank_serving prices an instance (a decode rank holds B requests; a prefill
+    rank prefills its own prompts, all ranks in the same steps), its engine limits per rank
+    (EngineProfile.per_dp_rank), the KV moved between the pools' layouts (kv_transfer_s)."""
     m = load_model(model)
     hw = load_hardware(hardware)
-    eng = load_engine(engine).for_mechanism(mechanism)  # an engine may run this mechanism's rounds without overlap
+    tp = serving_parallelism(tp)
+    tp_p = tp if prefill_layout is None else serving_parallelism(as_layout(prefill_layout))
+    for t in (tp, tp_p):
+        if isinstance(t, Layout):
+            t.check(m, hw)
+    dp_d, dp_p = dp_ranks(tp), dp_ranks(tp_p)
+    eng_p = load_engine(engine).per_dp_rank(dp_p)
+    eng = load_engine(engine).per_dp_rank(dp_d).for_mechanism(mechanism)  # rounds may run without overlap
     workload.check(m)
     prec = resolve_precision(m, hw, dtype, kv_dtype)
     d = np.asarray(draft_len, dtype=float)
@@ -134,27 +163,30 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
     spec = dict(mechanism=mechanism, draft_len=d, acceptance=acceptance, draft_model=draft_model, **spec_kw)
     dpm = draft_prefill_model(m, mechanism, draft_model)
     draft = None if dpm is None or np.all(d == 0) else (dpm, resolve_precision(dpm, hw, dtype, kv_dtype))
-    s_p = prefill_instance_s(m, hw, tp, workload.isl, eng, prec, draft)
+    s_p = prefill_instance_s(m, hw, tp_p, workload.isl, eng if dp_p == dp_d else eng_p, prec, draft)
     kernels = step_kernels(m, hw, tp, eng, prec)
-    mem_one = memory_usage(m, hw, tp, 1, workload.isl + workload.osl, prec)
+    mem_one = memory_usage(m, hw, attention_tp(tp), 1, workload.isl + workload.osl, prec,
+                           layout=tp if isinstance(tp, Layout) else None)
+    one_max = mem_one.max_batch / dp_d  # one decode rank's requests (max_batch counts the instance)
     # the decode table depends on D, not on the concurrency: priced once per distinct D, spread back below
     spread = d.ndim >= 1 and only_draft_len_varies(spec)
     du, inv = np.unique(d, return_inverse=True) if spread else (d, None)
     spec_u = {**spec, "draft_len": du}
-    kv_cap_u = kv_cap_requests(m, hw, tp, workload, eng, spec_u, prec, mem_one.max_batch)  # the draft's memory too
+    kv_cap_u = kv_cap_requests(m, hw, tp, workload, eng, spec_u, prec, one_max)  # the draft's memory too
     kv_cap = (np.asarray(kv_cap_u)[np.asarray(inv).reshape(d.shape)] if spread and np.ndim(kv_cap_u) else kv_cap_u)
     cap = running_cap(eng, workload, kv_cap, d) * np.ones(d.shape)  # decode batch per instance: engine, KV cache
 
     def at_whole(b):  # the engine's round as in aggregated serving: GPU extras (extend, rejection), round host
-        r = evaluate(m, hw, tp=tp, batch=b, context_len=workload.decode_context, engine=eng, dtype=prec.compute,
-                     kv_dtype=prec.kv, precision=prec, **spec_u)
+        t, lay, bb = instance_call(tp, b)  # a Layout: b is one DP rank's, the instance holds DP x b
+        r = evaluate(m, hw, tp=t, batch=bb, context_len=workload.decode_context, engine=eng, dtype=prec.compute,
+                     kv_dtype=prec.kv, precision=prec, **spec_u, **lay)
         q = np.asarray(r["verify_tokens"], dtype=float)
         gpu = np.asarray(r["iter_s"]) + round_gpu_extra_s(m, engine_hardware(hw, eng), tp, b, du, q,
                                                           workload.decode_context, mechanism,
                                                           draft)
         return gpu, round_s(eng, gpu, b, du, q, kernels, kernels * np.asarray(r["rho_d"])), r
 
-    b_top = float(np.max(conc)) / min(y for _, y in pools) if conc is not None else float(np.max(cap))
+    b_top = float(np.max(conc)) / (dp_d * min(y for _, y in pools)) if conc is not None else float(np.max(cap))
     b_top = min(max(b_top, 1.0), float(np.max(cap)))
     grid, g_u, r_grid = _decode_tables(at_whole, b_top, du.shape)
     q_u = np.broadcast_to(np.asarray(r_grid["verify_tokens"], dtype=float)[0], du.shape)
@@ -171,8 +203,8 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
     else:
         g_grid, al, t_cap, q, kd = g_u, al_u, np.broadcast_to(t_cap_u, du.shape), q_u, kd_u
     pr = _Pricing(m, hw, tp, workload, prec, d, conc, s_p, cap, grid, g_grid, al, np.asarray(kv_cap >= 1),
-                  kv_cap, t_cap, bool(np.any(kv_cap < mem_one.max_batch)), spec_cap_applies(eng, workload, d, kv_cap),
-                  (eng, q, kernels, kd))
+                  kv_cap, t_cap, bool(np.any(kv_cap < one_max)), spec_cap_applies(eng, workload, d, kv_cap),
+                  (eng, q, kernels, kd), tp_p, dp_d, dp_p, gpus_of(tp), gpus_of(tp_p))
     return [_pool_split(pr, int(x), int(y)) for x, y in pools]
 
 
@@ -228,11 +260,24 @@ def _solve_loop(pr: _Pricing, x_pools: int, y_pools: int, n_d, kv_s: float):
     return b, pr.iteration(b), lam
 
 
-def _pool_split(pr: _Pricing, x_pools: int, y_pools: int) -> dict:
-    """One xPyD split: the loop solved, TTFT with admission waits, TPOT, latency, throughput and stability."""
+def gpus_of(tp) -> int:
+    """GPUs of one instance of a serving call's `tp` (an int, or a Layout: TP x DP x PP)."""
+    return tp.gpus if isinstance(tp, Layout) else int(tp)
+
+
+def _pool_split(pr: _Pricing, x_inst: int, y_inst: int) -> dict:
+    """One xPyD split: the loop solved, TTFT with admission waits, TPOT, latency, throughput and stability. The
+    loop runs over DP ranks: x_inst prefill instances are x_inst x dp_p prompt servers, y_inst decode instances
+    x_inst x dp_d decode ranks (both 1 per instance without DP attention)."""
     wl, d, al, cap = pr.workload, pr.d, pr.al, pr.cap
-    devices = float((x_pools + y_pools) * pr.tp)
-    kv_s = kv_transfer_s(pr.m, pr.hw, pr.tp, wl.isl, pr.prec, int(devices))
+    x_pools, y_pools = x_inst * pr.dp_p, y_inst * pr.dp_d
+    if pr.tp_p == pr.tp and not isinstance(pr.tp, Layout):  # TP-only pools of one TP: as before
+        devices = float((x_inst + y_inst) * pr.tp)
+        kv_s = kv_transfer_s(pr.m, pr.hw, pr.tp, wl.isl, pr.prec, int(devices))
+    else:
+        devices = float(x_inst * pr.gpus_p + y_inst * pr.gpus_d)
+        kv_s = kv_transfer_s(pr.m, pr.hw, attention_tp(pr.tp_p), wl.isl, pr.prec, int(devices),
+                             decode_tp=attention_tp(pr.tp))
     n_d = np.maximum((wl.osl - 1.0) / al, 1e-9) if wl.osl > 1 else np.zeros(np.shape(al))
     capacity = x_pools / pr.s_p  # requests/s the prefill pool can feed
     b, tau, x = _solve_loop(pr, x_pools, y_pools, n_d, kv_s)
@@ -257,11 +302,12 @@ def _pool_split(pr: _Pricing, x_pools: int, y_pools: int) -> dict:
     return {
         "tpot_s": tpot, "ttft_s": ttft, "ttft_p50_s": p50, "ttft_p90_s": p90, "request_latency_s": lat,
         "tokens_per_s_per_user": 1.0 / tpot, "tokens_per_s_per_gpu": x * wl.osl / devices,
-        "decode_batch": b, "iteration_s": tau, "acceptance_length": al, "requests_per_s": x,
+        "decode_batch": b * pr.dp_d, "iteration_s": tau, "acceptance_length": al, "requests_per_s": x,
         "concurrency": load, "prefill_s": pr.s_p, "prefill_utilization": rho, "kv_transfer_s": kv_s,
-        "pools": (x_pools, y_pools), "devices": devices, "admission_wait_s": adm,
+        "pools": (x_inst, y_inst), "devices": devices, "admission_wait_s": adm,
         "fits": pr.fits_one & np.ones(d.shape, dtype=bool), "stable": stable,
         "prefill_bound": (rho >= 0.95) | (x >= capacity * (1 - 1e-3)),
         "saturation_requests_per_s": np.minimum(capacity, decode_cap),
-        "running_cap": cap, "kv_cap_requests": pr.kv_cap, "kv_cap_draft": pr.kv_cap_draft, "spec_cap": pr.spec_cap,
+        "running_cap": cap * pr.dp_d, "kv_cap_requests": pr.kv_cap * pr.dp_d, "kv_cap_draft": pr.kv_cap_draft,
+        "spec_cap": pr.spec_cap,
     }
