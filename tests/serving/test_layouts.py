@@ -139,3 +139,18 @@ def test_deepseek_r1_mtp_uses_the_r1_acceptance_profile():
 
     assert find_profile("mtp", "deepseek-r1") == find_profile("mtp", "deepseek-v3") == \
         "mtp-deepseek-v3-trtllm-minlatency"
+
+
+def test_tp_group_across_nodes_adds_the_nic_leg():
+    """TP 16 on two 8-GPU H100 nodes: the node's all-reduce over NVLink plus each GPU's 1/8 share all-reduced over
+    its NIC between the two nodes (2 (n - 1) / n = 1 of it sent, at 50 GB/s x 0.86) and one 20 us RDMA latency."""
+    from specplan.costs.comm import allreduce_cost
+    from specplan.model.step import tp_allreduce_cost
+
+    hw = load_hardware("h100-sxm")
+    nbytes = 64 * 7168 * 2.0
+    intra = allreduce_cost(hw, nbytes, 8).time_s
+    t = tp_allreduce_cost(hw, nbytes, 16).time_s
+    nic = hw.scaleout_bandwidth_bytes_s * hw.alltoall.scaleout_bw_fraction
+    assert float(t) == pytest.approx(float(intra) + nbytes / 8 / nic + hw.alltoall.scaleout_latency_s, rel=1e-9)
+    assert tp_allreduce_cost(hw, nbytes, 8).time_s == allreduce_cost(hw, nbytes, 8).time_s
