@@ -734,7 +734,7 @@ def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, d
     rows = []
     for x in r["layouts"]:
         b = x["best"] or {}
-        rows.append([x["mode"], x["dtype"], x.get("layout", f"TP {x['tp']}"), x.get("gpus_used", "-"),
+        rows.append([x["mode"], x["dtype"], x.get("label") or x.get("layout", f"TP {x['tp']}"), x.get("gpus_used", "-"),
                      f"{b['mechanism']} D = {b['draft_len']}" if b else "-", x.get("total_concurrency", "-"),
                      _or_dash(b.get("tpot_ms")), _or_dash(b.get("ttft_ms")), b.get("tokens_per_s_per_gpu", "-"),
                      x["verdict"]])
@@ -749,12 +749,15 @@ def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, d
         raise typer.Exit(1)
     for m_, x in r["best_by_mode"].items():
         b = x["best"]
-        print(f"best {m_}: {x['layout']} ({x['dtype']}), {b['mechanism']} D = {b['draft_len']}, concurrency "
+        print(f"best {m_}: {x.get('label') or x['layout']} ({x['dtype']}), {b['mechanism']} D = {b['draft_len']}, concurrency "
               f"{x['total_concurrency']:g} in all: {b['tokens_per_s_per_gpu']:.1f} tok/s/GPU on {x['gpus_used']} GPUs, "
               + (f"TPOT {b['tpot_ms']:.2f} ms, " if _or_dash(b["tpot_ms"]) != "-" else "no TPOT (OSL 1), ")
           + f"TTFT {b['ttft_ms']:.1f} ms")
+    for k, x in (r.get("best_by_family") or {}).items():  # MoE: the best of each layout family and why it lost
+        print(f"best of {k}: {x.get('label') or x['layout']}, {x['best']['tokens_per_s_per_gpu']:.1f} tok/s/GPU "
+              f"({x['verdict']})")
     x = r["best"]
-    print(f"answer: {x['mode']} {x['layout']} ({x['dtype']})")
+    print(f"answer: {x['mode']} {x.get('label') or x['layout']} ({x['dtype']})")
     if launch is not None:
         print(launch["text"])
     if err is not None:  # the search stands; only its launch could not be written

@@ -216,7 +216,7 @@ def _pool_rows(rows: list, grid: list | None, mech: str, d, pool, r: dict, e, co
                                 f"default price: give --gpu-hour-usd)")
         val = np.broadcast_to(e[key], shape)
         obj = np.where(ok & np.isfinite(val), -val, -np.inf)
-    pools_s = None if pool is None else f"{pool[0]}P{pool[1]}D"
+    pools_s = None if pool is None else f"{pool[0]}P{pool[1]}D" + (f"@{pool[2]}" if len(pool) > 2 else "")
     if grid is not None:
         cc = np.broadcast_to(np.asarray(r.get("concurrency", conc[:, None]), dtype=float), shape)
         st = np.broadcast_to(np.asarray(r["stable"]), shape)
@@ -405,6 +405,13 @@ def search_deployment(model, hardware, isl: int, osl: int, *, gpus: int, gpus_pe
                 else:
                     row["layout"] = f"TP {tp}"
                 layouts.append(row)
+        if m.moe is not None:  # TEP / DEP layouts and pools of their own layouts (planning/layout_search.py)
+            from specplan.planning.layout_search import moe_layout_rows
+
+            layouts += moe_layout_rows(m, hw, isl, osl, gpus=gpus, dtype=dt, modes=modes, engine=eng,
+                                       sla=(max_ttft_ms, max_tpot_ms), search_kw=dict(
+                                           kw, mechanisms=mechanisms, acceptance=acceptance,
+                                           max_draft_len=max_draft_len, extrapolate=extrapolate))
     ok = [x for x in layouts if x["best"] is not None]
     best = max(ok, key=lambda x: x["best"]["tokens_per_s_per_gpu"]) if ok else None
     by_mode = {}
@@ -414,8 +421,14 @@ def search_deployment(model, hardware, isl: int, osl: int, *, gpus: int, gpus_pe
             by_mode[x["mode"]] = x
     for x in layouts:
         x["verdict"] = _why_lost(x, best)
+    by_family = {}  # the best of each (mode, layout family): TP, and for an MoE model TEP and DEP
+    for x in ok:
+        k = f"{x['mode']} {x.get('family', 'TP')}"
+        if k not in by_family or x["best"]["tokens_per_s_per_gpu"] > by_family[k]["best"]["tokens_per_s_per_gpu"]:
+            by_family[k] = x
     return {"model": m.id, "hardware": hw.id, "engine": eng.id, "isl": isl, "osl": osl, "gpus": gpus,
             "gpus_per_node": node, "max_ttft_ms": max_ttft_ms, "max_tpot_ms": max_tpot_ms, "layouts": layouts,
-            "best": best, "best_by_mode": by_mode,
+            "best": best, "best_by_mode": by_mode, **({"best_by_family": by_family} if m.moe is not None else {}),
             "assumptions": "same TP for prefill and decode instances; agg replicas identical (tokens/s/GPU over the "
-                           "GPUs used); MoE DP/EP layouts not searched here"}
+                           "GPUs used); MoE DP/EP layouts not searched here" if m.moe is None else
+                           __import__("specplan.planning.layout_search", fromlist=["x"]).search_note(m)}

@@ -15,6 +15,7 @@ unstable when Î» exceeds the saturation rate. tokens/s/GPU counts both pools: XÂ
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -186,7 +187,7 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
                                                           draft)
         return gpu, round_s(eng, gpu, b, du, q, kernels, kernels * np.asarray(r["rho_d"])), r
 
-    b_top = float(np.max(conc)) / (dp_d * min(y for _, y in pools)) if conc is not None else float(np.max(cap))
+    b_top = float(np.max(conc)) / (dp_d * min(p[1] for p in pools)) if conc is not None else float(np.max(cap))
     b_top = min(max(b_top, 1.0), float(np.max(cap)))
     grid, g_u, r_grid = _decode_tables(at_whole, b_top, du.shape)
     q_u = np.broadcast_to(np.asarray(r_grid["verify_tokens"], dtype=float)[0], du.shape)
@@ -205,7 +206,21 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
     pr = _Pricing(m, hw, tp, workload, prec, d, conc, s_p, cap, grid, g_grid, al, np.asarray(kv_cap >= 1),
                   kv_cap, t_cap, bool(np.any(kv_cap < one_max)), spec_cap_applies(eng, workload, d, kv_cap),
                   (eng, q, kernels, kd), tp_p, dp_d, dp_p, gpus_of(tp), gpus_of(tp_p))
-    return [_pool_split(pr, int(x), int(y)) for x, y in pools]
+    out, by_prefill = [], {}
+    for pool in pools:  # (x, y), or (x, y, prefill layout): the decode pricing shared, the prefill priced once each
+        if len(pool) == 2 or pool[2] is None:
+            out.append(_pool_split(pr, int(pool[0]), int(pool[1])))
+            continue
+        lay_p = serving_parallelism(as_layout(pool[2]))
+        if lay_p not in by_prefill:
+            if isinstance(lay_p, Layout):
+                lay_p.check(m, hw)
+            e_p = load_engine(engine).per_dp_rank(dp_ranks(lay_p))
+            by_prefill[lay_p] = dataclasses.replace(
+                pr, s_p=prefill_instance_s(m, hw, lay_p, workload.isl, e_p, prec, draft), tp_p=lay_p,
+                dp_p=dp_ranks(lay_p), gpus_p=gpus_of(lay_p))
+        out.append(_pool_split(by_prefill[lay_p], int(pool[0]), int(pool[1])))
+    return out
 
 
 def _ttft_of(pr: _Pricing, x, x_pools: int, kv_s: float):
