@@ -338,6 +338,8 @@ def recommend(
     gpus: Gpus = None,
     gpus_per_node: GpusPerNode = None,
     dtypes: Dtypes = None,
+    prefill_layout: PrefillLayout = None,
+    decode_layout: DecodeLayout = None,
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
     emit: Emit = None,
     objective: Objective = "tokens-per-gpu",
@@ -379,14 +381,25 @@ def recommend(
         return
     if mode == "auto":
         raise SpecplanError("mode (--mode): auto needs --gpus (the deployment search); use agg or disagg")
-    if isl is not None and (dp, ep, pp) != (1, 1, 1):
-        raise SpecplanError("recommend: the serving model (--isl/--osl) takes --tp only, not --dp/--ep/--pp")
     wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools, require_load=False,
                                startup_cohort=startup_cohort)
+    serving_kw = {}
+    if wl is not None:  # the serving model takes any layout; a disaggregated prefill pool may have its own
+        from specplan.cli.parsing import serving_layouts
+
+        tp, lay_kw, pre = serving_layouts(tp, dp, ep, pp, mode, prefill_layout, decode_layout)
+        if lay_kw:
+            from specplan.model.parallel import serving_parallelism
+
+            tp = serving_parallelism(lay_kw["layout"])
+        serving_kw = {"prefill_layout": pre} if pre is not None else {}
+    elif prefill_layout or decode_layout:
+        raise SpecplanError("--prefill-layout / --decode-layout: the serving model's pools need --isl and --osl")
     price = _price(gpu_hour_usd, kwh_usd, pue, price_tier)
     if _recommend_workload(model, hw_list, wl, tp, eng, mechs, acc, max_draft_len, extrapolate,
                            (max_ttft_ms, max_tpot_ms), concurrency is None and request_rate is None, json_out,
-                           dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model), emit, objective, price):
+                           dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model, **serving_kw), emit,
+                           objective, price):
         return
     if context is None:
         raise SpecplanError("recommend: --context is required (or --target-tps with --isl and --osl)")
@@ -804,7 +817,10 @@ def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
         return
     sla = ", ".join(x for x in (f"TTFT <= {max_ttft_ms:g} ms" if max_ttft_ms else "",
                                 f"TPOT <= {max_tpot_ms:g} ms" if max_tpot_ms else "") if x) or "no SLA"
-    print(f"{r['model']} on {hardware} (tp {tp}), engine {r['engine']}, {r['mode']}, ISL {r['isl']}, OSL {r['osl']}; {sla}")
+    where = f"tp {tp}" if "layout" not in r and "prefill_layout" not in kw else " ".join(
+        x for x in (f"layout {r.get('layout', f'tp{tp}')}", f"prefill {kw['prefill_layout'].name}"
+                    if kw.get("prefill_layout") is not None else "") if x)
+    print(f"{r['model']} on {hardware} ({where}), engine {r['engine']}, {r['mode']}, ISL {r['isl']}, OSL {r['osl']}; {sla}")
     rows = [[x["mechanism"], x["draft_len"], x["concurrency"], x["pools"] or "-", x["acceptance_length"],
              _or_dash(x["tpot_ms"]), x["ttft_ms"], _or_dash(x["tokens_per_s_per_user"]), x["tokens_per_s_per_gpu"],
              "-" if x.get("speedup_vs_none") is None else f"{x['speedup_vs_none']:.3f}",

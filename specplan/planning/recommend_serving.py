@@ -87,7 +87,8 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
         rows += [x for found in by_pool for x in found]
     rows, feasible, base, ranked = _rank(rows, objective, top)
     out = {"model": m.id, "engine": eng.id, "mode": workload.mode, "isl": workload.isl, "osl": workload.osl,
-           "tp": tp, "hardware": getattr(hardware, "id", hardware), "objective": objective,
+           "tp": getattr(tp, "tp", tp), **({"layout": tp.name} if hasattr(tp, "dp") else {}),  # a Layout beyond TP
+           "hardware": getattr(hardware, "id", hardware), "objective": objective,
            "max_ttft_ms": max_ttft_ms, "max_tpot_ms": max_tpot_ms, "ranked": ranked, "notes": notes,
            "best": feasible[0] if feasible else None, "baseline": base, "grid": grid,
            "dtype": kw.get("dtype"), "kv_dtype": kw.get("kv_dtype")}  # as given (None: the checkpoint's), for launch

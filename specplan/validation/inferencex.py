@@ -242,8 +242,8 @@ def acceptance_profile_yaml(alpha: float, held: dict[str, float]) -> str:
             f"workload: InferenceX random-token prompts (--random-range-ratio 0.8), ISL/OSL 1K-8K, DeepSeek-R1-0528 "
             f"FP8 MTP on H100 (dynamo-sglang D = 2, dynamo-trt D = 2 and 3)\n"
             f"default: false\npoints:  # [D, AL] from one i.i.d. acceptance rate alpha = {alpha:.2f}\n{pts}\n"
-            f"source: \"fitted by specplan.validation.inferencex (specplan validate-inferencex) on the MTP rows of "
-            f"reference/published/serving_public_inferencex.csv (InferenceX publishes no acceptance): the rate whose "
+            f"source: \"reference/published/serving_public_inferencex.csv, its MTP rows: fitted by "
+            f"specplan.validation.inferencex (specplan validate-inferencex; InferenceX publishes no acceptance): the rate whose "
             f"serving predictions best match the rows' tokens/s/user (median |log error|); with each MTP setup left "
             f"out in turn the rate was {spread} (docs/validation/inferencex.md)\"\n")
 
