@@ -101,30 +101,33 @@ def _splits(gpus: int, p: Layout, d: Layout) -> list[tuple[int, int, str]]:
     return out
 
 
-def _row(mode, dtype, lay, best, notes, why, gpus, prefill=None) -> dict:
-    """A search_deployment row for a layout of this module (layouts in the --layouts grammar)."""
+def _row(mode, dtype, lay, best, notes, why, gpus) -> dict:
+    """A search_deployment row for a layout of this module (layouts in the --layouts grammar), its unit (one
+    instance, or one xPyD split) replicated over the budget as recommend_serving.fill_budget does for TP rows."""
+    from specplan.model.parallel import parse_layout
+
     row = {"mode": mode, "dtype": dtype, "tp": lay.tp, "family": family(lay), "fits": True, "best": best,
            "notes": notes, "why": why}
     if mode == "agg":
-        row["layout"] = lay.name
-        if best is not None:
-            k = gpus // lay.gpus
-            row.update(replicas=k, gpus_used=k * lay.gpus, total_concurrency=best["concurrency"] * k,
-                       label=f"{k} x {lay.name}")
-        else:
+        row["layout"], unit, label = lay.name, lay.gpus, lay.name
+    else:
+        row["decode_layout"] = lay.name
+        if best is None:
             row["label"] = lay.name
-        return row
-    row["decode_layout"] = lay.name
-    if best is not None:
+            return row
         pools, pre = best["pools"].split("@")
         x, y = (int(v) for v in pools[:-1].split("P"))
-        from specplan.model.parallel import parse_layout
-
-        row.update(prefill_layout=pre, pools=pools, gpus_used=x * parse_layout(pre).gpus + y * lay.gpus,
-                   total_concurrency=best["concurrency"], label=f"{pools}: {x} x {pre} + {y} x {lay.name}")
+        unit = x * parse_layout(pre).gpus + y * lay.gpus
+        row.update(prefill_layout=pre, pools=pools)
+        label = f"{pools}: {x} x {pre} + {y} x {lay.name}"
         best["pools"] = pools
-    else:
-        row["label"] = f"? x {prefill} + ? x {lay.name}" if prefill else lay.name
+    if best is None:
+        row["label"] = label
+        return row
+    k = gpus // unit
+    row.update(replicas=k, unit_gpus=unit, gpus_used=k * unit, idle_gpus=gpus - k * unit,
+               total_concurrency=best["concurrency"] * k, tokens_per_s=best["tokens_per_s_per_gpu"] * k * unit,
+               label=f"{k} x {label}" if mode == "agg" or k > 1 else label)
     return row
 
 

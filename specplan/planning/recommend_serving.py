@@ -12,13 +12,15 @@ from specplan.profiles.registry import load_engine, load_model
 from specplan.speculation.acceptance_spec import parse_acceptance
 from specplan.planning.recommend import _draft_range, _mechanisms
 from specplan.serving.api import serve
-from specplan.serving.disaggregated import disaggregated_pools
+from specplan.serving.disaggregated import disaggregated_grid
 from specplan.serving.workload import Workload
 
 CONCURRENCIES = np.unique(np.round(np.geomspace(1, 1024, 41)))  # searched when --concurrency is not given
 REFINE_POINTS = 64  # each (pool, D) priced again between its best grid point's neighbours: every whole concurrency
 # where they are at most 63 apart (the grid's neighbours are up to 42 % apart: 38-54, 64-91), else 0.3-0.6 % apart
 POOL_SIZES = (1, 2, 3, 4)  # prefill and decode instances searched in disagg mode without --pools
+UNIT_INSTANCES = 8  # recommend --gpus: most instances in one disaggregated unit (disagg_units: every xPyD with
+# x + y <= 8, 28 units); the budget is filled with replicas of the best unit
 
 
 def _candidates(workload, search_concurrency: bool, pools=None):
@@ -33,13 +35,15 @@ def _candidates(workload, search_concurrency: bool, pools=None):
 def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanisms=None, acceptance=None,
                       max_draft_len=16, extrapolate=False, max_ttft_ms=None, max_tpot_ms=None,
                       search_concurrency=None, top=10, keep_grid=False, pools=None, objective="tokens-per-gpu",
-                      price=None, d_by_load=True, **kw) -> dict:
+                      price=None, d_by_load=True, budget=None, **kw) -> dict:
     """Rank (mechanism, D) by their best tokens/s/GPU (or lowest $/Mtok or J/token: `objective`) over the
     concurrency (and pools) grid under the SLA; disaggregated without workload.pools searches `pools` (default
     every xPyD with x, y in POOL_SIZES); rows carry power, J/token, tokens/s/MW and $/Mtok
     (specplan.planning.cost; `price`: gpu_hour_usd, kwh_usd, pue, tier). `d_by_load`: also the best D per
-    concurrency band for the winner (aggregated, closed loop; off where only the best row is read)."""
-    from specplan.planning.cost import OBJECTIVES, serving_energy
+    concurrency band for the winner (aggregated, closed loop; off where only the best row is read). `budget`
+    (GPUs; recommend --gpus): only the rows whose replicas on the budget can still put out the most tokens/s are
+    refined (_worth_refining)."""
+    from specplan.planning.cost import OBJECTIVES
 
     if objective not in OBJECTIVES:
         raise SpecplanError(f"objective: must be one of {', '.join(OBJECTIVES)}, got '{objective}'")
@@ -62,6 +66,7 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
                                                                                                        launched=True)
     eng = eng.as_launched()  # priced as the launch files start it (SGLang: --max-running-requests = concurrency)
     sla = (max_ttft_ms, max_tpot_ms)
+    floor = 0.0  # with a budget: the most output tokens/s a feasible row's replicas reach so far
     for mech in mechs:
         acc = acceptance.get(mech)
         d = np.arange(0, 1) if mech == "none" else _draft_range(acc, max_draft_len, extrapolate, notes, mech)[1:]
@@ -70,21 +75,25 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
             notes += [] if note in notes else [note]
             continue
         d_top[mech] = int(d.max())
-        wl = workload if workload.request_rate is not None else dataclasses.replace(workload,
-                                                                                     concurrency=conc[:, None])
-        results = _price(m, hardware, wl, pools, tp, eng, mech, d, acc, kw)
-        by_pool = []
-        for pool, r in zip(pools, results):
-            e = serving_energy(m, hardware, wl, r, d[None, :], tp=tp, dtype=kw.get("dtype"),
-                               kv_dtype=kw.get("kv_dtype"), price=price)
-            found: list = []
-            _pool_rows(found, grid if keep_grid else None, mech, d, pool, r, e, conc, sla, objective,
-                       getattr(hardware, "id", hardware))
-            by_pool.append(found)
+        cols = [(pool, dd) for pool in pools for dd in d]  # the search's columns: one per (pool, D)
+        col_pools, col_d = [p for p, _ in cols], np.array([dd for _, dd in cols])
+        # a searched concurrency is per decode instance: an xPyD column's grid is CONCURRENCIES x y in all
+        scale = np.array([1.0 if p is None or not search_concurrency else float(p[1]) for p in col_pools])
+        wl = workload if workload.request_rate is not None else dataclasses.replace(
+            workload, concurrency=conc[:, None] * scale)
+        r = _price(m, hardware, wl, col_pools, tp, eng, mech, col_d, acc, kw)
+        found: list = []
+        _pool_rows(found, grid if keep_grid else None, mech, col_d, col_pools, r, _energy(m, hardware, wl, r, col_d,
+                                                                                          tp, kw, price),
+                   np.asarray(wl.concurrency if wl.concurrency is not None else conc), sla, objective,
+                   getattr(hardware, "id", hardware))
         if search_concurrency and workload.request_rate is None:
-            by_pool = _refine(by_pool, pools, grid if keep_grid else None, m, hardware, workload, tp, eng, mech, d,
-                              acc, conc, sla, objective, price, kw)
-        rows += [x for found in by_pool for x in found]
+            keep = None
+            if budget is not None and workload.mode == "disagg" and not keep_grid and objective == "tokens-per-gpu":
+                keep, floor = _worth_refining(found, col_pools, r, conc, scale, tp, budget, floor)
+            found = _refine(found, col_pools, grid if keep_grid else None, m, hardware, workload, tp, eng, mech,
+                            col_d, acc, conc, scale, sla, objective, price, kw, keep)
+        rows += found
     rows, feasible, base, ranked = _rank(rows, objective, top)
     out = {"model": m.id, "engine": eng.id, "mode": workload.mode, "isl": workload.isl, "osl": workload.osl,
            "tp": getattr(tp, "tp", tp), **({"layout": tp.name} if hasattr(tp, "dp") else {}),  # a Layout beyond TP
@@ -102,57 +111,90 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
     return out
 
 
-def _price(m, hardware, wl, pools, tp, eng, mech, d, acc, kw) -> list[dict]:
-    """One serving result per pool (aggregated: one, pools [None]) for draft lengths `d` at `wl`'s loads;
-    disaggregated, every pool split from one pricing of the decode and prefill steps."""
+def _price(m, hardware, wl, pools, tp, eng, mech, d, acc, kw) -> dict:
+    """The serving result on a grid of columns, column k at pool pools[k] (aggregated: None) and draft length d[k],
+    at `wl`'s loads (its concurrency: one row per load, or one load per row and column): one evaluation."""
     if wl.mode == "disagg":
         kw_d = {k: v for k, v in kw.items() if k != "admission"}
-        return disaggregated_pools(m, hardware, wl, pools, tp=tp, engine=eng, mechanism=mech, draft_len=d[None, :],
-                                   acceptance=acc, **kw_d)
-    return [serve(m, hardware, wl, tp=tp, engine=eng, mechanism=mech, draft_len=d[None, :], acceptance=acc, **kw)]
+        if any(len(p) > 2 for p in pools):  # (x, y, prefill layout): pools of their own layouts
+            kw_d["prefill_layouts"] = [p[2] if len(p) > 2 else None for p in pools]
+        return disaggregated_grid(m, hardware, wl, np.array([float(p[0]) for p in pools]),
+                                  np.array([float(p[1]) for p in pools]), tp=tp, engine=eng, mechanism=mech,
+                                  draft_len=d[None, :], acceptance=acc, **kw_d)
+    return serve(m, hardware, wl, tp=tp, engine=eng, mechanism=mech, draft_len=d[None, :], acceptance=acc, **kw)
 
 
-def refined_concurrency(conc: np.ndarray, picked: np.ndarray) -> np.ndarray:
+def _energy(m, hardware, workload, r: dict, d, tp, kw, price) -> dict | None:
+    """serving_energy of a grid of columns at draft lengths `d` (it reads only the workload's lengths)."""
+    from specplan.planning.cost import serving_energy
+
+    return serving_energy(m, hardware, workload, r, d[None, :], tp=tp, dtype=kw.get("dtype"),
+                          kv_dtype=kw.get("kv_dtype"), price=price)
+
+
+def _fill(pool, tp: int, budget: int) -> int:
+    """GPUs that replicas of one unit (a TP instance, or an xPyD unit of them) use on `budget` GPUs."""
+    unit = tp if pool is None else (pool[0] + pool[1]) * tp
+    return budget // unit * unit
+
+
+def _worth_refining(found: list, pools: list, r: dict, conc, scale, tp: int, budget: int, floor: float):
+    """(columns worth refining, the new floor): a column's refined point lies between its grid pick's neighbours,
+    and throughput rises with concurrency in a closed loop, so it reaches at most the tokens/s/GPU of the upper
+    neighbour; a column is refined only when its pick is feasible and that bound, times the GPUs its replicas use
+    on the budget, reaches the most tokens/s a feasible pick (of any column and mechanism so far) puts out."""
+    tps = np.broadcast_to(np.asarray(r["tokens_per_s_per_gpu"], dtype=float), (conc.size, len(found)))
+    up = np.minimum(np.searchsorted(conc, np.array([x["concurrency"] for x in found]) / scale) + 1, conc.size - 1)
+    fill = np.array([_fill(p, tp, budget) for p in pools], dtype=float)
+    lb = np.array([x["tokens_per_s_per_gpu"] if x["feasible"] else 0.0 for x in found]) * fill
+    floor = max(floor, float(lb.max(initial=0.0)))
+    ub = tps[up, np.arange(len(found))] * fill
+    return [k for k, x in enumerate(found) if x["feasible"] and ub[k] >= floor], floor
+
+
+def refined_concurrency(conc: np.ndarray, picked: np.ndarray, scale=1.0) -> np.ndarray:
     """(REFINE_POINTS, len(picked)) whole concurrencies, evenly spaced from each picked grid value's lower grid
     neighbour to its upper one (the picked value's own when it is the first or last): every whole concurrency
     between them when they are at most REFINE_POINTS - 1 apart (17 geometric points skipped some: 38-54 priced 49
-    and 51 but not 50, the best of a brute force)."""
-    i = np.searchsorted(conc, picked)
-    lo, hi = conc[np.maximum(i - 1, 0)], conc[np.minimum(i + 1, conc.size - 1)]
+    and 51 but not 50, the best of a brute force). `scale`: each column's grid is conc x scale."""
+    i = np.searchsorted(conc, picked / scale)
+    lo, hi = conc[np.maximum(i - 1, 0)] * scale, conc[np.minimum(i + 1, conc.size - 1)] * scale
     t = np.linspace(0.0, 1.0, REFINE_POINTS)[:, None]
     return np.round(lo + (hi - lo) * t)
 
 
-def _refine(by_pool: list, pools, grid: list | None, m, hardware, workload, tp, eng, mech, d, acc, conc, sla,
-            objective, price, kw) -> list:
-    """Each (pool, D) row re-searched around its grid pick (refined_concurrency; one more pricing of the mechanism:
-    aggregated per D, disaggregated on the union of every pool's refined points, the pricing shared by the pools);
-    a refined row replaces the grid's when it ranks higher (feasible first, then the objective). The lowest TPOT
-    and TTFT a row reports stay the whole grid's. With `grid`, the refined points not already in it are added."""
-    from specplan.planning.cost import objective_value, serving_energy
+def _refine(found: list, pools: list, grid: list | None, m, hardware, workload, tp, eng, mech, d, acc, conc, scale,
+            sla, objective, price, kw, keep=None) -> list:
+    """Each column's row (pools[k], d[k]) re-searched around its grid pick (refined_concurrency; one more pricing,
+    every column in it; `keep`: only these columns); a refined row replaces the grid's when it ranks higher
+    (feasible first, then the objective). The lowest TPOT and TTFT a row reports stay the whole grid's. With
+    `grid`, the refined points not already in it are added."""
+    from specplan.planning.cost import objective_value
 
-    picks = [np.array([x["concurrency"] for x in found]) for found in by_pool]
-    if workload.mode == "disagg":
-        c2 = np.unique(np.concatenate([refined_concurrency(conc, p).ravel() for p in picks]))[:, None]
-    else:
-        c2 = refined_concurrency(conc, picks[0])
+    keep = list(range(len(found))) if keep is None else list(keep)
+    if not keep:
+        return found
+    c2 = refined_concurrency(conc, np.array([found[k]["concurrency"] for k in keep]),
+                             scale[keep])  # (REFINE_POINTS, columns)
     wl2 = dataclasses.replace(workload, concurrency=c2)
-    results = _price(m, hardware, wl2, pools, tp, eng, mech, d, acc, kw)
-    key = lambda x: (x["feasible"], objective_value(objective, x) if x["feasible"] else -x["tpot_ms"])  # noqa: E731
-    seen = None if grid is None else {(x["mechanism"], x["draft_len"], x["concurrency"], x["pools"]) for x in grid}
-    out = []
-    for pool, found, r2 in zip(pools, by_pool, results):
-        e2 = serving_energy(m, hardware, wl2, r2, d[None, :], tp=tp, dtype=kw.get("dtype"),
-                            kv_dtype=kw.get("kv_dtype"), price=price)
-        fine, more = [], ([] if grid is not None else None)
-        _pool_rows(fine, more, mech, d, pool, r2, e2, c2, sla, objective, getattr(hardware, "id", hardware))
-        for x in more or []:
+    pk, dk = [pools[k] for k in keep], d[keep]
+    r2 = _price(m, hardware, wl2, pk, tp, eng, mech, dk, acc, kw)
+    fine, more = [], ([] if grid is not None else None)
+    _pool_rows(fine, more, mech, dk, pk, r2, _energy(m, hardware, wl2, r2, dk, tp, kw, price), c2, sla, objective,
+               getattr(hardware, "id", hardware))
+    if grid is not None:
+        seen = {(x["mechanism"], x["draft_len"], x["concurrency"], x["pools"]) for x in grid}
+        for x in more:
             k = (x["mechanism"], x["draft_len"], x["concurrency"], x["pools"])
             if k not in seen:
                 seen.add(k)
                 grid.append(x)
-        out.append([{**(b if a["feasible"] and key(b) > key(a) else a), "min_tpot_ms": a["min_tpot_ms"],
-                     "min_ttft_ms": a["min_ttft_ms"]} for a, b in zip(found, fine)])
+    key = lambda x: (x["feasible"], objective_value(objective, x) if x["feasible"] else -x["tpot_ms"])  # noqa: E731
+    out = list(found)
+    for k, b in zip(keep, fine):
+        a = found[k]
+        out[k] = {**(b if a["feasible"] and key(b) > key(a) else a), "min_tpot_ms": a["min_tpot_ms"],
+                  "min_ttft_ms": a["min_ttft_ms"]}
     return out
 
 
@@ -195,14 +237,17 @@ def _serving_mechanisms(m, mechanisms, acceptance) -> tuple[list[str], list[str]
     return mechs, []
 
 
-def _pool_rows(rows: list, grid: list | None, mech: str, d, pool, r: dict, e, conc, sla, objective: str,
+def _pool_rows(rows: list, grid: list | None, mech: str, d, pools: list, r: dict, e, conc, sla, objective: str,
                hw_id: str = "this hardware") -> None:
-    """Append one row per D (its best concurrency under the SLA by `objective`) and, with `grid`, every point."""
+    """Append one row per column (pool pools[k], draft length d[k]: its best concurrency under the SLA by
+    `objective`) and, with `grid`, every point."""
     from specplan.planning.cost import row_energy
 
     max_ttft_ms, max_tpot_ms = sla
     shape = np.broadcast(r["tpot_s"], d[None, :]).shape
-    get = lambda k: np.broadcast_to(np.asarray(r[k], dtype=float), shape)  # noqa: E731
+    cache: dict = {}
+    get = lambda k: cache[k] if k in cache else cache.setdefault(  # noqa: E731
+        k, np.broadcast_to(np.asarray(r[k], dtype=float), shape))
     ok = np.broadcast_to(np.asarray(r["fits"]) & np.asarray(r["stable"]), shape)
     if max_ttft_ms is not None:
         ok = ok & (get("ttft_s") * 1e3 <= max_ttft_ms)
@@ -217,29 +262,41 @@ def _pool_rows(rows: list, grid: list | None, mech: str, d, pool, r: dict, e, co
                                 f"default price: give --gpu-hour-usd)")
         val = np.broadcast_to(e[key], shape)
         obj = np.where(ok & np.isfinite(val), -val, -np.inf)
-    pools_s = None if pool is None else f"{pool[0]}P{pool[1]}D" + (f"@{pool[2]}" if len(pool) > 2 else "")
+    pools_s = [None if p is None else f"{p[0]}P{p[1]}D" + (f"@{p[2]}" if len(p) > 2 else "") for p in pools]
+    by_load = np.asarray(conc, dtype=float).reshape(len(conc), -1)  # the loads: one per row (or per row and column)
     if grid is not None:
-        cc = np.broadcast_to(np.asarray(r.get("concurrency", conc[:, None]), dtype=float), shape)
+        cc = np.broadcast_to(np.asarray(r.get("concurrency", by_load), dtype=float), shape)
         st = np.broadcast_to(np.asarray(r["stable"]), shape)
         fit = np.broadcast_to(np.asarray(r["fits"]), shape)
-        grid += [_grid_row(mech, int(d[j]), float(cc[i, j]), pools_s, get, i, j, bool(st[i, j]), bool(fit[i, j]),
+        grid += [_grid_row(mech, int(d[j]), float(cc[i, j]), pools_s[j], get, i, j, bool(st[i, j]), bool(fit[i, j]),
                            bool(ok[i, j]), row_energy(e, i, j))
-                 for i in range(shape[0]) for j in range(len(d))]
+                 for js in _runs(pools_s) for i in range(shape[0]) for j in js]
+    cc = np.broadcast_to(np.asarray(r.get("concurrency", by_load), dtype=float), shape)
+    note = _osl_one_note(r)
+    any_ok, best_i = np.any(ok, axis=0), np.argmax(obj, axis=0)
+    low_i, min_tpot, min_ttft = np.argmin(get("tpot_s"), axis=0), np.min(get("tpot_s"), axis=0), np.min(
+        get("ttft_s"), axis=0)
     for j, dd in enumerate(d):
-        i = int(np.argmax(obj[:, j])) if np.any(ok[:, j]) else int(np.argmin(get("tpot_s")[:, j]))
+        i = int(best_i[j]) if any_ok[j] else int(low_i[j])
         rows.append({"mechanism": mech, "draft_len": int(dd), "feasible": bool(ok[i, j]),
-                     "concurrency": float(np.broadcast_to(np.asarray(r["concurrency"] if "concurrency" in r
-                                                                     else conc[:, None]), shape)[i, j]),
-                     "pools": pools_s,
+                     "concurrency": float(cc[i, j]), "pools": pools_s[j],
                      "tpot_ms": 1e3 * float(get("tpot_s")[i, j]), "ttft_ms": 1e3 * float(get("ttft_s")[i, j]),
                      "tokens_per_s_per_user": float(get("tokens_per_s_per_user")[i, j]),
                      "tokens_per_s_per_gpu": float(get("tokens_per_s_per_gpu")[i, j]),
                      "acceptance_length": float(get("acceptance_length")[i, j]),
-                     "min_tpot_ms": 1e3 * float(np.min(get("tpot_s")[:, j])),
-                     "min_ttft_ms": 1e3 * float(np.min(get("ttft_s")[:, j])),
-                     "decode_batch": float(np.broadcast_to(np.asarray(r["decode_batch"], dtype=float),
-                                                           shape)[i, j]),
-                     **row_energy(e, i, j), **_osl_one_note(r)})
+                     "min_tpot_ms": 1e3 * float(min_tpot[j]), "min_ttft_ms": 1e3 * float(min_ttft[j]),
+                     "decode_batch": float(get("decode_batch")[i, j]), **row_energy(e, i, j), **note})
+
+
+def _runs(keys: list) -> list[list[int]]:
+    """Indices of `keys` grouped into runs of equal consecutive keys (a pool's columns: its grid rows together)."""
+    out: list[list[int]] = []
+    for j, k in enumerate(keys):
+        if out and keys[out[-1][-1]] == k:
+            out[-1].append(j)
+        else:
+            out.append([j])
+    return out
 
 
 def _grid_row(mech, d, conc, pools_s, get, i, j, stable, fits, meets, energy) -> dict:
@@ -322,24 +379,76 @@ def tp_candidates(model, gpus: int, gpus_per_node: int) -> list[int]:
 
 
 def _why_lost(row: dict, best: dict) -> str:
-    """One line: why a layout's best point lost to the overall best."""
+    """One line: why a layout's best point lost to the overall best (output tokens/s of the whole budget)."""
     if row.get("fits") is False:
         return row["why"]
     if row["best"] is None:
         return row["why"]
     if best is None or row["best"] is best["best"]:
-        return "best"
-    a, b = row["best"]["tokens_per_s_per_gpu"], best["best"]["tokens_per_s_per_gpu"]
-    return f"{a:.0f} tok/s/GPU, {100 * (1 - a / b):.0f} % below the best"
+        return "best" + _idle_note(row)
+    a, b = row["tokens_per_s"], best["tokens_per_s"]
+    return f"{a:.0f} tok/s in all, {100 * (1 - a / b):.0f} % below the best" + _idle_note(row)
+
+
+def _idle_note(row: dict) -> str:
+    """'' when the layout's replicas fill the budget, else how many units fit and how many GPUs stay idle."""
+    if not row.get("idle_gpus"):
+        return ""
+    return (f" ({row['replicas']} unit{'s' if row['replicas'] > 1 else ''} of {row['unit_gpus']} GPUs fit: "
+            f"{row['idle_gpus']} idle)")
+
+
+def disagg_units(n: int) -> list[tuple[int, int]]:
+    """The xPyD units searched on `n` instances: every split with x + y <= min(n, UNIT_INSTANCES), each replicated
+    over the budget (fill_budget). Every prefill:decode ratio up to 7:1 and 1:7 is a unit; a larger pool of the
+    same ratio, k·x P k·y D, runs at the same per-instance loads as k replicas of xPyD in this model (its
+    closed-loop queue bound (kC - 1)·S / (k·x) and its KV link, the NIC once it leaves the scale-up domain, are no
+    better; only its concurrency per replica is finer than a whole number), so the units, not every split of the
+    budget, are searched: at most 28, whatever the budget."""
+    top = min(int(n), UNIT_INSTANCES)
+    return [(x, s - x) for s in range(2, top + 1) for x in range(1, s)]
+
+
+def _best_unit(rows: list, gpus: int, tp: int) -> dict:
+    """The row (one per pool split; agg: the one row) whose replicas put out the most tokens/s on `gpus` GPUs:
+    its tokens/s/GPU x the GPUs its floor(gpus / unit GPUs) replicas use (ties: the higher tokens/s/GPU)."""
+    ok = [x for x in rows if x["feasible"]]
+    return max(ok, key=lambda x: (x["tokens_per_s_per_gpu"] * _replicas(x, gpus, tp) * _unit_gpus(x, tp),
+                                  x["tokens_per_s_per_gpu"]))
+
+
+def _unit_gpus(row: dict, tp: int) -> int:
+    """GPUs of one unit: TP (agg) or (x + y)·TP (an xPyD unit)."""
+    if row["pools"] is None:
+        return tp
+    x, y = (int(v) for v in row["pools"][:-1].split("P"))
+    return (x + y) * tp
+
+
+def _replicas(row: dict, gpus: int, tp: int) -> int:
+    """Units of `row` the budget holds."""
+    return gpus // _unit_gpus(row, tp)
+
+
+def fill_budget(b: dict, gpus: int, tp: int) -> dict:
+    """A layout row's fields for its best unit `b` replicated over the budget: replicas, unit and used GPUs, idle
+    GPUs, total concurrency and output tokens/s (the unit's tokens/s/GPU x the GPUs used), and the layout name."""
+    unit, k = _unit_gpus(b, tp), _replicas(b, gpus, tp)
+    name = f"TP {tp}" if b["pools"] is None else f"{b['pools']} x TP {tp}"
+    return {"best": b, "replicas": k, "unit_gpus": unit, "gpus_used": k * unit, "idle_gpus": gpus - k * unit,
+            "total_concurrency": b["concurrency"] * k, "tokens_per_s": b["tokens_per_s_per_gpu"] * k * unit,
+            "layout": f"{k} x {name}" if b["pools"] is None or k > 1 else name}
 
 
 def search_deployment(model, hardware, isl: int, osl: int, *, gpus: int, gpus_per_node=None, dtypes=None,
                       modes=("agg", "disagg"), engine=None, mechanisms=None, acceptance=None, max_draft_len=16,
                       extrapolate=False, max_ttft_ms=None, max_tpot_ms=None, **kw) -> dict:
-    """The deployment of `gpus` GPUs that serves the most output tokens/s/GPU under the SLA: TP (within a node,
-    heads allowing) x replicas (agg) or xPyD pools of TP instances (disagg, (x + y)·TP <= gpus), dtype, mechanism,
-    D and concurrency. Each (mode, dtype, TP) is one vectorized serving search (recommend_serving); the answer
-    lists the best of each with why it lost. Same TP for prefill and decode instances (an assumption)."""
+    """The deployment of `gpus` GPUs that serves the most output tokens/s under the SLA: replicas of one unit, a TP
+    instance (agg; TP within a node, heads allowing) or an xPyD unit of TP instances (disagg: one per x:y ratio,
+    disagg_units), filling the budget (fill_budget: floor(gpus / unit GPUs) replicas, the rest idle and said), with
+    dtype, mechanism, D and concurrency. Each (mode, dtype, TP) is one vectorized serving search
+    (recommend_serving, every unit in it), so the cost is bounded whatever the budget; the answer lists the best
+    of each with why it lost. Same TP for prefill and decode instances (an assumption)."""
     from specplan.model.memory import memory_usage
     from specplan.costs.precision import resolve_precision
     from specplan.profiles.registry import load_hardware
@@ -380,29 +489,17 @@ def search_deployment(model, hardware, isl: int, osl: int, *, gpus: int, gpus_pe
                         f"{float(one.capacity_bytes) / 1e9:.0f} GB usable per GPU)"
                         + (f"; TP {fit_tp} fits" if fit_tp else f"; no TP up to {max(tps)} fits"))})
                     continue
-                pools = None
-                if mode == "disagg":
-                    n = gpus // tp
-                    pools = [(x, y) for x in range(1, n) for y in range(1, n) if x + y <= n]
+                units = disagg_units(gpus // tp) if mode == "disagg" else None
                 wl = Workload(isl, osl, concurrency=1.0, mode=mode)
                 r = recommend_serving(m, hw, wl, tp=tp, engine=eng, mechanisms=mechanisms, acceptance=acceptance,
                                       max_draft_len=max_draft_len, extrapolate=extrapolate, max_ttft_ms=max_ttft_ms,
-                                      max_tpot_ms=max_tpot_ms, search_concurrency=True, pools=pools, top=1,
-                                      d_by_load=False, dtype=dt, **kw)
+                                      max_tpot_ms=max_tpot_ms, search_concurrency=True, pools=units,
+                                      top=1 if units is None else 10 ** 9, d_by_load=False, budget=gpus, dtype=dt,
+                                      **kw)
                 row = {**base, "fits": True, "best": r["best"], "notes": r["notes"],
                        "why": r.get("infeasible", "")}
                 if r["best"] is not None:
-                    b = r["best"]
-                    if mode == "agg":
-                        row["replicas"] = gpus // tp
-                        row["gpus_used"] = row["replicas"] * tp
-                        row["total_concurrency"] = b["concurrency"] * row["replicas"]
-                        row["layout"] = f"{row['replicas']} x TP {tp}"
-                    else:
-                        x, y = (int(v) for v in b["pools"][:-1].split("P"))
-                        row["gpus_used"] = (x + y) * tp
-                        row["total_concurrency"] = b["concurrency"]
-                        row["layout"] = f"{b['pools']} x TP {tp}"
+                    row.update(fill_budget(_best_unit(r["ranked"], gpus, tp), gpus, tp))
                 else:
                     row["layout"] = f"TP {tp}"
                 layouts.append(row)
@@ -414,22 +511,25 @@ def search_deployment(model, hardware, isl: int, osl: int, *, gpus: int, gpus_pe
                                            kw, mechanisms=mechanisms, acceptance=acceptance,
                                            max_draft_len=max_draft_len, extrapolate=extrapolate))
     ok = [x for x in layouts if x["best"] is not None]
-    best = max(ok, key=lambda x: x["best"]["tokens_per_s_per_gpu"]) if ok else None
+    rank = lambda x: (x["tokens_per_s"], x["best"]["tokens_per_s_per_gpu"])  # noqa: E731
+    best = max(ok, key=rank) if ok else None
     by_mode = {}
     for x in ok:
         cur = by_mode.get(x["mode"])
-        if cur is None or x["best"]["tokens_per_s_per_gpu"] > cur["best"]["tokens_per_s_per_gpu"]:
+        if cur is None or rank(x) > rank(cur):
             by_mode[x["mode"]] = x
     for x in layouts:
         x["verdict"] = _why_lost(x, best)
     by_family = {}  # the best of each (mode, layout family): TP, and for an MoE model TEP and DEP
     for x in ok:
         k = f"{x['mode']} {x.get('family', 'TP')}"
-        if k not in by_family or x["best"]["tokens_per_s_per_gpu"] > by_family[k]["best"]["tokens_per_s_per_gpu"]:
+        if k not in by_family or rank(x) > rank(by_family[k]):
             by_family[k] = x
     return {"model": m.id, "hardware": hw.id, "engine": eng.id, "isl": isl, "osl": osl, "gpus": gpus,
             "gpus_per_node": node, "max_ttft_ms": max_ttft_ms, "max_tpot_ms": max_tpot_ms, "layouts": layouts,
             "best": best, "best_by_mode": by_mode, **({"best_by_family": by_family} if m.moe is not None else {}),
-            "assumptions": "same TP for prefill and decode instances; agg replicas identical (tokens/s/GPU over the "
-                           "GPUs used); MoE DP/EP layouts not searched here" if m.moe is None else
-                           __import__("specplan.planning.layout_search", fromlist=["x"]).search_note(m)}
+            "assumptions": "same TP for prefill and decode instances; the budget filled with identical replicas of "
+                           "one unit (agg: a TP instance; disagg: an xPyD unit, x + y <= "
+                           f"{UNIT_INSTANCES}), ranked by output tokens/s of the whole budget; "
+                           + ("MoE DP/EP layouts not searched here" if m.moe is None else
+                              __import__("specplan.planning.layout_search", fromlist=["x"]).search_note(m))}

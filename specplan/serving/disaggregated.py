@@ -52,20 +52,22 @@ def kv_link_bytes_s(hw, gpus: int) -> float:
     `gpus` of the deployment sit in one scale-up domain (hw.scaleup_domain), else the NIC
     (scaleout_bandwidth_bytes_s); bandwidths and their sources are in the hardware profile."""
     dom = getattr(hw, "scaleup_domain", None) or 1
-    return float(hw.scaleup_bandwidth_bytes_s if gpus <= dom else hw.scaleout_bandwidth_bytes_s)
+    bw = np.where(np.asarray(gpus) <= dom, float(hw.scaleup_bandwidth_bytes_s), float(hw.scaleout_bandwidth_bytes_s))
+    return float(bw) if bw.ndim == 0 else bw
 
 
 def kv_transfer_s(model, hw, tp, isl, prec, gpus=None, decode_tp=None) -> float:
     """Seconds to move one prompt's KV cache (all layers, every TP rank in parallel) from a prefill to a decode
-    instance, over the link kv_link_bytes_s picks for a deployment of `gpus` GPUs (default: one instance pair).
-    With another decode attention TP (`decode_tp`; pools of their own layouts) the busier side sets the time:
-    each prefill GPU sends its TP share of the prompt's KV, each decode GPU of the receiving DP rank takes its own
-    share (an MLA latent whole on every TP GPU of a rank: memory.kv_bytes_per_token)."""
+    instance, over the link kv_link_bytes_s picks for a deployment of `gpus` GPUs (default: one instance pair; an
+    array of GPU counts gives an array). With another decode attention TP (`decode_tp`; pools of their own
+    layouts) the busier side sets the time: each prefill GPU sends its TP share of the prompt's KV, each decode GPU
+    of the receiving DP rank takes its own share (an MLA latent whole on every TP GPU of a rank)."""
     def per_gpu(t):
         return isl * (kv_bytes_per_token(model, t, prec.kv, "full") + kv_bytes_per_token(model, t, prec.kv, "sliding"))
 
     per_rank = per_gpu(tp) if decode_tp in (None, tp) else max(per_gpu(tp), per_gpu(decode_tp))
-    return float(per_rank / kv_link_bytes_s(hw, 2 * tp if gpus is None else gpus))
+    s = per_rank / kv_link_bytes_s(hw, 2 * tp if gpus is None else gpus)
+    return float(s) if np.ndim(s) == 0 else s
 
 
 def _decode_tables(at_whole, b_top, shape):
@@ -80,14 +82,12 @@ def _decode_tables(at_whole, b_top, shape):
 
 
 def disaggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechanism="none", draft_len=0,
-                  acceptance=None, dtype=None, kv_dtype=None, draft_model=None, prefill_layout=None,
-                  **spec_kw) -> dict:
+                  acceptance=None, dtype=None, kv_dtype=None, draft_model=None, **spec_kw) -> dict:
     """Steady-state xPyD serving (arrays over draft_len / concurrency): TPOT, TTFT, latency, tokens/s. `tp` is the
-    decode instances' TP or Layout, `prefill_layout` the prefill instances' (None: the same)."""
+    decode instances' TP or Layout; spec_kw `prefill_layout` the prefill instances' (None: the same)."""
     return disaggregated_pools(model, hardware, workload, [workload.pools or (1, 1)], tp=tp, engine=engine,
                                mechanism=mechanism, draft_len=draft_len, acceptance=acceptance, dtype=dtype,
-                               kv_dtype=kv_dtype, draft_model=draft_model, prefill_layout=prefill_layout,
-                               **spec_kw)[0]
+                               kv_dtype=kv_dtype, draft_model=draft_model, **spec_kw)[0]
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,8 @@ class _Pricing:
     s_p: float
     cap: np.ndarray | float  # running cap per decode instance (per grid point: speculation may lower it)
     grid: np.ndarray
-    gpu_grid: np.ndarray  # GPU seconds of an iteration on the grid's whole batches (the round applied at b)
+    gpu_table: np.ndarray  # (grid, columns): GPU seconds of an iteration on the grid's whole batches, per distinct D
+    col: np.ndarray  # each grid point's column of gpu_table (int, shaped like d)
     al: np.ndarray
     fits_one: np.ndarray
     kv_cap: np.ndarray | float = np.inf  # requests whose whole KV (ISL + OSL) one decode instance's cache holds (per D)
@@ -113,58 +114,78 @@ class _Pricing:
     kv_cap_draft: bool = False  # kv_cap counts the draft's weights and KV (below the target's own)
     spec_cap: np.ndarray | bool = False  # the running cap is the engine's speculative one (spec_cap_applies)
     rnd: tuple = ()  # (engine, verify tokens q, target kernels, draft kernels) of the round, per grid point
-    tp_p: object = None  # the prefill instances' TP or Layout (None: tp, the decode instances')
-    # a decode instance is dp_d DP-attention ranks of gpus_d GPUs in all (s_p, cap, kv_cap and the decode batch
-    # are one rank's); a prefill instance dp_p ranks, each prefilling its own prompts, of gpus_p GPUs
-    dp_d: int = 1
-    dp_p: int = 1
-    gpus_d: int = 0
-    gpus_p: int = 0
+    # pools of their own layouts (None: TP-only pools of one TP, priced as always): a decode instance is dp_d
+    # DP-attention ranks of gpus_d GPUs (cap, kv_cap and the decode batch are one rank's); a prefill instance dp_p
+    # ranks each prefilling its own prompts (s_p per rank), gpus_p GPUs, attention TP tp_p (arrays per column)
+    layouts: dict | None = None
 
     def iteration(self, b):
         """Iteration seconds at decode batch b (priced at max(b, 1)): GPU seconds linear between whole batches,
         then the engine's round at b itself, so that a graph's end (an eager step past graph_max_batch) falls at
         its batch and not across the table's interval that holds it (whose width depends on the loads asked)."""
-        grid, g_grid = self.grid, self.gpu_grid
+        grid, flat, n_col = self.grid, self.gpu_table.ravel(), self.gpu_table.shape[1]
         bb = np.maximum(np.asarray(b, dtype=float), 1.0)
         bt = np.clip(bb, grid[0], grid[-1])
         i = np.clip(np.searchsorted(grid, bt) - 1, 0, len(grid) - 2)
         w = (bt - grid[i]) / (grid[i + 1] - grid[i])
-        idx = np.indices(bt.shape)
-        lo, hi = g_grid[(i, *idx)], g_grid[(i + 1, *idx)]
+        at = i * n_col + self.col
+        lo, hi = flat[at], flat[at + n_col]
         eng, q, k_t, k_d = self.rnd
         return round_s(eng, lo + w * (hi - lo), bt, self.d, q, k_t, k_d)
 
 
-def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, engine=None, mechanism="none",
-                        draft_len=0, acceptance=None, dtype=None, kv_dtype=None, draft_model=None,
-                        prefill_layout=None, **spec_kw) -> list[dict]:
-    """`disaggregated` for each (x, y) of `pools`, the decode and prefill pricing shared (one list entry each).
+def disaggregated_pools(model, hardware, workload: Workload, pools, *, draft_len=0, **kw) -> list[dict]:
+    """`disaggregated` for each (x, y) of `pools` (one list entry each), all in one evaluation: disaggregated_grid
+    with a last axis over the pools."""
+    pre = [p[2] if len(p) > 2 else None for p in pools]  # (x, y, prefill layout): a pool of its own layout
+    pools = [(int(p[0]), int(p[1])) for p in pools]
+    load = "request_rate" if workload.concurrency is None else "concurrency"
+    wl = dataclasses.replace(workload, **{load: np.asarray(getattr(workload, load), dtype=float)[..., None]})
+    if any(p is not None for p in pre):
+        kw = dict(kw, prefill_layouts=pre)
+    r = disaggregated_grid(model, hardware, wl, np.array([float(x) for x, _ in pools]),
+                           np.array([float(y) for _, y in pools]),
+                           draft_len=np.asarray(draft_len, dtype=float)[..., None], **kw)
+    shape = np.shape(r["tpot_s"])
+    per_pool = ("pools", "devices", "kv_transfer_s")  # one number per pool, not per grid point
+    return [{**{k: (v if np.ndim(v) == 0 else np.broadcast_to(v, shape)[..., i]) for k, v in r.items()
+                if k not in per_pool},
+             "pools": (x, y), "devices": float(r["devices"][i]), "kv_transfer_s": float(r["kv_transfer_s"][i])}
+            for i, (x, y) in enumerate(pools)]
 
-    `tp` (decode) and `prefill_layout` (None: the same) may be Layouts: a pool with data-parallel attention is
-    priced per DP rank as aggregated.rank_serving prices an instance (a decode rank holds B requests; a prefill
-    rank prefills its own prompts, all ranks in the same steps), its engine limits per rank
-    (EngineProfile.per_dp_rank), the KV moved between the pools' layouts (kv_transfer_s)."""
+
+def disaggregated_grid(model, hardware, workload: Workload, x_pools, y_pools, *, tp=1, engine=None,
+                       mechanism="none", draft_len=0, acceptance=None, dtype=None, kv_dtype=None, draft_model=None,
+                       prefill_layout=None, prefill_layouts=None, **spec_kw) -> dict:
+    """Steady-state xPyD serving on a grid: `x_pools`, `y_pools` (prefill and decode instances, arrays), draft_len
+    and the workload's load broadcast together, one point each (a search's columns: (pool, D) pairs), the decode
+    and prefill pricing and the loop's bisection shared. Arrays of that shape; `pools` is (x_pools, y_pools),
+    `devices` and `kv_transfer_s` are shaped like them.
+
+    `tp` (decode) and `prefill_layout` (None: the same), or one prefill layout per pool column (`prefill_layouts`,
+    shaped like x_pools; None entries: `prefill_layout`), may be Layouts: a pool with data-parallel attention is
+    priced per DP rank as aggregated.rank_serving prices an instance (a decode rank holds B requests; a prefill rank
+    prefills its own prompts, all ranks in the same steps), its engine limits per rank (EngineProfile.per_dp_rank),
+    the KV moved between the pools' layouts (kv_transfer_s); one decode pricing serves every prefill layout."""
     m = load_model(model)
     hw = load_hardware(hardware)
     tp = serving_parallelism(tp)
-    tp_p = tp if prefill_layout is None else serving_parallelism(as_layout(prefill_layout))
-    for t in (tp, tp_p):
-        if isinstance(t, Layout):
-            t.check(m, hw)
-    dp_d, dp_p = dp_ranks(tp), dp_ranks(tp_p)
-    eng_p = load_engine(engine).per_dp_rank(dp_p)
+    if isinstance(tp, Layout):
+        tp.check(m, hw)
+    dp_d = dp_ranks(tp)
     eng = load_engine(engine).per_dp_rank(dp_d).for_mechanism(mechanism)  # rounds may run without overlap
     workload.check(m)
     prec = resolve_precision(m, hw, dtype, kv_dtype)
+    xs, ys = np.asarray(x_pools, dtype=float), np.asarray(y_pools, dtype=float)
     d = np.asarray(draft_len, dtype=float)
     conc = None if workload.concurrency is None else np.asarray(workload.concurrency, dtype=float)
     load = np.asarray(workload.concurrency if conc is not None else workload.request_rate, dtype=float)
-    d = d * np.ones(np.broadcast(d, load).shape)  # one grid point per load of a sweep
+    d = d * np.ones(np.broadcast_shapes(d.shape, load.shape, xs.shape, ys.shape))  # one grid point per load, pool
     spec = dict(mechanism=mechanism, draft_len=d, acceptance=acceptance, draft_model=draft_model, **spec_kw)
     dpm = draft_prefill_model(m, mechanism, draft_model)
     draft = None if dpm is None or np.all(d == 0) else (dpm, resolve_precision(dpm, hw, dtype, kv_dtype))
-    s_p = prefill_instance_s(m, hw, tp_p, workload.isl, eng if dp_p == dp_d else eng_p, prec, draft)
+    layouts = _pool_layouts(m, hw, tp, prefill_layout, prefill_layouts, xs, engine, eng, prec, draft, workload.isl)
+    s_p = prefill_instance_s(m, hw, tp, workload.isl, eng, prec, draft) if layouts is None else layouts["s_p"]
     kernels = step_kernels(m, hw, tp, eng, prec)
     mem_one = memory_usage(m, hw, attention_tp(tp), 1, workload.isl + workload.osl, prec,
                            layout=tp if isinstance(tp, Layout) else None)
@@ -187,7 +208,7 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
                                                           draft)
         return gpu, round_s(eng, gpu, b, du, q, kernels, kernels * np.asarray(r["rho_d"])), r
 
-    b_top = float(np.max(conc)) / (dp_d * min(p[1] for p in pools)) if conc is not None else float(np.max(cap))
+    b_top = float(np.max(conc)) / (dp_d * float(np.min(ys))) if conc is not None else float(np.max(cap))
     b_top = min(max(b_top, 1.0), float(np.max(cap)))
     grid, g_u, r_grid = _decode_tables(at_whole, b_top, du.shape)
     q_u = np.broadcast_to(np.asarray(r_grid["verify_tokens"], dtype=float)[0], du.shape)
@@ -199,31 +220,19 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, tp=1, eng
     t_cap_u = at_whole(cap_u)[1] if workload.osl > 1 else np.full(du.shape, np.nan)
     if spread:
         idx = np.asarray(inv).reshape(d.shape)
-        g_grid, al, t_cap = g_u[:, idx], al_u[idx], np.broadcast_to(t_cap_u, du.shape)[idx]
+        al, t_cap = al_u[idx], np.broadcast_to(t_cap_u, du.shape)[idx]
         q, kd = q_u[idx], kd_u[idx]
     else:
-        g_grid, al, t_cap, q, kd = g_u, al_u, np.broadcast_to(t_cap_u, du.shape), q_u, kd_u
-    pr = _Pricing(m, hw, tp, workload, prec, d, conc, s_p, cap, grid, g_grid, al, np.asarray(kv_cap >= 1),
+        idx = np.arange(d.size).reshape(d.shape)
+        al, t_cap, q, kd = al_u, np.broadcast_to(t_cap_u, du.shape), q_u, kd_u
+    table = np.ascontiguousarray(np.reshape(g_u, (len(grid), -1)))
+    pr = _Pricing(m, hw, tp, workload, prec, d, conc, s_p, cap, grid, table, idx, al, np.asarray(kv_cap >= 1),
                   kv_cap, t_cap, bool(np.any(kv_cap < one_max)), spec_cap_applies(eng, workload, d, kv_cap),
-                  (eng, q, kernels, kd), tp_p, dp_d, dp_p, gpus_of(tp), gpus_of(tp_p))
-    out, by_prefill = [], {}
-    for pool in pools:  # (x, y), or (x, y, prefill layout): the decode pricing shared, the prefill priced once each
-        if len(pool) == 2 or pool[2] is None:
-            out.append(_pool_split(pr, int(pool[0]), int(pool[1])))
-            continue
-        lay_p = serving_parallelism(as_layout(pool[2]))
-        if lay_p not in by_prefill:
-            if isinstance(lay_p, Layout):
-                lay_p.check(m, hw)
-            e_p = load_engine(engine).per_dp_rank(dp_ranks(lay_p))
-            by_prefill[lay_p] = dataclasses.replace(
-                pr, s_p=prefill_instance_s(m, hw, lay_p, workload.isl, e_p, prec, draft), tp_p=lay_p,
-                dp_p=dp_ranks(lay_p), gpus_p=gpus_of(lay_p))
-        out.append(_pool_split(by_prefill[lay_p], int(pool[0]), int(pool[1])))
-    return out
+                  (eng, q, kernels, kd), layouts)
+    return _pool_split(pr, xs, ys)
 
 
-def _ttft_of(pr: _Pricing, x, x_pools: int, kv_s: float):
+def _ttft_of(pr: _Pricing, x, x_pools, kv_s):
     """(TTFT s, prefill queue wait s, prefill utilization) at request rate x: prompt + M/D/1 wait (a closed loop:
     at most the C - 1 other prompts ahead, x_pools at a time) + KV transfer."""
     s_p = pr.s_p
@@ -235,7 +244,7 @@ def _ttft_of(pr: _Pricing, x, x_pools: int, kv_s: float):
     return s_p + wait + kv_s, wait, rho
 
 
-def _solve_loop(pr: _Pricing, x_pools: int, y_pools: int, n_d, kv_s: float):
+def _solve_loop(pr: _Pricing, x_pools, y_pools, n_d, kv_s):
     """(decode batch B, iteration s, request rate X) of the closed loop C = y·B + X·TTFT (bisection on B), the
     open loop B = λ·N_d·τ(B)/y, or with OSL 1 the prefill pool alone (C = X·TTFT)."""
     wl, d = pr.workload, pr.d
@@ -275,24 +284,20 @@ def _solve_loop(pr: _Pricing, x_pools: int, y_pools: int, n_d, kv_s: float):
     return b, pr.iteration(b), lam
 
 
-def gpus_of(tp) -> int:
-    """GPUs of one instance of a serving call's `tp` (an int, or a Layout: TP x DP x PP)."""
-    return tp.gpus if isinstance(tp, Layout) else int(tp)
-
-
-def _pool_split(pr: _Pricing, x_inst: int, y_inst: int) -> dict:
-    """One xPyD split: the loop solved, TTFT with admission waits, TPOT, latency, throughput and stability. The
-    loop runs over DP ranks: x_inst prefill instances are x_inst x dp_p prompt servers, y_inst decode instances
-    x_inst x dp_d decode ranks (both 1 per instance without DP attention)."""
+def _pool_split(pr: _Pricing, x_pools, y_pools) -> dict:
+    """xPyD splits (x_pools, y_pools: arrays broadcast with the grid): the loop solved, TTFT with admission waits,
+    TPOT, latency, throughput and stability."""
     wl, d, al, cap = pr.workload, pr.d, pr.al, pr.cap
-    x_pools, y_pools = x_inst * pr.dp_p, y_inst * pr.dp_d
-    if pr.tp_p == pr.tp and not isinstance(pr.tp, Layout):  # TP-only pools of one TP: as before
-        devices = float((x_inst + y_inst) * pr.tp)
-        kv_s = kv_transfer_s(pr.m, pr.hw, pr.tp, wl.isl, pr.prec, int(devices))
-    else:
-        devices = float(x_inst * pr.gpus_p + y_inst * pr.gpus_d)
-        kv_s = kv_transfer_s(pr.m, pr.hw, attention_tp(pr.tp_p), wl.isl, pr.prec, int(devices),
-                             decode_tp=attention_tp(pr.tp))
+    lays, dp_d = pr.layouts, 1
+    if lays is None:  # TP-only pools of one TP: as always
+        devices = (x_pools + y_pools) * float(pr.tp)
+        kv_s = kv_transfer_s(pr.m, pr.hw, pr.tp, wl.isl, pr.prec, devices)
+    else:  # pools of their own layouts: instances become DP ranks (prompt servers, decode ranks)
+        devices = x_pools * lays["gpus_p"] + y_pools * float(gpus_of(pr.tp))
+        kv_s = lays["kv_bytes"] / kv_link_bytes_s(pr.hw, devices)
+        dp_d = dp_ranks(pr.tp)
+        x_inst, y_inst = x_pools, y_pools
+        x_pools, y_pools = x_pools * lays["dp_p"], y_pools * dp_d
     n_d = np.maximum((wl.osl - 1.0) / al, 1e-9) if wl.osl > 1 else np.zeros(np.shape(al))
     capacity = x_pools / pr.s_p  # requests/s the prefill pool can feed
     b, tau, x = _solve_loop(pr, x_pools, y_pools, n_d, kv_s)
@@ -317,12 +322,40 @@ def _pool_split(pr: _Pricing, x_inst: int, y_inst: int) -> dict:
     return {
         "tpot_s": tpot, "ttft_s": ttft, "ttft_p50_s": p50, "ttft_p90_s": p90, "request_latency_s": lat,
         "tokens_per_s_per_user": 1.0 / tpot, "tokens_per_s_per_gpu": x * wl.osl / devices,
-        "decode_batch": b * pr.dp_d, "iteration_s": tau, "acceptance_length": al, "requests_per_s": x,
+        "decode_batch": b * dp_d, "iteration_s": tau, "acceptance_length": al, "requests_per_s": x,
         "concurrency": load, "prefill_s": pr.s_p, "prefill_utilization": rho, "kv_transfer_s": kv_s,
-        "pools": (x_inst, y_inst), "devices": devices, "admission_wait_s": adm,
+        "pools": (x_pools, y_pools) if lays is None else (x_inst, y_inst), "devices": devices,
+        "admission_wait_s": adm,
         "fits": pr.fits_one & np.ones(d.shape, dtype=bool), "stable": stable,
         "prefill_bound": (rho >= 0.95) | (x >= capacity * (1 - 1e-3)),
         "saturation_requests_per_s": np.minimum(capacity, decode_cap),
-        "running_cap": cap * pr.dp_d, "kv_cap_requests": pr.kv_cap * pr.dp_d, "kv_cap_draft": pr.kv_cap_draft,
+        "running_cap": cap * dp_d, "kv_cap_requests": pr.kv_cap * dp_d, "kv_cap_draft": pr.kv_cap_draft,
         "spec_cap": pr.spec_cap,
     }
+
+
+def gpus_of(tp) -> int:
+    """GPUs of one instance of a serving call's `tp` (an int, or a Layout: TP x DP x PP)."""
+    return tp.gpus if isinstance(tp, Layout) else int(tp)
+
+
+def _pool_layouts(m, hw, tp, prefill_layout, prefill_layouts, xs, engine, eng_d, prec, draft, isl) -> dict | None:
+    """Per pool column, what a prefill layout of its own changes (None when every pool is TP-only at the decode
+    TP: priced as always): seconds per prompt per prefill rank `s_p`, ranks `dp_p`, GPUs `gpus_p`, and the KV bytes
+    per GPU moved to the decode pool (`kv_bytes`, the busier side of kv_transfer_s), each shaped like x_pools."""
+    xs = np.asarray(xs, dtype=float)
+    given = [prefill_layout] * xs.size if prefill_layouts is None else [
+        prefill_layout if p is None else p for p in np.asarray(prefill_layouts, dtype=object).ravel()]
+    lays = [tp if p is None else serving_parallelism(as_layout(p)) for p in given]
+    if not isinstance(tp, Layout) and all(p == tp and not isinstance(p, Layout) for p in lays):
+        return None
+    per = {}
+    for p in set(lays):
+        if isinstance(p, Layout):
+            p.check(m, hw)
+        dp_p = dp_ranks(p)
+        e_p = eng_d if dp_p == dp_ranks(tp) else load_engine(engine).per_dp_rank(dp_p)
+        kv = kv_transfer_s(m, hw, attention_tp(p), isl, prec, 1, decode_tp=attention_tp(tp)) * kv_link_bytes_s(hw, 1)
+        per[p] = (prefill_instance_s(m, hw, p, isl, e_p, prec, draft), float(dp_p), float(gpus_of(p)), kv)
+    cols = np.array([per[p] for p in lays], dtype=float).reshape(xs.shape + (4,))
+    return {k: cols[..., i] for i, k in enumerate(("s_p", "dp_p", "gpus_p", "kv_bytes"))}

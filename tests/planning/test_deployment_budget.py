@@ -1,0 +1,70 @@
+"""recommend --gpus (search_deployment) uses its budget (issue 44): replicas of the best unit fill the GPUs, and the
+bounded unit search (every xPyD of at most UNIT_INSTANCES instances, refinement pruned by an upper bound) finds
+what a brute force over every split of a small budget finds."""
+
+import pytest
+
+from specplan.planning.recommend_serving import UNIT_INSTANCES, disagg_units, recommend_serving, search_deployment
+from specplan.serving.workload import Workload
+
+SLA = dict(max_ttft_ms=1000.0, max_tpot_ms=30.0)
+
+
+def _unit_gpus(layout: dict) -> int:
+    """GPUs of one unit, read from the layout's own fields by hand: TP, or (x + y) x TP of its xPyD."""
+    pools = layout["best"]["pools"]
+    if pools is None:
+        return layout["tp"]
+    x, y = pools[:-1].split("P")
+    return (int(x) + int(y)) * layout["tp"]
+
+
+def test_the_units_are_every_split_up_to_eight_instances_whatever_the_budget():
+    # hand count: splits x + y = s (x, y >= 1) number s - 1, so x + y <= 8 gives 1 + 2 + ... + 7 = 28
+    assert disagg_units(2) == [(1, 1)]
+    assert sorted(disagg_units(3)) == [(1, 1), (1, 2), (2, 1)]
+    assert UNIT_INSTANCES == 8 and len(disagg_units(8)) == 28 and disagg_units(4096) == disagg_units(8)
+
+
+def test_replicas_of_the_best_unit_fill_the_budget():
+    # 16 GPUs: each layout runs floor(16 / unit GPUs) replicas of its unit; no further unit fits in the idle GPUs;
+    # the output tokens/s are the unit's tokens/s/GPU over the GPUs used, and the answer has the most of them
+    g = 16
+    r = search_deployment("llama-3.1-8b", "h100-sxm", 1024, 256, gpus=g, engine="vllm", mechanisms=["none"], **SLA)
+    ok = [x for x in r["layouts"] if x["best"] is not None]
+    assert {x["mode"] for x in ok} == {"agg", "disagg"}
+    for x in ok:
+        unit = _unit_gpus(x)
+        assert x["replicas"] == g // unit and x["gpus_used"] == x["replicas"] * unit
+        assert x["idle_gpus"] == g - x["gpus_used"] and 0 <= x["idle_gpus"] < unit
+        assert x["tokens_per_s"] == pytest.approx(x["best"]["tokens_per_s_per_gpu"] * x["gpus_used"], rel=1e-12)
+        assert x["total_concurrency"] == x["best"]["concurrency"] * x["replicas"]
+        assert ("fit:" in x["verdict"]) == (x["idle_gpus"] > 0)
+    assert r["best"]["tokens_per_s"] == max(x["tokens_per_s"] for x in ok)
+    disagg = r["best_by_mode"]["disagg"]
+    assert disagg["gpus_used"] > g // 2  # the old search ran one pool of at most 5 of 16 GPUs
+
+
+def test_the_disaggregated_search_equals_a_brute_force_over_every_split():
+    # 6 GPUs: every xPyD with (x + y) TP <= 6 priced alone (its pools fixed), replicated floor(6 / ((x + y) TP))
+    # times by hand; the most output tokens/s of all must be what the bounded search answers (its pruned
+    # refinement prices fewer points, so the decode table it interpolates can differ in the 4th digit)
+    g = 6
+    r = search_deployment("llama-3.1-8b", "h100-sxm", 4096, 256, gpus=g, gpus_per_node=4, engine="vllm",
+                          mechanisms=["none"], modes=("disagg",), **SLA)
+    brute = []
+    for tp in (1, 2):
+        n = g // tp
+        for x in range(1, n):
+            for y in range(1, n - x + 1):
+                b = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(4096, 256, concurrency=1.0, mode="disagg",
+                                                                           pools=(x, y)),
+                                      tp=tp, engine="vllm", mechanisms=["none"], search_concurrency=True, **SLA)["best"]
+                if b is not None:
+                    used = g // ((x + y) * tp) * (x + y) * tp
+                    brute.append((b["tokens_per_s_per_gpu"] * used, tp, b["pools"]))
+    assert len(brute) > 10
+    total, tp, pools = max(brute)
+    best = r["best"]
+    assert best["tokens_per_s"] == pytest.approx(total, rel=1e-3)
+    assert (best["tp"], best["best"]["pools"]) == (tp, pools)
