@@ -80,11 +80,16 @@ def _prefill_gpu_s(model, hw, lay, isl, eng, prec) -> float:
     return prefill_instance_s(model, hw, t, isl, eng.per_dp_rank(dp_ranks(t)), prec)
 
 
-def best_prefill_layouts(model, hw, lays, isl, eng, prec) -> list[Layout]:
-    """The prefill layouts kept: fewest GPU-seconds per prompt (s x GPUs / DP ranks) and lowest seconds per prompt."""
+def best_prefill_layouts(model, hw, lays, isl, eng, prec, seen=None) -> list[Layout]:
+    """The prefill layouts kept: fewest GPU-seconds per prompt (s x GPUs / DP ranks) and lowest seconds per prompt
+    (`seen`: seconds per prompt already priced, by layout, filled in)."""
     from specplan.model.parallel import dp_ranks
 
-    s = {lay: _prefill_gpu_s(model, hw, lay, isl, eng, prec) for lay in lays}
+    seen = {} if seen is None else seen
+    for lay in lays:
+        if lay not in seen:
+            seen[lay] = _prefill_gpu_s(model, hw, lay, isl, eng, prec)
+    s = seen
     eff = sorted(lays, key=lambda lay: s[lay] * lay.gpus / dp_ranks(lay))
     fast = min(lays, key=lambda lay: s[lay])
     keep = [eff[0]] + ([fast] if fast != eff[0] else [])
@@ -147,7 +152,10 @@ def moe_layout_rows(model, hw, isl, osl, *, gpus, dtype, modes, engine, sla, sea
     max_ttft_ms, max_tpot_ms = sla
 
     def run(mode, lay, pools=None):
-        wl = Workload(isl, osl, concurrency=CONCURRENCIES, mode=mode)
+        # the concurrency grid per DP rank (1 ... 1024 requests each; a disaggregated column's times its decode
+        # instances), not per instance: a DEP-64 instance would otherwise stop at 16 requests a rank
+        scale = lay.dp * (1 if pools is None else max(p[1] for p in pools))
+        wl = Workload(isl, osl, concurrency=CONCURRENCIES * scale, mode=mode)
         return recommend_serving(model, hw, wl, tp=lay, engine=engine, max_ttft_ms=max_ttft_ms,
                                  max_tpot_ms=max_tpot_ms, search_concurrency=False, pools=pools, top=1,
                                  d_by_load=False, dtype=dtype, **search_kw)
@@ -158,12 +166,12 @@ def moe_layout_rows(model, hw, isl, osl, *, gpus, dtype, modes, engine, sla, sea
     if "disagg" in modes:
         from specplan.profiles.registry import load_engine
 
-        eng = load_engine(engine)
+        eng, seen = load_engine(engine), {}
         pairs = []
         for d in lays:
             room = [p for p in prefill_all if p.gpus + d.gpus <= gpus]
             if room:
-                pre = best_prefill_layouts(model, hw, room, isl, eng, prec)
+                pre = best_prefill_layouts(model, hw, room, isl, eng, prec, seen)
                 pools = [s for p in pre for s in _splits(gpus, p, d)]
                 if pools:
                     pairs.append((d, pools))
