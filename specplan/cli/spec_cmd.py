@@ -65,7 +65,9 @@ def _engine(engine, serving):
 def _print_serving(s: dict) -> None:
     load = f"concurrency {s['concurrency']:g}" if "concurrency" in s else f"{s['request_rate']:g} requests/s"
     pools = f" {s['pools']}" if "pools" in s else ""
-    print(f"serving ({s['mode']}{pools}, engine {s['engine']}): ISL {s['isl']}, OSL {s['osl']}, {load}")
+    lay = (f", prefill {s['prefill_layout']}, decode {s['decode_layout']}" if "decode_layout" in s else
+           f", layout {s['layout']}" if "layout" in s else "")
+    print(f"serving ({s['mode']}{pools}{lay}, engine {s['engine']}): ISL {s['isl']}, OSL {s['osl']}, {load}")
     rows, where = [], {}
     dash = lambda v: "-" if v is None else v  # noqa: E731
     names = [n for n in ("baseline", "speculative") if n in s]
@@ -113,7 +115,9 @@ def _print_sweep(r: dict) -> None:
     spec = r["mechanism"] != "none"
     key, label = ("concurrency", "concurrency") if "concurrency" in s["points"][0] else ("request_rate", "req/s")
     pools = f" {s['points'][0]['pools']}" if "pools" in s["points"][0] else ""
-    print(f"{r['model']} on {r['hardware']} (tp {r['tp']}), engine {s['engine']}, ISL {s['isl']}, OSL {s['osl']}, "
+    lay = (f"prefill {s['prefill_layout']}, decode {s['decode_layout']}" if "decode_layout" in s else
+           f"layout {s['layout']}" if "layout" in s else f"tp {r['tp']}")
+    print(f"{r['model']} on {r['hardware']} ({lay}), engine {s['engine']}, ISL {s['isl']}, OSL {s['osl']}, "
           f"{s['mode']}{pools}; {r['mechanism']} D = {r['draft_len']}; compute {r['precision']['compute']}, "
           f"kv {r['precision']['kv']}")
     if r["acceptance_source"]:
