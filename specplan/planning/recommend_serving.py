@@ -97,6 +97,8 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
     rows, feasible, base, ranked = _rank(rows, objective, top)
     out = {"model": m.id, "engine": eng.id, "mode": workload.mode, "isl": workload.isl, "osl": workload.osl,
            "tp": getattr(tp, "tp", tp), **({"layout": tp.name} if hasattr(tp, "dp") else {}),  # a Layout beyond TP
+           **({"prefill_layout": getattr(kw["prefill_layout"], "name", kw["prefill_layout"]),
+               "decode_layout": getattr(tp, "name", f"tp{tp}")} if kw.get("prefill_layout") is not None else {}),
            "hardware": getattr(hardware, "id", hardware), "objective": objective,
            "max_ttft_ms": max_ttft_ms, "max_tpot_ms": max_tpot_ms, "ranked": ranked, "notes": notes,
            "best": feasible[0] if feasible else None, "baseline": base, "grid": grid,

@@ -82,3 +82,29 @@ def test_issue38_must_show_recommend_lists_dp_ep_layouts_and_mixed_pools():
              and x.get("prefill_layout") not in (None, x.get("decode_layout"))]
     assert mixed and all(x["gpus_used"] <= 32 for x in r["layouts"] if x["best"] is not None)
     assert {"agg DEP", "disagg DEP"} <= set(r["best_by_family"])
+
+
+def test_launch_carries_the_pool_layouts_of_an_answer():
+    """A disaggregated answer with its own layouts (recommend --gpus row, layouts in the --layouts grammar):
+    Dynamo's prefill worker TP 8, its decode worker --attn-dp-size 8 --ep-size 8 with DeepEP low-latency kernels;
+    an aggregated dp8ep8 answer to SGLang with DeepEP (auto) and to TensorRT-LLM with enable_attention_dp."""
+    from specplan.planning.launch.emit import build, check_launch, plan_from_answer
+
+    row = {"model": "deepseek-r1", "mode": "disagg", "prefill_layout": "tp8", "decode_layout": "dp8ep8",
+           "best": {"mechanism": "mtp", "draft_len": 2, "concurrency": 256, "pools": "1P2D"}, "isl": 1024}
+    plan = plan_from_answer({"model": "deepseek-r1", "best": row})
+    assert plan["pools"]["prefill"]["tp"] == 8 and (plan["pools"]["decode"]["dp"], plan["pools"]["decode"]["ep"]) == (
+        8, 8)
+    dyn = build("dynamo", plan, backend="sglang")
+    svc = dyn.files["dynamo-graph-deployment.yaml"]["spec"]["services"]
+    pre, dec = (svc[r]["extraPodSpec"]["mainContainer"]["args"] for r in ("prefill", "decode"))
+    assert "--attn-dp-size" not in pre and pre[pre.index("--tp-size") + 1] == "8"
+    assert dec[dec.index("--attn-dp-size") + 1] == "8" and dec[dec.index("--deepep-mode") + 1] == "low_latency"
+    agg = plan_from_answer({"model": "deepseek-r1", "layout": "dp8ep8", "tp": 1,
+                            "best": {"mechanism": "none", "draft_len": 0, "concurrency": 64}})
+    s = build("sglang", agg)
+    assert not check_launch(s)
+    assert s.argv[s.argv.index("--moe-a2a-backend") + 1] == "deepep" and "--enable-dp-lm-head" in s.argv
+    t = build("trtllm", agg)
+    opts = next(iter(t.files.values()))
+    assert opts["enable_attention_dp"] is True and opts["moe_expert_parallel_size"] == 8
