@@ -252,6 +252,54 @@ def allreduce_latency_floors(df: pd.DataFrame, max_bytes: float = 8192.0) -> dic
     return out
 
 
+EAGER_FLOOR_MAX_BYTES = 65536.0  # messages up to 64 KB: every eager row there sits on its host floor (H100 table)
+
+
+def fit_allreduce_eager(df: pd.DataFrame, max_bytes: float = EAGER_FLOOR_MAX_BYTES) -> dict[str, float]:
+    """{engine: allreduce_eager_s} from eager all-reduce rows ('eager' in the kernel name): the median time of an
+    engine's rows at messages <= `max_bytes` (seconds), where the host's dispatch, not the GPU, sets the time;
+    the engine is the framework cell's first word. Engines without such rows are absent."""
+    from specplan.core.dtypes import dtype_bytes
+
+    eager = df[df["kernel"].astype(str).str.lower().str.contains("eager", regex=False)]
+    width = np.array([dtype_bytes(canonical_dtype(str(d))) for d in eager["dtype"]], dtype=float)
+    small = eager[eager["message_elems"].to_numpy(float) * width <= max_bytes]
+    engine = small["framework"].astype(str).str.strip().str.split().str[0].str.lower()
+    return {str(e): float(np.median(g["time_us"])) * 1e-6 for e, g in small.groupby(engine)}
+
+
+def moe_format(dtype: pd.Series) -> pd.Series:
+    """MoE weight format of measured rows: bf16, fp8 (per-tensor scales) or fp8_block (128-wide block scales)."""
+    raw = dtype.astype(str).str.lower()
+    return raw.map(lambda d: "fp8_block" if "block" in d else canonical_dtype(d))
+
+
+MOE_SHAPE_COLUMNS = ["hidden", "inter", "num_experts", "topk"]  # one model's MoE layer: a group for leave-out
+
+
+def fit_moe_grouped(df: pd.DataFrame, hw: HardwareProfile, engine=None) -> tuple[HardwareProfile, dict]:
+    """hw with hw.moe.compute_fraction fitted per weight format (moe_format) on fused-MoE rows (soft-L1 least
+    squares on log time, the tile shape kept), every row priced as `engine` runs it (its MoE kernel counts)."""
+    from specplan.bench.families import predict_moe
+    from specplan.profiles.engine import engine_hardware
+
+    fmt = moe_format(df["dtype"])
+    fracs = dict(hw.moe.compute_fraction)
+    for f in sorted(fmt.unique()):
+        sub = df[(fmt == f).to_numpy()]
+
+        def build(x, f=f) -> HardwareProfile:
+            return _update(hw, moe={**hw.moe.model_dump(), "compute_fraction": {**fracs, f: float(x[0])}})
+
+        def resid(x, sub=sub) -> np.ndarray:
+            p = predict_moe(sub, engine_hardware(build(x), engine), engine)
+            return np.log(np.maximum(p["predicted_us"].to_numpy(), 1e-3) / p["measured_us"].to_numpy())
+
+        fracs[f] = float(_solve(resid, [0.5], [0.02], [1.0])[0])
+    out = _update(hw, moe={**hw.moe.model_dump(), "compute_fraction": fracs})
+    return out, {"rows": int(len(df)), "formats": sorted(fmt.unique())}
+
+
 def fit_mla(df: pd.DataFrame, hw: HardwareProfile, kernel_family, tile_rows: int | None = None):
     """Fit an MLA KernelFamily's mem_bw_fraction and compute_fraction (robust least squares on log time) on MLA
     decode rows, at a given tile height (default: the family's); returns (family, info)."""

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from specplan.costs.attention import attention_cost, recurrent_state_cost
-from specplan.costs.comm import custom_allreduce_s, nccl_allreduce_s
+from specplan.costs.comm import allreduce_time_s, custom_allreduce_s, eager_allreduce_s, nccl_allreduce_s
 from specplan.costs.gemm import LOW_PRECISION, compute_dtype_for, elementwise_cost, gemm_cost
 from specplan.costs.moe import moe_experts_cost
 from specplan.costs.roofline import REGIME_NAMES
@@ -249,24 +249,64 @@ def predict_attention(df: pd.DataFrame, hw: HardwareProfile, kernel_family=None,
     return out
 
 
-def predict_allreduce(df: pd.DataFrame, hw: HardwareProfile) -> pd.DataFrame:
-    """All-reduce rows: NCCL ring for kernel NCCL, one-shot custom kernel otherwise."""
-    nccl = (df["kernel"].astype(str).str.upper() == "NCCL").to_numpy()
-    out = _base(df, np.where(nccl, "allreduce_nccl", "allreduce_custom"), _dtype_col(df["dtype"]))
-    nbytes = df["message_elems"].to_numpy(float) * out["dtype"].map(dtype_bytes).to_numpy()
+# All-reduce kernel names of the measured tables -> the family that kernel is (costs/comm.py); a name not listed
+# takes the engine's family (EngineProfile.allreduce_algorithm), else the hardware's, with a note.
+ALLREDUCE_KERNEL_FAMILIES = (("nccl", "nccl"), ("trtllm", "oneshot"), ("custom", "custom"))
+
+
+def allreduce_row_families(kernel: pd.Series, engine_family: str | None, hw: HardwareProfile) -> tuple[np.ndarray, list[str]]:
+    """(family per row, notes) of all-reduce rows priced under an engine: the family the kernel name says
+    (ALLREDUCE_KERNEL_FAMILIES), else the engine's, else the hardware's."""
+    k = kernel.astype(str).str.lower()
+    fallback = engine_family or hw.allreduce.algorithm
+    fam = np.full(len(k), "", dtype=object)
+    for needle, family in ALLREDUCE_KERNEL_FAMILIES:
+        fam[(fam == "") & k.str.contains(needle, regex=False).to_numpy()] = family
+    notes = [f"all-reduce kernel '{n}' is not a known family: priced as {fallback} (the nearest: the "
+             f"{'engine' if engine_family else 'hardware'}'s family)" for n in sorted(set(kernel.astype(str)[fam == ""]))]
+    fam[fam == ""] = fallback
+    return fam, notes
+
+
+def predict_allreduce(df: pd.DataFrame, hw: HardwareProfile, engine=None) -> pd.DataFrame:
+    """All-reduce rows. No engine: NCCL ring for kernel NCCL, the custom kernel otherwise (the H100 fit's rule).
+    With an engine (EngineProfile): each row's family from its kernel name, else the engine's; rows whose kernel
+    runs outside a CUDA graph ('eager' in its name) priced as eager collectives (costs/comm.py eager_allreduce_s,
+    the engine's allreduce_eager_s as the host floor)."""
+    dt = _dtype_col(df["dtype"])
+    nbytes = df["message_elems"].to_numpy(float) * dt.map(dtype_bytes).to_numpy()
     tp = df["num_gpus"].to_numpy(float)
-    t = np.where(nccl, nccl_allreduce_s(hw, nbytes, tp), custom_allreduce_s(hw, nbytes, tp))
     p = hw.allreduce
-    lat = np.where(nccl, p.nccl_latency_s + (tp - 1) * p.nccl_latency_per_peer_s, p.custom_latency_s)
+    if engine is None:
+        nccl = (df["kernel"].astype(str).str.upper() == "NCCL").to_numpy()
+        fam = np.where(nccl, "nccl", "custom")
+        t = np.where(nccl, nccl_allreduce_s(hw, nbytes, tp), custom_allreduce_s(hw, nbytes, tp))
+        eager = np.zeros(len(df), dtype=bool)
+        notes: list[str] = []
+    else:
+        fam, notes = allreduce_row_families(df["kernel"], engine.allreduce_algorithm, hw)
+        eager = df["kernel"].astype(str).str.lower().str.contains("eager", regex=False).to_numpy()
+        t = np.zeros(len(df))
+        for f in np.unique(fam):
+            for n in np.unique(tp):
+                sel = (fam == f) & (tp == n)
+                t[sel] = np.where(eager[sel], eager_allreduce_s(hw, nbytes[sel], int(n), f, engine.allreduce_eager_s),
+                                  allreduce_time_s(hw, nbytes[sel], int(n), f))
+    lat = np.where(fam == "nccl", p.nccl_latency_s + (tp - 1) * p.nccl_latency_per_peer_s, p.custom_latency_s)
+    if engine is not None:
+        lat = np.where(eager, np.maximum(lat, engine.allreduce_eager_s), lat)
+    out = _base(df, np.where(fam == "nccl", "allreduce_nccl", "allreduce_" + fam.astype(str)), dt)
     out["predicted_us"] = t * 1e6
     out["regime"] = np.where(t < 2 * lat, "latency", "bandwidth")
     out["message_bytes"] = nbytes
     out["num_gpus"] = tp.astype(int)
+    out.attrs["notes"] = notes
     return out
 
 
-def predict_moe(df: pd.DataFrame, hw: HardwareProfile) -> pd.DataFrame:
-    """Fused-MoE rows (balanced routing as collected); non-gated kernels read 2 of the 3 expert matrices."""
+def predict_moe(df: pd.DataFrame, hw: HardwareProfile, engine=None) -> pd.DataFrame:
+    """Fused-MoE rows (balanced routing as collected); non-gated kernels read 2 of the 3 expert matrices. Under
+    an engine, `hw` carries its MoE kernel counts (hw.moe_kernels per weight format, else MOE_KERNELS)."""
     dt = _dtype_col(df["dtype"])
     out = _base(df, "moe", dt)
     gated = ~df["kernel"].astype(str).str.contains("nongated").to_numpy()
@@ -274,12 +314,13 @@ def predict_moe(df: pd.DataFrame, hw: HardwareProfile) -> pd.DataFrame:
     pred = np.zeros(len(df))
     reg = np.empty(len(df), dtype=object)
     cols = ["hidden", "num_experts", "topk", "moe_tp", "moe_ep"]
-    keyframe = df[cols].astype(int).assign(dtype=dt, inter=inter)
-    for key, g in keyframe.groupby(cols + ["dtype", "inter"], sort=False):
-        h, e, k, tp, ep, d, f = key
+    block = df["dtype"].astype(str).str.lower().str.contains("block", regex=False).to_numpy()  # fp8_block
+    keyframe = df[cols].astype(int).assign(dtype=dt, inter=inter, block=block)
+    for key, g in keyframe.groupby(cols + ["dtype", "inter", "block"], sort=False):
+        h, e, k, tp, ep, d, f, b = key
         sel = df.index.isin(g.index)
         cost = moe_experts_cost(hw, df.loc[sel, "num_tokens"].to_numpy(float), h, f, e, k, d, d,
-                                routing="balanced", tp=tp, ep=ep)
+                                routing="balanced", tp=tp, ep=ep, kernels=hw.moe_kernels.get(d), block_scaled=bool(b))
         pred[sel] = cost.time_s
         reg[sel] = _regime_names(cost.regime)
     out["predicted_us"] = pred * 1e6
@@ -357,15 +398,91 @@ PREDICTORS = {
 }
 
 
+AUTO_ENGINE = "auto"  # validate --engine auto: each row's engine from its framework column
+
+
+def engine_for_framework(framework: str):
+    """(EngineProfile or None, note or None) of a table's framework cell ('vllm 0.24.0' -> vllm): a built-in
+    engine named by the cell's first word; a collective library (NCCL) or an empty cell has none (no note); any
+    other name has none, with a note (priced with the hardware's own families, never refused). A version the
+    profile does not name is priced with that engine (its nearest), with a note."""
+    from specplan.profiles.registry import engine_ids, load_engine
+
+    words = str(framework).strip().lower().split()
+    name = words[0] if words else ""
+    if name in ("", "?", "nccl", "rccl"):
+        return None, None
+    if name in engine_ids() and name != "ideal":
+        eng = load_engine(name)
+        version = words[1] if len(words) > 1 else ""
+        if version and version not in eng.version:
+            return eng, (f"framework '{framework}': engine profile {eng.id} describes version '{eng.version}', "
+                         f"not {version}; priced with it (the nearest)")
+        return eng, None
+    return None, (f"framework '{framework}' has no engine profile (known: {', '.join(i for i in engine_ids() if i != 'ideal')}); "
+                  f"priced with the hardware profile's own kernel families")
+
+
+def _engine_groups(df: pd.DataFrame, engine) -> tuple[list[tuple[np.ndarray, object]], list[str]]:
+    """([(row mask, EngineProfile or None)], notes): one group per engine (`auto`: per framework cell)."""
+    if engine != AUTO_ENGINE:
+        return [(np.ones(len(df), dtype=bool), engine)], []
+    fw = df.get("framework", pd.Series("", index=df.index)).astype(str)
+    groups: dict[str, tuple[np.ndarray, object]] = {}
+    notes: list[str] = []
+    for cell in fw.unique():
+        eng, note = engine_for_framework(cell)
+        if note:
+            notes.append(note)
+        key = eng.id if eng is not None else ""
+        mask = (fw == cell).to_numpy()
+        groups[key] = (groups[key][0] | mask, eng) if key in groups else (mask, eng)
+    return list(groups.values()), notes
+
+
 def predict_table(df: pd.DataFrame, hw: HardwareProfile, family: str | None = None,
-                  kernel_family=None) -> pd.DataFrame:
+                  kernel_family=None, engine=None) -> pd.DataFrame:
     """Predict every row of a measured table; adds ape_pct = |pred - meas| / meas * 100. `kernel_family` (a
-    KernelFamily) replaces the MLA table's default `mla-latent` family, or the attention table's hardware block."""
+    KernelFamily) replaces the MLA table's default `mla-latent` family, or the attention table's hardware block.
+
+    `engine`: None prices every row with the hardware profile alone (how the H100 fit sees them); an
+    EngineProfile prices every row as that engine runs it; AUTO_ENGINE reads each row's engine from its framework
+    column (engine_for_framework). Under an engine: the engine's GEMM scales, all-reduce family and MoE kernel
+    counts on this GPU generation (profiles/engine.py engine_hardware), its decode / MLA attention families (unless
+    `kernel_family` is given), eager all-reduce rows as eager collectives. Notes on fallbacks: out.attrs['notes']."""
     family = family or detect_family(df.columns)
     if family not in PREDICTORS:
         raise SpecplanError(f"kernel family: must be one of {', '.join(FAMILIES)}, got '{family}'")
-    out = (PREDICTORS[family](df, hw, kernel_family) if family in ("mla", "attention")
-           else PREDICTORS[family](df, hw))
+    if engine is None:
+        out = _predict_one(df, hw, family, kernel_family, None)
+        notes = out.attrs.get("notes", [])
+    else:
+        from specplan.profiles.engine import engine_hardware
+
+        groups, notes = _engine_groups(df, engine)
+        parts, where = [], []
+        for mask, eng in groups:
+            part = _predict_one(df[mask], engine_hardware(hw, eng), family, kernel_family, eng)
+            notes += part.attrs.get("notes", [])
+            parts.append(part)
+            where.append(np.flatnonzero(mask))
+        # back in the table's row order (by position: an index with repeated labels stays in order too)
+        out = pd.concat(parts).iloc[np.argsort(np.concatenate(where), kind="stable")] if len(parts) > 1 else parts[0]
     out.insert(0, "family", family)
     out["ape_pct"] = np.abs(out["predicted_us"] - out["measured_us"]) / out["measured_us"] * 100.0
+    out.attrs["notes"] = list(dict.fromkeys(notes))
     return out
+
+
+def _predict_one(df: pd.DataFrame, hw: HardwareProfile, family: str, kernel_family, engine) -> pd.DataFrame:
+    """One predictor call: `hw` already carries the engine's changes; the engine picks the attention families."""
+    if family in ("mla", "attention"):
+        if kernel_family is None and engine is not None:
+            from specplan.profiles.registry import load_kernel_family
+
+            fam = engine.family_id("mla_attention" if family == "mla" else "decode_attention", hw)
+            kernel_family = None if fam == "default" else load_kernel_family(fam)
+        return PREDICTORS[family](df, hw, kernel_family)
+    if family in ("allreduce", "moe"):
+        return PREDICTORS[family](df, hw, engine)
+    return PREDICTORS[family](df, hw)

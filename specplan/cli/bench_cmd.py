@@ -127,6 +127,9 @@ def validate_cmd(
     max_m: Optional[int] = typer.Option(None, "--max-m", help="GEMM: only M <= this."),
     kv_exceeds_l2: bool = typer.Option(False, "--kv-exceeds-l2", help="Attention: only KV bytes above the L2."),
     keep_fallback: bool = typer.Option(False, "--keep-fallback", help="Attention: keep fallback-kernel rows."),
+    engine: Optional[str] = typer.Option(None, "--engine", "-e", help="Price the rows as this engine runs them "
+                                         "(id or YAML: its all-reduce family, eager collectives, MoE kernels, GEMM "
+                                         "scales, attention families); 'auto': each row's framework column."),
 ) -> None:
     """Predict every measured row; print MAPE / median / p90 APE per kernel class, dtype and regime."""
     from specplan.bench.families import read_measured
@@ -138,7 +141,13 @@ def validate_cmd(
         check_output_dir(out_dir)
     hw = load_hardware(hardware)
     f = Filters(device, framework, kernel, dtype, min_time_us, min_nk, max_m, kv_exceeds_l2, not keep_fallback)
-    rows, summary, fallback = validate(read_measured(measured), hw, f, source=str(measured))
+    eng = None
+    if engine is not None:
+        from specplan.bench.families import AUTO_ENGINE
+        from specplan.profiles.registry import load_engine
+
+        eng = AUTO_ENGINE if engine.strip().lower() == AUTO_ENGINE else load_engine(engine)
+    rows, summary, fallback = validate(read_measured(measured), hw, f, source=str(measured), engine=eng)
     summary["by_kernel"] = by_kernel(rows)
     if out_dir is not None:
         write_report_dir(rows, summary, fallback, out_dir)

@@ -15,7 +15,8 @@ from specplan.core.errors import SpecplanError
 @app.command("launch")
 def launch(
     result: Path = typer.Argument(..., help="A saved `specplan recommend ... --json` answer."),
-    engine: str = typer.Option(..., "--engine", "-e", help="vllm | sglang | trtllm | dynamo (disaggregated answers)."),
+    engine: str = typer.Option(..., "--engine", "-e", help="vllm | sglang | trtllm | dynamo (a DynamoGraphDeployment: prefill and decode workers, or one "
+                                "aggregated worker)."),
     backend: Optional[str] = typer.Option(None, "--backend", help="Engine of Dynamo's workers: sglang | vllm | "
                                           "trtllm (default: the answer's engine when it is one, else sglang)."),
     kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype when the answer does not say."),
@@ -27,7 +28,7 @@ def launch(
     from dataclasses import asdict
 
     from specplan.cli.output import print_json
-    from specplan.planning.launch.emit import build, plan_from_answer, render
+    from specplan.planning.launch.emit import build, engine_notes, plan_from_answer, render
 
     try:
         answer = json.loads(result.read_text())
@@ -35,6 +36,8 @@ def launch(
         raise SpecplanError(f"{result}: not JSON ({exc.msg} at line {exc.lineno})") from None
     plan = plan_from_answer(answer, kv_dtype=kv_dtype, dtype=dtype, draft_model=draft_model)
     out = build(engine, plan, backend=backend)
+    out.notes += engine_notes(answer.get("engine") if isinstance(answer.get("engine"), str) else None, out.engine,
+                              out.files) if "engine" in answer else []
     if json_out:
         print_json(asdict(out))
         return

@@ -12,10 +12,31 @@ from specplan.cli.output import print_json, table
 
 
 @profiles_app.command("list")
-def profiles_list(json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables.")) -> None:
-    """List built-in profiles: hardware, models, acceptance (mechanism, model, dataset, source) and engines."""
+def profiles_list(
+    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Only the per-dataset acceptance profiles of "
+                                        "this model id."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="Only the per-dataset acceptance profiles of this "
+                                          "dataset or class (humaneval, code, chat, ...)."),
+    mechanism: Optional[str] = typer.Option(None, "--mechanism", help="Only the per-dataset acceptance profiles of "
+                                            "this mechanism."),
+) -> None:
+    """List built-in profiles: hardware, models, acceptance (mechanism, model, dataset, source) and engines; with
+    --model / --dataset / --mechanism the per-dataset acceptance profiles from published tables."""
     from specplan.api import profiles_table
 
+    if model is not None or dataset is not None or mechanism is not None:
+        from specplan.speculation.datasets import profile_rows
+
+        rows = profile_rows(model, dataset, mechanism)
+        if json_out:
+            print_json(rows)
+            return
+        print(f"Acceptance profiles per dataset ({len(rows)}; --acceptance MECH=ID, or --dataset NAME|CLASS)")
+        if rows:
+            header = [k for k in rows[0] if k not in ("rows", "source")]
+            print(table([[r[k] for k in header] for r in rows], header))
+        return
     data = profiles_table()
     if json_out:
         print_json(data)

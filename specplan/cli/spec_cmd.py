@@ -27,8 +27,8 @@ GpusPerNode = Annotated[Optional[int], typer.Option(
 Dtypes = Annotated[Optional[str], typer.Option(
     "--dtypes", help="Comma list of dtypes --gpus searches (e.g. fp8,bf16; default --dtype).")]
 Emit = Annotated[Optional[str], typer.Option(
-    "--emit", help="Also print the launch of the best point: vllm | sglang | trtllm | dynamo (disaggregated "
-                   "answers; docs/launch.md).")]
+    "--emit", help="Also print the launch of the best point: vllm | sglang | trtllm | dynamo "
+                   "(docs/launch.md); the answer is priced with that engine unless --engine says otherwise.")]
 Objective = Annotated[str, typer.Option(
     "--objective", help="Rank by tokens-per-gpu | cost ($/Mtok) | energy (J/token) (with --isl/--osl; "
                         "docs/cost.md).")]
@@ -175,6 +175,8 @@ def predict(
     acceptance_profile: Optional[str] = typer.Option(None, "--acceptance-profile", help="Shipped profile id."),
     acceptance: Optional[List[str]] = typer.Option(None, "--acceptance", help="[MECH=]VALUE as in recommend: rate "
                                                    "0.8, AL@D 3.1@4, per-position 0.9/0.8, or a profile id."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="Acceptance from published profiles of a dataset "
+                                          "or class: code, chat, math, ... (docs/acceptance_datasets.md)."),
     serving: Optional[str] = typer.Option(None, "--serving", help=SERVING_HELP),
     engine: Engine = None,
     mode: Mode = "agg",
@@ -195,7 +197,11 @@ def predict(
     from specplan.planning.predict import predict_serving, predict_serving_sweep, predict_step
     from specplan.serving.workload import workload_from_options
 
+    from specplan.cli.dataset_option import dataset_acceptance
+
     acc = cli_acceptance(acceptance_length, acceptance_rate, acceptance_per_position, acceptance_profile, draft_len)
+    acceptance = dataset_acceptance(dataset, model, [mechanism], acceptance, draft_model, json_out,
+                                    given=[mechanism] if acc is not None or acceptance else [])
     if acceptance:
         acc = one_acceptance(acceptance, mechanism, draft_len, given=acc is not None)
     loads = number_list(concurrency, "--concurrency")
@@ -326,6 +332,8 @@ def recommend(
     acceptance: Optional[List[str]] = typer.Option(None, "--acceptance", help="mech=value (0.8, 3.1@4, 0.9/0.8, profile)."),
     max_draft_len: int = typer.Option(MAX_DRAFT_LEN, "--max-draft-len", help="Largest D searched (every command's default)."),
     extrapolate: bool = typer.Option(False, "--extrapolate", help="Search past the acceptance data's D range."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="Acceptance from published profiles of a dataset "
+                                          "or class: code, chat, math, ... (docs/acceptance_datasets.md)."),
     draft_model: Optional[str] = typer.Option(None, "--draft-model", help="Draft model for external / heads."),
     draft_hardware: Optional[str] = typer.Option(None, "--draft-hardware", help="Run the draft on this hardware."),
     draft_dtype: Optional[str] = typer.Option(None, "--draft-dtype", help="Dtype of an external draft."),
@@ -363,17 +371,32 @@ def recommend(
 
         if emit not in EMIT_ENGINES:
             raise SpecplanError(f"--emit: must be one of {', '.join(EMIT_ENGINES)}, got '{emit}'")
+    from specplan.cli.dataset_option import dataset_acceptance
+
+    acceptance = dataset_acceptance(dataset, model, comma_list(mechanisms) or None, acceptance, draft_model, json_out)
     acc = mech_values(acceptance, "mechanism=value")
     mechs = comma_list(mechanisms) or None
     eng = _engine(engine, serving)
+    draft_model, ident = _draft_and_identity(model, draft_model, mechs)
+    if emit is not None and eng is None:  # one engine throughout: --emit E prices with E (Dynamo: its default backend)
+        eng = "sglang" if emit == "dynamo" else emit
+    if emit is not None:
+        _check_emittable(emit, model, mechs, acc, draft_model, ident)
     concurrency = one_number(concurrency, "--concurrency")
     request_rate = one_number(request_rate, "--request-rate")
     hw_list, hardware = list(hardware), hardware[0]
+    if gpus is None and isl is not None and (request_rate is not None or (target_total is not None and (
+            len(hw_list) > 1 or objective != "tokens-per-gpu"))):
+        _recommend_at_load(model, hw_list, isl, osl, request_rate, target_total, target_tps, max_tpot_ms, max_ttft_ms,
+                           dict(mechanisms=mechs, acceptance=acc, max_draft_len=max_draft_len, dtype=dtype,
+                                kv_dtype=kv_dtype, engine=eng, max_gpus=max_gpus, draft_model=draft_model),
+                           objective, gpu_hour_usd, price_tier, json_out)
+        return
     if target_total is not None and len(hw_list) > 1:
         raise SpecplanError("recommend --target-tps: give one --hardware")
     if target_total is not None:
         _gpus_for_load(model, hardware, target_total, target_tps, max_gpus, isl, osl, context, mechs, acc,
-                       max_draft_len, dtype, kv_dtype, json_out, max_ttft_ms, eng, emit, draft_model)
+                       max_draft_len, dtype, kv_dtype, json_out, max_ttft_ms, eng, emit, draft_model, ident)
         return
     if gpus is not None:
         src = ctx.get_parameter_source("mode")
@@ -381,7 +404,7 @@ def recommend(
         _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, dtype,
                            "auto" if src is None or src.name == "DEFAULT" else mode, eng, mechs, acc,
                            max_draft_len, extrapolate, max_ttft_ms, max_tpot_ms, json_out,
-                           dict(kv_dtype=kv_dtype, draft_model=draft_model), emit)
+                           dict(kv_dtype=kv_dtype, draft_model=draft_model, identity=ident), emit)
         return
     if mode == "auto":
         raise SpecplanError("mode (--mode): auto needs --gpus (the deployment search); use agg or disagg")
@@ -402,7 +425,8 @@ def recommend(
     price = _price(gpu_hour_usd, kwh_usd, pue, price_tier)
     if _recommend_workload(model, hw_list, wl, tp, eng, mechs, acc, max_draft_len, extrapolate,
                            (max_ttft_ms, max_tpot_ms), concurrency is None and request_rate is None, json_out,
-                           dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model, **serving_kw), emit,
+                           dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model, identity=ident,
+                                **serving_kw), emit,
                            objective, price):
         return
     if context is None:
@@ -413,10 +437,10 @@ def recommend(
             kv_dtype=kv_dtype, draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
             draft_kv_budget=draft_kv_budget, engine=eng, layout=cli_layout(tp, dp, ep, pp))
     _annotate_energy(r, model, hardware, dtype, kv_dtype, price)
-    launch, err = _launch_or_error(r, emit, dict(hardware=hardware, kv_dtype=kv_dtype, dtype=dtype,
-                                                 draft_model=draft_model), json_out)
+    given = dict(hardware=hardware, kv_dtype=kv_dtype, dtype=dtype, draft_model=draft_model, identity=ident)
+    launch, err = _launch_or_error(r, emit, given, json_out)
     if json_out:
-        print_json(r if launch is None else {**r, "launch": launch})
+        print_json(_answer_json(r, launch, given))
         return
     _print_recommend(r, batch, target_tps, launch)
     if err is not None:  # the answer stands; only its launch could not be written
@@ -556,7 +580,7 @@ def _recommend_devices(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
         r = recommend_serving(model, h, wl, tp=tp, engine=eng, mechanisms=mechs, acceptance=acc,
                               max_draft_len=max_draft_len, extrapolate=extrapolate, max_ttft_ms=max_ttft_ms,
                               max_tpot_ms=max_tpot_ms, search_concurrency=search, objective=objective, price=price,
-                              **{k: v for k, v in kw.items() if v is not None})
+                              **_planning_kw(kw))
         out.append({"hardware": h, "best": r["best"], "notes": r["notes"]})
     ok = [x for x in out if x["best"] is not None]
     ok.sort(key=lambda x: objective_value(objective, x["best"]), reverse=True)
@@ -582,6 +606,68 @@ def _recommend_devices(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
     print(f"best by {objective}: {ok[0]['hardware']} ({_energy_phrase(ok[0]['best'])})")
 
 
+def _recommend_at_load(model, hw_list, isl, osl, request_rate, target_total, target_user, max_tpot_ms, max_ttft_ms,
+                       kw, objective, gpu_hour_usd, price_tier, json_out) -> None:
+    """recommend --request-rate R (or --target-tps over several devices or by cost/energy): the GPUs each device
+    needs for the load, priced and ranked (specplan.planning.load_plan)."""
+    from specplan.cli.load_cmd import load_targets, print_load_plan
+    from specplan.planning.load_plan import plan_load
+    from specplan.planning.recommend import _mechanisms
+    from specplan.profiles.registry import load_model
+
+    total, user = load_targets(request_rate, target_total, target_user, max_tpot_ms, osl)
+    mechs = kw.pop("mechanisms") or _mechanisms(load_model(model).id, None, kw["acceptance"], kw["draft_model"])
+    kw.pop("draft_model")
+    plan = plan_load(model, hw_list, target_tps=total, target_tps_per_user=user, isl=isl, osl=osl,
+                     objective="cost" if objective == "cost" else objective, gpu_hour_usd=gpu_hour_usd,
+                     price_tier=price_tier, max_ttft_ms=max_ttft_ms,
+                     mechanisms=[m for m in mechs if m != "none"], **kw)
+    print_load_plan(plan, request_rate, json_out)
+
+
+def _draft_and_identity(model: str, draft_model, mechs) -> tuple:
+    """(the draft profile the pricing reads, what a saved answer carries to launch: the model's Hugging Face repo and
+    checkpoint dtype and the draft's repo) from --model and --draft-model (an id, a YAML or a Hugging Face repo)."""
+    from specplan.planning.launch.emit import answer_identity
+    from specplan.profiles.registry import load_model
+    from specplan.speculation.drafters import resolve_draft
+
+    prof = load_model(model)
+    draft = resolve_draft(draft_model, prof, mechs)
+    ident = answer_identity(prof, draft)
+    if draft.note:
+        ident["draft_note"] = draft.note
+    return draft.profile, ident
+
+
+def _check_emittable(emit: str, model: str, mechs, acc: dict, draft_model, ident: dict) -> None:
+    """--emit: refuse before the search a launch that could not be built (docs/launch.md)."""
+    from specplan.planning.launch.emit import check_emittable
+    from specplan.planning.recommend import _mechanisms
+    from specplan.profiles.registry import load_model
+    from specplan.speculation.drafters import DraftRef
+
+    prof = load_model(model)
+    try:
+        wanted = mechs if mechs is not None else _mechanisms(prof.id, None, acc, draft_model)
+    except SpecplanError:  # no mechanism has acceptance data: the search prices no speculation
+        wanted = []
+    check_emittable(emit, prof, wanted, DraftRef(draft_model, ident.get("draft_model")))
+
+
+def _planning_kw(kw: dict) -> dict:
+    """The options a planning function takes (what is given, less the answer's identity for the launch)."""
+    return {k: v for k, v in kw.items() if v is not None and k != "identity"}
+
+
+def _answer_json(r: dict, launch, given: dict) -> dict:
+    """The --json answer: the planning answer, what a saved answer needs to launch (kept where the answer has
+    its own), and the --emit launch."""
+    ident = {k: v for k, v in (given.get("identity") or {}).items() if k not in r and k != "draft_note"}
+    out = {**r, **ident}
+    return out if launch is None else {**out, "launch": launch}
+
+
 def _launch_or_error(r: dict, engine, given: dict, json_out: bool):
     """(launch, None), or in text mode (None, the SpecplanError) when the launch cannot be written, so that the
     answer is printed before the one error line (JSON mode raises at once: one document or one error)."""
@@ -599,9 +685,13 @@ def _launch(r: dict, engine, given: dict) -> dict | None:
         return None
     from dataclasses import asdict
 
-    from specplan.planning.launch.emit import build, plan_from_answer, render
+    from specplan.planning.launch.emit import build, engine_notes, plan_from_answer, render
 
-    launch = build(engine, plan_from_answer(r, **given))
+    ident = given.get("identity") or {}
+    rest = {k: v for k, v in given.items() if k != "identity"}
+    launch = build(engine, plan_from_answer({**{k: v for k, v in ident.items() if k not in r}, **r}, **rest))
+    launch.notes += engine_notes(r.get("engine"), launch.engine, launch.files) + (
+        [ident["draft_note"]] if ident.get("draft_note") else [])
     return {**asdict(launch), "text": render(launch)}
 
 
@@ -639,23 +729,27 @@ def _ranked_table(rows: list[dict], unit: str, lpu: bool, why: bool = False) -> 
 
 
 def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, osl, context, mechs, acc, max_d,
-                   dtype, kv_dtype, json_out, max_ttft_ms=None, engine=None, emit=None, draft_model=None) -> None:
+                   dtype, kv_dtype, json_out, max_ttft_ms=None, engine=None, emit=None, draft_model=None,
+                   identity=None) -> None:
     """recommend --target-tps: the smallest GPU count for a load (specplan.planning.capacity.search), printed, and
     with --emit the launch of the mode its answer picked."""
     from specplan.planning.capacity import search
 
     if target_user is None:
         raise SpecplanError("recommend --target-tps: give --target-tps-per-user too")
-    if mechs is None:
-        mechs = list(acc)
+    if mechs is None:  # the same default mechanisms as every mode: those with acceptance data (shipped profiles)
+        from specplan.planning.recommend import _mechanisms
+        from specplan.profiles.registry import load_model
+
+        mechs = _mechanisms(load_model(model).id, None, acc, draft_model)
     r = search(model, hardware, target_tps=target_total, target_tps_per_user=target_user, max_gpus=max_gpus,
                isl=isl, osl=osl, context_len=None if context is None else model_context(model, context),
                mechanisms=[x for x in mechs if x != "none"], acceptance=acc, max_draft_len=max_d, dtype=dtype,
                kv_dtype=kv_dtype, max_ttft_ms=max_ttft_ms, engine=engine)
-    given = dict(hardware=hardware, dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model)
+    given = dict(hardware=hardware, dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model, identity=identity)
     launch, err = _launch_or_error(r, emit, given, json_out) if r.get("answer") else (None, None)
     if json_out:
-        print_json(r if launch is None else {**r, "launch": launch})
+        print_json(_answer_json(r, launch, given))
         if r["answer"] is None:
             raise typer.Exit(1)
         return
@@ -737,10 +831,11 @@ def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, d
     r = search_deployment(model, hardware, isl, osl, gpus=gpus, gpus_per_node=gpus_per_node, dtypes=dl or [dtype],
                           modes=modes, engine=eng, mechanisms=mechs, acceptance=acc, max_draft_len=max_draft_len,
                           extrapolate=extrapolate, max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms,
-                          **{k: v for k, v in kw.items() if v is not None})
-    launch, err = _launch_or_error(r, emit, dict(hardware=hardware, dtype=dtype, **kw), json_out)
+                          **_planning_kw(kw))
+    given = dict(hardware=hardware, dtype=dtype, **kw)
+    launch, err = _launch_or_error(r, emit, given, json_out)
     if json_out:
-        print_json(r if launch is None else {**r, "launch": launch})
+        print_json(_answer_json(r, launch, given))
         if r["best"] is None:
             raise typer.Exit(1)
         return
@@ -775,10 +870,22 @@ def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, d
               f"({x['verdict']})")
     x = r["best"]
     print(f"answer: {x['mode']} {x.get('label') or x['layout']} ({x['dtype']})")
+    _warn_without_sla(max_ttft_ms, max_tpot_ms, x["best"])
     if launch is not None:
         print(launch["text"])
     if err is not None:  # the search stands; only its launch could not be written
         raise err
+
+
+def _warn_without_sla(max_ttft_ms, max_tpot_ms, best: dict) -> None:
+    """A warning line when no SLA bounds the answer: the most tokens/s/GPU at any latency is rarely a deployment
+    anyone runs (a TTFT of minutes)."""
+    if max_ttft_ms is not None or max_tpot_ms is not None:
+        return
+    tpot = _or_dash(best.get("tpot_ms"))
+    print(f"warning: no SLA given (--max-ttft-ms / --max-tpot-ms): this answer maximizes tokens/s/GPU at any latency "
+          f"(TTFT {best['ttft_ms']:,.0f} ms, TPOT {tpot if tpot == '-' else f'{tpot:.1f}'} ms); give the SLA you "
+          f"serve under")
 
 
 def _or_dash(x):
@@ -812,10 +919,11 @@ def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
     r = recommend_serving(model, hardware, wl, tp=tp, engine=eng, mechanisms=mechs, acceptance=acc,
                           max_draft_len=max_draft_len, extrapolate=extrapolate, max_ttft_ms=max_ttft_ms,
                           max_tpot_ms=max_tpot_ms, search_concurrency=search, objective=objective, price=price,
-                          **{k: v for k, v in kw.items() if v is not None})
-    launch, err = _launch_or_error(r, emit, dict(hardware=hardware, **kw), json_out)
+                          **_planning_kw(kw))
+    given = dict(hardware=hardware, **kw)
+    launch, err = _launch_or_error(r, emit, given, json_out)
     if json_out:
-        print_json(r if launch is None else {**r, "launch": launch})
+        print_json(_answer_json(r, launch, given))
         if r["best"] is None:
             raise typer.Exit(1)
         return
@@ -844,6 +952,7 @@ def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
           + (f" ({b['speedup_vs_none']:.2f}x the best without speculation)" if b.get("speedup_vs_none") and
              b["mechanism"] != "none" else ""))
     _print_energy(r)
+    _warn_without_sla(max_ttft_ms, max_tpot_ms, b)
     if r.get("d_by_load"):  # not in the --emit launch, which runs the ranked answer's fixed D
         _print_d_schedule(r["d_by_load"], b["mechanism"])
     if launch is not None:

@@ -55,14 +55,16 @@ def figure_names(value: str | None, no_plots: bool = False) -> tuple[str, ...]:
 
 def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, figures=DEFAULT_FIGURES,
                  per: str = "gpu", acceptance_label: str = "", formats=("png",), grid_csv: bool = False,
-                 timings: dict | None = None, acceptance: dict | None = None) -> list[Path]:
+                 timings: dict | None = None, acceptance: dict | None = None,
+                 d_max: dict | None = None) -> list[Path]:
     """Grid Parquet (and CSV with grid_csv), frontier CSV, best-at-interactivity CSV, columns doc and the
     figures named in `figures` (FIGURES keys; each in every one of `formats`).
 
     model: the target's profile (or id); hardware: {id: profile} of the swept devices, so profiles loaded
     from YAML paths are never looked up again by id. The heat map and the breakdown show the device, TP,
     context and batch of the best frontier point (`plots.best_setup`); their titles say so, or that nothing
-    fits. timings: filled with the CPU seconds of the tables and of the figures."""
+    fits. timings: filled with the CPU seconds of the tables and of the figures. d_max: {mechanism: the largest D
+    its acceptance data covers} (the heat map hatches the D beyond it)."""
     import time
 
     from specplan.planning.frontier import best_at, interactivity_levels
@@ -104,10 +106,17 @@ def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, f
     if "frontier" in figures:
         written += P.save_figure(P.plot_frontier(df, per=per, title=title), outdir / "frontier", formats=formats)
     if "heatmap" in figures:
-        written += _heatmap(P, df, best, hw_id, tp, ctx, where, outdir, formats)
+        written += _heatmap(P, df, best, hw_id, tp, ctx, where, outdir, formats,
+                            (d_max or {}).get(best["mechanism"]))
     if "tiles" in figures:
+        swept_ctx = tuple(int(c) for c in sorted(df["context_len"].unique()))[:3]  # the grid's contexts
+        others = [str(h) for h in df["hardware"].unique() if str(h) != hw_id]
+        tiles_title = (f"Decode attention with speculation on {hw_id} (the best point's device"
+                       + (f"; also swept: {', '.join(others)}" if others else "") + ")\n"
+                       "128-row tiles: runtime steps at G(1+D) = k x 128")
         written += P.save_figure(P.plot_attention_tiles(hw, head_dim=m.head_dim,
-                                                        kv_heads=max(1, m.heads_per_device(tp)[1])),
+                                                        kv_heads=max(1, m.heads_per_device(tp)[1]),
+                                                        contexts=swept_ctx, title=tiles_title),
                                  outdir / "attention_tiles", formats=formats)
     if "acceptance" in figures:
         written += P.save_figure(P.plot_acceptance(df, acceptance=acceptance), outdir / "acceptance", formats=formats)
@@ -122,16 +131,29 @@ def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, f
     return written
 
 
-def _heatmap(P, df, best, hw_id, tp, ctx, where, outdir, formats) -> list[Path]:
+def _heatmap(P, df, best, hw_id, tp, ctx, where, outdir, formats, d_max=None) -> list[Path]:
     """The speedup heat map of the best frontier point's device, TP, context (and layout)."""
     sub = df[(df["hardware"] == hw_id) & (df["tp"] == tp) & (df["context_len"] == ctx)]
     lay = best.get("layout")
     if lay is not None and "layout" in sub:  # several layouts may share a TP (tp8, tp8ep8): keep the best one's
         sub = sub[sub["layout"] == lay]
-    heat = P.plot_speedup_heatmap(sub, hardware=hw_id, mechanism=best["mechanism"], tp=tp, context_len=ctx)
+    heat = P.plot_speedup_heatmap(sub, hardware=hw_id, mechanism=best["mechanism"], tp=tp, context_len=ctx,
+                                  d_max=d_max)
     ax = heat.axes[0]
     ax.set_title(f"{ax.get_title()}\n({where})")
     return P.save_figure(heat, outdir / "speedup_heatmap", formats=formats)
+
+
+def acceptance_d_max(df, model_id: str, given: dict) -> dict:
+    """{mechanism of the grid: the largest D its acceptance covers (None: a closed form, valid at every D)}."""
+    from specplan.planning.sweep import parse_acceptance
+    from specplan.speculation.speedup import resolve_acceptance
+
+    out = {}
+    for mech in (str(x) for x in df["mechanism"].unique() if str(x) != "none"):
+        acc = resolve_acceptance(mech, model_id, parse_acceptance(given.get(mech)))
+        out[mech] = None if acc is None else acc.d_max
+    return out
 
 
 def acceptance_words(value: str) -> str:
@@ -188,6 +210,8 @@ def pareto(
                                                    help="Comma list or repeat (default: all that apply)."),
     acceptance: Optional[List[str]] = typer.Option(None, "--acceptance", help="MECH=VALUE: rate 0.8, AL@D 3.2@4, "
                                                    "per-position 0.9,0.8 or a profile id; repeat."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="Acceptance from published profiles of a dataset "
+                                          "or class: code, chat, math, ... (docs/acceptance_datasets.md)."),
     tp: Optional[List[str]] = typer.Option(None, "--tp", help="TP degrees, comma list (default 1,2,4,8 where heads divide)."),
     layouts: Optional[List[str]] = typer.Option(None, "--layouts", help="Layouts instead of --tp, comma list: tp8, "
                                                 "dp8ep8, tp8ep4, tp4pp2 (docs/parallel.md)."),
@@ -202,7 +226,8 @@ def pareto(
     figures: Optional[str] = typer.Option(None, "--figures", help="Figures to draw: all, none, or a comma list of "
                                           "frontier, heatmap, tiles, acceptance, breakdown (default frontier); energy: the "
                                           "serving grid's J/token and $/Mtok frontier (with --isl/--osl)."),
-    grid_csv: bool = typer.Option(False, "--grid-csv", help="Also write the grid as CSV (grid.parquet always)."),
+    grid_csv: bool = typer.Option(False, "--grid-csv", help="Also write the grid as CSV (grid.parquet always; "
+                                  "with --isl/--osl the whole serving grid, CSV and Parquet, only with this flag)."),
     timings: bool = typer.Option(False, "--timings", help="Print the CPU seconds of sweep, frontier, tables and "
                                  "figures."),
     formats: Optional[str] = typer.Option(None, "--formats", help="Figure formats, comma list of png, svg "
@@ -227,7 +252,9 @@ def pareto(
     its frontier and the serving frontier figure."""
     from specplan.core.errors import SpecplanError
     from specplan.serving.workload import workload_from_options
+    from specplan.cli.dataset_option import dataset_acceptance
 
+    acceptance = dataset_acceptance(dataset, model, comma_list(mechanisms) or None, acceptance, draft_model)
     concurrency = one_number(concurrency, "--concurrency")
     request_rate = one_number(request_rate, "--request-rate")
     wl = workload_from_options(isl, osl, concurrency, request_rate, mode or ("disagg" if pools else "agg"), pools,
@@ -235,12 +262,12 @@ def pareto(
     if wl is not None:
         if layouts:
             raise SpecplanError("pareto: the serving model (--isl/--osl) takes --tp only, not --layouts")
-        _serving_pareto(model, hardware, wl, int_list(tp, "--tp") or [1],
+        _serving_pareto(model, hardware, wl, int_list(tp, "--tp") or None,
                         [mode] if mode else ["disagg"] if pools else ["agg", "disagg"], engine,
                         comma_list(mechanisms) or None, mech_values(acceptance, _ACCEPTANCE_FORM), max_draft_len,
                         concurrency is None and request_rate is None, Path(outdir), dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model,
                                                                     max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms),
-                        figure_names(figures, no_plots), figure_formats(formats))
+                        figure_names(figures, no_plots), figure_formats(formats), grid_csv, timings)
         return
     for name, v in (("--max-ttft-ms", max_ttft_ms), ("--max-tpot-ms", max_tpot_ms)):
         if v is not None:
@@ -327,7 +354,8 @@ def _batch_pareto(model, hardware, tp, layouts, context, mechanisms, acceptance,
     cost: dict = {}
     written = write_pareto(df, front, Path(outdir), m, {h.id: h for h in hws}, figures=figs, per=per,
                            acceptance_label=acceptance_label(df, m.id, acc), formats=fmts, grid_csv=grid_csv,
-                           timings=cost, acceptance=acceptance_legend(df, m.id, acc))
+                           timings=cost, acceptance=acceptance_legend(df, m.id, acc),
+                           d_max=acceptance_d_max(df, m.id, acc))
     if timings:
         work = time.process_time() - t0 - cost["import_s"]
         print(f"timings (CPU s): sweep {t1 - t0:.2f}, frontier {t2 - t1:.2f}, tables {cost['tables_s']:.2f}, "
@@ -362,10 +390,13 @@ def _print_written(df, front, by: list, written: list) -> None:
         print(f"wrote {p}")
 
 
-def _serving_pareto(model, hardware: list, wl, tps: list[int], modes: list[str], engine, mechs, acc, max_draft_len,
-                    search, outdir: Path, kw, figures=("frontier",), formats=("png",)) -> None:
-    """pareto --isl/--osl: serving_grid.csv (every device, TP and mode), serving_frontier.csv (set and scope
-    columns: overall and per (device, mode)) and the serving frontier figure (tokens/s/GPU vs tokens/s/user)."""
+def _serving_pareto(model, hardware: list, wl, tps: list[int] | None, modes: list[str], engine, mechs, acc,
+                    max_draft_len, search, outdir: Path, kw, figures=("frontier",), formats=("png",),
+                    grid_csv: bool = False, timings: bool = False) -> None:
+    """pareto --isl/--osl: serving_frontier.csv (set and scope columns: overall and per (device, mode)) and the serving frontier figure
+    (tokens/s/GPU vs tokens/s/user); with --grid-csv the whole grid (serving_grid.csv and .parquet: every device,
+    TP and mode). TPs: the given ones, else 1, 2, 4, 8 where the heads divide and the device's
+    scale-up domain holds them (planning.sweep.tp_choices, as the batch pareto)."""
     import dataclasses
 
     import pandas as pd
@@ -373,15 +404,20 @@ def _serving_pareto(model, hardware: list, wl, tps: list[int], modes: list[str],
     from specplan.core.io import atomic_write_text, check_output_dir, ready_output_dir
     from specplan.planning.frontier import serving_frontier
     from specplan.planning.recommend_serving import serving_grid
+    from specplan.planning.sweep import tp_choices
     from specplan.profiles.registry import load_hardware, load_model
+
+    import time
 
     check_output_dir(outdir)
     m = load_model(model)
     hws = list({h.id: h for h in (load_hardware(x) for x in hardware)}.values())
     ready_output_dir(outdir)  # writable, proven by a probe file, before the grid is priced
-    parts = []
+    parts, swept = [], {}
+    t0 = time.process_time()
     for hw in hws:
-        for tp in tps:
+        swept[hw.id] = tp_choices(m, hw, tps)
+        for tp in swept[hw.id]:
             for mode in modes:
                 w = dataclasses.replace(wl, mode=mode, pools=wl.pools if mode == "disagg" else None)
                 g = serving_grid(m, hw, w, tp=tp, engine=engine, mechanisms=mechs, acceptance=acc,
@@ -392,10 +428,17 @@ def _serving_pareto(model, hardware: list, wl, tps: list[int], modes: list[str],
                 g.insert(0, "hardware", hw.id)
                 parts.append(g)
     df = pd.concat(parts, ignore_index=True)
+    t1 = time.process_time()
     front = serving_frontier(df)
+    t2 = time.process_time()
     outdir.mkdir(parents=True, exist_ok=True)
     written = []
-    tables = [("serving_grid.csv", df), ("serving_frontier.csv", front)]
+    from specplan.core.tables import write_table
+
+    if grid_csv:  # the whole grid is 10^5-10^6 rows (tens of MB): written when asked for
+        text_cols = {c: "string" for c in df.columns if df[c].dtype == object}  # pools: 'xPyD' or none (agg)
+        written += write_table(df.astype(text_cols), outdir / "serving_grid", parquet=True, csv=False)
+    tables = ([("serving_grid.csv", df)] if grid_csv else []) + [("serving_frontier.csv", front)]
     ok = df[df["meets_sla"]]
     if "joules_per_token" in ok:  # the energy frontier: fewest J/token at each tokens/s/user or faster
         from specplan.planning.frontier import frontier_mask
@@ -405,12 +448,13 @@ def _serving_pareto(model, hardware: list, wl, tps: list[int], modes: list[str],
     for name, t in tables:
         atomic_write_text(outdir / name, t.to_csv(index=False))
         written.append(outdir / name)
+    t3 = time.process_time()
     if "frontier" in figures:
         from specplan import plots as P
         from specplan.plots.serving_frontier import plot_serving_frontier
 
         title = (f"{m.id} serving on {', '.join(h.id for h in hws)}: ISL {wl.isl:,}, OSL {wl.osl:,}, "
-                 f"TP {', '.join(map(str, tps))}")
+                 f"TP {', '.join(map(str, sorted({t for v in swept.values() for t in v})))}")
         fig = plot_serving_frontier(front, title=title, max_tpot_ms=kw.get("max_tpot_ms"),
                                     max_ttft_ms=kw.get("max_ttft_ms"))
         written += P.save_figure(fig, outdir / "serving_frontier", formats=formats)
@@ -421,6 +465,9 @@ def _serving_pareto(model, hardware: list, wl, tps: list[int], modes: list[str],
         title = (f"{m.id} on {', '.join(h.id for h in hws)}, ISL {wl.isl}, OSL {wl.osl}: energy and cost per "
                  f"output token")
         written += P.save_figure(plot_energy_frontier(df, title), outdir / FIGURES["energy"], formats=formats)
+    if timings:
+        print(f"timings (CPU s): serving grid {t1 - t0:.2f}, frontier {t2 - t1:.2f}, tables {t3 - t2:.2f}, "
+              f"figures {time.process_time() - t3:.2f} (matplotlib's import counted in figures)")
     left = [f for f in figures if f not in ("frontier", "energy")]
     if left:
         print(f"figures: {', '.join(left)} are drawn for the batch grid only (without --isl/--osl); the serving "
@@ -431,8 +478,10 @@ def _serving_pareto(model, hardware: list, wl, tps: list[int], modes: list[str],
            "fit and have a steady state")
     unstable = (f"; {n_bad:,} have no steady state (arrivals over capacity: stable false, no times or "
                 f"throughputs in their rows)" if n_bad else "")
-    print(f"{len(df):,} serving configurations ({n_ok:,} {sla}{unstable}) over {len(hws)} device(s) x TP "
-          f"{', '.join(map(str, tps))} x {', '.join(modes)}; {len(front):,} frontier rows: the overall frontier and "
-          f"one per (device, mode), told apart by serving_frontier.csv's scope column")
+    tp_text = "; ".join(f"{h} TP {', '.join(map(str, v))}" for h, v in swept.items())
+    print(f"{len(df):,} serving configurations ({n_ok:,} {sla}{unstable}) over {tp_text} x {', '.join(modes)}; "
+          f"{len(front):,} frontier rows: the overall frontier and "
+          f"one per (device, mode), told apart by serving_frontier.csv's scope column"
+          + ("" if grid_csv else "; the whole grid with --grid-csv"))
     for p in written:
         print(f"wrote {p}")

@@ -51,6 +51,25 @@ def link_bandwidth_bytes_s(hw: HardwareProfile, tp: int) -> float:
     return hw.scaleup_bandwidth_bytes_s
 
 
+# NCCL's own latency model, the one it picks algorithms and protocols with (NVIDIA/nccl src/graph/tuning.cc at
+# b6475625: `baseLat` per algorithm and protocol, `hwLat[NCCL_HW_NVLINK]` per step over NVLink, microseconds): a
+# ring all-reduce over n ranks on one node costs baseLat + 2 (n - 1) hwLat. NCCL keys hwLat by link type (NVLink,
+# PCI, network), not by NVLink generation: its Blackwell entries (NCCL_BLACKWELL_COMPCAP_IDX, later versions) are
+# per-channel bandwidth caps (llMaxBws, perChMax*), so NVLink 5 / NVSwitch (B200, GB200, B300, GB300) small-message
+# latency is priced by NCCL as NVLink 4's; their faster links shorten the transfer term only.
+NCCL_RING_BASE_LAT_US = {"LL": 6.6, "LL128": 14.0, "Simple": 8.4}
+NCCL_RING_NVLINK_HW_LAT_US = {"LL": 0.6, "LL128": 1.9, "Simple": 3.4}
+
+
+def nccl_model_allreduce_latency_s(ranks: int, protocol: str = "LL") -> float:
+    """NCCL's modelled latency (s) of a single-node ring all-reduce over NVLink with `protocol` (LL, LL128,
+    Simple): baseLat[Ring][p] + 2 (ranks - 1) x hwLat[NVLink][Ring][p] (src/graph/tuning.cc)."""
+    if protocol not in NCCL_RING_BASE_LAT_US:
+        raise SpecplanError(f"nccl protocol: must be one of {', '.join(NCCL_RING_BASE_LAT_US)}, got '{protocol}'")
+    steps = 2 * (max(int(ranks), 1) - 1)
+    return (NCCL_RING_BASE_LAT_US[protocol] + steps * NCCL_RING_NVLINK_HW_LAT_US[protocol]) * 1e-6
+
+
 def nccl_terms(hw: HardwareProfile, nbytes, tp: int) -> tuple[np.ndarray, np.ndarray]:
     """(latency s, transfer s) of a ring all-reduce."""
     p = hw.allreduce
@@ -134,6 +153,24 @@ def allreduce_cost(hw: HardwareProfile, nbytes, tp: int, count: float = 1.0, alg
     """`count` all-reduces as a KernelCost: transfer time as the memory term, latency as the fixed term."""
     lat, xfer = allreduce_terms(hw, nbytes, tp, algorithm)
     return roofline(np.zeros_like(xfer), xfer, lat).scaled(count)
+
+
+def eager_allreduce_s(hw: HardwareProfile, nbytes, tp: int, algorithm: str | None, dispatch_s: float) -> np.ndarray:
+    """Seconds of one all-reduce issued outside a CUDA graph: the host's dispatch of the call (`dispatch_s`, an
+    engine's EngineProfile.allreduce_eager_s: the custom op's Python/C++ dispatch, the copy's and the kernel's
+    launches) or the GPU's side, whichever is longer (the host runs ahead of the GPU once the GPU is the slower).
+    The GPU's side is the graphed time plus, for the `custom` family, the copy of the message into the registered
+    IPC buffer (read + write at the HBM fraction): outside a graph vLLM's and SGLang's custom all-reduce cannot
+    use the caller's tensor in place (vllm csrc/custom_all_reduce.cu all_reduce: cudaMemcpyAsync into reg_buffer
+    when the input is not registered; inside a graph the captured buffers are registered). 0 when tp == 1."""
+    nbytes = np.asarray(nbytes, dtype=float)
+    if tp == 1:
+        return np.zeros_like(nbytes)
+    algo = algorithm or hw.allreduce.algorithm
+    gpu = allreduce_time_s(hw, nbytes, tp, algo)
+    if algo == "custom":
+        gpu = gpu + 2.0 * nbytes / (hw.mem_bandwidth_bytes_s * hw.kernel_eff("default").mem_bw_fraction)
+    return np.maximum(float(dispatch_s), gpu)
 
 
 def hop_latency_s(hw: HardwareProfile, stages: int) -> float:

@@ -56,8 +56,8 @@ def gemm_cost(
     eff = hw.kernel_eff(c)
     flops = gemm_flops(m, n, k)
     nbytes = gemm_bytes(m, n, k, dtype_bytes(c), dtype_bytes(weight_dtype), dtype_bytes(out_dtype))
-    if c == "fp4":  # NVFP4 activations: quantized per GEMM (16-bit read, fp4 + scales written), not free
-        nbytes = nbytes + np.asarray(m, dtype=float) * k * (ACT_QUANT_READ_BYTES + dtype_bytes("fp4"))
+    if c == "fp4":  # 4-bit activations (the device's format): quantized per GEMM (16-bit read, fp4 + scales written)
+        nbytes = nbytes + np.asarray(m, dtype=float) * k * (ACT_QUANT_READ_BYTES + dtype_bytes(hw.fp4_format))
     # eff_c = max * f / (f + half)  =>  t_c = (f + half) / (peak * max); zero-size GEMMs cost nothing.
     compute_s = np.where(flops > 0, (flops + eff.compute_half_flops) / (peak * eff.compute_max_fraction), 0.0)
     memory_s = nbytes / (hw.mem_bandwidth_bytes_s * eff.mem_bw_fraction)

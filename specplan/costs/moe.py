@@ -240,6 +240,31 @@ def rank_rows(tokens, num_experts: int, top_k: int, ep: int = 1, routing: str = 
     return np.minimum(n * min(top_k, r.experts), mean + _max_quantile(ep, g) * np.sqrt(n * r.var_rows))
 
 
+def grouped_gemm_compute_s(hw: HardwareProfile, dtype: str, fraction: float, experts, rows, *gemms) -> np.ndarray:
+    """Compute seconds of a fused MoE layer's grouped GEMMs on one rank: `experts` touched experts share `rows`
+    token-expert rows (rows per expert m = rows / experts); each GEMM (N outputs, K reduction) cuts every expert's
+    m x N output into ceil(m / r) x ceil(N / c) tiles of r x c outputs, which run in waves of one tile per SM, each
+    full tile at `fraction` of the SM's share of the dense peak, at the faster of the tile shapes the profile lists
+    (hw.moe.tile_rows x tile_cols: the kernels' autotuned tactics):
+        t = sum over GEMMs of min over (r, c) of ceil(tiles / SMs) x 2 r c K / (peak / SMs x fraction).
+    Few rows per expert pay for a whole tile (padding) and few experts per rank leave SMs idle (the last wave):
+    the grouped GEMM's own efficiency curve in rows per expert and experts per rank."""
+    e = np.asarray(experts, dtype=float)
+    m = np.asarray(rows, dtype=float) / np.maximum(e, 1e-30)
+    g = hw.moe
+    sms = float(hw.sm_count or 1)
+    per_sm = hw.peak(dtype) / sms * fraction
+    out = np.zeros(np.broadcast(e, m).shape)
+    for n_out, k in gemms:  # each GEMM at the faster of the tile shapes (the kernels' autotuned tactics)
+        best = np.full(out.shape, np.inf)
+        for tr in g.tile_rows:
+            for tc in g.tile_cols:
+                tiles = e * np.ceil(m / tr) * math.ceil(n_out / tc)
+                best = np.minimum(best, np.ceil(tiles / sms) * 2.0 * tr * tc * k / per_sm)
+        out = out + best
+    return np.where(np.asarray(rows, dtype=float) > 0, out, 0.0)
+
+
 def moe_experts_cost(
     hw: HardwareProfile,
     tokens,
@@ -257,6 +282,7 @@ def moe_experts_cost(
     topk_group: int = 1,
     distinct=None,
     kernels: int | None = None,
+    block_scaled: bool = False,
 ) -> KernelCost:
     """Fused grouped-GEMM MoE layer on the slowest EP rank (gate+up and down of its touched experts; `tp` is the
     expert-TP that splits each expert's FFN; `tokens` are all tokens the layer sees, over every DP rank).
@@ -279,9 +305,14 @@ def moe_experts_cost(
     w_bytes = touched * mats * hidden * f * dtype_bytes(weight_dtype)
     a_bytes = n_rows * (hidden * dtype_bytes(c) * 2 + mats * f * 2.0) + n_rows * hidden * 2.0
     flops = gemm_flops(n_rows, mats * f, hidden)
-    # Grouped GEMMs: the experts run side by side in two kernels (gate_up, down), so the small-GEMM term
-    # (compute_half_flops, see costs/gemm.py) is paid once per kernel, not once per expert.
-    compute_s = np.where(flops > 0, (flops + 2.0 * eff.compute_half_flops) / (hw.peak(c) * eff.compute_max_fraction), 0.0)
+    key = "fp8_block" if block_scaled and c == "fp8" else c
+    frac = hw.moe.compute_fraction.get(key)
+    if frac is not None:  # the profile's grouped-GEMM block: tiles per expert, waves over the SMs
+        compute_s = grouped_gemm_compute_s(hw, c, frac, touched, n_rows, ((mats - 1.0) * f, hidden), (hidden, f))
+    else:
+        # Grouped GEMMs: the experts run side by side in two kernels (gate_up, down), so the small-GEMM term
+        # (compute_half_flops, see costs/gemm.py) is paid once per kernel, not once per expert.
+        compute_s = np.where(flops > 0, (flops + 2.0 * eff.compute_half_flops) / (hw.peak(c) * eff.compute_max_fraction), 0.0)
     memory_s = (w_bytes + a_bytes) / (hw.mem_bandwidth_bytes_s * eff.mem_bw_fraction)
     compute_s, memory_s = soft_corner(compute_s, memory_s, eff.roofline_sharpness)
     # `kernels` launches (default MOE_KERNELS: routing/permute, gate_up, down); each GEMM kernel's serial K loop

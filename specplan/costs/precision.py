@@ -40,7 +40,7 @@ def resolve_precision(
     """Precision from CLI-style choices.
 
     - `dtype` given: weights and GEMM math in that dtype (the device must compute in it, else a one-line
-      error); `weight_dtype` may still set a narrower weight format (W4A16: dtype bf16, weight_dtype int4).
+      error; `fp4` weights are the device's deployed 4-bit format, `HardwareProfile.fp4_format`); `weight_dtype` may still set a narrower weight format (W4A16: dtype bf16, weight_dtype int4).
     - no `dtype`: the checkpoint's own weight dtypes per module; math in the weight format where the device
       supports it, else in bf16 (fp16 on devices without bf16).
     - `kv_dtype` defaults to the checkpoint's KV format when the profile names one, else 16-bit; `auto` is the
@@ -53,6 +53,8 @@ def resolve_precision(
         compute = canonical_dtype(dtype, where="dtype")
         hw.peak(compute)  # raises if the device cannot compute in it
         w = canonical_dtype(weight_dtype, where="weight_dtype") if weight_dtype else compute
+        if w == "fp4" and not weight_dtype:  # fp4 as the device deploys it (MXFP4 on CDNA4, NVFP4 on Blackwell)
+            w = hw.fp4_format
         weights = {m: w for m in MODULES}
         weights["router"] = compute if compute in ("bf16", "fp16", "fp32") else sixteen
     else:

@@ -36,7 +36,7 @@ from specplan.model.step import step_time
 DOC = ROOT / "docs" / "speculation.md"
 HW_DOC = ROOT / "docs" / "hardware_profiles.md"
 COST_DOC = ROOT / "docs" / "cost_model.md"
-HW_IDS = ["h100-sxm", "h200-sxm", "b200", "gb200", "a100-sxm-80gb", "mi300x", "groq-lpu", "groq-3-lpu", "cpu-generic"]
+HW_IDS = ["h100-sxm", "h200-sxm", "b200", "gb200", "b300", "gb300", "a100-sxm-80gb", "mi300x", "mi325x", "mi355x", "groq-lpu", "groq-3-lpu", "cpu-generic"]
 
 # (model, hardware, tp, batch, context, dtype, kv_dtype, D): each must fit at q_len = 1 + D
 PRICING_CASES = [

@@ -115,7 +115,8 @@ def aggregated_answer(model, hw, *, target_tps, target_tps_per_user, isl, osl, m
         row = {"mode": "agg", "gpus": replicas * tp, "tp": tp, "replicas": replicas, "mechanism": b["mechanism"],
                "draft_len": b["draft_len"], "concurrency_per_replica": b["concurrency"],
                "tokens_per_s_per_replica": per, "tpot_ms": b["tpot_ms"], "ttft_ms": b["ttft_ms"],
-               "tokens_per_s_per_user": b["tokens_per_s_per_user"], "fits_budget": replicas * tp <= max_gpus}
+               "tokens_per_s_per_user": b["tokens_per_s_per_user"], "fits_budget": replicas * tp <= max_gpus,
+               "joules_per_token": b.get("joules_per_token")}  # at a replica's operating point
         need[tp] = row["gpus"]
         if best is None or (row["gpus"], -per) < (best["gpus"], -best["tokens_per_s_per_replica"]):
             best = row
@@ -164,7 +165,7 @@ def search(model, hardware, *, target_tps: float, target_tps_per_user: float, ma
     """Smallest GPU count (whole nodes, <= max_gpus) meeting both targets, its layout and configuration, and why
     the next smaller count fails. `layouts`: the candidates (default `candidate_layouts`)."""
     from specplan.costs.precision import resolve_precision
-    from specplan.profiles.registry import load_hardware, load_model
+    from specplan.profiles.registry import load_engine, load_hardware, load_model
     from specplan.planning.sweep import parse_acceptance
 
     if not (target_tps > 0):
@@ -205,7 +206,8 @@ def search(model, hardware, *, target_tps: float, target_tps_per_user: float, ma
     counts = list(range(node, max_gpus + 1, node))
     table = [_at_count(g, pre, best, target_tps, group) for g in counts]
     found = next((t for t in table if t["meets"]), None)
-    out = {"model": m.id, "hardware": hw.id, "target_tps": target_tps, "target_tps_per_user": target_tps_per_user,
+    out = {"model": m.id, "hardware": hw.id, "engine": load_engine(engine).id, "target_tps": target_tps,
+           "target_tps_per_user": target_tps_per_user,
            "max_gpus": max_gpus, "isl": isl, "osl": osl, "context_len": context, "node_gpus": node,
            "prefill_gpus": pre, "prefill_s_per_request": per_req, "counts": table,
            "layouts": {lay.name: {"gpus": lay.gpus, **b} for lay, b in best.items()}, "best": found}

@@ -43,7 +43,7 @@ def plot_attention_tiles(hw, groups=(4, 8, 16, 32), contexts=(32768, 131072), ba
                      marker=marks[ci % len(marks)], ms=4, mfc="none")
         for i, (g, t) in enumerate(curves.items()):
             style["markevery"] = ((len(contexts) * i + ci) % 8, 8)  # each line marks its own D values
-            lab = f"G = {g}, {ctx // 1024}K"
+            lab = f"G = {g}, {ctx // 1024}K" if ctx >= 1024 else f"G = {g}, {ctx}"
             a1.step(d, t * 1e6, where="mid", color=colors(i), label=lab, **style)
             thr = (1 + d) / t
             a2.plot(d, thr / thr[0], color=colors(i), label=lab, **style)

@@ -19,25 +19,33 @@ def lower_envelope(user, value) -> tuple[np.ndarray, np.ndarray]:
 
 
 def plot_energy_frontier(df, title: str = ""):
-    """Two panels (J/token, $/Mtok) against tokens/s per user for the SLA-meeting rows of a serving grid."""
+    """Two panels (J/token, $/Mtok) against tokens/s per user for the SLA-meeting rows of a serving grid: the rows
+    as a faint binned density (there are 10^5-10^6 of them), over it the lowest cost at each tokens/s/user or
+    faster per device (colour) with and without speculation (solid, dashed)."""
     ok = df[df["meets_sla"]] if "meets_sla" in df else df
     panels = [c for c in ("joules_per_token", "usd_per_mtok") if c in ok]
     fig, axes = _figure(11.0, 4.8, ncols=len(panels), margins=(0.8, 0.2, 0.75, 0.5, 0.9))
     axes = np.atleast_1d(axes)
+    devices = list(dict.fromkeys(ok["hardware"])) if "hardware" in ok else [None]
     for ax, col in zip(axes, panels):
         x_all, y_all = ok["tokens_per_s_per_user"].to_numpy(dtype=float), ok[col].to_numpy(dtype=float)
-        pos = ok[np.isfinite(x_all) & (x_all > 0) & np.isfinite(y_all) & (y_all > 0)]  # what log axes can show
+        keep = np.isfinite(x_all) & (x_all > 0) & np.isfinite(y_all) & (y_all > 0)  # what log axes can show
+        pos = ok[keep]
         if not len(pos):  # e.g. OSL 1: no decode, so no tokens/s per user
             ax.text(0.5, 0.5, "no row with a tokens/s per user and a positive cost to draw", ha="center",
                     va="center", transform=ax.transAxes)
             ax.set_xlabel("tokens/s per user")
             continue
-        for name, sub, style, color in (("no speculation", pos[pos["draft_len"] == 0], "--", "C0"),
-                                        ("speculative", pos[pos["draft_len"] > 0], "-", "C1")):
-            if len(sub):
-                ax.scatter(sub["tokens_per_s_per_user"], sub[col], s=6, alpha=0.25, color=color)
-                x, y = lower_envelope(sub["tokens_per_s_per_user"], sub[col])
-                ax.plot(x, y, style, color=color, drawstyle="steps-post", label=f"{name} (lowest at >= tok/s/user)")
+        ax.hexbin(x_all[keep], y_all[keep], xscale="log", yscale="log", gridsize=60, bins="log", cmap="Greys",
+                  alpha=0.35, linewidths=0, mincnt=1)
+        for i, hw in enumerate(devices):
+            on = pos if hw is None else pos[pos["hardware"] == hw]
+            for name, sub, style in (("no speculation", on[on["draft_len"] == 0], "--"),
+                                     ("speculative", on[on["draft_len"] > 0], "-")):
+                if len(sub):
+                    x, y = lower_envelope(sub["tokens_per_s_per_user"], sub[col])
+                    label = f"{hw}, {name}" if hw is not None else name
+                    ax.plot(x, y, style, color=f"C{i}", drawstyle="steps-post", lw=1.6, label=label)
         ax.set_xscale("log")
         ax.set_yscale("log")
         plain_log_axes(ax, y=False)
@@ -45,7 +53,7 @@ def plot_energy_frontier(df, title: str = ""):
         ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel("tokens/s per user")
         ax.set_ylabel("J per output token (GPU board)" if col == "joules_per_token" else "$ per million output tokens")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=7, title="lowest at >= tok/s/user (grey: all rows)", title_fontsize=7)
         ax.grid(True, which="both", alpha=0.3)
     if title:
         fig.suptitle(title)

@@ -37,8 +37,9 @@ def colorbar_ticks(vmin: float, vmax: float) -> list[float]:
     return below + [1.0] + above
 
 
-def plot_speedup_heatmap(df, hardware=None, mechanism=None, tp=None, context_len=None, title=None):
-    """Figure 2: speedup over batch (rows) x D (columns); infeasible points grey; break-even contour."""
+def plot_speedup_heatmap(df, hardware=None, mechanism=None, tp=None, context_len=None, title=None, d_max=None):
+    """Figure 2: speedup over batch (rows) x D (columns); infeasible points grey; break-even contour; D beyond
+    `d_max` (the largest D the acceptance data covers) hatched as extrapolated."""
     d, hardware, mechanism, tp, context_len = _pick(df, hardware, mechanism, tp, context_len)
     sub = d[(d["mechanism"] == mechanism) | (d["draft_len"] == 0)]
     batches = np.sort(sub["batch"].unique())
@@ -73,6 +74,12 @@ def plot_speedup_heatmap(df, hardware=None, mechanism=None, tp=None, context_len
     ax.plot(best[has], np.arange(batches.size)[has], "k.", ms=4)
     handles.append(Line2D([], [], color="k", marker=".", ls="", label="best D at each batch"))
     handles.append(matplotlib.patches.Patch(color="#bbbbbb", label="does not fit in memory"))
+    beyond = np.flatnonzero(drafts > d_max) if d_max is not None else np.array([], dtype=int)
+    if beyond.size:  # the acceptance there continues a curve fitted on D <= d_max
+        ax.axvspan(beyond[0] - 0.5, drafts.size - 0.5, facecolor="none", edgecolor="k", hatch="//", lw=0,
+                   alpha=0.45)
+        handles.append(matplotlib.patches.Patch(facecolor="none", edgecolor="k", hatch="//",
+                                                label=f"D > {d_max:g}: acceptance extrapolated"))
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.11), ncol=3, fontsize=7.5,
               frameon=False)
     step_d = max(1, drafts.size // 12)

@@ -132,6 +132,10 @@ class EngineProfile(_Frozen):
                                                     "mla_attention", "mla_verify_attention"], str]] = Field(default_factory=dict)
     # the engine's tensor-parallel all-reduce family (costs/comm.py); None = the hardware profile's `algorithm`
     allreduce_algorithm: Literal["custom", "oneshot", "nccl"] | None = None
+    # host seconds of one all-reduce the engine issues outside a CUDA graph (its custom op's dispatch, the copy
+    # into the registered buffer and the kernel launches): the floor of an eager collective (costs/comm.py
+    # eager_allreduce_s); 0 = no floor beyond the GPU's time
+    allreduce_eager_s: float = Field(0.0, ge=0, le=MAX_TIME_S)
     # per GPU generation and expert weight format, the kernels one MoE layer of the engine's default MoE path
     # launches besides the router GEMM (top-k, routing metadata, the grouped GEMMs, activation, combine), counted in
     # the engine's code, e.g. {hopper: {mxfp4: 13}}; a format not listed keeps costs/moe.py's MOE_KERNELS
@@ -197,7 +201,7 @@ class EngineProfile(_Frozen):
                    "max_num_seqs", "spec_max_num_seqs", "prefill_tokens_s", "spec_iteration_overhead_s",
                    "spec_draft_step_overhead_s",
                    "spec_host_per_seq_s", "verify_graph_max_tokens", "draft_graph_max_batch", "graph_max_batch",
-                   "startup_client_s", "gemm_mem_bw_scale", "gemm_compute_scale", "moe_kernels")
+                   "startup_client_s", "gemm_mem_bw_scale", "gemm_compute_scale", "moe_kernels", "allreduce_eager_s")
         missing = [k for k in numeric if getattr(self, k) and k not in self.sources]
         if missing:
             raise ValueError(f"sources: every number needs a source; missing for {', '.join(missing)}")

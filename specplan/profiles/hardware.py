@@ -96,6 +96,37 @@ class AllToAllParams(_Frozen):
     scaleout_bw_fraction: float = Field(0.86, ge=MIN_FRACTION, le=1)  # of scaleout_bandwidth_bytes_s
 
 
+MOE_FORMATS = ("bf16", "fp16", "fp8", "fp8_block", "fp4")  # keys of MoEGroupedEfficiency.compute_fraction
+
+
+class MoEGroupedEfficiency(_Frozen):
+    """Grouped-GEMM compute of a fused MoE layer (costs/moe.py): each expert's rows are cut into tiles of
+    tile_rows x tile_cols outputs (the faster of the shapes listed: the kernels' autotuned tactics), the tiles run
+    in waves over the SMs, and a full tile computes at compute_fraction of the dense peak of its format. fp8_block: fp8 weights with 128-wide block scales (DeepSeek,
+    Qwen fp8 checkpoints); a format not listed keeps the dense-GEMM efficiency (the rule before this block)."""
+
+    tile_rows: list[int] = Field(default_factory=lambda: [32], min_length=1, max_length=8)
+    tile_cols: list[int] = Field(default_factory=lambda: [128], min_length=1, max_length=8)
+    compute_fraction: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("tile_rows", "tile_cols")
+    @classmethod
+    def _tiles(cls, v: list[int], info) -> list[int]:
+        if any(not (0 < t <= 4096) for t in v):
+            raise ValueError(f"{info.field_name}: tile sizes in 1 ... 4096, got {v}")
+        return v
+
+    @field_validator("compute_fraction")
+    @classmethod
+    def _fractions(cls, v: dict[str, float]) -> dict[str, float]:
+        for k, val in v.items():
+            if k not in MOE_FORMATS:
+                raise ValueError(f"compute_fraction.{k}: a MoE weight format, one of {', '.join(MOE_FORMATS)}")
+            if not (MIN_FRACTION <= val <= 1):
+                raise ValueError(f"compute_fraction.{k}: must be in [{MIN_FRACTION:g}, 1], got {val}")
+        return v
+
+
 class PowerSpec(_Frozen):
     """Board power of one device: spec-sheet TDP, idle draw, and the split of dynamic power (fractions of TDP - idle).
 
@@ -155,10 +186,14 @@ class HardwareProfile(_Frozen):
     scaleout_bandwidth_bytes_s: float = Field(50.0e9, ge=MIN_RATE, le=MAX_RATE)
     kernel_overhead_s: float = Field(3.0e-6, ge=0, le=MAX_TIME_S)  # fixed cost per kernel (launch, prologue)
     chip_hop_latency_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # LPU: pipeline hop between chips
+    # The 4-bit weight format deployed on this device, which `--dtype fp4` prices: "fp4" = NVFP4 (Blackwell),
+    # "mxfp4" = OCP MXFP4 (AMD CDNA4, which has no NVFP4). Both compute on the device's fp4 peak.
+    fp4_format: Literal["fp4", "mxfp4"] = "fp4"
     efficiency: dict[str, KernelEfficiency] = Field(default_factory=lambda: {"default": KernelEfficiency()})
     attention: AttentionEfficiency = AttentionEfficiency()
     allreduce: AllReduceParams = AllReduceParams()
     alltoall: AllToAllParams = AllToAllParams()
+    moe: MoEGroupedEfficiency = MoEGroupedEfficiency()  # grouped-GEMM compute of fused MoE layers
     # kernels one MoE layer launches besides the router GEMM, per expert weight format: set from the serving
     # engine's profile (EngineProfile.moe_kernels, profiles/engine.py engine_hardware); {} = costs/moe.py MOE_KERNELS
     moe_kernels: dict[str, int] = Field(default_factory=dict)

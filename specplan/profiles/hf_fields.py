@@ -1,6 +1,6 @@
 """Typed, one-line-error access to the fields of a Hugging Face config.json (read, text_config flattened).
 
-A Hugging Face config is a foreign document: it is read without judging its values (`specplan.loader`, foreign),
+A Hugging Face config is a foreign document: it is read without judging its values (`specplan.core.loader`, foreign),
 and every field the importer reads is checked here when it is read (finite numbers, 64-bit integers, not given
 twice), so a field specplan never uses (Nemotron-H's `"time_step_limit": [0.0, Infinity]`) is carried, not refused.
 """

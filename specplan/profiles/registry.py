@@ -113,6 +113,13 @@ def _resolve(ref: str, folder: Path, kind: str) -> Path:
         exists = p.exists()
     except (OSError, ValueError) as exc:  # a name the file system refuses (NUL byte, too long)
         raise SpecplanError(f"{kind}: {brief(ref, 60)}: not a usable path ({exc})") from None
+    if kind == "model" and "/" in ref and not exists and p.suffix not in (".yaml", ".yml"):
+        by_repo = hf_repo_index(str(folder)).get(ref.lower())
+        if by_repo is not None:  # a Hugging Face org/name of a built-in profile: meta-llama/Llama-3.3-70B-Instruct
+            return by_repo
+        raise SpecplanError(f"{ref}: no such file, and no built-in model profile has this Hugging Face repo "
+                            f"(`specplan profiles list` shows them; import its config.json with `specplan model "
+                            f"import`)")
     if p.suffix in (".yaml", ".yml") or exists or "/" in ref:
         if not p.is_file():
             raise SpecplanError(f"{ref}: file not found" if not p.is_dir() else f"{ref}: is a folder, expected a "
@@ -126,6 +133,20 @@ def _resolve(ref: str, folder: Path, kind: str) -> Path:
     close = difflib.get_close_matches(ref, ids, n=1, cutoff=0.4)
     hint = f"; did you mean '{close[0]}'?" if close else f"; known: {', '.join(ids)}"
     raise SpecplanError(f"unknown {kind} id '{ref}'{hint}")
+
+
+@lru_cache(maxsize=8)
+def hf_repo_index(folder: str) -> dict[str, Path]:
+    """{lower-case Hugging Face repo: profile path} of the built-in profiles in a folder (their `hf_repo` lines)."""
+    out = {}
+    for path in sorted(Path(folder).glob("*.yaml")):
+        for line in path.read_text().splitlines():
+            if line.startswith("hf_repo:"):
+                repo = line.split(":", 1)[1].split("#")[0].strip().strip("'\"")
+                if repo:
+                    out.setdefault(repo.lower(), path)
+                break
+    return out
 
 
 @lru_cache(maxsize=256)

@@ -143,7 +143,14 @@ class Acceptance:
 
     @classmethod
     def from_profile(cls, name: str) -> "Acceptance":
-        """A shipped acceptance profile (specplan/data/acceptance_profiles/<name>.yaml)."""
+        """A shipped acceptance profile (specplan/data/acceptance_profiles/<name>.yaml), or a dataset profile's id
+        (`speculation/datasets.py`, `specplan profiles list --dataset`)."""
+        if len(name) <= 200 and "/" not in name and not (PROFILE_DIR / f"{name}.yaml").is_file():
+            from specplan.speculation.datasets import dataset_profile
+
+            ds = dataset_profile(name)
+            if ds is not None:
+                return ds.acceptance()
         prof = load_profile(name)
         d, al = zip(*prof["points"])
         acc = cls.from_table(d, al, source=prof.get("source", ""), name=prof["id"])

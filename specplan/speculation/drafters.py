@@ -8,6 +8,7 @@ Times are pure roofline; engine overheads (serving.py) are added by the caller p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -341,3 +342,37 @@ def load_optional(ref, loader):
 def load_draft_hardware(ref) -> HardwareProfile | None:
     """Draft hardware profile (id or path), or None for the target's devices."""
     return load_optional(ref, load_hardware)
+
+
+HEAD_MECHANISMS = ("eagle3", "dflash", "dspark")  # drafts priced from the target's shape when no profile is given
+
+
+@dataclass(frozen=True)
+class DraftRef:
+    """A --draft-model as given: the profile the pricing reads (None: built from the target's shape), the Hugging
+    Face repo a launch names, and a note when the draft was not found as a profile."""
+
+    profile: str | None
+    hf_repo: str | None
+    note: str | None = None
+
+
+def resolve_draft(ref: str | None, target: ModelProfile, mechanisms=None) -> DraftRef:
+    """A --draft-model (a built-in id, a YAML path, or a Hugging Face org/name) as a DraftRef: a built-in profile
+    whose hf_repo it names is that profile; an unknown org/name of a head (EAGLE-3, DFlash) is priced as a head of
+    the target's shape and kept for the launch; an external draft needs a profile (one line otherwise)."""
+    if ref is None:
+        return DraftRef(None, None)
+    looks_like_repo = "/" in ref and not ref.endswith((".yaml", ".yml"))
+    try:
+        prof = load_model(ref)
+    except SpecplanError:
+        if not looks_like_repo or Path(ref).exists():
+            raise
+        if mechanisms is not None and "external" in mechanisms:
+            raise SpecplanError(f"--draft-model {ref}: an external draft is priced from its profile, and no built-in "
+                                f"profile has this Hugging Face repo: import its config.json with `specplan model "
+                                f"import` and pass the YAML") from None
+        return DraftRef(None, ref, f"draft {ref}: no built-in profile; priced as a head of {target.id}'s shape "
+                                   f"(one decoder layer at hidden size {target.hidden_size}) and named in the launch")
+    return DraftRef(ref, prof.hf_repo or (ref if looks_like_repo else None))

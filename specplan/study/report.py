@@ -103,6 +103,7 @@ def summarize(st, scenarios, grids, fronts) -> dict:
             "recommended_d": _recommend(df, st.report_batches, ctx),
             "summary_context": ctx,
             "max_draft_len_searched": int(df["draft_len"].max()),
+            **_dataset_lines(sc),
         })
     return {"study": st.name, "description": st.description, "levels_tok_s_user": levels, "variants": rows}
 
@@ -146,6 +147,17 @@ def _limit(v: dict, point: dict) -> str:
 def md_cell(text) -> str:
     """User text (a variant or study name) safe in one Markdown table cell or heading: no line breaks, '|' escaped."""
     return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _dataset_lines(sc: dict) -> dict:
+    """A variant's `dataset` choice (profile per mechanism, what it borrowed), only when the study gives one."""
+    return {"acceptance_dataset": sc["acceptance_dataset"]} if sc.get("acceptance_dataset") else {}
+
+
+def dataset_section(variants: list[dict]) -> list[str]:
+    """summary.md lines: each variant's per-dataset acceptance profiles (none without a `dataset` field)."""
+    out = [f"- {md_cell(v['variant'])}: {md_cell(x)}" for v in variants for x in v.get("acceptance_dataset", [])]
+    return ["", "Acceptance by dataset (`dataset`):", ""] + out if out else []
 
 
 def markdown(summary: dict) -> str:
@@ -197,7 +209,7 @@ def markdown(summary: dict) -> str:
               "hardware. \"x no spec\" compares with the same variant at D = 0 (\"x-\": D = 0 cannot reach that "
               "interactivity), \"x base\" with the first variant's speculation frontier. \"at the search limit\": the D "
               "chosen is the largest searched (raise max_draft_len to see past it). \"-\" for a "
-              "recommended D: no feasible point at that batch (memory).", ""]
+              "recommended D: no feasible point at that batch (memory).", ""] + dataset_section(vs)
     return "\n".join(lines)
 
 
@@ -253,6 +265,7 @@ def summarize_serving(st, scenarios, grids) -> dict:
         if i == 0:  # the first variant is the reference, whether or not anything meets its SLA
             ref = top
         rows.append({
+            **_dataset_lines(sc),
             "variant": sc["name"], "model": sc["model"].id, "hardware": [h.id for h in sc["hardware"]],
             "engine": g.get("engine") or "ideal", "mode": g.get("mode") or "agg", "tp": g.get("tp") or [1],
             "isl": g["isl"], "osl": g["osl"], "max_ttft_ms": g.get("max_ttft_ms"), "max_tpot_ms": g.get("max_tpot_ms"),
@@ -307,7 +320,7 @@ def serving_markdown(summary: dict) -> str:
     lines += ["", "Each variant's configurations are recommend's serving search (mechanism, D, concurrency, pools, "
               "over every device and TP of the variant); the best is the most tokens/s per GPU among those meeting "
               "the SLA. serving_results.csv holds every configuration, serving_frontier.csv the frontiers "
-              "(tokens/s/GPU against tokens/s/user) overall and per (variant, hardware, mode).", ""]
+              "(tokens/s/GPU against tokens/s/user) overall and per (variant, hardware, mode).", ""] + dataset_section(vs)
     return "\n".join(lines)
 
 

@@ -48,6 +48,7 @@ class Grid(_Strict):
     tp: list[int] | None = None
     layouts: list[str] | None = None  # instead of tp: 'tp8', 'dp8ep8', ... (docs/parallel.md)
     mechanisms: dict[str, Any] | list[str] | None = None  # name -> acceptance spec (None: its default)
+    dataset: str | None = None  # acceptance from published per-dataset profiles: a dataset or class (--dataset)
     dtype: str | None = None
     kv_dtype: str | None = None
     draft_dtype: str | None = None
@@ -337,7 +338,7 @@ def expand(st: Study) -> list[dict]:
             grid.update({k: getattr(v, k) for k in GRID_FIELDS if getattr(v, k) is not None})
         _check_contexts(m, grid.get("context"), f"{where}.context" if v is not None and v.context else "base.context")
         out.append({"name": name, "where": where, "model": m, "hardware": hws, "draft_model": dm,
-                    "draft_hardware": dh, "grid": grid})
+                    "draft_hardware": dh, "grid": grid, **_dataset_choice(m, grid, dm, where)})
     contexts = sorted({c for sc in out for c in (sc["grid"].get("context") or [1024])})
     if st.summary_context is not None and not is_serving(st) and st.summary_context not in contexts:
         raise SpecplanError(f"summary_context: must be one of the study's contexts ({', '.join(map(str, contexts))}), "
@@ -366,14 +367,35 @@ def sweep_kwargs(sc: dict) -> dict:
               draft_model=sc["draft_model"], draft_hardware=sc["draft_hardware"])
     if g.get("batch_points"):
         kw["batch_points"] = g["batch_points"]
-    return {**kw, **_mechanism_kwargs(mech)}
+    return {**kw, **_mechanism_kwargs(mech, sc)}
 
 
-def _mechanism_kwargs(mech) -> dict:
-    """`mechanisms` (and `acceptance`) keyword arguments from a scenario's mechanisms field (mapping or list)."""
+def _mechanism_kwargs(mech, sc: dict | None = None) -> dict:
+    """`mechanisms` (and `acceptance`) keyword arguments from a scenario's mechanisms field (mapping or list),
+    with the scenario's `dataset` profiles for the mechanisms that have no acceptance of their own."""
     if isinstance(mech, dict):
-        return {"mechanisms": list(mech), "acceptance": {k: v for k, v in mech.items() if v is not None}}
-    return {"mechanisms": mech} if isinstance(mech, list) else {}
+        out = {"mechanisms": list(mech), "acceptance": {k: v for k, v in mech.items() if v is not None}}
+    else:
+        out = {"mechanisms": mech} if isinstance(mech, list) else {}
+    if sc and sc.get("dataset_acceptance"):
+        out["acceptance"] = {**sc["dataset_acceptance"], **out.get("acceptance", {})}
+    return out
+
+
+def _dataset_choice(model, grid: dict, draft_model, where: str) -> dict:
+    """A scenario's `dataset`: {mechanism: profile id} and the lines saying what each uses (and borrowed)."""
+    if not grid.get("dataset"):
+        return {}
+    from specplan.speculation.datasets import choices_for
+
+    mech = grid.get("mechanisms")
+    given = [k for k, v in mech.items() if v is not None] if isinstance(mech, dict) else []
+    try:
+        _, choices = choices_for(model, grid["dataset"], list(mech) if mech else None, given, draft_model)
+    except SpecplanError as e:
+        raise SpecplanError(f"{where}.dataset: {str(e).split(': ', 1)[-1]}") from None
+    return {"dataset_acceptance": {c.mechanism: c.profile.id for c in choices if c.profile is not None},
+            "acceptance_dataset": [f"--dataset {grid['dataset']}: {c.line()}" for c in choices]}
 
 
 def serving_kwargs(sc: dict) -> dict:
@@ -381,7 +403,7 @@ def serving_kwargs(sc: dict) -> dict:
     g = sc["grid"]
     kw = dict(engine=g.get("engine"), max_draft_len=g.get("max_draft_len") if g.get("max_draft_len") is not None
               else MAX_DRAFT_LEN, max_ttft_ms=g.get("max_ttft_ms"), max_tpot_ms=g.get("max_tpot_ms"),
-              search_concurrency=g.get("concurrency") is None, d_by_load=False, **_mechanism_kwargs(g.get("mechanisms")))
+              search_concurrency=g.get("concurrency") is None, d_by_load=False, **_mechanism_kwargs(g.get("mechanisms"), sc))
     for k in ("dtype", "kv_dtype", "draft_dtype"):
         if g.get(k) is not None:
             kw[k] = g[k]
@@ -395,6 +417,7 @@ def serving_grid_of(sc: dict):
     import pandas as pd
 
     from specplan.planning.recommend_serving import serving_grid
+    from specplan.planning.sweep import tp_choices
     from specplan.serving.workload import Workload
 
     g = sc["grid"]
@@ -403,7 +426,7 @@ def serving_grid_of(sc: dict):
                   mode=g.get("mode") or "agg")
     parts = []
     for hw in sc["hardware"]:
-        for tp in g.get("tp") or [1]:
+        for tp in tp_choices(sc["model"], hw, g.get("tp")):  # default 1, 2, 4, 8 where heads divide (the schema)
             df = serving_grid(sc["model"], hw, wl, tp=tp, **serving_kwargs(sc))
             df.insert(0, "tp", tp)
             df.insert(0, "hardware", hw.id)

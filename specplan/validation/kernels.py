@@ -96,8 +96,10 @@ def summarize(rows: pd.DataFrame) -> dict:
 
 
 def validate(df: pd.DataFrame, hw: HardwareProfile, filters: Filters | None = None,
-             source: str = "measured table") -> tuple[pd.DataFrame, dict, pd.DataFrame]:
-    """(per-row predictions, summary dict, excluded fallback rows) for one measured table.
+             source: str = "measured table", engine=None) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
+    """(per-row predictions, summary dict, excluded fallback rows) for one measured table; `engine` (None, an
+    EngineProfile or families.AUTO_ENGINE: each row's framework column) prices the rows as that engine runs them
+    (families.predict_table); the summary's `notes` say where a kernel or framework fell back to a nearest family.
 
     The table is checked first (`families.check_measured`): a non-numeric or blank value, a negative size or a
     non-positive time_us is a one-line error naming `source` (the file), the column and the first bad row."""
@@ -109,12 +111,14 @@ def validate(df: pd.DataFrame, hw: HardwareProfile, filters: Filters | None = No
         kept, fallback = apply_filters(df, family, hw, filters or Filters())
         if kept.empty:
             raise SpecplanError("validate: no rows left after the filters")
-        rows = predict_table(kept, hw, family)
+        rows = predict_table(kept, hw, family, engine=engine)
     except KeyError as exc:  # a text column the family needs (dtype, kv_dtype, kernel, ...)
         raise SpecplanError(f"{source}: missing column {exc} of a {family} table") from None
     summary = summarize(rows)
     summary["hardware"] = hw.id
     summary["fallback_rows_excluded"] = int(len(fallback))
+    summary["engine"] = engine if engine is None or isinstance(engine, str) else engine.id
+    summary["notes"] = list(rows.attrs.get("notes", []))
     return rows, summary, fallback
 
 
@@ -122,6 +126,10 @@ def format_summary(s: dict) -> str:
     """Plain-text table of a summary: one line per kind/dtype/regime class."""
     lines = [f"{s['family']} on {s['hardware']}: {s['rows']} rows  MAPE {s['mape']:.1f}%  median {s['median_ape']:.1f}%"
              f"  p90 {s['p90_ape']:.1f}%  (median bias {s['bias_pct']:+.1f}%)"]
+    if s.get("engine"):
+        lines.append(f"priced as engine {s['engine']} runs the rows" + (" (each row's framework column)"
+                                                                       if s["engine"] == "auto" else ""))
+    lines += [f"note: {n}" for n in s.get("notes", [])]
     if s.get("fallback_rows_excluded"):
         lines.append(f"excluded {s['fallback_rows_excluded']} fallback-kernel rows (G >= 48, KV read < 0.2 TB/s)")
     lines.append(f"{'class (kind/dtype/regime)':<44}{'rows':>8}{'MAPE%':>8}{'med%':>8}{'p90%':>8}")

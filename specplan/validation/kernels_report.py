@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parents[2]  # the repository (reports read refer
 
 from specplan.bench.calibrate import (allreduce_latency_floors, fallback_attention_rows, fit_allreduce,
                                       fit_attention, fit_gemm, fit_mla)
-from specplan.bench.families import attention_kv_bytes, predict_table
+from specplan.bench.families import AUTO_ENGINE, attention_kv_bytes, predict_table
 from specplan.validation.framework_fit import write_report as write_framework_report
+from specplan.validation.kernels_engine import allreduce_engine_section, moe_engine_section
 from specplan.validation.kernels import metrics, oracle_ape, scatter_plot
 from specplan.profiles.hardware import AllReduceParams, AttentionEfficiency, HardwareProfile, KernelEfficiency
 from specplan.profiles.registry import load_hardware
@@ -429,6 +430,9 @@ def _allreduce_section(hw, md, fit_record, nums) -> tuple[HardwareProfile, dict]
                 nccl_bw=f"{ar[('NCCL', 'bandwidth')]:.1f}", nccl_lat=f"{ar[('NCCL', 'latency')]:.1f}",
                 ar_custom=f"{hw.allreduce.custom_bw_fraction:.3f}", ar_nccl=f"{hw.allreduce.nccl_bw_fraction:.3f}")
     scatter_plot(pr, OUT / "allreduce_h100.png", "H100 all-reduce, fitted on TRT-LLM + NCCL 2.29.2")
+    eng_md, fit_record["allreduce_engine"] = allreduce_engine_section(hw, rtest)
+    md += eng_md
+    nums["ar_eager_engine"] = f"{fit_record['allreduce_engine']['eager_median_after']:.1f}"
     return hw, bound_stats
 
 
@@ -436,15 +440,23 @@ def _validation_only_sections(hw, md, fit_record, nums, bound_stats) -> None:
     """MLA (its family fitted) and MoE, MLA decode, linear attention scored with nothing else fitted on them."""
     # ---------------- MLA: the mla-latent kernel family, 64-row tiles, efficiencies fitted on the H100 rows ----------------
     md += mla_section(hw, fit_record, nums)
-    # ---------------- MoE, MLA, linear attention: validation only ----------------
+    # ---------------- MoE: the grouped-GEMM block fitted on TRT-LLM rows, each row priced as its engine runs it ----------------
+    moe = pd.read_csv(MEAS / "moe_h100_a100.csv.gz")
+    hw, moe_md, fit_record["moe"] = moe_engine_section(hw, moe[moe["device"] == H100])
+    md += moe_md
+    nums["moe_loo"] = f"{fit_record['moe']['median_ape']['loo']:.1f}"
+    nums["moe_before"] = f"{fit_record['moe']['median_ape']['before']:.1f}"
+    # ---------------- MoE (engine auto), MLA, linear attention ----------------
     for name, fam, keys in (("moe_h100_a100.csv.gz", "MoE (fused experts, balanced routing)", ["framework", "dtype", "regime"]),
                             ("mla_decode_h100_a100.csv.gz", "MLA decode", ["dtype", "regime"]),
                             ("linear_attention_decode_h100_a100.csv.gz", "Linear attention decode", ["kind", "regime"])):
         t = pd.read_csv(MEAS / name)
         t = t[t["device"] == H100]
-        pt = predict_table(t, hw, kernel_family=MLA_FIT.get("family"))
+        moe_rows = name.startswith("moe")
+        pt = predict_table(t, hw, kernel_family=MLA_FIT.get("family"), engine=AUTO_ENGINE if moe_rows else None)
         md += ([f"## {fam} (H100, after: the mla-latent family fitted above)", ""] if "MLA" in fam else
-               [f"## {fam} (H100, validation only: nothing fitted on it)", ""])
+               [f"## {fam} (H100, each row's engine; grouped-GEMM fractions fitted on the TRT-LLM rows above)", ""]
+               if moe_rows else [f"## {fam} (H100, validation only: nothing fitted on it)", ""])
         md += table_by(pt, keys)
         scatter_plot(pt, OUT / (name.split("_h100")[0] + "_h100.png"), f"H100 {fam}")
         fit_record[f"validate_{name.split('_h100')[0]}"] = metrics(pt["ape_pct"])

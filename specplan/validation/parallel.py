@@ -180,7 +180,9 @@ def moe_ep_report() -> str:
              "`reference/measured/moe_h100_a100.csv.gz`, TRT-LLM 1.3.0rc20 cutlass fused MoE (gated), H100, balanced",
              "routing as collected, no all-to-all in the timed op: an EP = 8 row is one rank's compute over its",
              "E / 8 experts (`specplan.costs.moe.moe_experts_cost` with `ep = 8`, N k / 8 rows, min(E / 8, N k / 8)",
-             "touched experts). Nothing is fitted to these rows (the H100 efficiencies come from the GEMM fit).", "",
+             "touched experts). The grouped-GEMM compute fractions (hardware_profiles/h100-sxm.yaml `moe`) are",
+             "fitted on every TRT-LLM MoE row, these included; docs/validation/README.md scores them with each model",
+             "shape left out.", "",
              "| EP | dtype | regime | rows | median APE | p90 APE | median predicted / measured |",
              "|---|---|---|---|---|---|---|"]
     for _, r in t.iterrows():

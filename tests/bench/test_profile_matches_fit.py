@@ -40,3 +40,18 @@ def test_allreduce_latencies_come_from_the_fit_rows_only():
     slope = ((x - x.mean()) * (nccl.to_numpy() - nccl.mean())).sum() / ((x - x.mean()) ** 2).sum()
     assert h.allreduce.nccl_latency_per_peer_s * 1e6 == pytest.approx(slope, abs=0.01)
     assert h.allreduce.nccl_latency_s * 1e6 == pytest.approx(nccl.mean() - slope * x.mean(), abs=0.01)
+
+
+def test_moe_block_and_eager_floors_equal_the_committed_fit():
+    """h100-sxm's grouped-GEMM fractions and the engines' eager all-reduce floors are the ones the committed report
+    fitted (docs/validation/h100_fit.json: moe, allreduce_engine)."""
+    from specplan.profiles.registry import load_engine
+
+    fit = json.loads((ROOT / "docs" / "validation" / "h100_fit.json").read_text())
+    h = load_hardware("h100-sxm")
+    assert h.moe.tile_rows == fit["moe"]["tile_rows"] and h.moe.tile_cols == fit["moe"]["tile_cols"]
+    for k, v in fit["moe"]["compute_fraction"].items():
+        assert h.moe.compute_fraction[k] == pytest.approx(v, abs=0.001), k
+    for eng, v in fit["allreduce_engine"]["allreduce_eager_s"].items():
+        assert load_engine(eng).allreduce_eager_s == pytest.approx(v, rel=0.01), eng
+    assert fit["moe"]["median_ape"]["loo"] < fit["moe"]["median_ape"]["before"]  # out of sample beats the old rule

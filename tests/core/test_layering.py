@@ -23,14 +23,48 @@ def _room(module: str) -> str:
     return "specplan" if len(parts) == 1 else parts[1]
 
 
-def _imports(path: Path) -> list[str]:
-    """Every specplan module a file imports, at any depth."""
+def _absolute(path: Path, pkg: Path, level: int, module: str | None) -> str:
+    """The dotted module a relative import `from .module` / `from ..module` in `path` names."""
+    parts = list(path.relative_to(pkg.parent).with_suffix("").parts)
+    package = parts if parts[-1] == "__init__" else parts[:-1]
+    package = [p for p in package if p != "__init__"]
+    base = package[: len(package) - (level - 1)] if level > 1 else package
+    return ".".join(base + ([module] if module else []))
+
+
+def _string_import(node: ast.Call) -> str | None:
+    """The module an `importlib.import_module("...")` or `__import__("...")` call names, where its first argument
+    is a string or an f-string that starts with a constant (`f"specplan.cli.{name}"` gives `specplan.cli.`)."""
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    if name not in ("import_module", "__import__") or not node.args:
+        return None
+    arg = node.args[0]
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+        return str(arg.values[0].value).rstrip(".")
+    return None
+
+
+def _imports(path: Path, pkg: Path = PKG) -> list[str]:
+    """Every specplan module a file imports, at any depth: absolute and relative imports and imports by string."""
     out = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("specplan"):
-            out += [node.module] if node.module != "specplan" else [f"specplan.{a.name}" for a in node.names]
+        if isinstance(node, ast.ImportFrom):
+            module = node.module if node.level == 0 else _absolute(path, pkg, node.level, node.module)
+            if not (module or "").startswith("specplan"):
+                continue
+            if module == "specplan" or (node.level and not node.module):
+                out += [f"{module}.{a.name}" for a in node.names]
+            else:
+                out.append(module)
         elif isinstance(node, ast.Import):
             out += [a.name for a in node.names if a.name.startswith("specplan")]
+        elif isinstance(node, ast.Call):
+            target = _string_import(node)
+            if target and target.startswith("specplan"):
+                out.append(target)
     return out
 
 
@@ -41,7 +75,7 @@ def _violations(pkg: Path = PKG) -> list[str]:
         src = _room(".".join(rel.parts))
         if src in ("specplan", "__init__"):
             continue
-        for target in _imports(path):
+        for target in _imports(path, pkg):
             dst = _room(target)
             if dst in ("specplan", src):
                 continue
@@ -76,32 +110,36 @@ def test_at_most_eight_loose_modules():
     assert len(loose) <= 8, loose
 
 
-OLD_PATHS = ["specplan.errors", "specplan.limits", "specplan.loader", "specplan.io", "specplan.progress",
-             "specplan.dtypes", "specplan.tables", "specplan.shapes", "specplan.precision", "specplan.step",
-             "specplan.memory", "specplan.parallel", "specplan.acceptance_spec", "specplan.predict",
-             "specplan.recommend", "specplan.recommend_serving", "specplan.capacity", "specplan.sweep",
-             "specplan.frontier", "specplan.study_report", "specplan.study_plots", "specplan.adaptive_report",
-             "specplan.parallel_validation", "specplan.serving.validation", "specplan.serving.report",
-             "specplan.serving.magicdec", "specplan.bench.validate", "specplan.bench.framework_fit"]
+def test_the_contract_catches_a_relative_upward_import(tmp_path):
+    """A relative import climbing out of its folder (`from ..planning import sweep` in costs/) is reported."""
+    fake = tmp_path / "specplan" / "costs"
+    fake.mkdir(parents=True)
+    (fake / "bad.py").write_text("from ..planning.sweep import sweep\nfrom .gemm import gemm_time_s\n")
+    assert _violations(tmp_path / "specplan") == [
+        "specplan/costs/bad (costs) imports specplan.planning.sweep (planning), a higher layer"]
 
 
-@pytest.mark.parametrize("old", OLD_PATHS)
-def test_old_import_paths_still_work(old):
-    """Paths from before the move (README, notebooks, users' code) give the moved module itself, for one release."""
-    from specplan.core.aliases import OLD_TO_NEW
+def test_the_contract_catches_an_import_by_string(tmp_path):
+    """`importlib.import_module("specplan.cli...")` and `__import__(f"specplan.planning.{x}")` count as imports."""
+    fake = tmp_path / "specplan" / "model"
+    fake.mkdir(parents=True)
+    (fake / "bad.py").write_text("import importlib\n\ndef f(x):\n    importlib.import_module('specplan.cli.app')\n"
+                                 "    return __import__(f'specplan.planning.{x}')\n")
+    assert _violations(tmp_path / "specplan") == [
+        "specplan/model/bad (model) imports specplan.cli.app (cli), a higher layer",
+        "specplan/model/bad (model) imports specplan.planning (planning), a higher layer"]
 
-    mod = importlib.import_module(old)
-    assert mod is importlib.import_module(OLD_TO_NEW[old])
-    assert not (PKG / (old.split(".", 1)[1].replace(".", "/") + ".py")).exists()
+
+def test_relative_imports_resolve_to_their_folder():
+    """bench/harness.py's `from .timing import measure` is specplan.bench.timing; `from .. import x` climbs."""
+    harness = PKG / "bench" / "harness.py"
+    assert _absolute(harness, PKG, 1, "timing") == "specplan.bench.timing"
+    assert _absolute(harness, PKG, 2, "core") == "specplan.core"
+    assert _absolute(PKG / "bench" / "__init__.py", PKG, 1, "timing") == "specplan.bench.timing"
 
 
-def test_old_from_imports_of_the_readme_work():
-    from specplan.sweep import sweep  # noqa: F401  (README's API section before the move)
-    from specplan.frontier import frontier  # noqa: F401
-    from specplan.recommend import recommend  # noqa: F401
-    from specplan.step import step_time  # noqa: F401
-    from specplan.study import load_study, run_study  # noqa: F401
-    from specplan import sweep as sweep_module
-    from specplan.planning import sweep as new
-
-    assert sweep_module is new
+def test_no_old_path_aliases():
+    """The pre-layout import paths are gone (issue 37): `specplan.sweep` no longer imports."""
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("specplan.sweep")
+    assert not (PKG / "core" / "aliases.py").exists()

@@ -90,7 +90,8 @@ def test_d_schedule_is_emitted_per_engine():
     assert t.files["extra-llm-api.yaml"]["speculative_config"]["draft_len_schedule"] == {32: 5, 128: 3}
     assert t.files["extra-llm-api.yaml"]["speculative_config"]["max_draft_len"] == 5
     s = build("sglang", p)
-    assert _flag(s.argv, "--speculative-num-steps") == "5" and any("schedule" in n for n in s.notes)
+    # SGLang takes one D: the answer's own (4, priced at its concurrency), not the schedule's largest (5)
+    assert _flag(s.argv, "--speculative-num-steps") == "4" and any("schedule" in n for n in s.notes)
     for launch in (build("vllm", p), t, s):
         assert check_launch(launch) == []
 
@@ -119,20 +120,70 @@ def test_must_show_1_dynamo_disaggregated_deepseek(backend):
     assert svc["prefill"]["resources"]["limits"]["gpu"] == "8" and svc["decode"]["resources"]["limits"]["gpu"] == "8"
     assert (svc["prefill"]["subComponentType"], svc["decode"]["subComponentType"]) == ("prefill", "decode")
     args = svc["decode"]["extraPodSpec"]["mainContainer"]["args"]
+    pre = svc["prefill"]["extraPodSpec"]["mainContainer"]["args"]
     if backend == "sglang":
         assert _flag(args, "--speculative-algorithm") == "NEXTN" and _flag(args, "--speculative-num-steps") == "3"
         assert _flag(args, "--disaggregation-mode") == "decode"
-        assert "--speculative-algorithm" not in svc["prefill"]["extraPodSpec"]["mainContainer"]["args"]
+        # the prefill side sends the draft state the decode side starts from only when it speculates too
+        assert _flag(pre, "--speculative-algorithm") == "NEXTN" and _flag(pre, "--speculative-num-steps") == "3"
     elif backend == "vllm":
         assert json.loads(_flag(args, "--speculative-config")) == {"method": "mtp", "num_speculative_tokens": 3}
-        assert "--is-decode-worker" in args
+        assert _flag(args, "--disaggregation-mode") == "decode" and _flag(pre, "--disaggregation-mode") == "prefill"
+        assert "--is-decode-worker" not in args and "--is-prefill-worker" not in pre  # deprecated in Dynamo 1.3.1
+        assert json.loads(_flag(pre, "--kv-transfer-config")) == {"kv_connector": "NixlConnector",
+                                                                  "kv_role": "kv_both"}
     else:
         assert launch.files["decode.yaml"]["speculative_config"] == {"decoding_type": "MTP", "max_draft_len": 3}
 
 
-def test_dynamo_refuses_an_aggregated_answer():
-    with pytest.raises(SpecplanError, match="disaggregated"):
-        build("dynamo", plan_from_answer(SERVING_ANSWER))
+@pytest.mark.parametrize("backend", ["sglang", "vllm", "trtllm"])
+def test_dynamo_aggregated_answer_is_one_worker_service(backend):
+    """An aggregated answer is Dynamo's agg.yaml: a frontend and one worker service without a role, its replicas."""
+    launch = build("dynamo", plan_from_answer({**SERVING_ANSWER, "replicas": 3}), backend)
+    assert check_launch(launch) == []
+    svc = launch.files["dynamo-graph-deployment.yaml"]["spec"]["services"]
+    assert set(svc) == {"Frontend", "worker"} and svc["worker"]["replicas"] == 3
+    assert "subComponentType" not in svc["worker"]
+    args = svc["worker"]["extraPodSpec"]["mainContainer"]["args"]
+    assert "--disaggregation-mode" not in args and "--kv-transfer-config" not in args
+
+
+def _worker_args(launch, role):
+    return launch.files["dynamo-graph-deployment.yaml"]["spec"]["services"][role]["extraPodSpec"]["mainContainer"]["args"]
+
+
+def test_dynamo_rule_vllm_prefill_needs_kv_transfer_config():
+    """Dynamo 1.3.1 (dynamo/vllm/args.py) refuses a prefill worker without --kv-transfer-config: the checker does."""
+    launch = build_dynamo(plan_from_answer(DISAGG_ANSWER), "vllm")
+    args = _worker_args(launch, "prefill")
+    i = args.index("--kv-transfer-config")
+    del args[i:i + 2]
+    assert any(p.startswith("prefill worker: --kv-transfer-config is required") for p in check_launch(launch))
+
+
+def test_dynamo_rule_sglang_roles_speculate_alike():
+    """A SGLang decode worker that speculates beside a prefill worker that does not is caught (the flags differ)."""
+    launch = build_dynamo(plan_from_answer(DISAGG_ANSWER), "sglang")
+    args = _worker_args(launch, "prefill")
+    for f in ("--speculative-algorithm", "--speculative-num-steps", "--speculative-eagle-topk",
+              "--speculative-num-draft-tokens"):
+        i = args.index(f)
+        del args[i:i + 2]
+    bad = check_launch(launch)
+    assert any("prefill and decode workers differ in --speculative-algorithm: None vs 'NEXTN'" in b for b in bad)
+    assert len([b for b in bad if "differ" in b]) == 4
+
+
+def test_dynamo_worker_flags_come_from_the_dynamo_wheel():
+    """The workers' own flags are those the ai-dynamo 1.3.1 wheel's add_argument calls define (counted by hand
+    there: dynamo.vllm has --disaggregation-mode with the DisaggregationMode values plus 'pd'; --is-prefill-worker
+    is deprecated; dynamo.trtllm's --model-path is the obsolete spelling of --model)."""
+    w = flag_list("dynamo")["workers"]
+    assert sorted(w["vllm"]["own_flags"]["--disaggregation-mode"]["choices"]) == [
+        "agg", "decode", "encode", "pd", "prefill"]
+    assert w["vllm"]["own_flags"]["--is-prefill-worker"].get("deprecated") is True
+    assert w["trtllm"]["own_flags"]["--model-path"].get("deprecated") is True
+    assert w["trtllm"]["model_flag"] == "--model" and "ai_dynamo-1.3.1" in w["trtllm"]["own_flags_source"]
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])

@@ -23,8 +23,8 @@ def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("serving")
     res = CliRunner().invoke(app, ["pareto", "-m", "llama-3.1-8b", "--isl", "2048", "--osl", "512", "-H", "h200-sxm",
                                    "-H", "b200", "--mechanisms", "eagle3", "--acceptance", "eagle3=0.7",
-                                   "--max-draft-len", "3", "--max-tpot-ms", "15", "--figures", "all", "-o",
-                                   str(out)])
+                                   "--max-draft-len", "3", "--max-tpot-ms", "15", "--figures", "all", "--tp", "1",
+                                   "--grid-csv", "-o", str(out)])
     assert res.exit_code == 0, res.output
     return out, res.output
 
@@ -119,3 +119,18 @@ def test_of_equal_points_the_frontier_keeps_the_lowest_ttft():
     f = serving_frontier(g)
     spec = f[(f["set"] == "speculation") & (f["scope"] == "overall")]
     assert list(spec["concurrency"]) == [339.0] and list(spec["ttft_ms"]) == [1420.0]
+
+
+def test_serving_pareto_sweeps_every_tp_and_writes_the_frontier_only_by_default(tmp_path):
+    """Without --tp the serving pareto sweeps TP 1, 2, 4, 8 where the heads divide (it swept TP 1 only, against its
+    help); without --grid-csv it writes the frontier tables, not the whole grid (tens of MB)."""
+    res = CliRunner().invoke(app, ["pareto", "-m", "llama-3.1-8b", "--isl", "1024", "--osl", "256", "-H", "h100-sxm",
+                                   "--mechanisms", "eagle3", "--acceptance", "eagle3=0.7", "--max-draft-len", "1",
+                                   "--mode", "agg", "--no-plots", "--timings", "-o", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    front = pd.read_csv(tmp_path / "serving_frontier.csv")
+    assert "h100-sxm TP 1, 2, 4, 8 x agg" in res.output  # llama-3.1-8b's 32 heads divide by each
+    assert not (tmp_path / "serving_grid.csv").exists() and not (tmp_path / "serving_grid.parquet").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["serving_energy_frontier.csv", "serving_frontier.csv"]
+    assert len(front) > 0 and "the whole grid with --grid-csv" in res.output
+    assert "timings (CPU s): serving grid " in res.output  # --timings is honoured (it printed nothing)

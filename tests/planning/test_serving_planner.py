@@ -122,24 +122,26 @@ def test_serving_commands_refuse_layout_flags_they_do_not_price(cmd, extra, flag
     assert p.returncode == 2 and flag in p.stderr and len(p.stderr.strip().splitlines()) == 1
 
 
-def test_a_launch_that_cannot_be_written_keeps_the_answer():
-    """--emit vllm for a DFlash answer with no known draft checkpoint: the recommendation is printed, then the one
-    error line (it used to be the error alone)."""
+def test_a_launch_that_cannot_be_written_is_refused_before_the_search():
+    """--emit vllm for DFlash with no known draft checkpoint: one error line before any pricing (issue 42: it came
+    after the search, with the answer)."""
     p = run("recommend", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--isl", "1024", "--osl", "256", "--mechanisms",
             "dflash", "--acceptance", "dflash=0.7", "--emit", "vllm")
-    assert p.returncode == 2 and "best:" in p.stdout
-    assert p.stderr.strip().startswith("error: launch: mechanism 'dflash' needs a draft model")
+    assert p.returncode == 2 and p.stdout == "" and p.stderr.count("\n") == 1
+    assert p.stderr.strip().startswith("error: launch: mechanism 'dflash' needs a draft model for llama-3.1-8b")
 
 
 def test_gpus_for_a_load_emits_the_launch_of_its_answer():
     """recommend --target-tps --emit: the launch of the mode the answer picked (it was silently dropped): Llama-3.3-70B
-    on H100 at 20,000 tokens/s answers 9 aggregated TP-4 replicas (docs/parallel.md)."""
+    on H100 at 20,000 tokens/s answers 10 aggregated TP-4 replicas, priced with vLLM's engine profile since --emit
+    vllm prices with vLLM (issue 42; the ideal engine's pricing gave 9, docs/parallel.md)."""
     p = run("recommend", "-m", "llama-3.3-70b", "-H", "h100-sxm", "--isl", "2048", "--osl", "512", "--target-tps",
             "20000", "--target-tps-per-user", "30", "--max-ttft-ms", "2000", "--mechanisms", "eagle3", "--acceptance",
             "eagle3=0.7", "--draft-model", "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B", "--emit", "vllm")
     assert p.returncode == 0, p.stderr
     assert "vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size 4" in p.stdout
-    assert "the answer runs 9 replicas of this server" in p.stdout
+    assert "the answer runs 10 replicas of this server" in p.stdout
+    assert "priced with the ideal engine" not in p.stdout
 
 
 def test_concurrency_search_is_refined_past_the_grid_step():

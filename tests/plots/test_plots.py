@@ -70,3 +70,51 @@ def test_split_modules_keep_the_old_import_paths():
     assert P.plot_frontier is frontier_plot.plot_frontier and P.colorbar_ticks is heatmap.colorbar_ticks
     for name in P.__all__:
         assert getattr(P, name) is not None, name
+
+
+def test_energy_frontier_tells_devices_apart_over_a_binned_grid():
+    """The serving energy/cost figure: the rows as one binned density (not 10^5 dots over the lines), and the lowest
+    cost per device (colour) with and without speculation (solid / dashed), named in the legend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas as pd
+
+    from specplan.plots.cost_plot import plot_energy_frontier
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    n = 4000
+    df = pd.DataFrame({"hardware": np.where(np.arange(n) % 2, "h100-sxm", "b200"),
+                       "draft_len": np.where(np.arange(n) % 4 < 2, 0, 3), "meets_sla": True,
+                       "tokens_per_s_per_user": rng.uniform(20, 500, n), "joules_per_token": rng.uniform(0.05, 2, n),
+                       "usd_per_mtok": rng.uniform(0.02, 1, n)})
+    fig = plot_energy_frontier(df)
+    for ax in fig.axes:
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert labels == ["b200, no speculation", "b200, speculative", "h100-sxm, no speculation",
+                          "h100-sxm, speculative"]
+        assert len(ax.collections) == 1  # one hexbin, no scatter of every row
+        colors = {ln.get_label(): ln.get_color() for ln in ax.get_lines()}
+        assert colors["b200, speculative"] == colors["b200, no speculation"] != colors["h100-sxm, speculative"]
+
+
+def test_heatmap_hatches_the_d_beyond_the_acceptance_data():
+    """D above the acceptance profile's largest measured D is marked as extrapolated (it was drawn unmarked)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import numpy as np
+    import pandas as pd
+
+    from specplan.plots.heatmap import plot_speedup_heatmap
+
+    b, d = np.meshgrid(np.arange(1, 9), np.arange(0, 11))
+    df = pd.DataFrame({"hardware": "h100-sxm", "mechanism": np.where(d.ravel() == 0, "none", "eagle3"),
+                       "tp": 1, "context_len": 4096, "batch": b.ravel(), "draft_len": d.ravel(),
+                       "speedup": 1.0 + 0.1 * d.ravel(), "fits": True})
+    labels = lambda fig: [t.get_text() for t in fig.axes[0].get_legend().get_texts()]  # noqa: E731
+    assert "D > 7: acceptance extrapolated" in labels(plot_speedup_heatmap(df, mechanism="eagle3", tp=1, d_max=7))
+    assert not any("extrapolated" in x for x in labels(plot_speedup_heatmap(df, mechanism="eagle3", tp=1)))
+    assert not any("extrapolated" in x for x in labels(plot_speedup_heatmap(df, mechanism="eagle3", tp=1, d_max=10)))

@@ -30,6 +30,10 @@ CSV_ROW = {
     "gb200": "gb200_nvl72",
     "a100-sxm-80gb": "a100_sxm_80gb",
     "mi300x": "mi300x",
+    "b300": "b300_hgx",
+    "gb300": "gb300_nvl72",
+    "mi325x": "mi325x",
+    "mi355x": "mi355x",
     "groq-lpu": "groq_lpu_v1",
     "groq-3-lpu": "groq3_lpu_lp30",
     "cpu-generic": None,
@@ -237,6 +241,9 @@ def test_memory_matches_reference_csv(hw_id, specs):
         cap = leading_number(row["on_chip_sram_mb"]) * 1e6
     elif hw.kind == "gpu":  # HBM datasheet "GB" are GiB (power-of-two stacks); readings may be up to 1% below
         cap = leading_number(row["mem_capacity_gb"]) * 2**30
+        smi = re.search(r"([0-9]+) MiB nvidia-smi", row["mem_capacity_gb"])
+        if smi and "nvidia-smi" in hw.sources["mem_capacity_bytes"]:  # the usable reading, where the source takes it
+            cap = float(smi.group(1)) * 2**20
     else:
         cap = leading_number(row["mem_capacity_gb"]) * 1e9
     assert close(hw.mem_capacity_bytes, cap)
@@ -288,6 +295,8 @@ def test_h100_ridge_point():
         ("h100-sxm", "fp4"),
         ("h200-sxm", "fp4"),
         ("mi300x", "fp4"),
+        ("mi325x", "fp4"),
+        ("mi355x", "fp32"),
         ("groq-lpu", "bf16"),
         ("groq-lpu", "fp8"),
         ("groq-3-lpu", "bf16"),
@@ -305,7 +314,7 @@ def test_dtype_sets_per_device():
     assert set(load_hardware("mi300x").peak_flops) == {"fp32", "tf32", "bf16", "fp16", "fp8", "int8"}
     assert set(load_hardware("groq-lpu").peak_flops) == {"fp16", "int8"}
     assert set(load_hardware("groq-3-lpu").peak_flops) == {"fp8"}
-    for hw_id in ("b200", "gb200"):
+    for hw_id in ("b200", "gb200", "b300", "gb300", "mi355x"):
         assert "fp4" in load_hardware(hw_id).peak_flops
     assert "fp8" not in load_hardware("a100-sxm-80gb").peak_flops
     # Aliases resolve to the canonical names.
@@ -450,3 +459,39 @@ def test_unknown_dtype_in_peaks_names_the_file(tmp_path):
 def test_unknown_id_suggests_the_closest():
     with pytest.raises(SpecplanError, match="did you mean 'h100-sxm'"):
         load_hardware("h100-sx")
+
+
+# ---------------------------------------------------------------- fp4 as each device deploys it (issue 38)
+
+
+@pytest.mark.parametrize("hw_id, fmt, scale_bytes", [("b200", "fp4", 1 / 16), ("gb200", "fp4", 1 / 16),
+                                                    ("b300", "fp4", 1 / 16), ("gb300", "fp4", 1 / 16),
+                                                    ("mi355x", "mxfp4", 1 / 32)])
+def test_dtype_fp4_prices_the_deployed_4bit_format(hw_id, fmt, scale_bytes):
+    """--dtype fp4 means NVFP4 weights on Blackwell (one fp8 scale per 16 elements) and MXFP4 on CDNA4 (one E8M0
+    scale per 32): weight bytes 0.5 + 1/16 or 0.5 + 1/32 per element, math on the fp4 peak either way."""
+    from specplan.core.dtypes import dtype_bytes
+    from specplan.costs.precision import resolve_precision
+    from specplan.profiles.registry import load_model
+
+    hw = load_hardware(hw_id)
+    prec = resolve_precision(load_model("llama-3.1-8b"), hw, dtype="fp4")
+    assert hw.fp4_format == fmt
+    assert prec.w("ffn") == fmt and prec.w("attention") == fmt
+    assert dtype_bytes(prec.w("ffn")) == pytest.approx(0.5 + scale_bytes)
+    assert hw.peak(prec.w("ffn")) == hw.peak_flops["fp4"]
+    # an explicit weight format still wins
+    assert resolve_precision(load_model("llama-3.1-8b"), hw, dtype="fp4", weight_dtype="fp4").w("ffn") == "fp4"
+
+
+@pytest.mark.parametrize("hw_id, relative", [("b300", "b200"), ("gb300", "gb200"), ("mi325x", "mi300x"),
+                                             ("mi355x", "mi300x")])
+def test_new_profiles_carry_their_nearest_relatives_efficiencies_and_say_so(hw_id, relative):
+    """No measurement of these devices is used: their GEMM, attention and all-reduce efficiencies are the nearest
+    measured relative's, and the efficiency source names it."""
+    hw, rel = load_hardware(hw_id), load_hardware(relative)
+    assert relative in hw.sources["efficiency"] and "nearest measured relative" in hw.sources["efficiency"]
+    for d in ("default", "bf16", "fp8"):
+        assert hw.kernel_eff(d) == rel.kernel_eff(d)
+    assert hw.attention == rel.attention
+    assert hw.allreduce == rel.allreduce

@@ -135,9 +135,22 @@ def test_example_studies_validate(path):
 SERVING = {
     "name": "serving-tiny",
     "base": {"model": "llama-3.1-8b", "hardware": "h100-sxm", "isl": 1024, "osl": 256, "engine": "vllm",
-             "max_tpot_ms": 20, "max_draft_len": 4, "mechanisms": {"eagle3": 0.7}},
+             "max_tpot_ms": 20, "max_draft_len": 4, "mechanisms": {"eagle3": 0.7}, "tp": [1]},
     "variants": [{"name": "trtllm", "engine": "trtllm"}, {"name": "h200", "hardware": "h200-sxm"}],
 }
+
+
+def test_a_serving_study_sweeps_the_tps_its_schema_says(tmp_path):
+    """Without `tp` a serving study sweeps TP 1, 2, 4, 8 where the heads divide (docs/studies.md's schema; it swept
+    TP 1 only); with `tp` the TPs given."""
+    import pandas as pd
+
+    st = copy.deepcopy(SERVING)
+    del st["base"]["tp"]
+    st["base"].update(max_draft_len=1)
+    st["variants"] = []
+    run_study(st, tmp_path)
+    assert sorted(pd.read_csv(tmp_path / "serving_results.csv")["tp"].unique()) == [1, 2, 4, 8]
 
 
 def test_a_serving_study_answers_as_recommend_does_per_variant(tmp_path):

@@ -27,10 +27,15 @@ def test_b200_mtp_rows_within_ten_percent():
 
 def test_per_rank_expert_compute_against_measured_ep8_rows():
     """One EP rank's expert compute vs the measured TRT-LLM EP = 8 rows (balanced routing): memory-bound median
-    APE a little above today's (8.8 % bf16, 14.2 % fp8), predicted no slower than measured in the median."""
+    APE a little above today's (7.6 % bf16, 9.4 % fp8 with the grouped-GEMM block; 8.8 / 14.2 % before it),
+    predicted no slower than measured in the median. The memory-bound rows are most of the EP = 8 rows (their
+    count moves with the regime each row lands in: 310 of 378 bf16, 586 of 810 fp8)."""
     from specplan.validation.parallel import moe_ep_table
 
     t = moe_ep_table()
-    mem = t[(t["ep"] == 8) & (t["regime"] == "memory")].set_index("dtype")
-    assert mem.loc["bf16", "median_ape"] <= 10.0 and mem.loc["fp8", "median_ape"] <= 16.0
-    assert mem.loc["bf16", "rows"] > 300 and mem.loc["fp8", "rows"] > 600
+    ep8 = t[t["ep"] == 8]
+    mem = ep8[ep8["regime"] == "memory"].set_index("dtype")
+    assert mem.loc["bf16", "median_ape"] <= 10.0 and mem.loc["fp8", "median_ape"] <= 12.0
+    rows = ep8.groupby("dtype")["rows"].sum()
+    assert rows["bf16"] == 378 and rows["fp8"] == 810  # every gated cutlass EP = 8 row of the table is scored
+    assert mem.loc["bf16", "rows"] > rows["bf16"] / 2 and mem.loc["fp8", "rows"] > rows["fp8"] / 2

@@ -131,12 +131,10 @@ def plan_from_answer(answer: dict, **given) -> dict:
         y = pools["decode"].get("replicas", 1) if pools else 1  # decode replicas of a disaggregated answer)
         batch = math.ceil(_int(src, "concurrency", 1) / y)
     batch = batch or _int(src, "decode_batch", 0) or 256
-    draft_repo = src.get("draft_repo") or src.get("draft_model")
-    if isinstance(draft_repo, str) and draft_repo in model_ids():
-        draft_repo = load_model(draft_repo).hf_repo or draft_repo
+    draft_repo = _draft_repo(src.get("draft_repo") or src.get("draft_model"))
     if draft_repo is None and mech == "eagle3" and prof is not None and f"eagle3-{prof.id}" in model_ids():
         draft_repo = load_model(f"eagle3-{prof.id}").hf_repo
-    sched = src.get("d_schedule") or src.get("draft_len_schedule")
+    sched = src.get("d_schedule") or src.get("draft_len_schedule") or _schedule_by_load(src, mech)
     plan = {
         "model": model_id,
         "hf_repo": src.get("hf_repo") or (prof.hf_repo if prof is not None and prof.hf_repo else model_id),
@@ -145,7 +143,7 @@ def plan_from_answer(answer: dict, **given) -> dict:
         "max_batch": batch,
         "token_budget": _int(src, "token_budget", max(DEFAULT_TOKEN_BUDGET, batch * (1 + d))),
         "kv_dtype": src.get("kv_dtype"), "dtype": src.get("dtype"),
-        "checkpoint_dtype": prof.weight_dtype if prof is not None else None,
+        "checkpoint_dtype": src.get("checkpoint_dtype") or (prof.weight_dtype if prof is not None else None),
         "tp": _int(lay, "tp", _int(src, "tp", 1)), "dp": _int(lay, "dp", _int(src, "dp", 1)),
         "ep": _int(lay, "ep", _int(src, "ep", 1)), "pp": _int(lay, "pp", _int(src, "pp", 1)),
         "mode": src.get("mode") or "agg", "pools": pools, "engine": src.get("engine"),
@@ -173,6 +171,55 @@ def _layout_fields(lay) -> dict:
             return {}
         return {"tp": x.tp, "dp": x.dp, "ep": x.ep, "pp": x.pp}
     return {}
+
+
+def _draft_repo(ref) -> str | None:
+    """The Hugging Face repo a launch names for a draft: a built-in id's or a profile YAML's `hf_repo`, else the
+    reference itself (an org/name kept from --draft-model)."""
+    from specplan.profiles.registry import load_model, model_ids
+
+    if not isinstance(ref, str) or not ref:
+        return None
+    if ref in model_ids() or (ref.endswith((".yaml", ".yml")) and Path(ref).is_file()):
+        return load_model(ref).hf_repo or ref
+    return ref
+
+
+def _schedule_by_load(src: dict, mechanism: str):
+    """recommend's D by load (`d_by_load`, the best D per concurrency band in vLLM's [[lo, hi, D]] form) when it
+    schedules the answer's own mechanism; None otherwise."""
+    s = src.get("d_by_load")
+    if isinstance(s, dict) and s.get("mechanism", mechanism) == mechanism and isinstance(s.get("vllm"), list):
+        return s["vllm"]
+    return None
+
+
+def answer_identity(model, draft=None) -> dict:
+    """What a saved answer needs to launch without the profiles it was priced with: the model's Hugging Face repo
+    and checkpoint dtype, and the draft's repo (or profile) — `recommend --json` carries them."""
+    out = {"hf_repo": model.hf_repo or None, "checkpoint_dtype": model.weight_dtype}
+    if draft is not None and (draft.hf_repo or draft.profile):
+        out["draft_model"] = draft.hf_repo or draft.profile
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def check_emittable(engine: str, model, mechanisms, draft=None) -> None:
+    """Refuse, before any search, a launch that could not be built: a mechanism the engine lacks, or a draft
+    mechanism with no draft known for the model (no --draft-model and no built-in head)."""
+    from specplan.profiles.registry import model_ids
+
+    eng = "sglang" if engine == "dynamo" else engine
+    if eng not in METHODS:
+        return
+    for mech in mechanisms or []:
+        if mech == "none":
+            continue
+        _method(eng, {"mechanism": mech, "model": model.id, "draft_repo": "-"})
+        has_head = mech == "eagle3" and f"eagle3-{model.id}" in model_ids()
+        if mech in NEEDS_DRAFT and not has_head and (draft is None or not (draft.hf_repo or draft.profile)):
+            raise SpecplanError(f"launch: mechanism '{mech}' needs a draft model for {model.id} and none is known: "
+                                f"give --draft-model ORG/NAME (its Hugging Face repo) or leave '{mech}' out "
+                                f"(refused before the search)")
 
 
 def _check_dtypes(values: dict, names: dict) -> None:
@@ -210,7 +257,8 @@ def _capacity_answer(a: dict) -> dict:
     pick = a.get("answer")
     if not isinstance(pick, dict) or pick.get("mode") not in ("agg", "disagg"):
         raise SpecplanError("launch: the answer has no configuration that meets the targets (answer is null)")
-    top = {k: a.get(k) for k in ("model", "hardware", "engine", "isl", "osl", "kv_dtype", "dtype")}
+    top = {k: a.get(k) for k in ("model", "hardware", "engine", "isl", "osl", "kv_dtype", "dtype", "hf_repo",
+                                 "checkpoint_dtype", "draft_model", "draft_repo")}
     if pick["mode"] == "agg":
         g = a.get("aggregated")
         if not isinstance(g, dict):
@@ -350,7 +398,7 @@ def build_sglang(plan: dict, worker: bool = False) -> Launch:
         notes.append(note)
     method = _method("sglang", plan)
     if method:
-        d = max(r[2] for r in plan["d_schedule"]) if plan["d_schedule"] else plan["draft_len"]
+        d = plan["draft_len"]  # with a D schedule too: the D the answer priced at its concurrency
         argv += ["--speculative-algorithm", method]
         if plan["draft_repo"] and plan["mechanism"] in NEEDS_DRAFT:
             argv += ["--speculative-draft-model-path", plan["draft_repo"]]
@@ -368,7 +416,9 @@ def build_sglang(plan: dict, worker: bool = False) -> Launch:
             argv += ["--speculative-num-steps", str(d), "--speculative-eagle-topk", str(plan["tree_topk"]),
                      "--speculative-num-draft-tokens", str(tokens)]
         if plan["d_schedule"]:
-            notes.append(f"SGLang {fl['version']} has no per-batch-size D schedule flag: emitted the largest D = {d}")
+            notes.append(f"SGLang {fl['version']} has no per-batch-size D schedule flag: emitted the answer's D = {d}, "
+                         f"the D priced at its concurrency (the schedule's D run from "
+                         f"{min(r[2] for r in plan['d_schedule'])} to {max(r[2] for r in plan['d_schedule'])})")
     return Launch("sglang", fl["version"], argv, notes=notes)
 
 
@@ -429,48 +479,74 @@ def build_trtllm(plan: dict) -> Launch:
                   files={"extra-llm-api.yaml": opts}, notes=notes)
 
 
+def _dynamo_roles(plan: dict) -> list[tuple[str, dict]]:
+    """(role, pool) of each Dynamo worker service: prefill and decode for a disaggregated plan, one aggregated
+    worker (its replicas) otherwise."""
+    if plan["mode"] == "disagg" and plan["pools"]:
+        return [(role, plan["pools"][role]) for role in ("prefill", "decode")]
+    return [("agg", {"replicas": plan.get("replicas", 1)})]
+
+
+def _dynamo_worker_plan(plan: dict, role: str, pool: dict, prefill_speculates: bool) -> dict:
+    """The plan one Dynamo worker runs: the pool's layout; a prefill worker runs no decode batch (its batch is the
+    prompts a token budget holds) and speculates only where its backend needs it (SGLang: `rules` of dynamo.json)."""
+    sub = dict(plan)
+    for k in ("tp", "dp", "ep", "pp"):
+        sub[k] = int(pool.get(k, plan[k] if role != "prefill" else (plan["tp"] if k == "tp" else 1)))
+    if role in ("prefill", "decode"):  # SGLang workers with DeepEP: normal kernels for prefill, low-latency decode
+        sub["deepep_mode"] = "normal" if role == "prefill" else "low_latency"
+    if role == "prefill":
+        sub["max_batch"] = int(pool.get("max_batch", max(1, plan["token_budget"] // max(1, plan["isl"] or 1024))))
+        if not prefill_speculates:
+            sub.update(mechanism="none", draft_len=0, d_schedule=None)
+    return sub
+
+
+def _dynamo_args(backend: str, w: dict, sub: dict, role: str, plan: dict, files: dict, notes: list) -> list[str]:
+    """A Dynamo worker's argv: the backend engine's flags for `sub` and the role flags of flags/dynamo.json."""
+    if backend == "vllm":
+        args = [w["model_flag"], plan["hf_repo"]] + build_vllm(sub, worker=True).argv
+    elif backend == "sglang":
+        args = build_sglang(sub, worker=True).argv + ["--served-model-name", plan["hf_repo"]]
+    else:
+        opts, n = trtllm_options(sub)
+        if role != "agg":
+            opts["cache_transceiver_config"] = {"backend": "DEFAULT"}  # as Dynamo's trtllm engine_configs
+        files[f"{role}.yaml"] = opts
+        notes += n
+        args = [w["model_flag"], plan["hf_repo"], "--served-model-name", plan["hf_repo"],
+                "--extra-engine-args", f"./{role}.yaml"]
+    return args + w["role_flags"][role]
+
+
 def build_dynamo(plan: dict, backend: str = "sglang", gpus_per_node: int = 8) -> Launch:
-    """A DynamoGraphDeployment with a frontend, a prefill and a decode worker service for a disaggregated plan."""
+    """A DynamoGraphDeployment: a frontend and a prefill and a decode worker service for a disaggregated plan, or
+    one aggregated worker service (Dynamo's agg.yaml) for an aggregated one."""
     dyn = flag_list("dynamo")
-    if plan["mode"] != "disagg" or not plan["pools"]:
-        raise SpecplanError("launch: --engine dynamo emits disaggregated answers (mode disagg with xPyD pools); "
-                            "this answer is aggregated: use --engine vllm|sglang|trtllm")
     if backend not in dyn["workers"]:
         raise SpecplanError(f"launch: dynamo backend must be one of {', '.join(dyn['workers'])}, got {backend!r}")
     w = dyn["workers"][backend]
     notes, services, files = [], {}, {}
     services["Frontend"] = {"componentType": "frontend", "replicas": 1,
                             "extraPodSpec": {"mainContainer": {"image": w["image"]}}}
-    for role in ("prefill", "decode"):
-        pool = plan["pools"][role]
-        sub = dict(plan)
-        for k in ("tp", "dp", "ep", "pp"):
-            sub[k] = int(pool.get(k, plan[k] if role == "decode" else (plan["tp"] if k == "tp" else 1)))
-        sub["deepep_mode"] = "normal" if role == "prefill" else "low_latency"  # SGLang workers with DeepEP
-        if role == "prefill":
-            sub = {**sub, "mechanism": "none", "draft_len": 0, "d_schedule": None,
-                   "max_batch": int(pool.get("max_batch", max(1, plan["token_budget"] // max(1, plan["isl"] or 1024))))}
+    for role, pool in _dynamo_roles(plan):
+        sub = _dynamo_worker_plan(plan, role, pool, prefill_speculates=backend == "sglang")
         gpus = sub["tp"] * sub["dp"] * sub["pp"]
-        if backend == "vllm":
-            args = ["--model", plan["hf_repo"]] + build_vllm(sub, worker=True).argv
-        elif backend == "sglang":
-            args = build_sglang(sub, worker=True).argv + ["--served-model-name", plan["hf_repo"]]
-        else:
-            opts, n = trtllm_options(sub)
-            opts["cache_transceiver_config"] = {"backend": "DEFAULT"}  # as Dynamo's trtllm engine_configs
-            files[f"{role}.yaml"] = opts
-            notes += n
-            args = ["--model-path", plan["hf_repo"], "--served-model-name", plan["hf_repo"],
-                    "--extra-engine-args", f"./{role}.yaml"]
-        args += w["role_flags"][role]
-        svc = {"envFromSecret": "hf-token-secret", "componentType": "worker", "subComponentType": role,
+        svc = {"envFromSecret": "hf-token-secret", "componentType": "worker",
+               **({"subComponentType": role} if role != "agg" else {}),
                "replicas": int(pool.get("replicas", 1)), "resources": {"limits": {"gpu": str(min(gpus, gpus_per_node))}},
                "extraPodSpec": {"mainContainer": {"image": w["image"], "workingDir": w["workingDir"],
-                                                  "command": ["python3", "-m", w["module"]], "args": args}}}
+                                                  "command": ["python3", "-m", w["module"]],
+                                                  "args": _dynamo_args(backend, w, sub, role, plan, files, notes)}}}
         if gpus > gpus_per_node:
             svc["multinode"] = {"nodeCount": math.ceil(gpus / gpus_per_node)}
-        services[role] = svc
-    name = f"specplan-{plan['model']}-disagg".lower().replace(".", "-").replace("_", "-")[:63]
+        services["worker" if role == "agg" else role] = svc
+    if backend == "sglang" and plan["mechanism"] != "none" and plan["mode"] == "disagg":
+        notes.append("the SGLang prefill worker runs the same speculative flags as the decode worker: its decode side "
+                     "builds the first draft input from the draft state the prefill side sends only when it "
+                     "speculates too (sglang 0.5.23 disaggregation/prefill.py)")
+    mode = "disagg" if plan["mode"] == "disagg" and plan["pools"] else "agg"
+    name = f"specplan-{plan['model']}-{mode}".lower().replace(".", "-").replace("_", "-")[:63]
     dgd = {"apiVersion": dyn["api_version"], "kind": dyn["kind"], "metadata": {"name": name},
            "spec": {"backendFramework": backend, "services": services}}
     files = {"dynamo-graph-deployment.yaml": dgd, **files}
@@ -564,8 +640,9 @@ def _kind_ok(kind: str, value) -> bool:
         return isinstance(value, (list, tuple))
     if kind == "object":
         return isinstance(value, dict)
-    if kind == "dict_int_int":
-        return isinstance(value, dict) and all(isinstance(k, int) and isinstance(v, int) for k, v in value.items())
+    if kind == "dict_int_int":  # a launch read back from JSON has its int keys as digit strings
+        return isinstance(value, dict) and all((isinstance(k, int) or (isinstance(k, str) and k.isdigit()))
+                                               and isinstance(v, int) for k, v in value.items())
     return isinstance(value, str)
 
 
@@ -656,16 +733,64 @@ def check_launch(launch: Launch) -> list[str]:
         bad = _check_tree(dgd, dyn["keys"])
         backend = dgd["spec"]["backendFramework"]
         w = dyn["workers"][backend]
-        for name, svc in dgd["spec"]["services"].items():
-            if svc.get("componentType") != "worker":
-                continue
+        workers = {name: svc for name, svc in dgd["spec"]["services"].items() if svc.get("componentType") == "worker"}
+        for name, svc in workers.items():
             args = svc["extraPodSpec"]["mainContainer"]["args"]
             flags = {**w["own_flags"]}
             if backend in ("vllm", "sglang"):
                 flags = {**flag_list(backend)["flags"], **flags}
             bad += [f"{name}: {b}" for b in check_argv(args, flags)]
+        bad += dynamo_rule_problems(backend, workers)
         for fname, body in launch.files.items():
             if fname != "dynamo-graph-deployment.yaml":
                 bad += [f"{fname}: {b}" for b in check_keys(body, flag_list("trtllm")["llm_api"])]
         return bad
     return [f"unknown engine {launch.engine}"]
+
+
+def _flag_values(args: list[str]) -> dict[str, str | None]:
+    """{flag: its value (None for a bare switch)} of an argv of --flags."""
+    out, i = {}, 0
+    while i < len(args):
+        if args[i].startswith("--"):
+            val = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--") else None
+            out[args[i]] = val
+            i += 2 if val is not None else 1
+        else:
+            i += 1
+    return out
+
+
+def dynamo_rule_problems(backend: str, workers: dict) -> list[str]:
+    """The cross-flag rules of flags/dynamo.json (`rules`, each with its source) that a Dynamo graph's workers
+    break: a flag a role requires, flags a backend needs alike in its prefill and decode workers."""
+    bad = []
+    by_role = {svc.get("subComponentType", "agg"): _flag_values(svc["extraPodSpec"]["mainContainer"]["args"])
+               for svc in workers.values()}
+    for rule in flag_list("dynamo").get("rules", []):
+        if rule["backend"] != backend:
+            continue
+        if "requires" in rule and rule["role"] in by_role:
+            bad += [f"{rule['role']} worker: {f} is required ({rule['source'].split(':')[0]})"
+                    for f in rule["requires"] if f not in by_role[rule["role"]]]
+        if "same_in_roles" in rule and {"prefill", "decode"} <= set(by_role):
+            p, d = by_role["prefill"], by_role["decode"]
+            bad += [f"prefill and decode workers differ in {f}: {p.get(f)!r} vs {d.get(f)!r} "
+                    f"({rule['source'].split(' (')[0]})" for f in rule["same_in_roles"]
+                    if (f in p) != (f in d) or p.get(f) != d.get(f)]
+    return bad
+
+
+def engine_notes(priced: str | None, launched: str, files: dict) -> list[str]:
+    """A note when the engine that priced an answer is not the one it is launched on (its batch limits and D come
+    from the pricing engine's model), or when the ideal engine (no host, launch or scheduling cost) priced it."""
+    target = launched
+    if launched == "dynamo":
+        target = (files.get("dynamo-graph-deployment.yaml") or {}).get("spec", {}).get("backendFramework", "sglang")
+    if priced in (None, "ideal"):
+        return [f"the answer was priced with the ideal engine (no host, launch or scheduling cost): its batch and "
+                f"concurrency may not hold on {target}; price it with --engine {target}"]
+    if priced != target:
+        return [f"the answer was priced with {priced}'s engine profile and is launched on {target}: its batch "
+                f"limits come from {priced}'s pricing; price it with --engine {target} for {target}'s"]
+    return []

@@ -1,11 +1,13 @@
 """Extract the flag lists of vLLM and SGLang from their own wheels (source read with `ast`, nothing imported).
 
-Run: `pip download --no-deps vllm sglang -d /tmp/wheels` then
-`python -m specplan.planning.launch.extract /tmp/wheels` (writes specplan/planning/launch/flags/{vllm,sglang}.json).
+Run: `pip download --no-deps vllm sglang ai-dynamo -d /tmp/wheels` then
+`python -m specplan.planning.launch.extract /tmp/wheels` (writes specplan/planning/launch/flags/{vllm,sglang}.json
+and the workers' own flags in flags/dynamo.json).
 Each flag gets its value kind (bool | int | float | str | json | list), its allowed choices where the engine's
 parser closes them, and the config field it sets; the emitters' tests check every flag they print against these
 lists. TensorRT-LLM's LLM-API keys and Dynamo's deployment keys are read from their repositories (not on PyPI as
-source) and committed by hand in flags/trtllm.json and flags/dynamo.json with the commit they were read at.
+source) and committed by hand in flags/trtllm.json and flags/dynamo.json with the commit they were read at; the
+Dynamo workers' own flags (`python -m dynamo.vllm|sglang|trtllm`) are extracted from the ai-dynamo wheel.
 """
 
 from __future__ import annotations
@@ -295,6 +297,115 @@ def extract_sglang(wheel: Path) -> dict:
             "flags": dict(sorted(flags.items()))}
 
 
+DYNAMO_ARG_FILES = {  # per worker module: the files whose add_argument(flag_name=...) calls define its own flags
+    "vllm": ["dynamo/vllm/backend_args.py"],
+    "sglang": ["dynamo/sglang/backend_args.py"],
+    "trtllm": ["dynamo/trtllm/backend_args.py"],
+}
+DYNAMO_COMMON_PREFIX = "dynamo/common/configuration/groups/"  # runtime, router, http ... args every worker takes
+DYNAMO_CONSTANTS = {"vllm": ["dynamo/common/constants.py"], "sglang": ["dynamo/common/constants.py"],
+                    "trtllm": ["dynamo/common/constants.py", "dynamo/trtllm/constants.py"]}
+
+
+def _module_strings(tree: ast.Module) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """Module-level string constants and the string values of each Enum class of a module."""
+    consts, enums = {}, {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            consts[node.targets[0].id] = node.value.value
+        elif isinstance(node, ast.ClassDef):
+            enums[node.name] = [b.value.value for b in node.body if isinstance(b, ast.Assign)
+                                and isinstance(b.value, ast.Constant) and isinstance(b.value.value, str)]
+    return consts, enums
+
+
+def _choices(expr, consts: dict, enums: dict) -> list | None:
+    """The values of a `choices=` expression: a list of constants or names, `[m.value for m in Enum]`, `+` of
+    such lists and `*` unpacking; None where it is anything else."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        a, b = _choices(expr.left, consts, enums), _choices(expr.right, consts, enums)
+        return None if a is None or b is None else a + b
+    if isinstance(expr, ast.ListComp) and len(expr.generators) == 1 and _name(expr.generators[0].iter) in enums:
+        return list(enums[_name(expr.generators[0].iter)])
+    if isinstance(expr, ast.List):
+        out = []
+        for e in expr.elts:
+            if isinstance(e, ast.Constant):
+                out.append(e.value)
+            elif isinstance(e, ast.Name) and e.id in consts:
+                out.append(consts[e.id])
+            elif isinstance(e, ast.Starred):
+                sub = _choices(e.value, consts, enums)
+                if sub is None:
+                    return None
+                out += sub
+            else:
+                return None
+        return out
+    return None
+
+
+def _dynamo_flags(tree: ast.Module, enums: dict | None = None) -> dict[str, dict]:
+    """Flags of Dynamo's `add_argument(parser, flag_name=..., arg_type=..., choices=[...], obsolete_flag=...)` and
+    `add_negatable_bool_argument(...)` calls (dynamo/common/configuration/utils.py): kind, literal choices, and the
+    obsolete spelling as a deprecated alias; a flag whose own warning says "--flag is deprecated" is marked so."""
+    consts, own_enums = _module_strings(tree)
+    enums = {**(enums or {}), **own_enums}
+    flags: dict[str, dict] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and _name(node.func) in ("add_argument", "add_negatable_bool_argument")):
+            continue
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        name = kw.get("flag_name")
+        if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+            continue
+        if _name(node.func) == "add_negatable_bool_argument":
+            entry = {"kind": "bool"}
+        else:
+            t = kw.get("arg_type")
+            kind = "str" if t is None else _name(t) if _name(t) in ("int", "float") else "str"
+            if isinstance(t, ast.Constant) and t.value is None:
+                kind = "bool"
+            entry = {"kind": kind}
+            ch = _choices(kw["choices"], consts, enums) if "choices" in kw else None
+            if ch is not None:
+                entry["choices"] = ch
+        flags[name.value] = entry
+        if entry["kind"] == "bool" and _name(node.func) == "add_negatable_bool_argument":
+            flags["--no-" + name.value[2:]] = dict(entry)
+        old = kw.get("obsolete_flag")
+        if isinstance(old, ast.Constant) and isinstance(old.value, str):
+            flags[old.value] = {**entry, "deprecated": True}
+    for node in ast.walk(tree):  # warnings such as "--is-prefill-worker is deprecated, use --disaggregation-mode"
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            for flag in re.findall(r"(--[a-z0-9-]+)(?:=\S+)? is deprecated", node.value):
+                if flag in flags and "=" not in node.value.split(" is deprecated")[0]:
+                    flags[flag]["deprecated"] = True
+    return flags
+
+
+def extract_dynamo(wheel: Path, current: dict) -> dict:
+    """flags/dynamo.json with each worker's own flags read from the ai-dynamo wheel (the rest kept as committed)."""
+    common: dict[str, dict] = {}
+    for member in sorted(_members(wheel, DYNAMO_COMMON_PREFIX)):
+        common.update(_dynamo_flags(ast.parse(_read_member(wheel, member))))
+    version = wheel.name.split("-")[1]
+    out = json.loads(json.dumps(current))
+    for backend, files in DYNAMO_ARG_FILES.items():
+        enums: dict[str, list] = {}
+        for member in DYNAMO_CONSTANTS[backend]:
+            enums.update(_module_strings(ast.parse(_read_member(wheel, member)))[1])
+        own = dict(common)
+        for member in files:
+            own.update(_dynamo_flags(ast.parse(_read_member(wheel, member)), enums))
+        out["workers"][backend]["own_flags"] = dict(sorted(own.items()))
+        out["workers"][backend]["own_flags_source"] = (
+            f"PyPI wheel {wheel.name}: {', '.join(files)} and {DYNAMO_COMMON_PREFIX}*.py (add_argument calls), "
+            f"extracted by specplan.planning.launch.extract (ai-dynamo {version})")
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     """Write flags/vllm.json and flags/sglang.json from the wheels in a folder."""
     argv = sys.argv[1:] if argv is None else argv
@@ -308,6 +419,12 @@ def main(argv: list[str] | None = None) -> None:
         path = out / f"{data['engine']}.json"
         path.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
         print(f"{path}: {len(data['flags'])} flags from {wheels[-1].name}")
+    wheels = sorted(folder.glob("ai_dynamo-*.whl"))
+    if wheels:
+        path = out / "dynamo.json"
+        data = extract_dynamo(wheels[-1], json.loads((FLAGS_DIR / "dynamo.json").read_text()))
+        path.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
+        print(f"{path}: {sum(len(w['own_flags']) for w in data['workers'].values())} worker flags from {wheels[-1].name}")
 
 
 if __name__ == "__main__":
