@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from specplan.serving import magicdec as md
+from specplan.validation import magicdec as md
 
 
 def test_speedup_with_host_hand_computed():
