@@ -545,9 +545,10 @@ def _price(gpu_hour_usd, kwh_usd, pue, tier) -> dict:
 
     check_tier(tier)
     got = dict(gpu_hour_usd=gpu_hour_usd, kwh_usd=kwh_usd, pue=pue, tier=tier)
-    for k in ("gpu_hour_usd", "kwh_usd", "pue"):
-        if got[k] is not None and not got[k] > 0:
-            raise SpecplanError(f"--{k.replace('_', '-')}: must be > 0, got {got[k]:g}")
+    for k in ("gpu_hour_usd", "kwh_usd", "pue"):  # a GPU-hour may cost 0 (owned GPUs: energy only, --kwh-usd)
+        if got[k] is not None and not (got[k] >= 0 if k == "gpu_hour_usd" else got[k] > 0):
+            raise SpecplanError(f"--{k.replace('_', '-')}: must be {'>=' if k == 'gpu_hour_usd' else '>'} 0, "
+                                f"got {got[k]:g}")
     return {k: v for k, v in got.items() if v is not None}
 
 

@@ -237,7 +237,8 @@ def _ttft_of(pr: _Pricing, x, x_pools, kv_s):
     at most the C - 1 other prompts ahead, x_pools at a time) + KV transfer."""
     s_p = pr.s_p
     rho = x * s_p / x_pools
-    wait = np.where(rho < 1.0, rho / (2.0 * np.maximum(1.0 - rho, 1e-12)) * s_p, np.inf)
+    with np.errstate(divide="ignore"):  # the M/D/1 wait's own pole decides rho = 1: infinite there, no guard
+        wait = np.where(rho < 1.0, rho * s_p / (2.0 * (1.0 - rho)), np.inf)
     if pr.conc is not None:
         others = np.maximum(pr.conc - 1.0, 0.0) * np.ones(pr.d.shape)
         wait = np.where(rho < 1.0, np.minimum(wait, others * s_p / x_pools), np.inf)
@@ -327,7 +328,7 @@ def _pool_split(pr: _Pricing, x_pools, y_pools) -> dict:
         "pools": (x_pools, y_pools) if lays is None else (x_inst, y_inst), "devices": devices,
         "admission_wait_s": adm,
         "fits": pr.fits_one & np.ones(d.shape, dtype=bool), "stable": stable,
-        "prefill_bound": (rho >= 0.95) | (x >= capacity * (1 - 1e-3)),
+        "prefill_bound": rho >= 0.95,  # (X >= 0.999 x capacity, once or-ed in, is rho >= 0.999: implied)
         "saturation_requests_per_s": np.minimum(capacity, decode_cap),
         "running_cap": cap * dp_d, "kv_cap_requests": pr.kv_cap * dp_d, "kv_cap_draft": pr.kv_cap_draft,
         "spec_cap": pr.spec_cap,

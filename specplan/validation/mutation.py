@@ -41,11 +41,13 @@ GROUPS: dict[str, tuple[str, ...]] = {
               "specplan/costs/comm.py", "specplan/costs/moe.py", "specplan/costs/shapes.py"),
     "model": ("specplan/model/step.py", "specplan/model/memory.py", "specplan/model/parallel.py"),
     "speculation": ("specplan/speculation/acceptance.py", "specplan/speculation/drafters.py",
-                    "specplan/speculation/speedup.py", "specplan/speculation/guidelines.py"),
+                    "specplan/speculation/speedup.py", "specplan/speculation/guidelines.py",
+                    "specplan/speculation/round.py"),
     "serving": ("specplan/serving/prefill.py", "specplan/serving/aggregated.py", "specplan/serving/disaggregated.py",
                 "specplan/serving/workload.py"),
     "planning": ("specplan/planning/recommend.py", "specplan/planning/capacity.py", "specplan/planning/sweep.py",
-                 "specplan/planning/recommend_serving.py"),
+                 "specplan/planning/recommend_serving.py", "specplan/planning/cost.py",
+                 "specplan/planning/launch/emit.py"),
     "adaptive": ("specplan/adaptive/simulator.py", "specplan/adaptive/policies.py",
                  "specplan/adaptive/sglang_policy.py", "specplan/adaptive/costs.py", "specplan/adaptive/bounds.py",
                  "specplan/adaptive/metrics.py", "specplan/adaptive/trace.py", "specplan/adaptive/workload.py"),
@@ -67,7 +69,8 @@ TESTS: dict[str, tuple[str, ...]] = {
     "specplan/costs/attention.py": ("tests/costs/test_attention.py", "tests/costs/test_mla_family.py",
                                     "tests/costs/test_hand_counts.py"),
     "specplan/costs/comm.py": ("tests/costs/test_comm_moe.py",),
-    "specplan/costs/moe.py": ("tests/costs/test_comm_moe.py", "tests/model/test_parallel.py"),
+    "specplan/costs/moe.py": ("tests/costs/test_moe_rank_skew.py", "tests/costs/test_comm_moe.py",
+                              "tests/model/test_parallel.py"),
     "specplan/costs/shapes.py": ("tests/costs/test_hand_counts.py", "tests/model/test_step.py"),
     "specplan/model/step.py": ("tests/model/test_step.py", "tests/model/test_step_new_kinds.py",
                                "tests/model/test_dp_rounding.py", "tests/model/test_parallel.py"),
@@ -83,7 +86,15 @@ TESTS: dict[str, tuple[str, ...]] = {
     "specplan/serving/prefill.py": ("tests/serving/test_prefill_chunks.py", "tests/serving/test_prefill.py")
     + _SERVING,
     "specplan/serving/aggregated.py": _SERVING,
-    "specplan/serving/disaggregated.py": _SERVING,
+    "specplan/serving/disaggregated.py": ("tests/serving/test_prefill_saturation_boundary.py",
+                                          "tests/serving/test_decode_pools_saturation.py") + _SERVING,
+    "specplan/speculation/round.py": ("tests/speculation/test_round_tree_steps.py", "tests/speculation/test_round.py")
+    + _SPEC,
+    "specplan/planning/cost.py": ("tests/planning/test_energy_per_accepted_token.py", "tests/planning/test_cost.py",
+                                  "tests/planning/test_objective_cli.py"),
+    "specplan/planning/launch/emit.py": ("tests/planning/test_launch_dp_counts.py", "tests/planning/test_launch.py",
+                                         "tests/planning/test_saved_answer_numbers.py",
+                                         "tests/planning/test_launch_cli.py"),
     "specplan/serving/workload.py": _SERVING,
     "specplan/planning/recommend.py": ("tests/speculation/test_guidelines_recommend.py",
                                        "tests/planning/test_user_facing.py"),
@@ -91,7 +102,8 @@ TESTS: dict[str, tuple[str, ...]] = {
                                       "tests/planning/test_capacity.py", "tests/planning/test_capacity_serving.py",
                                       "tests/planning/test_user_facing.py"),
     "specplan/planning/sweep.py": ("tests/planning/test_sweep.py",),
-    "specplan/planning/recommend_serving.py": ("tests/planning/test_deployment_counts.py",
+    "specplan/planning/recommend_serving.py": ("tests/planning/test_deployment_budget.py",
+                                               "tests/planning/test_deployment_counts.py",
                                                "tests/planning/test_serving_planner.py",
                                                "tests/planning/test_capacity_serving.py",
                                                "tests/planning/test_d_by_load.py",
@@ -113,123 +125,162 @@ OPERATORS: tuple[str, ...] = (
        "core/ZeroIterationForLoop")
 )
 
-# Survivors checked by hand and found equivalent (no input can tell them apart), keyed by (module, operator,
-# the mutated line stripped). Each value says why. Fill from docs/validation/mutation.md after reading a survivor.
-EQUIVALENT: dict[tuple[str, str, str], str] = {
-    ("specplan/speculation/acceptance.py", "core/ReplaceBinaryOperator_Sub_Div", "if al >= 1.0 + at_d - 1e-12:"):
-        "the shortcut for AL = 1 + D only saves the bisection, which converges to the same α = 1 (to 2^-100)",
-    ("specplan/adaptive/bounds.py", "core/NumberReplacer", "c = np.zeros(1) if at_zero else costs.ctx_grid"):
-        "at_zero's one context-0 row becomes two identical rows; the only caller (clairvoyant_dp) reads row 0",
-    ("specplan/adaptive/costs.py", "core/NumberReplacer",
-     "toks = np.unique(np.round(np.geomspace(1, max(prefill_budget, 2), 32)))"):
+@dataclass(frozen=True)
+class Equivalent:
+    """Why a survivor is no gap in the tests: `why`, the argument that no input tells the mutant from the code;
+    with `tolerance`, where some input does, by how much at most ("equivalent within tolerance")."""
+
+    why: str
+    tolerance: str | None = None
+
+
+_M = "specplan/"
+# Survivors read by hand, keyed by (module, the mutated line before, the line after), both stripped as
+# changed_line gives them: another mutation of the same line is a new key, read again. Strict entries first, then
+# those equivalent only within a tolerance (it says where they differ and by how much).
+EQUIVALENT: dict[tuple[str, str, str], Equivalent] = {
+    (_M + "adaptive/bounds.py", "c = np.zeros(1) if at_zero else costs.ctx_grid",
+     "c = np.zeros( 2) if at_zero else costs.ctx_grid"): Equivalent(
+        "at_zero's one context-0 row becomes two identical rows; the only caller (clairvoyant_dp) reads row 0"),
+    (_M + "adaptive/costs.py", "toks = np.unique(np.round(np.geomspace(1, max(prefill_budget, 2), 32)))",
+     "toks = np.unique(np.round(np.geomspace(1, max(prefill_budget, 1), 32)))"): Equivalent(
         "differs only at a 1-token prefill budget, where the grid [1] and [1, 2] price the only possible step "
-        "(1 token) the same",
-    ("specplan/serving/disaggregated.py", "core/NumberReplacer",
-     "grid = np.unique(np.concatenate([np.arange(1.0, min(top, 64.0) + 1.0),"):
+        "(1 token) the same"),
+    (_M + "serving/disaggregated.py", "grid = np.unique(np.concatenate([np.arange(1.0, min(top, 64.0) + 1.0),",
+     "grid = np.unique(np.concatenate([np.arange(1.0, min(top, 63.0) + 1.0),"): Equivalent(
         "the geometric part of the grid starts at min(top, 64) on the next line, so batch 64 stays in the grid and "
         "np.unique gives the same grid for every top (tests/serving/test_littles_law.py "
-        "test_disaggregated_decode_table_holds_every_whole_batch_up_to_64 checks the grid at 63-64)",
-    ("specplan/planning/recommend.py", "core/NumberReplacer",
+        "test_disaggregated_decode_table_holds_every_whole_batch_up_to_64 checks the grid at 63-64)"),
+    (_M + "planning/recommend.py",
      '"max_batch": None if not np.isfinite(float(r["max_batch"][i, j])) else int(min(float(r["max_batch"][i, j]), '
-     '1e9)),'):
+     '1e9)),',
+     '"max_batch": None if not np.isfinite(float(r["max_batch"][i, j])) else int(min(float(r["max_batch"][i, j]), '
+     '999999999.0)),'): Equivalent(
         "a cap of 1e9 or 999,999,999 on the largest batch: batches are bounded by 2^24 (core/limits.py MAX_BATCH) and "
-        "memory, so the cap never binds",
-    ("specplan/planning/capacity.py", "core/ReplaceComparisonOperator_Lt_LtE",
-     'if best is None or (row["gpus"], -per) < (best["gpus"], -best["tokens_per_s_per_replica"]):'):
-        "< and <= differ only when two TPs give the same GPU count and exactly the same tokens/s per replica (a float "
-        "tie between different step prices), where either answer is as good",
-    ("specplan/speculation/drafters.py", "core/ReplaceBinaryOperator_Mul_Div",
-     "return DraftCost(t, _active(d) * np.ones_like(t), fixed_bytes=fixed, per_seq_bytes=per_seq,"):
-        "x * ones and x / ones broadcast to the same shape with the same values",
-    ("specplan/speculation/acceptance.py", "core/ReplaceComparisonOperator_Lt_LtE",
-     "accepted = np.cumprod(rng.random((n_iter, p.size)) < p, axis=1).sum(axis=1) if p.size else np.zeros(n_iter)"):
-        "u < p and u <= p differ only where a uniform draw in [0, 1) equals p exactly (probability 2^-53 per draw)",
-    ("specplan/speculation/guidelines.py", "core/NumberReplacer", "cb = int(np.asarray(diag[key]).reshape(-1)[0])"):
+        "memory, so the cap never binds"),
+    (_M + "speculation/drafters.py",
+     "return DraftCost(t, _active(d) * np.ones_like(t), fixed_bytes=fixed, per_seq_bytes=per_seq,",
+     "return DraftCost(t, _active(d) / np.ones_like(t), fixed_bytes=fixed, per_seq_bytes=per_seq,"): Equivalent(
+        "x * ones and x / ones broadcast to the same shape with the same values"),
+    (_M + "speculation/guidelines.py", "cb = int(np.asarray(diag[key]).reshape(-1)[0])",
+     "cb = int(np.asarray(diag[key]).reshape(-1)[ -1])"): Equivalent(
         "the compute-bound D depends on the batch only, and the diagnostics g1_near gets hold one batch (recommend "
-        "indexes its row, predict prices one batch): the first and last elements are the same number",
-    ("specplan/serving/aggregated.py", "core/ReplaceComparisonOperator_Eq_LtE",
-     "alone = float(prefill_s(model, hw, tp, wl.isl, precision=prec, engine=eng)) if wl.osl == 1 else 0.0"):
-        "a Workload's OSL is a whole number >= 1 (its __post_init__ refuses anything else): == 1 and <= 1 agree",
-    ("specplan/speculation/acceptance.py", "core/NumberReplacer",
-     "def simulate_generation(probs, n_tokens: int = 10_000, seed: int = 0) -> float:"):
-        "no caller in specplan uses the default token count (the tests pass theirs): a Monte Carlo length only",
-    ("specplan/planning/recommend_serving.py", "core/NumberReplacer",
-     "max_tpot_ms=max_tpot_ms, search_concurrency=True, pools=pools, top=1,"):
-        "the deployment search reads each recommend_serving answer's best row and notes only; `top` trims the "
-        "ranked list it never reads",
-    ("specplan/planning/capacity.py", "core/NumberReplacer", "Workload(isl, osl, concurrency=1.0).check(m)"):
-        "a Workload built only to check ISL + OSL against the model's context: any concurrency >= 1 checks the same",
-    ("specplan/serving/disaggregated.py", "core/ReplaceComparisonOperator_Lt_LtE",
-     "wait = np.where(rho < 1.0, rho / (2.0 * np.maximum(1.0 - rho, 1e-12)) * s_p, np.inf)"):
-        "differs only at a prefill utilization of exactly 1.0 (a finite 5e11 x s_p wait against infinity), which "
-        "the closed loop's bisection and an open loop's rate do not land on",
-    ("specplan/adaptive/bounds.py", "core/NumberReplacer",
-     "top = costs.b_max if b_reach is None else max(1, min(b_reach, costs.b_max))"):
-        "b_reach comes from reach_batch, at least 1 (each of its caps is >= 1), so max(0, .) and max(1, .) agree",
-    ("specplan/adaptive/metrics.py", "core/ReplaceComparisonOperator_Gt_NotEq",
-     '"tokens_per_s_per_gpu": tokens / dur / devices if dur > 0 else float("nan"),'):
-        "a run's duration is a difference of sorted event times, never negative: > 0 and != 0 agree",
-    ("specplan/adaptive/costs.py", "core/NumberReplacer", 'rho = float(np.asarray(r["rho"]).flat[0])'):
+        "indexes its row, predict prices one batch): the first and last elements are the same number"),
+    (_M + "serving/aggregated.py",
+     "alone = float(prefill_s(model, hw, tp, wl.isl, precision=prec, engine=eng)) if wl.osl == 1 else 0.0",
+     "alone = float(prefill_s(model, hw, tp, wl.isl, precision=prec, engine=eng)) if wl.osl <= 1 else 0.0"):
+        Equivalent("a Workload's OSL is a whole number >= 1 (its __post_init__ refuses anything else): == 1 and <= 1 "
+                   "agree"),
+    (_M + "planning/recommend_serving.py",
+     "top=1 if units is None else 10 ** 9, d_by_load=False, budget=gpus, dtype=dt,",
+     "top= 2 if units is None else 10 ** 9, d_by_load=False, budget=gpus, dtype=dt,"): Equivalent(
+        "an aggregated layout reads the best of the ranked rows (_best_unit: the most tokens/s/GPU, its replicas "
+        "fixed by TP), which is the first of them, sorted; a second row below it changes nothing"),
+    (_M + "planning/capacity.py", "Workload(isl, osl, concurrency=1.0).check(m)",
+     "Workload(isl, osl, concurrency= 2.0).check(m)"): Equivalent(
+        "a Workload built only to check ISL + OSL against the model's context: any concurrency >= 1 checks the same"),
+    (_M + "serving/disaggregated.py", "wait = np.where(rho < 1.0, rho * s_p / (2.0 * (1.0 - rho)), np.inf)",
+     "wait = np.where(rho <= 1.0, rho * s_p / (2.0 * (1.0 - rho)), np.inf)"): Equivalent(
+        "at rho = 1 the M/D/1 wait rho S / (2 (1 - rho)) is itself infinite (no guard on 1 - rho since issue 44; "
+        "tests/serving/test_prefill_saturation_boundary.py prices rho = 1 exactly)"),
+    (_M + "adaptive/bounds.py", "top = costs.b_max if b_reach is None else max(1, min(b_reach, costs.b_max))",
+     "top = costs.b_max if b_reach is None else max( 0, min(b_reach, costs.b_max))"): Equivalent(
+        "b_reach comes from reach_batch, at least 1 (each of its caps is >= 1), so max(0, .) and max(1, .) agree"),
+    (_M + "adaptive/metrics.py", '"tokens_per_s_per_gpu": tokens / dur / devices if dur > 0 else float("nan"),',
+     '"tokens_per_s_per_gpu": tokens / dur / devices if dur != 0 else float("nan"),'): Equivalent(
+        "a run's duration is a difference of sorted event times, never negative: > 0 and != 0 agree"),
+    (_M + "adaptive/costs.py", 'rho = float(np.asarray(r["rho"]).flat[0])',
+     'rho = float(np.asarray(r["rho"]).flat[ 1])'): Equivalent(
         "the grid's first two elements are D = 0 and D = 1 at one batch and context, where every drafter's rho is "
-        "the same (a layer ratio, DFlash's divided by max(D, 1))",
-    ("specplan/planning/sweep.py", "core/NumberReplacer", "chunk_points: int = 1 << 18,"):
-        "the grid is priced in chunks of this many points to bound memory; the numbers do not depend on the chunk",
-    ("specplan/adaptive/costs.py", "core/ReplaceComparisonOperator_Lt_LtE",
-     "out[:, d] |= (i < len(self.buckets)) & (np.asarray(self.buckets + (0,))[i] == bk)"):
-        "at i = len(buckets) the padded entry is 0, which equals no batch (>= 1): the extra index adds nothing",
-    ("specplan/adaptive/metrics.py", "core/ReplaceComparisonOperator_Gt_NotEq", 'dec = s["batch"] > 0'):
-        "a step's batch is a count, never negative: > 0 and != 0 agree",
-    ("specplan/planning/sweep.py", "core/NumberReplacer",
-     "evaluate(model, hw, tp=1, batch=1, context_len=1024, draft_len=max(1, max_d), mechanism=mechanism,"):
-        "applicable() asks only whether the mechanism evaluates (a missing module, draft model or acceptance "
-        "raises the same at any batch); the numbers are discarded",
-    ("specplan/speculation/speedup.py", "core/ReplaceBinaryOperator_Sub_Mul",
-     'raise SpecplanError(f"acceptance length: AL must be <= 1 + D, got {np.max(al - d - 1) + 1:g} above")'):
-        "the message of a guard no Acceptance reaches: Acceptance.al clips AL to [1, 1 + D] (a defensive check)",
-    ("specplan/speculation/speedup.py", "core/ReplaceBinaryOperator_Sub_Div",
-     'raise SpecplanError(f"acceptance length: AL must be <= 1 + D, got {np.max(al - d - 1) + 1:g} above")'):
-        "the same unreachable guard's message (Acceptance.al clips AL to [1, 1 + D])",
-    ("specplan/adaptive/workload.py", "core/NumberReplacer",
-     "isl: int, osl: int, concentration: float = 50.0, seed: int = 0) -> dict[str, np.ndarray]:"):
-        "ramp_workload's one caller (adaptive/report.py, the committed example) passes its own seed",
-    ("specplan/serving/aggregated.py", "core/NumberReplacer",
-     "ttft = np.where(np.isfinite(ttft), np.maximum(ttft, c / np.maximum(x, 1e-300)), c / np.maximum(x, 1e-300))"):
-        "the fallback for a non-finite TTFT is not taken: the closed loop's bisection keeps X below the prefill's "
-        "saturation rate (hi = 1 / p_s), where the M/D/1 TTFT is finite",
-    ("specplan/serving/aggregated.py", "core/NumberReplacer",
-     "for _ in range(BISECTION_STEPS + 10):  # C = B + X·TTFT, increasing in B"):
-        "40 or 39 halvings of [0, min(C, cap)]: B to within C·2^-39 either way, a relative change below 1e-11 in "
-        "every output (the tests' tolerances are 1e-9 and up)",
-    ("specplan/planning/recommend.py", "core/NumberReplacer", 'state = float(r["memory_state_bytes"][i, j]) / 1e9'):
-        "GB printed to one decimal: dividing by 1e9 - 1 moves the number by 1e-9 of itself, below the printed digit",
-    ("specplan/adaptive/workload.py", "core/NumberReplacer", "rng = np.random.default_rng([seed, 2])"):
-        "another independent random stream for the acceptance draws: the same distribution (no output depends on "
-        "which stream id it is)",
-    ("specplan/serving/aggregated.py", "core/ReplaceBinaryOperator_Add_Div",
-     "return sum((eng.step_s(it_gpu + c, bc + 1.0, tab.kernels, False) - t_it) * (c > 0) for c in chunks)"):
-        "dead code: both callers pass the speculative round, so this branch never ran; it is removed since "
-        "(prompt_step_s takes the round always)",
-    ("specplan/planning/recommend_serving.py", "core/NumberReplacer", "one = memory_usage(m, hw, tp, 1, isl + osl, prec)"):
+        "the same (a layer ratio, DFlash's divided by max(D, 1))"),
+    (_M + "planning/sweep.py", "chunk_points: int = 1 << 18,", "chunk_points: int = 2 << 18,"): Equivalent(
+        "the grid is priced in chunks of this many points to bound memory; the numbers do not depend on the chunk"),
+    (_M + "adaptive/costs.py", "out[:, d] |= (i < len(self.buckets)) & (np.asarray(self.buckets + (0,))[i] == bk)",
+     "out[:, d] |= (i <= len(self.buckets)) & (np.asarray(self.buckets + (0,))[i] == bk)"): Equivalent(
+        "at i = len(buckets) the padded entry is 0, which equals no batch (>= 1): the extra index adds nothing"),
+    (_M + "adaptive/metrics.py", 'dec = s["batch"] > 0', 'dec = s["batch"] != 0'): Equivalent(
+        "a step's batch is a count, never negative: > 0 and != 0 agree"),
+    (_M + "planning/sweep.py",
+     "evaluate(model, hw, tp=1, batch=1, context_len=1024, draft_len=max(1, max_d), mechanism=mechanism,",
+     "evaluate(model, hw, tp=1, batch= 2, context_len=1024, draft_len=max(1, max_d), mechanism=mechanism,"):
+        Equivalent("applicable() asks only whether the mechanism evaluates (a missing module, draft model or "
+                   "acceptance raises the same at any batch); the numbers are discarded"),
+    (_M + "speculation/speedup.py",
+     'raise SpecplanError(f"acceptance length: AL must be <= 1 + D, got {np.max(al - d - 1) + 1:g} above")',
+     'raise SpecplanError(f"acceptance length: AL must be <= 1 + D, got {np.max(al - d * 1) + 1:g} above")'):
+        Equivalent("the message of a guard no Acceptance reaches: Acceptance.al clips AL to [1, 1 + D] (a "
+                   "defensive check)"),
+    (_M + "speculation/speedup.py",
+     'raise SpecplanError(f"acceptance length: AL must be <= 1 + D, got {np.max(al - d - 1) + 1:g} above")',
+     'raise SpecplanError(f"acceptance length: AL must be <= 1 + D, got {np.max(al - d / 1) + 1:g} above")'):
+        Equivalent("the same unreachable guard's message (Acceptance.al clips AL to [1, 1 + D])"),
+    (_M + "serving/aggregated.py",
+     "ttft = np.where(np.isfinite(ttft), np.maximum(ttft, c / np.maximum(x, 1e-300)), c / np.maximum(x, 1e-300))",
+     "ttft = np.where(np.isfinite(ttft), np.maximum(ttft, c / np.maximum(x, 1e-300)), c / np.maximum(x, 1.0))"):
+        Equivalent("the fallback for a non-finite TTFT is not taken: the closed loop's bisection keeps X below the "
+                   "prefill's saturation rate (hi = 1 / p_s, never reached), where the M/D/1 TTFT is finite"),
+    (_M + "planning/recommend_serving.py", "one = memory_usage(m, hw, tp, 1, isl + osl, prec)",
+     "one = memory_usage(m, hw, tp, 2, isl + osl, prec)"): Equivalent(
         "the deployment search reads this call's max_batch, weights and capacity, none of which depends on the "
-        "batch it is given",
-    ("specplan/planning/recommend.py", "core/NumberReplacer",
-     'cap = float(r["memory_capacity_bytes"].reshape(-1)[0]) / 1e9'):
+        "batch it is given"),
+    (_M + "serving/disaggregated.py", "i = np.clip(np.searchsorted(grid, bt) - 1, 0, len(grid) - 2)",
+     "i = np.clip(np.searchsorted(grid, bt) - 1, 0, len(grid) + 2)"): Equivalent(
+        "bt is clipped to [grid[0], grid[-1]] just before, so searchsorted gives at most len - 1 and i at most "
+        "len - 2: the upper clip never binds"),
+    (_M + "speculation/acceptance.py",
+     "return tuple(at_depth[i] / at_depth[i - 1] if at_depth[i - 1] > 0 else 0.0 for i in range(1, depth + 1))",
+     "return tuple(at_depth[i] / at_depth[i - 1] if at_depth[i - 0] > 0 else 0.0 for i in range(1, depth + 1))"):
+        Equivalent("the chance of reaching depth i never exceeds that of depth i - 1, so the two guards differ only "
+                   "where depth i is 0, where both give 0 (the range's 1 -> 0 on this line is another key: killed)"),
+    # equivalent within a tolerance: some input tells them apart, by at most what `tolerance` says
+    (_M + "speculation/acceptance.py", "if al >= 1.0 + at_d - 1e-12:", "if al >= 1.0 + at_d / 1e-12:"): Equivalent(
+        "the shortcut for AL = 1 + D only saves the bisection, which converges to the same alpha = 1",
+        "alpha within 2^-100 of 1"),
+    (_M + "planning/capacity.py",
+     'if best is None or (row["gpus"], -per) < (best["gpus"], -best["tokens_per_s_per_replica"]):',
+     'if best is None or (row["gpus"], -per) <= (best["gpus"], -best["tokens_per_s_per_replica"]):'): Equivalent(
+        "< and <= differ only when two TPs give the same GPU count and exactly the same tokens/s per replica",
+        "0 in GPUs and tokens/s; at such a float tie the later TP is named"),
+    (_M + "speculation/acceptance.py",
+     "accepted = np.cumprod(rng.random((n_iter, p.size)) < p, axis=1).sum(axis=1) if p.size else np.zeros(n_iter)",
+     "accepted = np.cumprod(rng.random((n_iter, p.size)) <= p, axis=1).sum(axis=1) if p.size else np.zeros(n_iter)"):
+        Equivalent("u < p and u <= p differ only where a uniform draw in [0, 1) equals p exactly",
+                   "one accepted token more with probability 2^-53 per draw"),
+    (_M + "speculation/acceptance.py",
+     "def simulate_generation(probs, n_tokens: int = 10_000, seed: int = 0) -> float:",
+     "def simulate_generation(probs, n_tokens: int = 9999, seed: int = 0) -> float:"): Equivalent(
+        "no caller in specplan uses the default token count (the tests pass theirs): a Monte Carlo length only",
+        "a caller on the default gets another Monte Carlo estimate, within its standard error (about 1 %)"),
+    (_M + "adaptive/workload.py",
+     "isl: int, osl: int, concentration: float = 50.0, seed: int = 0) -> dict[str, np.ndarray]:",
+     "isl: int, osl: int, concentration: float = 50.0, seed: int = 1) -> dict[str, np.ndarray]:"): Equivalent(
+        "ramp_workload's one caller (adaptive/report.py, the committed example) passes its own seed",
+        "a caller on the default gets another sample of the same distribution"),
+    (_M + "adaptive/workload.py", "rng = np.random.default_rng([seed, 2])",
+     "rng = np.random.default_rng([seed, 3])"): Equivalent(
+        "another independent random stream for the acceptance draws: the same distribution",
+        "another sample: outputs move within their sampling noise"),
+    (_M + "adaptive/simulator.py",
+     "rng=np.random.default_rng([seed, 5]), eager=np.array([costs.eager_extra_s(d) for d in range(d_max + 1)]),",
+     "rng=np.random.default_rng([seed, 4]), eager=np.array([costs.eager_extra_s(d) for d in range(d_max + 1)]),"):
+        Equivalent("another random stream for the policies' own noise: the same distribution",
+                   "another sample: outputs move within their sampling noise"),
+    (_M + "serving/aggregated.py", "for _ in range(BISECTION_STEPS + 10):  # C = B + X·TTFT, increasing in B",
+     "for _ in range(BISECTION_STEPS + 9):  # C = B + X·TTFT, increasing in B"): Equivalent(
+        "40 or 39 halvings of [0, min(C, cap)]: B to within C·2^-39 either way",
+        "relative 1e-11 in every output (the tests' tolerances are 1e-9 and up)"),
+    (_M + "planning/recommend.py", 'state = float(r["memory_state_bytes"][i, j]) / 1e9',
+     'state = float(r["memory_state_bytes"][i, j]) / 999999999.0'): Equivalent(
+        "GB printed to one decimal", "relative 1e-9 (the JSON answer carries it; the text rounds it away)"),
+    (_M + "planning/recommend.py", 'cap = float(r["memory_capacity_bytes"].reshape(-1)[0]) / 1e9',
+     'cap = float(r["memory_capacity_bytes"].reshape(-1)[ 1]) / 1e9'): Equivalent(
         "the usable capacity per device is one number broadcast over the grid: every element is the same",
-    ("specplan/serving/disaggregated.py", "core/ReplaceBinaryOperator_Sub_Add",
-     "i = np.clip(np.searchsorted(grid, bb) - 1, 0, len(grid) - 2)"):
-        "bb is clipped to [grid[0], grid[-1]] just before, so searchsorted gives at most len - 1 and i at most "
-        "len - 2: the upper clip never binds",
-    ("specplan/speculation/acceptance.py", "core/NumberReplacer",
-     "return tuple(at_depth[i] / at_depth[i - 1] if at_depth[i - 1] > 0 else 0.0 for i in range(1, depth + 1))"):
-        "(the guard's i - 1 -> i; the range's 1 -> 0 is killed) the chance of reaching depth i never exceeds that of "
-        "depth i - 1, so the two guards differ only where depth i is 0, where both give 0",
-    ("specplan/adaptive/simulator.py", "core/NumberReplacer",
-     "rng=np.random.default_rng([seed, 5]), eager=np.array([costs.eager_extra_s(d) for d in range(d_max + 1)]),"):
-        "another random stream for the policies' own noise: the same distribution, no output tied to its id",
-    ("specplan/speculation/drafters.py", "core/ReplaceBinaryOperator_Div_FloorDiv",
-     "fixed += MARKOV_HEAD_GEMMS * h * h / tp * dtype_bytes(w)"):
-        "2·h² is a whole multiple of every TP a model allows (powers of two dividing its heads; h a multiple of "
-        "64): / and // give the same bytes",
+        "0 on a grid of two points or more; a one-point grid (one batch, D = 0 only) raises IndexError"),
+    (_M + "speculation/drafters.py", "fixed += MARKOV_HEAD_GEMMS * h * h / tp * dtype_bytes(w)",
+     "fixed += MARKOV_HEAD_GEMMS * h * h // tp * dtype_bytes(w)"): Equivalent(
+        "2·h² is a whole multiple of every TP the shipped models allow (powers of two dividing their heads; h a "
+        "multiple of 64): / and // give the same bytes",
+        "a custom model with 2·h² not a multiple of TP: under one byte per GEMM, relative TP / (2 h²)"),
 }
 
 
@@ -510,12 +561,12 @@ def run(groups: list[str], n: int | None, seed: int, *, results: Path | None = N
 
 def summarize(rows: list[dict], key=None) -> dict[str, dict[str, int]]:
     """Counts per group (or per key(module)) and outcome: timeouts count as killed, a survivor a later test kills
-    as killed (and in survived_first), equivalent survivors apart."""
+    as killed (and in survived_first), equivalent survivors apart (strict ones, and those within a tolerance)."""
     key = key or group_of
     out: dict[str, dict[str, int]] = {}
     for r in rows:
         g = out.setdefault(key(r["module"]), {"mutants": 0, "killed": 0, "survived": 0, "equivalent": 0,
-                                                   "incompetent": 0, "survived_first": 0})
+                                                   "tolerance": 0, "incompetent": 0, "survived_first": 0})
         if r["outcome"] == "no-mutation":
             continue
         g["mutants"] += 1
@@ -524,7 +575,7 @@ def summarize(rows: list[dict], key=None) -> dict[str, dict[str, int]]:
         elif r["outcome"] == "incompetent":
             g["incompetent"] += 1
         elif equivalence(r):
-            g["equivalent"] += 1
+            g["tolerance" if equivalence(r).tolerance else "equivalent"] += 1
             g["survived_first"] += 1
         elif r.get("now") in ("killed", "timeout"):
             g["killed"] += 1
@@ -535,9 +586,10 @@ def summarize(rows: list[dict], key=None) -> dict[str, dict[str, int]]:
     return out
 
 
-def equivalence(r: dict) -> str | None:
-    """Why a survivor is equivalent, or None if it is not known to be."""
-    return EQUIVALENT.get((r["module"], r["operator"], r["before"]))
+def equivalence(r: dict) -> Equivalent | None:
+    """Why a survivor is equivalent (strictly, or within a tolerance), or None if it is not known to be: by its
+    module and the mutated line before and after."""
+    return EQUIVALENT.get((r["module"], r["before"], r["after"]))
 
 
 def report(meta: dict, rows: list[dict], notes: dict[str, str] | None = None, preface: str = "") -> str:
@@ -558,26 +610,33 @@ def report(meta: dict, rows: list[dict], notes: dict[str, str] | None = None, pr
     if preface:
         lines += [preface, ""]
     head = ("| {} | mutants | killed | survived the first run | killed by tests added since | equivalent "
-            "| survive now | incompetent | survival rate now |")
-    sep = "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+            "| equivalent within tolerance | survive now | incompetent | survival rate now |")
+    sep = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     for title, key in (("group", group_of), ("module", lambda m: m)):
         summ = summarize(ran, key)
         lines += [head.format(title), sep]
-        tot = dict.fromkeys(("mutants", "killed", "survived", "equivalent", "incompetent", "survived_first"), 0)
+        tot = dict.fromkeys(("mutants", "killed", "survived", "equivalent", "tolerance", "incompetent",
+                             "survived_first"), 0)
         for g, c in sorted(summ.items()):
             for k in tot:
                 tot[k] += c[k]
             lines.append(_row(f"`{g}`" if title == "module" else g, c))
         lines += [_row("**all**", tot), ""]
-    lines += ["Survival rate now = survive now / (mutants − equivalent − incompetent).", ""]
+    lines += ["Survival rate now = survive now / (mutants − equivalent − equivalent within tolerance − "
+              "incompetent). An equivalent survivor is one no input tells from the code (`EQUIVALENT` in "
+              "specplan/validation/mutation.py, keyed by the module and the mutated line before and after, each with "
+              "its argument); one equivalent within tolerance differs at some input by at most the tolerance it "
+              "names (a float tie, a random stream, a bisection step).", ""]
     surv = [r for r in ran if r["outcome"] == "survived"]
     if surv:
         lines += ["## Survivors of the first run", "", "| module:line | mutation | status |", "|---|---|---|"]
         for r in sorted(surv, key=lambda r: (r["module"], r["line"])):
-            why = equivalence(r)
+            eq = equivalence(r)
             key = f"{r['module']}:{r['operator']}:{r['occurrence']}"
-            if why:
-                status = f"equivalent: {why}"
+            if eq and eq.tolerance:
+                status = f"equivalent within tolerance ({eq.tolerance}): {eq.why}"
+            elif eq:
+                status = f"equivalent: {eq.why}"
             elif r.get("now") in ("killed", "timeout"):
                 status = "killed now by " + notes.get(key, r.get("now_tests", "the tests added since"))
             elif r.get("now") == "moved":
@@ -594,8 +653,8 @@ def _cell(text: str) -> str:
 
 
 def _row(name: str, c: dict) -> str:
-    live = c["mutants"] - c["equivalent"] - c["incompetent"]
+    live = c["mutants"] - c["equivalent"] - c["tolerance"] - c["incompetent"]
     rate = f"{100.0 * c['survived'] / live:.0f} %" if live else "–"
-    added = c["survived_first"] - c["equivalent"] - c["survived"]
+    added = c["survived_first"] - c["equivalent"] - c["tolerance"] - c["survived"]
     return (f"| {name} | {c['mutants']} | {c['killed']} | {c['survived_first']} | {added} | {c['equivalent']} "
-            f"| {c['survived']} | {c['incompetent']} | {rate} |")
+            f"| {c['tolerance']} | {c['survived']} | {c['incompetent']} | {rate} |")

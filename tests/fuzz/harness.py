@@ -154,6 +154,16 @@ def littles_law(data) -> list[str]:
             if r.get("feasible") and c and abs(x * lat / c - 1.0) > LITTLE_TOL:
                 out.append(f"Little's law: ranked[{i}] requests/s x latency = {x * lat:.6g} in flight at "
                            f"concurrency {c:g}")
+    if isinstance(data.get("layouts"), list) and isinstance(data.get("osl"), int):  # recommend --gpus (issue 44)
+        osl = data["osl"]
+        for x in data["layouts"]:
+            b = x.get("best") if isinstance(x, dict) else None
+            if not isinstance(b, dict) or not isinstance(x.get("tokens_per_s"), float) or osl < 2:
+                continue
+            n = x["tokens_per_s"] / osl * (b["ttft_ms"] + (osl - 1) * b["tpot_ms"]) / 1e3  # the whole budget's
+            if abs(n / x["total_concurrency"] - 1.0) > LITTLE_TOL:
+                out.append(f"Little's law: layout {x.get('layout')} requests/s x latency = {n:.6g} in flight at "
+                           f"concurrency {x['total_concurrency']:g}")
     return out
 
 

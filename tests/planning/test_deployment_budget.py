@@ -68,3 +68,39 @@ def test_the_disaggregated_search_equals_a_brute_force_over_every_split():
     best = r["best"]
     assert best["tokens_per_s"] == pytest.approx(total, rel=1e-3)
     assert (best["tp"], best["best"]["pools"]) == (tp, pools)
+
+
+def test_the_launch_of_replicated_units_says_how_many():
+    # recommend --gpus 16 answering 2 x 3P5D x TP 1: the command is one decode instance of one unit, at the unit's
+    # concurrency over its 5 decode instances (1024 / 5 -> 205), and the note names the 2 units on 16 GPUs
+    from specplan.planning.launch.emit import build, plan_from_answer
+
+    answer = {"model": "llama-3.1-8b", "hardware": "h100-sxm", "engine": "vllm", "isl": 1024, "osl": 256, "gpus": 16,
+              "best": {"mode": "disagg", "dtype": "bf16", "tp": 1, "fits": True, "replicas": 2, "unit_gpus": 8,
+                       "gpus_used": 16, "total_concurrency": 2048.0, "layout": "2 x 3P5D x TP 1",
+                       "best": {"mechanism": "none", "draft_len": 0, "concurrency": 1024.0, "pools": "3P5D"}}}
+    p = plan_from_answer(answer)
+    assert (p["units"], p["max_batch"]) == (2, 205)
+    assert any("3P5D, 8 x 1 GPUs; 2 such units side by side, 16 GPUs" in n for n in build("vllm", p).notes)
+
+
+def test_refinement_is_pruned_by_the_upper_neighbours_throughput_by_hand():
+    # a 4-point grid of concurrency per decode instance; column 0 is 1P1D (its grid 1, 2, 4, 8), column 1 is 1P2D
+    # (2, 4, 8, 16 in all). On 6 GPUs both units fill the budget (3 x 2 and 2 x 3 GPUs).
+    import numpy as np
+
+    from specplan.planning.recommend_serving import _worth_refining
+
+    conc = np.array([1.0, 2.0, 4.0, 8.0])
+    tps = np.array([[10.0, 5.0], [20.0, 15.0], [30.0, 18.0], [40.0, 35.0]])  # tokens/s/GPU per grid point, column
+    found = [{"concurrency": 2.0, "feasible": True, "tokens_per_s_per_gpu": 20.0},   # picked at grid point 1
+             {"concurrency": 4.0, "feasible": True, "tokens_per_s_per_gpu": 15.0}]   # 4 in all = 2 per instance
+    keep, floor = _worth_refining(found, [(1, 1), (1, 2)], {"tokens_per_s_per_gpu": tps}, conc,
+                                  np.array([1.0, 2.0]), 1, 6, 0.0)
+    # best feasible pick: 20 x 6 = 120 tokens/s; column 0 can reach 30 x 6 = 180 (its upper neighbour), column 1
+    # only 18 x 6 = 108 < 120 between its neighbours: not refined
+    assert floor == 120.0 and keep == [0]
+    # an infeasible pick is never refined (a refined row replaces only a feasible one); a floor from before counts
+    keep, floor = _worth_refining([dict(found[0], feasible=False), found[1]], [(1, 1), (1, 2)],
+                                  {"tokens_per_s_per_gpu": tps}, conc, np.array([1.0, 2.0]), 1, 6, 100.0)
+    assert floor == 100.0 and keep == [1]

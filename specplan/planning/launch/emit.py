@@ -57,12 +57,19 @@ class Launch:
     notes: list[str] = field(default_factory=list)
 
 
+LOADS = ("concurrency", "decode_batch")  # answer fields that are loads (a Little's-law mean may be fractional)
+
+
 def _int(answer: dict, key: str, default: int) -> int:
+    """A whole-number answer field (D, TP, batch, replicas ...): a fraction is refused, not rounded (2.5 is no
+    draft length); a load (LOADS) is rounded up to the requests it must admit."""
     v = answer.get(key, default)
     if v is None:
         return default
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0 or v == float("inf"):
         raise SpecplanError(f"launch: answer field '{key}' must be a non-negative number, got {v!r}")
+    if key not in LOADS and v != int(v):
+        raise SpecplanError(f"launch: answer field '{key}' must be a whole number, got {v!r}")
     return int(math.ceil(v))
 
 
@@ -92,7 +99,8 @@ def plan_from_answer(answer: dict, **given) -> dict:
     """One flat plan from a recommend answer (the whole `--json` output or its best row) plus `given` defaults.
 
     Keys: model, hf_repo, mechanism, draft_len, draft_repo, tree_topk, tree_tokens, max_batch, token_budget,
-    kv_dtype, dtype, checkpoint_dtype, tp, dp, ep, pp, mode, pools, d_schedule [(batch_lo, batch_hi, D)], isl, osl."""
+    kv_dtype, dtype, checkpoint_dtype, tp, dp, ep, pp, mode, pools, units (disaggregated units side by side),
+    d_schedule [(batch_lo, batch_hi, D)], isl, osl."""
     from specplan.profiles.registry import load_model, model_ids
 
     if not isinstance(answer, dict):
@@ -148,6 +156,7 @@ def plan_from_answer(answer: dict, **given) -> dict:
         "ep": _int(lay, "ep", _int(src, "ep", 1)), "pp": _int(lay, "pp", _int(src, "pp", 1)),
         "mode": src.get("mode") or "agg", "pools": pools, "engine": src.get("engine"),
         "replicas": _int(src, "replicas", 1) if pools is None else 1,
+        "units": _int(src, "replicas", 1) if pools is not None else 1,  # recommend --gpus: xPyD units side by side
         "d_schedule": _schedule(sched) if sched else None,
         "hardware": src.get("hardware"), "isl": src.get("isl"), "osl": src.get("osl"),
     }
@@ -283,16 +292,29 @@ def _capacity_answer(a: dict) -> dict:
 def _schedule(s) -> list[tuple[int, int, int]]:
     """[(batch_lo, batch_hi, D)] from [[lo, hi, D], ...] or {batch_hi: D} (TRT-LLM's form)."""
     out = []
+    bad = SpecplanError(f"launch: answer field 'd_schedule' must be [[batch_lo, batch_hi, D], ...] of whole numbers, "
+                        f"got {s!r}")
     if isinstance(s, dict):
         lo = 1
-        for hi, dd in sorted((int(k), int(v)) for k, v in s.items()):
+        try:
+            pairs = sorted((_whole(float(k), bad), _whole(v, bad)) for k, v in s.items())
+        except (TypeError, ValueError):
+            raise bad from None
+        for hi, dd in pairs:
             out.append((lo, hi, dd))
             lo = hi + 1
     elif isinstance(s, list) and all(isinstance(r, (list, tuple)) and len(r) == 3 for r in s):
-        out = [tuple(int(x) for x in r) for r in s]
+        out = [tuple(_whole(x, bad) for x in r) for r in s]
     else:
-        raise SpecplanError(f"launch: answer field 'd_schedule' must be [[batch_lo, batch_hi, D], ...], got {s!r}")
+        raise bad
     return out
+
+
+def _whole(v, err: SpecplanError) -> int:
+    """v as an int when it is a finite whole number >= 0 (2.0 is 2; 2.5, a string or a bool are `err`)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 <= v < float("inf")) or v != int(v):
+        raise err
+    return int(v)
 
 
 def _method(engine: str, plan: dict) -> str | None:
@@ -598,9 +620,11 @@ def _pools_note(plan: dict) -> list[str]:
     per = plan["tp"] * plan["pp"] * plan["dp"]
     if plan["mode"] == "disagg" and plan["pools"]:
         x, y = (int(plan["pools"][k].get("replicas", 1)) for k in ("prefill", "decode"))
-        return [f"the answer is disaggregated ({x}P{y}D, {x + y} x {per} GPUs): this command is one decode "
-                f"instance (max batch {plan['max_batch']} each); the prefill pool and the KV transfer between them "
-                f"need a disaggregated deployment (--engine dynamo writes one)"]
+        units = plan.get("units", 1)
+        return [f"the answer is disaggregated ({x}P{y}D, {x + y} x {per} GPUs"
+                + (f"; {units} such units side by side, {units * (x + y) * per} GPUs" if units > 1 else "")
+                + f"): this command is one decode instance (max batch {plan['max_batch']} each); the prefill pool "
+                f"and the KV transfer between them need a disaggregated deployment (--engine dynamo writes one)"]
     r = plan.get("replicas", 1)
     if r <= 1:
         return []
