@@ -110,3 +110,25 @@ def cli_layout(tp: int = 1, dp: int = 1, ep: int = 1, pp: int = 1):
     from specplan.model.parallel import Layout
 
     return Layout(tp=tp, dp=dp, ep=ep, pp=pp)
+
+
+def serving_layouts(tp: int, dp: int, ep: int, pp: int, mode: str | None, prefill_layout: str | None,
+                    decode_layout: str | None):
+    """(TP, layout kw, prefill layout) of a serving command: {'layout': Layout} when --dp/--ep/--pp or --decode-layout
+    go beyond TP (else {}: TP only, priced as before), and the disaggregated prefill pool's own layout or None;
+    one-line errors for pool layouts outside --mode disagg or a --decode-layout that contradicts --tp/--dp/--ep."""
+    from specplan.model.parallel import parse_layout
+
+    if (prefill_layout or decode_layout) and mode != "disagg":
+        flag = "--prefill-layout" if prefill_layout else "--decode-layout"
+        raise SpecplanError(f"{flag}: a pool's own layout needs --mode disagg (aggregated: --tp/--dp/--ep)")
+    lay = cli_layout(tp, dp, ep, pp)
+    if decode_layout:
+        dec = parse_layout(decode_layout)
+        if (tp, dp, ep, pp) != (1, 1, 1, 1) and dec != lay:
+            raise SpecplanError(f"--decode-layout: {dec.name} disagrees with --tp/--dp/--ep/--pp ({lay.name}); give "
+                                f"one of them")
+        lay = dec
+    pre = parse_layout(prefill_layout) if prefill_layout else None
+    beyond = (lay.dp, lay.ep, lay.pp) != (1, 1, 1) or pre is not None
+    return lay.tp, ({"layout": lay} if beyond else {}), pre

@@ -27,3 +27,9 @@ Pools = Annotated[Optional[str], typer.Option(
 StartupCohort = Annotated[bool, typer.Option(
     "--startup-cohort", help="Add the start-up bunching of a benchmark whose clients all start at once to a closed "
                              "loop's TTFT (C - 1 x the engine's startup_client_s; to reproduce such runs). Off: steady traffic.")]
+PrefillLayout = Annotated[Optional[str], typer.Option(
+    "--prefill-layout", help="Disaggregated (--mode disagg): the prefill instances' layout, in the grammar of "
+                             "--layouts (tp8, tp8ep8, dp8ep8); default: the decode layout.")]
+DecodeLayout = Annotated[Optional[str], typer.Option(
+    "--decode-layout", help="Disaggregated (--mode disagg): the decode instances' layout (tp8, dp8ep8, dp16ep16); "
+                            "default: --tp/--dp/--ep.")]

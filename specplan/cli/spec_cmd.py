@@ -10,8 +10,8 @@ import numpy as np
 import typer
 
 from specplan.cli.app import app
-from specplan.cli.serving_options import (Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate,
-                                          StartupCohort)
+from specplan.cli.serving_options import (Concurrency, DecodeLayout, Engine, Isl, Mode, Osl, Pools, PrefillLayout,
+                                          RequestRate, StartupCohort)
 from specplan.cli.parsing import cli_layout, comma_list, fold_ids, model_context, mech_values, number_list, one_number
 from specplan.cli.output import print_json, table
 from specplan.core.errors import SpecplanError
@@ -65,7 +65,9 @@ def _engine(engine, serving):
 def _print_serving(s: dict) -> None:
     load = f"concurrency {s['concurrency']:g}" if "concurrency" in s else f"{s['request_rate']:g} requests/s"
     pools = f" {s['pools']}" if "pools" in s else ""
-    print(f"serving ({s['mode']}{pools}, engine {s['engine']}): ISL {s['isl']}, OSL {s['osl']}, {load}")
+    lay = (f", prefill {s['prefill_layout']}, decode {s['decode_layout']}" if "decode_layout" in s else
+           f", layout {s['layout']}" if "layout" in s else "")
+    print(f"serving ({s['mode']}{pools}{lay}, engine {s['engine']}): ISL {s['isl']}, OSL {s['osl']}, {load}")
     rows, where = [], {}
     dash = lambda v: "-" if v is None else v  # noqa: E731
     names = [n for n in ("baseline", "speculative") if n in s]
@@ -113,7 +115,9 @@ def _print_sweep(r: dict) -> None:
     spec = r["mechanism"] != "none"
     key, label = ("concurrency", "concurrency") if "concurrency" in s["points"][0] else ("request_rate", "req/s")
     pools = f" {s['points'][0]['pools']}" if "pools" in s["points"][0] else ""
-    print(f"{r['model']} on {r['hardware']} (tp {r['tp']}), engine {s['engine']}, ISL {s['isl']}, OSL {s['osl']}, "
+    lay = (f"prefill {s['prefill_layout']}, decode {s['decode_layout']}" if "decode_layout" in s else
+           f"layout {s['layout']}" if "layout" in s else f"tp {r['tp']}")
+    print(f"{r['model']} on {r['hardware']} ({lay}), engine {s['engine']}, ISL {s['isl']}, OSL {s['osl']}, "
           f"{s['mode']}{pools}; {r['mechanism']} D = {r['draft_len']}; compute {r['precision']['compute']}, "
           f"kv {r['precision']['kv']}")
     if r["acceptance_source"]:
@@ -182,6 +186,8 @@ def predict(
     request_rate: RequestRate = None,
     pools: Pools = None,
     startup_cohort: StartupCohort = False,
+    prefill_layout: PrefillLayout = None,
+    decode_layout: DecodeLayout = None,
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Baseline vs speculative step, AL, speedup, throughputs, memory and guideline diagnostics of one point;
@@ -206,19 +212,22 @@ def predict(
     kw = dict(mechanism=mechanism, draft_len=draft_len, acceptance=acc, dtype=dtype, kv_dtype=kv_dtype,
               draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
               draft_kv_budget=draft_kv_budget, tree_tokens=tree_tokens, engine=_engine(engine, serving))
+    if wl is not None:  # the serving model takes any layout (docs/serving.md): per-pool ones when disaggregated
+        from specplan.cli.parsing import serving_layouts
+
+        tp_s, lay_kw, pre = serving_layouts(tp, dp, ep, pp, mode, prefill_layout, decode_layout)
+        kw = dict(kw, **lay_kw, **({"prefill_layout": pre} if pre is not None else {}))
+    elif prefill_layout or decode_layout:
+        raise SpecplanError("--prefill-layout / --decode-layout: the serving model's pools need --isl and --osl")
     if wl is not None and sweep:
-        if (dp, ep, pp) != (1, 1, 1):
-            raise SpecplanError("predict: the serving model (--isl/--osl) takes --tp only, not --dp/--ep/--pp")
-        r = predict_serving_sweep(model, hardware, wl, tp=tp, **kw)
+        r = predict_serving_sweep(model, hardware, wl, tp=tp_s, **kw)
         if json_out:
             print_json(r)
         else:
             _print_sweep(r)
         return
     if wl is not None:
-        if (dp, ep, pp) != (1, 1, 1):
-            raise SpecplanError("predict: the serving model (--isl/--osl) takes --tp only, not --dp/--ep/--pp")
-        r = predict_serving(model, hardware, wl, tp=tp, **kw)
+        r = predict_serving(model, hardware, wl, tp=tp_s, **kw)
     else:
         if batch is None or context is None:
             raise SpecplanError("predict: give --batch and --context, or --isl and --osl with --concurrency or "
@@ -341,6 +350,8 @@ def recommend(
     gpus: Gpus = None,
     gpus_per_node: GpusPerNode = None,
     dtypes: Dtypes = None,
+    prefill_layout: PrefillLayout = None,
+    decode_layout: DecodeLayout = None,
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
     emit: Emit = None,
     objective: Objective = "tokens-per-gpu",
@@ -397,14 +408,25 @@ def recommend(
         return
     if mode == "auto":
         raise SpecplanError("mode (--mode): auto needs --gpus (the deployment search); use agg or disagg")
-    if isl is not None and (dp, ep, pp) != (1, 1, 1):
-        raise SpecplanError("recommend: the serving model (--isl/--osl) takes --tp only, not --dp/--ep/--pp")
     wl = workload_from_options(isl, osl, concurrency, request_rate, mode, pools, require_load=False,
                                startup_cohort=startup_cohort)
+    serving_kw = {}
+    if wl is not None:  # the serving model takes any layout; a disaggregated prefill pool may have its own
+        from specplan.cli.parsing import serving_layouts
+
+        tp, lay_kw, pre = serving_layouts(tp, dp, ep, pp, mode, prefill_layout, decode_layout)
+        if lay_kw:
+            from specplan.model.parallel import serving_parallelism
+
+            tp = serving_parallelism(lay_kw["layout"])
+        serving_kw = {"prefill_layout": pre} if pre is not None else {}
+    elif prefill_layout or decode_layout:
+        raise SpecplanError("--prefill-layout / --decode-layout: the serving model's pools need --isl and --osl")
     price = _price(gpu_hour_usd, kwh_usd, pue, price_tier)
     if _recommend_workload(model, hw_list, wl, tp, eng, mechs, acc, max_draft_len, extrapolate,
                            (max_ttft_ms, max_tpot_ms), concurrency is None and request_rate is None, json_out,
-                           dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model, identity=ident), emit,
+                           dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model, identity=ident,
+                                **serving_kw), emit,
                            objective, price):
         return
     if context is None:
@@ -828,7 +850,7 @@ def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, d
     rows = []
     for x in r["layouts"]:
         b = x["best"] or {}
-        rows.append([x["mode"], x["dtype"], x.get("layout", f"TP {x['tp']}"), x.get("gpus_used", "-"),
+        rows.append([x["mode"], x["dtype"], x.get("label") or x.get("layout", f"TP {x['tp']}"), x.get("gpus_used", "-"),
                      f"{b['mechanism']} D = {b['draft_len']}" if b else "-", x.get("total_concurrency", "-"),
                      _or_dash(b.get("tpot_ms")), _or_dash(b.get("ttft_ms")), b.get("tokens_per_s_per_gpu", "-"),
                      x["verdict"]])
@@ -843,12 +865,15 @@ def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, d
         raise typer.Exit(1)
     for m_, x in r["best_by_mode"].items():
         b = x["best"]
-        print(f"best {m_}: {x['layout']} ({x['dtype']}), {b['mechanism']} D = {b['draft_len']}, concurrency "
+        print(f"best {m_}: {x.get('label') or x['layout']} ({x['dtype']}), {b['mechanism']} D = {b['draft_len']}, concurrency "
               f"{x['total_concurrency']:g} in all: {b['tokens_per_s_per_gpu']:.1f} tok/s/GPU on {x['gpus_used']} GPUs, "
               + (f"TPOT {b['tpot_ms']:.2f} ms, " if _or_dash(b["tpot_ms"]) != "-" else "no TPOT (OSL 1), ")
           + f"TTFT {b['ttft_ms']:.1f} ms")
+    for k, x in (r.get("best_by_family") or {}).items():  # MoE: the best of each layout family and why it lost
+        print(f"best of {k}: {x.get('label') or x['layout']}, {x['best']['tokens_per_s_per_gpu']:.1f} tok/s/GPU "
+              f"({x['verdict']})")
     x = r["best"]
-    print(f"answer: {x['mode']} {x['layout']} ({x['dtype']})")
+    print(f"answer: {x['mode']} {x.get('label') or x['layout']} ({x['dtype']})")
     _warn_without_sla(max_ttft_ms, max_tpot_ms, x["best"])
     if launch is not None:
         print(launch["text"])
@@ -908,7 +933,10 @@ def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, 
         return
     sla = ", ".join(x for x in (f"TTFT <= {max_ttft_ms:g} ms" if max_ttft_ms else "",
                                 f"TPOT <= {max_tpot_ms:g} ms" if max_tpot_ms else "") if x) or "no SLA"
-    print(f"{r['model']} on {hardware} (tp {tp}), engine {r['engine']}, {r['mode']}, ISL {r['isl']}, OSL {r['osl']}; {sla}")
+    where = f"tp {tp}" if "layout" not in r and "prefill_layout" not in kw else " ".join(
+        x for x in (f"layout {r.get('layout', f'tp{tp}')}", f"prefill {kw['prefill_layout'].name}"
+                    if kw.get("prefill_layout") is not None else "") if x)
+    print(f"{r['model']} on {hardware} ({where}), engine {r['engine']}, {r['mode']}, ISL {r['isl']}, OSL {r['osl']}; {sla}")
     rows = [[x["mechanism"], x["draft_len"], x["concurrency"], x["pools"] or "-", x["acceptance_length"],
              _or_dash(x["tpot_ms"]), x["ttft_ms"], _or_dash(x["tokens_per_s_per_user"]), x["tokens_per_s_per_gpu"],
              "-" if x.get("speedup_vs_none") is None else f"{x['speedup_vs_none']:.3f}",

@@ -70,3 +70,20 @@ def validate_round(
     from specplan.validation.round_bench import main
 
     print(f"wrote {main(csv_path, out)}")
+
+
+@app.command("validate-inferencex")
+def validate_inferencex(
+    out: Path = typer.Option(Path("docs/validation/inferencex.md"), "-o", "--out", "--output", help="Report path."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Print each acceptance rate as it is priced."),
+) -> None:
+    """InferenceX DeepSeek-R1 FP8 serving rows at their layouts, pools and engines -> docs/validation/inferencex.md
+    (and the acceptance profile mtp-deepseek-r1-inferencex-random, fitted with each MTP setup left out)."""
+    import sys
+
+    _needs("reference/published/serving_public_inferencex.csv")
+    from specplan.validation.inferencex import write_report
+
+    say = (lambda s: print(s, file=sys.stderr, flush=True)) if progress else None
+    for p in write_report(out, progress=say):
+        print(f"wrote {p}")

@@ -226,3 +226,48 @@ def layout_for(tp: int = 1, layout: Layout | str | None = None) -> Layout:
     if tp not in (1, lay.tp):
         raise SpecplanError(f"layout: tp {tp} disagrees with the layout's tp {lay.tp} ({lay.name})")
     return lay
+
+
+def serving_parallelism(tp) -> "int | Layout":
+    """What the serving model takes as `tp`: an int (TP only), or a Layout with DP or EP beyond 1 (priced per DP
+    rank, the engine's scheduling unit); Layout(tp=N) reads as N, so TP-only calls price exactly as before. PP is
+    refused in one line (the serving model has no pipeline stages)."""
+    if not isinstance(tp, Layout):
+        return tp
+    if tp.pp > 1:
+        raise SpecplanError(f"layout: the serving model (--isl/--osl) prices no pipeline stages; got {tp.name} "
+                            f"(drop --pp)")
+    return tp.tp if (tp.dp, tp.ep) == (1, 1) else tp
+
+
+def attention_tp(tp) -> int:
+    """Attention TP of a serving call's `tp` (an int, or a Layout's TP inside one DP rank)."""
+    return tp.tp if isinstance(tp, Layout) else tp
+
+
+def dp_ranks(tp) -> int:
+    """Data-parallel attention ranks of a serving call's `tp` (1 for an int)."""
+    return tp.dp if isinstance(tp, Layout) else 1
+
+
+def instance_call(tp, batch):
+    """(TP, {'layout': Layout} or {}, batch) to price a serving quantity of one DP rank with the instance-level
+    step and memory functions: a Layout's per-rank `batch` becomes the instance's DP x batch (every rank carrying
+    the same load: the symmetric steady state), an int passes through unchanged."""
+    if isinstance(tp, Layout):
+        import numpy as np
+
+        return tp.tp, {"layout": tp}, np.asarray(batch, dtype=float) * tp.dp
+    return tp, {}, batch
+
+
+def draft_parallelism(draft_model, tp) -> "int | Layout":
+    """Where a drafter's own passes run for a serving call's `tp`: an int as before (its TP when it splits the
+    draft's heads, else 1); under a Layout the target's attention TP and DP, and its EP for an MoE draft (an MTP
+    module), as engines place MTP / EAGLE heads (speculation/drafters.DraftInput.draft_layout)."""
+    if not isinstance(tp, Layout):
+        return tp if draft_model.num_q_heads % tp == 0 else 1
+    t = tp.tp if draft_model.num_q_heads % tp.tp == 0 else 1
+    ep = tp.ep if draft_model.moe is not None and (t * tp.dp) % tp.ep == 0 else 1
+    lay = Layout(tp=t, dp=tp.dp, ep=ep)
+    return lay if (lay.dp, lay.ep) != (1, 1) else lay.tp

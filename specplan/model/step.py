@@ -221,7 +221,41 @@ def _layer_group(acc, model, hw, g: LayerGroup, lay: Layout, prec, b, q, ctx, st
     parts = (g.mixer != "none") + (g.ffn != "none")
     acc.add("elementwise", elementwise_cost(hw, tokens * h * ACT_BYTES * 3, parts * n), parts * n)  # norm+residual
     if tp > 1:
-        acc.add("communication", allreduce_cost(hw, tokens * h * ACT_BYTES, tp, parts * n, allreduce), parts * n)
+        acc.add("communication", tp_allreduce_cost(hw, tokens * h * ACT_BYTES, tp, parts * n, allreduce), parts * n)
+
+
+def _scaleout_terms(hw, bytes_per_gpu, nodes: int):
+    """(latency s, transfer s) of the inter-node leg of a TP collective over `nodes` nodes: each GPU's share over its
+    NIC (scaleout_bandwidth_bytes_s at alltoall.scaleout_bw_fraction, the RDMA round trip scaleout_latency_s:
+    the hardware profile's named all-to-all assumptions, docs/parallel.md)."""
+    p = hw.alltoall
+    return p.scaleout_latency_s, np.asarray(bytes_per_gpu, dtype=float) / (hw.scaleout_bandwidth_bytes_s
+                                                                           * p.scaleout_bw_fraction) * (nodes > 1)
+
+
+def tp_allreduce_cost(hw, nbytes, tp: int, count: float = 1.0, algorithm=None):
+    """`count` TP all-reduces of `nbytes`: costs/comm.allreduce_cost inside one scale-up domain; a TP group spanning
+    n nodes (TP 16 on two 8-GPU H100 nodes, as InferenceX's TP-16 workers run) as NCCL runs it hierarchically: the
+    all-reduce inside each node over NVLink, plus an inter-node all-reduce of each GPU's 1/domain share over its NIC
+    (2 (n - 1) / n of it sent) and one RDMA latency."""
+    dom = max(1, hw.scaleup_domain)
+    if tp <= dom or hw.kind == "lpu":
+        return allreduce_cost(hw, nbytes, tp, count, algorithm)
+    nodes = -(-tp // dom)
+    intra = allreduce_cost(hw, nbytes, dom, 1.0, algorithm)
+    lat, xfer = _scaleout_terms(hw, 2.0 * (nodes - 1) / nodes * np.asarray(nbytes, dtype=float) / dom, nodes)
+    return KernelCost(intra.compute_s, intra.memory_s + xfer, intra.overhead_s + lat).scaled(count)
+
+
+def tp_allgather_cost(hw, shard_bytes, tp: int):
+    """One TP all-gather of `shard_bytes` per GPU: costs/comm.allgather_cost inside one scale-up domain; across n
+    nodes the node's gather over NVLink plus the other nodes' (tp - domain) shards over the NIC."""
+    dom = max(1, hw.scaleup_domain)
+    if tp <= dom or hw.kind == "lpu":
+        return allgather_cost(hw, shard_bytes, tp)
+    intra = allgather_cost(hw, shard_bytes, dom)
+    lat, xfer = _scaleout_terms(hw, (tp - dom) * np.asarray(shard_bytes, dtype=float), -(-tp // dom))
+    return KernelCost(intra.compute_s, intra.memory_s + xfer, intra.overhead_s + lat)
 
 
 def _lpu_pipeline(model, hw, prec, b, q, ctx, lpu_chips):
@@ -323,7 +357,7 @@ def step_time(
     acc.add("gemm", gemm_cost(hw, rows, lm.n, lm.k, prec.w("lm_head"), prec.compute), 1)
     if tp > 1:  # vocabulary-parallel LM head: each rank holds vocab/TP logits per token, all-gathered to every
         # rank (vLLM 0.33.0 LogitsProcessor._gather_logits -> tensor_model_parallel_all_gather; costs.comm)
-        acc.add("communication", allgather_cost(hw, rows * lm.n * LOGITS_BYTES, tp), 1)
+        acc.add("communication", tp_allgather_cost(hw, rows * lm.n * LOGITS_BYTES, tp), 1)
     breakdown = {c: acc.busy[c] for c in CLASSES if c not in ("overhead", "communication")}
     breakdown["communication"] = acc.busy["communication"] + acc.comm_latency
     breakdown["overhead"] = acc.overhead + hops

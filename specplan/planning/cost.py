@@ -206,7 +206,8 @@ def serving_energy(model, hardware, workload, r: dict, draft_len, *, tp=1, dtype
     prec = resolve_precision(m, hw, dtype, kv_dtype)
     shape = np.broadcast(np.asarray(r["tokens_per_s_per_gpu"]), np.asarray(draft_len)).shape
     get = lambda k: np.broadcast_to(np.asarray(r[k], dtype=float), shape)  # noqa: E731
-    return point_energy(m, hw, prec, Layout(tp=tp), tokens_per_s_per_gpu=get("tokens_per_s_per_gpu"),
+    lay = tp if isinstance(tp, Layout) else Layout(tp=tp)  # a serving layout (DP attention, EP) as priced
+    return point_energy(m, hw, prec, lay, tokens_per_s_per_gpu=get("tokens_per_s_per_gpu"),
                         batch=np.maximum(get("decode_batch"), 1.0), draft_len=np.broadcast_to(draft_len, shape),
                         acceptance_length=get("acceptance_length"), context_len=workload.decode_context,
                         isl=workload.isl, osl=workload.osl, **(price or {}))

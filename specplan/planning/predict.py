@@ -104,8 +104,11 @@ def predict_step(model, hardware, *, batch=1, mechanism="none", engine=None, **k
 
 def predict_serving(model, hardware, workload, *, tp=1, mechanism="none", draft_len=0, acceptance=None,
                     engine=None, **kw) -> dict:
-    """predict_summary at the derived decode batch and context (ISL + OSL/2), plus r['serving'] (serving/api)."""
+    """predict_summary at the derived decode batch and context (ISL + OSL/2), plus r['serving'] (serving/api).
+    kw 'layout' (a Layout beyond TP: data-parallel attention, EP) is the (decode) instances' layout, kw
+    'prefill_layout' a disaggregated prefill pool's own (docs/serving.md)."""
     srv = _serving_summary(model, hardware, workload, tp, mechanism, draft_len, acceptance, engine, kw)
+    kw = {k: v for k, v in kw.items() if k != "prefill_layout"}  # the step below is the decode instance's
     batch = max(1, int(round(srv["baseline"]["decode_batch"])))
     r = predict_summary(model, hardware, tp=tp, batch=batch, context_len=int(round(workload.decode_context)),
                         mechanism=mechanism, draft_len=draft_len, acceptance=acceptance, engine=engine, **kw)
@@ -115,7 +118,8 @@ def predict_serving(model, hardware, workload, *, tp=1, mechanism="none", draft_
         sp = srv.get("speculative")
         r["serving"]["energy"] = predict_energy(
             load_model(model), hw, resolve_precision(load_model(model), hw, kw.get("dtype"), kw.get("kv_dtype")),
-            layout_for(tp), batch=(srv["baseline"]["decode_batch"], sp["decode_batch"] if sp else 1.0),
+            layout_for(tp, kw.get("layout")), batch=(srv["baseline"]["decode_batch"],
+                                                     sp["decode_batch"] if sp else 1.0),
             context_len=workload.decode_context, baseline_tps=srv["baseline"]["tokens_per_s_per_gpu"],
             speculative_tps=sp["tokens_per_s_per_gpu"] if sp else None, draft_len=draft_len,
             acceptance_length=sp["acceptance_length"] if sp else 1.0, isl=workload.isl, osl=workload.osl)
@@ -127,8 +131,19 @@ def _serving_summary(model, hardware, workload, tp, mechanism, draft_len, accept
     from specplan.serving.api import serving_summary
 
     keep = {k: kw[k] for k in ("dtype", "kv_dtype", "draft_model") if kw.get(k) is not None}
-    return serving_summary(model, hardware, workload, tp=tp, engine=engine, mechanism=mechanism, draft_len=draft_len,
-                           acceptance=acceptance, **keep)
+    if kw.get("prefill_layout") is not None:
+        keep["prefill_layout"] = kw["prefill_layout"]
+    lay = layout_for(tp, kw.get("layout"))  # a layout beyond TP is priced per DP rank; TP alone as before
+    srv = serving_summary(model, hardware, workload, tp=lay if kw.get("layout") is not None else tp, engine=engine,
+                          mechanism=mechanism, draft_len=draft_len, acceptance=acceptance, **keep)
+    if kw.get("layout") is None and kw.get("prefill_layout") is None:  # TP only: the answer as it always was
+        return srv
+    if workload.mode == "disagg":  # each pool's layout, in the grammar of --layouts
+        srv["decode_layout"] = lay.name
+        srv["prefill_layout"] = layout_for(1, kw.get("prefill_layout") or lay).name
+    else:
+        srv["layout"] = lay.name
+    return srv
 
 
 SWEEP_KEYS = ("model", "hardware", "tp", "mechanism", "draft_len", "verify_tokens", "precision", "acceptance_source",
@@ -140,6 +155,7 @@ def predict_serving_sweep(model, hardware, workload, *, tp=1, mechanism="none", 
     """The serving model at each of the workload's loads (one vectorized pass: r['serving']['points']), with the
     model, precision, acceptance source and notes of the step at the lowest load's decode batch."""
     srv = _serving_summary(model, hardware, workload, tp, mechanism, draft_len, acceptance, engine, kw)
+    kw = {k: v for k, v in kw.items() if k != "prefill_layout"}  # the step below is the decode instance's
     loads = workload.concurrency if workload.concurrency is not None else workload.request_rate
     low = srv["points"][int(np.argmin(np.asarray(loads, dtype=float)))]  # the lowest load, wherever it is listed
     batch = max(1, int(round(low["baseline"]["decode_batch"])))

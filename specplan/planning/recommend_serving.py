@@ -96,7 +96,10 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
         rows += found
     rows, feasible, base, ranked = _rank(rows, objective, top)
     out = {"model": m.id, "engine": eng.id, "mode": workload.mode, "isl": workload.isl, "osl": workload.osl,
-           "tp": tp, "hardware": getattr(hardware, "id", hardware), "objective": objective,
+           "tp": getattr(tp, "tp", tp), **({"layout": tp.name} if hasattr(tp, "dp") else {}),  # a Layout beyond TP
+           **({"prefill_layout": getattr(kw["prefill_layout"], "name", kw["prefill_layout"]),
+               "decode_layout": getattr(tp, "name", f"tp{tp}")} if kw.get("prefill_layout") is not None else {}),
+           "hardware": getattr(hardware, "id", hardware), "objective": objective,
            "max_ttft_ms": max_ttft_ms, "max_tpot_ms": max_tpot_ms, "ranked": ranked, "notes": notes,
            "best": feasible[0] if feasible else None, "baseline": base, "grid": grid,
            "dtype": kw.get("dtype"), "kv_dtype": kw.get("kv_dtype")}  # as given (None: the checkpoint's), for launch
@@ -115,6 +118,8 @@ def _price(m, hardware, wl, pools, tp, eng, mech, d, acc, kw) -> dict:
     at `wl`'s loads (its concurrency: one row per load, or one load per row and column): one evaluation."""
     if wl.mode == "disagg":
         kw_d = {k: v for k, v in kw.items() if k != "admission"}
+        if any(len(p) > 2 for p in pools):  # (x, y, prefill layout): pools of their own layouts
+            kw_d["prefill_layouts"] = [p[2] if len(p) > 2 else None for p in pools]
         return disaggregated_grid(m, hardware, wl, np.array([float(p[0]) for p in pools]),
                                   np.array([float(p[1]) for p in pools]), tp=tp, engine=eng, mechanism=mech,
                                   draft_len=d[None, :], acceptance=acc, **kw_d)
@@ -259,7 +264,7 @@ def _pool_rows(rows: list, grid: list | None, mech: str, d, pools: list, r: dict
                                 f"default price: give --gpu-hour-usd)")
         val = np.broadcast_to(e[key], shape)
         obj = np.where(ok & np.isfinite(val), -val, -np.inf)
-    pools_s = [None if p is None else f"{p[0]}P{p[1]}D" for p in pools]
+    pools_s = [None if p is None else f"{p[0]}P{p[1]}D" + (f"@{p[2]}" if len(p) > 2 else "") for p in pools]
     by_load = np.asarray(conc, dtype=float).reshape(len(conc), -1)  # the loads: one per row (or per row and column)
     if grid is not None:
         cc = np.broadcast_to(np.asarray(r.get("concurrency", by_load), dtype=float), shape)
@@ -500,6 +505,13 @@ def search_deployment(model, hardware, isl: int, osl: int, *, gpus: int, gpus_pe
                 else:
                     row["layout"] = f"TP {tp}"
                 layouts.append(row)
+        if m.moe is not None:  # TEP / DEP layouts and pools of their own layouts (planning/layout_search.py)
+            from specplan.planning.layout_search import moe_layout_rows
+
+            layouts += moe_layout_rows(m, hw, isl, osl, gpus=gpus, dtype=dt, modes=modes, engine=eng,
+                                       sla=(max_ttft_ms, max_tpot_ms), search_kw=dict(
+                                           kw, mechanisms=mechanisms, acceptance=acceptance,
+                                           max_draft_len=max_draft_len, extrapolate=extrapolate))
     ok = [x for x in layouts if x["best"] is not None]
     rank = lambda x: (x["tokens_per_s"], x["best"]["tokens_per_s_per_gpu"])  # noqa: E731
     best = max(ok, key=rank) if ok else None
@@ -510,10 +522,16 @@ def search_deployment(model, hardware, isl: int, osl: int, *, gpus: int, gpus_pe
             by_mode[x["mode"]] = x
     for x in layouts:
         x["verdict"] = _why_lost(x, best)
+    by_family = {}  # the best of each (mode, layout family): TP, and for an MoE model TEP and DEP
+    for x in ok:
+        k = f"{x['mode']} {x.get('family', 'TP')}"
+        if k not in by_family or rank(x) > rank(by_family[k]):
+            by_family[k] = x
     return {"model": m.id, "hardware": hw.id, "engine": eng.id, "isl": isl, "osl": osl, "gpus": gpus,
             "gpus_per_node": node, "max_ttft_ms": max_ttft_ms, "max_tpot_ms": max_tpot_ms, "layouts": layouts,
-            "best": best, "best_by_mode": by_mode,
+            "best": best, "best_by_mode": by_mode, **({"best_by_family": by_family} if m.moe is not None else {}),
             "assumptions": "same TP for prefill and decode instances; the budget filled with identical replicas of "
                            "one unit (agg: a TP instance; disagg: an xPyD unit, x + y <= "
-                           f"{UNIT_INSTANCES}), ranked by output tokens/s of the whole budget; MoE DP/EP layouts not "
-                           "searched here"}
+                           f"{UNIT_INSTANCES}), ranked by output tokens/s of the whole budget; "
+                           + ("MoE DP/EP layouts not searched here" if m.moe is None else
+                              __import__("specplan.planning.layout_search", fromlist=["x"]).search_note(m))}

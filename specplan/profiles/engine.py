@@ -88,6 +88,10 @@ class EngineProfile(_Frozen):
     # requests the engine runs at once when speculation is on and the launch sets no cap of its own (SGLang lowers
     # max_running_requests to 48 then); None = max_num_seqs, as without speculation
     spec_max_num_seqs: int | None = Field(None, gt=0, le=MAX_BATCH)
+    # under data-parallel attention (DP ranks, each with its own scheduler): "divided" when the launch's
+    # max_num_seqs, spec_max_num_seqs and max_num_batched_tokens are the instance's and each rank gets 1/DP of them
+    # (SGLang), "per_rank" when every rank applies them itself (vLLM's DP engines; TensorRT-LLM's attention-DP ranks)
+    dp_attention_limits: Literal["divided", "per_rank"] = "per_rank"
     chunked_prefill: bool = True  # long prompts split to fill the step budget; False: whole prompts per step
     # prefill chunks ride in the decode steps (mixed batches); False: prefill batches run first, in steps of their
     # own, while decoding waits (SGLang without --enable-mixed-chunk)
@@ -228,6 +232,16 @@ class EngineProfile(_Frozen):
         if self.spec_max_num_seqs is None:
             return self
         return _adjusted(self, "launched", {"spec_max_num_seqs": None})
+
+    def per_dp_rank(self, dp: int) -> "EngineProfile":
+        """This engine as one of `dp` data-parallel attention ranks schedules: with dp_attention_limits "divided"
+        its running caps and token budget divided by dp (at least 1), else itself (each rank applies them)."""
+        if dp <= 1 or self.dp_attention_limits != "divided":
+            return self
+        cut = lambda v: None if v is None else max(1, int(v) // dp)  # noqa: E731
+        return _adjusted(self, f"dp{dp}", {"max_num_seqs": cut(self.max_num_seqs),
+                                            "spec_max_num_seqs": cut(self.spec_max_num_seqs),
+                                            "max_num_batched_tokens": cut(self.max_num_batched_tokens)})
 
     def launch_s(self, graphed) -> float:
         """Extra seconds per kernel launch: graph_launch_s inside a CUDA graph, eager_launch_s otherwise."""

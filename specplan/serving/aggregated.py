@@ -40,6 +40,7 @@ from specplan.serving.prefill import mixed_step_s, prefill_s
 from specplan.serving.workload import Workload
 from specplan.speculation.round import round_gpu_extra_s, round_s
 from specplan.speculation.speedup import evaluate
+from specplan.model.parallel import Layout, attention_tp, dp_ranks, draft_parallelism, instance_call, serving_parallelism
 from specplan.model.step import step_time
 
 BISECTION_STEPS = 30
@@ -56,7 +57,8 @@ def step_kernels(model, hw, tp, eng=None, prec=None) -> int:
     hw = engine_hardware(hw, eng)
     key = (id(model), id(hw), tp, id(prec))
     if key not in _KERNELS:  # holds the objects: ids stay valid
-        _KERNELS[key] = (model, hw, prec, step_time(model, hw, tp, 1, 1, 1, precision=prec).kernels)
+        t, lay, b = instance_call(tp, 1)  # a Layout: its all-to-all kernels counted too
+        _KERNELS[key] = (model, hw, prec, step_time(model, hw, t, b, 1, 1, precision=prec, **lay).kernels)
     return _KERNELS[key][3]
 
 
@@ -72,8 +74,9 @@ def draft_prefill_model(model, mechanism, draft_model=None):
 def _decode_iteration_gpu(model, hw, tp, batch, context, eng, spec, prec):
     """evaluate() at `batch`: GPU seconds of one decode (or speculative) iteration, with the spec host costs, at
     the resolved precision `prec` (its per-module weight formats kept: MXFP4 experts stay MXFP4)."""
-    return evaluate(model, hw, tp=tp, batch=batch, context_len=context, engine=eng, dtype=prec.compute,
-                    kv_dtype=prec.kv, precision=prec, **spec)
+    t, lay, b = instance_call(tp, batch)  # a Layout's batch is one DP rank's: the instance holds DP x batch
+    return evaluate(model, hw, tp=t, batch=b, context_len=context, engine=eng, dtype=prec.compute,
+                    kv_dtype=prec.kv, precision=prec, **spec, **lay)
 
 
 def decode_graphed(eng, batch) -> np.ndarray:
@@ -183,7 +186,7 @@ def _gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft
     dp = np.zeros(b.shape)
     if draft is not None:
         dm, dprec = draft
-        dp = dp + prefill_s(dm, hw, tp if dm.num_q_heads % tp == 0 else 1, wl.isl, precision=dprec, engine=eng)
+        dp = dp + prefill_s(dm, hw, draft_parallelism(dm, tp), wl.isl, precision=dprec, engine=eng)
         dp = np.where(d > 0, dp, 0.0)
     kernels = step_kernels(model, hw, tp, eng, prec) * (1.0 + np.asarray(r["rho_d"])[0])
     n_chunks = np.broadcast_to(n_chunks, b.shape)
@@ -242,6 +245,8 @@ def others_share(wl: Workload) -> np.ndarray | float:
     0.960 -> 0.941), so only the single client, where no other prompt exists, is priced without them."""
     if wl.concurrency is None:
         return 1.0
+    if wl.ranks > 1:  # one DP rank's share: the other ranks' prompts stall its steps too (one synchronous step)
+        return np.clip(wl.total_concurrency - 1.0, 0.0, 1.0)
     return np.clip(np.asarray(wl.concurrency, dtype=float) - 1.0, 0.0, 1.0)
 
 
@@ -328,9 +333,11 @@ def kv_cap_requests(model, hw, tp, wl: Workload, eng, spec: dict, prec, target_o
     if spec.get("mechanism", "none") == "none" or not np.any(d > 0):
         return float(target_only)
     du, inv = (np.unique(d, return_inverse=True) if d.size > 1 and only_draft_len_varies(spec) else (d, None))
-    r = evaluate(model, hw, tp=tp, batch=1.0, context_len=float(wl.isl + wl.osl), engine=eng, dtype=prec.compute,
-                 kv_dtype=prec.kv, precision=prec, **{**spec, "draft_len": np.maximum(du, 1.0)})
+    t, lay, one = instance_call(tp, 1.0)
+    r = evaluate(model, hw, tp=t, batch=one, context_len=float(wl.isl + wl.osl), engine=eng, dtype=prec.compute,
+                 kv_dtype=prec.kv, precision=prec, **{**spec, "draft_len": np.maximum(du, 1.0)}, **lay)
     mb = np.broadcast_to(np.asarray(r["max_batch"], dtype=float), du.shape)  # one evaluate per distinct D
+    mb = mb / dp_ranks(tp)  # a Layout: one DP rank's requests (max_batch counts the instance)
     mb = mb if inv is None else mb[np.asarray(inv).reshape(d.shape)]
     return np.where(d > 0, np.minimum(float(target_only), mb), float(target_only))
 
@@ -504,9 +511,19 @@ def aggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechan
     """Steady-state aggregated serving (arrays over draft_len, and over concurrency when it is an array).
 
     Keys: tpot_s, ttft_s, request_latency_s, tokens_per_s_per_user, tokens_per_s_per_gpu, decode_batch,
-    prefill_tokens_per_step, iteration_s, acceptance_length, requests_per_s, concurrency, fits, stable."""
+    prefill_tokens_per_step, iteration_s, acceptance_length, requests_per_s, concurrency, fits, stable.
+
+    `tp` may be a Layout (model/parallel.py) with data-parallel attention and / or expert parallelism: the instance
+    is priced per DP rank (rank_serving)."""
     m = load_model(model)
     hw = load_hardware(hardware)
+    tp = serving_parallelism(tp)
+    if isinstance(tp, Layout):
+        tp.check(m, hw)
+    if dp_ranks(tp) > 1 and not spec_kw.pop("_rank", False):
+        return rank_serving(m, hw, workload, tp=tp, engine=engine, mechanism=mechanism, draft_len=draft_len,
+                            acceptance=acceptance, dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model,
+                            admission=admission, **spec_kw)
     eng = load_engine(engine).for_mechanism(mechanism)  # an engine may run this mechanism's rounds without overlap
     workload.check(m)
     prec = resolve_precision(m, hw, dtype, kv_dtype)
@@ -517,7 +534,8 @@ def aggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechan
     spec = dict(mechanism=mechanism, draft_len=d, acceptance=acceptance, draft_model=draft_model, **spec_kw)
     dpm = draft_prefill_model(m, mechanism, draft_model)
     draft = None if dpm is None or np.all(d == 0) else (dpm, resolve_precision(dpm, hw, dtype, kv_dtype))
-    one = memory_usage(m, hw, tp, 1, workload.isl + workload.osl, prec)
+    one = memory_usage(m, hw, attention_tp(tp), 1, workload.isl + workload.osl, prec,
+                       layout=tp if isinstance(tp, Layout) else None)
     kv_cap = kv_cap_requests(m, hw, tp, workload, eng, spec, prec, one.max_batch)
     cap = running_cap(eng, workload, kv_cap, d)
     b_max = min(float(np.max(conc)), float(np.max(cap))) if conc is not None else float(np.max(cap))
@@ -525,7 +543,7 @@ def aggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechan
     out = solve(tab, eng, workload, admission or eng.admission, kv_cap=kv_cap)
     tpot = out["tpot_s"]
     x = out["requests_per_s"]
-    devices = float(tp)
+    devices = float(tp.gpus if isinstance(tp, Layout) else tp)
     lat = out["ttft_s"] + (0.0 if workload.osl == 1 else (workload.osl - 1.0) * tpot)
     return {
         **out, "request_latency_s": lat,
@@ -537,3 +555,34 @@ def aggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechan
         "weights_bytes": float(one.weights_bytes),
         "capacity_bytes": float(one.capacity_bytes),
     }
+
+
+# keys of one DP rank's answer that count requests: the instance holds DP times as many
+_PER_RANK_COUNTS = ("decode_batch", "requests_per_s", "concurrency", "running_cap", "kv_cap_requests",
+                    "saturation_requests_per_s")
+
+
+def rank_serving(m, hw, workload: Workload, *, tp, engine=None, mechanism="none", **kw) -> dict:
+    """Aggregated serving of an instance with data-parallel attention (`tp` a Layout with DP > 1), priced per DP rank,
+    the unit each engine schedules (SGLang: one scheduler per DP-attention rank; vLLM: one engine per DP rank;
+    TensorRT-LLM enable_attention_dp: each rank its own batch): one rank's share of the load (concurrency or rate /
+    DP, Workload.per_rank), its running cap and token budget as the engine applies them (EngineProfile.per_dp_rank:
+    SGLang divides its launch-wide values by DP), its KV (one rank's sequences: memory.py), and a step that is the
+    instance's with every rank carrying the same load (parallel.instance_call: the MoE layers and their DeepEP
+    all-to-alls see DP x the rank's tokens; low-latency kernels in decode, normal ones for prompt chunks beyond
+    128 tokens per GPU). Requests, rates and batches come back for the instance (DP x a rank's), tokens/s/GPU over
+    its TP x DP GPUs, so requests/s x latency = concurrency holds for the instance as for the rank. Assumption: the
+    ranks' prompts arrive evenly and prefill in the same steps (an unaligned prefill on one rank would stall the
+    others' decode too: synchronous MoE layers)."""
+    dp = tp.dp
+    eng = load_engine(engine)
+    r = aggregated(m, hw, workload.per_rank(dp), tp=tp, engine=eng.per_dp_rank(dp), mechanism=mechanism,
+                   _rank=True, **kw)
+    out = dict(r)
+    for k in _PER_RANK_COUNTS:
+        if k in out:
+            out[k] = np.asarray(out[k], dtype=float) * dp
+    out["tokens_per_s_per_gpu"] = out["requests_per_s"] * workload.osl / float(tp.gpus)
+    out["devices"] = float(tp.gpus)
+    out["dp_ranks"] = dp
+    return out

@@ -18,6 +18,10 @@ def serve(model, hardware, workload: Workload, **kw) -> dict:
     fn = disaggregated if workload.mode == "disagg" else aggregated
     if fn is disaggregated:
         kw.pop("admission", None)
+    elif kw.pop("prefill_layout", None) is not None:  # one layout serves prefill and decode in an aggregated instance
+        from specplan.core.errors import SpecplanError
+
+        raise SpecplanError("prefill layout (--prefill-layout): only with --mode disagg")
     return fn(model, hardware, workload, **kw)
 
 

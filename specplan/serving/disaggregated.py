@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from specplan.model.memory import kv_bytes_per_token, memory_usage
+from specplan.model.parallel import (Layout, as_layout, attention_tp, dp_ranks, draft_parallelism, instance_call,
+                                     serving_parallelism)
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.serving.aggregated import (draft_prefill_model, kv_cap_requests, only_draft_len_varies, running_cap,
@@ -41,7 +43,7 @@ def prefill_instance_s(model, hw, tp, isl, eng, prec, draft=None) -> float:
     per = eng.step_s(gpu / n_steps, 1, step_kernels(model, hw, tp, eng, prec), False, isl / n_steps) * n_steps
     if draft is not None:
         dm, dprec = draft
-        per = per + prefill_s(dm, hw, tp if dm.num_q_heads % tp == 0 else 1, isl, precision=dprec, engine=eng)
+        per = per + prefill_s(dm, hw, draft_parallelism(dm, tp), isl, precision=dprec, engine=eng)
     return float(per)
 
 
@@ -54,12 +56,16 @@ def kv_link_bytes_s(hw, gpus: int) -> float:
     return float(bw) if bw.ndim == 0 else bw
 
 
-def kv_transfer_s(model, hw, tp, isl, prec, gpus=None) -> float:
+def kv_transfer_s(model, hw, tp, isl, prec, gpus=None, decode_tp=None) -> float:
     """Seconds to move one prompt's KV cache (all layers, every TP rank in parallel) from a prefill to a decode
     instance, over the link kv_link_bytes_s picks for a deployment of `gpus` GPUs (default: one instance pair; an
-    array of GPU counts gives an array)."""
-    per_rank = isl * (kv_bytes_per_token(model, tp, prec.kv, "full")
-                      + kv_bytes_per_token(model, tp, prec.kv, "sliding"))
+    array of GPU counts gives an array). With another decode attention TP (`decode_tp`; pools of their own
+    layouts) the busier side sets the time: each prefill GPU sends its TP share of the prompt's KV, each decode GPU
+    of the receiving DP rank takes its own share (an MLA latent whole on every TP GPU of a rank)."""
+    def per_gpu(t):
+        return isl * (kv_bytes_per_token(model, t, prec.kv, "full") + kv_bytes_per_token(model, t, prec.kv, "sliding"))
+
+    per_rank = per_gpu(tp) if decode_tp in (None, tp) else max(per_gpu(tp), per_gpu(decode_tp))
     s = per_rank / kv_link_bytes_s(hw, 2 * tp if gpus is None else gpus)
     return float(s) if np.ndim(s) == 0 else s
 
@@ -77,7 +83,8 @@ def _decode_tables(at_whole, b_top, shape):
 
 def disaggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechanism="none", draft_len=0,
                   acceptance=None, dtype=None, kv_dtype=None, draft_model=None, **spec_kw) -> dict:
-    """Steady-state xPyD serving (arrays over draft_len / concurrency): TPOT, TTFT, latency, tokens/s."""
+    """Steady-state xPyD serving (arrays over draft_len / concurrency): TPOT, TTFT, latency, tokens/s. `tp` is the
+    decode instances' TP or Layout; spec_kw `prefill_layout` the prefill instances' (None: the same)."""
     return disaggregated_pools(model, hardware, workload, [workload.pools or (1, 1)], tp=tp, engine=engine,
                                mechanism=mechanism, draft_len=draft_len, acceptance=acceptance, dtype=dtype,
                                kv_dtype=kv_dtype, draft_model=draft_model, **spec_kw)[0]
@@ -107,6 +114,10 @@ class _Pricing:
     kv_cap_draft: bool = False  # kv_cap counts the draft's weights and KV (below the target's own)
     spec_cap: np.ndarray | bool = False  # the running cap is the engine's speculative one (spec_cap_applies)
     rnd: tuple = ()  # (engine, verify tokens q, target kernels, draft kernels) of the round, per grid point
+    # pools of their own layouts (None: TP-only pools of one TP, priced as always): a decode instance is dp_d
+    # DP-attention ranks of gpus_d GPUs (cap, kv_cap and the decode batch are one rank's); a prefill instance dp_p
+    # ranks each prefilling its own prompts (s_p per rank), gpus_p GPUs, attention TP tp_p (arrays per column)
+    layouts: dict | None = None
 
     def iteration(self, b):
         """Iteration seconds at decode batch b (priced at max(b, 1)): GPU seconds linear between whole batches,
@@ -126,9 +137,12 @@ class _Pricing:
 def disaggregated_pools(model, hardware, workload: Workload, pools, *, draft_len=0, **kw) -> list[dict]:
     """`disaggregated` for each (x, y) of `pools` (one list entry each), all in one evaluation: disaggregated_grid
     with a last axis over the pools."""
-    pools = [(int(x), int(y)) for x, y in pools]
+    pre = [p[2] if len(p) > 2 else None for p in pools]  # (x, y, prefill layout): a pool of its own layout
+    pools = [(int(p[0]), int(p[1])) for p in pools]
     load = "request_rate" if workload.concurrency is None else "concurrency"
     wl = dataclasses.replace(workload, **{load: np.asarray(getattr(workload, load), dtype=float)[..., None]})
+    if any(p is not None for p in pre):
+        kw = dict(kw, prefill_layouts=pre)
     r = disaggregated_grid(model, hardware, wl, np.array([float(x) for x, _ in pools]),
                            np.array([float(y) for _, y in pools]),
                            draft_len=np.asarray(draft_len, dtype=float)[..., None], **kw)
@@ -142,14 +156,24 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, draft_len
 
 def disaggregated_grid(model, hardware, workload: Workload, x_pools, y_pools, *, tp=1, engine=None,
                        mechanism="none", draft_len=0, acceptance=None, dtype=None, kv_dtype=None, draft_model=None,
-                       **spec_kw) -> dict:
+                       prefill_layout=None, prefill_layouts=None, **spec_kw) -> dict:
     """Steady-state xPyD serving on a grid: `x_pools`, `y_pools` (prefill and decode instances, arrays), draft_len
     and the workload's load broadcast together, one point each (a search's columns: (pool, D) pairs), the decode
     and prefill pricing and the loop's bisection shared. Arrays of that shape; `pools` is (x_pools, y_pools),
-    `devices` and `kv_transfer_s` are shaped like them."""
+    `devices` and `kv_transfer_s` are shaped like them.
+
+    `tp` (decode) and `prefill_layout` (None: the same), or one prefill layout per pool column (`prefill_layouts`,
+    shaped like x_pools; None entries: `prefill_layout`), may be Layouts: a pool with data-parallel attention is
+    priced per DP rank as aggregated.rank_serving prices an instance (a decode rank holds B requests; a prefill rank
+    prefills its own prompts, all ranks in the same steps), its engine limits per rank (EngineProfile.per_dp_rank),
+    the KV moved between the pools' layouts (kv_transfer_s); one decode pricing serves every prefill layout."""
     m = load_model(model)
     hw = load_hardware(hardware)
-    eng = load_engine(engine).for_mechanism(mechanism)  # an engine may run this mechanism's rounds without overlap
+    tp = serving_parallelism(tp)
+    if isinstance(tp, Layout):
+        tp.check(m, hw)
+    dp_d = dp_ranks(tp)
+    eng = load_engine(engine).per_dp_rank(dp_d).for_mechanism(mechanism)  # rounds may run without overlap
     workload.check(m)
     prec = resolve_precision(m, hw, dtype, kv_dtype)
     xs, ys = np.asarray(x_pools, dtype=float), np.asarray(y_pools, dtype=float)
@@ -160,27 +184,31 @@ def disaggregated_grid(model, hardware, workload: Workload, x_pools, y_pools, *,
     spec = dict(mechanism=mechanism, draft_len=d, acceptance=acceptance, draft_model=draft_model, **spec_kw)
     dpm = draft_prefill_model(m, mechanism, draft_model)
     draft = None if dpm is None or np.all(d == 0) else (dpm, resolve_precision(dpm, hw, dtype, kv_dtype))
-    s_p = prefill_instance_s(m, hw, tp, workload.isl, eng, prec, draft)
+    layouts = _pool_layouts(m, hw, tp, prefill_layout, prefill_layouts, xs, engine, eng, prec, draft, workload.isl)
+    s_p = prefill_instance_s(m, hw, tp, workload.isl, eng, prec, draft) if layouts is None else layouts["s_p"]
     kernels = step_kernels(m, hw, tp, eng, prec)
-    mem_one = memory_usage(m, hw, tp, 1, workload.isl + workload.osl, prec)
+    mem_one = memory_usage(m, hw, attention_tp(tp), 1, workload.isl + workload.osl, prec,
+                           layout=tp if isinstance(tp, Layout) else None)
+    one_max = mem_one.max_batch / dp_d  # one decode rank's requests (max_batch counts the instance)
     # the decode table depends on D, not on the concurrency: priced once per distinct D, spread back below
     spread = d.ndim >= 1 and only_draft_len_varies(spec)
     du, inv = np.unique(d, return_inverse=True) if spread else (d, None)
     spec_u = {**spec, "draft_len": du}
-    kv_cap_u = kv_cap_requests(m, hw, tp, workload, eng, spec_u, prec, mem_one.max_batch)  # the draft's memory too
+    kv_cap_u = kv_cap_requests(m, hw, tp, workload, eng, spec_u, prec, one_max)  # the draft's memory too
     kv_cap = (np.asarray(kv_cap_u)[np.asarray(inv).reshape(d.shape)] if spread and np.ndim(kv_cap_u) else kv_cap_u)
     cap = running_cap(eng, workload, kv_cap, d) * np.ones(d.shape)  # decode batch per instance: engine, KV cache
 
     def at_whole(b):  # the engine's round as in aggregated serving: GPU extras (extend, rejection), round host
-        r = evaluate(m, hw, tp=tp, batch=b, context_len=workload.decode_context, engine=eng, dtype=prec.compute,
-                     kv_dtype=prec.kv, precision=prec, **spec_u)
+        t, lay, bb = instance_call(tp, b)  # a Layout: b is one DP rank's, the instance holds DP x b
+        r = evaluate(m, hw, tp=t, batch=bb, context_len=workload.decode_context, engine=eng, dtype=prec.compute,
+                     kv_dtype=prec.kv, precision=prec, **spec_u, **lay)
         q = np.asarray(r["verify_tokens"], dtype=float)
         gpu = np.asarray(r["iter_s"]) + round_gpu_extra_s(m, engine_hardware(hw, eng), tp, b, du, q,
                                                           workload.decode_context, mechanism,
                                                           draft)
         return gpu, round_s(eng, gpu, b, du, q, kernels, kernels * np.asarray(r["rho_d"])), r
 
-    b_top = float(np.max(conc)) / float(np.min(ys)) if conc is not None else float(np.max(cap))
+    b_top = float(np.max(conc)) / (dp_d * float(np.min(ys))) if conc is not None else float(np.max(cap))
     b_top = min(max(b_top, 1.0), float(np.max(cap)))
     grid, g_u, r_grid = _decode_tables(at_whole, b_top, du.shape)
     q_u = np.broadcast_to(np.asarray(r_grid["verify_tokens"], dtype=float)[0], du.shape)
@@ -199,8 +227,8 @@ def disaggregated_grid(model, hardware, workload: Workload, x_pools, y_pools, *,
         al, t_cap, q, kd = al_u, np.broadcast_to(t_cap_u, du.shape), q_u, kd_u
     table = np.ascontiguousarray(np.reshape(g_u, (len(grid), -1)))
     pr = _Pricing(m, hw, tp, workload, prec, d, conc, s_p, cap, grid, table, idx, al, np.asarray(kv_cap >= 1),
-                  kv_cap, t_cap, bool(np.any(kv_cap < mem_one.max_batch)), spec_cap_applies(eng, workload, d, kv_cap),
-                  (eng, q, kernels, kd))
+                  kv_cap, t_cap, bool(np.any(kv_cap < one_max)), spec_cap_applies(eng, workload, d, kv_cap),
+                  (eng, q, kernels, kd), layouts)
     return _pool_split(pr, xs, ys)
 
 
@@ -261,8 +289,16 @@ def _pool_split(pr: _Pricing, x_pools, y_pools) -> dict:
     """xPyD splits (x_pools, y_pools: arrays broadcast with the grid): the loop solved, TTFT with admission waits,
     TPOT, latency, throughput and stability."""
     wl, d, al, cap = pr.workload, pr.d, pr.al, pr.cap
-    devices = (x_pools + y_pools) * float(pr.tp)
-    kv_s = kv_transfer_s(pr.m, pr.hw, pr.tp, wl.isl, pr.prec, devices)
+    lays, dp_d = pr.layouts, 1
+    if lays is None:  # TP-only pools of one TP: as always
+        devices = (x_pools + y_pools) * float(pr.tp)
+        kv_s = kv_transfer_s(pr.m, pr.hw, pr.tp, wl.isl, pr.prec, devices)
+    else:  # pools of their own layouts: instances become DP ranks (prompt servers, decode ranks)
+        devices = x_pools * lays["gpus_p"] + y_pools * float(gpus_of(pr.tp))
+        kv_s = lays["kv_bytes"] / kv_link_bytes_s(pr.hw, devices)
+        dp_d = dp_ranks(pr.tp)
+        x_inst, y_inst = x_pools, y_pools
+        x_pools, y_pools = x_pools * lays["dp_p"], y_pools * dp_d
     n_d = np.maximum((wl.osl - 1.0) / al, 1e-9) if wl.osl > 1 else np.zeros(np.shape(al))
     capacity = x_pools / pr.s_p  # requests/s the prefill pool can feed
     b, tau, x = _solve_loop(pr, x_pools, y_pools, n_d, kv_s)
@@ -287,11 +323,40 @@ def _pool_split(pr: _Pricing, x_pools, y_pools) -> dict:
     return {
         "tpot_s": tpot, "ttft_s": ttft, "ttft_p50_s": p50, "ttft_p90_s": p90, "request_latency_s": lat,
         "tokens_per_s_per_user": 1.0 / tpot, "tokens_per_s_per_gpu": x * wl.osl / devices,
-        "decode_batch": b, "iteration_s": tau, "acceptance_length": al, "requests_per_s": x,
+        "decode_batch": b * dp_d, "iteration_s": tau, "acceptance_length": al, "requests_per_s": x,
         "concurrency": load, "prefill_s": pr.s_p, "prefill_utilization": rho, "kv_transfer_s": kv_s,
-        "pools": (x_pools, y_pools), "devices": devices, "admission_wait_s": adm,
+        "pools": (x_pools, y_pools) if lays is None else (x_inst, y_inst), "devices": devices,
+        "admission_wait_s": adm,
         "fits": pr.fits_one & np.ones(d.shape, dtype=bool), "stable": stable,
         "prefill_bound": rho >= 0.95,  # (X >= 0.999 x capacity, once or-ed in, is rho >= 0.999: implied)
         "saturation_requests_per_s": np.minimum(capacity, decode_cap),
-        "running_cap": cap, "kv_cap_requests": pr.kv_cap, "kv_cap_draft": pr.kv_cap_draft, "spec_cap": pr.spec_cap,
+        "running_cap": cap * dp_d, "kv_cap_requests": pr.kv_cap * dp_d, "kv_cap_draft": pr.kv_cap_draft,
+        "spec_cap": pr.spec_cap,
     }
+
+
+def gpus_of(tp) -> int:
+    """GPUs of one instance of a serving call's `tp` (an int, or a Layout: TP x DP x PP)."""
+    return tp.gpus if isinstance(tp, Layout) else int(tp)
+
+
+def _pool_layouts(m, hw, tp, prefill_layout, prefill_layouts, xs, engine, eng_d, prec, draft, isl) -> dict | None:
+    """Per pool column, what a prefill layout of its own changes (None when every pool is TP-only at the decode
+    TP: priced as always): seconds per prompt per prefill rank `s_p`, ranks `dp_p`, GPUs `gpus_p`, and the KV bytes
+    per GPU moved to the decode pool (`kv_bytes`, the busier side of kv_transfer_s), each shaped like x_pools."""
+    xs = np.asarray(xs, dtype=float)
+    given = [prefill_layout] * xs.size if prefill_layouts is None else [
+        prefill_layout if p is None else p for p in np.asarray(prefill_layouts, dtype=object).ravel()]
+    lays = [tp if p is None else serving_parallelism(as_layout(p)) for p in given]
+    if not isinstance(tp, Layout) and all(p == tp and not isinstance(p, Layout) for p in lays):
+        return None
+    per = {}
+    for p in set(lays):
+        if isinstance(p, Layout):
+            p.check(m, hw)
+        dp_p = dp_ranks(p)
+        e_p = eng_d if dp_p == dp_ranks(tp) else load_engine(engine).per_dp_rank(dp_p)
+        kv = kv_transfer_s(m, hw, attention_tp(p), isl, prec, 1, decode_tp=attention_tp(tp)) * kv_link_bytes_s(hw, 1)
+        per[p] = (prefill_instance_s(m, hw, p, isl, e_p, prec, draft), float(dp_p), float(gpus_of(p)), kv)
+    cols = np.array([per[p] for p in lays], dtype=float).reshape(xs.shape + (4,))
+    return {k: cols[..., i] for i, k in enumerate(("s_p", "dp_p", "gpus_p", "kv_bytes"))}

@@ -46,6 +46,7 @@ from specplan.costs.gemm import elementwise_cost, gemm_cost
 from specplan.model.memory import kv_bytes_per_token
 from specplan.profiles.engine import EngineProfile, engine_hardware
 from specplan.profiles.registry import load_engine, load_kernel_family
+from specplan.model.parallel import attention_tp, instance_call
 from specplan.model.step import ACT_BYTES, step_time
 
 
@@ -54,9 +55,10 @@ def _nonattention_s(model, hw, tp, tokens, precision, routing, logits_rows=None)
     on `logits_rows` of them (default: all; a prompt's chunk needs one row: step_time)."""
     rows = tokens if logits_rows is None else logits_rows
 
-    def rest(n, k):
-        r = step_time(model, hw, tp, np.maximum(n, 1.0), 1, 0, precision=precision, routing=routing,
-                      logits_rows=np.maximum(k, 1.0))
+    def rest(n, k):  # a Layout's `tokens` are one DP rank's (every rank carrying as many: parallel.instance_call)
+        t, lay, nn = instance_call(tp, np.maximum(n, 1.0))
+        r = step_time(model, hw, t, nn, 1, 0, precision=precision, routing=routing,
+                      logits_rows=np.maximum(k, 1.0), **lay)
         return r.total_s - r.breakdown_s["attention"]
 
     return on_unique(rest, tokens, rows)
@@ -140,7 +142,7 @@ def mixed_step_s(model, hw, tp, decode_batch, decode_context, prefill_tokens, pr
     """GPU seconds of one step: `decode_batch` sequences x `q_len` tokens over `decode_context` cached tokens,
     plus a prefill chunk of `prefill_tokens` tokens (split evenly over `prefill_seqs` prompts) after
     `prefill_context` cached tokens of each prompt."""
-    eng, pfam = _families(engine, hw)
+    eng, pfam = _families(engine, hw)  # tp: an int, or a Layout with per-DP-rank batches and tokens
     one = bool(np.all(np.asarray(q_len) <= 1))
     if decode_family is None:
         decode_family = load_kernel_family(eng.family_id("decode_attention" if one else "verify_attention", hw))
@@ -150,15 +152,16 @@ def mixed_step_s(model, hw, tp, decode_batch, decode_context, prefill_tokens, pr
     b = np.asarray(decode_batch, dtype=float)
     q = np.asarray(q_len, dtype=float)
     p = np.asarray(prefill_tokens, dtype=float)
-    dec = step_time(model, hw, tp, np.maximum(b, 1.0), q, decode_context, precision=precision, routing=routing,
-                    attention_family=decode_family, mla_family=mla_fam)
+    t_, lay, b_inst = instance_call(tp, np.maximum(b, 1.0))
+    dec = step_time(model, hw, t_, b_inst, q, decode_context, precision=precision, routing=routing,
+                    attention_family=decode_family, mla_family=mla_fam, **lay)
     dec_tokens = b * q
     base = np.where(b > 0, dec.total_s - _nonattention_s(model, hw, tp, np.maximum(b, 1.0) * q, precision,
                                                            routing), 0.0)
     seqs = np.maximum(np.asarray(prefill_seqs, dtype=float), 1.0)
     logits_rows = dec_tokens + np.where(p > 0, seqs, 0.0)  # every decode token, one row per prompt
     rest = _nonattention_s(model, hw, tp, dec_tokens + p, precision, routing, logits_rows)
-    pre = seqs * prefill_attention_s(model, hw, tp, p / seqs, prefill_context, precision, pfam)
+    pre = seqs * prefill_attention_s(model, hw, attention_tp(tp), p / seqs, prefill_context, precision, pfam)
     return base + rest + pre
 
 
@@ -184,6 +187,6 @@ def prefill_s(model, hw, tp, isl, *, precision, engine=None, budget_tokens=None,
         ctx = np.where(isl > budget, k * per_step, 0.0)
         seqs = np.where(isl > budget, 1.0, np.maximum(1.0, chunk / np.maximum(isl, 1.0)))
         t = _nonattention_s(model, hw, tp, np.maximum(chunk, 1.0), precision, routing, seqs)
-        t = t + seqs * prefill_attention_s(model, hw, tp, chunk / seqs, ctx, precision, pfam)
+        t = t + seqs * prefill_attention_s(model, hw, attention_tp(tp), chunk / seqs, ctx, precision, pfam)
         out = out + np.where(live, t, 0.0)
     return out

@@ -56,6 +56,7 @@ class Workload:
     mode: str = "agg"
     pools: tuple[int, int] | None = None  # None: disaggregated serving runs 1P1D, recommend / pareto search them
     startup_cohort: bool = False  # opt-in: add the start-up bunching of a benchmark whose clients start together
+    ranks: int = 1  # DP-attention ranks sharing the load: this is one rank's share (per_rank; 1 = the whole load)
 
     def __post_init__(self):
         for name, what, v in (("isl (--isl)", "prompt", self.isl), ("osl (--osl)", "output", self.osl)):
@@ -67,7 +68,7 @@ class Workload:
             raise SpecplanError("workload: give exactly one of --concurrency or --request-rate")
         if self.concurrency is not None:
             c = np.asarray(self.concurrency, dtype=float)
-            if c.size == 0 or not (np.all(np.isfinite(c)) and np.min(c) >= 1):
+            if c.size == 0 or not (np.all(np.isfinite(c)) and np.min(c) * self.ranks >= 1):
                 bad = np.min(c) if c.size else "nothing"
                 raise SpecplanError(f"concurrency (--concurrency): must be >= 1 request, got {bad:g}"
                                     if c.size else "concurrency (--concurrency): got no value")
@@ -79,6 +80,22 @@ class Workload:
                 raise SpecplanError(f"{name}: must be <= {MAX_CONTEXT:,} tokens, got {brief(v)}")
         if self.pools is not None and self.mode != "disagg":
             raise SpecplanError(f"pools (--pools): only with --mode disagg, got mode {self.mode}")
+
+    def per_rank(self, dp: int) -> "Workload":
+        """One of `dp` data-parallel attention ranks' share of the load: concurrency or request rate / dp (each
+        rank schedules its own requests; the load spread evenly), `ranks` = dp; itself at dp 1."""
+        if dp <= 1:
+            return self
+        import dataclasses
+
+        cut = lambda v: None if v is None else np.asarray(v, dtype=float) / dp  # noqa: E731
+        return dataclasses.replace(self, concurrency=cut(self.concurrency), request_rate=cut(self.request_rate),
+                                   ranks=self.ranks * dp)
+
+    @property
+    def total_concurrency(self):
+        """Requests in flight over all the ranks sharing the load (concurrency x ranks; None in an open loop)."""
+        return None if self.concurrency is None else np.asarray(self.concurrency, dtype=float) * self.ranks
 
     def check(self, model) -> None:
         """One-line error if a request does not fit the model's context (prompt + output tokens)."""

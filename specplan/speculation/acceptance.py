@@ -300,8 +300,10 @@ def profile_ids() -> list[str]:
 
 
 def find_profile(mechanism: str, target: str) -> str | None:
-    """Id of the shipped profile for (mechanism, target model), if exactly one default exists."""
+    """Id of the shipped profile for (mechanism, target model), if exactly one default exists; a profile serves its
+    `target` and the ids in its `also_targets` (another id of the same checkpoint family, e.g. deepseek-r1)."""
     hits = [i for i in profile_ids()
-            if load_profile(i)["mechanism"] == mechanism and load_profile(i).get("target") == target]
+            if load_profile(i)["mechanism"] == mechanism and (load_profile(i).get("target") == target or
+                                                             target in (load_profile(i).get("also_targets") or []))]
     preferred = [i for i in hits if load_profile(i).get("default", False)]
     return (preferred or hits or [None])[0]

@@ -28,6 +28,7 @@ import numpy as np
 from specplan.core.unique import on_unique
 from specplan.costs.gemm import elementwise_cost
 from specplan.model.step import step_time
+from specplan.model.parallel import attention_tp, draft_parallelism, instance_call
 
 LOGIT_BYTES = 4  # fp32 logits / probabilities (vLLM and SGLang samplers upcast logits to float32)
 # Passes over the B x q x V fp32 tensor by the rejection step: greedy = argmax over the target logits (one read);
@@ -82,11 +83,12 @@ def tree_topk_s(hw, batch, width, steps, draft_vocab) -> np.ndarray:
 def draft_pass_extra_s(draft, hw, tp, batch, tokens, context, prec) -> np.ndarray:
     """GPU seconds a draft pass at `tokens` tokens per sequence costs beyond one at 1 token (the drafter prices
     q_len 1 steps): draft extend over the verified positions, or a tree step's `width` candidates."""
-    tp_d = tp if draft.num_q_heads % tp == 0 else 1
+    tp_d = draft_parallelism(draft, tp)  # an int as before; under a Layout the target's TP / DP (/ EP), per DP rank
 
     def extra(b, t, c):
-        wide = step_time(draft, hw, tp_d, b, np.maximum(t, 1.0), c, precision=prec).total_s
-        one = step_time(draft, hw, tp_d, b, 1, c, precision=prec).total_s
+        t_d, lay, bb = instance_call(tp_d, b)
+        wide = step_time(draft, hw, t_d, bb, np.maximum(t, 1.0), c, precision=prec, **lay).total_s
+        one = step_time(draft, hw, t_d, bb, 1, c, precision=prec, **lay).total_s
         return np.where(t > 1, np.maximum(wide - one, 0.0), 0.0)
 
     return on_unique(extra, batch, tokens, context)
@@ -100,7 +102,7 @@ def round_gpu_extra_s(model, hw, tp, batch, draft_len, q, context, mechanism, dr
     q = np.asarray(q, dtype=float)
     b = np.asarray(batch, dtype=float)
     spec = d > 0
-    t = rejection_s(hw, b, q, model.vocab_size, tp, sampling)
+    t = rejection_s(hw, b, q, model.vocab_size, attention_tp(tp), sampling)  # per DP rank under a Layout
     if draft is not None and mechanism in EXTEND_MECHANISMS:
         dm, dprec = draft
         t = t + draft_pass_extra_s(dm, hw, tp, b, q, context, dprec)

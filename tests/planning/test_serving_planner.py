@@ -113,7 +113,8 @@ def test_deployment_search_takes_a_dtype_list_and_refuses_bad_budgets():
     assert p.returncode == 2 and "auto needs --gpus" in p.stderr
 
 
-@pytest.mark.parametrize("cmd, extra, flag", [("recommend", ["--ep", "5", "--pp", "200"], "--dp/--ep/--pp"),
+@pytest.mark.parametrize("cmd, extra, flag", [("recommend", ["--ep", "5", "--pp", "200"], "layout: --ep 5"),  # priced
+                                              # since issue 38, so a layout that does not divide is refused as such
                                               ("pareto", ["--layouts", "tp8", "-o", "OUT"], "--layouts")])
 def test_serving_commands_refuse_layout_flags_they_do_not_price(cmd, extra, flag, tmp_path):
     extra = [str(tmp_path) if x == "OUT" else x for x in extra]

@@ -35,6 +35,7 @@ BUILTIN_TO_CSV = {
     "qwen3.5-35b-a3b": "qwen3.5-35b-a3b",
     "qwen3.5-122b-a10b": "qwen3.5-122b-a10b",
     "deepseek-v3": "deepseek-v3",
+    "deepseek-r1": "deepseek-v3",  # the same architecture (R1's config.json equals V3's)
     "gpt-oss-20b": "gpt-oss-20b",
     "gpt-oss-120b": "gpt-oss-120b",
     "mistral-7b": "mistral-7b-v0.3",
@@ -58,6 +59,7 @@ MTP_ROWS = {
 REQUIRED_IDS = [
     "llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b", "llama-3.3-70b", "llama-3.1-405b", "qwen3-8b", "qwen3-32b",
     "qwen3-30b-a3b", "qwen3-235b-a22b", "qwen3-next-80b-a3b", "qwen3.5-35b-a3b", "qwen3.5-122b-a10b", "deepseek-v3",
+    "deepseek-r1",
     "gpt-oss-20b", "gpt-oss-120b", "mixtral-8x7b", "nemotron-3.5-lightning-30b-a3b", "eagle3-llama-3.1-8b",
     "qwen3-4b", "mistral-7b",
 ]  # fmt: skip

@@ -122,7 +122,7 @@ def plan_from_answer(answer: dict, **given) -> dict:
     if not isinstance(model_id, str) or not model_id:
         raise SpecplanError("launch: answer field 'model' is missing")
     prof = load_model(model_id) if model_id in model_ids() else None
-    lay = src.get("layout") if isinstance(src.get("layout"), dict) else {}
+    lay = _layout_fields(src.get("decode_layout") or src.get("layout"))
     mech = src.get("mechanism") or "none"
     d = _int(src, "draft_len", 0)
     if mech == "none":
@@ -130,6 +130,10 @@ def plan_from_answer(answer: dict, **given) -> dict:
     if mech != "none" and d < 1:
         raise SpecplanError(f"launch: mechanism {mech} needs draft_len >= 1, got {d}")
     pools = _pools(src.get("pools"))
+    if pools is not None:  # pools of their own layouts (recommend --gpus for an MoE model, --prefill-layout)
+        for role in ("prefill", "decode"):
+            pools[role].update({k: v for k, v in _layout_fields(src.get(f"{role}_layout")).items()
+                                if k not in pools[role]})
     batch = _int(src, "batch", 0)
     if not batch and src.get("concurrency") is not None:  # closed loop: every request may run (split over the
         y = pools["decode"].get("replicas", 1) if pools else 1  # decode replicas of a disaggregated answer)
@@ -160,6 +164,22 @@ def plan_from_answer(answer: dict, **given) -> dict:
         plan["pools"] = {"prefill": {"replicas": 1}, "decode": {"replicas": 1}}
     _check_plan(plan, prof)
     return plan
+
+
+def _layout_fields(lay) -> dict:
+    """{tp, dp, ep, pp} of an answer's layout: a dict as given, a spelling in the --layouts grammar ('dp8ep8'),
+    else {} (a display string such as '4 x TP 8': the answer's tp field holds it)."""
+    if isinstance(lay, dict):
+        return lay
+    if isinstance(lay, str):
+        from specplan.model.parallel import parse_layout
+
+        try:
+            x = parse_layout(lay)
+        except SpecplanError:
+            return {}
+        return {"tp": x.tp, "dp": x.dp, "ep": x.ep, "pp": x.pp}
+    return {}
 
 
 def _draft_repo(ref) -> str | None:
@@ -385,6 +405,11 @@ def build_sglang(plan: dict, worker: bool = False) -> Launch:
         argv += ["--attn-dp-size", str(plan["dp"])]  # SGLang 0.5.23: replaces --dp-size N --enable-dp-attention
     if plan["ep"] > 1:
         argv += ["--ep-size", str(plan["ep"])]
+    if plan["dp"] > 1 and plan["ep"] > 1:  # tokens reach their experts by DeepEP all-to-all, as specplan prices
+        # them (docs/parallel.md): normal kernels for prefill, low-latency for decode (auto: by forward mode; a
+        # disaggregated worker gets its role's); dense layers and the LM head per DP rank, as the large-EP recipes
+        argv += ["--moe-a2a-backend", "deepep", "--deepep-mode", plan.get("deepep_mode") or "auto",
+                 "--moe-dense-tp-size", "1", "--enable-dp-lm-head"]
     argv += ["--max-running-requests", str(plan["max_batch"]),
              "--chunked-prefill-size", str(plan["token_budget"]),
              "--kv-cache-dtype", KV_DTYPES["sglang"].get(plan["kv_dtype"], "auto")]
@@ -490,6 +515,8 @@ def _dynamo_worker_plan(plan: dict, role: str, pool: dict, prefill_speculates: b
     sub = dict(plan)
     for k in ("tp", "dp", "ep", "pp"):
         sub[k] = int(pool.get(k, plan[k] if role != "prefill" else (plan["tp"] if k == "tp" else 1)))
+    if role in ("prefill", "decode"):  # SGLang workers with DeepEP: normal kernels for prefill, low-latency decode
+        sub["deepep_mode"] = "normal" if role == "prefill" else "low_latency"
     if role == "prefill":
         sub["max_batch"] = int(pool.get("max_batch", max(1, plan["token_budget"] // max(1, plan["isl"] or 1024))))
         if not prefill_speculates:
