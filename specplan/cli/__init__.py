@@ -22,7 +22,8 @@ MODULE_OF = {"profiles": "profiles_cmd", "model": "profiles_cmd", "step": "step_
              "calibrate": "bench_cmd", "validate": "bench_cmd", "adaptive": "adaptive_cmd",
              "validate-serving": "serving_cmd", "validate-speculation": "serving_cmd",
              "validate-kernels": "validate_cmd", "validate-step": "validate_cmd", "validate-eagle3": "validate_cmd",
-             "validate-parallel": "validate_cmd", "validate-round": "validate_cmd", "launch": "launch_cmd",
+             "validate-parallel": "validate_cmd", "validate-round": "validate_cmd", "validate-inferencex": "validate_cmd",
+             "launch": "launch_cmd",
              "validate-power": "launch_cmd", "bench-speed": "speed_cmd"}
 
 
