@@ -401,6 +401,9 @@ def recommend(
     if gpus is not None:
         src = ctx.get_parameter_source("mode")
         _check_gpus_search(isl, osl, tp, pools, concurrency, request_rate, hw_list)
+        if objective == "energy":  # a fixed budget: tokens/s of the budget and $/Mtok rank alike; J/token does not
+            raise SpecplanError("recommend --gpus: ranks by output tokens/s of the budget (on one device the same as "
+                                "--objective cost); --objective energy ranks serving points: drop --gpus")
         _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, dtype,
                            "auto" if src is None or src.name == "DEFAULT" else mode, eng, mechs, acc,
                            max_draft_len, extrapolate, max_ttft_ms, max_tpot_ms, json_out,
@@ -874,11 +877,26 @@ def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, d
               f"({x['verdict']})")
     x = r["best"]
     print(f"answer: {x['mode']} {x.get('label') or x['layout']} ({x['dtype']})")
+    verdict = speculation_verdict(x["best"], f"{x['mode']} {x.get('label') or x['layout']}")
+    if verdict:
+        print(verdict)
     _warn_without_sla(max_ttft_ms, max_tpot_ms, x["best"])
     if launch is not None:
         print(launch["text"])
     if err is not None:  # the search stands; only its launch could not be written
         raise err
+
+
+def speculation_verdict(best: dict, where: str) -> str | None:
+    """One line: does speculation pay at the answer (its throughput over the best without speculation on the same
+    layout, `speedup_vs_none`), or None where the answer does not say."""
+    x = best.get("speedup_vs_none")
+    if x is None or x != x:
+        return None
+    if best["mechanism"] == "none":
+        return f"speculation does not pay here: no draft mechanism beats the baseline on {where}"
+    return (f"speculation pays: x {x:.2f} the tokens/s/GPU of the best without speculation on {where} "
+            f"({best['mechanism']} D = {best['draft_len']})")
 
 
 def _warn_without_sla(max_ttft_ms, max_tpot_ms, best: dict) -> None:

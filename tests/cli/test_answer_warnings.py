@@ -28,3 +28,18 @@ def test_a_serving_answer_without_an_sla_warns():
     best = next(x for x in r.stdout.splitlines() if x.startswith("best: "))
     ttft = best.split("TTFT ")[1].split(" ms")[0]  # the best line's TTFT, rounded to whole ms in the warning
     assert f"TTFT {float(ttft):,.0f} ms" in line
+
+
+def test_a_gpus_answer_says_whether_speculation_pays():
+    """issue 42: a one-line verdict in --gpus answers, the answer's tokens/s/GPU over the best without speculation
+    on its layout (the number --json carries as best.best.speedup_vs_none); --objective energy is refused there."""
+    import json
+
+    args = [*BASE, "--gpus", "2", "--mode", "agg", "--max-tpot-ms", "30"]
+    text, js = run(*args), run(*args, "--json")
+    assert text.returncode == 0 and js.returncode == 0, text.stderr + js.stderr
+    best = json.loads(js.stdout)["best"]["best"]
+    assert best["mechanism"] == "eagle3" and best["speedup_vs_none"] > 1
+    assert f"speculation pays: x {best['speedup_vs_none']:.2f} the tokens/s/GPU of the best without" in text.stdout
+    e = run(*args, "--objective", "energy")
+    assert e.returncode == 2 and "--objective energy ranks serving points: drop --gpus" in e.stderr
