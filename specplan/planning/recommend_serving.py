@@ -216,12 +216,19 @@ def serving_d_schedule(m, hardware, workload, best: dict, acc, max_d: int, tp, e
                    max_draft_len=max_d, edges=edges, tp=tp, engine=eng, **kw)
     k = next(kk for lo, hi, kk in s["vllm"] if c <= hi or hi == s["vllm"][-1][1])
     fixed = int(best["draft_len"])
-    r = aggregated(m, hardware, Workload(workload.isl, workload.osl, concurrency=c), tp=tp, engine=eng,
-                   mechanism=best["mechanism"], draft_len=np.array([k, fixed]), acceptance=acc, **kw)
-    tps, tpot, ttft = (np.asarray(r[x], dtype=float) for x in ("tokens_per_s_per_gpu", "tpot_s", "ttft_s"))
-    s["at_best"] = {"concurrency": c, "draft_len": k, "tokens_per_s_per_gpu": float(tps[0]),
-                    "tpot_ms": 1e3 * float(tpot[0]), "ttft_ms": 1e3 * float(ttft[0]), "fixed_draft_len": fixed,
-                    "fixed_tokens_per_s_per_gpu": float(tps[1]), "fixed_tpot_ms": 1e3 * float(tpot[1])}
+    # one number per point: the answer's own D at its concurrency is the ranked answer itself (its numbers, not a
+    # second pricing of the same point); only a band D that differs is priced here
+    at = {"tokens_per_s_per_gpu": float(best["tokens_per_s_per_gpu"]), "tpot_ms": float(best["tpot_ms"]),
+          "ttft_ms": float(best["ttft_ms"])}
+    if k != fixed:
+        r = aggregated(m, hardware, Workload(workload.isl, workload.osl, concurrency=c), tp=tp, engine=eng,
+                       mechanism=best["mechanism"], draft_len=np.array([k]), acceptance=acc, **kw)
+        at = {"tokens_per_s_per_gpu": float(np.asarray(r["tokens_per_s_per_gpu"], dtype=float)[0]),
+              "tpot_ms": 1e3 * float(np.asarray(r["tpot_s"], dtype=float)[0]),
+              "ttft_ms": 1e3 * float(np.asarray(r["ttft_s"], dtype=float)[0])}
+    s["at_best"] = {"concurrency": c, "draft_len": k, **at, "fixed_draft_len": fixed,
+                    "fixed_tokens_per_s_per_gpu": float(best["tokens_per_s_per_gpu"]),
+                    "fixed_tpot_ms": float(best["tpot_ms"])}
     s["notes"].append("bands are ranked by tokens/s/GPU without the SLA (each band's TPOT and TTFT at its D beside)")
     return s
 

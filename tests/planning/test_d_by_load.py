@@ -2,6 +2,7 @@
 priced at its own steady state, the schedule in vLLM's and TensorRT-LLM's forms, the winner re-priced with it."""
 
 import numpy as np
+import pytest
 
 from specplan.planning.recommend_serving import recommend_serving
 from specplan.serving.aggregated import aggregated
@@ -38,6 +39,14 @@ def test_bands_take_the_d_of_most_tokens_per_gpu_and_the_winner_is_repriced_with
     assert a["concurrency"] == best["concurrency"] and a["fixed_draft_len"] == best["draft_len"]
     band_d = next(k for lo, hi, k in v if lo <= a["concurrency"] <= hi)
     assert a["draft_len"] == band_d
+    # one number per point (issue 42): the fixed D at the winner's concurrency is the ranked answer itself
+    assert (a["fixed_tokens_per_s_per_gpu"], a["fixed_tpot_ms"]) == (best["tokens_per_s_per_gpu"], best["tpot_ms"])
+    if a["draft_len"] == best["draft_len"]:
+        assert (a["tokens_per_s_per_gpu"], a["tpot_ms"]) == (best["tokens_per_s_per_gpu"], best["tpot_ms"])
+    else:  # another D at the same concurrency: priced alone, as aggregated prices it
+        alone = aggregated("llama-3.1-8b", "h100-sxm", Workload(128, 1024, concurrency=a["concurrency"]),
+                           engine="vllm", mechanism="eagle3", draft_len=a["draft_len"], acceptance=acc)
+        assert a["tokens_per_s_per_gpu"] == pytest.approx(float(alone["tokens_per_s_per_gpu"]), rel=1e-9)
 
 
 def test_no_schedule_without_speculation():
