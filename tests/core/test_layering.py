@@ -96,12 +96,17 @@ def test_every_folder_has_a_place_in_the_layers():
     assert rooms <= set(LAYERS), rooms - set(LAYERS)
 
 
+def _planted(tmp_path, folder: str, source: str) -> list[str]:
+    """The checker's findings on a package holding one planted module, specplan/<folder>/bad.py."""
+    fake = tmp_path / "specplan" / folder
+    fake.mkdir(parents=True)
+    (fake / "bad.py").write_text(source)
+    return _violations(tmp_path / "specplan")
+
+
 def test_the_contract_catches_an_upward_import(tmp_path):
     """The checker itself: a costs module importing planning inside a function is reported."""
-    fake = tmp_path / "specplan" / "costs"
-    fake.mkdir(parents=True)
-    (fake / "bad.py").write_text("def f():\n    from specplan.planning.sweep import sweep\n")
-    assert _violations(tmp_path / "specplan") == [
+    assert _planted(tmp_path, "costs", "def f():\n    from specplan.planning.sweep import sweep\n") == [
         "specplan/costs/bad (costs) imports specplan.planning.sweep (planning), a higher layer"]
 
 
@@ -112,20 +117,15 @@ def test_at_most_eight_loose_modules():
 
 def test_the_contract_catches_a_relative_upward_import(tmp_path):
     """A relative import climbing out of its folder (`from ..planning import sweep` in costs/) is reported."""
-    fake = tmp_path / "specplan" / "costs"
-    fake.mkdir(parents=True)
-    (fake / "bad.py").write_text("from ..planning.sweep import sweep\nfrom .gemm import gemm_time_s\n")
-    assert _violations(tmp_path / "specplan") == [
+    assert _planted(tmp_path, "costs", "from ..planning.sweep import sweep\nfrom .gemm import gemm_time_s\n") == [
         "specplan/costs/bad (costs) imports specplan.planning.sweep (planning), a higher layer"]
 
 
 def test_the_contract_catches_an_import_by_string(tmp_path):
     """`importlib.import_module("specplan.cli...")` and `__import__(f"specplan.planning.{x}")` count as imports."""
-    fake = tmp_path / "specplan" / "model"
-    fake.mkdir(parents=True)
-    (fake / "bad.py").write_text("import importlib\n\ndef f(x):\n    importlib.import_module('specplan.cli.app')\n"
-                                 "    return __import__(f'specplan.planning.{x}')\n")
-    assert _violations(tmp_path / "specplan") == [
+    source = ("import importlib\n\ndef f(x):\n    importlib.import_module('specplan.cli.app')\n"
+              "    return __import__(f'specplan.planning.{x}')\n")
+    assert _planted(tmp_path, "model", source) == [
         "specplan/model/bad (model) imports specplan.cli.app (cli), a higher layer",
         "specplan/model/bad (model) imports specplan.planning (planning), a higher layer"]
 
