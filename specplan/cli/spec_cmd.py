@@ -404,6 +404,9 @@ def recommend(
         if objective == "energy":  # a fixed budget: tokens/s of the budget and $/Mtok rank alike; J/token does not
             raise SpecplanError("recommend --gpus: ranks by output tokens/s of the budget (on one device the same as "
                                 "--objective cost); --objective energy ranks serving points: drop --gpus")
+        if objective == "cost" and not json_out:
+            print("note: --objective cost with --gpus: one device at one $/GPU-hour, so the most output tokens/s of "
+                  "the budget is the lowest $/Mtok (the ranking below)")
         _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, dtype,
                            "auto" if src is None or src.name == "DEFAULT" else mode, eng, mechs, acc,
                            max_draft_len, extrapolate, max_ttft_ms, max_tpot_ms, json_out,
