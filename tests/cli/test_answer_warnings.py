@@ -43,3 +43,6 @@ def test_a_gpus_answer_says_whether_speculation_pays():
     assert f"speculation pays: x {best['speedup_vs_none']:.2f} the tokens/s/GPU of the best without" in text.stdout
     e = run(*args, "--objective", "energy")
     assert e.returncode == 2 and "--objective energy ranks serving points: drop --gpus" in e.stderr
+    c = run(*args, "--objective", "cost")  # not silently ignored: said to rank as the budget's tokens/s
+    assert c.returncode == 0 and c.stdout.startswith("note: --objective cost with --gpus")
+    assert c.stdout.splitlines()[1:] == text.stdout.splitlines()
