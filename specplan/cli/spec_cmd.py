@@ -880,7 +880,8 @@ def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, d
               f"({x['verdict']})")
     x = r["best"]
     print(f"answer: {x['mode']} {x.get('label') or x['layout']} ({x['dtype']})")
-    verdict = speculation_verdict(x["best"], f"{x['mode']} {x.get('label') or x['layout']}")
+    priced = [m_ for m_ in (mechs or _default_mechanisms(model, acc, kw.get("draft_model"))) if m_ != "none"]
+    verdict = speculation_verdict(x["best"], f"{x['mode']} {x.get('label') or x['layout']}") if priced else None
     if verdict:
         print(verdict)
     _warn_without_sla(max_ttft_ms, max_tpot_ms, x["best"])
