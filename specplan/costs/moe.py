@@ -178,12 +178,10 @@ def parse_routing(routing: str) -> tuple[str, float | None]:
     raise SpecplanError(f"routing: must be 'random', 'balanced', 'eplb' or 'skew:F' (F >= 1), got '{routing}'")
 
 
-@lru_cache(maxsize=64)
-def grouped_destinations(num_experts: int, top_k: int, ep: int, n_group: int, topk_group: int,
-                         ranks_per_node: int, samples: int = 8000) -> tuple[float, float]:
-    """(distinct EP ranks, distinct nodes of `ranks_per_node` ranks) one token's top-k experts live on, under
-    DeepSeek's group-limited selection with i.i.d. scores (groups by the sum of their top-2 scores, then the top-k
-    experts of the chosen groups), contiguous placement; a seeded Monte Carlo over `samples` tokens (cached)."""
+@lru_cache(maxsize=8)
+def _grouped_choices(num_experts: int, top_k: int, n_group: int, topk_group: int, samples: int) -> np.ndarray:
+    """The experts (samples x top_k) of `samples` tokens under DeepSeek's group-limited selection with i.i.d.
+    scores: a seeded draw, the same for every EP size (cached, read-only)."""
     rng = np.random.default_rng(12345)
     size = num_experts // n_group
     scores = rng.random((samples, n_group, size))
@@ -193,6 +191,18 @@ def grouped_destinations(num_experts: int, top_k: int, ep: int, n_group: int, to
     np.put_along_axis(mask, keep, True, axis=1)
     flat = np.where(mask[:, :, None], scores, -1.0).reshape(samples, num_experts)
     chosen = np.argpartition(-flat, top_k - 1, axis=1)[:, :top_k]
+    chosen.setflags(write=False)
+    return chosen
+
+
+@lru_cache(maxsize=64)
+def grouped_destinations(num_experts: int, top_k: int, ep: int, n_group: int, topk_group: int,
+                         ranks_per_node: int, samples: int = 8000) -> tuple[float, float]:
+    """(distinct EP ranks, distinct nodes of `ranks_per_node` ranks) one token's top-k experts live on, under
+    DeepSeek's group-limited selection with i.i.d. scores (groups by the sum of their top-2 scores, then the top-k
+    experts of the chosen groups), contiguous placement; a seeded Monte Carlo over `samples` tokens (one draw for
+    every EP size, cached)."""
+    chosen = _grouped_choices(num_experts, top_k, n_group, topk_group, samples)
     ranks = chosen // (num_experts // ep)
     hit = np.zeros((samples, ep), dtype=bool)
     np.put_along_axis(hit, ranks, True, axis=1)
