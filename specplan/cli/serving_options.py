@@ -21,7 +21,8 @@ Concurrency = Annotated[Optional[str], typer.Option(
     "--concurrency", help="Requests in flight, closed loop (recommend and pareto: searched when not given); predict "
                           "takes a comma list (1,8,32,64,128) and prices each, baseline against speculation.")]
 RequestRate = Annotated[Optional[str], typer.Option(
-    "--request-rate", help="Requests per second (open loop); predict takes a comma list (0.5,1,2,4) and prices each.")]
+    "--request-rate", help="Requests per second (open loop); predict takes a comma list (0.5,1,2,4) and prices each; "
+                           "recommend answers the GPUs each --hardware needs for it, priced (docs/cost.md).")]
 Pools = Annotated[Optional[str], typer.Option(
     "--pools", help="Disaggregated pools xPyD, e.g. 1P1D, 2P3D (recommend and pareto: searched when not given).")]
 StartupCohort = Annotated[bool, typer.Option(

@@ -377,7 +377,9 @@ def recommend(
     acc = mech_values(acceptance, "mechanism=value")
     mechs = comma_list(mechanisms) or None
     eng = _engine(engine, serving)
-    draft_model, ident = _draft_and_identity(model, draft_model, mechs)
+    ident = {}  # what a saved answer or a launch names (repos, checkpoint dtype): only those two read it
+    if draft_model is not None or json_out or emit is not None:
+        draft_model, ident = _draft_and_identity(model, draft_model, mechs)
     if emit is not None and eng is None:  # one engine throughout: --emit E prices with E (Dynamo: its default backend)
         eng = "sglang" if emit == "dynamo" else emit
     if emit is not None:
