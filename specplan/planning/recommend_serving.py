@@ -542,3 +542,18 @@ def search_deployment(model, hardware, isl: int, osl: int, *, gpus: int, gpus_pe
                            f"{UNIT_INSTANCES}), ranked by output tokens/s of the whole budget; "
                            + ("MoE DP/EP layouts not searched here" if m.moe is None else
                               __import__("specplan.planning.layout_search", fromlist=["x"]).search_note(m))}
+
+
+def recommend_devices(model, hardware, workload, *, objective="tokens-per-gpu", **kw) -> dict:
+    """recommend over several devices: each device's best serving point (recommend_serving with `kw`), ranked by
+    `objective`, devices without a point meeting the SLA last; {model, objective, devices, best}."""
+    from specplan.planning.cost import objective_value
+
+    out = []
+    for h in hardware:
+        r = recommend_serving(model, h, workload, objective=objective, **kw)
+        out.append({"hardware": h, "best": r["best"], "notes": r["notes"]})
+    ok = [x for x in out if x["best"] is not None]
+    ok.sort(key=lambda x: objective_value(objective, x["best"]), reverse=True)
+    return {"model": model, "objective": objective, "devices": ok + [x for x in out if x["best"] is None],
+            "best": ok[0] if ok else None}
