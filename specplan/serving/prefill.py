@@ -47,7 +47,7 @@ from specplan.model.memory import kv_bytes_per_token
 from specplan.profiles.engine import EngineProfile, engine_hardware
 from specplan.profiles.registry import load_engine, load_kernel_family
 from specplan.model.parallel import attention_tp, instance_call
-from specplan.model.step import ACT_BYTES, step_time
+from specplan.model.step import ACT_BYTES, StepKernels, step_time
 
 
 def _nonattention_s(model, hw, tp, tokens, precision, routing, logits_rows=None):
@@ -57,8 +57,8 @@ def _nonattention_s(model, hw, tp, tokens, precision, routing, logits_rows=None)
 
     def rest(n, k):  # a Layout's `tokens` are one DP rank's (every rank carrying as many: parallel.instance_call)
         t, lay, nn = instance_call(tp, np.maximum(n, 1.0))
-        r = step_time(model, hw, t, nn, 1, 0, precision=precision, routing=routing,
-                      logits_rows=np.maximum(k, 1.0), **lay)
+        r = step_time(model, hw, t, nn, 1, 0, logits_rows=np.maximum(k, 1.0), precision=precision,
+                      kernels=StepKernels(routing=routing), **lay)
         return r.total_s - r.breakdown_s["attention"]
 
     return on_unique(rest, tokens, rows)
@@ -153,8 +153,8 @@ def mixed_step_s(model, hw, tp, decode_batch, decode_context, prefill_tokens, pr
     q = np.asarray(q_len, dtype=float)
     p = np.asarray(prefill_tokens, dtype=float)
     t_, lay, b_inst = instance_call(tp, np.maximum(b, 1.0))
-    dec = step_time(model, hw, t_, b_inst, q, decode_context, precision=precision, routing=routing,
-                    attention_family=decode_family, mla_family=mla_fam, **lay)
+    dec = step_time(model, hw, t_, b_inst, q, decode_context, precision=precision,
+                    kernels=StepKernels(routing=routing, attention_family=decode_family, mla_family=mla_fam), **lay)
     dec_tokens = b * q
     base = np.where(b > 0, dec.total_s - _nonattention_s(model, hw, tp, np.maximum(b, 1.0) * q, precision,
                                                            routing), 0.0)

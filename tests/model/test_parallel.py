@@ -21,7 +21,7 @@ from specplan.model.memory import memory_usage, weight_bytes
 from specplan.model.parallel import Layout, as_layout, moe_alltoall_bytes, parse_layout
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_hardware, load_model
-from specplan.model.step import step_time
+from specplan.model.step import StepKernels, step_time
 
 H = 7168
 MLA_LAYER = 1536 * H + 128 * 192 * 1536 + 576 * H + 128 * 512 * 128 + 128 * 128 * 512 + H * 128 * 128
@@ -293,4 +293,4 @@ def test_expert_load_imbalance_input():
     assert float(eplb.compute_s) < float(rand.compute_s) < float(skew.compute_s)
     for bad in ("skew:0.5", "skew:x", "zipf"):
         with pytest.raises(SpecplanError, match="routing"):
-            step_time("deepseek-v3", "h100-sxm", 8, 1, 1, 1024, routing=bad)
+            step_time("deepseek-v3", "h100-sxm", 8, 1, 1, 1024, kernels=StepKernels(routing=bad))

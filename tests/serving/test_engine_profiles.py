@@ -11,7 +11,7 @@ from specplan.costs.attention import attention_cost
 from specplan.core.errors import SpecplanError
 from specplan.profiles.registry import (engine_ids, kernel_family_ids, load_engine, load_hardware,
                                         load_kernel_family, load_model)
-from specplan.model.step import step_time
+from specplan.model.step import StepKernels, step_time
 
 H100 = load_hardware("h100-sxm")
 
@@ -73,7 +73,7 @@ def test_default_family_prices_as_the_hardware_block():
     np.testing.assert_array_equal(a.time_s, b.time_s)
     m = load_model("llama-3.1-8b")
     s0 = step_time(m, H100, 1, 32, 4, 8192).total_s
-    s1 = step_time(m, H100, 1, 32, 4, 8192, attention_family=fam).total_s
+    s1 = step_time(m, H100, 1, 32, 4, 8192, kernels=StepKernels(attention_family=fam)).total_s
     assert s0 == s1
 
 
