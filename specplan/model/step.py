@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specplan.costs.attention import attention_cost, recurrent_state_cost
+from specplan.costs.attention import AttentionHeads, attention_cost, recurrent_state_cost
 from specplan.costs.comm import allgather_cost, allreduce_cost, p2p_cost
 from specplan.costs.gemm import elementwise_cost, gemm_cost
-from specplan.costs.moe import MOE_KERNELS, distinct_tokens, moe_experts_cost, parse_routing
+from specplan.costs.moe import (MOE_KERNELS, ExpertLayer, MoeKernel, distinct_tokens, moe_experts_cost,
+                                parse_routing)
 from specplan.costs.roofline import COMPUTE, MEMORY, OVERHEAD, REGIME_NAMES, KernelCost
 from specplan.core.dtypes import dtype_bytes
 from specplan.core.errors import SpecplanError
@@ -162,27 +163,29 @@ def attention_kernels(model, hw, g: LayerGroup, tp, prec, b, q, ctx, style="shar
         if g.mixer == "csa":  # the indexer scores every compressed entry before its top-k is read
             rate = model.compressed_attention.csa_rate
             out.append(_indexer_scan(model, hw, prec, b, q, np.floor((ctx + q) / rate), style, fam[1]))
-        out.append(attention_cost(hw, b, q, kv_len, model.num_q_heads // tp, 1, model.head_dim, prec.kv, prec.compute,
-                                  style, latent=True, family=fam[1]))
+        out.append(attention_cost(hw, b, q, kv_len,
+                                  AttentionHeads(model.num_q_heads // tp, 1, model.head_dim, latent=True), prec.kv,
+                                  prec.compute, style, family=fam[1]))
         return out
     if model.mla is not None:
         a = model.mla
         if model.indexer is not None:  # DSA: the indexer scores every cached key
             out.append(_indexer_scan(model, hw, prec, b, q, ctx + q, style, fam[1]))
-        out.append(attention_cost(hw, b, q, kv_len, model.num_q_heads // tp, 1, a.kv_lora_rank + a.qk_rope_head_dim,
-                                  prec.kv, prec.compute, style, head_dim_v=a.kv_lora_rank, latent=True, family=fam[1]))
+        heads = AttentionHeads(model.num_q_heads // tp, 1, a.kv_lora_rank + a.qk_rope_head_dim,
+                               head_dim_v=a.kv_lora_rank, latent=True)
+        out.append(attention_cost(hw, b, q, kv_len, heads, prec.kv, prec.compute, style, family=fam[1]))
     else:
         qh, kvh = model.heads_per_device(tp, model.kv_heads_of(g))
-        out.append(attention_cost(hw, b, q, kv_len, qh, kvh, model.head_dim_of(g), prec.kv, prec.compute, style,
-                                  family=fam[0]))
+        out.append(attention_cost(hw, b, q, kv_len, AttentionHeads(qh, kvh, model.head_dim_of(g)), prec.kv,
+                                  prec.compute, style, family=fam[0]))
     return out
 
 
 def _indexer_scan(model, hw, prec, b, q, entries, style, family=None):
     """DSA lightning indexer: its heads score every cached key (one fp8 key of index_head_dim per entry)."""
     ix = model.indexer
-    return attention_cost(hw, b, q, entries, ix.num_heads, 1, ix.head_dim, INDEXER_KEY_DTYPE, prec.compute, style,
-                          head_dim_v=0, latent=True, family=family)
+    return attention_cost(hw, b, q, entries, AttentionHeads(ix.num_heads, 1, ix.head_dim, head_dim_v=0, latent=True),
+                          INDEXER_KEY_DTYPE, prec.compute, style, family=family)
 
 
 def _mixer(acc, at: _StepAt, g: LayerGroup, style, fam=(None, None)):
@@ -242,10 +245,10 @@ def _layer_group(acc, at: _StepAt, g: LayerGroup, k: StepKernels, fam):
     elif g.ffn == "moe":
         moe = model.moe
         n_k = hw.moe_kernels.get(prec.w("moe"), MOE_KERNELS)  # the engine's MoE path, counted (profiles/engine.py)
-        cost = moe_experts_cost(hw, at.b_moe * q, moe.latent_size or h, moe.expert_ffn_size, moe.num_experts,
-                                moe.top_k, prec.w("moe"), prec.compute, k.routing, lay.expert_tp, lay.ep,
-                                model.gated_ffn, moe.n_group, moe.topk_group, distinct=distinct_tokens(at.b_moe, q),
-                                kernels=n_k)
+        layer = ExpertLayer(moe.latent_size or h, moe.expert_ffn_size, moe.num_experts, moe.top_k, model.gated_ffn,
+                            moe.n_group, moe.topk_group)
+        cost = moe_experts_cost(hw, at.b_moe * q, layer, prec.w("moe"), prec.compute, k.routing, lay.expert_tp,
+                                lay.ep, distinct=distinct_tokens(at.b_moe, q), kernel=MoeKernel(n_k))
         acc.add("moe", cost.scaled(n), n_k * n)
         if lay.dp > 1:  # DP attention: tokens reach their experts' EP ranks and come back by all-to-all
             disp, comb = moe_alltoall_costs(model, hw, lay, tokens / tp, n, k.routing)

@@ -41,7 +41,7 @@ import numpy as np
 
 from specplan.core.limits import check_prefill_steps
 from specplan.core.unique import on_unique
-from specplan.costs.attention import attention_cost, recurrent_state_cost
+from specplan.costs.attention import AttentionHeads, attention_cost, recurrent_state_cost
 from specplan.costs.gemm import elementwise_cost, gemm_cost
 from specplan.model.memory import kv_bytes_per_token
 from specplan.profiles.engine import EngineProfile, engine_hardware
@@ -80,13 +80,14 @@ def prefill_attention_s(model, hw, tp, tokens, context, precision, family=None) 
                 t = t + g.count * mla_prefill_swap_s(model, hw, tp, n, c0 + n, precision)
             elif model.mla is not None:
                 a = model.mla
-                cost = attention_cost(hw, 1, np.maximum(n, 1), kv, model.num_q_heads // tp, 1,
-                                      a.kv_lora_rank + a.qk_rope_head_dim, precision.kv, precision.compute,
-                                      head_dim_v=a.kv_lora_rank, latent=True, family=family)
+                heads = AttentionHeads(model.num_q_heads // tp, 1, a.kv_lora_rank + a.qk_rope_head_dim,
+                                       head_dim_v=a.kv_lora_rank, latent=True)
+                cost = attention_cost(hw, 1, np.maximum(n, 1), kv, heads, precision.kv, precision.compute,
+                                      family=family)
             else:
                 qh, kvh = model.heads_per_device(tp)
-                cost = attention_cost(hw, 1, np.maximum(n, 1), kv, qh, kvh, model.head_dim, precision.kv,
-                                      precision.compute, family=family)
+                cost = attention_cost(hw, 1, np.maximum(n, 1), kv, AttentionHeads(qh, kvh, model.head_dim),
+                                      precision.kv, precision.compute, family=family)
             t = t + g.count * cost.time_s
         elif g.mixer in ("linear", "mamba"):
             if g.mixer == "linear":
@@ -112,9 +113,10 @@ def mla_prefill_attention_cost(model, hw, tp, tokens, kv_len, precision, family=
     """Multi-head attention of an MLA prefill chunk: per device heads/tp query heads, each with its own K
     (qk_nope + qk_rope wide) and V (v_head wide), 16-bit (decompressed), `kv_len` keys per query (mean)."""
     a = model.mla
-    heads = model.num_q_heads // tp
-    return attention_cost(hw, 1, np.maximum(tokens, 1), kv_len, heads, heads, a.qk_nope_head_dim + a.qk_rope_head_dim,
-                          _sixteen(precision), _sixteen(precision), head_dim_v=a.v_head_dim, family=family)
+    n = model.num_q_heads // tp
+    heads = AttentionHeads(n, n, a.qk_nope_head_dim + a.qk_rope_head_dim, head_dim_v=a.v_head_dim)
+    return attention_cost(hw, 1, np.maximum(tokens, 1), kv_len, heads, _sixteen(precision), _sixteen(precision),
+                          family=family)
 
 
 def mla_prefill_swap_s(model, hw, tp, tokens, keys, precision) -> np.ndarray:

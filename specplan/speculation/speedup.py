@@ -216,8 +216,7 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
     al = np.ones(shape) if acc is None else np.broadcast_to(acc.al(d), shape)
     if np.any(al > 1 + d + 1e-9):
         raise SpecplanError(f"acceptance length: AL must be <= 1 + D, got {np.max(al - d - 1) + 1:g} above")
-    mem = memory_usage(m, hw, tp, b, ctx, prec, q_len=q, reserve=reserve, extra_fixed_bytes=dc.fixed_bytes,
-                       extra_per_seq_bytes=dc.per_seq_bytes, layout=lay)
+    mem = memory_usage(m, hw, tp, b, ctx, prec, q_len=q, reserve=reserve, draft=dc, layout=lay)
     fits, dev_base, dev_t, dev_d = _fits_and_devices(hw, shape, mem, dc, base, ver, d)
     base_t, iter_t = base.total_s, iter_s
     if engine is not None:  # the step as the engine runs it: host, launches, graphs, the round's extras (round.py)

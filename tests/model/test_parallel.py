@@ -280,13 +280,13 @@ def test_deepep_normal_kernels_send_one_copy_per_remote_node_in_prefill():
 
 
 def test_expert_load_imbalance_input():
-    from specplan.costs.moe import moe_experts_cost
+    from specplan.costs.moe import ExpertLayer, moe_experts_cost
 
     hw = load_hardware("h100-sxm")
-    args = (hw, 4096.0, H, 2048, 256, 8, "fp8", "fp8")
-    eplb = moe_experts_cost(*args, routing="eplb", ep=16, n_group=8, topk_group=4)
-    skew = moe_experts_cost(*args, routing="skew:1.5", ep=16, n_group=8, topk_group=4)
-    rand = moe_experts_cost(*args, routing="random", ep=16, n_group=8, topk_group=4)
+    args = (hw, 4096.0, ExpertLayer(H, 2048, 256, 8, n_group=8, topk_group=4), "fp8", "fp8")
+    eplb = moe_experts_cost(*args, routing="eplb", ep=16)
+    skew = moe_experts_cost(*args, routing="skew:1.5", ep=16)
+    rand = moe_experts_cost(*args, routing="random", ep=16)
     # compute-bound at 4096 x 8 / 16 = 2048 rows: skew 1.5 = 1.5 x the mean rows' FLOPs; random (the default,
     # EPLB off) lands between the mean and 1.5x
     assert float(skew.compute_s) == pytest.approx(1.5 * float(eplb.compute_s), rel=0.02)
