@@ -16,6 +16,8 @@ from specplan.cli.serving_options import (SERVING_HELP, Concurrency, DecodeLayou
                                           PrefillLayout, RequestRate, StartupCohort, engine_choice)
 from specplan.core.errors import SpecplanError
 from specplan.planning.sweep import MAX_DRAFT_LEN
+from specplan.planning.options import DeploymentSpace, GridOptions, Ranking, Sla
+from specplan.speculation.spec import DraftSearch
 
 # recommend's deployment-search and price options, one definition each
 Gpus = Annotated[Optional[int], typer.Option(
@@ -121,10 +123,11 @@ def recommend(
         if objective == "cost" and not json_out:
             print("note: --objective cost with --gpus: one device at one $/GPU-hour, so the most output tokens/s of "
                   "the budget is the lowest $/Mtok (the ranking below)")
-        _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, dtype,
-                           "auto" if src is None or src.name == "DEFAULT" else mode, eng, mechs, acc,
-                           max_draft_len, extrapolate, max_ttft_ms, max_tpot_ms, json_out,
-                           dict(kv_dtype=kv_dtype, draft_model=draft_model, identity=ident), emit)
+        space = _deployment_space(gpus, gpus_per_node, dtypes, dtype,
+                                  "auto" if src is None or src.name == "DEFAULT" else mode)
+        _search_deployment(model, hardware, (isl, osl), space, eng, DraftSearch(mechs, acc, max_draft_len, extrapolate),
+                           Sla(max_ttft_ms, max_tpot_ms), json_out,
+                           dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model, identity=ident), emit)
         return
     if mode == "auto":
         raise SpecplanError("mode (--mode): auto needs --gpus (the deployment search); use agg or disagg")
@@ -133,11 +136,10 @@ def recommend(
     from specplan.planning.cost import price_options
 
     price = price_options(gpu_hour_usd, kwh_usd, pue, price_tier)
-    if _recommend_workload(model, hw_list, wl, tp, eng, mechs, acc, max_draft_len, extrapolate,
-                           (max_ttft_ms, max_tpot_ms), concurrency is None and request_rate is None, json_out,
+    if _recommend_workload(model, hw_list, wl, tp, eng, DraftSearch(mechs, acc, max_draft_len, extrapolate),
+                           Sla(max_ttft_ms, max_tpot_ms), concurrency is None and request_rate is None, json_out,
                            dict(dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model, identity=ident,
-                                **serving_kw), emit,
-                           objective, price):
+                                **serving_kw), emit, Ranking(objective, price)):
         return
     if context is None:
         raise SpecplanError("recommend: --context is required (or --target-tps with --isl and --osl)")
@@ -219,24 +221,21 @@ def _recommend_step(model, hardware, layout: tuple, kw: dict, price, emit, json_
         raise err
 
 
-def _recommend_workload(model, hw_list, wl, tp, eng, mechs, acc, max_draft_len, extrapolate, sla, search,
-                        json_out, kw, emit, objective, price) -> bool:
+def _recommend_workload(model, hw_list, wl, tp, eng, drafts: DraftSearch, sla: Sla, search, json_out, kw, emit,
+                        ranking: Ranking) -> bool:
     """recommend with a serving workload (one device or several side by side); False when there is none (the
     step recommend answers), after refusing what needs a workload."""
-    max_ttft_ms, max_tpot_ms = sla
     if len(hw_list) > 1:
         if wl is None:
             raise SpecplanError("recommend: several --hardware are compared with the serving model: give --isl and --osl")
-        _recommend_devices(model, hw_list, wl, tp, eng, mechs, acc, max_draft_len, extrapolate, max_ttft_ms,
-                           max_tpot_ms, search, json_out, kw, objective, price)
+        _recommend_devices(model, hw_list, wl, tp, eng, drafts, sla, search, json_out, kw, ranking)
         return True
-    if wl is None and objective != "tokens-per-gpu":
+    if wl is None and ranking.objective != "tokens-per-gpu":
         raise SpecplanError("recommend: --objective cost|energy ranks serving points: give --isl and --osl")
     if wl is not None:
-        _recommend_serving(model, hw_list[0], wl, tp, eng, mechs, acc, max_draft_len, extrapolate, max_ttft_ms,
-                           max_tpot_ms, search, json_out, kw, emit=emit, objective=objective, price=price)
+        _recommend_serving(model, hw_list[0], wl, tp, eng, drafts, sla, search, json_out, kw, emit, ranking)
         return True
-    if max_ttft_ms is not None or max_tpot_ms is not None:
+    if sla.max_ttft_ms is not None or sla.max_tpot_ms is not None:
         raise SpecplanError("recommend: --max-ttft-ms / --max-tpot-ms need --isl and --osl (the serving model)")
     return False
 
@@ -270,16 +269,13 @@ def _answer_out(r: dict, emit, given: dict, json_out: bool, best_key: str = "bes
     return launch, err, json_out
 
 
-def _recommend_devices(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, extrapolate, max_ttft_ms,
-                       max_tpot_ms, search, json_out, kw, objective, price) -> None:
+def _recommend_devices(model, hardware, wl, tp, eng, drafts, sla, search, json_out, kw, ranking) -> None:
     """recommend with several --hardware: each device's best point, the one --objective prefers first."""
     from specplan.cli.recommend_render import print_devices
     from specplan.planning.recommend_serving import recommend_devices
 
-    res = recommend_devices(model, hardware, wl, tp=tp, engine=eng, mechanisms=mechs, acceptance=acc,
-                            max_draft_len=max_draft_len, extrapolate=extrapolate, max_ttft_ms=max_ttft_ms,
-                            max_tpot_ms=max_tpot_ms, search_concurrency=search, objective=objective, price=price,
-                            **_planning_kw(kw))
+    res = recommend_devices(model, hardware, wl, tp=tp, engine=eng, drafts=drafts, sla=sla, ranking=ranking,
+                            grid=GridOptions(search_concurrency=search), **_planning_kw(kw))
     if json_out:
         print_json(res)
         if res["best"] is None:
@@ -332,46 +328,45 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
         raise err
 
 
-def _search_deployment(model, hardware, isl, osl, gpus, gpus_per_node, dtypes, dtype, mode, eng, mechs, acc,
-                       max_draft_len, extrapolate, max_ttft_ms, max_tpot_ms, json_out, kw, emit=None) -> None:
+def _deployment_space(gpus, gpus_per_node, dtypes, dtype, mode) -> DeploymentSpace:
+    """The deployments --gpus searches, from its options (--mode auto: both modes; --dtypes or --dtype)."""
+    if mode not in (None, "auto", "agg", "disagg"):
+        raise SpecplanError(f"mode (--mode): must be auto, agg or disagg, got '{mode}'")
+    dl = comma_list([dtypes]) if dtypes else None
+    if dl and dtype:
+        raise SpecplanError("recommend --gpus: give --dtype or --dtypes, not both")
+    return DeploymentSpace(gpus, gpus_per_node, dl or [dtype], ("agg", "disagg") if mode in (None, "auto") else (mode,))
+
+
+def _search_deployment(model, hardware, lengths: tuple, space, eng, drafts, sla, json_out, kw, emit=None) -> None:
     """recommend --gpus: the best deployment of each mode and layout, why the others lost, and with --emit the
     launch of the best one; exit 1 if none."""
     from specplan.cli.recommend_render import print_deployment_search
     from specplan.planning.recommend import default_mechanisms
     from specplan.planning.recommend_serving import search_deployment
 
-    if mode not in (None, "auto", "agg", "disagg"):
-        raise SpecplanError(f"mode (--mode): must be auto, agg or disagg, got '{mode}'")
-    modes = ("agg", "disagg") if mode in (None, "auto") else (mode,)
-    dl = comma_list([dtypes]) if dtypes else None
-    if dl and dtype:
-        raise SpecplanError("recommend --gpus: give --dtype or --dtypes, not both")
-    r = search_deployment(model, hardware, isl, osl, gpus=gpus, gpus_per_node=gpus_per_node, dtypes=dl or [dtype],
-                          modes=modes, engine=eng, mechanisms=mechs, acceptance=acc, max_draft_len=max_draft_len,
-                          extrapolate=extrapolate, max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms,
-                          **_planning_kw(kw))
-    launch, err, done = _answer_out(r, emit, dict(hardware=hardware, dtype=dtype, **kw), json_out)
+    plan_kw = _planning_kw({k: v for k, v in kw.items() if k != "dtype"})
+    r = search_deployment(model, hardware, *lengths, space=space, engine=eng, drafts=drafts, sla=sla, **plan_kw)
+    launch, err, done = _answer_out(r, emit, dict(hardware=hardware, **kw), json_out)
     if done:
         return
-    priced = any(m_ != "none" for m_ in (mechs or default_mechanisms(model, acc, kw.get("draft_model"))))
-    print_deployment_search(r, (max_ttft_ms, max_tpot_ms), gpus, (isl, osl), priced, launch)
+    priced = any(m_ != "none" for m_ in (drafts.mechanisms or default_mechanisms(model, drafts.acceptance,
+                                                                                   kw.get("draft_model"))))
+    print_deployment_search(r, (sla.max_ttft_ms, sla.max_tpot_ms), space.gpus, lengths, priced, launch)
     if err is not None:  # the search stands; only its launch could not be written
         raise err
 
 
-def _recommend_serving(model, hardware, wl, tp, eng, mechs, acc, max_draft_len, extrapolate, max_ttft_ms, max_tpot_ms,
-                       search, json_out, kw, emit=None, objective="tokens-per-gpu", price=None) -> None:
+def _recommend_serving(model, hardware, wl, tp, eng, drafts, sla, search, json_out, kw, emit, ranking) -> None:
     """recommend --isl/--osl: print the ranked serving configurations; exit 1 (explained) when none meets the SLA."""
     from specplan.cli.recommend_render import print_serving_recommendation
     from specplan.planning.recommend_serving import recommend_serving
 
-    r = recommend_serving(model, hardware, wl, tp=tp, engine=eng, mechanisms=mechs, acceptance=acc,
-                          max_draft_len=max_draft_len, extrapolate=extrapolate, max_ttft_ms=max_ttft_ms,
-                          max_tpot_ms=max_tpot_ms, search_concurrency=search, objective=objective, price=price,
-                          **_planning_kw(kw))
+    r = recommend_serving(model, hardware, wl, tp=tp, engine=eng, drafts=drafts, sla=sla, ranking=ranking,
+                          grid=GridOptions(search_concurrency=search), **_planning_kw(kw))
     launch, err, done = _answer_out(r, emit, dict(hardware=hardware, **kw), json_out)
     if done:
         return
-    print_serving_recommendation(r, hardware, tp, (max_ttft_ms, max_tpot_ms), kw.get("prefill_layout"), launch)
+    print_serving_recommendation(r, hardware, tp, (sla.max_ttft_ms, sla.max_tpot_ms), kw.get("prefill_layout"), launch)
     if err is not None:  # the answer stands; only its launch could not be written
         raise err

@@ -322,9 +322,14 @@ def _serving_pareto(model, hardware: list, wl, tps: list[int] | None, modes: lis
     m = load_model(model)
     hws = list({h.id: h for h in (load_hardware(x) for x in hardware)}.values())
     ready_output_dir(outdir)  # writable, proven by a probe file, before the grid is priced
+    from specplan.planning.options import GridOptions, Sla
+    from specplan.speculation.spec import DraftSearch
+
+    sla = Sla(kw.get("max_ttft_ms"), kw.get("max_tpot_ms"))
     sp = serving_pareto(m, hws, wl, tps, modes, dict(
-        engine=engine, mechanisms=mechs, acceptance=acc, max_draft_len=max_draft_len, search_concurrency=search,
-        **{k: v for k, v in kw.items() if v is not None}))
+        engine=engine, drafts=DraftSearch(mechs, acc, max_draft_len), sla=sla,
+        grid=GridOptions(search_concurrency=search),
+        **{k: v for k, v in kw.items() if v is not None and k not in ("max_ttft_ms", "max_tpot_ms")}))
     df, front, swept = sp.grid, sp.frontier, sp.tps_by_hardware
     t2 = time.process_time()
     outdir.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,8 @@ import numpy as np
 from specplan.core.errors import SpecplanError
 from specplan.core.limits import MAX_GPUS, check_int
 from specplan.model.parallel import Layout, as_layout
+from specplan.planning.options import GridOptions, Ranking, Sla
+from specplan.speculation.spec import DraftSearch
 
 BATCH_MAX = 4096  # largest decode batch per instance searched
 
@@ -102,10 +104,9 @@ def aggregated_answer(model, hw, *, target_tps, target_tps_per_user, isl, osl, m
     best, need = None, {}
     for tp in tp_candidates(model, max_gpus, node):
         r = recommend_serving(model, hw, Workload(isl, osl, concurrency=1.0), tp=tp, engine=engine,
-                              mechanisms=list(mechanisms) or ["none"], acceptance=acceptance,
-                              max_draft_len=max_draft_len, max_ttft_ms=max_ttft_ms,
-                              max_tpot_ms=1e3 / target_tps_per_user, search_concurrency=True, top=1,
-                              d_by_load=False,
+                              drafts=DraftSearch(mechanisms=list(mechanisms) or ["none"], acceptance=acceptance, max_draft_len=max_draft_len),
+                              sla=Sla(max_ttft_ms=max_ttft_ms, max_tpot_ms=1e3 / target_tps_per_user),
+                              ranking=Ranking(top=1), grid=GridOptions(search_concurrency=True, d_by_load=False),
                               **{k: v for k, v in (("dtype", dtype), ("kv_dtype", kv_dtype)) if v is not None})
         b = r["best"]
         if b is None:

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 from specplan.core.errors import SpecplanError
+from specplan.planning.options import DeploymentSpace, GridOptions, Ranking, Sla
+from specplan.speculation.spec import DraftSearch
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -512,7 +514,8 @@ def test_a_deployment_that_fits_at_no_tp_says_what_each_gpu_would_hold():
     # Llama-3.1-405B in bf16 (~811 GB of weights) on H100s: no TP up to 8 fits; each row says the weights per GPU
     from specplan.planning.recommend_serving import search_deployment
 
-    r = search_deployment("llama-3.1-405b", "h100-sxm", 1024, 256, gpus=8, engine="vllm", dtypes=["bf16"])
+    r = search_deployment("llama-3.1-405b", "h100-sxm", 1024, 256, engine="vllm",
+                          space=DeploymentSpace(gpus=8, dtypes=["bf16"]))
     rows = {x["tp"]: x for x in r["layouts"] if x["mode"] == "agg"}
     for tp in (2, 8):
         why = rows[tp]["why"]
@@ -532,7 +535,8 @@ def test_a_tp_that_does_not_fit_names_the_smallest_that_holds_one_request():
     m, hw = load_model("llama-3.3-70b"), load_hardware("h100-sxm")
     prec = resolve_precision(m, hw, "bf16", None)
     assert [float(memory_usage(m, hw, t, 1, 32768, prec).max_batch) for t in (1, 2)] == [0.0, 1.0]
-    r = search_deployment("llama-3.3-70b", "h100-sxm", 32000, 768, gpus=8, engine="vllm", dtypes=["bf16"])
+    r = search_deployment("llama-3.3-70b", "h100-sxm", 32000, 768, engine="vllm",
+                          space=DeploymentSpace(gpus=8, dtypes=["bf16"]))
     why = next(x["why"] for x in r["layouts"] if x["mode"] == "agg" and x["tp"] == 1)
     assert why.endswith("; TP 2 fits"), why
 
@@ -556,7 +560,8 @@ def test_aggregated_replicas_for_a_load_by_hand():
     r = search("llama-3.1-8b", "h100-sxm", target_tps=20000, target_tps_per_user=30, isl=1024, osl=256, max_gpus=16)
     a = r["aggregated"]
     one = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(1024, 256, concurrency=1.0), tp=a["tp"],
-                            mechanisms=["none"], max_tpot_ms=1e3 / 30, search_concurrency=True, top=1)["best"]
+                            drafts=DraftSearch(mechanisms=["none"], max_draft_len=16), sla=Sla(max_tpot_ms=1e3 / 30),
+                            ranking=Ranking(top=1), grid=GridOptions(search_concurrency=True))["best"]
     assert a["tokens_per_s_per_replica"] == pytest.approx(one["tokens_per_s_per_gpu"] * a["tp"], rel=1e-12)
     assert a["replicas"] == math.ceil(20000 / a["tokens_per_s_per_replica"]) and a["gpus"] == a["replicas"] * a["tp"]
 

@@ -19,6 +19,8 @@ from specplan.speculation.round import (REJECTION_PASSES, rejection_s, round_gpu
                                         verify_graphed)
 from specplan.speculation.speedup import evaluate
 from specplan.model.step import StepKernels, step_time
+from specplan.planning.options import GridOptions, Sla
+from specplan.speculation.spec import DraftSearch
 
 SRC = {k: "test" for k in ("host_step_s", "host_per_seq_s", "spec_host_per_seq_s", "eager_launch_s",
                            "graph_max_batch", "verify_graph_max_tokens", "draft_graph_max_batch",
@@ -265,6 +267,6 @@ def test_recommend_carries_the_moe_line_once_on_both_paths():
     dense = recommend("llama-3.1-8b", "h100-sxm", context_len=2048, mechanisms=["eagle3"], acceptance={"eagle3": "0.7"})
     assert not [n for n in dense["notes"] if "MoE" in n]
     serv = recommend_serving("gpt-oss-120b", "h100-sxm", Workload(128, 1024, concurrency=1.0), engine="vllm",
-                             mechanisms=["eagle3"], acceptance={"eagle3": "0.7"}, max_tpot_ms=30.0,
-                             search_concurrency=True)
+                             drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.7"}, max_draft_len=16),
+                             sla=Sla(max_tpot_ms=30.0), grid=GridOptions(search_concurrency=True))
     assert serv["notes"].count(moe_verify_note()[0]) == 1
