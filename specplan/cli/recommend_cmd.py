@@ -292,13 +292,15 @@ def _recommend_at_load(model, hw_list, isl, osl, request_rate, target_total, tar
     from specplan.planning.load_plan import plan_load
     from specplan.planning.recommend import default_mechanisms
 
+    from specplan.costs.precision import Dtypes
+
     total, user = load_targets(request_rate, target_total, target_user, max_tpot_ms, osl)
-    mechs = kw.pop("mechanisms") or default_mechanisms(model, kw["acceptance"], kw["draft_model"])
-    kw.pop("draft_model")
+    mechs = kw["mechanisms"] or default_mechanisms(model, kw["acceptance"], kw["draft_model"])
+    drafts = DraftSearch([m for m in mechs if m != "none"], kw["acceptance"], kw["max_draft_len"])
     plan = plan_load(model, hw_list, target_tps=total, target_tps_per_user=user, isl=isl, osl=osl,
                      objective="cost" if objective == "cost" else objective, gpu_hour_usd=gpu_hour_usd,
-                     price_tier=price_tier, max_ttft_ms=max_ttft_ms,
-                     mechanisms=[m for m in mechs if m != "none"], **kw)
+                     price_tier=price_tier, max_ttft_ms=max_ttft_ms, drafts=drafts,
+                     dtypes=Dtypes(kw["dtype"], kw["kv_dtype"]), engine=kw["engine"], max_gpus=kw["max_gpus"])
     print_load_plan(plan, request_rate, json_out)
 
 
@@ -315,10 +317,13 @@ def _gpus_for_load(model, hardware, target_total, target_user, max_gpus, isl, os
         raise SpecplanError("recommend --target-tps: give --target-tps-per-user too")
     if mechs is None:  # the same default mechanisms as every mode: those with acceptance data (shipped profiles)
         mechs = default_mechanisms(model, acc, draft_model)
-    r = search(model, hardware, target_tps=target_total, target_tps_per_user=target_user, max_gpus=max_gpus,
-               isl=isl, osl=osl, context_len=None if context is None else model_context(model, context),
-               mechanisms=[x for x in mechs if x != "none"], acceptance=acc, max_draft_len=max_d, dtype=dtype,
-               kv_dtype=kv_dtype, max_ttft_ms=max_ttft_ms, engine=engine)
+    from specplan.costs.precision import Dtypes
+    from specplan.planning.options import LoadTarget
+
+    load = LoadTarget(target_total, target_user, isl, osl, None if context is None else model_context(model, context))
+    r = search(model, hardware, load=load, max_gpus=max_gpus,
+               drafts=DraftSearch([x for x in mechs if x != "none"], acc, max_d), dtypes=Dtypes(dtype, kv_dtype),
+               max_ttft_ms=max_ttft_ms, engine=engine)
     given = dict(hardware=hardware, dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model, identity=identity)
     launch, err, done = _answer_out(r, emit if r.get("answer") else None, given, json_out, "answer")
     if done:

@@ -46,3 +46,15 @@ class DeploymentSpace:
     gpus_per_node: int | None = None
     dtypes: object = None
     modes: tuple = ("agg", "disagg")
+
+
+@dataclass(frozen=True)
+class LoadTarget:
+    """A load to serve: output tokens/s in all, tokens/s each user sees, and its request lengths (ISL and OSL), or
+    a fixed decode context instead (tokens)."""
+
+    tps: float
+    tps_per_user: float
+    isl: int | None = None
+    osl: int | None = None
+    context_len: int | None = None

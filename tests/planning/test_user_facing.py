@@ -15,6 +15,7 @@ import pytest
 from specplan.core.errors import SpecplanError
 from specplan.planning.options import DeploymentSpace, GridOptions, Ranking, Sla
 from specplan.speculation.spec import DraftSearch
+from specplan.planning.options import LoadTarget
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -490,7 +491,7 @@ def test_gpus_for_a_load_takes_a_one_token_prompt():
     # ISL 1 is a prompt (one token): the GPU-count search takes it as it takes any ISL >= 1
     from specplan.planning.capacity import search
 
-    r = search("llama-3.1-8b", "h100-sxm", target_tps=1000, target_tps_per_user=20, isl=1, osl=64, max_gpus=8)
+    r = search("llama-3.1-8b", "h100-sxm", load=LoadTarget(tps=1000, tps_per_user=20, isl=1, osl=64), max_gpus=8)
     assert r["isl"] == 1 and r["counts"][0]["gpus"] == 8
 
 
@@ -557,7 +558,8 @@ def test_aggregated_replicas_for_a_load_by_hand():
     from specplan.planning.recommend_serving import recommend_serving
     from specplan.serving.workload import Workload
 
-    r = search("llama-3.1-8b", "h100-sxm", target_tps=20000, target_tps_per_user=30, isl=1024, osl=256, max_gpus=16)
+    r = search("llama-3.1-8b", "h100-sxm", load=LoadTarget(tps=20000, tps_per_user=30, isl=1024, osl=256),
+               max_gpus=16)
     a = r["aggregated"]
     one = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(1024, 256, concurrency=1.0), tp=a["tp"],
                             drafts=DraftSearch(mechanisms=["none"], max_draft_len=16), sla=Sla(max_tpot_ms=1e3 / 30),
@@ -592,14 +594,14 @@ def test_candidate_layouts_grow_in_doubling_node_counts_within_the_budget():
 def test_gpus_for_a_load_decodes_at_the_mean_context():
     from specplan.planning.capacity import search
 
-    r = search("llama-3.1-8b", "h100-sxm", target_tps=1000, target_tps_per_user=20, isl=1000, osl=301, max_gpus=8)
+    r = search("llama-3.1-8b", "h100-sxm", load=LoadTarget(tps=1000, tps_per_user=20, isl=1000, osl=301), max_gpus=8)
     assert r["context_len"] == 1000 + 301 // 2
 
 
 def test_a_ttft_target_below_one_prompts_prefill_is_said():
     from specplan.planning.capacity import search
 
-    r = search("llama-3.3-70b", "h100-sxm", target_tps=1000, target_tps_per_user=20, isl=32000, osl=256,
+    r = search("llama-3.3-70b", "h100-sxm", load=LoadTarget(tps=1000, tps_per_user=20, isl=32000, osl=256),
                max_gpus=16, max_ttft_ms=1.0)
     assert r["prefill_gpus"] == 0
     assert r["prefill_unreachable"].startswith("one prompt's prefill takes ") and "over the TTFT target 1 ms" in \
