@@ -202,7 +202,7 @@ def test_one_max_draft_len_default_everywhere():
         assert opt.default == MAX_DRAFT_LEN == 32, name  # reaches G2's D = 128/4 - 1 = 31 of a G = 4 model
     from specplan.study.spec import sweep_kwargs
 
-    assert sweep_kwargs({"grid": {}, "draft_model": None, "draft_hardware": None})["max_draft_len"] == 32
+    assert sweep_kwargs({"grid": {}, "draft_model": None, "draft_hardware": None})["drafts"].max_draft_len == 32
     doc = (REPO / "docs" / "studies.md").read_text()
     assert "--max-draft-len" in doc and "default 32" in doc
 

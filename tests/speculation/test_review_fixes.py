@@ -15,6 +15,7 @@ from specplan.speculation.guidelines import binding_line
 from specplan.speculation.speedup import evaluate
 from specplan.planning.sweep import sweep
 from specplan.speculation.spec import DraftSearch
+from specplan.planning.sweep import SweepAxes
 
 
 def run(*args):
@@ -65,8 +66,9 @@ def test_predict_text_shows_draft_devices():
 def test_recommend_searches_every_integer_batch():
     r = recommend("llama-3.3-70b", "h200-sxm", tp=2, context_len=32768, target_tps_per_user=50,
                   drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.75"}, max_draft_len=16))
-    df = sweep("llama-3.3-70b", "h200-sxm", tp=[2], contexts=[32768], mechanisms=["eagle3"],
-               acceptance={"eagle3": 0.75}, max_draft_len=16, progress=False)
+    df = sweep("llama-3.3-70b", "h200-sxm", axes=SweepAxes(tp=[2], contexts=[32768]),
+               drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": 0.75}, max_draft_len=16),
+               progress=False)
     ok = df[df["fits"] & (df["tok_s_user"] >= 50)]
     assert r["best"]["tokens_per_s_per_gpu"] == pytest.approx(float(ok["tok_s_gpu"].max()), rel=1e-4)
     assert r["best"]["batch"] == 11  # not on the old coarse list 1, 2, 3, 4, 6, 8, 12, ...
