@@ -12,6 +12,7 @@ an energy term is added only for a price given without power (`kwh_usd`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -105,10 +106,25 @@ def power_w(spec, u_compute, u_memory) -> np.ndarray:
     return spec.idle_w + (spec.tdp_w - spec.idle_w) * frac
 
 
-def utilization(model, hw, prec, layout, *, tokens_per_s_per_gpu, batch, draft_len=0, acceptance_length=1.0,
-                context_len, isl=None, osl=None):
+@dataclass(frozen=True)
+class OperatingPoint:
+    """Where a deployment runs (numbers or broadcast arrays): output tokens/s per GPU, the decode batch, D, the
+    acceptance length AL, the decode context (tokens), and the request lengths (prefill work counted when given)."""
+
+    tokens_per_s_per_gpu: object
+    batch: object
+    context_len: object
+    draft_len: object = 0
+    acceptance_length: object = 1.0
+    isl: int | None = None
+    osl: int | None = None
+
+
+def utilization(model, hw, prec, layout, point: OperatingPoint):
     """(u_compute, u_memory) averaged over a deployment's GPUs at a throughput: decode work per output token
     (the verify step of B x (1 + D) tokens over the B x AL tokens it yields) plus prefill work per output token."""
+    tokens_per_s_per_gpu, batch, draft_len = point.tokens_per_s_per_gpu, point.batch, point.draft_len
+    acceptance_length, context_len, isl, osl = point.acceptance_length, point.context_len, point.isl, point.osl
     lay = layout_for(1, layout)
     rate = np.asarray(tokens_per_s_per_gpu, dtype=float)
     b = np.maximum(np.asarray(batch, dtype=float), 1.0)
@@ -158,17 +174,14 @@ def energy_metrics(hw, power, tokens_per_s_per_gpu, *, gpu_hour_usd=None, kwh_us
     return out
 
 
-def point_energy(model, hw, prec, layout, *, tokens_per_s_per_gpu, batch, context_len, draft_len=0,
-                 acceptance_length=1.0, isl=None, osl=None, **price) -> dict | None:
+def point_energy(model, hw, prec, layout, point: OperatingPoint, **price) -> dict | None:
     """Power, J/token, tokens/s/MW and $/Mtok of one operating point (arrays broadcast); None without a
-    power model for the device."""
+    power model for the device. `price`: energy_metrics' price options."""
     if hw.power is None:
         return None
-    uc, um = utilization(model, hw, prec, layout, tokens_per_s_per_gpu=tokens_per_s_per_gpu, batch=batch,
-                         draft_len=draft_len, acceptance_length=acceptance_length, context_len=context_len,
-                         isl=isl, osl=osl)
+    uc, um = utilization(model, hw, prec, layout, point)
     p = power_w(hw.power, uc, um)
-    out = energy_metrics(hw, p, tokens_per_s_per_gpu, **price)
+    out = energy_metrics(hw, p, point.tokens_per_s_per_gpu, **price)
     out["u_compute"], out["u_memory"] = np.clip(uc, 0, 1), np.clip(um, 0, 1)
     return out
 
@@ -207,10 +220,9 @@ def serving_energy(model, hardware, workload, r: dict, draft_len, *, tp=1, dtype
     shape = np.broadcast(np.asarray(r["tokens_per_s_per_gpu"]), np.asarray(draft_len)).shape
     get = lambda k: np.broadcast_to(np.asarray(r[k], dtype=float), shape)  # noqa: E731
     lay = tp if isinstance(tp, Layout) else Layout(tp=tp)  # a serving layout (DP attention, EP) as priced
-    return point_energy(m, hw, prec, lay, tokens_per_s_per_gpu=get("tokens_per_s_per_gpu"),
-                        batch=np.maximum(get("decode_batch"), 1.0), draft_len=np.broadcast_to(draft_len, shape),
-                        acceptance_length=get("acceptance_length"), context_len=workload.decode_context,
-                        isl=workload.isl, osl=workload.osl, **(price or {}))
+    point = OperatingPoint(get("tokens_per_s_per_gpu"), np.maximum(get("decode_batch"), 1.0), workload.decode_context,
+                           np.broadcast_to(draft_len, shape), get("acceptance_length"), workload.isl, workload.osl)
+    return point_energy(m, hw, prec, lay, point, **(price or {}))
 
 
 ENERGY_KEYS = ("power_w_per_gpu", "joules_per_token", "tokens_per_s_per_mw", "usd_per_mtok")
@@ -223,20 +235,16 @@ def row_energy(e: dict | None, i, j) -> dict:
     return {k: float(np.asarray(e[k])[i, j]) for k in ENERGY_KEYS if k in e}
 
 
-def predict_energy(model, hw, prec, layout, *, batch, context_len, baseline_tps, speculative_tps=None,
-                   draft_len=0, acceptance_length=1.0, isl=None, osl=None, price: dict | None = None) -> dict | None:
+def predict_energy(model, hw, prec, layout, baseline: OperatingPoint, speculative: OperatingPoint | None = None,
+                   price: dict | None = None) -> dict | None:
     """{'baseline': {...}, 'speculative': {...}} energy and cost of a predicted point (floats); None without a
-    power model. With isl/osl the prefill work is included (serving); without, decode steps only."""
+    power model. With the points' isl/osl the prefill work is included (serving); without, decode steps only. No
+    speculative entry at D = 0."""
     if hw.power is None:
         return None
-    kw = dict(context_len=context_len, isl=isl, osl=osl, **(price or {}))
-    out = {"baseline": scalars(point_energy(model, hw, prec, layout, tokens_per_s_per_gpu=baseline_tps,
-                                            batch=batch[0] if isinstance(batch, tuple) else batch, **kw))}
-    if speculative_tps is not None and draft_len > 0:
-        b = batch[1] if isinstance(batch, tuple) else batch
-        out["speculative"] = scalars(point_energy(model, hw, prec, layout, tokens_per_s_per_gpu=speculative_tps,
-                                                  batch=b, draft_len=draft_len,
-                                                  acceptance_length=acceptance_length, **kw))
+    out = {"baseline": scalars(point_energy(model, hw, prec, layout, baseline, **(price or {})))}
+    if speculative is not None and speculative.draft_len > 0:
+        out["speculative"] = scalars(point_energy(model, hw, prec, layout, speculative, **(price or {})))
     return out
 
 
@@ -247,9 +255,9 @@ def annotate_rows(rows, model, hw, prec, layout, context_len, price: dict | None
     for x in rows:
         if x is None:
             continue
-        e = point_energy(model, hw, prec, layout, tokens_per_s_per_gpu=x["tokens_per_s_per_gpu"], batch=x["batch"],
-                         context_len=context_len, draft_len=x["draft_len"],
-                         acceptance_length=x["acceptance_length"], **(price or {}))
+        point = OperatingPoint(x["tokens_per_s_per_gpu"], x["batch"], context_len, x["draft_len"],
+                               x["acceptance_length"])
+        e = point_energy(model, hw, prec, layout, point, **(price or {}))
         x.update({k: float(np.asarray(e[k]).reshape(-1)[0]) for k in ENERGY_KEYS if k in e})
 
 

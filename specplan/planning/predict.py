@@ -8,7 +8,7 @@ import numpy as np
 from specplan.core.errors import SpecplanError
 from specplan.costs.precision import resolve_precision
 from specplan.model.parallel import layout_for
-from specplan.planning.cost import predict_energy
+from specplan.planning.cost import OperatingPoint, predict_energy
 from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.speculation.guidelines import binding_line
 from specplan.speculation.speedup import evaluate
@@ -82,11 +82,10 @@ def predict_summary(model, hardware, *, tp=1, batch=1, context_len=1024, mechani
         "memory": memory,
         "guidelines": diag,
         "binding": {"guideline": guideline, "line": line},
-        "energy": predict_energy(model, hw, prec, layout_for(tp, kw.get("layout")), batch=batch,
-                                 context_len=context_len,
-                                 baseline_tps=batch / (base_s * _f(r["baseline_devices"])),
-                                 speculative_tps=_f(r["tokens_per_s_per_gpu"]), draft_len=draft_len,
-                                 acceptance_length=_f(r["acceptance_length"])),
+        "energy": predict_energy(model, hw, prec, layout_for(tp, kw.get("layout")),
+                                 OperatingPoint(batch / (base_s * _f(r["baseline_devices"])), batch, context_len),
+                                 OperatingPoint(_f(r["tokens_per_s_per_gpu"]), batch, context_len, draft_len,
+                                                _f(r["acceptance_length"]))),
         "notes": notes,
     }
 
@@ -116,13 +115,13 @@ def predict_serving(model, hardware, workload, *, tp=1, mechanism="none", draft_
     if r["energy"] is not None:  # serving rates, decode batches and one prefill per request
         hw = load_hardware(hardware)
         sp = srv.get("speculative")
+        wl, b = workload, srv["baseline"]
+        base = OperatingPoint(b["tokens_per_s_per_gpu"], b["decode_batch"], wl.decode_context, isl=wl.isl, osl=wl.osl)
+        spec = None if not sp else OperatingPoint(sp["tokens_per_s_per_gpu"], sp["decode_batch"], wl.decode_context,
+                                                  draft_len, sp["acceptance_length"], wl.isl, wl.osl)
         r["serving"]["energy"] = predict_energy(
             load_model(model), hw, resolve_precision(load_model(model), hw, kw.get("dtype"), kw.get("kv_dtype")),
-            layout_for(tp, kw.get("layout")), batch=(srv["baseline"]["decode_batch"],
-                                                     sp["decode_batch"] if sp else 1.0),
-            context_len=workload.decode_context, baseline_tps=srv["baseline"]["tokens_per_s_per_gpu"],
-            speculative_tps=sp["tokens_per_s_per_gpu"] if sp else None, draft_len=draft_len,
-            acceptance_length=sp["acceptance_length"] if sp else 1.0, isl=workload.isl, osl=workload.osl)
+            layout_for(tp, kw.get("layout")), base, spec)
     return r
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from specplan.model.parallel import Layout
-from specplan.planning.cost import power_w, utilization
+from specplan.planning.cost import OperatingPoint, power_w, utilization
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_hardware, load_model
 
@@ -72,8 +72,8 @@ def row_utilization(row: dict, hw) -> tuple[float, float]:
     """(u_compute, u_memory) of a row at its measured throughput (no speculation term: D = 0)."""
     m = load_model(row["profile"])
     prec = resolve_precision(m, hw, row["dtype"])
-    uc, um = utilization(m, hw, prec, row["layout"], tokens_per_s_per_gpu=row["tok_s_gpu"], batch=row["batch"],
-                         context_len=row["isl"] + row["osl"] / 2, isl=row["isl"], osl=row["osl"])
+    point = OperatingPoint(row["tok_s_gpu"], row["batch"], row["isl"] + row["osl"] / 2, isl=row["isl"], osl=row["osl"])
+    uc, um = utilization(m, hw, prec, row["layout"], point)
     return float(uc), float(um)
 
 

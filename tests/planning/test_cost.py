@@ -12,6 +12,7 @@ from specplan.planning.cost import (energy_metrics, objective_value, point_energ
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation.speedup import evaluate
+from specplan.planning.cost import OperatingPoint
 
 DEVICES = ["h100-sxm", "h200-sxm", "b200", "gb200", "a100-sxm-80gb", "mi300x"]
 MODELS = ["llama-3.1-8b", "qwen3-32b", "qwen3-30b-a3b", "llama-3.3-70b", "gpt-oss-20b", "deepseek-v3"]
@@ -33,8 +34,8 @@ def test_power_closed_form_h100():
 def test_power_within_idle_and_tdp_over_random_configurations(hw, model, batch, d, ctx, rate, al, tp):
     h, m = load_hardware(hw), load_model(model)
     prec = resolve_precision(m, h)
-    uc, um = utilization(m, h, prec, Layout(tp=tp), tokens_per_s_per_gpu=rate, batch=batch, draft_len=d,
-                         acceptance_length=min(al, 1 + d), context_len=ctx, isl=ctx, osl=max(1, ctx // 4))
+    uc, um = utilization(m, h, prec, Layout(tp=tp),
+                         OperatingPoint(tokens_per_s_per_gpu=rate, batch=batch, context_len=ctx, draft_len=d, acceptance_length=min(al, 1 + d), isl=ctx, osl=max(1, ctx // 4)))
     p = float(power_w(h.power, uc, um))
     assert h.power.idle_w <= p <= h.power.tdp_w
 
@@ -53,8 +54,8 @@ def test_energy_per_token_does_not_rise_with_batch_at_fixed_d(model, hw, d, mech
                  acceptance=None if acc is None else parse_acceptance(acc["eagle3"]))
     rate = np.asarray(r["tokens_per_s_per_gpu"], dtype=float).reshape(-1)
     fits = np.asarray(r["fits"]).reshape(-1)
-    e = point_energy(m, h, r["precision"], None, tokens_per_s_per_gpu=rate, batch=batch, context_len=2048,
-                     draft_len=d, acceptance_length=np.asarray(r["acceptance_length"]).reshape(-1))
+    e = point_energy(m, h, r["precision"], None,
+                     OperatingPoint(tokens_per_s_per_gpu=rate, batch=batch, context_len=2048, draft_len=d, acceptance_length=np.asarray(r["acceptance_length"]).reshape(-1)))
     j = np.asarray(e["joules_per_token"])[fits]
     assert len(j) >= 5
     assert np.all(np.diff(j) <= 1e-9 * j[:-1]), j
@@ -69,9 +70,9 @@ def test_rejected_tokens_are_priced():
     params = 8.03e9  # Llama-3.1-8B parameters (GEMM weights ~ 7.5e9 + LM head 0.5e9): 2 FLOPs each per token
     assert f0 / 64 == pytest.approx(2 * params, rel=0.1)
     assert f4 / f0 == pytest.approx(5.0, rel=0.05)
-    u0 = utilization(m, h, prec, None, tokens_per_s_per_gpu=5000.0, batch=64, context_len=1024)[0]
-    u4 = utilization(m, h, prec, None, tokens_per_s_per_gpu=5000.0, batch=64, draft_len=4, acceptance_length=1.0,
-                     context_len=1024)[0]
+    u0 = utilization(m, h, prec, None, OperatingPoint(tokens_per_s_per_gpu=5000.0, batch=64, context_len=1024))[0]
+    u4 = utilization(m, h, prec, None,
+                     OperatingPoint(tokens_per_s_per_gpu=5000.0, batch=64, context_len=1024, draft_len=4, acceptance_length=1.0))[0]
     assert float(u4 / u0) == pytest.approx(float(f4 / f0), rel=1e-9)
 
 

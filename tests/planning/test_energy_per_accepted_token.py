@@ -8,6 +8,7 @@ from specplan.costs.precision import resolve_precision
 from specplan.model.parallel import Layout
 from specplan.planning.cost import point_energy, step_work, utilization
 from specplan.profiles.registry import load_hardware, load_model
+from specplan.planning.cost import OperatingPoint
 
 B, D, CTX, RATE = 32.0, 3.0, 2048.0, 1000.0
 
@@ -17,8 +18,8 @@ def test_decode_work_per_output_token_is_the_step_over_b_times_al(al):
     m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
     prec = resolve_precision(m, hw, None, None)
     flops, nbytes = (float(x) for x in step_work(m, hw, prec, Layout(tp=1), B, 1.0 + D, CTX))  # one verify step
-    uc, um = utilization(m, hw, prec, Layout(tp=1), tokens_per_s_per_gpu=RATE, batch=B, draft_len=D,
-                         acceptance_length=al, context_len=CTX)
+    uc, um = utilization(m, hw, prec, Layout(tp=1),
+                         OperatingPoint(tokens_per_s_per_gpu=RATE, batch=B, context_len=CTX, draft_len=D, acceptance_length=al))
     uc_hand = RATE * flops / (B * al) / hw.peak(prec.compute)
     um_hand = RATE * nbytes / (B * al) / hw.mem_bandwidth_bytes_s
     assert (float(uc), float(um)) == pytest.approx((uc_hand, um_hand), rel=1e-12)
@@ -26,6 +27,6 @@ def test_decode_work_per_output_token_is_the_step_over_b_times_al(al):
     p = hw.power
     w = p.idle_w + (p.tdp_w - p.idle_w) * min(1.0, max(0.0, p.active_floor + p.compute * uc_hand
                                                         + p.memory * um_hand))
-    e = point_energy(m, hw, prec, Layout(tp=1), tokens_per_s_per_gpu=RATE, batch=B, draft_len=D,
-                     acceptance_length=al, context_len=CTX)
+    e = point_energy(m, hw, prec, Layout(tp=1),
+                     OperatingPoint(tokens_per_s_per_gpu=RATE, batch=B, context_len=CTX, draft_len=D, acceptance_length=al))
     assert float(e["joules_per_token"]) == pytest.approx(w / RATE, rel=1e-12)
