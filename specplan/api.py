@@ -24,16 +24,14 @@ def step_summary(
     batch: int = 1,
     q_len: int = 1,
     context_len: int = 1024,
-    dtype: str | None = None,
-    kv_dtype: str | None = None,
-    weight_dtype: str | None = None,
-    attention_style: str = "shared",
-    routing: str = "random",
+    dtypes: Dtypes = Dtypes(),
+    kernels: StepKernels = StepKernels(),
     reserve: float = DEFAULT_RESERVE,
     layout=None,
 ) -> dict:
     """One decode step as a dict: step_ms, breakdown_ms and regimes by kernel class, memory (GB, fits, max batch)
-    per GPU; `layout` (specplan.model.parallel: TP, DP, EP, PP) places the `batch` sequences (default TP only)."""
+    per GPU; `layout` (specplan.model.parallel: TP, DP, EP, PP) places the `batch` sequences (default TP only);
+    `dtypes` as named (None: the checkpoint's), `kernels`: attention style and MoE routing."""
     from specplan.model.parallel import layout_for
 
     _positive_int("tp", tp, 1, MAX_TP)
@@ -45,9 +43,7 @@ def step_summary(
     reserve = check_reserve(reserve)
     m = load_model(model)
     hw = load_hardware(hardware)
-    r = step_time(m, hw, tp, batch, q_len, context_len, layout=lay,
-                  precision=Dtypes(dtype=dtype, kv_dtype=kv_dtype, weight_dtype=weight_dtype),
-                  kernels=StepKernels(attention_style=attention_style, routing=routing))
+    r = step_time(m, hw, tp, batch, q_len, context_len, layout=lay, precision=dtypes, kernels=kernels)
     mem = memory_usage(m, hw, tp, batch, context_len, r.precision, q_len=q_len, reserve=reserve, layout=lay)
     memory = {
         "weights_gb": mem.weights_bytes / 1e9,

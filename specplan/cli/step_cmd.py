@@ -33,8 +33,12 @@ def step(
     """Time and memory of one decode step."""
     from specplan.api import step_summary
 
-    r = step_summary(model, hardware, tp, batch, q_len, model_context(model, context), dtype, kv_dtype, weight_dtype,
-                     attention_style, routing, reserve, layout=cli_layout(tp, dp, ep, pp))
+    from specplan.costs.precision import Dtypes
+    from specplan.model.step import StepKernels
+
+    r = step_summary(model, hardware, tp, batch, q_len, model_context(model, context),
+                     Dtypes(dtype, kv_dtype, weight_dtype), StepKernels(attention_style, routing), reserve,
+                     layout=cli_layout(tp, dp, ep, pp))
     if json_out:
         print_json(r)
         return

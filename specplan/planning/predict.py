@@ -9,6 +9,7 @@ from specplan.core.errors import SpecplanError
 from specplan.costs.precision import resolve_precision
 from specplan.model.parallel import layout_for
 from specplan.planning.cost import OperatingPoint, predict_energy
+from specplan.speculation.spec import Speculation
 from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.speculation.guidelines import binding_line
 from specplan.speculation.speedup import evaluate
@@ -34,8 +35,8 @@ def predict_summary(model, hardware, *, tp=1, batch=1, context_len=1024, mechani
     diag = {k: (v.item() if isinstance(v, np.ndarray) and v.size == 1 else v) for k, v in g.items()}
     diag = {k: (np.asarray(v).reshape(-1)[0].item() if isinstance(v, np.ndarray) else v) for k, v in diag.items()}
     diag["rho_time"] = _f(r["rho_time"])
-    guideline, line = _predict_binding(model, hardware, tp, batch, context_len, mechanism, draft_len, acceptance,
-                                       diag, r, kw)
+    guideline, line = _predict_binding(model, hardware, (tp, batch, context_len),
+                                       Speculation(mechanism, draft_len, acceptance), (diag, r), kw)
     diag["binding"] = guideline
     diag["binding_line"] = line
     prec = r["precision"]
@@ -168,8 +169,12 @@ def draft_hardware_is_same(kw: dict) -> bool:
     return kw.get("draft_hardware") is None
 
 
-def _predict_binding(model, hardware, tp, batch, context_len, mechanism, draft_len, acceptance, diag, r, kw):
-    """The shared binding rule (`guidelines.binding_line`) at the predicted D: the curve D = 0 ... D + 1."""
+def _predict_binding(model, hardware, at: tuple, spec: Speculation, found: tuple, kw):
+    """The shared binding rule (`guidelines.binding_line`) at the predicted D: the curve D = 0 ... D + 1. `at`:
+    (TP, batch, context); `found`: (the guideline diagnostics, the evaluation at the predicted D)."""
+    tp, batch, context_len = at
+    mechanism, draft_len, acceptance = spec.mechanism, spec.draft_len, spec.acceptance
+    diag, r = found
     if mechanism == "none" or draft_len < 1:
         return "-", "no speculation (D = 0)"
     if mechanism == "medusa":

@@ -6,6 +6,17 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class Speculation:
+    """One speculative configuration: the mechanism ("none": no drafter), its draft length D (a number or an array
+    to broadcast), and its acceptance (an Acceptance, a spec `parse_acceptance` reads, or None: the shipped
+    profile)."""
+
+    mechanism: str = "none"
+    draft_len: object = 0
+    acceptance: object = None
+
+
+@dataclass(frozen=True)
 class DraftSearch:
     """The speculation a search prices: mechanisms (None: those with acceptance data), acceptance by mechanism
     ({mechanism: spec as `parse_acceptance` reads it}), the largest D searched, and whether D may go past the range
