@@ -52,7 +52,7 @@ def from_engine(engine) -> ServingProfile:
 
 # `VLLM_V1_EAGLE_2025`: fitted on all six rows of the vLLM V1 EAGLE-3 llama-3.1-8b batch-1 sweep on H100
 # (reference/specdec_public.csv rows vllm20780-l31-8b-eagle3-k2..k7) by scripts/eagle3_sweep_report.py; held in
-# engine_profiles/vllm.yaml. It and `PROFILES` (the --serving names) are read from that profile on first use
+# engine_profiles/vllm-0.10.yaml. It and `PROFILES` (the --serving names) are read from that profile on first use
 # (module __getattr__), not at import: a command that names no engine does not parse the engine YAML.
 PROFILE_NAMES = ("roofline", "vllm-v1-eagle-2025")
 
