@@ -164,7 +164,8 @@ class EngineProfile(_Frozen):
     # rejection as the engine verifies: "probabilistic" (rejection sampling over target and draft probabilities) or
     # "exact" (greedy / exact match of the draft against the target's own sample: one pass over the logits)
     verification: Literal["probabilistic", "exact"] = "probabilistic"
-    # defaults the engine picks from the GPU and the launch's TP (EngineProfile.for_hardware)
+    # defaults the engine picks from the GPU and the launch's TP (EngineProfile.for_hardware); they fill only the
+    # fields the YAML (or a caller) leaves unset, so an explicit top-level value always wins
     hardware_defaults: list[HardwareDefault] = Field(default_factory=list)
     resolved_for: str = ""  # set by for_hardware: the GPU and TP the defaults were resolved for ("" = not yet)
     ttft_includes_first_decode: bool = False  # TTFT counts the first decode step after prefill
@@ -300,14 +301,9 @@ class EngineProfile(_Frozen):
         return _adjusted(self, f"hw:{key}:{hw.mem_capacity_bytes:g}:{hw.generation}", {**upd, "resolved_for": key})
 
     def _set_by_caller(self) -> set[str]:
-        """The per-hardware fields where this profile differs from the built-in profile of its id (a caller's or an
-        engine YAML's own value): for_hardware keeps them."""
-        from specplan.profiles.registry import engine_ids, load_engine
-
-        if self.id not in engine_ids():
-            return set()
-        base = load_engine(self.id)
-        return {k for k in HARDWARE_DEFAULT_FIELDS if getattr(base, k) != getattr(self, k)}
+        """The per-hardware fields this profile sets itself (its YAML's top level, a caller's model_copy): an explicit
+        value wins over hardware_defaults, which fill only the fields left at the class default."""
+        return set(HARDWARE_DEFAULT_FIELDS) & set(self.model_fields_set)
 
     def graphed(self, batch, cap=None) -> np.ndarray:
         """True where a step of `batch` sequences replays a CUDA graph: up to `cap` (default graph_max_batch; 0 =

@@ -142,18 +142,22 @@ def test_zero_draft_length_still_runs_the_draft_extend_where_the_engine_keeps_it
 # item 6: per-hardware engine defaults resolved from the hardware profile
 
 
-@pytest.mark.parametrize("engine, hw, tp, tokens, seqs, graph", [
-    ("vllm", "h100-sxm", 1, 8192, 1024, 512),  # >= 70 GiB, not A100: API server 8192 / 1024
-    ("vllm", "a100-sxm-80gb", 1, 2048, 256, 256),  # 'a100' in the name: the default tier 2048 / 256
-    ("vllm", "b200", 1, 16384, 1024, 1024),  # >= 160 GiB: 16384 / 1024; SM100 decode graphs to max_num_seqs
-    ("vllm", "mi300x", 1, 16384, 1024, 512),
-    ("sglang", "h100-sxm", 1, 8192, 1024, 256),  # memory_hook: 60-90 GiB, max_bs 256 at TP < 4
-    ("sglang", "h100-sxm", 4, 8192, 1024, 512),  # ... 512 at TP >= 4
-    ("sglang", "b200", 1, 16384, 1024, 512),  # >= 160 GiB: chunked prefill 16k, max_bs 512
+@pytest.mark.parametrize("engine, hw, tokens, seqs, verify_tokens", [
+    ("vllm", "h100-sxm", 8192, 1024, 512),  # >= 70 GiB, not A100: API server 8192 / 1024
+    ("vllm", "a100-sxm-80gb", 2048, 256, 512),  # 'a100' in the name: the default tier 2048 / 256
+    ("vllm", "b200", 16384, 1024, 8192),  # >= 160 GiB: 16384 / 1024; SM100 decode graphs to 8192 tokens
+    ("vllm", "mi300x", 16384, 1024, 512),
+    ("sglang", "h100-sxm", 8192, 1024, 0),  # memory_hook: 60-160 GiB chunked prefill 8192
+    ("sglang", "b200", 16384, 1024, 0),  # >= 160 GiB: 16384
 ])
-def test_engine_defaults_follow_the_gpu_and_tp(engine, hw, tp, tokens, seqs, graph):
-    e = load_engine(engine).for_hardware(load_hardware(hw), tp)
-    assert (e.max_num_batched_tokens, e.max_num_seqs, e.graph_max_batch) == (tokens, seqs, graph)
+def test_engine_defaults_follow_the_gpu(engine, hw, tokens, seqs, verify_tokens):
+    e = load_engine(engine).for_hardware(load_hardware(hw))
+    assert (e.max_num_batched_tokens, e.max_num_seqs, e.verify_graph_max_tokens) == (tokens, seqs, verify_tokens)
+
+
+def test_an_explicit_engine_value_wins_over_the_hardware_defaults():
+    mine = load_engine("vllm").model_copy(update={"max_num_batched_tokens": 1})
+    assert mine.for_hardware(load_hardware("b200")).max_num_batched_tokens == 1
 
 
 def test_vllm_on_a100_runs_at_most_256_requests_and_a_callers_value_is_kept():
