@@ -227,6 +227,13 @@ class EngineProfile(_Frozen):
                 _check_family(fam, f"attention_by_generation.{gen}.{role}")
         return v
 
+    @field_validator("graph_batch_sizes")
+    @classmethod
+    def _graph_sizes(cls, v: list[int]) -> list[int]:
+        if any(x <= 0 or x > MAX_BATCH for x in v):
+            raise ValueError(f"graph_batch_sizes: batch sizes in 1 ... {MAX_BATCH}, got {min(v) if min(v) <= 0 else max(v)}")
+        return sorted(set(v))
+
     @field_validator("spec_sync_mechanisms")
     @classmethod
     def _sync_mechanisms(cls, v: list[str]) -> list[str]:

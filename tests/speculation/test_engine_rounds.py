@@ -189,3 +189,18 @@ def test_trtllm_rejection_is_priced_as_exact_match():
     assert got == pytest.approx(one_pass, rel=1e-9)
     four = float(round_gpu_extra_s(m, hw, 1, b, 3.0, q, 1024, "ngram", eng=load_engine("vllm")))
     assert four == pytest.approx(16 * 3 * 128256 * 4 * 4 / bw + hw.kernel_overhead_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("id: bad\nhardware_defaults:\n  - {set: {foo: 1}, source: x}\n", "'foo' is not a per-hardware engine field"),
+    ("extends: nope\nid: bad\n", "extends: 'nope' is not another built-in engine id"),
+    ("id: bad\ngraph_batch_sizes: [0, 2]\nsources: {graph_batch_sizes: x}\n", "graph_batch_sizes: batch sizes in 1"),
+])
+def test_bad_engine_version_fields_are_one_line(tmp_path, text, words):
+    from specplan.core.errors import SpecplanError
+
+    p = tmp_path / "bad.yaml"
+    p.write_text(text)
+    with pytest.raises(SpecplanError) as e:
+        load_engine(str(p))
+    assert words in str(e.value) and "\n" not in str(e.value)
