@@ -63,6 +63,45 @@ class KernelFamily(_Frozen):
 SPEC_MECHANISMS = ("external", "eagle3", "mtp", "medusa", "dflash", "dspark", "ngram", "self")
 
 
+# the engine fields a per-hardware default may set (EngineProfile.hardware_defaults)
+HARDWARE_DEFAULT_FIELDS = ("max_num_batched_tokens", "max_num_seqs", "graph_max_batch", "verify_graph_max_tokens",
+                           "draft_graph_max_batch")
+GIB = 2.0 ** 30
+
+
+class HardwareDefault(_Frozen):
+    """One rule of an engine's defaults that depend on the GPU (its memory, generation, id) and the launch's TP:
+    where every condition holds, `set` replaces those engine fields (later rules win)."""
+
+    min_memory_gib: float = Field(0.0, ge=0)  # the device's memory, GiB (2^30 bytes), at least
+    below_memory_gib: float | None = Field(None, gt=0)  # ... and below
+    generations: list[str] = Field(default_factory=list)  # GPU generations it applies to ([] = any)
+    exclude_ids: list[str] = Field(default_factory=list)  # hardware ids containing one of these are excluded
+    min_tp: int = Field(1, ge=1)  # the launch's tensor-parallel size, at least
+    below_tp: int | None = Field(None, gt=1)  # ... and below
+    set: dict[str, int] = Field(min_length=1)
+    source: str = Field(min_length=1)
+
+    @field_validator("set")
+    @classmethod
+    def _fields(cls, v: dict[str, int]) -> dict[str, int]:
+        bad = [k for k in v if k not in HARDWARE_DEFAULT_FIELDS]
+        if bad:
+            raise ValueError(f"set: '{bad[0]}' is not a per-hardware engine field (known: "
+                             f"{', '.join(HARDWARE_DEFAULT_FIELDS)})")
+        if any(x <= 0 for x in v.values()):
+            raise ValueError("set: values must be > 0")
+        return dict(v)
+
+    def applies(self, hw: HardwareProfile, tp: int = 1) -> bool:
+        """True where the rule's conditions hold for `hw` at tensor-parallel size `tp`."""
+        gib = hw.mem_capacity_bytes / GIB
+        return (gib >= self.min_memory_gib and (self.below_memory_gib is None or gib < self.below_memory_gib)
+                and (not self.generations or hw.generation in self.generations)
+                and not any(x in hw.id for x in self.exclude_ids)
+                and tp >= self.min_tp and (self.below_tp is None or tp < self.below_tp))
+
+
 class EngineProfile(_Frozen):
     """A serving engine's costs beyond the roofline (seconds, tokens), each with its source."""
 
@@ -74,6 +113,10 @@ class EngineProfile(_Frozen):
     overlap_scheduler: bool = False  # host work of step n+1 runs while the GPU runs step n
     cuda_graphs_decode: bool = False  # decode-only steps replay a captured CUDA graph
     graph_max_batch: int = Field(0, ge=0, le=MAX_BATCH)  # largest captured decode batch; larger decode batches run eager
+    # True: a decode / verify batch up to the cap replays the graph of the next captured size (padding rows); False:
+    # only the batches in graph_batch_sizes replay a graph, any other runs eagerly (TensorRT-LLM enable_padding false)
+    graph_padding: bool = True
+    graph_batch_sizes: list[int] = Field(default_factory=list)  # captured decode batches without padding ([]: all)
     graph_launch_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host seconds per kernel of a replayed graph (over the hardware floor)
     eager_launch_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # host seconds per kernel launched eagerly (mixed/prefill steps)
     # host seconds per step that runs eagerly (no graph replay: a step with a prefill chunk), whatever the model
@@ -110,6 +153,21 @@ class EngineProfile(_Frozen):
     # verify steps replay graphs up to this many tokens (vLLM: 512 // (1 + K) requests); 0 = graph_max_batch requests
     verify_graph_max_tokens: int = Field(0, ge=0, le=2**32)
     draft_graph_max_batch: int = Field(0, ge=0, le=MAX_BATCH)  # draft steps captured up to this batch (0: graph_max_batch)
+    # a speculative deployment whose draft length drops to 0 (a per-batch-size schedule) still runs the draft's
+    # extend over the verified position, keeping the draft KV warm (vLLM 0.34, SGLang 0.5.23); False: no draft work
+    zero_draft_extend: bool = False
+    # tree drafts: candidates per request in each draft step after the first (SGLang --speculative-eagle-topk);
+    # None = ceil((verified tokens - 1) / D), the tree's nodes spread evenly over its depth
+    spec_topk: int | None = Field(None, gt=0, le=1024)
+    # tree drafts (spec_topk > 1) run without the overlap scheduler (SGLang <= 0.5.12 server_args.py)
+    spec_sync_tree: bool = False
+    # rejection as the engine verifies: "probabilistic" (rejection sampling over target and draft probabilities) or
+    # "exact" (greedy / exact match of the draft against the target's own sample: one pass over the logits)
+    verification: Literal["probabilistic", "exact"] = "probabilistic"
+    # defaults the engine picks from the GPU and the launch's TP (EngineProfile.for_hardware); they fill only the
+    # fields the YAML (or a caller) leaves unset, so an explicit top-level value always wins
+    hardware_defaults: list[HardwareDefault] = Field(default_factory=list)
+    resolved_for: str = ""  # set by for_hardware: the GPU and TP the defaults were resolved for ("" = not yet)
     ttft_includes_first_decode: bool = False  # TTFT counts the first decode step after prefill
     # closed loop, start-up bunching: seconds each of the other C - 1 clients adds to a request's TTFT (averaged
     # over a run) when a benchmark starts all clients at once; only where asked (Workload.startup_cohort,
@@ -169,6 +227,13 @@ class EngineProfile(_Frozen):
                 _check_family(fam, f"attention_by_generation.{gen}.{role}")
         return v
 
+    @field_validator("graph_batch_sizes")
+    @classmethod
+    def _graph_sizes(cls, v: list[int]) -> list[int]:
+        if any(x <= 0 or x > MAX_BATCH for x in v):
+            raise ValueError(f"graph_batch_sizes: batch sizes in 1 ... {MAX_BATCH}, got {min(v) if min(v) <= 0 else max(v)}")
+        return sorted(set(v))
+
     @field_validator("spec_sync_mechanisms")
     @classmethod
     def _sync_mechanisms(cls, v: list[str]) -> list[str]:
@@ -201,7 +266,8 @@ class EngineProfile(_Frozen):
                    "max_num_seqs", "spec_max_num_seqs", "prefill_tokens_s", "spec_iteration_overhead_s",
                    "spec_draft_step_overhead_s",
                    "spec_host_per_seq_s", "verify_graph_max_tokens", "draft_graph_max_batch", "graph_max_batch",
-                   "startup_client_s", "gemm_mem_bw_scale", "gemm_compute_scale", "moe_kernels", "allreduce_eager_s")
+                   "startup_client_s", "gemm_mem_bw_scale", "gemm_compute_scale", "moe_kernels", "allreduce_eager_s",
+                   "graph_batch_sizes", "spec_topk")
         missing = [k for k in numeric if getattr(self, k) and k not in self.sources]
         if missing:
             raise ValueError(f"sources: every number needs a source; missing for {', '.join(missing)}")
@@ -219,12 +285,44 @@ class EngineProfile(_Frozen):
 
     def for_mechanism(self, mechanism: str) -> "EngineProfile":
         """This engine as it runs `mechanism`: with spec_overlap off where the engine turns its overlap scheduler off
-        for that mechanism (spec_sync_mechanisms), else itself. Only the speculative rounds change: steps priced by
+        for that mechanism (spec_sync_mechanisms) or for tree drafts (spec_sync_tree with spec_topk > 1), else itself. Only the speculative rounds change: steps priced by
         step_s (a prefill-only step, OSL 1, a disaggregated prefill pool) keep overlap_scheduler, as the baseline
         server's launch has it."""
-        if not self.spec_overlap or mechanism not in self.spec_sync_mechanisms:
+        tree_sync = self.spec_sync_tree and (self.spec_topk or 1) > 1 and mechanism != "none"
+        if not self.spec_overlap or (mechanism not in self.spec_sync_mechanisms and not tree_sync):
             return self
         return _adjusted(self, mechanism, {"spec_overlap": False})
+
+    def for_hardware(self, hw: HardwareProfile | None, tp: int = 1) -> "EngineProfile":
+        """This engine as it starts on `hw` at tensor-parallel size `tp`: the fields its hardware_defaults set there
+        (later rules win), else itself; one copy per (engine, GPU, TP), kept."""
+        if hw is None or not self.hardware_defaults or self.resolved_for:
+            return self
+        upd: dict = {}
+        for rule in self.hardware_defaults:
+            if rule.applies(hw, int(tp)):
+                upd.update(rule.set)
+        kept = self._set_by_caller()
+        upd = {k: v for k, v in upd.items() if k not in kept}
+        key = f"{hw.id} tp{int(tp)}"
+        return _adjusted(self, f"hw:{key}:{hw.mem_capacity_bytes:g}:{hw.generation}", {**upd, "resolved_for": key})
+
+    def _set_by_caller(self) -> set[str]:
+        """The per-hardware fields this profile sets itself (its YAML's top level, a caller's model_copy): an explicit
+        value wins over hardware_defaults, which fill only the fields left at the class default."""
+        return set(HARDWARE_DEFAULT_FIELDS) & set(self.model_fields_set)
+
+    def graphed(self, batch, cap=None) -> np.ndarray:
+        """True where a step of `batch` sequences replays a CUDA graph: up to `cap` (default graph_max_batch; 0 =
+        no cap) with padding, else only at the captured sizes (graph_batch_sizes, a batch taken at its nearest whole
+        size) up to the cap; False everywhere without decode graphs."""
+        b = np.asarray(batch, dtype=float)
+        cap = self.graph_max_batch if cap is None else cap
+        lim = np.asarray(cap if cap else np.inf, dtype=float)
+        ok = bool(self.cuda_graphs_decode) & (b <= lim)
+        if self.graph_padding or not self.graph_batch_sizes:
+            return ok
+        return ok & np.isin(np.round(b), np.asarray(self.graph_batch_sizes, dtype=float))
 
     def as_launched(self) -> "EngineProfile":
         """This engine as specplan's launch files start it: the speculative running cap lifted (spec_max_num_seqs

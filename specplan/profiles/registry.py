@@ -164,7 +164,24 @@ def _load_cached(cls_name: str, path: str, mtime: float):
             "architectures" in data or "model_type" in data):
         raise SpecplanError(f"{path}: a Hugging Face config.json, not a specplan model profile: import it with "
                             f"`specplan model import {path}`")
+    if cls is EngineProfile and isinstance(data, dict) and "extends" in data:
+        data = _extended_engine(data, path)
     return build(cls, data, path)
+
+
+def _extended_engine(data: dict, path: str) -> dict:
+    """An engine YAML that names `extends: <built-in engine id>` (a version of that engine whose round differs):
+    the base profile's fields with this file's on top, sources merged (this file's win)."""
+    base_id = data.pop("extends")
+    if not isinstance(base_id, str) or base_id not in engine_ids() or Path(path).stem == base_id:
+        raise SpecplanError(f"{path}: extends: {base_id!r} is not another built-in engine id "
+                            f"(known: {', '.join(engine_ids())})")
+    base = read_yaml(engine_dir() / f"{base_id}.yaml")
+    if isinstance(base, dict) and "extends" in base:
+        raise SpecplanError(f"{path}: extends: {base_id} itself extends another engine (one level only)")
+    merged = {**base, **data}
+    merged["sources"] = {**(base.get("sources") or {}), **(data.get("sources") or {})}
+    return merged
 
 
 def load_hardware(ref: str | HardwareProfile) -> HardwareProfile:

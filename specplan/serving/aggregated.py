@@ -81,8 +81,7 @@ def _decode_iteration_gpu(model, hw, tp, batch, context, eng, spec, prec):
 
 def decode_graphed(eng, batch) -> np.ndarray:
     """True where a decode step of `batch` sequences replays a CUDA graph (captured up to graph_max_batch)."""
-    cap = eng.graph_max_batch if eng.graph_max_batch else np.inf
-    return eng.cuda_graphs_decode & (np.asarray(batch, dtype=float) <= cap)
+    return eng.graphed(batch)
 
 
 @dataclass
@@ -187,13 +186,13 @@ def _gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft
     if draft is not None:
         dm, dprec = draft
         dp = dp + prefill_s(dm, hw, draft_parallelism(dm, tp), wl.isl, precision=dprec, engine=eng)
-        dp = np.where(d > 0, dp, 0.0)
+        dp = np.where((d > 0) | eng.zero_draft_extend, dp, 0.0)
     kernels = step_kernels(model, hw, tp, eng, prec) * (1.0 + np.asarray(r["rho_d"])[0])
     n_chunks = np.broadcast_to(n_chunks, b.shape)
     dp = np.broadcast_to(dp, b.shape)
     alone = float(prefill_s(model, hw, tp, wl.isl, precision=prec, engine=eng)) if wl.osl == 1 else 0.0
     it = np.asarray(r["iter_s"]) + round_gpu_extra_s(model, engine_hardware(hw, eng), tp, b, d, q, wl.decode_context,
-                                                     spec.get("mechanism", "none"), draft)
+                                                     spec.get("mechanism", "none"), draft, eng=eng)
     return GpuTables(np.log(grid), np.broadcast_to(it, b.shape),
                      np.asarray(r["acceptance_length"])[0], q[0], kernels,
                      np.asarray(chunks).reshape((-1,) + b.shape), np.asarray(tokens).reshape((-1,) + b.shape),
@@ -524,7 +523,8 @@ def aggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechan
         return rank_serving(m, hw, workload, tp=tp, engine=engine, mechanism=mechanism, draft_len=draft_len,
                             acceptance=acceptance, dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model,
                             admission=admission, **spec_kw)
-    eng = load_engine(engine).for_mechanism(mechanism)  # an engine may run this mechanism's rounds without overlap
+    # the engine's defaults on this GPU and TP, then its rounds as it runs this mechanism (maybe without overlap)
+    eng = load_engine(engine).for_hardware(hw, attention_tp(tp)).for_mechanism(mechanism)
     workload.check(m)
     prec = resolve_precision(m, hw, dtype, kv_dtype)
     conc = None if workload.concurrency is None else np.asarray(workload.concurrency, dtype=float)
@@ -533,7 +533,9 @@ def aggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechan
     d = d * np.ones(np.broadcast(d, load).shape)  # one grid point per load of a sweep
     spec = dict(mechanism=mechanism, draft_len=d, acceptance=acceptance, draft_model=draft_model, **spec_kw)
     dpm = draft_prefill_model(m, mechanism, draft_model)
-    draft = None if dpm is None or np.all(d == 0) else (dpm, resolve_precision(dpm, hw, dtype, kv_dtype))
+    warm = eng.zero_draft_extend and mechanism != "none"  # the draft runs at D = 0 too (keeps its KV warm)
+    draft = None if dpm is None or (np.all(d == 0) and not warm) else (dpm, resolve_precision(dpm, hw, dtype,
+                                                                                                  kv_dtype))
     one = memory_usage(m, hw, attention_tp(tp), 1, workload.isl + workload.osl, prec,
                        layout=tp if isinstance(tp, Layout) else None)
     kv_cap = kv_cap_requests(m, hw, tp, workload, eng, spec, prec, one.max_batch)
@@ -575,7 +577,7 @@ def rank_serving(m, hw, workload: Workload, *, tp, engine=None, mechanism="none"
     ranks' prompts arrive evenly and prefill in the same steps (an unaligned prefill on one rank would stall the
     others' decode too: synchronous MoE layers)."""
     dp = tp.dp
-    eng = load_engine(engine)
+    eng = load_engine(engine).for_hardware(hw, tp.tp)  # the launch's defaults, then one rank's share of them
     r = aggregated(m, hw, workload.per_rank(dp), tp=tp, engine=eng.per_dp_rank(dp), mechanism=mechanism,
                    _rank=True, **kw)
     out = dict(r)

@@ -173,7 +173,7 @@ def disaggregated_grid(model, hardware, workload: Workload, x_pools, y_pools, *,
     if isinstance(tp, Layout):
         tp.check(m, hw)
     dp_d = dp_ranks(tp)
-    eng = load_engine(engine).per_dp_rank(dp_d).for_mechanism(mechanism)  # rounds may run without overlap
+    eng = load_engine(engine).for_hardware(hw, attention_tp(tp)).per_dp_rank(dp_d).for_mechanism(mechanism)
     workload.check(m)
     prec = resolve_precision(m, hw, dtype, kv_dtype)
     xs, ys = np.asarray(x_pools, dtype=float), np.asarray(y_pools, dtype=float)
@@ -205,7 +205,7 @@ def disaggregated_grid(model, hardware, workload: Workload, x_pools, y_pools, *,
         q = np.asarray(r["verify_tokens"], dtype=float)
         gpu = np.asarray(r["iter_s"]) + round_gpu_extra_s(m, engine_hardware(hw, eng), tp, b, du, q,
                                                           workload.decode_context, mechanism,
-                                                          draft)
+                                                          draft, eng=eng)
         return gpu, round_s(eng, gpu, b, du, q, kernels, kernels * np.asarray(r["rho_d"])), r
 
     b_top = float(np.max(conc)) / (dp_d * float(np.min(ys))) if conc is not None else float(np.max(cap))

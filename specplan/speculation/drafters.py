@@ -140,7 +140,8 @@ def draft_external(inp: DraftInput) -> DraftCost:
     dm, d, b = inp.draft_model, inp.draft_len, inp.batch
     dhw = inp.draft_hardware or inp.hw
     separate = inp.draft_hardware is not None and dhw.id != inp.hw.id
-    tp_d = 1 if separate else (inp.tp if dm.num_q_heads % inp.tp == 0 else 1)
+    tp_d = 1 if separate else (inp.tp if dm.num_q_heads % inp.tp == 0 else 1)  # the target's TP, as vLLM 0.34 sets it
+    # (config/speculative.py _verify_and_get_draft_tp: draft_tensor_parallel_size defaults to the target's, else 1)
     prec_d = resolve_precision(dm, dhw, inp.draft_dtype, inp.kv_dtype)
     ctx_d = inp.context_len if inp.draft_kv_budget is None else np.minimum(inp.context_len, inp.draft_kv_budget)
     mem = memory_usage(dm, dhw, tp_d, b, ctx_d, prec_d, q_len=np.maximum(d, 1))

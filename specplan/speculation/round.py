@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from specplan.core.unique import on_unique
-from specplan.costs.gemm import elementwise_cost
+from specplan.costs.gemm import elementwise_cost, gemm_cost
 from specplan.model.step import step_time
 from specplan.model.parallel import attention_tp, draft_parallelism, instance_call
 
@@ -53,13 +53,14 @@ def verify_graph_cap(eng, q) -> np.ndarray:
 
 
 def verify_graphed(eng, batch, q) -> np.ndarray:
-    """True where a verify (or decode, q = 1) step of `batch` sequences replays a CUDA graph."""
+    """True where a verify (or decode, q = 1) step of `batch` sequences replays a CUDA graph: up to its cap
+    (verify_graph_cap) with padding, only at the captured sizes without (EngineProfile.graphed; TensorRT-LLM's
+    default enable_padding false captures 1-31, 32, 64, 128 and runs any other batch eagerly)."""
     q = np.asarray(q, dtype=float)
     b = np.asarray(batch, dtype=float)
-    spec = q > 1
     cap_dec = float(eng.graph_max_batch) if eng.graph_max_batch else np.inf
-    cap = np.where(spec, verify_graph_cap(eng, q), cap_dec)
-    return bool(eng.cuda_graphs_decode) & (b <= cap)
+    cap = np.where(q > 1, verify_graph_cap(eng, q), cap_dec)
+    return eng.graphed(b, 0) & (b <= cap)
 
 
 def rejection_s(hw, batch, q, vocab, tp=1, sampling="probabilistic") -> np.ndarray:
@@ -80,38 +81,88 @@ def tree_topk_s(hw, batch, width, steps, draft_vocab) -> np.ndarray:
     return np.where(np.asarray(width) > 1, np.asarray(steps, dtype=float) * t, 0.0)
 
 
-def draft_pass_extra_s(draft, hw, tp, batch, tokens, context, prec) -> np.ndarray:
+def draft_vocab(draft) -> int:
+    """Columns of the draft's logits: an EAGLE-3 head's reduced draft_vocab_size, else its vocabulary."""
+    return int(draft.draft_vocab_size or draft.vocab_size)
+
+
+def fc_s(draft, hw, rows, prec) -> np.ndarray:
+    """GPU seconds of an EAGLE-3 head's 3h -> h fusion over `rows` positions (0 for other drafts)."""
+    if draft.kind != "eagle3_head":
+        return np.zeros(np.shape(rows))
+    h = draft.hidden_size
+    return gemm_cost(hw, np.maximum(np.asarray(rows, dtype=float), 1.0), h, 3 * h, prec.w("fc"), prec.compute).time_s
+
+
+def draft_pass_extra_s(draft, hw, tp, batch, tokens, context, prec, extend=True) -> np.ndarray:
     """GPU seconds a draft pass at `tokens` tokens per sequence costs beyond one at 1 token (the drafter prices
-    q_len 1 steps): draft extend over the verified positions, or a tree step's `width` candidates."""
+    q_len 1 steps). `extend`: the draft extend over the verified positions, whose logits are taken at each
+    request's last accepted position only (vLLM 0.34.0 target_dependent_ar/speculator.py `_prefill`:
+    last_hidden_states[last_token_indices]; SGLang and TensorRT-LLM likewise) and whose EAGLE-3 fusion the
+    drafter prices already (drafters.draft_eagle3: fc over B x (1 + D) once); else a tree step's `tokens`
+    candidates per request, each with its logits."""
     tp_d = draft_parallelism(draft, tp)  # an int as before; under a Layout the target's TP / DP (/ EP), per DP rank
 
     def extra(b, t, c):
         t_d, lay, bb = instance_call(tp_d, b)
-        wide = step_time(draft, hw, t_d, bb, np.maximum(t, 1.0), c, precision=prec, **lay).total_s
-        one = step_time(draft, hw, t_d, bb, 1, c, precision=prec, **lay).total_s
-        return np.where(t > 1, np.maximum(wide - one, 0.0), 0.0)
+        rows = bb if extend else None
+        wide = step_time(draft, hw, t_d, bb, np.maximum(t, 1.0), c, precision=prec, logits_rows=rows, **lay).total_s
+        one = step_time(draft, hw, t_d, bb, 1, c, precision=prec, logits_rows=rows, **lay).total_s
+        fc = fc_s(draft, hw, bb * np.maximum(t, 1.0), prec) - fc_s(draft, hw, bb, prec)
+        return np.where(t > 1, np.maximum(wide - one - fc, 0.0), 0.0)
 
     return on_unique(extra, batch, tokens, context)
 
 
+def zero_draft_extend_s(draft, hw, tp, batch, context, prec) -> np.ndarray:
+    """GPU seconds of the draft extend a speculative deployment runs at D = 0 (one verified position per
+    request, no draft logits: vLLM 0.34.0 `_prefill(skip_sample=num_speculative_tokens == 0)`; SGLang 0.5.23
+    eagle_worker_v2.py 'Drafting disabled (high batch size). _draft_extend below still runs')."""
+    tp_d = draft_parallelism(draft, tp)
+
+    def one(b, c):
+        t_d, lay, bb = instance_call(tp_d, b)
+        return step_time(draft, hw, t_d, bb, 1, c, precision=prec, logits_rows=0, **lay).total_s
+
+    return on_unique(one, batch, context)
+
+
+def tree_width(eng, draft_len, q) -> np.ndarray:
+    """Candidates per request in each draft step of a tree (verified tokens q > 1 + D): the engine's topk where it
+    sets one (SGLang runs topk tokens per request per draft step, spec_utils.py select_top_k_tokens), else the
+    tree's nodes spread over its depth, ceil((q - 1) / D); 1 for a chain."""
+    d = np.asarray(draft_len, dtype=float)
+    q = np.asarray(q, dtype=float)
+    spread = np.ceil((q - 1.0) / np.maximum(d, 1.0))
+    k = getattr(eng, "spec_topk", None) if eng is not None else None
+    return np.where(q > 1 + d, float(k) if k else spread, 1.0)
+
+
 def round_gpu_extra_s(model, hw, tp, batch, draft_len, q, context, mechanism, draft=None,
-                      sampling="probabilistic") -> np.ndarray:
+                      sampling=None, eng=None) -> np.ndarray:
     """GPU seconds of one speculative round beyond drafter + verify: draft extend (EAGLE / MTP / draft model),
-    tree draft width and top-k, rejection sampling. `draft` = (draft ModelProfile, Precision) or None."""
+    tree draft width and top-k, rejection sampling (`sampling`, default the engine's verification, else
+    probabilistic). `draft` = (draft ModelProfile, Precision) or None. At D = 0 an engine that keeps its draft
+    warm (zero_draft_extend) still runs the draft's one-position extend."""
     d = np.asarray(draft_len, dtype=float)
     q = np.asarray(q, dtype=float)
     b = np.asarray(batch, dtype=float)
     spec = d > 0
+    if sampling is None:
+        sampling = "greedy" if getattr(eng, "verification", "probabilistic") == "exact" else "probabilistic"
     t = rejection_s(hw, b, q, model.vocab_size, attention_tp(tp), sampling)  # per DP rank under a Layout
+    zero = np.zeros(np.broadcast(b, d, q).shape)
     if draft is not None and mechanism in EXTEND_MECHANISMS:
         dm, dprec = draft
         t = t + draft_pass_extra_s(dm, hw, tp, b, q, context, dprec)
         tree = q > 1 + d
-        width = np.where(tree, np.ceil((q - 1.0) / np.maximum(d, 1.0)), 1.0)
+        width = tree_width(eng, d, q)
         steps = np.maximum(d - 1.0, 0.0)
-        t = t + np.where(tree, steps * draft_pass_extra_s(dm, hw, tp, b, width, context, dprec), 0.0)
-        t = t + np.where(tree, tree_topk_s(hw, b, width, d, dm.vocab_size), 0.0)
-    return np.where(spec, t, 0.0)
+        t = t + np.where(tree, steps * draft_pass_extra_s(dm, hw, tp, b, width, context, dprec, extend=False), 0.0)
+        t = t + np.where(tree, tree_topk_s(hw, b, width, d, draft_vocab(dm)), 0.0)
+        if eng is not None and eng.zero_draft_extend:
+            zero = zero + zero_draft_extend_s(dm, hw, tp, b, context, dprec)
+    return np.where(spec, t, zero)
 
 
 def round_host_s(eng, batch, draft_len) -> np.ndarray:
@@ -134,11 +185,12 @@ def round_s(eng, gpu_s, batch, draft_len, q, target_kernels, draft_kernels, eage
     d = np.asarray(draft_len, dtype=float)
     spec = d > 0
     g_t = verify_graphed(eng, b, q) & (not eager)
-    cap_d = eng.draft_graph_max_batch or eng.graph_max_batch or np.inf
-    g_d = bool(eng.cuda_graphs_decode) & (b <= cap_d) & (not eager)
+    g_d = eng.graphed(b, eng.draft_graph_max_batch or eng.graph_max_batch) & (not eager)
+    # eager_step_s is the per-step work of a step carrying a prompt chunk (fitted on TensorRT-LLM's context
+    # steps): a decode or verify step above the captured sizes pays its kernels' eager launches only
     launches = (np.asarray(target_kernels, dtype=float) * eng.launch_s(g_t)
                 + np.asarray(draft_kernels, dtype=float) * eng.launch_s(g_d)
-                + np.where(g_t, 0.0, eng.eager_step_s))  # a step that replays no graph: the per-step eager work
+                + (eng.eager_step_s if eager else 0.0))
     host = eng.host_s(b, prompt_tokens) + round_host_s(eng, b, d)
     overlap = np.where(spec, bool(eng.spec_overlap), bool(eng.overlap_scheduler))
     return eng.combine_s(gpu_s, host, launches, overlap)

@@ -10,7 +10,7 @@
 
 Defaults are 0 (pure roofline). The values now live in the engine profiles (engine_profiles/*.yaml,
 `spec_iteration_overhead_s`, `spec_draft_step_overhead_s`); `--serving NAME` is kept for one release as an alias:
-`roofline` = the `ideal` engine, `vllm-v1-eagle-2025` = the `vllm` engine's two values (fitted in
+`roofline` = the `ideal` engine, `vllm-v1-eagle-2025` = the `vllm-0.10` engine's two values (fitted in
 docs/eagle3_llama8b_validation.md by scripts/eagle3_sweep_report.py), and any engine id or YAML path works.
 """
 
@@ -38,7 +38,7 @@ class ServingProfile:
 
 PURE_ROOFLINE = ServingProfile()
 
-ALIASES = {"roofline": "ideal", "vllm-v1-eagle-2025": "vllm"}  # --serving names of the previous release
+ALIASES = {"roofline": "ideal", "vllm-v1-eagle-2025": "vllm-0.10"}  # --serving names of the previous release
 
 
 def from_engine(engine) -> ServingProfile:
@@ -52,16 +52,16 @@ def from_engine(engine) -> ServingProfile:
 
 # `VLLM_V1_EAGLE_2025`: fitted on all six rows of the vLLM V1 EAGLE-3 llama-3.1-8b batch-1 sweep on H100
 # (reference/specdec_public.csv rows vllm20780-l31-8b-eagle3-k2..k7) by scripts/eagle3_sweep_report.py; held in
-# engine_profiles/vllm.yaml. It and `PROFILES` (the --serving names) are read from that profile on first use
+# engine_profiles/vllm-0.10.yaml. It and `PROFILES` (the --serving names) are read from that profile on first use
 # (module __getattr__), not at import: a command that names no engine does not parse the engine YAML.
 PROFILE_NAMES = ("roofline", "vllm-v1-eagle-2025")
 
 
 def __getattr__(name: str):
     if name == "VLLM_V1_EAGLE_2025":
-        return from_engine("vllm")
+        return from_engine("vllm-0.10")
     if name == "PROFILES":
-        return {"roofline": PURE_ROOFLINE, "vllm-v1-eagle-2025": from_engine("vllm")}
+        return {"roofline": PURE_ROOFLINE, "vllm-v1-eagle-2025": from_engine("vllm-0.10")}
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -78,7 +78,7 @@ def get_serving(ref) -> ServingProfile:
     if ref == "roofline":
         return PURE_ROOFLINE
     if ref == "vllm-v1-eagle-2025":
-        return from_engine("vllm")
+        return from_engine("vllm-0.10")
     try:
         return from_engine(ref)
     except SpecplanError:

@@ -135,7 +135,7 @@ def _engine_step_s(eng, m, hw, tp, b, ctx, d, q, mechanism, draft_model, prec, b
 
     dm = round_draft_model(m, mechanism, draft_model) if mechanism != "none" else None
     draft = None if dm is None else (dm, resolve_precision(dm, hw, prec.compute, prec.kv))
-    extra = round_gpu_extra_s(m, hw, tp, b, d, q, ctx, mechanism, draft)
+    extra = round_gpu_extra_s(m, hw, tp, b, d, q, ctx, mechanism, draft, eng=eng)
     kernels = float(base.kernels)
     base_t = round_s(eng, base.total_s, b, 0.0, 1.0, kernels, 0.0)
     iter_t = round_s(eng, iter_gpu_s + extra, b, d, q, kernels, kernels * rho_d)
@@ -220,7 +220,8 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
     fits, dev_base, dev_t, dev_d = _fits_and_devices(hw, shape, mem, dc, base, ver, d)
     base_t, iter_t = base.total_s, iter_s
     if engine is not None:  # the step as the engine runs it: host, launches, graphs, the round's extras (round.py)
-        eng = load_engine(engine).for_mechanism(mechanism)  # an engine may run this mechanism's rounds unoverlapped
+        # the engine's defaults on this GPU and TP; it may run this mechanism's rounds unoverlapped
+        eng = load_engine(engine).for_hardware(hw, tp).for_mechanism(mechanism)
         base_t, iter_t = _engine_step_s(eng, m, hw, tp, b, ctx, d, q, mechanism, draft_model, prec, base, iter_s,
                                         np.asarray(dc.rho, dtype=float) * d)
     out = {

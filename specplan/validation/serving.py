@@ -59,8 +59,10 @@ CSV = Path(__file__).resolve().parents[2] / "reference" / "serving_h100.csv"
 
 
 def engine_of(framework: str) -> str:
-    """Engine profile id that serves a framework's rows (NIM runs the TensorRT-LLM engine)."""
-    return "vllm" if framework.lower().startswith("vllm") else "trtllm"
+    """Engine profile id that serves a framework's rows (NIM runs the TensorRT-LLM engine). vLLM rows run the
+    synchronous round of vllm-0.10 (their vLLM version is not recorded and they fit an additive host step,
+    engine_profiles/vllm-0.10.yaml overlap_scheduler), not vllm.yaml's 0.34.0 with async scheduling."""
+    return "vllm-0.10" if framework.lower().startswith("vllm") else "trtllm"
 
 
 def admission_of(framework: str, source: str) -> str:

@@ -99,7 +99,7 @@ class Priced:
         self.st = st
         self.m = load_model(s["model"])
         self.hw = hw if hw is not None else load_hardware(s["hardware"])
-        eng = load_engine(s["engine"])
+        eng = load_engine(s["engine"]).for_hardware(self.hw, s["tp"])  # the engine's defaults on this GPU and TP
         if s.get("engine_overrides"):
             eng = eng.model_copy(update=s["engine_overrides"])
         self.eng = eng.for_mechanism(s["mechanism"])  # the engine as it runs this mechanism (spec_sync_mechanisms)

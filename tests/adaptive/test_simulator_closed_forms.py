@@ -352,9 +352,9 @@ def test_adaptive_prefill_step_cost_by_hand():
     from specplan.serving.prefill import mixed_step_s
 
     m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
-    eng = load_engine("vllm").model_copy(update={"host_step_s": 2e-3, "eager_launch_s": 1e-5,
+    eng = load_engine("vllm-0.10").model_copy(update={"host_step_s": 2e-3, "eager_launch_s": 1e-5,
                                                   "prefill_tokens_s": 1e-7,
-                                                  "sources": {**load_engine("vllm").sources, "prefill_tokens_s": "t"}})
+                                                  "sources": {**load_engine("vllm-0.10").sources, "prefill_tokens_s": "t"}})
     c = build_costs(m, hw, d_max=2, ctx_min=256, ctx_max=1024, b_max=4, mean_isl=512, prefill_budget=4096,
                     engine=eng)
     prec = resolve_precision(m, hw, None, None)
@@ -652,9 +652,9 @@ def test_adaptive_steps_are_the_engines_round():
                                                            + e.host_per_seq_s + launch) + e.step_gap_s, rel=1e-6)
     hidden = build_costs("llama-3.1-8b", "h100-sxm", engine=e.model_copy(update={"host_step_s": 0.0}), **kw)
     assert np.allclose(trt.iter_s[:8], hidden.iter_s[:8], rtol=1e-12)  # hidden under the GPU: 0, not +1.6 ms
-    v = load_engine("vllm")  # no overlap: the per-sequence host time adds, 64 x 30.7 us at batch 64
+    v = load_engine("vllm-0.10")  # the synchronous round (issue 40): no overlap: the per-sequence host time adds, 64 x 30.7 us at batch 64
     assert not v.overlap_scheduler
-    vl = build_costs("llama-3.1-8b", "h100-sxm", engine="vllm", **kw)
+    vl = build_costs("llama-3.1-8b", "h100-sxm", engine="vllm-0.10", **kw)
     vl0 = build_costs("llama-3.1-8b", "h100-sxm", engine=v.model_copy(update={"host_per_seq_s": 0.0}), **kw)
     assert float(vl.iter_s[63, 0, 0] - vl0.iter_s[63, 0, 0]) == pytest.approx(64 * v.host_per_seq_s, rel=1e-9)
 

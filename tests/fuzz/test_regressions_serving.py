@@ -157,8 +157,9 @@ def test_engine_yaml_with_a_one_token_budget_is_bounded(tmp_path):
     import re
 
     y = tmp_path / "tiny-budget.yaml"
-    y.write_text(re.sub(r"(?m)^max_num_batched_tokens: .*$", "max_num_batched_tokens: 1", text).replace(
-        "id: vllm", "id: tiny-budget"))
+    # vllm.yaml takes its budget from hardware_defaults (issue 40); an explicit top-level value wins over them
+    text = re.sub(r"(?m)^max_num_batched_tokens: .*\n", "", text)
+    y.write_text(text.replace("id: vllm\n", "id: tiny-budget\nmax_num_batched_tokens: 1\n"))
     _refused(["predict", *FAST, "--isl", "100000", "--osl", "16", "--concurrency", "1", "--engine", str(y)],
              "max_num_batched_tokens", timeout_s=30)
 

@@ -88,16 +88,16 @@ def test_must_show_1_recommend_searches_tp_replicas_and_modes_in_one_command():
 
 
 def test_recommend_gpus_emits_the_launch_of_its_answer():
-    """--emit with --gpus: the answer's launch (it used to print nothing); here the best is the 2P2D x TP 2
-    disaggregated layout at concurrency 101 (the refined concurrency search), so the vLLM command is one of its two
-    decode instances, 51 sequences each, and says so."""
+    """--emit with --gpus: the answer's launch (it used to print nothing); with vLLM 0.34's async scheduling
+    (engine_profiles/vllm.yaml, issue 40; the synchronous vllm-0.10 picked 2P2D x TP 2) the best is 2 aggregated
+    TP-4 replicas of 66 sequences, so the vLLM command is one replica's and says so."""
     p = run("recommend", "--model", "llama-3.3-70b", "--hardware", "h200-sxm", "--dtype", "fp8", "--engine", "vllm",
             "--isl", "2048", "--osl", "512", "--max-ttft-ms", "1000", "--max-tpot-ms", "30", "--gpus", "8",
             "--emit", "vllm")
     assert p.returncode == 0, p.stderr
-    assert "answer: disagg 2P2D x TP 2" in p.stdout
-    assert "vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size 2 --max-num-seqs 51" in p.stdout
-    assert "# note: the answer is disaggregated (2P2D" in p.stdout
+    assert "answer: agg 2 x TP 4" in p.stdout
+    assert "vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size 4 --max-num-seqs 66" in p.stdout
+    assert "# note: the answer runs 2 replicas of this server" in p.stdout
 
 
 def test_serving_table_always_has_the_no_speculation_row_and_the_speedup_over_it():
@@ -144,14 +144,14 @@ def test_a_launch_that_cannot_be_written_is_refused_before_the_search():
 
 def test_gpus_for_a_load_emits_the_launch_of_its_answer():
     """recommend --target-tps --emit: the launch of the mode the answer picked (it was silently dropped): Llama-3.3-70B
-    on H100 at 20,000 tokens/s answers 10 aggregated TP-4 replicas, priced with vLLM's engine profile since --emit
-    vllm prices with vLLM (issue 42; the ideal engine's pricing gave 9, docs/parallel.md)."""
+    on H100 at 20,000 tokens/s answers 9 aggregated TP-4 replicas, priced with vLLM's engine profile since --emit
+    vllm prices with vLLM (issue 42; vLLM 0.34's overlapped round, issue 40: the synchronous vllm-0.10 gave 10)."""
     p = run("recommend", "-m", "llama-3.3-70b", "-H", "h100-sxm", "--isl", "2048", "--osl", "512", "--target-tps",
             "20000", "--target-tps-per-user", "30", "--max-ttft-ms", "2000", "--mechanisms", "eagle3", "--acceptance",
             "eagle3=0.7", "--draft-model", "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B", "--emit", "vllm")
     assert p.returncode == 0, p.stderr
     assert "vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size 4" in p.stdout
-    assert "the answer runs 10 replicas of this server" in p.stdout
+    assert "the answer runs 9 replicas of this server" in p.stdout
     assert "priced with the ideal engine" not in p.stdout
 
 

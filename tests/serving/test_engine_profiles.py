@@ -35,11 +35,14 @@ def test_ideal_adds_nothing():
 def test_vllm_engine_holds_the_former_serving_profile_fit():
     # fitted on the vLLM V1 EAGLE-3 sweep (docs/eagle3_llama8b_validation.md); its accuracy is checked in
     # tests/validation/test_fitted_accuracy.py, its equality with the script's fit in test_eagle3_report.py;
-    # here only that the engine carries speculative host costs under the serving alias
+    # here only that the synchronous vLLM round (vllm-0.10, issue 40) carries speculative host costs under the
+    # serving alias, and that vLLM 0.34 (fused draft graph, no host sync) carries none
     from specplan.speculation.serving import get_serving
 
-    eng = load_engine("vllm")
-    assert eng.spec_iteration_overhead_s > 0 and eng.spec_draft_step_overhead_s > 0
+    eng = load_engine("vllm-0.10")
+    assert eng.spec_iteration_overhead_s == 1.034e-3 and eng.spec_draft_step_overhead_s == 0.633e-3
+    new = load_engine("vllm")
+    assert new.spec_iteration_overhead_s == 0.0 and new.spec_draft_step_overhead_s == 0.0
     srv = get_serving("vllm-v1-eagle-2025")
     assert (srv.iteration_overhead_s, srv.draft_step_overhead_s) == (eng.spec_iteration_overhead_s,
                                                                     eng.spec_draft_step_overhead_s)

@@ -237,6 +237,7 @@ def test_startup_term_adds_c_minus_one_client_times_at_a_fixed_batch():
 
 
 def test_disaggregated_decode_iteration_is_the_engines_round():
+    # (vllm-0.10: the synchronous round, whose host time adds to the GPU's; issue 40)
     # Disaggregated decode pools price each iteration as the engine's speculative round (issue 19): GPU extras
     # (draft extend, rejection) and the round's host time per sequence; they used to take eng.step_s of the bare
     # evaluate() iteration. Hand: at the solved decode batch B (between whole batches b0, b0 + 1, interpolated
@@ -250,7 +251,7 @@ def test_disaggregated_decode_iteration_is_the_engines_round():
 
     m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
     prec = resolve_precision(m, hw, None, None)
-    eng = load_engine("vllm").model_copy(update={"spec_host_per_seq_s": 2e-4})
+    eng = load_engine("vllm-0.10").model_copy(update={"spec_host_per_seq_s": 2e-4})
     acc = Acceptance.from_rate(0.7)
     wl = Workload(1024, 256, concurrency=16, mode="disagg")
     r = disaggregated(m, hw, wl, engine=eng, mechanism="eagle3", draft_len=3, acceptance=acc)
@@ -270,7 +271,7 @@ def test_disaggregated_decode_iteration_is_the_engines_round():
     expect = at(b0) + (b - b0) * (at(b0 + 1) - at(b0))
     assert float(r["iteration_s"]) == pytest.approx(expect, rel=1e-9)
     # the round's host time is in it: 16 sequences x 200 us would be missing with the old pricing
-    plain = load_engine("vllm")
+    plain = load_engine("vllm-0.10")
     assert float(eng.step_s(1e-3, b, k, True)) == pytest.approx(float(plain.step_s(1e-3, b, k, True)))
     r0 = disaggregated(m, hw, wl, engine=plain, mechanism="eagle3", draft_len=3, acceptance=acc)
     assert float(r["iteration_s"]) > float(r0["iteration_s"]) + 0.5 * b * 2e-4
@@ -286,7 +287,7 @@ def test_disaggregated_decode_table_holds_every_whole_batch_up_to_64():
     m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
     prec = resolve_precision(m, hw, None, None)
     # graphs up to 64 and costly eager launches beyond: the step jumps between 64 and 65
-    eng = load_engine("vllm").model_copy(update={"graph_max_batch": 64, "eager_launch_s": 1e-4})
+    eng = load_engine("vllm-0.10").model_copy(update={"graph_max_batch": 64, "eager_launch_s": 1e-4})
     wl = Workload(1024, 256, concurrency=np.array([64.0, 1000.0]), mode="disagg")
     r = disaggregated(m, hw, wl, engine=eng)
     b = float(r["decode_batch"][0])

@@ -138,16 +138,17 @@ def test_predict_without_isl_behaves_as_before_and_serving_alias_is_the_vllm_eng
     a = run("predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-b", "1", "-c", "1024", "--mechanism", "eagle3",
             "-D", "3", "--acceptance-rate", "0.8", "--serving", "vllm-v1-eagle-2025", "--json")
     b = run("predict", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-b", "1", "-c", "1024", "--mechanism", "eagle3",
-            "-D", "3", "--acceptance-rate", "0.8", "--engine", "vllm", "--json")
+            "-D", "3", "--acceptance-rate", "0.8", "--engine", "vllm-0.10", "--json")
     ja, jb = json.loads(a.stdout), json.loads(b.stdout)
     assert "serving" not in ja and ja["speedup"] == jb["speedup"]
-    # the two speculative host costs of the vllm profile (1.034 ms + 3 x 0.633 ms) are in the iteration: against
-    # the same engine (its kernel families and GEMM scales) without them
+    # the two speculative host costs of the vllm-0.10 profile (1.034 ms + 3 x 0.633 ms) are in the iteration:
+    # against the same engine (its kernel families and GEMM scales) without them
     import yaml
 
-    from specplan.profiles.registry import engine_dir
+    from specplan.profiles.registry import load_engine
 
-    data = yaml.safe_load((engine_dir() / "vllm.yaml").read_text())
+    data = load_engine("vllm-0.10").model_dump(mode="json", exclude_defaults=True)
+    data["id"] = "vllm-no-spec"
     for k in ("spec_iteration_overhead_s", "spec_draft_step_overhead_s"):
         data.pop(k)
         data["sources"].pop(k)

@@ -4,7 +4,7 @@ candidates per sequence each. The round's extra GPU seconds counted by hand, ste
 
 import pytest
 
-from specplan.costs.gemm import elementwise_cost
+from specplan.costs.gemm import elementwise_cost, gemm_cost
 from specplan.costs.precision import resolve_precision
 from specplan.model.step import step_time
 from specplan.profiles.registry import load_hardware, load_model
@@ -24,8 +24,18 @@ def test_a_tree_of_d_levels_runs_d_minus_one_widened_draft_steps(d):
 
     bw = hw.mem_bandwidth_bytes_s * hw.kernel_eff("default").mem_bw_fraction
     rejection = b * (q - 1.0) * m.vocab_size * 4 * 4 / bw + hw.kernel_overhead_s  # 4 fp32 passes (probabilistic)
-    extend = draft_s(q) - draft_s(1.0)  # the first level: the extend over the q verified positions
-    widened = (d - 1.0) * (draft_s(width) - draft_s(1.0))  # levels 2 ... D: width candidates each, by hand D - 1
-    topk = d * float(elementwise_cost(hw, b * width * head.vocab_size * 4).time_s)  # a top-k read per level
+    h, v = head.hidden_size, head.draft_vocab_size  # 4096; the head's LM head covers 32,000 draft tokens
+
+    def gemm(rows, n, k, w):
+        return float(gemm_cost(hw, rows, n, k, hp.w(w), hp.compute).time_s)
+
+    fc = lambda t: gemm(b * t, h, 3 * h, "fc")  # noqa: E731  the 3h -> h fusion at t positions per sequence
+    lm = lambda t: gemm(b * t, v, h, "lm_head")  # noqa: E731
+    # the first level: the extend over the q verified positions, logits at each request's last position only
+    # (issue 40), its fusion priced once by the drafter (fc over B x (1 + D))
+    extend = (draft_s(q) - lm(q) - fc(q)) - (draft_s(1.0) - lm(1.0) - fc(1.0))
+    # levels 2 ... D: width candidates each, with their logits, on the head's own hidden state (no fusion)
+    widened = (d - 1.0) * (draft_s(width) - draft_s(1.0) - (fc(width) - fc(1.0)))
+    topk = d * float(elementwise_cost(hw, b * width * v * 4).time_s)  # a top-k read per level over 32,000 columns
     got = float(round_gpu_extra_s(m, hw, 1, b, d, q, ctx, "eagle3", (head, hp)))
     assert got == pytest.approx(rejection + extend + widened + topk, rel=1e-9)
