@@ -34,3 +34,20 @@ PrefillLayout = Annotated[Optional[str], typer.Option(
 DecodeLayout = Annotated[Optional[str], typer.Option(
     "--decode-layout", help="Disaggregated (--mode disagg): the decode instances' layout (tp8, dp8ep8, dp16ep16); "
                             "default: --tp/--dp/--ep.")]
+# the request-level simulator (issue 39): any of these answers predict's serving blocks by simulation
+Simulate = Annotated[bool, typer.Option(
+    "--simulate", help="Answer the serving blocks by the request-level simulator (clients start together in a "
+                       "closed loop; TTFT median / p90 / p99, docs/serving.md) instead of the steady-state model.")]
+WorkloadFile = Annotated[Optional[str], typer.Option(
+    "--workload", help="Replay a trace (CSV or JSONL: arrival_s, isl, osl, optional prefix_id, prefix_len) "
+                       "through the simulator, instead of --isl/--osl/--concurrency.")]
+PrefixHit = Annotated[Optional[float], typer.Option(
+    "--prefix-hit", help="Fraction of every prompt found in the prefix cache (0.6: 60 percent of its tokens are "
+                         "not prefilled); simulated.")]
+IslDist = Annotated[Optional[str], typer.Option(
+    "--isl-dist", help="Prompt lengths drawn per request (mean --isl ignored): fixed:N, uniform:LO,HI, "
+                       "normal:MEAN,SD, lognormal:MEDIAN,SIGMA, exponential:MEAN; simulated.")]
+OslDist = Annotated[Optional[str], typer.Option(
+    "--osl-dist", help="Output lengths drawn per request, as --isl-dist; simulated.")]
+Requests = Annotated[Optional[int], typer.Option(
+    "--requests", help="Requests to simulate (default: 10 x the concurrency, at least 200).")]

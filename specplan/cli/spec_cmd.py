@@ -10,8 +10,9 @@ import numpy as np
 import typer
 
 from specplan.cli.app import app
-from specplan.cli.serving_options import (Concurrency, DecodeLayout, Engine, Isl, Mode, Osl, Pools, PrefillLayout,
-                                          RequestRate, StartupCohort)
+from specplan.cli.serving_options import (Concurrency, DecodeLayout, Engine, Isl, IslDist, Mode, Osl, OslDist,
+                                          Pools, PrefillLayout, PrefixHit, RequestRate, Requests, Simulate,
+                                          StartupCohort, WorkloadFile)
 from specplan.cli.parsing import cli_layout, comma_list, fold_ids, model_context, mech_values, number_list, one_number
 from specplan.cli.output import print_json, table
 from specplan.core.errors import SpecplanError
@@ -188,6 +189,8 @@ def predict(
     startup_cohort: StartupCohort = False,
     prefill_layout: PrefillLayout = None,
     decode_layout: DecodeLayout = None,
+    simulate: Simulate = False, workload_file: WorkloadFile = None, prefix_hit: PrefixHit = None,
+    isl_dist: IslDist = None, osl_dist: OslDist = None, requests: Requests = None,
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Baseline vs speculative step, AL, speedup, throughputs, memory and guideline diagnostics of one point;
@@ -195,6 +198,7 @@ def predict(
     (several concurrencies, 1,8,32: one table of the serving answer at each)."""
     from specplan.speculation.acceptance_spec import cli_acceptance, one_acceptance
     from specplan.planning.predict import predict_serving, predict_serving_sweep, predict_step
+    from specplan.planning.simulate import sim_request, simulate_into, trace_workload
     from specplan.serving.workload import workload_from_options
 
     from specplan.cli.dataset_option import dataset_acceptance
@@ -209,6 +213,8 @@ def predict(
     sweep = any(v is not None and len(v) > 1 for v in (loads, rates))
     one = lambda v: None if v is None else (np.asarray(v) if len(v) > 1 else v[0])  # noqa: E731
     wl = workload_from_options(isl, osl, one(loads), one(rates), mode, pools, startup_cohort=startup_cohort)
+    sim = sim_request(simulate, workload_file, prefix_hit, isl_dist, osl_dist, requests)  # None: not asked
+    wl = trace_workload(sim, wl) if sim is not None else wl
     kw = dict(mechanism=mechanism, draft_len=draft_len, acceptance=acc, dtype=dtype, kv_dtype=kv_dtype,
               draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
               draft_kv_budget=draft_kv_budget, tree_tokens=tree_tokens, engine=_engine(engine, serving))
@@ -228,6 +234,7 @@ def predict(
         return
     if wl is not None:
         r = predict_serving(model, hardware, wl, tp=tp_s, **kw)
+        r = simulate_into(r, model, hardware, wl, sim, tp_s, kw) if sim is not None else r
     else:
         if batch is None or context is None:
             raise SpecplanError("predict: give --batch and --context, or --isl and --osl with --concurrency or "

@@ -129,3 +129,18 @@ def with_prefix_hit(req: RequestSet, fraction: float) -> RequestSet:
     hit = np.minimum(np.floor(fraction * req.isl), req.isl - 1).astype(np.int64)
     return replace(req, cached_tokens=np.maximum(req.cached_tokens, hit),
                    shared_kv_tokens=max(req.shared_kv_tokens, float(hit.max(initial=0))))
+
+
+def synthetic_chat_trace(n: int = 300, rate_per_s: float = 4.0, seed: int = 39) -> dict[str, np.ndarray]:
+    """Columns of the shipped example trace (specplan/data/traces/synthetic_chat.csv): Poisson arrivals at
+    `rate_per_s`; each request one of 4 system prompts (prefix_id sys0-sys3, 512-2048 tokens) followed by a
+    user turn of lognormal length (median 600 tokens, sigma 0.8), output lognormal (median 250, sigma 0.6).
+    Synthetic: no measured trace's numbers."""
+    rng = np.random.default_rng(seed)
+    arrival = np.round(open_loop_arrivals(rate_per_s, n, seed), 4)
+    sys_len = np.array([512, 1024, 1536, 2048])
+    k = rng.integers(0, 4, n)
+    user = draw_lengths(("lognormal", (600.0, 0.8)), n, seed + 1)
+    osl = np.minimum(draw_lengths(("lognormal", (250.0, 0.6)), n, seed + 2), 4096)
+    return {"arrival_s": arrival, "isl": sys_len[k] + np.minimum(user, 8192), "osl": osl,
+            "prefix_id": np.array([f"sys{j}" for j in k]), "prefix_len": sys_len[k]}
