@@ -138,6 +138,7 @@ class _Engine:
         self.arrived = 0
         q, d = tab.tokens_per_seq, tab.draft_len
         self.rnd = (d, q, tab.target_kernels, tab.draft_kernels)
+        self.over = StepOverheads(eng, self.rnd, int(cfg.running_cap) + 2)
         self.starts = sorted(cfg.client_start_s)[:min(cfg.clients or 0, n)]
         if cfg.clients is not None and not self.starts:
             for _ in range(min(cfg.clients, n)):
@@ -253,18 +254,50 @@ def _plan_chunks(s: _Engine, room: float) -> list:
     return chunks
 
 
+class StepOverheads:
+    """speculation.round.round_s as a lookup: round_s is host + max(gpu, launches) + gap (max(gpu, host +
+    launches) + gap with overlap), so per whole running count b and graph state it is held as two numbers, found by
+    pricing round_s once, vectorized, at gpu = 0 and at a gpu beyond any host time; a step's prompt tokens add
+    prefill_tokens_s each to the host side (tests/serving/test_simulator.py checks it against round_s)."""
+
+    def __init__(self, eng, rnd: tuple, b_max: int):
+        b = np.arange(0, b_max + 1, dtype=float)
+        big = 1e3
+        self.gap, self.pts = float(eng.step_gap_s), float(eng.prefill_tokens_s)
+        spec = float(rnd[0]) > 0
+        self.overlap = bool(eng.spec_overlap if spec else eng.overlap_scheduler)
+        self.rows = {}
+        for eager in (False, True):
+            f0 = np.asarray(round_s(eng, 0.0, b, *rnd, eager=eager), dtype=float) * np.ones(b.shape)
+            fg = np.asarray(round_s(eng, big, b, *rnd, eager=eager), dtype=float) * np.ones(b.shape)
+            h = np.maximum(fg - big - self.gap, 0.0)
+            self.rows[eager] = (h.tolist(), (f0 - self.gap - h).tolist())
+        self.b_max = b_max
+        self.eng, self.rnd = eng, rnd
+
+    def step_s(self, gpu: float, b: int, eager: bool, prompt_tokens: float = 0.0) -> float:
+        """round_s(eng, gpu, b, *rnd, eager=eager, prompt_tokens=prompt_tokens), looked up."""
+        if b > self.b_max:
+            return float(round_s(self.eng, gpu, b, *self.rnd, eager=eager, prompt_tokens=prompt_tokens))
+        h, launch = self.rows[eager]
+        extra = prompt_tokens * self.pts
+        if self.overlap:
+            return h[b] + max(gpu, launch[b] + extra) + self.gap
+        return h[b] + extra + max(gpu, launch[b]) + self.gap
+
+
 def _step_seconds(s: _Engine, b: int, ctx: float, chunks: list) -> float:
     """Engine seconds of a step of b decode rows at mean context ctx carrying `chunks`."""
     tab, eng = s.tab, s.eng
     if not chunks:
-        return float(round_s(eng, tab.decode_s(b, ctx), b, *s.rnd))
+        return s.over.step_s(tab.decode_s(b, ctx), b, False)
     p = sum(c[1] for c in chunks)
     att = sum(tab.attention_s(c[1], c[2]) for c in chunks)
     if b == 0:
         gpu = tab.linear_s(0, p) + att
         return float(eng.step_s(gpu, len(chunks), tab.target_kernels + tab.draft_kernels, False, p))
     gpu = tab.decode_s(b, ctx) + tab.linear_s(b, p) + att
-    return float(round_s(eng, gpu, b + len(chunks), *s.rnd, eager=True, prompt_tokens=p))
+    return s.over.step_s(gpu, b + len(chunks), True, p)
 
 
 def _finish(s: _Engine, i: int, t: float) -> None:

@@ -55,16 +55,15 @@ class StepTable:
     target_kernels: float  # kernel launches of the target's part of one iteration
     draft_kernels: float  # kernel launches of the draft's part
 
+    def __post_init__(self):
+        object.__setattr__(self, "_lb", [math.log(x) for x in self.batches])  # log grid, for the lookups
+
     def _b(self, b: float) -> tuple[int, float]:
         """Index and weight of decode batch b on the log grid (clipped to it)."""
-        g = self.batches
-        b = min(max(b, g[0]), g[-1])
-        i = min(max(bisect_right(self._lb, math.log(b)) - 1, 0), len(g) - 2)
-        return i, (math.log(b) - self._lb[i]) / (self._lb[i + 1] - self._lb[i])
-
-    @property
-    def _lb(self) -> list:
-        return self.__dict__.setdefault("_lb_cache", [math.log(x) for x in self.batches])
+        g, lb = self.batches, self._lb
+        b = math.log(min(max(b, g[0]), g[-1]))
+        i = min(max(bisect_right(lb, b) - 1, 0), len(g) - 2)
+        return i, (b - lb[i]) / (lb[i + 1] - lb[i])
 
     def decode_s(self, b: float, ctx: float) -> float:
         """GPU seconds of one decode iteration of b sequences at mean context ctx (interpolated)."""

@@ -161,3 +161,20 @@ def test_bad_input_is_one_line_and_a_nonzero_exit(tmp_path, args, needle):
     assert r.returncode != 0
     err = r.stderr.strip()
     assert needle in err and "Traceback" not in err and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+@pytest.mark.parametrize("d", [0, 3])
+def test_step_overheads_lookup_is_round_s(engine, d):
+    """The simulator's per-batch lookup of the engine's host / launch costs equals speculation.round.round_s at
+    GPU times on both sides of the host time, eager or graphed, with and without prompt tokens."""
+    from specplan.serving.simulator import StepOverheads
+
+    eng = load_engine(engine)
+    rnd = (float(d), 1.0 + d, 291.0, 40.0 if d else 0.0)
+    ov = StepOverheads(eng, rnd, 300)
+    for b in (1, 7, 64, 299):
+        for gpu in (1e-5, 3e-3, 0.05):
+            for eager, p in ((False, 0.0), (True, 0.0), (True, 700.0)):
+                want = float(round_s(eng, gpu, b, *rnd, eager=eager, prompt_tokens=p))
+                assert ov.step_s(gpu, b, eager, p) == pytest.approx(want, rel=1e-9, abs=1e-12)
