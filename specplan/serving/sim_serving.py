@@ -42,6 +42,7 @@ class SimSetup:
     max_ttft_s: float | None = None
     max_tpot_s: float | None = None
     warmup: int = 0  # first requests (in release order) left out of the percentiles
+    running_cap: int | None = None  # the engine's max batch when the launch sets one below its default
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,7 @@ def sim_config(model, hw, req: RequestSet, setup: SimSetup, eng, spec: dict) -> 
                        layout=tp if isinstance(tp, Layout) else None)
     kv_req = kv_cap_requests(model, hw, tp, wl, eng, spec, setup.precision, float(one.max_batch) / dp_ranks(tp))
     cap = int(np.max(running_cap(eng, wl, None, spec["draft_len"])))
+    cap = cap if setup.running_cap is None else min(cap, int(setup.running_cap))
     return SimConfig(cap, int(eng.max_num_batched_tokens), float(np.max(kv_req)) * (isl_m + osl_m),
                      admission_kind(eng), req.clients, req.shared_kv_tokens,
                      float(tp.gpus if isinstance(tp, Layout) else tp))
