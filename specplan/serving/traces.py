@@ -24,7 +24,8 @@ from specplan.core.errors import SpecplanError, brief
 MAX_REQUESTS = 1_000_000  # a trace beyond this is refused: the simulators' work is bounded
 MAX_OUTPUT_TOKENS = 50_000_000
 REQUIRED = ("arrival_s", "isl", "osl")
-OPTIONAL = ("alpha", "prefix_id", "prefix_len")
+OPTIONAL = ("alpha", "prefix_id", "prefix_len", "hash_ids")
+BLOCK_TOKENS = 512  # tokens per `hash_ids` block (Mooncake's traces: FAST'25 artifact README, block size 512)
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class Trace:
     prefix_id: np.ndarray | None = None  # strings ("" where a row has none)
     prefix_len: np.ndarray | None = None
     source: str = ""
+    hash_ids: tuple | None = None  # per row, the prompt's block hashes (BLOCK_TOKENS each; JSONL only)
 
 
 def check_sizes(n: int, osl_total: float, where: str) -> None:
@@ -83,6 +85,8 @@ def _csv_columns(path: str, text: str) -> dict:
                 raise SpecplanError(f"{path}: more than {MAX_REQUESTS:,} rows (the simulator's cap)")
             for c, i in idx.items():
                 v = line[i].strip() if i < len(line) else ""
+                if c == "hash_ids":
+                    raise SpecplanError(f"{path}: column 'hash_ids' is read from JSONL traces only (a list per row)")
                 if not v and c != "prefix_id":
                     raise SpecplanError(f"{path}: row {r}, column '{c}': missing value")
                 cols[c].append(v)
@@ -162,9 +166,16 @@ def read_trace(path: str, flag: str = "--workload") -> Trace:
             raise SpecplanError(f"{path}: row {r}, column 'prefix_len': {int(plen[r - 1])} tokens exceed the "
                                 f"prompt's isl {int(isl[r - 1])}")
         pid = np.array([str(x) for x in cols["prefix_id"]]) if "prefix_id" in cols else np.full(plen.size, "shared")
+    hashes = None
+    if "hash_ids" in cols:
+        for r, h in enumerate(cols["hash_ids"], 1):
+            if not isinstance(h, list) or not all(isinstance(x, (int, str)) and not isinstance(x, bool) for x in h):
+                raise SpecplanError(f"{path}: row {r}, column 'hash_ids': expected a list of block hashes, got "
+                                    f"'{brief(str(h), 40)}'")
+        hashes = tuple(tuple(h) for h in cols["hash_ids"])
     check_sizes(arr.size, float(osl.sum()), path)
     return Trace(arr, isl.astype(np.int64), osl.astype(np.int64), alpha, pid,
-                 None if plen is None else plen.astype(np.int64), str(path))
+                 None if plen is None else plen.astype(np.int64), str(path), hashes)
 
 
 def cached_prefix_tokens(trace: Trace) -> np.ndarray:
@@ -172,6 +183,8 @@ def cached_prefix_tokens(trace: Trace) -> np.ndarray:
     same prefix_id (the first one prefills it), else 0; zeros without prefix columns. The cache is taken to keep
     every prefix once computed (no eviction: an upper bound on hits)."""
     n = trace.isl.size
+    if trace.hash_ids is not None:
+        return _block_hits(trace)
     if trace.prefix_len is None:
         return np.zeros(n, dtype=np.int64)
     seen: dict = {}
@@ -184,8 +197,28 @@ def cached_prefix_tokens(trace: Trace) -> np.ndarray:
     return out
 
 
+def _block_hits(trace: Trace) -> np.ndarray:
+    """Prefix-cache hits from block hashes (Mooncake): the leading blocks of a prompt that some earlier request
+    computed, BLOCK_TOKENS each (a block's hash names its whole prefix, so the run stops at the first new block),
+    at most the prompt less one token."""
+    seen: set = set()
+    out = np.zeros(trace.isl.size, dtype=np.int64)
+    for i, h in enumerate(trace.hash_ids):
+        k = 0
+        while k < len(h) and h[k] in seen:
+            k += 1
+        out[i] = min(k * BLOCK_TOKENS, int(trace.isl[i]) - 1)
+        seen.update(h)
+    return out
+
+
 def shared_prefix_tokens(trace: Trace) -> float:
     """KV tokens the distinct shared prefixes hold (each stored once)."""
+    if trace.hash_ids is not None:
+        from collections import Counter
+
+        uses = Counter(x for h in trace.hash_ids for x in h)
+        return float(sum(1 for v in uses.values() if v > 1) * BLOCK_TOKENS)
     if trace.prefix_len is None:
         return 0.0
     best: dict = {}

@@ -178,3 +178,21 @@ def test_step_overheads_lookup_is_round_s(engine, d):
             for eager, p in ((False, 0.0), (True, 0.0), (True, 700.0)):
                 want = float(round_s(eng, gpu, b, *rnd, eager=eager, prompt_tokens=p))
                 assert ov.step_s(gpu, b, eager, p) == pytest.approx(want, rel=1e-9, abs=1e-12)
+
+
+def test_trace_prefixes_hit_from_ids_and_from_mooncake_block_hashes(tmp_path):
+    """A shared prefix_id is prefilled by its first request and found by later ones (prefix_len tokens); JSONL
+    block hashes (Mooncake's hash_ids, 512 tokens a block) hit the leading blocks an earlier request computed, the
+    run stopping at the first new block, at most the prompt less one token."""
+    from specplan.serving.traces import cached_prefix_tokens, read_trace
+
+    csv = tmp_path / "t.csv"
+    csv.write_text("arrival_s,isl,osl,prefix_id,prefix_len\n0,1000,10,a,600\n1,900,10,a,600\n2,700,10,b,300\n"
+                   "3,800,10,,0\n")
+    assert cached_prefix_tokens(read_trace(str(csv))).tolist() == [0, 600, 0, 0]
+    js = tmp_path / "t.jsonl"
+    js.write_text('{"arrival_s": 0, "isl": 1500, "osl": 5, "hash_ids": [1, 2, 3]}\n'
+                  '{"arrival_s": 1, "isl": 1400, "osl": 5, "hash_ids": [1, 2, 9]}\n'
+                  '{"arrival_s": 2, "isl": 1024, "osl": 5, "hash_ids": [1, 2]}\n'
+                  '{"arrival_s": 3, "isl": 600, "osl": 5, "hash_ids": [5, 1]}\n')
+    assert cached_prefix_tokens(read_trace(str(js))).tolist() == [0, 1024, 1023, 0]
