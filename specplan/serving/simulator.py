@@ -125,6 +125,10 @@ class _Engine:
         self.fin = np.full(n, np.nan)
         self.reserved = np.zeros(n)  # KV tokens held or reserved per admitted request
         self.waiting: deque = deque()
+        self.draining: list = []  # (request, finish s): finished, slot and KV held one more step
+        self.pending: deque = deque()  # arrived, not yet visible to the scheduler (overlap: the next batch is set)
+        self.overlap = bool(eng.overlap_scheduler)
+        self.step_start = 0.0  # when the last step began: an overlap scheduler set the next batch then
         self.prefilling: list = []  # admitted, prompt not finished (FCFS)
         self.running: list = []  # decoding
         self.t = 0.0
@@ -149,26 +153,45 @@ class _Engine:
         i = self.next_release
         self.next_release += 1
         self.arr[i] = t
-        self.waiting.append(i)
+        self.pending.append(i)
         self.arrived += 1
 
     def _arrivals_until(self, t: float) -> None:
-        """Open loop: every request arriving by t joins the waiting queue."""
+        """Every request arriving by t is pending; those the scheduler sees join the waiting queue: arrived by
+        now, or with an overlap scheduler by the start of the running step (sglang scheduler.py
+        `event_loop_overlap`, TensorRT-LLM py_executor.py `_executor_loop_overlap`: the next batch is scheduled
+        while the current one runs on the GPU, so a request arriving during step n joins step n + 2)."""
         if self.cfg.clients is not None:
             while self.starts and self.starts[0] <= t + 1e-12:
+                self.in_system_s += t - self.starts[0]  # in the system since its start, before this tick
                 self._release(self.starts.pop(0))
-            return
-        while self.next_release < self.n and self.arr[self.next_release] <= t + 1e-12:
-            self.waiting.append(self.next_release)
-            self.next_release += 1
-            self.arrived += 1
+        else:
+            while self.next_release < self.n and self.arr[self.next_release] <= t + 1e-12:
+                self.in_system_s += t - float(self.arr[self.next_release])
+                self.pending.append(self.next_release)
+                self.next_release += 1
+                self.arrived += 1
+        if self.draining:  # a step that began after the finish has ended: the slot and KV free
+            done = self.step_start >= 0.0 and t > self.step_start
+            keep = []
+            for i, f in self.draining:
+                if done and self.step_start >= f - 1e-12:
+                    self._free(i)
+                else:
+                    keep.append((i, f))
+            self.draining = keep
+        seen = self.step_start if self.overlap else t
+        while self.pending and self.arr[self.pending[0]] <= seen + 1e-12:
+            self.waiting.append(self.pending.popleft())
 
     def _next_arrival(self) -> float:
+        """When the next request arrives (or arrived, still pending)."""
+        t = float(self.arr[self.pending[0]]) if self.pending else math.inf
         if self.cfg.clients is not None:
-            return self.starts[0] if self.starts else math.inf
-        if self.next_release >= self.n:
-            return math.inf
-        return float(self.arr[self.next_release])
+            return min(t, self.starts[0]) if self.starts else t
+        if self.next_release < self.n:
+            t = min(t, float(self.arr[self.next_release]))
+        return t
 
     # KV ------------------------------------------------------------------------------------------------------
     def _kv_need(self, i: int) -> float:
@@ -186,6 +209,16 @@ class _Engine:
         self.reserved[i] = r
         self.kv_used += r
         self.prefilling.append(i)
+
+    def _extra_step_s(self) -> float:
+        """Seconds of the extra decode step of the held (finished) requests alone."""
+        b = len(self.draining)
+        return self.over.step_s(self.tab.decode_s(b, float(np.mean(self.pre_target[[i for i, _ in self.draining]]))),
+                                b, False)
+
+    def admitted(self) -> int:
+        """Requests holding a batch slot: decoding, prefilling, finished but not yet released."""
+        return len(self.running) + len(self.prefilling) + len(self.draining)
 
     def _can_admit(self, i: int, admitted: int) -> bool:
         if admitted >= self.cfg.running_cap:
@@ -230,7 +263,7 @@ def _plan_chunks(s: _Engine, room: float) -> list:
     first, then waiting requests FCFS as the engine admits them (whole prompts under `reserve`, chunked else)."""
     kind = s.cfg.kind
     chunks = []
-    admitted = len(s.running) + len(s.prefilling)
+    admitted = s.admitted()
     for i in list(s.prefilling):
         if room <= 0:
             break
@@ -302,7 +335,10 @@ def _step_seconds(s: _Engine, b: int, ctx: float, chunks: list) -> float:
 
 def _finish(s: _Engine, i: int, t: float) -> None:
     s.fin[i] = t
-    s._free(i)
+    if s.eng.finished_slot_steps > 0:
+        s.draining.append((i, t))
+    else:
+        s._free(i)
     s.done += 1
     if s.cfg.clients is not None and s.next_release < s.n:
         s._release(t)
@@ -339,12 +375,14 @@ def _advance_decode(s: _Engine, k: int, t_end: float) -> None:
             _finish(s, int(i), t_end)
 
 
-def _tick(s: _Engine, dt: float, b: int) -> None:
-    """Clock forward by dt with b requests decoding (the Little's-law integrals)."""
+def _tick(s: _Engine, dt: float, b: int, last_step_s: float | None = None) -> None:
+    """Clock forward by dt with b requests decoding (the Little's-law integrals); the last step began
+    last_step_s before the end (None: the engine was idle, its next schedule is now)."""
     in_sys = s.arrived - s.done
     s.in_system_s += in_sys * dt
     s.decoding_s += b * dt
     s.t += dt
+    s.step_start = s.t - (last_step_s if last_step_s is not None else 0.0)
 
 
 def _prefill_step(s: _Engine, b_rows: int) -> bool:
@@ -361,7 +399,7 @@ def _prefill_step(s: _Engine, b_rows: int) -> bool:
             pass  # nothing left to preempt: run over the budget (the cache is smaller than one request)
         b_rows = len(s.running)
     dt = _step_seconds(s, b_rows, _ctx_mean(s), chunks)
-    _tick(s, dt, b_rows)
+    _tick(s, dt, b_rows, dt)
     if b_rows:
         _advance_decode(s, 1, s.t)
     _after_prefill(s, chunks, s.t)
@@ -387,12 +425,14 @@ def _decode_jump(s: _Engine) -> None:
     ctx0 = float(np.mean(s.pre_target[r] + s.gen[r]))
     dt = _step_seconds(s, b, ctx0, [])
     t_a = s._next_arrival()
-    if math.isfinite(t_a):  # stop at the first step boundary at or after the next arrival
-        k = min(k, max(int(math.ceil((t_a - s.t) / dt - 1e-9)), 1))
+    if math.isfinite(t_a):  # stop at the step boundary where the scheduler first sees the next arrival
+        k = min(k, max(int(math.ceil((t_a - s.t) / dt - 1e-9)) + int(s.overlap), 1))
+    if s.draining:
+        k = 1  # the held slots free after this step
     k = min(k, MAX_JUMP_STEPS)
     if k > 1:
         dt = _step_seconds(s, b, ctx0 + grow / b * (k - 1) / 2.0, [])
-    _tick(s, dt * k, b)
+    _tick(s, dt * k, b, dt)
     _advance_decode(s, k, s.t)
     s.steps += k
 
@@ -408,11 +448,17 @@ def _turn(s: _Engine) -> None:
     if s.running:
         _decode_jump(s)
         return
+    if s.draining:  # nothing else runs: the held slots' extra step runs alone and frees them
+        _tick(s, s._extra_step_s(), 0, None)
+        for i, _ in s.draining:
+            s._free(i)
+        s.draining = []
+        return
     t_a = s._next_arrival()
     if not math.isfinite(t_a):
         raise SpecplanError("simulator: requests wait that the engine can never admit (the KV cache holds none "
                             "of them)")
-    _tick(s, t_a - s.t, 0)
+    _tick(s, max(t_a - s.t, 0.0), 0)  # idle: the next schedule sees every request arrived by then
 
 
 def simulate(tab: StepTable, eng, req: SimRequests, cfg: SimConfig) -> SimRun:
