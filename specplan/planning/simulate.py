@@ -5,7 +5,8 @@ the simulator is asked for, the serving blocks `serving.baseline` / `serving.spe
 values: `ttft_ms` (the median), `ttft_p90_ms`, `ttft_p99_ms`, `tpot_ms` (the mean over requests),
 `request_latency_ms`, `tokens_per_s_per_user`, `tokens_per_s_per_gpu`, plus a `simulated` block with every
 percentile, throughput, goodput and the request count (serving/sim_serving.py); `serving.method` says
-"simulated". A closed loop's clients start together (as benchmarks run them).
+"simulated". A closed loop's clients start together (as benchmarks run them), its later rounds taken from the
+settled loop (`benchmark_run`: docs/validation/serving.md shows real loops do not stay in lockstep).
 """
 
 from __future__ import annotations
@@ -107,10 +108,11 @@ def request_set(req: SimRequest, wl: Workload) -> RequestSet:
 def _block(s: SimSummary) -> dict:
     """The serving-block keys the simulator fills (milliseconds, tokens/s)."""
     ms = lambda v: None if v is None or not math.isfinite(v) else v * 1e3  # noqa: E731
-    return {"ttft_ms": ms(s.ttft_p50_s), "ttft_p90_ms": ms(s.ttft_p90_s), "ttft_p99_ms": ms(s.ttft_p99_s),
-            "tpot_ms": ms(s.tpot_mean_s), "request_latency_ms": ms(s.e2e_mean_s),
+    return {"ttft_ms": ms(s.ttft_p50_s), "ttft_p50_ms": ms(s.ttft_p50_s), "ttft_p90_ms": ms(s.ttft_p90_s),
+            "ttft_p99_ms": ms(s.ttft_p99_s), "tpot_ms": ms(s.tpot_mean_s), "request_latency_ms": ms(s.e2e_mean_s),
             "tokens_per_s_per_user": None if not s.tpot_mean_s > 0 else 1.0 / s.tpot_mean_s,
-            "tokens_per_s_per_gpu": s.tokens_per_s_per_gpu,
+            "tokens_per_s_per_gpu": s.tokens_per_s_per_gpu, "decode_batch": s.mean_decoding,
+            "requests_per_s": s.requests_per_s, "acceptance_length": s.acceptance_length,
             "simulated": {k: v for k, v in dataclasses.asdict(s).items()}}
 
 
@@ -139,6 +141,6 @@ def simulate_into(r: dict, model, hardware, wl: Workload, req: SimRequest, tp, k
     srv["method"] = "simulated"
     srv["requests_simulated"] = rs.n
     srv["arrivals"] = ("trace " + rs.source if rs.source else
-                       f"closed loop, {rs.clients} clients starting together" if rs.clients
+                       f"closed loop, {rs.clients} clients starting together (later rounds settled)" if rs.clients
                        else "open loop, Poisson")
     return r

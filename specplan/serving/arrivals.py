@@ -35,7 +35,7 @@ class RequestSet:
     alpha: np.ndarray | None = None
     shared_kv_tokens: float = 0.0
     source: str = ""
-    start: str = "together"  # closed loop: clients start "together" (benchmarks) or "steady" (staggered evenly)
+    start: str = "benchmark"  # closed loop: "benchmark", "together" or "steady" (closed_loop)
 
     @property
     def n(self) -> int:
@@ -95,16 +95,17 @@ def open_loop_arrivals(rate_per_s: float, n: int, seed: int, cv: float = 1.0) ->
     return np.cumsum(rng.gamma(shape, 1.0 / (rate_per_s * shape), n))
 
 
-CLIENT_STARTS = ("together", "steady")
+CLIENT_STARTS = ("benchmark", "together", "steady")
 
 
-def closed_loop(isl: np.ndarray, osl: np.ndarray, clients: int, start: str = "together") -> RequestSet:
-    """C clients releasing the requests in order, starting together at 0 (a benchmark's start) or "steady": their
-    first requests spread evenly over one request's latency (the loop already settled)."""
+def closed_loop(isl: np.ndarray, osl: np.ndarray, clients: int, start: str = "benchmark") -> RequestSet:
+    """C clients releasing the requests in order. "together": all start at 0 and (with equal lengths) stay in
+    lockstep; "steady": their first requests spread evenly over one request's latency (a settled loop);
+    "benchmark": the first round together, the later rounds settled (serving/sim_serving.py)."""
     if clients < 1:
         raise SpecplanError(f"concurrency (--concurrency): must be >= 1 client, got {clients}")
     if start not in CLIENT_STARTS:
-        raise SpecplanError(f"client start (--client-start): must be together or steady, got '{start}'")
+        raise SpecplanError(f"client start: must be one of {', '.join(CLIENT_STARTS)}, got '{start}'")
     check_sizes(isl.size, float(osl.sum()), "workload")
     return RequestSet(isl, osl, np.zeros(isl.size, dtype=np.int64), None, int(clients), start=start)
 

@@ -7,9 +7,9 @@ term (startup_client_s 0) and the engines' own schedulers (serving/simulator.py)
   moment its last one ends, 10 x C requests (genai-perf's common `--request-count` of 10 x the concurrency: an
   assumption, the aiconfigurator harness's count is not in the shared data), TTFT the mean over all of them. With
   equal lengths the simulated clients stay in lockstep round after round (every round's prompts queue together).
-- `benchmark`: the first round as `together` (C prompts arriving at once), the 9 later rounds from a loop that
-  has settled (the clients' first requests spread evenly over one request's latency: SimRequests `steady`), TTFT
-  the mean over the 10 rounds. The measured rows show the real loops do not stay in lockstep: vLLM's TTFT at C = 4
+- `benchmark` (predict's closed loop): the first round as `together` (C prompts arriving at once), the 9 later
+  rounds from a loop that has settled (the clients' first requests spread evenly over one request's latency),
+  TTFT the mean over the 10 rounds (serving/sim_serving.py `benchmark_run`). The measured rows show the real loops do not stay in lockstep: vLLM's TTFT at C = 4
   is one prompt's prefill (121 ms, 70B TP 2, 1024 tokens), where lockstep would prefill four together. What
   breaks the lockstep (client and server jitter) is not modelled; the first round's bunching is what the fitted
   start-up term stood for.
@@ -32,25 +32,16 @@ HARNESSES = ("together", "benchmark")
 
 
 def _row(g, eng, c: int, harness: str) -> tuple[float, float]:
-    """(TPOT ms, TTFT ms) of one row under a harness."""
+    """(TPOT ms, TTFT ms) of one row under a harness (NIM's rows: the settled loop, whatever the harness)."""
     isl, osl = int(g.rows["input_len"].iloc[0]), int(g.rows["output_len"].iloc[0])
     queued = g.admission == "next_departure" and c > 1
     clients = c + 1 if queued else c
     setup = SimSetup(g.tp, eng, g.prec, running_cap=c if queued else None)
     n = ROUNDS * clients
-    il, ol = lengths(isl, None, n, 0), lengths(osl, None, n, 0)
-    if harness == "together":
-        s = simulate_serving(g.model, g.hw, closed_loop(il, ol, clients), setup)
-        return s.tpot_mean_s * 1e3, s.ttft_mean_s * 1e3
-    import dataclasses
-
-    steady = simulate_serving(g.model, g.hw, closed_loop(il, ol, clients, "steady"),
-                              dataclasses.replace(setup, warmup=clients))
-    if not g.bunched:
-        return steady.tpot_mean_s * 1e3, steady.ttft_mean_s * 1e3
-    first = simulate_serving(g.model, g.hw, closed_loop(il[:clients], ol[:clients], clients), setup)
-    ttft = (first.ttft_mean_s + (ROUNDS - 1) * steady.ttft_mean_s) / ROUNDS
-    return steady.tpot_mean_s * 1e3, ttft * 1e3
+    start = harness if g.bunched else "steady"
+    s = simulate_serving(g.model, g.hw, closed_loop(lengths(isl, None, n, 0), lengths(osl, None, n, 0), clients,
+                                                    start), setup)
+    return s.tpot_mean_s * 1e3, s.ttft_mean_s * 1e3
 
 
 def simulate_rows(gs, params_of, harness: str = "benchmark"):
