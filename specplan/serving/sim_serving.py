@@ -20,7 +20,8 @@ from specplan.model.memory import memory_usage
 from specplan.model.parallel import Layout, attention_tp, dp_ranks
 from specplan.serving.aggregated import draft_prefill_model, kv_cap_requests, running_cap
 from specplan.serving.arrivals import RequestSet
-from specplan.serving.simulator import SimConfig, SimRequests, SimRun, admission_kind, simulate
+from specplan.serving.simulator import (SGLANG_NEW_TOKEN_RATIO, SimConfig, SimRequests, SimRun, admission_kind,
+                                        simulate)
 from specplan.serving.step_table import build_step_table
 from specplan.serving.workload import Workload
 
@@ -156,7 +157,8 @@ def sim_config(model, hw, req: RequestSet, setup: SimSetup, eng, spec: dict) -> 
     cap = cap if setup.running_cap is None else min(cap, int(setup.running_cap))
     return SimConfig(cap, int(eng.max_num_batched_tokens), float(np.max(kv_req)) * (isl_m + osl_m),
                      admission_kind(eng), req.clients, req.shared_kv_tokens,
-                     float(tp.gpus if isinstance(tp, Layout) else tp))
+                     float(tp.gpus if isinstance(tp, Layout) else tp),
+                     new_token_ratio=SGLANG_NEW_TOKEN_RATIO if req.source else 1.0)  # fixed lengths: ignore_eos
 
 
 def simulate_serving(model, hw, req: RequestSet, setup: SimSetup) -> SimSummary:

@@ -15,8 +15,10 @@ Admission, per engine, from the engine profile's flags (`admission_kind`):
   FCFS into one prefill batch up to the chunked-prefill budget (chunked_prefill_size, 8192 on H100), the request
   that does not fit whole is chunked (`add_chunked_req`) and continues first in the next prefill batch; a request
   is admitted while the KV pool holds its prompt plus `new_token_ratio` x its output (SGLANG_INIT_NEW_TOKEN_RATIO
-  0.7, held constant here: its decay and retraction are not modelled) and the running count stays under
-  max_running_requests.
+  0.7, sglang srt/environ.py; 1.0 for a request sent with ignore_eos, as fixed-length benchmarks send them:
+  schedule_policy.py `_get_running_request_total_token_offset`; held constant here: its decay and retraction are
+  not modelled) and the running count stays under max_running_requests. Read in the sglang 0.5.23 wheel
+  (srt/managers/scheduler.py `get_next_batch_to_run`: "Run prefill first if possible"; `event_loop_overlap`).
 - `budget` (mixed, chunked prefill: vLLM V1). vllm/v1/core/sched/scheduler.py `Scheduler.schedule`: the running
   requests first (decode rows, then the partial prefills' next chunks), then waiting requests FCFS within what is
   left of max_num_batched_tokens (a long prompt chunked to the budget left), up to max_num_seqs running; KV blocks
@@ -88,6 +90,7 @@ class SimConfig:
     shared_kv_tokens: float = 0.0  # shared prefixes stored once in the KV cache
     devices: float = 1.0
     client_start_s: tuple = ()  # closed loop: each client's first send (empty: all at 0, together)
+    new_token_ratio: float = SGLANG_NEW_TOKEN_RATIO  # pack: share of a request's output its admission reserves
 
 
 @dataclass(frozen=True)
@@ -201,7 +204,7 @@ class _Engine:
         if self.cfg.kind == "reserve":
             return new + self.osl[i]
         if self.cfg.kind == "pack":
-            return new + SGLANG_NEW_TOKEN_RATIO * self.osl[i]
+            return new + self.cfg.new_token_ratio * self.osl[i]
         return 0.0
 
     def _admit(self, i: int) -> None:
