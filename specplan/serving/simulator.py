@@ -19,14 +19,16 @@ Admission, per engine, from the engine profile's flags (`admission_kind`):
   schedule_policy.py `_get_running_request_total_token_offset`; held constant here: its decay and retraction are
   not modelled) and the running count stays under max_running_requests. Read in the sglang 0.5.23 wheel
   (srt/managers/scheduler.py `get_next_batch_to_run`: "Run prefill first if possible"; `event_loop_overlap`).
-- `budget` (mixed, chunked prefill: vLLM V1). vllm/v1/core/sched/scheduler.py `Scheduler.schedule`: the running
+- `budget` (mixed, chunked prefill: vLLM V1). vllm/v1/core/sched/scheduler.py `Scheduler.schedule` (read through
+  the search tool's excerpts, not in a downloaded wheel this session): the running
   requests first (decode rows, then the partial prefills' next chunks), then waiting requests FCFS within what is
   left of max_num_batched_tokens (a long prompt chunked to the budget left), up to max_num_seqs running; KV blocks
   are allocated on demand (`kv_cache_manager.allocate_slots`) and when they run out the last-admitted running
   request is preempted (recompute: it returns to the front of the waiting queue and prefills its prompt and the
   tokens it already generated again).
-- `reserve` (mixed, no context chunking: TensorRT-LLM's PyTorch backend). tensorrt_llm/_torch/pyexecutor
-  scheduler (`GuaranteedNoEvictScheduler`, the default CapacitySchedulerPolicy GUARANTEED_NO_EVICT): a request is
+- `reserve` (mixed, no context chunking: TensorRT-LLM's PyTorch backend). tensorrt_llm/_torch/pyexecutor/
+  scheduler.py `GuaranteedNoEvictScheduler`; GUARANTEED_NO_EVICT is the default CapacitySchedulerPolicy (TensorRT-LLM
+  docs, performance-tuning-guide/useful-runtime-flags, and llmapi SchedulerConfig): a request is
   admitted only if the KV cache holds its whole ISL + OSL beside the running requests' reservations; whole
   prompts (enable_chunked_prefill false by default) share the step with the decode rows within max_num_tokens,
   up to max_batch_size requests.
