@@ -330,7 +330,7 @@ def _step_seconds(s: _Engine, b: int, ctx: float, chunks: list) -> float:
     if not chunks:
         return s.over.step_s(tab.decode_s(b, ctx), b, False)
     p = sum(c[1] for c in chunks)
-    att = sum(tab.attention_s(c[1], c[2]) for c in chunks)
+    att = sum(tab.attention_s(c[1], c[2]) + tab.draft_prefill_s(c[1]) for c in chunks)
     if b == 0:
         gpu = tab.linear_s(0, p) + att
         return float(eng.step_s(gpu, len(chunks), tab.target_kernels + tab.draft_kernels, False, p))

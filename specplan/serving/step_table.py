@@ -15,7 +15,8 @@ serving/prefill.py `mixed_step_s`): one vectorized pass each over
 
 A mixed step of b decode rows at context c carrying chunks (p_i, c_i) costs
 decode_gpu_s(b, c) + linear_gpu_s(b, Σp_i) + Σ attention_gpu_s(p_i, c_i) GPU seconds, exactly mixed_step_s's
-decomposition; the engine's host time, launches and graphs are added by speculation.round.round_s /
+decomposition (plus, with a draft that runs over the prompt, its own prefill of each chunk: `draft_prefill_gpu_s`,
+as the analytical model adds it); the engine's host time, launches and graphs are added by speculation.round.round_s /
 EngineProfile.step_s, as in the analytical model.
 """
 
@@ -54,6 +55,7 @@ class StepTable:
     draft_len: float  # D
     target_kernels: float  # kernel launches of the target's part of one iteration
     draft_kernels: float  # kernel launches of the draft's part
+    draft_prefill_gpu_s: np.ndarray | None = None  # (Gt,) the draft's own prefill of a chunk (EAGLE head, MTP, draft)
 
     def __post_init__(self):
         object.__setattr__(self, "_lb", [math.log(x) for x in self.batches])  # log grid, for the lookups
@@ -82,6 +84,12 @@ class StepTable:
         i, w = self._b(b)
         lo, hi = row(i + 1), row(i + 2)
         return lo + w * (hi - lo)
+
+    def draft_prefill_s(self, tokens: float) -> float:
+        """GPU seconds of the draft's own prefill of a chunk of `tokens` prompt tokens (0 without a draft)."""
+        if self.draft_prefill_gpu_s is None or tokens <= 0:
+            return 0.0
+        return float(np.interp(tokens, self.tokens, self.draft_prefill_gpu_s))
 
     def attention_s(self, tokens: float, ctx: float) -> float:
         """Causal prefill attention GPU seconds of one chunk of `tokens` after `ctx` cached tokens (interpolated
@@ -135,5 +143,13 @@ def build_step_table(model, hw, tp, eng, prec, spec: dict, *, b_max: float, ctx_
 
     rho_d = float(np.asarray(r["rho_d"], dtype=float).ravel()[0])
     k = float(step_kernels(model, hw, tp, eng, prec))
+    dpf = None
+    if draft is not None and d > 0:  # the draft runs over the prompt too (aggregated.gpu_tables' draft_prefill_s)
+        from specplan.model.parallel import draft_parallelism
+        from specplan.serving.prefill import prefill_s
+
+        dm, dprec = draft
+        dpf = np.asarray(prefill_s(dm, hw, draft_parallelism(dm, tp), tokens, precision=dprec, engine=eng),
+                         dtype=float)
     return StepTable(batches, contexts, tokens, dec, np.maximum(lin, 0.0), att, q,
-                     float(np.asarray(r["acceptance_length"], dtype=float).ravel()[0]), d, k, k * rho_d)
+                     float(np.asarray(r["acceptance_length"], dtype=float).ravel()[0]), d, k, k * rho_d, dpf)
