@@ -196,3 +196,26 @@ def test_trace_prefixes_hit_from_ids_and_from_mooncake_block_hashes(tmp_path):
                   '{"arrival_s": 2, "isl": 1024, "osl": 5, "hash_ids": [1, 2]}\n'
                   '{"arrival_s": 3, "isl": 600, "osl": 5, "hash_ids": [5, 1]}\n')
     assert cached_prefix_tokens(read_trace(str(js))).tolist() == [0, 1024, 1023, 0]
+
+
+@pytest.mark.parametrize("c", [1, 8, 32])
+def test_speculation_per_request_acceptance(h100_8b, c):
+    """EAGLE-3 at D = 3 with an i.i.d. acceptance rate of 0.7 (AL (1 - 0.7^4) / 0.3 = 2.533): every request at that
+    rate gives the steady-state TPOT within 3 %; rates drawn per request around it (same mean AL) give a TPOT at
+    least as long (the mean of 1 / AL_i is at least 1 / the mean AL) and within 6 %."""
+    from dataclasses import replace
+
+    from specplan.speculation.acceptance import Acceptance
+
+    m, hw, prec = h100_8b
+    acc = Acceptance.from_rate(0.7)
+    n = max(12 * c, 60)
+    req = closed_loop(lengths(512, None, n, 0), lengths(512, None, n, 0), c)
+    setup = SimSetup(1, load_engine("vllm"), prec, mechanism="eagle3", draft_len=3, acceptance=acc, warmup=3 * c)
+    fixed = simulate_serving(m, hw, replace(req, alpha=np.full(n, 0.7)), setup)
+    drawn = simulate_serving(m, hw, req, setup)
+    ana = float(aggregated(M8, "h100-sxm", Workload(512, 512, concurrency=c), engine="vllm", mechanism="eagle3",
+                           draft_len=3, acceptance=acc)["tpot_s"])
+    assert fixed.acceptance_length == pytest.approx((1 - 0.7 ** 4) / 0.3, rel=1e-6)
+    assert fixed.tpot_mean_s == pytest.approx(ana, rel=0.03)
+    assert fixed.tpot_mean_s * 0.999 <= drawn.tpot_mean_s <= 1.06 * ana
