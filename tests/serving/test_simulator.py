@@ -219,3 +219,21 @@ def test_speculation_per_request_acceptance(h100_8b, c):
     assert fixed.acceptance_length == pytest.approx((1 - 0.7 ** 4) / 0.3, rel=1e-6)
     assert fixed.tpot_mean_s == pytest.approx(ana, rel=0.03)
     assert fixed.tpot_mean_s * 0.999 <= drawn.tpot_mean_s <= 1.06 * ana
+
+
+def test_length_distributions_and_bursty_arrivals():
+    """Named length distributions draw what they name (lognormal: the median; exponential: the mean; uniform: the
+    bounds), whole tokens >= 1; gamma gaps at cv 3 have the rate's mean gap and a coefficient of variation near 3,
+    Poisson (cv 1) near 1."""
+    from specplan.serving.arrivals import draw_lengths, open_loop_arrivals, parse_length_dist
+
+    x = draw_lengths(parse_length_dist("lognormal:1000,0.5", "--isl-dist"), 20000, 1)
+    assert np.median(x) == pytest.approx(1000, rel=0.03) and x.min() >= 1 and x.dtype.kind == "i"
+    assert np.mean(draw_lengths(parse_length_dist("exponential:300", "--osl-dist"), 20000, 2)) == pytest.approx(
+        300, rel=0.03)
+    u = draw_lengths(parse_length_dist("uniform:100,200", "--isl-dist"), 5000, 3)
+    assert u.min() >= 100 and u.max() <= 200
+    for cv in (1.0, 3.0):
+        gaps = np.diff(open_loop_arrivals(5.0, 40000, 7, cv))
+        assert gaps.mean() == pytest.approx(0.2, rel=0.05)
+        assert gaps.std() / gaps.mean() == pytest.approx(cv, rel=0.08)
