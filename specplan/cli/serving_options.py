@@ -51,3 +51,6 @@ OslDist = Annotated[Optional[str], typer.Option(
     "--osl-dist", help="Output lengths drawn per request, as --isl-dist; simulated.")]
 Requests = Annotated[Optional[int], typer.Option(
     "--requests", help="Requests to simulate (default: 10 x the concurrency, at least 200).")]
+ArrivalCv = Annotated[Optional[float], typer.Option(
+    "--arrival-cv", help="Open loop (--request-rate), simulated: gaps between arrivals gamma-distributed with this "
+                         "coefficient of variation (1: Poisson, the default; above 1: bursty).")]

@@ -41,19 +41,22 @@ class SimRequest:
     isl_dist: str | None = None
     osl_dist: str | None = None
     requests: int | None = None
+    arrival_cv: float | None = None  # open loop: gamma gaps of this coefficient of variation (None: Poisson)
     seed: int = 0
 
     @property
     def asked(self) -> bool:
         """True when any option asks for the simulator."""
         return bool(self.simulate or self.workload_file or self.prefix_hit is not None or self.isl_dist
-                    or self.osl_dist)
+                    or self.osl_dist or self.arrival_cv is not None)
 
 
 def sim_request(simulate=False, workload_file=None, prefix_hit=None, isl_dist=None, osl_dist=None,
-                requests=None) -> SimRequest | None:
+                requests=None, arrival_cv=None) -> SimRequest | None:
     """The SimRequest of predict's options, or None when none asks for the simulator (checked in one line each)."""
-    r = SimRequest(bool(simulate), workload_file, prefix_hit, isl_dist, osl_dist, requests)
+    r = SimRequest(bool(simulate), workload_file, prefix_hit, isl_dist, osl_dist, requests, arrival_cv)
+    if arrival_cv is not None and not (math.isfinite(arrival_cv) and arrival_cv > 0):
+        raise SpecplanError(f"--arrival-cv: must be a coefficient of variation > 0, got {arrival_cv:g}")
     if not r.asked:
         if requests is not None:
             raise SpecplanError("--requests: only with --simulate, --workload, --prefix-hit or --isl-dist/--osl-dist")
@@ -101,7 +104,7 @@ def request_set(req: SimRequest, wl: Workload) -> RequestSet:
         isl = lengths(wl.isl, isl_d, n, req.seed)
         osl = lengths(wl.osl, osl_d, n, req.seed + 1)
         rs = (closed_loop(isl, osl, c) if c is not None
-              else open_loop(isl, osl, float(wl.request_rate) * wl.ranks, req.seed))
+              else open_loop(isl, osl, float(wl.request_rate) * wl.ranks, req.seed, req.arrival_cv or 1.0))
     return rs if req.prefix_hit is None else with_prefix_hit(rs, req.prefix_hit)
 
 
@@ -142,5 +145,6 @@ def simulate_into(r: dict, model, hardware, wl: Workload, req: SimRequest, tp, k
     srv["requests_simulated"] = rs.n
     srv["arrivals"] = ("trace " + rs.source if rs.source else
                        f"closed loop, {rs.clients} clients starting together (later rounds settled)" if rs.clients
-                       else "open loop, Poisson")
+                       else "open loop, Poisson" if not req.arrival_cv or req.arrival_cv == 1.0
+                       else f"open loop, gamma gaps at cv {req.arrival_cv:g}")
     return r

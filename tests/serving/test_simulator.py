@@ -151,6 +151,7 @@ def test_trace_replay_fills_the_analytical_json_blocks():
     (("--isl", "512", "--osl", "64", "--request-rate", "-2", "--simulate"), "--request-rate"),
     (("--isl", "512", "--osl", "64", "--concurrency", "4", "--prefix-hit", "1.5"), "--prefix-hit"),
     (("--isl", "512", "--osl", "64", "--concurrency", "4", "--isl-dist", "zipf:3"), "--isl-dist"),
+    (("--isl", "512", "--osl", "64", "--request-rate", "2", "--arrival-cv", "-1"), "--arrival-cv"),
 ])
 def test_bad_input_is_one_line_and_a_nonzero_exit(tmp_path, args, needle):
     """A trace missing a column, a negative rate, a hit fraction out of range, an unknown distribution: one line
