@@ -8,7 +8,8 @@ from specplan.core.errors import SpecplanError
 from specplan.core.limits import MAX_BATCH, MAX_CONTEXT, MAX_Q_LEN, MAX_TP, check_int
 from specplan.model.memory import DEFAULT_RESERVE, check_reserve, memory_usage
 from specplan.profiles.registry import load_hardware, load_model
-from specplan.model.step import CLASSES, step_time
+from specplan.model.step import CLASSES, StepKernels, step_time
+from specplan.costs.precision import Dtypes
 
 
 def _positive_int(name: str, value, low: int = 1, high: int | None = None) -> int:
@@ -44,8 +45,9 @@ def step_summary(
     reserve = check_reserve(reserve)
     m = load_model(model)
     hw = load_hardware(hardware)
-    r = step_time(m, hw, tp, batch, q_len, context_len, dtype, kv_dtype, weight_dtype, attention_style, routing,
-                  layout=lay)
+    r = step_time(m, hw, tp, batch, q_len, context_len, layout=lay,
+                  precision=Dtypes(dtype=dtype, kv_dtype=kv_dtype, weight_dtype=weight_dtype),
+                  kernels=StepKernels(attention_style=attention_style, routing=routing))
     mem = memory_usage(m, hw, tp, batch, context_len, r.precision, q_len=q_len, reserve=reserve, layout=lay)
     memory = {
         "weights_gb": mem.weights_bytes / 1e9,

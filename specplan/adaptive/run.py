@@ -10,6 +10,7 @@ from specplan.adaptive.policies import BOUNDS, SGLang, make_policy
 from specplan.adaptive.simulator import Engine, simulate
 from specplan.adaptive.workload import Segment, Workload
 from specplan.core.errors import SpecplanError
+from specplan.costs.precision import Dtypes
 
 BATCH_MAX = 2048  # largest running batch tabulated (as recommend.BATCH_MAX)
 # model / oracle / clairvoyant capture graphs for D = 0..8 unless --captured-d says otherwise: SGLang's largest
@@ -138,7 +139,8 @@ def run_trace(model, hardware, segs: list[Segment], policies: list[str], *, cont
     pols = _policies(policies, d_max, engine, sglang_config, sglang_initial, mechanism)
     dt = table_d_max(pols, d_max)  # D priced (an SGLang config may go above --max-draft-len)
     table, d1, dev, rho, fits = trace_costs(model, hardware, segs, dt, context_len, mechanism, engine.profile, **kw)
-    base = step_time(model, hardware, kw.get("tp", 1), 1, 1, context_len, kw.get("dtype"), kw.get("kv_dtype"))
+    base = step_time(model, hardware, kw.get("tp", 1), 1, 1, context_len,
+                     precision=Dtypes(dtype=kw.get("dtype"), kv_dtype=kw.get("kv_dtype")))
     eng = load_engine(engine.profile)
     eager = eager_per_kernel_s(eng) * base.kernels * (1.0 + rho * np.arange(dt + 1))
     ref = simulate_trace(segs, table, d1, Fixed(0, "fixed:0"), graphs_for([0], engine.graph_max_bs), dt,

@@ -21,12 +21,12 @@ from typing import Any, Iterable, Sequence
 if __package__:
     from .csvio import ATTENTION_COLUMNS
     from .progress import Progress, note
-    from .timing import measure, source_label
+    from .timing import TimingPlan, measure, source_label
     from .torch_env import device_info, framework_name, normalize_dtype, require_torch, torch_dtype
 else:  # loaded from the bench folder on sys.path (device_run.py)
     from csvio import ATTENTION_COLUMNS  # type: ignore[no-redef]
     from progress import Progress, note  # type: ignore[no-redef]
-    from timing import measure, source_label  # type: ignore[no-redef]
+    from timing import TimingPlan, measure, source_label  # type: ignore[no-redef]
     from torch_env import device_info, framework_name, normalize_dtype, require_torch, torch_dtype  # type: ignore[no-redef]
 
 DEFAULT_ATTENTION_CONFIGS: tuple[dict, ...] = (
@@ -145,13 +145,9 @@ def _try_sdpa(torch, q, k, v, backends: Sequence[str], first_only: bool = True):
 
 
 def bench_attention(configs: Iterable[dict], *, device: str = "cpu", dtype: str = "bf16",
-                    kv_dtype: str | None = None, reps: int | None = None, progress: bool = True,
-                    kernels: Sequence[str] = ("sdpa", "packed"),
-                    sdpa_backends: Sequence[str] | None = None, warmup: int = 3,
-                    flush_bytes: int | None = None, use_graph: bool = True,
-                    check: bool = True, checks: list | None = None,
-                    deadline: float | None = None, notes: list | None = None,
-                    seed: int = 0) -> list[dict]:
+                    kv_dtype: str | None = None, kernels: Sequence[str] = ("sdpa", "packed"),
+                    sdpa_backends: Sequence[str] | None = None, check: bool = True, checks: list | None = None,
+                    notes: list | None = None, timing: TimingPlan = TimingPlan()) -> list[dict]:
     """Time decode attention (q_len >= 1, end-aligned causal mask) for every expanded config.
 
     ``kernels``: 'sdpa' (torch SDPA, backend recorded in the kernel column) and/or 'packed'
@@ -160,8 +156,11 @@ def bench_attention(configs: Iterable[dict], *, device: str = "cpu", dtype: str 
     flash, efficient, cudnn, math that runs; a list (e.g. ['flash', 'math']) times each of
     them that runs.  ``check``: compare the packed output with SDPA's (max abs error) at the
     smallest and largest q_len of each (batch, kv_len, heads, head_dim) family; results go to
-    ``checks``.  Returns rows with the columns :data:`ATTENTION_COLUMNS`.
+    ``checks``.  ``timing``: how each case is timed (repetitions, warm-up, flush, graphs, deadline, seed,
+    progress).  Returns rows with the columns :data:`ATTENTION_COLUMNS`.
     """
+    reps, warmup, flush_bytes, use_graph = timing.reps, timing.warmup, timing.flush_bytes, timing.use_graph
+    deadline, seed, progress = timing.deadline, timing.seed, timing.progress
     torch = require_torch()
     pa = _packed_module()
     dev = torch.device(device)

@@ -237,9 +237,8 @@ def main(argv=None) -> int:
                 break
             try:
                 t = time.monotonic()
-                rows = harness.bench_attention([blk], device=args.device, dtype="bf16",
-                                               checks=checks, notes=notes, deadline=dl,
-                                               progress=True)
+                rows = harness.bench_attention([blk], device=args.device, dtype="bf16", checks=checks, notes=notes,
+                                               timing=harness.TimingPlan(deadline=dl, progress=True))
                 att_rows.extend(rows)
                 flush_att()
                 log(f"{label} block {i + 1}/{len(blocks)} {blk.get('batch')}x{blk.get('kv_len')} "
@@ -256,8 +255,8 @@ def main(argv=None) -> int:
     for dt, dl in (("bf16", 185), ("fp8", 210)):
         try:
             t = time.monotonic()
-            rows = harness.bench_gemm(gemm_shapes, gemm_m, device=args.device, dtype=dt,
-                                      notes=notes, deadline=deadline(dl), progress=True)
+            rows = harness.bench_gemm(gemm_shapes, gemm_m, device=args.device, dtype=dt, notes=notes,
+                                      timing=harness.TimingPlan(deadline=deadline(dl), progress=True))
             gemm_rows.extend(rows)
             if gemm_rows:
                 harness.write_csv(gemm_rows, gemm_path, harness.GEMM_COLUMNS)

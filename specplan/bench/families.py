@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from specplan.costs.attention import attention_cost, recurrent_state_cost
+from specplan.costs.attention import AttentionHeads, attention_cost, recurrent_state_cost
 from specplan.costs.comm import allreduce_time_s, custom_allreduce_s, eager_allreduce_s, nccl_allreduce_s
 from specplan.costs.gemm import LOW_PRECISION, compute_dtype_for, elementwise_cost, gemm_cost
-from specplan.costs.moe import moe_experts_cost
+from specplan.costs.moe import ExpertLayer, MoeKernel, moe_experts_cost
 from specplan.costs.roofline import REGIME_NAMES
 from specplan.core.dtypes import canonical_dtype, dtype_bytes
 from specplan.core.errors import SpecplanError, brief
@@ -236,7 +236,8 @@ def predict_attention(df: pd.DataFrame, hw: HardwareProfile, kernel_family=None,
         g = df[sel]
         c, kv = k.split("|")
         cost = attention_cost(hw, g["batch"].to_numpy(), g["q_len"].to_numpy(), g["kv_len"].to_numpy(),
-                              g["n_q_heads"].to_numpy(), g["n_kv_heads"].to_numpy(), g["head_dim"].to_numpy(),
+                              AttentionHeads(g["n_q_heads"].to_numpy(), g["n_kv_heads"].to_numpy(),
+                                             g["head_dim"].to_numpy()),
                               kv_dtype=kv, compute_dtype=c, style=style, family=kernel_family)
         pred[sel] = cost.time_s
         reg[sel] = _regime_names(cost.regime)
@@ -319,8 +320,9 @@ def predict_moe(df: pd.DataFrame, hw: HardwareProfile, engine=None) -> pd.DataFr
     for key, g in keyframe.groupby(cols + ["dtype", "inter", "block"], sort=False):
         h, e, k, tp, ep, d, f, b = key
         sel = df.index.isin(g.index)
-        cost = moe_experts_cost(hw, df.loc[sel, "num_tokens"].to_numpy(float), h, f, e, k, d, d,
-                                routing="balanced", tp=tp, ep=ep, kernels=hw.moe_kernels.get(d), block_scaled=bool(b))
+        cost = moe_experts_cost(hw, df.loc[sel, "num_tokens"].to_numpy(float), ExpertLayer(h, f, e, k), d, d,
+                                routing="balanced", tp=tp, ep=ep,
+                                kernel=MoeKernel(hw.moe_kernels.get(d), block_scaled=bool(b)))
         pred[sel] = cost.time_s
         reg[sel] = _regime_names(cost.regime)
     out["predicted_us"] = pred * 1e6
@@ -347,9 +349,10 @@ def predict_mla(df: pd.DataFrame, hw: HardwareProfile, kernel_family=None) -> pd
         sel = ((cd + "|" + kvd) == k).to_numpy()
         c, kv = k.split("|")
         g = df[sel]
-        cost = attention_cost(hw, g["batch"].to_numpy(), 1, kv_len[sel], g["num_heads"].to_numpy(), 1,
-                              MLA_KV_WIDTH, kv_dtype=kv, compute_dtype=c, head_dim_v=MLA_V_WIDTH, latent=True,
-                              family=kernel_family)
+        cost = attention_cost(hw, g["batch"].to_numpy(), 1, kv_len[sel],
+                              AttentionHeads(g["num_heads"].to_numpy(), 1, MLA_KV_WIDTH, head_dim_v=MLA_V_WIDTH,
+                                             latent=True),
+                              kv_dtype=kv, compute_dtype=c, family=kernel_family)
         rope = elementwise_cost(hw, g["batch"].to_numpy(float) * (g["num_heads"].to_numpy(float) + 1) * MLA_KV_WIDTH * 2.0 * 2)
         pred[sel] = cost.time_s + rope.time_s
         reg[sel] = _regime_names(cost.regime)

@@ -12,11 +12,11 @@ from typing import Iterable, Sequence
 
 if __package__:
     from .progress import Progress, note
-    from .timing import measure, source_label
+    from .timing import TimingPlan, measure, source_label
     from .torch_env import device_info, framework_name, normalize_dtype, require_torch, torch_dtype
 else:  # loaded from the bench folder on sys.path (device_run.py)
     from progress import Progress, note  # type: ignore[no-redef]
-    from timing import measure, source_label  # type: ignore[no-redef]
+    from timing import TimingPlan, measure, source_label  # type: ignore[no-redef]
     from torch_env import device_info, framework_name, normalize_dtype, require_torch, torch_dtype  # type: ignore[no-redef]
 
 DEFAULT_M_VALUES: tuple[int, ...] = tuple(2 ** i for i in range(13))  # 1 .. 4096
@@ -59,17 +59,18 @@ def _gemm_shapes(shapes) -> list[tuple[int, int, str]]:
 
 
 def bench_gemm(shapes: Sequence, m_values: Sequence[int] | None = None, *, device: str = "cpu",
-               dtype: str = "bf16", reps: int | None = None, progress: bool = True,
-               max_m: int | None = None, warmup: int = 3, flush_bytes: int | None = None,
-               use_graph: bool = True, deadline: float | None = None,
-               notes: list | None = None, seed: int = 0, cpu_clock: str = "wall") -> list[dict]:
+               dtype: str = "bf16", max_m: int | None = None, timing: TimingPlan = TimingPlan(),
+               notes: list | None = None) -> list[dict]:
     """Time y = x[M,K] @ W[N,K]^T for each (n, k, name) in ``shapes`` and each M.
 
     ``m_values`` defaults to 1, 2, ..., 4096 (capped by ``max_m``).  ``deadline`` is a
     ``time.monotonic()`` value after which no new measurement starts.  Returns rows with the
     columns :data:`GEMM_COLUMNS`; skipped cases (fp8 unsupported, out of memory) are
-    reported in ``notes``.  ``cpu_clock`` ("wall" or "thread") selects the CPU timer (timing.measure).
+    reported in ``notes``.  ``timing`` (repetitions, warm-up, flush, graphs, deadline, seed, the CPU clock:
+    "wall" or "thread", progress) says how each case is timed (timing.measure).
     """
+    reps, warmup, flush_bytes, use_graph = timing.reps, timing.warmup, timing.flush_bytes, timing.use_graph
+    deadline, seed, cpu_clock, progress = timing.deadline, timing.seed, timing.cpu_clock, timing.progress
     torch = require_torch()
     dev = torch.device(device)
     dname = normalize_dtype(dtype)

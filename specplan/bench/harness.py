@@ -50,7 +50,7 @@ if __package__:
     from .csvio import ATTENTION_COLUMNS, CHECK_COLUMNS, GEMM_COLUMNS, read_csv, split_path, write_csv
     from .gemm_bench import DEFAULT_M_VALUES, LLAMA31_8B_GEMMS, bench_gemm, m_values
     from .progress import Progress
-    from .timing import measure
+    from .timing import TimingPlan, measure
     from .torch_env import (INSTALL_HINT, TorchMissingError, device_info, device_slug, normalize_dtype,
                             require_torch, torch_dtype)
 else:  # loaded from the bench folder on sys.path (device_run.py)
@@ -58,13 +58,13 @@ else:  # loaded from the bench folder on sys.path (device_run.py)
     from csvio import ATTENTION_COLUMNS, CHECK_COLUMNS, GEMM_COLUMNS, read_csv, split_path, write_csv  # type: ignore[no-redef]
     from gemm_bench import DEFAULT_M_VALUES, LLAMA31_8B_GEMMS, bench_gemm, m_values  # type: ignore[no-redef]
     from progress import Progress  # type: ignore[no-redef]
-    from timing import measure  # type: ignore[no-redef]
+    from timing import TimingPlan, measure  # type: ignore[no-redef]
     from torch_env import (INSTALL_HINT, TorchMissingError, device_info, device_slug,  # type: ignore[no-redef]
                            normalize_dtype, require_torch, torch_dtype)
 
 __all__ = [
     "ATTENTION_COLUMNS", "CHECK_COLUMNS", "DEFAULT_ATTENTION_CONFIGS", "DEFAULT_M_VALUES", "GEMM_COLUMNS",
-    "INSTALL_HINT", "LLAMA31_8B_GEMMS", "Progress", "SDPA_BACKEND_ORDER", "TorchMissingError",
+    "INSTALL_HINT", "LLAMA31_8B_GEMMS", "Progress", "SDPA_BACKEND_ORDER", "TimingPlan", "TorchMissingError",
     "bench_attention", "bench_gemm", "device_info", "device_slug", "expand_attention_configs",
     "load_shapes", "m_values", "main", "measure", "normalize_dtype", "read_csv", "require_torch",
     "split_path", "torch_dtype", "write_csv",
@@ -117,17 +117,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     notes: list[str] = []
     if args.what in ("gemm", "all"):
         shapes = data.get("gemm", LLAMA31_8B_GEMMS if not args.shapes else [])
-        rows = bench_gemm(shapes, data.get("m"), device=args.device, dtype=args.dtype,
-                          reps=args.reps, progress=not args.no_progress, max_m=args.max_m,
-                          notes=notes)
+        rows = bench_gemm(shapes, data.get("m"), device=args.device, dtype=args.dtype, max_m=args.max_m, notes=notes,
+                          timing=TimingPlan(reps=args.reps, progress=not args.no_progress))
         out = args.output if args.what == "gemm" else split_path(args.output, "gemm")
         write_csv(rows, out, GEMM_COLUMNS)
         sys.stderr.write(f"wrote {len(rows)} GEMM rows to {out}\n")
     if args.what in ("attention", "all"):
         configs = data.get("attention", DEFAULT_ATTENTION_CONFIGS if not args.shapes else [])
         adt = args.dtype if normalize_dtype(args.dtype) != "fp8" else "bf16"
-        rows = bench_attention(configs, device=args.device, dtype=adt, kv_dtype=args.kv_dtype,
-                               reps=args.reps, progress=not args.no_progress, notes=notes)
+        rows = bench_attention(configs, device=args.device, dtype=adt, kv_dtype=args.kv_dtype, notes=notes,
+                               timing=TimingPlan(reps=args.reps, progress=not args.no_progress))
         out = args.output if args.what == "attention" else split_path(args.output, "attention")
         write_csv(rows, out, ATTENTION_COLUMNS)
         sys.stderr.write(f"wrote {len(rows)} attention rows to {out}\n")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 if __package__:
@@ -22,6 +23,22 @@ else:  # loaded from the bench folder on sys.path (device_run.py)
     from torch_env import require_torch  # type: ignore[no-redef]
 
 _FLUSH_CACHE: dict[tuple[str, int], Any] = {}
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    """How each benchmark case is timed: repetitions (None: 20 on CUDA, 5 on CPU), warm-up runs, bytes of the L2
+    flush buffer (None: the device's L2), CUDA-graph capture, a time.monotonic() deadline after which no case
+    starts, the inputs' RNG seed, the CPU clock ("wall" or "thread"), progress lines on stderr."""
+
+    reps: int | None = None
+    warmup: int = 3
+    flush_bytes: int | None = None
+    use_graph: bool = True
+    deadline: float | None = None
+    seed: int = 0
+    cpu_clock: str = "wall"
+    progress: bool = True
 
 
 def _flush_buffer(torch, dev, flush_bytes: int | None, l2_bytes: int = 0):

@@ -12,13 +12,13 @@ from specplan.cli.app import app
 from specplan.core.errors import SpecplanError
 
 # Command modules, registered on `app` by importing them (for side effects).
-COMMAND_MODULES = ("profiles_cmd", "step_cmd", "spec_cmd", "sweep_cmd", "bench_cmd", "adaptive_cmd", "serving_cmd",
+COMMAND_MODULES = ("profiles_cmd", "step_cmd", "predict_cmd", "recommend_cmd", "sweep_cmd", "bench_cmd", "adaptive_cmd", "serving_cmd",
                    "validate_cmd", "launch_cmd", "speed_cmd")
 # The module of each command (and group), so that a run of the `specplan` program imports only its command's
 # module (a cold command pays for no other command's imports and typer builds one command, not all). A command
 # missing here still works: its run imports every module (tests/cli/test_lazy_commands.py checks this map).
-MODULE_OF = {"profiles": "profiles_cmd", "model": "profiles_cmd", "step": "step_cmd", "predict": "spec_cmd",
-             "recommend": "spec_cmd", "pareto": "sweep_cmd", "study": "sweep_cmd", "bench": "bench_cmd",
+MODULE_OF = {"profiles": "profiles_cmd", "model": "profiles_cmd", "step": "step_cmd", "predict": "predict_cmd",
+             "recommend": "recommend_cmd", "pareto": "sweep_cmd", "study": "sweep_cmd", "bench": "bench_cmd",
              "calibrate": "bench_cmd", "validate": "bench_cmd", "adaptive": "adaptive_cmd",
              "validate-serving": "serving_cmd", "validate-speculation": "serving_cmd",
              "validate-kernels": "validate_cmd", "validate-step": "validate_cmd", "validate-eagle3": "validate_cmd",

@@ -54,15 +54,16 @@ def bench(
     notes: list[str] = []
     out = str(output)
     if what in ("gemm", "all") and gemm_shapes:
-        rows = harness.bench_gemm(gemm_shapes, data.get("m"), device=device, dtype=dtype, reps=reps, max_m=max_m,
-                                  notes=notes)
+        rows = harness.bench_gemm(gemm_shapes, data.get("m"), device=device, dtype=dtype, max_m=max_m, notes=notes,
+                                  timing=harness.TimingPlan(reps=reps))
         path = out if what == "gemm" else harness.split_path(out, "gemm")
         harness.write_csv(rows, path, harness.GEMM_COLUMNS)
         print(f"wrote {len(rows)} GEMM rows to {path}", file=sys.stderr)
     if what in ("attention", "all"):
         configs = data.get("attention", list(harness.DEFAULT_ATTENTION_CONFIGS))
         adt = "bf16" if dtype == "fp8" else dtype
-        rows = harness.bench_attention(configs, device=device, dtype=adt, kv_dtype=kv_dtype, reps=reps, notes=notes)
+        rows = harness.bench_attention(configs, device=device, dtype=adt, kv_dtype=kv_dtype, notes=notes,
+                                       timing=harness.TimingPlan(reps=reps))
         path = out if what == "attention" else harness.split_path(out, "attention")
         harness.write_csv(rows, path, harness.ATTENTION_COLUMNS)
         print(f"wrote {len(rows)} attention rows to {path}", file=sys.stderr)

@@ -132,3 +132,34 @@ def serving_layouts(tp: int, dp: int, ep: int, pp: int, mode: str | None, prefil
     pre = parse_layout(prefill_layout) if prefill_layout else None
     beyond = (lay.dp, lay.ep, lay.pp) != (1, 1, 1) or pre is not None
     return lay.tp, ({"layout": lay} if beyond else {}), pre
+
+
+FIGURE_FORMATS = ("png", "svg")  # what --formats takes; png alone by default (svg about doubles the figure time)
+# what --figures takes (file stems): the frontier by default; the four explanatory figures on request, since
+# each costs a fixed ~0.2-0.5 CPU s of matplotlib whatever the grid size (README speed table)
+FIGURES = {"frontier": "frontier", "heatmap": "speedup_heatmap", "tiles": "attention_tiles",
+           "acceptance": "acceptance", "breakdown": "breakdown", "energy": "serving_energy_frontier"}
+DEFAULT_FIGURES = ("frontier",)
+
+
+def figure_formats(value: str | None) -> tuple[str, ...]:
+    """--formats 'png,svg' as a tuple of formats (default png); anything else is a one-line error."""
+    fmts = tuple(dict.fromkeys(x.lower() for x in comma_list(value))) if value is not None else ("png",)
+    bad = [f for f in fmts if f not in FIGURE_FORMATS]
+    if bad or not fmts:
+        raise SpecplanError(f"--formats: {', '.join(bad) or repr(value)} is not a figure format; use a comma list of "
+                            f"{', '.join(FIGURE_FORMATS)}")
+    return fmts
+
+
+def figure_names(value: str | None, no_plots: bool = False) -> tuple[str, ...]:
+    """--figures 'frontier,heatmap' (or 'all', 'none') as a tuple of FIGURES keys; default the frontier."""
+    if value is None:
+        return () if no_plots else DEFAULT_FIGURES
+    names = [x.lower() for x in comma_list(value)]
+    names = list(FIGURES) if names == ["all"] else [] if names == ["none"] else names
+    bad = [x for x in names if x not in FIGURES]
+    if bad or not comma_list(value):
+        raise SpecplanError(f"--figures: {', '.join(bad) or repr(value)} is not a figure; use all, none or a comma "
+                            f"list of {', '.join(FIGURES)}")
+    return () if no_plots else tuple(x for x in FIGURES if x in names)

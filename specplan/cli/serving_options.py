@@ -34,6 +34,22 @@ PrefillLayout = Annotated[Optional[str], typer.Option(
 DecodeLayout = Annotated[Optional[str], typer.Option(
     "--decode-layout", help="Disaggregated (--mode disagg): the decode instances' layout (tp8, dp8ep8, dp16ep16); "
                             "default: --tp/--dp/--ep.")]
+
+MECHS = "none|external|eagle3|mtp|medusa|dflash|dspark|ngram|self"
+SERVING_HELP = "Engine overheads (alias of --engine for one release): roofline | vllm-v1-eagle-2025 | engine id."
+
+
+def engine_choice(engine, serving):
+    """--engine, or the engine behind a --serving alias (roofline = ideal, vllm-v1-eagle-2025 = vllm)."""
+    from specplan.speculation.serving import ALIASES
+
+    if engine is not None and serving is not None:
+        from specplan.core.errors import SpecplanError
+
+        raise SpecplanError("engine: give --engine or its old alias --serving, not both")
+    return engine if serving is None else ALIASES.get(serving, serving)
+
+
 # the request-level simulator (issue 39): any of these answers predict's serving blocks by simulation
 Simulate = Annotated[bool, typer.Option(
     "--simulate", help="Answer the serving blocks by the request-level simulator (clients start together in a "

@@ -12,45 +12,13 @@ import typer
 
 from specplan.cli.app import app
 from specplan.cli.serving_options import Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate, StartupCohort
-from specplan.cli.parsing import comma_list, fold_ids, int_list, mech_values, model_context, one_number
+from specplan.cli.parsing import (DEFAULT_FIGURES, FIGURE_FORMATS, FIGURES, comma_list, figure_formats,  # noqa: F401
+                                  figure_names, fold_ids, int_list, mech_values, model_context, one_number)
 from specplan.planning.sweep import MAX_DRAFT_LEN
 
 
 DEFAULT_CONTEXT = 1024  # tokens in the KV cache when pareto gets no --context (stated in its output)
-FIGURE_FORMATS = ("png", "svg")  # what --formats takes; png alone by default (svg about doubles the figure time)
-# what --figures takes (file stems): the frontier by default; the four explanatory figures on request, since
-# each costs a fixed ~0.2-0.5 CPU s of matplotlib whatever the grid size (README speed table)
-FIGURES = {"frontier": "frontier", "heatmap": "speedup_heatmap", "tiles": "attention_tiles",
-           "acceptance": "acceptance", "breakdown": "breakdown", "energy": "serving_energy_frontier"}
-DEFAULT_FIGURES = ("frontier",)
 _ACCEPTANCE_FORM = "MECH=VALUE (rate 0.8, AL@D 3.2@4, p1,p2,.. or a profile)"
-
-
-def figure_formats(value: str | None) -> tuple[str, ...]:
-    """--formats 'png,svg' as a tuple of formats (default png); anything else is a one-line error."""
-    from specplan.core.errors import SpecplanError
-
-    fmts = tuple(dict.fromkeys(x.lower() for x in comma_list(value))) if value is not None else ("png",)
-    bad = [f for f in fmts if f not in FIGURE_FORMATS]
-    if bad or not fmts:
-        raise SpecplanError(f"--formats: {', '.join(bad) or repr(value)} is not a figure format; use a comma list of "
-                            f"{', '.join(FIGURE_FORMATS)}")
-    return fmts
-
-
-def figure_names(value: str | None, no_plots: bool = False) -> tuple[str, ...]:
-    """--figures 'frontier,heatmap' (or 'all', 'none') as a tuple of FIGURES keys; default the frontier."""
-    from specplan.core.errors import SpecplanError
-
-    if value is None:
-        return () if no_plots else DEFAULT_FIGURES
-    names = [x.lower() for x in comma_list(value)]
-    names = list(FIGURES) if names == ["all"] else [] if names == ["none"] else names
-    bad = [x for x in names if x not in FIGURES]
-    if bad or not comma_list(value):
-        raise SpecplanError(f"--figures: {', '.join(bad) or repr(value)} is not a figure; use all, none or a comma "
-                            f"list of {', '.join(FIGURES)}")
-    return () if no_plots else tuple(x for x in FIGURES if x in names)
 
 
 def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, figures=DEFAULT_FIGURES,
@@ -142,61 +110,6 @@ def _heatmap(P, df, best, hw_id, tp, ctx, where, outdir, formats, d_max=None) ->
     ax = heat.axes[0]
     ax.set_title(f"{ax.get_title()}\n({where})")
     return P.save_figure(heat, outdir / "speedup_heatmap", formats=formats)
-
-
-def acceptance_d_max(df, model_id: str, given: dict) -> dict:
-    """{mechanism of the grid: the largest D its acceptance covers (None: a closed form, valid at every D)}."""
-    from specplan.planning.sweep import parse_acceptance
-    from specplan.speculation.speedup import resolve_acceptance
-
-    out = {}
-    for mech in (str(x) for x in df["mechanism"].unique() if str(x) != "none"):
-        acc = resolve_acceptance(mech, model_id, parse_acceptance(given.get(mech)))
-        out[mech] = None if acc is None else acc.d_max
-    return out
-
-
-def acceptance_words(value: str) -> str:
-    """A user's --acceptance value in words: 'α = 0.8', 'AL 3.2 at D = 4', 'α per position 0.9, 0.8' or
-    'profile ID'."""
-    v = str(value).strip()
-    if "@" in v:
-        al, at = v.split("@", 1)
-        return f"AL {al} at D = {at}"
-    if "," in v:
-        return "α per position " + ", ".join(x.strip() for x in v.split(",") if x.strip())
-    try:
-        return f"α = {float(v):g}"
-    except ValueError:
-        return f"profile {v}"
-
-
-def acceptance_legend(df, model_id: str, given: dict) -> dict[str, str]:
-    """{mechanism: its acceptance in words} for the acceptance figure: the user's value, else the shipped profile
-    with its first-position α1 = AL(1) - 1 read off the grid."""
-    from specplan.speculation.acceptance import find_profile
-
-    out = {}
-    for mech in [str(x) for x in df["mechanism"].unique() if str(x) != "none"]:
-        if mech in given:
-            out[mech] = acceptance_words(given[mech])
-            continue
-        one = df.loc[(df["mechanism"] == mech) & (df["draft_len"] == 1), "acceptance_length"]
-        a1 = f"α1 = {float(one.mean()) - 1:.2f}" if len(one) else ""
-        src = find_profile(mech, model_id)
-        out[mech] = ", ".join(x for x in (f"profile {src}" if src else "mechanism default", a1) if x)
-    return out
-
-
-def acceptance_label(df, model_id: str, given: dict) -> str:
-    """Which acceptance each swept mechanism used: the user's value or the shipped profile's id."""
-    from specplan.speculation.acceptance import find_profile
-
-    parts = []
-    for mech in [str(x) for x in df["mechanism"].unique() if str(x) != "none"]:
-        src = given.get(mech) or find_profile(mech, model_id) or "mechanism default"
-        parts.append(f"{mech} {src}")
-    return "; ".join(parts)
 
 
 @app.command("pareto")
@@ -323,6 +236,7 @@ def _batch_pareto(model, hardware, tp, layouts, context, mechanisms, acceptance,
     from specplan.profiles.registry import load_hardware, load_model
 
     from specplan.core.io import check_output_dir, ready_output_dir
+    from specplan.planning.grid_acceptance import acceptance_d_max, acceptance_label, acceptance_legend
 
     check_output_dir(outdir)  # a bad -o is an error before the sweep
     throughput_column(per)  # a bad --per is an error before the sweep
@@ -397,54 +311,35 @@ def _serving_pareto(model, hardware: list, wl, tps: list[int] | None, modes: lis
     (tokens/s/GPU vs tokens/s/user); with --grid-csv the whole grid (serving_grid.csv and .parquet: every device,
     TP and mode). TPs: the given ones, else 1, 2, 4, 8 where the heads divide and the device's
     scale-up domain holds them (planning.sweep.tp_choices, as the batch pareto)."""
-    import dataclasses
-
-    import pandas as pd
+    import time
 
     from specplan.core.io import atomic_write_text, check_output_dir, ready_output_dir
-    from specplan.planning.frontier import serving_frontier
-    from specplan.planning.recommend_serving import serving_grid
-    from specplan.planning.sweep import tp_choices
+    from specplan.core.tables import write_table
+    from specplan.planning.serving_pareto import serving_pareto
     from specplan.profiles.registry import load_hardware, load_model
-
-    import time
 
     check_output_dir(outdir)
     m = load_model(model)
     hws = list({h.id: h for h in (load_hardware(x) for x in hardware)}.values())
     ready_output_dir(outdir)  # writable, proven by a probe file, before the grid is priced
-    parts, swept = [], {}
-    t0 = time.process_time()
-    for hw in hws:
-        swept[hw.id] = tp_choices(m, hw, tps)
-        for tp in swept[hw.id]:
-            for mode in modes:
-                w = dataclasses.replace(wl, mode=mode, pools=wl.pools if mode == "disagg" else None)
-                g = serving_grid(m, hw, w, tp=tp, engine=engine, mechanisms=mechs, acceptance=acc,
-                                 max_draft_len=max_draft_len, search_concurrency=search,
-                                 **{k: v for k, v in kw.items() if v is not None})
-                g.insert(0, "mode", mode)
-                g.insert(0, "tp", tp)
-                g.insert(0, "hardware", hw.id)
-                parts.append(g)
-    df = pd.concat(parts, ignore_index=True)
-    t1 = time.process_time()
-    front = serving_frontier(df)
+    from specplan.planning.options import GridOptions, Sla
+    from specplan.speculation.spec import DraftSearch
+
+    sla = Sla(kw.get("max_ttft_ms"), kw.get("max_tpot_ms"))
+    sp = serving_pareto(m, hws, wl, tps, modes, dict(
+        engine=engine, drafts=DraftSearch(mechs, acc, max_draft_len), sla=sla,
+        grid=GridOptions(search_concurrency=search),
+        **{k: v for k, v in kw.items() if v is not None and k not in ("max_ttft_ms", "max_tpot_ms")}))
+    df, front, swept = sp.grid, sp.frontier, sp.tps_by_hardware
     t2 = time.process_time()
     outdir.mkdir(parents=True, exist_ok=True)
     written = []
-    from specplan.core.tables import write_table
-
     if grid_csv:  # the whole grid is 10^5-10^6 rows (tens of MB): written when asked for
         text_cols = {c: "string" for c in df.columns if df[c].dtype == object}  # pools: 'xPyD' or none (agg)
         written += write_table(df.astype(text_cols), outdir / "serving_grid", parquet=True, csv=False)
     tables = ([("serving_grid.csv", df)] if grid_csv else []) + [("serving_frontier.csv", front)]
-    ok = df[df["meets_sla"]]
-    if "joules_per_token" in ok:  # the energy frontier: fewest J/token at each tokens/s/user or faster
-        from specplan.planning.frontier import frontier_mask
-
-        e_front = ok[frontier_mask(ok["tokens_per_s_per_user"].to_numpy(), -ok["joules_per_token"].to_numpy())]
-        tables.append(("serving_energy_frontier.csv", e_front.sort_values("tokens_per_s_per_user")))
+    if sp.energy_frontier is not None:
+        tables.append(("serving_energy_frontier.csv", sp.energy_frontier))
     for name, t in tables:
         atomic_write_text(outdir / name, t.to_csv(index=False))
         written.append(outdir / name)
@@ -466,7 +361,7 @@ def _serving_pareto(model, hardware: list, wl, tps: list[int] | None, modes: lis
                  f"output token")
         written += P.save_figure(plot_energy_frontier(df, title), outdir / FIGURES["energy"], formats=formats)
     if timings:
-        print(f"timings (CPU s): serving grid {t1 - t0:.2f}, frontier {t2 - t1:.2f}, tables {t3 - t2:.2f}, "
+        print(f"timings (CPU s): serving grid {sp.grid_cpu_s:.2f}, frontier {sp.frontier_cpu_s:.2f}, tables {t3 - t2:.2f}, "
               f"figures {time.process_time() - t3:.2f} (matplotlib's import counted in figures)")
     left = [f for f in figures if f not in ("frontier", "energy")]
     if left:

@@ -21,6 +21,8 @@ tiles per KV head) and re-reads K/V per tile (the `reread` style), instead of pa
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from specplan.costs.roofline import KernelCost, roofline
@@ -51,28 +53,39 @@ def attention_math_dtype(hw: HardwareProfile, kv_dtype: str, compute_dtype: str)
     return kv if kv in hw.peak_flops else canonical_dtype(compute_dtype)
 
 
+@dataclass(frozen=True)
+class AttentionHeads:
+    """The heads one attention kernel runs on one device: query heads, KV heads, the K head width (MLA: the latent
+    + rope width), the V width (None: as K's), and whether the KV is MLA's latent (one shared KV head, K and V views
+    of one cached vector). Counts may be arrays (a kernel table's rows)."""
+
+    n_q: object
+    n_kv: object
+    head_dim: object
+    head_dim_v: object = None
+    latent: bool = False
+
+
 def attention_cost(
     hw: HardwareProfile,
     batch,
     q_len,
     kv_len,
-    n_q_heads: int,
-    n_kv_heads: int,
-    head_dim: int,
+    heads: AttentionHeads,
     kv_dtype: str = "bf16",
     compute_dtype: str = "bf16",
     style: str = "shared",
-    head_dim_v: int | None = None,
-    latent: bool = False,
     family=None,
 ) -> KernelCost:
     """One attention kernel over `batch` sequences with `q_len` new tokens each attending to `kv_len` keys.
 
-    `n_q_heads`, `n_kv_heads` are per device. For MLA set `latent=True`: all query heads share one latent
-    KV head (n_kv_heads = 1), K is the `head_dim`-wide latent (+rope) and V its first `head_dim_v` columns,
-    read once, by MLA_ATTENTION_KERNELS launches (split-KV attention + combine). `family` is a KernelFamily
-    whose tile height, packing and efficiencies override the hardware's (None = the hardware's).
+    `heads` are per device. For MLA set `heads.latent`: all query heads share one latent KV head (n_kv = 1), K is
+    the `head_dim`-wide latent (+rope) and V its first `head_dim_v` columns, read once, by MLA_ATTENTION_KERNELS
+    launches (split-KV attention + combine). `family` is a KernelFamily whose tile height, packing and
+    efficiencies override the hardware's (None = the hardware's).
     """
+    n_q_heads, n_kv_heads, head_dim = heads.n_q, heads.n_kv, heads.head_dim
+    head_dim_v, latent = heads.head_dim_v, heads.latent
     if style not in ("shared", "reread"):
         from specplan.core.errors import SpecplanError
 
@@ -129,7 +142,8 @@ def cta_time_s(hw: HardwareProfile, ctas, cta_overhead_s: float | None = None) -
 
 def attention_time_s(hw: HardwareProfile, batch, q_len, kv_len, n_q_heads, n_kv_heads, head_dim, **kw):
     """Seconds of one decode/verify attention kernel (arrays broadcast)."""
-    return attention_cost(hw, batch, q_len, kv_len, n_q_heads, n_kv_heads, head_dim, **kw).time_s
+    heads = AttentionHeads(n_q_heads, n_kv_heads, head_dim, kw.pop("head_dim_v", None), kw.pop("latent", False))
+    return attention_cost(hw, batch, q_len, kv_len, heads, **kw).time_s
 
 
 def recurrent_state_cost(

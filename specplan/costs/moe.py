@@ -275,24 +275,40 @@ def grouped_gemm_compute_s(hw: HardwareProfile, dtype: str, fraction: float, exp
     return np.where(np.asarray(rows, dtype=float) > 0, out, 0.0)
 
 
+@dataclass(frozen=True)
+class ExpertLayer:
+    """A routed-expert layer's shape: hidden size in, each expert's FFN size, experts, experts per token, gated
+    (gate, up, down: three matrices) or not, DeepSeek's group limit (n_group groups, topk_group of them per token)."""
+
+    hidden: int
+    expert_ffn: int
+    num_experts: int
+    top_k: int
+    gated: bool = True
+    n_group: int = 1
+    topk_group: int = 1
+
+
+@dataclass(frozen=True)
+class MoeKernel:
+    """How an engine runs the MoE layer: its kernel launches (None: MOE_KERNELS) and fp8 block-scaled weights (a
+    DeepSeek-style checkpoint: the profile's fp8_block fraction)."""
+
+    kernels: int | None = None
+    block_scaled: bool = False
+
+
 def moe_experts_cost(
     hw: HardwareProfile,
     tokens,
-    hidden: int,
-    expert_ffn: int,
-    num_experts: int,
-    top_k: int,
+    layer: ExpertLayer,
     weight_dtype: str = "bf16",
     compute_dtype: str = "bf16",
     routing: str = "random",
     tp: int = 1,
     ep: int = 1,
-    gated: bool = True,
-    n_group: int = 1,
-    topk_group: int = 1,
     distinct=None,
-    kernels: int | None = None,
-    block_scaled: bool = False,
+    kernel: MoeKernel = MoeKernel(),
 ) -> KernelCost:
     """Fused grouped-GEMM MoE layer on the slowest EP rank (gate+up and down of its touched experts; `tp` is the
     expert-TP that splits each expert's FFN; `tokens` are all tokens the layer sees, over every DP rank).
@@ -301,6 +317,10 @@ def moe_experts_cost(
     touched experts and rows (module doc) set the bytes and FLOPs. `distinct`: the tokens that pick experts
     independently (default `tokens`; a verify step's are fewer, `distinct_tokens`).
     """
+    hidden, num_experts, top_k = layer.hidden, layer.num_experts, layer.top_k
+    n_group, topk_group, gated = layer.n_group, layer.topk_group, layer.gated
+    kernels, block_scaled = kernel.kernels, kernel.block_scaled
+    expert_ffn = layer.expert_ffn
     c = compute_dtype_for(hw, weight_dtype, compute_dtype)
     eff = hw.kernel_eff(c)
     f = expert_ffn / tp

@@ -29,6 +29,24 @@ class Precision:
         return self.weights.get(module, self.compute)
 
 
+@dataclass(frozen=True)
+class Dtypes:
+    """Dtypes as a user names them (None: the checkpoint's declared format, else 16-bit), before
+    resolve_precision turns them into a Precision for one model on one device."""
+
+    dtype: str | None = None
+    kv_dtype: str | None = None
+    weight_dtype: str | None = None
+
+
+def as_precision(model: ModelProfile, hw: HardwareProfile, precision) -> Precision:
+    """A Precision as given, or resolved from Dtypes (None: every dtype the checkpoint's)."""
+    if isinstance(precision, Precision):
+        return precision
+    d = precision if precision is not None else Dtypes()
+    return resolve_precision(model, hw, d.dtype, d.kv_dtype, d.weight_dtype)
+
+
 def resolve_precision(
     model: ModelProfile,
     hw: HardwareProfile,

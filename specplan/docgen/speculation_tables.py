@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from specplan.costs.precision import Dtypes
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (reports read reference/ and write docs/)
 
@@ -61,7 +62,7 @@ def pricing() -> str:
              "|---|---|---|---|---|---|---|"]
     ratios = []
     for m, h, tp, b, ctx, dt, kv, d in PRICING_CASES:
-        base = step_time(m, h, tp, b, 1, ctx, dt, kv)
+        base = step_time(m, h, tp, b, 1, ctx, precision=Dtypes(dtype=dt, kv_dtype=kv))
         ver = step_time(m, h, tp, b, 1 + d, ctx, precision=base.precision)
         ind = step_time(m, h, tp, b * (1 + d), 1, ctx, precision=base.precision)
         mem = memory_usage(load_model(m), load_hardware(h), tp, b, ctx, base.precision, q_len=1 + d)

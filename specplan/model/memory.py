@@ -175,8 +175,7 @@ def memory_usage(
     prec: Precision,
     q_len=1,
     reserve: float = DEFAULT_RESERVE,
-    extra_fixed_bytes: float = 0.0,
-    extra_per_seq_bytes=0.0,
+    draft=None,
     layout: Layout | None = None,
 ) -> MemoryResult:
     """Per-device memory at `batch` sequences of `context_len` tokens (+ q_len new ones), with a reserve.
@@ -184,15 +183,17 @@ def memory_usage(
     `batch` counts the instance's sequences; under DP attention a GPU holds the KV of its DP rank's
     ceil(B / DP) sequences (an MLA latent once per sequence per DP rank, replicated over that rank's TP GPUs),
     and `max_batch` counts the instance (DP x one rank's). PP: a GPU holds 1/PP of the layers' KV.
-    `extra_*` carry a drafter's weights (fixed) and its per-sequence KV/state. On an LPU the capacity is
+    `draft` (a drafter's speculation.drafters.DraftCost, or anything with `fixed_bytes` and `per_seq_bytes`)
+    adds its weights and its per-sequence KV/state. On an LPU the capacity is
     one chip's SRAM; callers size the chip count from `total_bytes` instead of testing `fits`.
     """
     lay = layout_for(tp, layout)
     tp = lay.tp
     b = lay.per_rank_batch(batch)
     ctx = np.asarray(context_len, dtype=float) + np.asarray(q_len, dtype=float)
-    w = weight_bytes(model, tp, prec, lay) + extra_fixed_bytes
-    per_seq = kv_bytes_per_seq(model, tp, prec.kv, ctx) / lay.pp + np.asarray(extra_per_seq_bytes, dtype=float)
+    extra_fixed, extra_per_seq = (0.0, 0.0) if draft is None else (draft.fixed_bytes, draft.per_seq_bytes)
+    w = weight_bytes(model, tp, prec, lay) + extra_fixed
+    per_seq = kv_bytes_per_seq(model, tp, prec.kv, ctx) / lay.pp + np.asarray(extra_per_seq, dtype=float)
     state = state_bytes_per_seq(model, tp, prec.state) / lay.pp * np.asarray(q_len, dtype=float)  # one checkpoint per token
     act_per_seq = activation_bytes(model, tp, np.asarray(q_len, dtype=float))
     kv = b * per_seq
@@ -207,7 +208,7 @@ def memory_usage(
         kv_bytes=kv,
         state_bytes=st,
         activation_bytes=act,
-        extra_bytes=np.asarray(extra_fixed_bytes + b * np.asarray(extra_per_seq_bytes, dtype=float)),
+        extra_bytes=np.asarray(extra_fixed + b * np.asarray(extra_per_seq, dtype=float)),
         total_bytes=total,
         capacity_bytes=cap,
         fits=total <= cap,

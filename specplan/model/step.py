@@ -10,15 +10,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specplan.costs.attention import attention_cost, recurrent_state_cost
+from specplan.costs.attention import AttentionHeads, attention_cost, recurrent_state_cost
 from specplan.costs.comm import allgather_cost, allreduce_cost, p2p_cost
 from specplan.costs.gemm import elementwise_cost, gemm_cost
-from specplan.costs.moe import MOE_KERNELS, distinct_tokens, moe_experts_cost, parse_routing
+from specplan.costs.moe import (MOE_KERNELS, ExpertLayer, MoeKernel, distinct_tokens, moe_experts_cost,
+                                parse_routing)
 from specplan.costs.roofline import COMPUTE, MEMORY, OVERHEAD, REGIME_NAMES, KernelCost
 from specplan.core.dtypes import dtype_bytes
 from specplan.core.errors import SpecplanError
 from specplan.model.parallel import Layout, layout_for, moe_alltoall_costs
-from specplan.costs.precision import Precision, resolve_precision
+from specplan.costs.precision import Dtypes, Precision, as_precision
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import ATTENTION_MIXERS, LayerGroup, ModelProfile
 from specplan.profiles.registry import load_hardware, load_kernel_family, load_model
@@ -29,6 +30,36 @@ CLASSES = ("gemm", "attention", "state", "moe", "elementwise", "communication", 
 # per-position checkpoint writes of verification); "attention" is softmax attention only (full, sliding, MLA).
 ACT_BYTES = 2.0  # activations between kernels are 16-bit
 LOGITS_BYTES = ACT_BYTES  # logits leave the LM head in the activation dtype (vLLM 0.33.0 LogitsProcessor._apply_head)
+
+
+@dataclass(frozen=True)
+class StepKernels:
+    """How a step's kernels are chosen: attention over a shared prefix ('shared') or re-read per query
+    ('reread'), MoE routing (random | balanced | eplb | skew:F), the all-reduce algorithm (None: the hardware's
+    choice), the GQA and MLA attention KernelFamily (an engine's decode or verify family; None: the hardware
+    profile's block and the built-in mla-latent family), and an LPU's chip count (None: as many as the bytes need)."""
+
+    attention_style: str = "shared"
+    routing: str = "random"
+    allreduce: str | None = None
+    attention_family: object = None
+    mla_family: object = None
+    lpu_chips: int | None = None
+
+
+@dataclass(frozen=True)
+class _StepAt:
+    """One step's shape on one GPU: the model, the device, the layout, the precision, the DP rank's sequences `b`,
+    tokens per sequence `q`, context `ctx`, and the sequences of every DP rank `b_moe` (the routed experts')."""
+
+    model: ModelProfile
+    hw: HardwareProfile
+    lay: Layout
+    prec: Precision
+    b: object
+    q: object
+    ctx: object
+    b_moe: object
 
 
 @dataclass
@@ -132,31 +163,34 @@ def attention_kernels(model, hw, g: LayerGroup, tp, prec, b, q, ctx, style="shar
         if g.mixer == "csa":  # the indexer scores every compressed entry before its top-k is read
             rate = model.compressed_attention.csa_rate
             out.append(_indexer_scan(model, hw, prec, b, q, np.floor((ctx + q) / rate), style, fam[1]))
-        out.append(attention_cost(hw, b, q, kv_len, model.num_q_heads // tp, 1, model.head_dim, prec.kv, prec.compute,
-                                  style, latent=True, family=fam[1]))
+        out.append(attention_cost(hw, b, q, kv_len,
+                                  AttentionHeads(model.num_q_heads // tp, 1, model.head_dim, latent=True), prec.kv,
+                                  prec.compute, style, family=fam[1]))
         return out
     if model.mla is not None:
         a = model.mla
         if model.indexer is not None:  # DSA: the indexer scores every cached key
             out.append(_indexer_scan(model, hw, prec, b, q, ctx + q, style, fam[1]))
-        out.append(attention_cost(hw, b, q, kv_len, model.num_q_heads // tp, 1, a.kv_lora_rank + a.qk_rope_head_dim,
-                                  prec.kv, prec.compute, style, head_dim_v=a.kv_lora_rank, latent=True, family=fam[1]))
+        heads = AttentionHeads(model.num_q_heads // tp, 1, a.kv_lora_rank + a.qk_rope_head_dim,
+                               head_dim_v=a.kv_lora_rank, latent=True)
+        out.append(attention_cost(hw, b, q, kv_len, heads, prec.kv, prec.compute, style, family=fam[1]))
     else:
         qh, kvh = model.heads_per_device(tp, model.kv_heads_of(g))
-        out.append(attention_cost(hw, b, q, kv_len, qh, kvh, model.head_dim_of(g), prec.kv, prec.compute, style,
-                                  family=fam[0]))
+        out.append(attention_cost(hw, b, q, kv_len, AttentionHeads(qh, kvh, model.head_dim_of(g)), prec.kv,
+                                  prec.compute, style, family=fam[0]))
     return out
 
 
 def _indexer_scan(model, hw, prec, b, q, entries, style, family=None):
     """DSA lightning indexer: its heads score every cached key (one fp8 key of index_head_dim per entry)."""
     ix = model.indexer
-    return attention_cost(hw, b, q, entries, ix.num_heads, 1, ix.head_dim, INDEXER_KEY_DTYPE, prec.compute, style,
-                          head_dim_v=0, latent=True, family=family)
+    return attention_cost(hw, b, q, entries, AttentionHeads(ix.num_heads, 1, ix.head_dim, head_dim_v=0, latent=True),
+                          INDEXER_KEY_DTYPE, prec.compute, style, family=family)
 
 
-def _mixer(acc, model, hw, g: LayerGroup, tp, prec, b, q, ctx, style, fam=(None, None)):
+def _mixer(acc, at: _StepAt, g: LayerGroup, style, fam=(None, None)):
     """Attention / recurrent kernel of one layer group (the projections are added with the GEMMs)."""
+    model, hw, tp, prec, b, q, ctx = at.model, at.hw, at.lay.tp, at.prec, at.b, at.q, at.ctx
     n = g.count
     tokens = b * q
     if g.mixer in ATTENTION_MIXERS:
@@ -195,33 +229,35 @@ def _conv_and_state(acc, hw, b, q, n, conv_dim, conv_kernel, state_elems, state_
     acc.add("state", rec.scaled(n), n)
 
 
-def _layer_group(acc, model, hw, g: LayerGroup, lay: Layout, prec, b, q, ctx, style, routing, allreduce, fam, b_moe):
-    """One layer group on one GPU: dense parts at the DP rank's `b` sequences (heads split over TP), routed
-    experts over the `b_moe` sequences of every DP rank on the slowest EP rank."""
+def _layer_group(acc, at: _StepAt, g: LayerGroup, k: StepKernels, fam):
+    """One layer group on one GPU: dense parts at the DP rank's `at.b` sequences (heads split over TP), routed
+    experts over the `at.b_moe` sequences of every DP rank on the slowest EP rank."""
+    model, hw, lay, prec, b, q = at.model, at.hw, at.lay, at.prec, at.b, at.q
     n = g.count
     tp = lay.tp
     tokens = b * q
     h = model.hidden_size
     for s in layer_gemms(model, g, tp):
         acc.add("gemm", gemm_cost(hw, tokens, s.n, s.k, prec.w(s.module), prec.compute, count=n), n)
-    _mixer(acc, model, hw, g, tp, prec, b, q, ctx, style, fam)
+    _mixer(acc, at, g, k.attention_style, fam)
     if g.ffn == "dense":
         acc.add("elementwise", elementwise_cost(hw, tokens * 3 * model.ffn_size_of(g) / tp * ACT_BYTES, n), n)  # act.
     elif g.ffn == "moe":
         moe = model.moe
         n_k = hw.moe_kernels.get(prec.w("moe"), MOE_KERNELS)  # the engine's MoE path, counted (profiles/engine.py)
-        cost = moe_experts_cost(hw, b_moe * q, moe.latent_size or h, moe.expert_ffn_size, moe.num_experts, moe.top_k,
-                                prec.w("moe"), prec.compute, routing, lay.expert_tp, lay.ep, model.gated_ffn,
-                                moe.n_group, moe.topk_group, distinct=distinct_tokens(b_moe, q), kernels=n_k)
+        layer = ExpertLayer(moe.latent_size or h, moe.expert_ffn_size, moe.num_experts, moe.top_k, model.gated_ffn,
+                            moe.n_group, moe.topk_group)
+        cost = moe_experts_cost(hw, at.b_moe * q, layer, prec.w("moe"), prec.compute, k.routing, lay.expert_tp,
+                                lay.ep, distinct=distinct_tokens(at.b_moe, q), kernel=MoeKernel(n_k))
         acc.add("moe", cost.scaled(n), n_k * n)
         if lay.dp > 1:  # DP attention: tokens reach their experts' EP ranks and come back by all-to-all
-            disp, comb = moe_alltoall_costs(model, hw, lay, tokens / tp, n, routing)
+            disp, comb = moe_alltoall_costs(model, hw, lay, tokens / tp, n, k.routing)
             acc.add("communication", disp, n)
             acc.add("communication", comb, n)
     parts = (g.mixer != "none") + (g.ffn != "none")
     acc.add("elementwise", elementwise_cost(hw, tokens * h * ACT_BYTES * 3, parts * n), parts * n)  # norm+residual
     if tp > 1:
-        acc.add("communication", tp_allreduce_cost(hw, tokens * h * ACT_BYTES, tp, parts * n, allreduce), parts * n)
+        acc.add("communication", tp_allreduce_cost(hw, tokens * h * ACT_BYTES, tp, parts * n, k.allreduce), parts * n)
 
 
 def _scaleout_terms(hw, bytes_per_gpu, nodes: int):
@@ -287,17 +323,9 @@ def step_time(
     batch=1,
     q_len=1,
     context_len=1024,
-    dtype: str | None = None,
-    kv_dtype: str | None = None,
-    weight_dtype: str | None = None,
-    attention_style: str = "shared",
-    routing: str = "random",
-    allreduce: str | None = None,
-    precision: Precision | None = None,
-    lpu_chips: int | None = None,
-    attention_family=None,
-    mla_family=None,
+    precision: Precision | Dtypes | None = None,
     layout: Layout | str | None = None,
+    kernels: StepKernels | None = None,
     logits_rows=None,
 ) -> StepResult:
     """Seconds of one decode step with `q_len` new tokens per sequence (q_len = 1 + D when verifying).
@@ -306,12 +334,13 @@ def step_time(
     all-reduces, expert all-to-alls), the final norm and the LM head. `batch` is the instance's sequences over
     all DP ranks; `layout` (TP, DP, EP, PP; default TP only) places them (specplan.model.parallel). With PP the
     batch runs as m = min(PP, ceil(B / DP)) micro-batches: a sequence sees max(m, PP) / PP of the whole model's
-    step at one micro-batch, plus PP stage-to-stage hops. On an LPU the model is pipelined over `lpu_chips`
-    chips (default: as many as its weights need), statically scheduled (no launch overhead), plus
-    (chips - 1) hop latencies. `attention_family` / `mla_family` are the KernelFamily of the GQA and MLA
-    attention kernels (an engine's decode or verify family; None = the hardware profile's attention block for
-    GQA and the built-in `mla-latent` family for MLA). `logits_rows` (default: every token) is the number of rows
-    per rank the LM head and its logits all-gather run on: a prefill chunk needs logits at each prompt's last
+    step at one micro-batch, plus PP stage-to-stage hops. On an LPU the model is pipelined over
+    `kernels.lpu_chips` chips (default: as many as its weights need), statically scheduled (no launch overhead),
+    plus (chips - 1) hop latencies. `precision`: a resolved Precision, or Dtypes as a user names them (None: the
+    checkpoint's). `kernels` (StepKernels) chooses the attention style, MoE routing, all-reduce algorithm and the
+    GQA and MLA kernel families (an engine's decode or verify family; None = the hardware profile's attention
+    block for GQA and the built-in `mla-latent` family for MLA). `logits_rows` (default: every token) is the number of
+    rows per rank the LM head and its logits all-gather run on: a prefill chunk needs logits at each prompt's last
     position only (vLLM V1 GPUModelRunner._prepare_inputs: logits_indices = query_start_loc[1:] - 1, a partial
     chunk's row included; TensorRT-LLM with gather_context_logits False: the last context token of each request),
     a decode or verify row at every token.
@@ -321,22 +350,23 @@ def step_time(
     lay = layout_for(tp, layout)
     lay.check(model, hw)  # TP must split the query heads and split or replicate the KV heads; EP the experts
     tp = lay.tp
-    parse_routing(routing)  # random | balanced | eplb | skew:F, else a one-line error
-    if attention_style not in ("shared", "reread"):
-        raise SpecplanError(f"attention style: must be 'shared' or 'reread', got '{attention_style}'")
+    k = kernels if kernels is not None else StepKernels()
+    parse_routing(k.routing)  # random | balanced | eplb | skew:F, else a one-line error
+    if k.attention_style not in ("shared", "reread"):
+        raise SpecplanError(f"attention style: must be 'shared' or 'reread', got '{k.attention_style}'")
     b = np.asarray(batch, dtype=float)
     q = np.asarray(q_len, dtype=float)
     ctx = np.asarray(context_len, dtype=float)
     for name, arr, low in (("batch", b, 1), ("q_len", q, 1), ("context_len", ctx, 0)):
         if arr.size and (not np.all(np.isfinite(arr)) or np.min(arr) < low):
             raise SpecplanError(f"{name}: must be >= {low}, got {np.min(arr):g}")
-    prec = precision or resolve_precision(model, hw, dtype, kv_dtype, weight_dtype)
+    prec = as_precision(model, hw, precision)
     devices = lay.gpus
     hops = 0.0
     if hw.kind == "lpu":
         if tp != 1:
             raise SpecplanError(f"tp: LPU {hw.id} pipelines layers over chips; use tp 1, got {tp}")
-        hw, devices, hops = _lpu_pipeline(model, hw, prec, b, q, ctx, lpu_chips)
+        hw, devices, hops = _lpu_pipeline(model, hw, prec, b, q, ctx, k.lpu_chips)
     b_all = b
     b_rank = lay.per_rank_batch(b)
     micro = np.minimum(float(lay.pp), b_rank)  # PP micro-batches
@@ -346,9 +376,11 @@ def step_time(
     shape = np.broadcast(b, q, ctx).shape
     acc = _Acc(shape)
     latent = model.mla is not None or model.compressed_attention is not None
-    fam = (attention_family, mla_family if mla_family is not None or not latent else load_kernel_family("mla-latent"))
+    fam = (k.attention_family, k.mla_family if k.mla_family is not None or not latent
+           else load_kernel_family("mla-latent"))
+    at = _StepAt(model, hw, lay, prec, b_rank, q, ctx, b_all)
     for g in model.groups():
-        _layer_group(acc, model, hw, g, lay, prec, b_rank, q, ctx, attention_style, routing, allreduce, fam, b_all)
+        _layer_group(acc, at, g, k, fam)
     b = b_rank
     tokens = b * q
     acc.add("elementwise", elementwise_cost(hw, tokens * model.hidden_size * ACT_BYTES * 3, 2), 2)  # embed, final norm

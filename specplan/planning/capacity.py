@@ -19,6 +19,7 @@ layouts and mechanisms.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -26,6 +27,9 @@ import numpy as np
 from specplan.core.errors import SpecplanError
 from specplan.core.limits import MAX_GPUS, check_int
 from specplan.model.parallel import Layout, as_layout
+from specplan.costs.precision import Dtypes
+from specplan.planning.options import GridOptions, LoadTarget, Ranking, Sla
+from specplan.speculation.spec import DraftSearch
 
 BATCH_MAX = 4096  # largest decode batch per instance searched
 
@@ -90,9 +94,8 @@ def prefill_gpus(model, hw, precision, isl, osl, target_tps, node: int, max_ttft
     return groups * node, per_req
 
 
-def aggregated_answer(model, hw, *, target_tps, target_tps_per_user, isl, osl, max_gpus, node, mechanisms=(),
-                      acceptance=None, max_draft_len=8, max_ttft_ms=None, dtype=None, kv_dtype=None,
-                      engine=None) -> dict | None:
+def aggregated_answer(model, hw, *, load: LoadTarget, max_gpus, node, drafts: DraftSearch, max_ttft_ms=None,
+                      dtypes: Dtypes = Dtypes(), engine=None) -> dict | None:
     """GPUs for the load as identical aggregated replicas, through the serving model: for each TP within the node,
     the best replica (recommend_serving: mechanism, D, concurrency with TPOT <= 1 / tokens/s/user and the TTFT
     target) and ceil(target / its tokens/s) replicas; the fewest GPUs, or None when no TP meets the targets."""
@@ -101,17 +104,17 @@ def aggregated_answer(model, hw, *, target_tps, target_tps_per_user, isl, osl, m
 
     best, need = None, {}
     for tp in tp_candidates(model, max_gpus, node):
-        r = recommend_serving(model, hw, Workload(isl, osl, concurrency=1.0), tp=tp, engine=engine,
-                              mechanisms=list(mechanisms) or ["none"], acceptance=acceptance,
-                              max_draft_len=max_draft_len, max_ttft_ms=max_ttft_ms,
-                              max_tpot_ms=1e3 / target_tps_per_user, search_concurrency=True, top=1,
-                              d_by_load=False,
-                              **{k: v for k, v in (("dtype", dtype), ("kv_dtype", kv_dtype)) if v is not None})
+        r = recommend_serving(model, hw, Workload(load.isl, load.osl, concurrency=1.0), tp=tp, engine=engine,
+                              drafts=dataclasses.replace(drafts, mechanisms=list(drafts.mechanisms or ()) or ["none"]),
+                              sla=Sla(max_ttft_ms=max_ttft_ms, max_tpot_ms=1e3 / load.tps_per_user),
+                              ranking=Ranking(top=1), grid=GridOptions(search_concurrency=True, d_by_load=False),
+                              **{k: v for k, v in (("dtype", dtypes.dtype), ("kv_dtype", dtypes.kv_dtype))
+                                 if v is not None})
         b = r["best"]
         if b is None:
             continue
         per = b["tokens_per_s_per_gpu"] * tp
-        replicas = math.ceil(target_tps / per - 1e-12)
+        replicas = math.ceil(load.tps / per - 1e-12)
         row = {"mode": "agg", "gpus": replicas * tp, "tp": tp, "replicas": replicas, "mechanism": b["mechanism"],
                "draft_len": b["draft_len"], "concurrency_per_replica": b["concurrency"],
                "tokens_per_s_per_replica": per, "tpot_ms": b["tpot_ms"], "ttft_ms": b["ttft_ms"],
@@ -122,8 +125,8 @@ def aggregated_answer(model, hw, *, target_tps, target_tps_per_user, isl, osl, m
             best = row
     if best is not None:  # why one GPU fewer fails: one replica fewer of the best TP, and what every TP needs
         k, tp, per = best["replicas"] - 1, best["tp"], best["tokens_per_s_per_replica"]
-        fewer = (f"{k * tp} GPUs = {k} x TP {tp} replicas serve {k * per:,.0f} tokens/s, below {target_tps:,.0f}"
-                 if k else f"one TP {tp} replica is the smallest unit that meets {target_tps_per_user:g} tokens/s/user")
+        fewer = (f"{k * tp} GPUs = {k} x TP {tp} replicas serve {k * per:,.0f} tokens/s, below {load.tps:,.0f}"
+                 if k else f"one TP {tp} replica is the smallest unit that meets {load.tps_per_user:g} tokens/s/user")
         best["smaller_fails"] = fewer + "; GPUs each TP needs: " + ", ".join(f"TP {t} {g}" for t, g in need.items())
     return best
 
@@ -159,11 +162,16 @@ def _best_per_layout(model, hw, lay, mechs, acceptance, max_d, context, target_u
 DEFAULT_MAX_GPUS = 64  # --max-gpus default, raised to two nodes where a node is larger (GB200 NVL72: 144)
 
 
-def search(model, hardware, *, target_tps: float, target_tps_per_user: float, max_gpus: int | None = None, isl=None,
-           osl=None, context_len=None, mechanisms=(), acceptance=None, max_draft_len: int = 8, layouts=None,
-           dtype=None, kv_dtype=None, max_ttft_ms=None, engine=None) -> dict:
-    """Smallest GPU count (whole nodes, <= max_gpus) meeting both targets, its layout and configuration, and why
-    the next smaller count fails. `layouts`: the candidates (default `candidate_layouts`)."""
+def search(model, hardware, *, load: LoadTarget, max_gpus: int | None = None, layouts=None,
+           drafts: DraftSearch | None = None, dtypes: Dtypes = Dtypes(), max_ttft_ms=None, engine=None) -> dict:
+    """Smallest GPU count (whole nodes, <= max_gpus) meeting both targets of `load`, its layout and configuration,
+    and why the next smaller count fails. `layouts`: the candidates (default `candidate_layouts`); `drafts`: the
+    speculation priced (default: none, D up to 8); `dtypes`: weights / KV as named (None: the checkpoint's)."""
+    target_tps, target_tps_per_user = load.tps, load.tps_per_user
+    isl, osl, context_len = load.isl, load.osl, load.context_len
+    drafts = drafts if drafts is not None else DraftSearch(max_draft_len=8)
+    mechanisms, acceptance, max_draft_len = drafts.mechanisms or (), drafts.acceptance, drafts.max_draft_len
+    dtype, kv_dtype = dtypes.dtype, dtypes.kv_dtype
     from specplan.costs.precision import resolve_precision
     from specplan.profiles.registry import load_engine, load_hardware, load_model
     from specplan.planning.sweep import parse_acceptance
@@ -213,10 +221,9 @@ def search(model, hardware, *, target_tps: float, target_tps_per_user: float, ma
            "layouts": {lay.name: {"gpus": lay.gpus, **b} for lay, b in best.items()}, "best": found}
     if isl:
         out["prefill_ttft_target_ms"] = max_ttft_ms if max_ttft_ms is not None else 2e3 * per_req
-        out["aggregated"] = aggregated_answer(m, hw, target_tps=target_tps, target_tps_per_user=target_tps_per_user,
-                                              isl=isl, osl=osl, max_gpus=max_gpus, node=node, mechanisms=mechanisms,
-                                              acceptance=acceptance, max_draft_len=max_draft_len,
-                                              max_ttft_ms=max_ttft_ms, dtype=dtype, kv_dtype=kv_dtype, engine=engine)
+        out["aggregated"] = aggregated_answer(m, hw, load=load, max_gpus=max_gpus, node=node,
+                                              drafts=DraftSearch(mechanisms, acceptance, max_draft_len),
+                                              max_ttft_ms=max_ttft_ms, dtypes=dtypes, engine=engine)
     # a decode pool without prefill GPUs (one prompt's prefill alone misses the TTFT target) is no deployment
     out["answer"] = answer_of(found if not (isl and pre == 0) else None, out.get("aggregated"))
     if isl and pre == 0:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from specplan.model.parallel import Layout
 from specplan.serving.workload import Workload
+from specplan.planning.options import GridOptions, Ranking
 
 MAX_PREFILL_LAYOUTS = 2
 PREFILL_COUNTS = (1, 2, 3)
@@ -138,7 +139,8 @@ def _row(mode, dtype, lay, best, notes, why, gpus) -> dict:
 
 def moe_layout_rows(model, hw, isl, osl, *, gpus, dtype, modes, engine, sla, search_kw) -> list[dict]:
     """search_deployment rows of the TEP / DEP layouts (aggregated replicas, and disaggregated pools of their own
-    prefill and decode layouts) that fit in `gpus` GPUs, each at its best grid concurrency."""
+    prefill and decode layouts) that fit in `gpus` GPUs, each at its best grid concurrency under `sla` (Sla);
+    `search_kw`: recommend_serving's other options (drafts, kv_dtype, ...)."""
     from specplan.costs.precision import resolve_precision
     from specplan.planning.recommend_serving import CONCURRENCIES, recommend_serving
 
@@ -149,16 +151,16 @@ def moe_layout_rows(model, hw, isl, osl, *, gpus, dtype, modes, engine, sla, sea
     tps = sorted({t for t in (1, 2, 4, 8) if t <= min(gpus, hw.scaleup_domain) and model.num_q_heads % t == 0
                   and _fits(model, hw, Layout(tp=t), isl, osl, prec)})
     prefill_all = lays + ([Layout(tp=max(tps))] if tps else [])
-    max_ttft_ms, max_tpot_ms = sla
 
     def run(mode, lay, pools=None):
         # the concurrency grid per DP rank (1 ... 1024 requests each; a disaggregated column's times its decode
         # instances), not per instance: a DEP-64 instance would otherwise stop at 16 requests a rank
         scale = lay.dp * (1 if pools is None else max(p[1] for p in pools))
         wl = Workload(isl, osl, concurrency=CONCURRENCIES * scale, mode=mode)
-        return recommend_serving(model, hw, wl, tp=lay, engine=engine, max_ttft_ms=max_ttft_ms,
-                                 max_tpot_ms=max_tpot_ms, search_concurrency=False, pools=pools, top=1,
-                                 d_by_load=False, dtype=dtype, **search_kw)
+        return recommend_serving(model, hw, wl, tp=lay, engine=engine, dtype=dtype,
+                                 sla=sla, ranking=Ranking(top=1),
+                                 grid=GridOptions(search_concurrency=False, pools=pools, d_by_load=False),
+                                 **search_kw)
 
     cands = []  # (mode, layout, pools, recommend result) priced on the grid
     if "agg" in modes:

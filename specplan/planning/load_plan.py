@@ -83,16 +83,16 @@ def rank_devices(rows: list[DeviceAtLoad], objective: str) -> list[DeviceAtLoad]
 def plan_load(model, hardware: list, *, target_tps: float, target_tps_per_user: float, isl: int, osl: int,
               objective: str = "cost", gpu_hour_usd: float | None = None, price_tier: str | None = None,
               **search_kw) -> LoadPlan:
-    """The load on each device (capacity.search with `search_kw`: mechanisms, acceptance, max_draft_len, dtype,
-    kv_dtype, max_ttft_ms, engine, max_gpus), priced and ranked by `objective`."""
+    """The load on each device (capacity.search with `search_kw`: drafts, dtypes, max_ttft_ms, engine, max_gpus),
+    priced and ranked by `objective`."""
     from specplan.planning.capacity import search
+    from specplan.planning.options import LoadTarget
     from specplan.planning.cost import check_tier, prices_for
 
     check_tier(price_tier)
     rows = []
     for hw in hardware:
-        r = search(model, hw, target_tps=target_tps, target_tps_per_user=target_tps_per_user, isl=isl, osl=osl,
-                   **search_kw)
+        r = search(model, hw, load=LoadTarget(target_tps, target_tps_per_user, isl, osl), **search_kw)
         try:
             price = gpu_hour_usd if gpu_hour_usd is not None else prices_for(r["hardware"], price_tier)["gpu_hour_usd"]
         except SpecplanError:

@@ -18,6 +18,15 @@ from specplan.planning.sweep import MAX_DRAFT_LEN
 BATCH_MAX = 2048  # largest batch recommend searches (every integer batch 1 ... the largest that fits, up to this)
 
 
+def default_mechanisms(model: str, acc: dict, draft_model) -> list[str]:
+    """The mechanisms a search takes when none are named: those with acceptance data (shipped profiles or
+    --acceptance), as every mode takes them; none (the D = 0 baseline alone) where the model has no data."""
+    try:
+        return _mechanisms(load_model(model).id, None, acc, draft_model)
+    except SpecplanError:
+        return []
+
+
 def _mechanisms(model_id: str, mechanisms, acceptance: dict, draft_model=None) -> list[str]:
     """The mechanisms to search: the given ones, else those with acceptance data (an external draft only with
     a draft model, which the shipped external profiles need)."""

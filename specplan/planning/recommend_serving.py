@@ -14,6 +14,8 @@ from specplan.planning.recommend import _draft_range, _mechanisms
 from specplan.serving.api import serve
 from specplan.serving.disaggregated import disaggregated_grid
 from specplan.serving.workload import Workload
+from specplan.planning.options import DeploymentSpace, GridOptions, Ranking, Sla
+from specplan.speculation.spec import DraftSearch
 
 CONCURRENCIES = np.unique(np.round(np.geomspace(1, 1024, 41)))  # searched when --concurrency is not given
 REFINE_POINTS = 64  # each (pool, D) priced again between its best grid point's neighbours: every whole concurrency
@@ -32,18 +34,36 @@ def _candidates(workload, search_concurrency: bool, pools=None):
     return conc, list(pools) if pools is not None else [(x, y) for x in POOL_SIZES for y in POOL_SIZES]
 
 
-def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanisms=None, acceptance=None,
-                      max_draft_len=16, extrapolate=False, max_ttft_ms=None, max_tpot_ms=None,
-                      search_concurrency=None, top=10, keep_grid=False, pools=None, objective="tokens-per-gpu",
-                      price=None, d_by_load=True, budget=None, **kw) -> dict:
-    """Rank (mechanism, D) by their best tokens/s/GPU (or lowest $/Mtok or J/token: `objective`) over the
-    concurrency (and pools) grid under the SLA; disaggregated without workload.pools searches `pools` (default
-    every xPyD with x, y in POOL_SIZES); rows carry power, J/token, tokens/s/MW and $/Mtok
-    (specplan.planning.cost; `price`: gpu_hour_usd, kwh_usd, pue, tier). `d_by_load`: also the best D per
-    concurrency band for the winner (aggregated, closed loop; off where only the best row is read). `budget`
-    (GPUs; recommend --gpus): only the rows whose replicas on the budget can still put out the most tokens/s are
-    refined (_worth_refining)."""
+# the options recommend_serving took one by one before they were grouped into DraftSearch, Sla, Ranking, GridOptions
+LEGACY_OPTIONS = frozenset(("mechanisms", "acceptance", "max_draft_len", "extrapolate", "max_ttft_ms", "max_tpot_ms",
+                            "search_concurrency", "top", "keep_grid", "pools", "objective", "price", "d_by_load",
+                            "budget"))
+
+
+def recommend_serving(model, hardware, workload, *, tp=1, engine=None, drafts: DraftSearch | None = None,
+                      sla: Sla = Sla(), ranking: Ranking = Ranking(), grid: GridOptions = GridOptions(),
+                      **kw) -> dict:
+    """Rank (mechanism, D) of `drafts` by their best tokens/s/GPU (or lowest $/Mtok or J/token:
+    `ranking.objective`) over the concurrency (and pools) grid under the SLA; disaggregated without workload.pools
+    searches `grid.pools` (default every xPyD with x, y in POOL_SIZES); rows carry power, J/token, tokens/s/MW and
+    $/Mtok (specplan.planning.cost; `ranking.price`: gpu_hour_usd, kwh_usd, pue, tier). `grid.d_by_load`: also the
+    best D per concurrency band for the winner (aggregated, closed loop; off where only the best row is read).
+    `grid.budget` (GPUs; recommend --gpus): only the rows whose replicas on the budget can still put out the most
+    tokens/s are refined (_worth_refining). `kw`: the deployment's other options (dtype, kv_dtype, draft_model,
+    prefill_layout, ...), passed to the serving model."""
     from specplan.planning.cost import OBJECTIVES
+
+    legacy = sorted(set(kw) & LEGACY_OPTIONS)
+    if legacy:  # a caller of the old signature: say where the options went, not a TypeError deep in serving
+        raise TypeError(f"recommend_serving: {', '.join(legacy)} travel in drafts (DraftSearch), sla (Sla), "
+                        f"ranking (Ranking) and grid (GridOptions)")
+    drafts = drafts if drafts is not None else DraftSearch()
+    mechanisms, acceptance, max_draft_len, extrapolate = (drafts.mechanisms, drafts.acceptance, drafts.max_draft_len,
+                                                          drafts.extrapolate)
+    max_ttft_ms, max_tpot_ms = sla.max_ttft_ms, sla.max_tpot_ms
+    objective, price, top = ranking.objective, ranking.price, ranking.top
+    search_concurrency, keep_grid, pools, d_by_load, budget = (grid.search_concurrency, grid.keep_grid, grid.pools,
+                                                               grid.d_by_load, grid.budget)
 
     if objective not in OBJECTIVES:
         raise SpecplanError(f"objective: must be one of {', '.join(OBJECTIVES)}, got '{objective}'")
@@ -66,6 +86,7 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
                                                                                                        launched=True)
     eng = eng.as_launched()  # priced as the launch files start it (SGLang: --max-running-requests = concurrency)
     sla = (max_ttft_ms, max_tpot_ms)
+    ctx = _Ctx(m, hardware, workload, tp, eng, kw, sla, objective, price)
     floor = 0.0  # with a budget: the most output tokens/s a feasible row's replicas reach so far
     for mech in mechs:
         acc = acceptance.get(mech)
@@ -81,18 +102,16 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
         scale = np.array([1.0 if p is None or not search_concurrency else float(p[1]) for p in col_pools])
         wl = workload if workload.request_rate is not None else dataclasses.replace(
             workload, concurrency=conc[:, None] * scale)
-        r = _price(m, hardware, wl, col_pools, tp, eng, mech, col_d, acc, kw)
+        r = _price(ctx, wl, col_pools, mech, col_d, acc)
         found: list = []
-        _pool_rows(found, grid if keep_grid else None, mech, col_d, col_pools, r, _energy(m, hardware, wl, r, col_d,
-                                                                                          tp, kw, price),
-                   np.asarray(wl.concurrency if wl.concurrency is not None else conc), sla, objective,
-                   getattr(hardware, "id", hardware))
+        _pool_rows(ctx, found, grid if keep_grid else None, (mech, col_d, col_pools), r, _energy(ctx, wl, r, col_d),
+                   np.asarray(wl.concurrency if wl.concurrency is not None else conc))
         if search_concurrency and workload.request_rate is None:
             keep = None
             if budget is not None and workload.mode == "disagg" and not keep_grid and objective == "tokens-per-gpu":
                 keep, floor = _worth_refining(found, col_pools, r, conc, scale, tp, budget, floor)
-            found = _refine(found, col_pools, grid if keep_grid else None, m, hardware, workload, tp, eng, mech,
-                            col_d, acc, conc, scale, sla, objective, price, kw, keep)
+            found = _refine(ctx, found, grid if keep_grid else None, (mech, col_d, col_pools, acc), (conc, scale),
+                            keep)
         rows += found
     rows, feasible, base, ranked = _rank(rows, objective, top)
     out = {"model": m.id, "engine": eng.id, "mode": workload.mode, "isl": workload.isl, "osl": workload.osl,
@@ -113,9 +132,27 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, mechanism
     return out
 
 
-def _price(m, hardware, wl, pools, tp, eng, mech, d, acc, kw) -> dict:
+@dataclasses.dataclass(frozen=True)
+class _Ctx:
+    """One serving search's fixed inputs: the model and device (profiles or ids), the workload, the layout (a TP
+    or a Layout), the engine profile, the deployment's other options (`kw`: dtype, kv_dtype, ...), the SLA
+    (max TTFT ms, max TPOT ms), the objective and the price options."""
+
+    m: object
+    hardware: object
+    workload: Workload
+    tp: object
+    eng: object
+    kw: dict
+    sla: tuple
+    objective: str
+    price: object
+
+
+def _price(ctx: _Ctx, wl, pools, mech, d, acc) -> dict:
     """The serving result on a grid of columns, column k at pool pools[k] (aggregated: None) and draft length d[k],
     at `wl`'s loads (its concurrency: one row per load, or one load per row and column): one evaluation."""
+    m, hardware, tp, eng, kw = ctx.m, ctx.hardware, ctx.tp, ctx.eng, ctx.kw
     if wl.mode == "disagg":
         kw_d = {k: v for k, v in kw.items() if k != "admission"}
         if any(len(p) > 2 for p in pools):  # (x, y, prefill layout): pools of their own layouts
@@ -126,12 +163,12 @@ def _price(m, hardware, wl, pools, tp, eng, mech, d, acc, kw) -> dict:
     return serve(m, hardware, wl, tp=tp, engine=eng, mechanism=mech, draft_len=d[None, :], acceptance=acc, **kw)
 
 
-def _energy(m, hardware, workload, r: dict, d, tp, kw, price) -> dict | None:
+def _energy(ctx: _Ctx, workload, r: dict, d) -> dict | None:
     """serving_energy of a grid of columns at draft lengths `d` (it reads only the workload's lengths)."""
     from specplan.planning.cost import serving_energy
 
-    return serving_energy(m, hardware, workload, r, d[None, :], tp=tp, dtype=kw.get("dtype"),
-                          kv_dtype=kw.get("kv_dtype"), price=price)
+    return serving_energy(ctx.m, ctx.hardware, workload, r, d[None, :], tp=ctx.tp, dtype=ctx.kw.get("dtype"),
+                          kv_dtype=ctx.kw.get("kv_dtype"), price=ctx.price)
 
 
 def _fill(pool, tp: int, budget: int) -> int:
@@ -165,25 +202,28 @@ def refined_concurrency(conc: np.ndarray, picked: np.ndarray, scale=1.0) -> np.n
     return np.round(lo + (hi - lo) * t)
 
 
-def _refine(found: list, pools: list, grid: list | None, m, hardware, workload, tp, eng, mech, d, acc, conc, scale,
-            sla, objective, price, kw, keep=None) -> list:
+def _refine(ctx: _Ctx, found: list, grid: list | None, cols: tuple, loads: tuple, keep=None) -> list:
     """Each column's row (pools[k], d[k]) re-searched around its grid pick (refined_concurrency; one more pricing,
     every column in it; `keep`: only these columns); a refined row replaces the grid's when it ranks higher
     (feasible first, then the objective). The lowest TPOT and TTFT a row reports stay the whole grid's. With
-    `grid`, the refined points not already in it are added."""
+    `grid`, the refined points not already in it are added. `cols`: (mechanism, D per column, pools per column,
+    acceptance); `loads`: (the concurrency grid, each column's scale of it)."""
     from specplan.planning.cost import objective_value
+
+    mech, d, pools, acc = cols
+    conc, scale = loads
+    objective = ctx.objective
 
     keep = list(range(len(found))) if keep is None else list(keep)
     if not keep:
         return found
     c2 = refined_concurrency(conc, np.array([found[k]["concurrency"] for k in keep]),
                              scale[keep])  # (REFINE_POINTS, columns)
-    wl2 = dataclasses.replace(workload, concurrency=c2)
+    wl2 = dataclasses.replace(ctx.workload, concurrency=c2)
     pk, dk = [pools[k] for k in keep], d[keep]
-    r2 = _price(m, hardware, wl2, pk, tp, eng, mech, dk, acc, kw)
+    r2 = _price(ctx, wl2, pk, mech, dk, acc)
     fine, more = [], ([] if grid is not None else None)
-    _pool_rows(fine, more, mech, dk, pk, r2, _energy(m, hardware, wl2, r2, dk, tp, kw, price), c2, sla, objective,
-               getattr(hardware, "id", hardware))
+    _pool_rows(ctx, fine, more, (mech, dk, pk), r2, _energy(ctx, wl2, r2, dk), c2)
     if grid is not None:
         seen = {(x["mechanism"], x["draft_len"], x["concurrency"], x["pools"]) for x in grid}
         for x in more:
@@ -246,13 +286,14 @@ def _serving_mechanisms(m, mechanisms, acceptance) -> tuple[list[str], list[str]
     return mechs, []
 
 
-def _pool_rows(rows: list, grid: list | None, mech: str, d, pools: list, r: dict, e, conc, sla, objective: str,
-               hw_id: str = "this hardware") -> None:
-    """Append one row per column (pool pools[k], draft length d[k]: its best concurrency under the SLA by
-    `objective`) and, with `grid`, every point."""
+def _pool_rows(ctx: _Ctx, rows: list, grid: list | None, cols: tuple, r: dict, e, conc) -> None:
+    """Append one row per column (`cols`: mechanism, draft length d[k], pool pools[k]: its best concurrency under
+    the SLA by the objective) and, with `grid`, every point."""
     from specplan.planning.cost import row_energy
 
-    max_ttft_ms, max_tpot_ms = sla
+    mech, d, pools = cols
+    max_ttft_ms, max_tpot_ms = ctx.sla
+    objective, hw_id = ctx.objective, getattr(ctx.hardware, "id", ctx.hardware)
     shape = np.broadcast(r["tpot_s"], d[None, :]).shape
     cache: dict = {}
     get = lambda k: cache[k] if k in cache else cache.setdefault(  # noqa: E731
@@ -277,8 +318,8 @@ def _pool_rows(rows: list, grid: list | None, mech: str, d, pools: list, r: dict
         cc = np.broadcast_to(np.asarray(r.get("concurrency", by_load), dtype=float), shape)
         st = np.broadcast_to(np.asarray(r["stable"]), shape)
         fit = np.broadcast_to(np.asarray(r["fits"]), shape)
-        grid += [_grid_row(mech, int(d[j]), float(cc[i, j]), pools_s[j], get, i, j, bool(st[i, j]), bool(fit[i, j]),
-                           bool(ok[i, j]), row_energy(e, i, j))
+        grid += [_grid_row((mech, int(d[j]), float(cc[i, j]), pools_s[j]), get, (i, j),
+                           (bool(st[i, j]), bool(fit[i, j]), bool(ok[i, j])), row_energy(e, i, j))
                  for js in _runs(pools_s) for i in range(shape[0]) for j in js]
     cc = np.broadcast_to(np.asarray(r.get("concurrency", by_load), dtype=float), shape)
     note = _osl_one_note(r)
@@ -308,10 +349,14 @@ def _runs(keys: list) -> list[list[int]]:
     return out
 
 
-def _grid_row(mech, d, conc, pools_s, get, i, j, stable, fits, meets, energy) -> dict:
+def _grid_row(point: tuple, get, at: tuple, flags: tuple, energy) -> dict:
     """One serving grid row; an unstable open-loop point (arrivals over capacity: no steady state) keeps its
     mechanism, D and pools and `stable: false`, but no concurrency, TPOT, TTFT, throughput or energy (empty cells),
-    as predict prints none."""
+    as predict prints none. `point`: (mechanism, D, concurrency, pools); `at`: its (row, column) in `get`'s
+    arrays; `flags`: (stable, fits, meets the SLA)."""
+    mech, d, conc, pools_s = point
+    i, j = at
+    stable, fits, meets = flags
     num = (lambda v: float(v) if stable else None)  # noqa: E731
     row = {"mechanism": mech, "draft_len": d, "concurrency": conc if stable else None, "pools": pools_s,
            "tpot_ms": num(1e3 * get("tpot_s")[i, j]), "ttft_ms": num(1e3 * get("ttft_s")[i, j]),
@@ -359,13 +404,15 @@ def _infeasible(rows: list, max_ttft_ms, max_tpot_ms) -> str:
             f"(each at its own concurrency)")
 
 
-def serving_grid(model, hardware, workload, *, tp=1, engine=None, mechanisms=None, acceptance=None, max_draft_len=8,
-                 **kw):
-    """Every (mechanism, D, concurrency[, pools]) of the serving model as a DataFrame (the pareto grid)."""
+def serving_grid(model, hardware, workload, *, tp=1, engine=None, drafts: DraftSearch | None = None,
+                 sla: Sla = Sla(), grid: GridOptions = GridOptions(), **kw):
+    """Every (mechanism, D, concurrency[, pools]) of the serving model as a DataFrame (the pareto grid); `drafts`
+    default: D up to 8."""
     import pandas as pd
 
-    r = recommend_serving(model, hardware, workload, tp=tp, engine=engine, mechanisms=mechanisms,
-                          acceptance=acceptance, max_draft_len=max_draft_len, top=0, keep_grid=True, **kw)
+    r = recommend_serving(model, hardware, workload, tp=tp, engine=engine,
+                          drafts=drafts if drafts is not None else DraftSearch(max_draft_len=8), sla=sla,
+                          ranking=Ranking(top=0), grid=dataclasses.replace(grid, keep_grid=True), **kw)
     df = pd.DataFrame(r["grid"])
     num = [c for c in df.columns if c not in ("mechanism", "pools", "draft_len", "stable", "fits", "meets_sla")]
     df[num] = df[num].astype(float)  # an unstable row's empty cells (None) stay numbers (NaN), even in a column of them
@@ -449,19 +496,22 @@ def fill_budget(b: dict, gpus: int, tp: int) -> dict:
             "layout": f"{k} x {name}" if b["pools"] is None or k > 1 else name}
 
 
-def search_deployment(model, hardware, isl: int, osl: int, *, gpus: int, gpus_per_node=None, dtypes=None,
-                      modes=("agg", "disagg"), engine=None, mechanisms=None, acceptance=None, max_draft_len=16,
-                      extrapolate=False, max_ttft_ms=None, max_tpot_ms=None, **kw) -> dict:
+def search_deployment(model, hardware, isl: int, osl: int, *, space: DeploymentSpace, engine=None,
+                      drafts: DraftSearch | None = None, sla: Sla = Sla(), **kw) -> dict:
     """The deployment of `gpus` GPUs that serves the most output tokens/s under the SLA: replicas of one unit, a TP
     instance (agg; TP within a node, heads allowing) or an xPyD unit of TP instances (disagg: one per x:y ratio,
     disagg_units), filling the budget (fill_budget: floor(gpus / unit GPUs) replicas, the rest idle and said), with
     dtype, mechanism, D and concurrency. Each (mode, dtype, TP) is one vectorized serving search
     (recommend_serving, every unit in it), so the cost is bounded whatever the budget; the answer lists the best
-    of each with why it lost. Same TP for prefill and decode instances (an assumption)."""
+    of each with why it lost. Same TP for prefill and decode instances (an assumption). `space`: the budget, the
+    largest TP, the dtypes and modes searched; `drafts`: the speculation priced (default D up to 16)."""
     from specplan.model.memory import memory_usage
     from specplan.costs.precision import resolve_precision
     from specplan.profiles.registry import load_hardware
 
+    gpus, gpus_per_node, dtypes, modes = space.gpus, space.gpus_per_node, space.dtypes, space.modes
+    drafts = drafts if drafts is not None else DraftSearch()
+    max_ttft_ms, max_tpot_ms = sla.max_ttft_ms, sla.max_tpot_ms
     if not (isinstance(gpus, (int, np.integer)) and 1 <= gpus <= 4096):
         raise SpecplanError(f"GPU budget (--gpus): must be a whole number 1 ... 4096, got {gpus}")
     m = load_model(model)
@@ -500,10 +550,10 @@ def search_deployment(model, hardware, isl: int, osl: int, *, gpus: int, gpus_pe
                     continue
                 units = disagg_units(gpus // tp) if mode == "disagg" else None
                 wl = Workload(isl, osl, concurrency=1.0, mode=mode)
-                r = recommend_serving(m, hw, wl, tp=tp, engine=eng, mechanisms=mechanisms, acceptance=acceptance,
-                                      max_draft_len=max_draft_len, extrapolate=extrapolate, max_ttft_ms=max_ttft_ms,
-                                      max_tpot_ms=max_tpot_ms, search_concurrency=True, pools=units,
-                                      top=1 if units is None else 10 ** 9, d_by_load=False, budget=gpus, dtype=dt,
+                r = recommend_serving(m, hw, wl, tp=tp, engine=eng, dtype=dt,
+                                      drafts=drafts, sla=sla,
+                                      ranking=Ranking(top=1 if units is None else 10 ** 9),
+                                      grid=GridOptions(search_concurrency=True, pools=units, d_by_load=False, budget=gpus),
                                       **kw)
                 row = {**base, "fits": True, "best": r["best"], "notes": r["notes"],
                        "why": r.get("infeasible", "")}
@@ -516,9 +566,7 @@ def search_deployment(model, hardware, isl: int, osl: int, *, gpus: int, gpus_pe
             from specplan.planning.layout_search import moe_layout_rows
 
             layouts += moe_layout_rows(m, hw, isl, osl, gpus=gpus, dtype=dt, modes=modes, engine=eng,
-                                       sla=(max_ttft_ms, max_tpot_ms), search_kw=dict(
-                                           kw, mechanisms=mechanisms, acceptance=acceptance,
-                                           max_draft_len=max_draft_len, extrapolate=extrapolate))
+                                       sla=sla, search_kw=dict(kw, drafts=drafts))
     ok = [x for x in layouts if x["best"] is not None]
     rank = lambda x: (x["tokens_per_s"], x["best"]["tokens_per_s_per_gpu"])  # noqa: E731
     best = max(ok, key=rank) if ok else None
@@ -542,3 +590,19 @@ def search_deployment(model, hardware, isl: int, osl: int, *, gpus: int, gpus_pe
                            f"{UNIT_INSTANCES}), ranked by output tokens/s of the whole budget; "
                            + ("MoE DP/EP layouts not searched here" if m.moe is None else
                               __import__("specplan.planning.layout_search", fromlist=["x"]).search_note(m))}
+
+
+def recommend_devices(model, hardware, workload, *, ranking: Ranking = Ranking(), **kw) -> dict:
+    """recommend over several devices: each device's best serving point (recommend_serving with `ranking` and
+    `kw`), ranked by the objective, devices without a point meeting the SLA last; {model, objective, devices,
+    best}."""
+    from specplan.planning.cost import objective_value
+
+    out = []
+    for h in hardware:
+        r = recommend_serving(model, h, workload, ranking=ranking, **kw)
+        out.append({"hardware": h, "best": r["best"], "notes": r["notes"]})
+    ok = [x for x in out if x["best"] is not None]
+    ok.sort(key=lambda x: objective_value(ranking.objective, x["best"]), reverse=True)
+    return {"model": model, "objective": ranking.objective, "devices": ok + [x for x in out if x["best"] is None],
+            "best": ok[0] if ok else None}

@@ -41,13 +41,13 @@ import numpy as np
 
 from specplan.core.limits import check_prefill_steps
 from specplan.core.unique import on_unique
-from specplan.costs.attention import attention_cost, recurrent_state_cost
+from specplan.costs.attention import AttentionHeads, attention_cost, recurrent_state_cost
 from specplan.costs.gemm import elementwise_cost, gemm_cost
 from specplan.model.memory import kv_bytes_per_token
 from specplan.profiles.engine import EngineProfile, engine_hardware
 from specplan.profiles.registry import load_engine, load_kernel_family
 from specplan.model.parallel import attention_tp, instance_call
-from specplan.model.step import ACT_BYTES, step_time
+from specplan.model.step import ACT_BYTES, StepKernels, step_time
 
 
 def _nonattention_s(model, hw, tp, tokens, precision, routing, logits_rows=None):
@@ -57,8 +57,8 @@ def _nonattention_s(model, hw, tp, tokens, precision, routing, logits_rows=None)
 
     def rest(n, k):  # a Layout's `tokens` are one DP rank's (every rank carrying as many: parallel.instance_call)
         t, lay, nn = instance_call(tp, np.maximum(n, 1.0))
-        r = step_time(model, hw, t, nn, 1, 0, precision=precision, routing=routing,
-                      logits_rows=np.maximum(k, 1.0), **lay)
+        r = step_time(model, hw, t, nn, 1, 0, logits_rows=np.maximum(k, 1.0), precision=precision,
+                      kernels=StepKernels(routing=routing), **lay)
         return r.total_s - r.breakdown_s["attention"]
 
     return on_unique(rest, tokens, rows)
@@ -80,13 +80,14 @@ def prefill_attention_s(model, hw, tp, tokens, context, precision, family=None) 
                 t = t + g.count * mla_prefill_swap_s(model, hw, tp, n, c0 + n, precision)
             elif model.mla is not None:
                 a = model.mla
-                cost = attention_cost(hw, 1, np.maximum(n, 1), kv, model.num_q_heads // tp, 1,
-                                      a.kv_lora_rank + a.qk_rope_head_dim, precision.kv, precision.compute,
-                                      head_dim_v=a.kv_lora_rank, latent=True, family=family)
+                heads = AttentionHeads(model.num_q_heads // tp, 1, a.kv_lora_rank + a.qk_rope_head_dim,
+                                       head_dim_v=a.kv_lora_rank, latent=True)
+                cost = attention_cost(hw, 1, np.maximum(n, 1), kv, heads, precision.kv, precision.compute,
+                                      family=family)
             else:
                 qh, kvh = model.heads_per_device(tp)
-                cost = attention_cost(hw, 1, np.maximum(n, 1), kv, qh, kvh, model.head_dim, precision.kv,
-                                      precision.compute, family=family)
+                cost = attention_cost(hw, 1, np.maximum(n, 1), kv, AttentionHeads(qh, kvh, model.head_dim),
+                                      precision.kv, precision.compute, family=family)
             t = t + g.count * cost.time_s
         elif g.mixer in ("linear", "mamba"):
             if g.mixer == "linear":
@@ -112,9 +113,10 @@ def mla_prefill_attention_cost(model, hw, tp, tokens, kv_len, precision, family=
     """Multi-head attention of an MLA prefill chunk: per device heads/tp query heads, each with its own K
     (qk_nope + qk_rope wide) and V (v_head wide), 16-bit (decompressed), `kv_len` keys per query (mean)."""
     a = model.mla
-    heads = model.num_q_heads // tp
-    return attention_cost(hw, 1, np.maximum(tokens, 1), kv_len, heads, heads, a.qk_nope_head_dim + a.qk_rope_head_dim,
-                          _sixteen(precision), _sixteen(precision), head_dim_v=a.v_head_dim, family=family)
+    n = model.num_q_heads // tp
+    heads = AttentionHeads(n, n, a.qk_nope_head_dim + a.qk_rope_head_dim, head_dim_v=a.v_head_dim)
+    return attention_cost(hw, 1, np.maximum(tokens, 1), kv_len, heads, _sixteen(precision), _sixteen(precision),
+                          family=family)
 
 
 def mla_prefill_swap_s(model, hw, tp, tokens, keys, precision) -> np.ndarray:
@@ -153,8 +155,8 @@ def mixed_step_s(model, hw, tp, decode_batch, decode_context, prefill_tokens, pr
     q = np.asarray(q_len, dtype=float)
     p = np.asarray(prefill_tokens, dtype=float)
     t_, lay, b_inst = instance_call(tp, np.maximum(b, 1.0))
-    dec = step_time(model, hw, t_, b_inst, q, decode_context, precision=precision, routing=routing,
-                    attention_family=decode_family, mla_family=mla_fam, **lay)
+    dec = step_time(model, hw, t_, b_inst, q, decode_context, precision=precision,
+                    kernels=StepKernels(routing=routing, attention_family=decode_family, mla_family=mla_fam), **lay)
     dec_tokens = b * q
     base = np.where(b > 0, dec.total_s - _nonattention_s(model, hw, tp, np.maximum(b, 1.0) * q, precision,
                                                            routing), 0.0)

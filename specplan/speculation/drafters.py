@@ -22,7 +22,7 @@ from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import LayerGroup, ModelProfile
 from specplan.profiles.registry import load_hardware, load_model, model_ids
 from specplan.costs.shapes import lm_head_gemm, mixer_gemms
-from specplan.model.step import step_time
+from specplan.model.step import StepKernels, step_time
 
 # Named assumptions (docs/speculation.md).
 CROSS_DEVICE_TRANSFER_S = 20e-6  # draft on other hardware: one round trip (tokens out, accepted ids back) per iteration
@@ -104,8 +104,8 @@ def _active(d: np.ndarray) -> np.ndarray:
 
 def _step(model, hw, b, q, ctx, prec, inp: DraftInput, layout: Layout | None = None, **kw) -> np.ndarray:
     lay = layout or inp.draft_layout(model)
-    return step_time(model, hw, 1, b, q, ctx, precision=prec, attention_style=inp.attention_style,
-                     routing=inp.routing, layout=lay, **kw).total_s
+    return step_time(model, hw, 1, b, q, ctx, layout=lay, precision=prec,
+                     kernels=StepKernels(attention_style=inp.attention_style, routing=inp.routing), **kw).total_s
 
 
 def _single_layer(model: ModelProfile, mixer: str, ffn: str, count: int = 1, **update) -> ModelProfile:
@@ -145,8 +145,8 @@ def draft_external(inp: DraftInput) -> DraftCost:
     ctx_d = inp.context_len if inp.draft_kv_budget is None else np.minimum(inp.context_len, inp.draft_kv_budget)
     mem = memory_usage(dm, dhw, tp_d, b, ctx_d, prec_d, q_len=np.maximum(d, 1))
     lay_d = Layout(tp=tp_d) if separate else Layout(tp=tp_d, dp=inp.lay.dp)
-    step = step_time(dm, dhw, 1, b, 1, ctx_d, precision=prec_d, attention_style=inp.attention_style,
-                     routing=inp.routing, layout=lay_d)
+    step = step_time(dm, dhw, 1, b, 1, ctx_d, layout=lay_d, precision=prec_d,
+                     kernels=StepKernels(attention_style=inp.attention_style, routing=inp.routing))
     devices = np.asarray(step.devices, dtype=float) if separate else 0
     t = d * step.total_s
     notes = [f"draft {dm.id} on {dhw.id} (tp {tp_d}), {prec_d.compute}"]

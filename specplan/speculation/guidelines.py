@@ -23,6 +23,7 @@ from specplan.core.dtypes import dtype_bytes
 from specplan.costs.precision import Precision
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import ModelProfile
+from specplan.model.step import StepKernels
 
 ATTENTION_DOMINATES = 0.5  # full-attention share of the D = 0 step from which G2 is named (below it: G3 at most)
 LOW_LATENCY_STEP_RATIO = 1.25  # G4's low-latency end: the D = 0 step at batch B takes <= this x its batch-1 time
@@ -142,7 +143,8 @@ def low_latency(model, hw, tp, context_len, prec, base_total_s, style="shared", 
     (fixed costs, weight streaming and launches, dominate; tokens/s/user is near its maximum)."""
     from specplan.model.step import step_time
 
-    one = step_time(model, hw, tp, 1, 1, context_len, precision=prec, attention_style=style, routing=routing).total_s
+    one = step_time(model, hw, tp, 1, 1, context_len, precision=prec,
+                    kernels=StepKernels(attention_style=style, routing=routing)).total_s
     return np.asarray(base_total_s, dtype=float) <= LOW_LATENCY_STEP_RATIO * np.asarray(one, dtype=float)
 
 

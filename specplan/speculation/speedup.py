@@ -19,7 +19,8 @@ from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.speculation.acceptance import Acceptance, find_profile
 from specplan.speculation.drafters import DRAFTERS, DraftInput, get_drafter
 from specplan.speculation.serving import get_serving
-from specplan.model.step import step_time
+from specplan.model.step import StepKernels, step_time
+from specplan.costs.precision import Dtypes
 
 KEYS = ("baseline_step_s", "verify_s", "draft_s", "iter_s", "acceptance_length", "speedup", "tokens_per_s_per_user",
         "tokens_per_s_per_gpu", "tokens_per_s_per_device", "memory_total_bytes", "fits", "break_even_al",
@@ -191,14 +192,16 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
     fam_dec, fam_ver, fam_mla, fam_mla_ver = engine_families(engine, hw)
     if engine is not None:  # the engine's GEMM kernels (its gemm_*_scale); no engine: the hardware's own
         hw = engine_hardware(hw, load_engine(engine))
-    base = step_time(m, hw, tp, b, 1, ctx, dtype, kv_dtype, precision=precision, attention_style=attention_style,
-                     routing=routing, layout=lay, attention_family=fam_dec, mla_family=fam_mla)
+    base = step_time(m, hw, tp, b, 1, ctx, layout=lay, precision=precision or Dtypes(dtype=dtype, kv_dtype=kv_dtype),
+                     kernels=StepKernels(attention_style=attention_style, routing=routing, attention_family=fam_dec,
+                                         mla_family=fam_mla))
     prec = base.precision
     q = verify_tokens(d, profile_tree_tokens(acc, d) if tree_tokens is None else tree_tokens)
     if np.any(q > 1 + d):  # a tree verifies through the masked, prefill-style attention path (round.py)
         fam_ver = tree_verify_family(engine)
-    ver = step_time(m, hw, tp, b, q, ctx, precision=prec, attention_style=attention_style, routing=routing,
-                    layout=lay, attention_family=fam_ver, mla_family=fam_mla_ver)
+    ver = step_time(m, hw, tp, b, q, ctx, layout=lay, precision=prec,
+                    kernels=StepKernels(attention_style=attention_style, routing=routing, attention_family=fam_ver,
+                                        mla_family=fam_mla_ver))
     dc = drafter(DraftInput(m, hw, tp, prec, b, d, ctx, dtype=dtype, kv_dtype=kv_dtype, layout=lay,
                             draft_model=None if draft_model is None else load_model(draft_model),
                             draft_hardware=None if draft_hardware is None else load_hardware(draft_hardware),
@@ -213,8 +216,7 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
     al = np.ones(shape) if acc is None else np.broadcast_to(acc.al(d), shape)
     if np.any(al > 1 + d + 1e-9):
         raise SpecplanError(f"acceptance length: AL must be <= 1 + D, got {np.max(al - d - 1) + 1:g} above")
-    mem = memory_usage(m, hw, tp, b, ctx, prec, q_len=q, reserve=reserve, extra_fixed_bytes=dc.fixed_bytes,
-                       extra_per_seq_bytes=dc.per_seq_bytes, layout=lay)
+    mem = memory_usage(m, hw, tp, b, ctx, prec, q_len=q, reserve=reserve, draft=dc, layout=lay)
     fits, dev_base, dev_t, dev_d = _fits_and_devices(hw, shape, mem, dc, base, ver, d)
     base_t, iter_t = base.total_s, iter_s
     if engine is not None:  # the step as the engine runs it: host, launches, graphs, the round's extras (round.py)

@@ -401,9 +401,15 @@ def _dataset_choice(model, grid: dict, draft_model, where: str) -> dict:
 def serving_kwargs(sc: dict) -> dict:
     """Keyword arguments of `specplan.planning.recommend_serving.serving_grid` for one serving scenario."""
     g = sc["grid"]
-    kw = dict(engine=g.get("engine"), max_draft_len=g.get("max_draft_len") if g.get("max_draft_len") is not None
-              else MAX_DRAFT_LEN, max_ttft_ms=g.get("max_ttft_ms"), max_tpot_ms=g.get("max_tpot_ms"),
-              search_concurrency=g.get("concurrency") is None, d_by_load=False, **_mechanism_kwargs(g.get("mechanisms"), sc))
+    from specplan.planning.options import GridOptions, Sla
+    from specplan.speculation.spec import DraftSearch
+
+    mech = _mechanism_kwargs(g.get("mechanisms"), sc)
+    kw = dict(engine=g.get("engine"), drafts=DraftSearch(
+        mech.get("mechanisms"), mech.get("acceptance"),
+        g.get("max_draft_len") if g.get("max_draft_len") is not None else MAX_DRAFT_LEN),
+        sla=Sla(g.get("max_ttft_ms"), g.get("max_tpot_ms")),
+        grid=GridOptions(search_concurrency=g.get("concurrency") is None, d_by_load=False))
     for k in ("dtype", "kv_dtype", "draft_dtype"):
         if g.get(k) is not None:
             kw[k] = g[k]

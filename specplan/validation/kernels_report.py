@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from specplan.model.step import StepKernels
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (reports read reference/ and write docs/)
 
@@ -214,8 +215,8 @@ def mla_section(hw: HardwareProfile, fit_record: dict, nums: dict) -> list[str]:
             md.append(f"| H100 {kv}, {heads[0]}–{heads[1]} heads | {int(sel.sum())} | {med(b_['ape_pct']):.1f} | "
                       f"{med(a_['ape_pct']):.1f} | {b_['ape_pct'].mean():.1f} | {a_['ape_pct'].mean():.1f} | "
                       f"{med(b_['measured_us'] / b_['predicted_us']):.2f} | {med(a_['measured_us'] / a_['predicted_us']):.2f} |")
-    r0 = step_time("deepseek-v3", "h200-sxm", 8, 16, 1, 32768, mla_family=before)
-    r1 = step_time("deepseek-v3", "h200-sxm", 8, 16, 1, 32768, mla_family=fam)
+    r0 = step_time("deepseek-v3", "h200-sxm", 8, 16, 1, 32768, kernels=StepKernels(mla_family=before))
+    r1 = step_time("deepseek-v3", "h200-sxm", 8, 16, 1, 32768, kernels=StepKernels(mla_family=fam))
     att0, att1 = float(r0.breakdown_s["attention"]) * 1e3, float(r1.breakdown_s["attention"]) * 1e3
     t0, t1 = float(r0.total_s) * 1e3, float(r1.total_s) * 1e3
     md += ["", f"DeepSeek-V3 on h200-sxm, TP 8, B 16, context 32K, D = 0: attention {att0:.3f} → {att1:.3f} ms "

@@ -18,7 +18,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (reports read reference/ and write docs/)
 
-from specplan.costs.attention import attention_cost
+from specplan.costs.attention import AttentionHeads, attention_cost
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.model.step import step_time
 
@@ -50,7 +50,7 @@ def load_rows() -> list[dict]:
     hq, hkv, d = model.num_q_heads, model.num_kv_heads, model.head_dim
 
     def attn_busy(kvh):  # seconds of the 32 attention kernels' busy time (no launch overhead)
-        k = attention_cost(hw, b, q, c + q, hq, kvh, d)
+        k = attention_cost(hw, b, q, c + q, AttentionHeads(hq, kvh, d))
         return LAYERS * np.maximum(k.compute_s, k.memory_s)
 
     # what-if: torch SDPA flash for q_len > 1 reads the KV once per QUERY head (measured in

@@ -41,8 +41,8 @@ def measured() -> pd.DataFrame:
     torch.set_num_threads(1)
     try:
         shapes = [{"n": n, "k": k, "name": f"{n}x{k}"} for n, k in GRID]
-        passes = [pd.DataFrame(harness.bench_gemm(shapes, M_VALUES, device="cpu", dtype="fp32", reps=7, progress=False,
-                                                  cpu_clock="thread"))
+        passes = [pd.DataFrame(harness.bench_gemm(shapes, M_VALUES, device="cpu", dtype="fp32",
+                                                  timing=harness.TimingPlan(reps=7, progress=False, cpu_clock="thread")))
                   for _ in range(PASSES)]
     finally:
         torch.set_num_threads(threads)

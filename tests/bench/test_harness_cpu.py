@@ -59,8 +59,8 @@ def test_bench_attention_columns_and_checks():
     checks, notes = [], []
     cfg = {"batch": [1, 2], "q_len": [1, 3, 17], "n_kv_heads": 2, "group": [1, 4, 8],
            "head_dim": 32, "kv_len": 64}
-    rows = harness.bench_attention([cfg], device="cpu", dtype="fp32", reps=2, warmup=1,
-                                   progress=False, checks=checks, notes=notes, flush_bytes=0)
+    rows = harness.bench_attention([cfg], device="cpu", dtype="fp32", checks=checks, notes=notes,
+                                   timing=harness.TimingPlan(reps=2, warmup=1, progress=False, flush_bytes=0))
     n_cfg = 2 * 3 * 3
     assert len(rows) == 2 * n_cfg, notes
     for r in rows:
@@ -79,9 +79,9 @@ def test_bench_attention_columns_and_checks():
 
 
 def test_bench_gemm_columns_and_max_m():
-    rows = harness.bench_gemm([(64, 32, "a"), {"n": 48, "k": 16, "name": "b"}], [1, 2, 8, 64],
-                              device="cpu", dtype="bf16", reps=2, warmup=1, max_m=8,
-                              progress=False, flush_bytes=0)
+    rows = harness.bench_gemm([(64, 32, "a"), {"n": 48, "k": 16, "name": "b"}], [1, 2, 8, 64], device="cpu",
+                              dtype="bf16", max_m=8,
+                              timing=harness.TimingPlan(reps=2, warmup=1, progress=False, flush_bytes=0))
     assert [(r["n"], r["m"]) for r in rows] == [(64, 1), (64, 2), (64, 8), (48, 1), (48, 2), (48, 8)]
     for r in rows:
         assert tuple(r) == harness.GEMM_COLUMNS
@@ -92,7 +92,7 @@ def test_bench_gemm_columns_and_max_m():
 def test_fp8_gemm_skipped_on_cpu():
     notes = []
     assert harness.bench_gemm([(64, 32, "a")], [1], device="cpu", dtype="fp8", notes=notes,
-                              progress=False) == []
+                              timing=harness.TimingPlan(progress=False)) == []
     assert notes and "fp8" in notes[0]
 
 
@@ -100,15 +100,15 @@ def test_fp8_gemm_skipped_on_cpu():
 def test_csv_round_trip(tmp_path, suffix):
     rows = harness.bench_attention([{"batch": 1, "q_len": [1, 2], "n_kv_heads": 1, "group": 2,
                                      "head_dim": 16, "kv_len": 8}],
-                                   device="cpu", dtype="fp32", reps=1, warmup=0, progress=False,
-                                   flush_bytes=0)
+                                   device="cpu", dtype="fp32",
+                                   timing=harness.TimingPlan(reps=1, warmup=0, progress=False, flush_bytes=0))
     path = tmp_path / f"att{suffix}"
     harness.write_csv(rows, path)
     back = harness.read_csv(path)
     assert back == rows
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")]
-    g = harness.bench_gemm([(16, 16, "x")], [1, 4], device="cpu", dtype="fp32", reps=1,
-                           warmup=0, progress=False, flush_bytes=0)
+    g = harness.bench_gemm([(16, 16, "x")], [1, 4], device="cpu", dtype="fp32",
+                           timing=harness.TimingPlan(reps=1, warmup=0, progress=False, flush_bytes=0))
     gpath = tmp_path / f"g{suffix}"
     harness.write_csv(g, gpath)
     assert harness.read_csv(gpath) == g

@@ -169,7 +169,7 @@ def test_pays_line_reads_the_speedups_in_load_order():
     """The sweep's one-line answer: loads where the same-load speedup is <= 1, in load order whatever the list
     order; a closed loop reads the throughput speedup, an open loop the TPOT speedup; loads without a steady state
     are named apart."""
-    from specplan.cli.spec_cmd import pays_line
+    from specplan.cli.predict_render import pays_line
 
     pts = [{"concurrency": c, "speedup_throughput": x} for c, x in ((128, 0.9), (1, 1.5), (8, 1.2))]
     assert pays_line(pts, "concurrency", "concurrency") == (

@@ -17,6 +17,8 @@ from specplan.core.errors import SpecplanError
 from specplan.planning.launch.emit import plan_from_answer
 from specplan.planning.recommend_serving import recommend_serving, search_deployment
 from specplan.serving.workload import Workload
+from specplan.planning.options import DeploymentSpace, GridOptions, Sla
+from specplan.speculation.spec import DraftSearch
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,11 +31,11 @@ def test_a_tpot_limit_does_not_bind_at_osl_one_and_nothing_prints_nan():
     """OSL 1 has no TPOT: --max-tpot-ms used to fail every row ('the lowest TPOT reachable is nan ms'); the answer
     is now the one without the limit, and an infeasible answer names the missing TPOT instead of a NaN."""
     wl = Workload(1024, 1, concurrency=1.0)
-    kw = dict(engine="vllm", mechanisms=["none"], search_concurrency=True)
+    kw = dict(engine="vllm", drafts=DraftSearch(["none"]), grid=GridOptions(search_concurrency=True))
     free = recommend_serving("llama-3.1-8b", "h100-sxm", wl, **kw)
-    held = recommend_serving("llama-3.1-8b", "h100-sxm", wl, max_tpot_ms=20.0, **kw)
+    held = recommend_serving("llama-3.1-8b", "h100-sxm", wl, sla=Sla(max_tpot_ms=20.0), **kw)
     assert held["best"] is not None and held["best"]["concurrency"] == free["best"]["concurrency"]
-    none = recommend_serving("llama-3.1-8b", "h100-sxm", wl, max_tpot_ms=20.0, max_ttft_ms=1.0, **kw)
+    none = recommend_serving("llama-3.1-8b", "h100-sxm", wl, sla=Sla(max_tpot_ms=20.0, max_ttft_ms=1.0), **kw)
     assert none["best"] is None and "nan" not in none["infeasible"]
     assert "there is no TPOT (OSL 1" in none["infeasible"]
 
@@ -43,9 +45,10 @@ def test_gpus_search_refuses_what_it_cannot_lay_out():
     the H100's NVLink domain of 8; disaggregated serving on 1 GPU said 'no layout meets the SLA' with no SLA."""
     for node, needle in ((0, "got 0"), (1000, "got 1000")):
         with pytest.raises(SpecplanError, match=r"--gpus-per-node\): must be a whole number 1 \.\.\. 8 .*" + needle):
-            search_deployment("llama-3.1-8b", "h100-sxm", 1024, 256, gpus=8, gpus_per_node=node)
+            search_deployment("llama-3.1-8b", "h100-sxm", 1024, 256,
+                              space=DeploymentSpace(gpus=8, gpus_per_node=node))
     with pytest.raises(SpecplanError, match=r"--gpus 1: disaggregated serving needs at least 2 GPUs"):
-        search_deployment("llama-3.1-8b", "h100-sxm", 1024, 256, gpus=1, modes=("disagg",))
+        search_deployment("llama-3.1-8b", "h100-sxm", 1024, 256, space=DeploymentSpace(gpus=1, modes=("disagg",)))
 
 
 def _answer():

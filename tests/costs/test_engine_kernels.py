@@ -12,7 +12,7 @@ import pytest
 
 from specplan.bench.families import AUTO_ENGINE, predict_table
 from specplan.costs.comm import allreduce_time_s, eager_allreduce_s, nccl_model_allreduce_latency_s
-from specplan.costs.moe import grouped_gemm_compute_s, moe_experts_cost
+from specplan.costs.moe import ExpertLayer, MoeKernel, grouped_gemm_compute_s, moe_experts_cost
 from specplan.profiles.registry import load_engine, load_hardware
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,10 +124,11 @@ def test_block_scaled_fp8_runs_at_its_own_fitted_fraction():
     hw = load_hardware("h100-sxm")
     f = hw.moe.compute_fraction
     assert f["fp8_block"] < f["fp8"] < 1.0
-    kw = dict(hidden=7168, expert_ffn=2048, num_experts=256, top_k=8, weight_dtype="fp8", compute_dtype="fp8",
-              routing="balanced")
+    kw = dict(layer=ExpertLayer(hidden=7168, expert_ffn=2048, num_experts=256, top_k=8), weight_dtype="fp8",
+              compute_dtype="fp8", routing="balanced")
     big = np.array([16384.0])
-    per_tensor, block = moe_experts_cost(hw, big, **kw), moe_experts_cost(hw, big, block_scaled=True, **kw)
+    per_tensor, block = moe_experts_cost(hw, big, **kw), moe_experts_cost(hw, big, kernel=MoeKernel(block_scaled=True),
+                                                                          **kw)
     # 64 rows per expert at 16384 tokens: compute-bound, so the busy time scales with 1 / fraction (the soft
     # roofline corner adds the small memory share, a few per cent)
     ratio = float(np.ravel(block.compute_s)[0] / np.ravel(per_tensor.compute_s)[0])

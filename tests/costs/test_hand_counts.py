@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specplan.costs.attention import attention_cost
+from specplan.costs.attention import AttentionHeads, attention_cost
 from specplan.costs import comm
 from specplan.costs.comm import allreduce_time_s
 from specplan.model.memory import kv_bytes_per_token, memory_usage, state_bytes_per_seq, weight_bytes
@@ -102,8 +102,8 @@ def test_gpt_oss_step_attention_with_sliding_layers_by_hand():
     r = step_time(m, hw, 1, 2, 16, 65536)
     prec = r.precision
     qh, kvh = m.heads_per_device(1)
-    full = _busy(attention_cost(hw, 2, 16, 65536 + 16, qh, kvh, m.head_dim, prec.kv, prec.compute))
-    slide = _busy(attention_cost(hw, 2, 16, 128 + 15, qh, kvh, m.head_dim, prec.kv, prec.compute))
+    full = _busy(attention_cost(hw, 2, 16, 65536 + 16, AttentionHeads(qh, kvh, m.head_dim), prec.kv, prec.compute))
+    slide = _busy(attention_cost(hw, 2, 16, 128 + 15, AttentionHeads(qh, kvh, m.head_dim), prec.kv, prec.compute))
     expected = counts["full"] * full + counts["sliding"] * slide
     assert float(r.breakdown_s["attention"]) == pytest.approx(float(expected), rel=1e-9)
 
@@ -115,7 +115,7 @@ def test_recurrent_state_is_its_own_kernel_class():
     r = step_time(m, hw, 4, 8, 5, 32768)
     prec = r.precision
     qh, kvh = m.heads_per_device(4)
-    one = _busy(attention_cost(hw, 8, 5, 32768 + 5, qh, kvh, m.head_dim, prec.kv, prec.compute))
+    one = _busy(attention_cost(hw, 8, 5, 32768 + 5, AttentionHeads(qh, kvh, m.head_dim), prec.kv, prec.compute))
     assert float(r.breakdown_s["attention"]) == pytest.approx(12 * float(one), rel=1e-9)
     assert float(r.breakdown_s["state"]) > 0
     assert float(step_time("llama-3.1-8b", hw, 1, 8, 5, 32768).breakdown_s["state"]) == 0.0

@@ -11,6 +11,7 @@ import pytest
 
 from specplan.profiles.registry import load_hardware, load_kernel_family, load_model
 from specplan.model.step import step_time
+from specplan.costs.precision import Dtypes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,7 +39,7 @@ def test_deepseek_v3_h200_attention_by_hand():
     hw = load_hardware("h200-sxm")
     assert hw.mem_bandwidth_bytes_s == 4.8e12 and hw.attention.cta_overhead_s == 1.33e-6
     assert hw.peak_flops["bf16"] == 989.4e12
-    r = step_time("deepseek-v3", hw, 8, 16, 1, 32768, kv_dtype="bf16")
+    r = step_time("deepseek-v3", hw, 8, 16, 1, 32768, precision=Dtypes(kv_dtype="bf16"))
     after = _deepseek_h200_by_hand(64, fam.compute_fraction, fam.mem_bw_fraction)
     assert float(r.breakdown_s["attention"]) == pytest.approx(61 * after, rel=1e-9)
     # the 128-row tile at the schema-default 0.45 (the old pricing) is compute-bound at about twice the KV read
@@ -53,7 +54,7 @@ def test_mla_tile_rule_is_64_over_g():
     hw = load_hardware("h200-sxm")
     assert attention_tile_rows(m, hw) == 64
     # verify rows G·(1 + D) = 16·(1 + D): flat up to D = 64/16 − 1 = 3, a second tile from D = 4 (compute-bound)
-    t = [float(step_time(m, hw, 8, 64, 1 + d, 32768, kv_dtype="bf16").breakdown_s["attention"]) for d in range(8)]
+    t = [float(step_time(m, hw, 8, 64, 1 + d, 32768, precision=Dtypes(kv_dtype="bf16")).breakdown_s["attention"]) for d in range(8)]
     assert t[3] < 1.05 * t[0]
     assert t[4] > 1.3 * t[3]
     assert np.all(np.diff(t) > -1e-12)

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from specplan.costs.attention import attention_cost
+from specplan.costs.attention import AttentionHeads, attention_cost
 from specplan.profiles.registry import load_engine, load_hardware, load_kernel_family
 from specplan.speculation.acceptance import Acceptance
 from specplan.speculation.speedup import evaluate
@@ -22,7 +22,8 @@ def test_triton_extend_cost_by_hand():
     the 16 heads runs one 64-row tile over the whole prefix; compute = 2 x 16 x 2 x 64 x 1000 x (576 + 512) FLOPs."""
     hw = load_hardware("mi300x")
     fam = load_kernel_family("sglang-triton-extend")
-    c = attention_cost(hw, 2, 3, 1000, 16, 1, 576, kv_dtype="bf16", head_dim_v=512, latent=True, family=fam)
+    c = attention_cost(hw, 2, 3, 1000, AttentionHeads(16, 1, 576, head_dim_v=512, latent=True), kv_dtype="bf16",
+                       family=fam)
     flops = 2 * 16 * 2.0 * 64 * 1000 * (576 + 512)
     assert float(c.compute_s) == pytest.approx(flops / (1307.4e12 * hw.attention.compute_fraction), rel=1e-9)
     # K/V (the 576-wide latent, bf16) read once per head tile; re-reads half served by L2 (hw l2_hit_fraction)
@@ -32,7 +33,7 @@ def test_triton_extend_cost_by_hand():
     mem = (kv + qo) / (hw.mem_bandwidth_bytes_s * att.bw_fraction("bf16"))
     waves = math.ceil(2 * 16 / hw.sm_count) * att.cta_overhead_s
     assert float(c.memory_s) == pytest.approx(mem + waves, rel=1e-9)
-    latent = attention_cost(hw, 2, 3, 1000, 16, 1, 576, kv_dtype="bf16", head_dim_v=512, latent=True,
+    latent = attention_cost(hw, 2, 3, 1000, AttentionHeads(16, 1, 576, head_dim_v=512, latent=True), kv_dtype="bf16",
                             family=load_kernel_family("mla-latent"))
     # 16 tiles of 64 rows against one packed 64-row tile (the latent family's compute_fraction is 0.408, not 0.45)
     assert float(c.compute_s) == pytest.approx(16 * 0.408 / hw.attention.compute_fraction * float(latent.compute_s))
@@ -58,8 +59,9 @@ def test_verify_step_prices_the_verify_family_on_every_mla_layer():
     r1 = evaluate("deepseek-v3", "mi300x", engine=tri, **kw)
     hw = load_hardware("mi300x")
     prec = r0["precision"]
-    args = (hw, 64.0, 3.0, 1536.0 + 3.0, 128 // 8, 1, 576)  # keys: the cached context + the 3 verified tokens
-    kx = dict(kv_dtype=prec.kv, compute_dtype=prec.compute, head_dim_v=512, latent=True)
+    # keys: the cached context + the 3 verified tokens
+    args = (hw, 64.0, 3.0, 1536.0 + 3.0, AttentionHeads(128 // 8, 1, 576, head_dim_v=512, latent=True))
+    kx = dict(kv_dtype=prec.kv, compute_dtype=prec.compute)
     one = (attention_cost(*args, family=load_kernel_family("sglang-triton-extend"), **kx).time_s
            - attention_cost(*args, family=load_kernel_family("mla-latent"), **kx).time_s)
     assert float(np.asarray(r1["baseline_step_s"])) == pytest.approx(float(np.asarray(r0["baseline_step_s"])))

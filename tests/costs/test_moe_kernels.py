@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from specplan.costs.moe import MOE_KERNELS, moe_experts_cost
+from specplan.costs.moe import MOE_KERNELS, ExpertLayer, MoeKernel, moe_experts_cost
 from specplan.model.step import step_time
 from specplan.profiles.engine import EngineProfile, engine_hardware
 from specplan.profiles.registry import load_engine, load_hardware, load_model
@@ -19,8 +19,8 @@ def test_each_counted_kernel_costs_one_kernel_overhead():
     hw = load_hardware("h100-sxm")
     assert MOE_KERNELS == 3 and hw.kernel_overhead_s == H100_KERNEL_S
     for tokens in (1.0, 64.0):
-        a = moe_experts_cost(hw, tokens, 2880, 2880, 128, 4, "mxfp4", "bf16")
-        b = moe_experts_cost(hw, tokens, 2880, 2880, 128, 4, "mxfp4", "bf16", kernels=13)
+        a = moe_experts_cost(hw, tokens, ExpertLayer(2880, 2880, 128, 4), "mxfp4", "bf16")
+        b = moe_experts_cost(hw, tokens, ExpertLayer(2880, 2880, 128, 4), "mxfp4", "bf16", kernel=MoeKernel(13))
         assert float(b.time_s - a.time_s) == pytest.approx(10 * H100_KERNEL_S, rel=1e-9)
 
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from specplan.planning.options import LoadTarget
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cases import FAST  # noqa: E402
@@ -285,7 +286,7 @@ def test_gpus_for_a_load_on_gb200_runs_with_its_defaults():
     # within the node that the heads allow (64 for Llama-3.3-70B).
     from specplan.planning.capacity import search
 
-    r = search("llama-3.3-70b", "gb200", target_tps=50000, target_tps_per_user=20, isl=1024, osl=256)
+    r = search("llama-3.3-70b", "gb200", load=LoadTarget(tps=50000, tps_per_user=20, isl=1024, osl=256))
     assert r["max_gpus"] == 144 and r["node_gpus"] == 72
     assert [row["gpus"] for row in r["counts"]] == [72, 144]
     assert r["aggregated"] is not None  # the aggregated answer, TP within what the model allows

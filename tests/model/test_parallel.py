@@ -21,7 +21,7 @@ from specplan.model.memory import memory_usage, weight_bytes
 from specplan.model.parallel import Layout, as_layout, moe_alltoall_bytes, parse_layout
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_hardware, load_model
-from specplan.model.step import step_time
+from specplan.model.step import StepKernels, step_time
 
 H = 7168
 MLA_LAYER = 1536 * H + 128 * 192 * 1536 + 576 * H + 128 * 512 * 128 + 128 * 128 * 512 + H * 128 * 128
@@ -280,17 +280,17 @@ def test_deepep_normal_kernels_send_one_copy_per_remote_node_in_prefill():
 
 
 def test_expert_load_imbalance_input():
-    from specplan.costs.moe import moe_experts_cost
+    from specplan.costs.moe import ExpertLayer, moe_experts_cost
 
     hw = load_hardware("h100-sxm")
-    args = (hw, 4096.0, H, 2048, 256, 8, "fp8", "fp8")
-    eplb = moe_experts_cost(*args, routing="eplb", ep=16, n_group=8, topk_group=4)
-    skew = moe_experts_cost(*args, routing="skew:1.5", ep=16, n_group=8, topk_group=4)
-    rand = moe_experts_cost(*args, routing="random", ep=16, n_group=8, topk_group=4)
+    args = (hw, 4096.0, ExpertLayer(H, 2048, 256, 8, n_group=8, topk_group=4), "fp8", "fp8")
+    eplb = moe_experts_cost(*args, routing="eplb", ep=16)
+    skew = moe_experts_cost(*args, routing="skew:1.5", ep=16)
+    rand = moe_experts_cost(*args, routing="random", ep=16)
     # compute-bound at 4096 x 8 / 16 = 2048 rows: skew 1.5 = 1.5 x the mean rows' FLOPs; random (the default,
     # EPLB off) lands between the mean and 1.5x
     assert float(skew.compute_s) == pytest.approx(1.5 * float(eplb.compute_s), rel=0.02)
     assert float(eplb.compute_s) < float(rand.compute_s) < float(skew.compute_s)
     for bad in ("skew:0.5", "skew:x", "zipf"):
         with pytest.raises(SpecplanError, match="routing"):
-            step_time("deepseek-v3", "h100-sxm", 8, 1, 1, 1024, routing=bad)
+            step_time("deepseek-v3", "h100-sxm", 8, 1, 1, 1024, kernels=StepKernels(routing=bad))

@@ -6,7 +6,7 @@ import pytest
 from specplan.model.memory import kv_bytes_per_seq, memory_usage, weight_bytes
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_hardware, load_model
-from specplan.model.step import CLASSES, step_time
+from specplan.model.step import CLASSES, StepKernels, step_time
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +133,7 @@ def test_unknown_routing_is_an_error_even_on_a_dense_model(llama, h100):
     from specplan.core.errors import SpecplanError
 
     with pytest.raises(SpecplanError, match="routing"):
-        step_time(llama, h100, batch=1, routing="foo")
+        step_time(llama, h100, batch=1, kernels=StepKernels(routing="foo"))
 
 
 def test_kv_dtype_defaults_to_the_checkpoints():

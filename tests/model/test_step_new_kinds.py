@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specplan.costs.attention import attention_cost
+from specplan.costs.attention import AttentionHeads, attention_cost
 from specplan.model.memory import kv_bytes_per_seq, weight_bytes
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.hf_import import import_hf_config
@@ -36,14 +36,14 @@ def test_chunked_layers_cache_and_read_one_chunk():
     # attention: beyond the chunk, only the 12 global (NoPE) layers grow with the context
     hw = load_hardware(HW)
     a = [float(step_time(scout, hw, 1, 8, 1, c).breakdown_s["attention"]) for c in (50_000, 100_000)]
-    full = [float(attention_cost(hw, 8, 1, c + 1, 40, 8, 128).time_s) for c in (50_000, 100_000)]
+    full = [float(attention_cost(hw, 8, 1, c + 1, AttentionHeads(40, 8, 128)).time_s) for c in (50_000, 100_000)]
     assert a[1] - a[0] == pytest.approx(12 * (full[1] - full[0]), rel=1e-9)
     # a verify step of 5 tokens reads at most chunk + 4 tokens in a chunked layer (it may cross a chunk boundary)
     v = [float(step_time(scout, hw, 1, 8, 5, c).breakdown_s["attention"]) for c in (50_000, 100_000)]
-    full5 = [float(attention_cost(hw, 8, 5, c + 5, 40, 8, 128).time_s) for c in (50_000, 100_000)]
+    full5 = [float(attention_cost(hw, 8, 5, c + 5, AttentionHeads(40, 8, 128)).time_s) for c in (50_000, 100_000)]
     assert v[1] - v[0] == pytest.approx(12 * (full5[1] - full5[0]), rel=1e-9)
-    chunked = v[0] - 12 * _busy(attention_cost(hw, 8, 5, 50_005, 40, 8, 128))
-    assert chunked == pytest.approx(36 * _busy(attention_cost(hw, 8, 5, 8192 + 4, 40, 8, 128)), rel=1e-9)
+    chunked = v[0] - 12 * _busy(attention_cost(hw, 8, 5, 50_005, AttentionHeads(40, 8, 128)))
+    assert chunked == pytest.approx(36 * _busy(attention_cost(hw, 8, 5, 8192 + 4, AttentionHeads(40, 8, 128))), rel=1e-9)
 
 
 def test_dsa_reads_top_k_and_scans_the_indexer_keys():
@@ -57,15 +57,19 @@ def test_dsa_reads_top_k_and_scans_the_indexer_keys():
     t3 = float(step_time(v3, hw, 8, 32, 1, ctx).breakdown_s["attention"])
     # per layer: MLA over the 2048 selected tokens (16 heads per GPU at TP 8) + the indexer's 64 heads over all keys
     mla = load_kernel_family("mla-latent")
-    sel = attention_cost(hw, 32, 1, 2048, 16, 1, 576, "bf16", "bf16", head_dim_v=512, latent=True, family=mla)
-    scan = attention_cost(hw, 32, 1, ctx + 1, 64, 1, 128, "fp8", "bf16", head_dim_v=0, latent=True, family=mla)
+    sel = attention_cost(hw, 32, 1, 2048, AttentionHeads(16, 1, 576, head_dim_v=512, latent=True), "bf16", "bf16",
+                         family=mla)
+    scan = attention_cost(hw, 32, 1, ctx + 1, AttentionHeads(64, 1, 128, head_dim_v=0, latent=True), "fp8", "bf16",
+                          family=mla)
     assert t32 == pytest.approx(61 * (_busy(sel) + _busy(scan)), rel=1e-9)
     assert t32 < 0.2 * t3
     # a verify step of q_len tokens reads the union of up to q_len top-k sets: below ctx, grows with q_len
     t_q = [float(step_time(v32, hw, 8, 32, q, ctx).breakdown_s["attention"]) for q in (1, 4)]
     assert t_q[0] < t_q[1] < t3
-    union = attention_cost(hw, 32, 4, 4 * 2048, 16, 1, 576, "bf16", "bf16", head_dim_v=512, latent=True, family=mla)
-    scan4 = attention_cost(hw, 32, 4, ctx + 4, 64, 1, 128, "fp8", "bf16", head_dim_v=0, latent=True, family=mla)
+    union = attention_cost(hw, 32, 4, 4 * 2048, AttentionHeads(16, 1, 576, head_dim_v=512, latent=True), "bf16",
+                           "bf16", family=mla)
+    scan4 = attention_cost(hw, 32, 4, ctx + 4, AttentionHeads(64, 1, 128, head_dim_v=0, latent=True), "fp8", "bf16",
+                           family=mla)
     assert t_q[1] == pytest.approx(61 * (_busy(union) + _busy(scan4)), rel=1e-9)
 
 

@@ -3,6 +3,7 @@
 Must-show 3 of issue 9: DeepSeek-V3 on H200, ISL 2048 / OSL 2048, MTP at acceptance rate 0.8, >= 50 tokens/s/user,
 20,000 tokens/s in total, up to 64 GPUs."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -14,9 +15,11 @@ from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation.acceptance import Acceptance
 from specplan.speculation.speedup import evaluate
+from specplan.planning.options import LoadTarget
+from specplan.speculation.spec import DraftSearch
 
-ARGS = dict(target_tps=20000.0, target_tps_per_user=50.0, max_gpus=64, isl=2048, osl=2048, mechanisms=["mtp"],
-            acceptance={"mtp": 0.8}, max_draft_len=8)
+LOAD = LoadTarget(20000.0, 50.0, isl=2048, osl=2048)
+ARGS = dict(load=LOAD, max_gpus=64, drafts=DraftSearch(["mtp"], {"mtp": 0.8}, 8))
 
 
 @pytest.fixture(scope="module")
@@ -114,10 +117,11 @@ def test_cli_answers_with_a_layout_and_gpu_count(answer, cli):
 
 
 def test_unreachable_per_user_target_is_explained():
-    r = search("deepseek-v3", "h200-sxm", **{**ARGS, "target_tps_per_user": 5000.0, "max_gpus": 16})
+    r = search("deepseek-v3", "h200-sxm", **{**ARGS, "load": dataclasses.replace(LOAD, tps_per_user=5000.0),
+                                                "max_gpus": 16})
     assert r["best"] is None and "5000 tokens/s/user" in r["infeasible"]
     with pytest.raises(SpecplanError, match="both --isl and --osl"):
-        search("deepseek-v3", "h200-sxm", **{**ARGS, "osl": None})
+        search("deepseek-v3", "h200-sxm", **{**ARGS, "load": dataclasses.replace(LOAD, osl=None)})
 
 
 def test_the_answer_is_the_fewer_gpus_of_both_modes():

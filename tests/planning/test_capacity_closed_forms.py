@@ -17,6 +17,7 @@ from specplan.model.memory import weight_bytes
 from specplan.planning.capacity import search
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation.speedup import evaluate
+from specplan.planning.options import LoadTarget
 
 M, H = "llama-3.1-8b", "h100-sxm"
 LAYOUTS = ["tp1", "tp2", "tp4", "tp8"]
@@ -44,7 +45,7 @@ def test_every_count_and_split_by_hand():
     context, user, max_gpus = 4096, 40.0, 32
     inst, per_count = _by_hand(context, user, max_gpus)
     target = 0.5 * (per_count[16] + per_count[24])  # more than 16 GPUs give, less than 24
-    ans = search(M, H, target_tps=target, target_tps_per_user=user, max_gpus=max_gpus, context_len=context,
+    ans = search(M, H, load=LoadTarget(tps=target, tps_per_user=user, context_len=context), max_gpus=max_gpus,
                  layouts=LAYOUTS)
     for row in ans["counts"]:
         assert row["tps"] == pytest.approx(per_count[row["gpus"]], rel=1e-9), row
@@ -57,9 +58,10 @@ def test_answer_equal_to_max_gpus_and_one_node_short():
     context, user = 4096, 40.0
     _, per_count = _by_hand(context, user, 16)
     target = 0.5 * (per_count[8] + per_count[16])
-    ans = search(M, H, target_tps=target, target_tps_per_user=user, max_gpus=16, context_len=context, layouts=LAYOUTS)
+    ans = search(M, H, load=LoadTarget(tps=target, tps_per_user=user, context_len=context), max_gpus=16,
+                 layouts=LAYOUTS)
     assert ans["best"]["gpus"] == 16  # = --max-gpus
-    short = search(M, H, target_tps=target, target_tps_per_user=user, max_gpus=8, context_len=context,
+    short = search(M, H, load=LoadTarget(tps=target, tps_per_user=user, context_len=context), max_gpus=8,
                    layouts=LAYOUTS)
     assert short["best"] is None and "8 GPUs (--max-gpus) fall short" in short["infeasible"]
 
@@ -74,7 +76,7 @@ def test_memory_bound_load_never_exceeds_the_device():
     cap = 0.9 * hw.mem_capacity_bytes
     fit = math.floor((cap - weight_bytes(m, 1, prec)) / kv)
     assert fit == 4
-    ans = search(M, H, target_tps=50.0, target_tps_per_user=5.0, max_gpus=8, context_len=100_000, layouts=["tp1"])
+    ans = search(M, H, load=LoadTarget(tps=50.0, tps_per_user=5.0, context_len=100_000), max_gpus=8, layouts=["tp1"])
     tp1 = ans["layouts"]["tp1"]
     assert tp1["batch"] in (fit - 1, fit)  # activations take a little of the last slot
     assert tp1["memory_gb"] * 1e9 <= cap
@@ -90,7 +92,7 @@ def test_counts_below_the_prefill_pool_are_the_prefill_pool_alone():
     m, hw = load_model(M), load_hardware(H)
     pre, per_req = prefill_gpus(m, hw, resolve_precision(m, hw, None, None), 8192, 64, 1000.0, 8)
     assert pre == 8 * math.ceil(1000.0 / 64 * per_req / (2 / 3)) == 16
-    ans = search(M, H, target_tps=1000.0, target_tps_per_user=20.0, max_gpus=24, isl=8192, osl=64, layouts=LAYOUTS)
+    ans = search(M, H, load=LoadTarget(tps=1000.0, tps_per_user=20.0, isl=8192, osl=64), max_gpus=24, layouts=LAYOUTS)
     for row in ans["counts"][:2]:
         assert row["why"] == "the prefill pool takes 16 GPUs (2 TP 8 groups, its smallest unit), leaving none for decoding"
         assert row["tps"] == 0.0 and row["decode_gpus"] == 0

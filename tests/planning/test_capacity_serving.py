@@ -9,6 +9,7 @@ from specplan.planning.capacity import prefill_groups, search
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.serving.prefill import prefill_s
+from specplan.planning.options import LoadTarget
 
 
 def test_prefill_groups_closed_form():
@@ -28,7 +29,7 @@ def test_gpu_count_search_sizes_the_prefill_pool_to_the_ttft_target():
     m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
     s = float(prefill_s(m, hw, 8, 4096, precision=resolve_precision(m, hw, None, None), n_seqs=4)) / 4
     rate = 40000.0 / 256
-    r = search(m, hw, target_tps=40000.0, target_tps_per_user=40.0, max_gpus=64, isl=4096, osl=256,
+    r = search(m, hw, load=LoadTarget(tps=40000.0, tps_per_user=40.0, isl=4096, osl=256), max_gpus=64,
                max_ttft_ms=1e3 * 3 * s)
     k = 3.0  # TTFT target / S
     rho_max = 2 * (k - 1) / (2 * k - 1)  # 0.8
@@ -38,8 +39,8 @@ def test_gpu_count_search_sizes_the_prefill_pool_to_the_ttft_target():
 
 
 def test_gpu_count_search_offers_the_aggregated_answer():
-    r = search("llama-3.1-8b", "h100-sxm", target_tps=40000.0, target_tps_per_user=40.0, max_gpus=64, isl=4096,
-               osl=256, max_ttft_ms=1000.0, engine="vllm")
+    r = search("llama-3.1-8b", "h100-sxm", load=LoadTarget(tps=40000.0, tps_per_user=40.0, isl=4096, osl=256),
+               max_gpus=64, max_ttft_ms=1000.0, engine="vllm")
     a = r["aggregated"]
     assert a is not None and a["gpus"] == a["replicas"] * a["tp"]
     assert a["tpot_ms"] <= 1e3 / 40.0 and a["ttft_ms"] <= 1000.0

@@ -8,11 +8,14 @@ from specplan.planning.recommend_serving import recommend_serving
 from specplan.serving.aggregated import aggregated
 from specplan.serving.workload import Workload
 from specplan.speculation.acceptance import Acceptance
+from specplan.planning.options import GridOptions, Ranking, Sla
+from specplan.speculation.spec import DraftSearch
 
 
 def test_bands_take_the_d_of_most_tokens_per_gpu_and_the_winner_is_repriced_with_its_band():
-    r = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(128, 1024, concurrency=1), engine="vllm", mechanisms=["eagle3"],
-                          acceptance={"eagle3": "0.8"}, max_draft_len=6, max_tpot_ms=8, search_concurrency=True)
+    r = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(128, 1024, concurrency=1), engine="vllm",
+                          drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.8"}, max_draft_len=6),
+                          sla=Sla(max_tpot_ms=8), grid=GridOptions(search_concurrency=True))
     s = r["d_by_load"]
     acc = Acceptance.from_rate(0.8)
     # each band, brute force one D at a time at the band's priced concurrency: the argmax of tokens/s/GPU
@@ -51,7 +54,8 @@ def test_bands_take_the_d_of_most_tokens_per_gpu_and_the_winner_is_repriced_with
 
 def test_no_schedule_without_speculation():
     r = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(128, 256, concurrency=1), engine="vllm",
-                          mechanisms=["none"], search_concurrency=True)
+                          drafts=DraftSearch(mechanisms=["none"], max_draft_len=16),
+                          grid=GridOptions(search_concurrency=True))
     assert "d_by_load" not in r
 
 
@@ -59,8 +63,9 @@ def test_each_ranked_row_reports_the_lowest_tpot_and_ttft_of_its_grid():
     # min_tpot_ms / min_ttft_ms (what an infeasible answer quotes as the best reachable) are the minimum over the
     # concurrencies searched for that (mechanism, D): checked against the kept grid, row by row
     r = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(512, 256, concurrency=1), engine="vllm",
-                          mechanisms=["eagle3"], acceptance={"eagle3": "0.7"}, max_draft_len=3, max_tpot_ms=6,
-                          search_concurrency=True, keep_grid=True, top=20)
+                          drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.7"}, max_draft_len=3),
+                          sla=Sla(max_tpot_ms=6), ranking=Ranking(top=20),
+                          grid=GridOptions(search_concurrency=True, keep_grid=True))
     for row in r["ranked"]:
         g = [x for x in r["grid"] if x["mechanism"] == row["mechanism"] and x["draft_len"] == row["draft_len"]]
         assert len(g) > 10
@@ -70,8 +75,9 @@ def test_each_ranked_row_reports_the_lowest_tpot_and_ttft_of_its_grid():
 
 def test_energy_objective_picks_the_feasible_point_of_least_joules_per_token():
     r = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(512, 256, concurrency=1), engine="vllm",
-                          mechanisms=["eagle3"], acceptance={"eagle3": "0.7"}, max_draft_len=3, max_tpot_ms=8,
-                          search_concurrency=True, keep_grid=True, objective="energy")
+                          drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.7"}, max_draft_len=3),
+                          sla=Sla(max_tpot_ms=8), ranking=Ranking(objective="energy"),
+                          grid=GridOptions(search_concurrency=True, keep_grid=True))
     ok = [x for x in r["grid"] if x["meets_sla"] and x.get("joules_per_token") is not None]
     assert len(ok) > 10
     assert r["best"]["joules_per_token"] == min(x["joules_per_token"] for x in ok)
@@ -80,6 +86,6 @@ def test_energy_objective_picks_the_feasible_point_of_least_joules_per_token():
 def test_serving_grid_searches_d_up_to_8_by_default():
     from specplan.planning.recommend_serving import serving_grid
 
-    g = serving_grid("llama-3.1-8b", "h100-sxm", Workload(512, 128, concurrency=np.array([1.0, 8.0])),
-                     engine="vllm", mechanisms=["eagle3"], acceptance={"eagle3": "0.7"})
+    g = serving_grid("llama-3.1-8b", "h100-sxm", Workload(512, 128, concurrency=np.array([1.0, 8.0])), engine="vllm",
+                     drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.7"}, max_draft_len=8))
     assert sorted(set(g["draft_len"])) == list(range(0, 9))

@@ -6,8 +6,10 @@ import pytest
 
 from specplan.planning.recommend_serving import UNIT_INSTANCES, disagg_units, recommend_serving, search_deployment
 from specplan.serving.workload import Workload
+from specplan.planning.options import DeploymentSpace, GridOptions, Sla
+from specplan.speculation.spec import DraftSearch
 
-SLA = dict(max_ttft_ms=1000.0, max_tpot_ms=30.0)
+SLA = dict(sla=Sla(max_ttft_ms=1000.0, max_tpot_ms=30.0))
 
 
 def _unit_gpus(layout: dict) -> int:
@@ -30,7 +32,8 @@ def test_replicas_of_the_best_unit_fill_the_budget():
     # 16 GPUs: each layout runs floor(16 / unit GPUs) replicas of its unit; no further unit fits in the idle GPUs;
     # the output tokens/s are the unit's tokens/s/GPU over the GPUs used, and the answer has the most of them
     g = 16
-    r = search_deployment("llama-3.1-8b", "h100-sxm", 1024, 256, gpus=g, engine="vllm", mechanisms=["none"], **SLA)
+    r = search_deployment("llama-3.1-8b", "h100-sxm", 1024, 256, engine="vllm", space=DeploymentSpace(gpus=g),
+                          drafts=DraftSearch(mechanisms=["none"], max_draft_len=16), **SLA)
     ok = [x for x in r["layouts"] if x["best"] is not None]
     assert {x["mode"] for x in ok} == {"agg", "disagg"}
     for x in ok:
@@ -50,16 +53,19 @@ def test_the_disaggregated_search_equals_a_brute_force_over_every_split():
     # times by hand; the most output tokens/s of all must be what the bounded search answers (its pruned
     # refinement prices fewer points, so the decode table it interpolates can differ in the 4th digit)
     g = 6
-    r = search_deployment("llama-3.1-8b", "h100-sxm", 4096, 256, gpus=g, gpus_per_node=4, engine="vllm",
-                          mechanisms=["none"], modes=("disagg",), **SLA)
+    r = search_deployment("llama-3.1-8b", "h100-sxm", 4096, 256, engine="vllm",
+                          space=DeploymentSpace(gpus=g, gpus_per_node=4, modes=("disagg",)),
+                          drafts=DraftSearch(mechanisms=["none"], max_draft_len=16), **SLA)
     brute = []
     for tp in (1, 2):
         n = g // tp
         for x in range(1, n):
             for y in range(1, n - x + 1):
-                b = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(4096, 256, concurrency=1.0, mode="disagg",
+                b = recommend_serving("llama-3.1-8b", "h100-sxm",
+                                      Workload(4096, 256, concurrency=1.0, mode="disagg",
                                                                            pools=(x, y)),
-                                      tp=tp, engine="vllm", mechanisms=["none"], search_concurrency=True, **SLA)["best"]
+                                      tp=tp, engine="vllm", drafts=DraftSearch(mechanisms=["none"], max_draft_len=16),
+                                      grid=GridOptions(search_concurrency=True), **SLA)["best"]
                 if b is not None:
                     used = g // ((x + y) * tp) * (x + y) * tp
                     brute.append((b["tokens_per_s_per_gpu"] * used, tp, b["pools"]))

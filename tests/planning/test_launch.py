@@ -9,6 +9,8 @@ import yaml
 from specplan.core.errors import SpecplanError
 from specplan.planning.launch import emit
 from specplan.planning.launch.emit import build, build_dynamo, check_launch, flag_list, plan_from_answer, render
+from specplan.planning.options import GridOptions
+from specplan.speculation.spec import DraftSearch
 
 # The shape of `recommend --model llama-3.1-8b --hardware h100-sxm --isl 1024 --osl 256 --max-tpot-ms 20
 # --engine vllm --mechanisms eagle3 --acceptance eagle3=0.8 --json` (fields the emitters read; numbers as printed).
@@ -400,7 +402,8 @@ def test_a_saved_serving_answer_keeps_its_dtypes_for_launch(tmp_path):
     from specplan.serving.workload import Workload
 
     r = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(1024, 256, concurrency=1.0), engine="vllm",
-                          mechanisms=["none"], search_concurrency=True, dtype="fp8", kv_dtype="fp8", d_by_load=False)
+                          dtype="fp8", kv_dtype="fp8", drafts=DraftSearch(mechanisms=["none"], max_draft_len=16),
+                          grid=GridOptions(search_concurrency=True, d_by_load=False))
     assert r["dtype"] == "fp8" and r["kv_dtype"] == "fp8"
     argv = build("vllm", plan_from_answer(json.loads(json.dumps(r)))).argv
     assert _flag(argv, "--kv-cache-dtype") == "fp8" and _flag(argv, "--quantization") == "fp8"

@@ -4,7 +4,9 @@ import pytest
 
 from specplan.model.parallel import Layout
 from specplan.planning.layout_search import _splits, _unimodal, family, moe_layout_rows, moe_layouts
+from specplan.planning.options import Sla
 from specplan.profiles.registry import load_hardware, load_model
+from specplan.speculation.spec import DraftSearch
 
 
 def test_moe_layout_families_within_the_budget():
@@ -42,7 +44,7 @@ def test_search_rows_name_their_layouts_and_count_every_gpu():
     decode layouts differ or not; GPUs used = x |P| + y |D| <= 16; tokens/s/GPU over them."""
     m, hw = load_model("deepseek-r1"), load_hardware("h200-sxm")
     rows = moe_layout_rows(m, hw, 1024, 1024, gpus=16, dtype="fp8", modes=("agg", "disagg"), engine="sglang",
-                           sla=(None, None), search_kw={"mechanisms": ["none"]})
+                           sla=Sla(), search_kw={"drafts": DraftSearch(["none"])})
     agg = [r for r in rows if r["mode"] == "agg"]
     dis = [r for r in rows if r["mode"] == "disagg" and r["best"] is not None]
     assert {r["layout"] for r in agg} >= {"dp8ep8", "tp8ep8"}

@@ -184,7 +184,9 @@ def test_serving_grid_rows_without_a_steady_state_carry_no_numbers():
     from specplan.planning.recommend_serving import serving_grid
     from specplan.serving.workload import Workload
 
-    kw = dict(engine="trtllm", mechanisms=["eagle3"], acceptance={"eagle3": 0.8}, max_draft_len=3)
+    from specplan.speculation.spec import DraftSearch
+
+    kw = dict(engine="trtllm", drafts=DraftSearch(["eagle3"], {"eagle3": 0.8}, 3))
     over = serving_grid("llama-3.1-8b", "h100-sxm", Workload(1024, 256, request_rate=60.0), **kw)
     assert not over["stable"].any() and not over["meets_sla"].any()
     assert over[["tpot_ms", "ttft_ms", "tokens_per_s_per_gpu", "usd_per_mtok"]].isna().all().all()

@@ -8,8 +8,10 @@ import pytest
 
 from specplan.planning.recommend_serving import POOL_SIZES, recommend_serving, search_deployment
 from specplan.serving.workload import Workload
+from specplan.planning.options import DeploymentSpace, GridOptions, Ranking, Sla
+from specplan.speculation.spec import DraftSearch
 
-SLA = dict(max_ttft_ms=1000.0, max_tpot_ms=30.0)
+SLA = dict(sla=Sla(max_ttft_ms=1000.0, max_tpot_ms=30.0))
 
 
 def run(*args):
@@ -20,13 +22,16 @@ def test_disagg_recommend_searches_the_pools_when_not_given():
     # Workload used to force pools = (1, 1), so only 1P1D was ever evaluated. Every xPyD with x, y in 1..4 must be
     # ranked, and the best equals the best of the 16 searches with the pools fixed (brute force here).
     wl = Workload(4096, 256, concurrency=1.0, mode="disagg")
-    r = recommend_serving("llama-3.1-8b", "h100-sxm", wl, engine="vllm", mechanisms=["none"],
-                          search_concurrency=True, top=100, **SLA)
+    r = recommend_serving("llama-3.1-8b", "h100-sxm", wl, engine="vllm",
+                          drafts=DraftSearch(mechanisms=["none"], max_draft_len=16), ranking=Ranking(top=100),
+                          grid=GridOptions(search_concurrency=True), **SLA)
     seen = {x["pools"] for x in r["ranked"]}
     assert seen == {f"{x}P{y}D" for x in POOL_SIZES for y in POOL_SIZES}
-    best = max((recommend_serving("llama-3.1-8b", "h100-sxm", Workload(4096, 256, concurrency=1.0, mode="disagg",
+    best = max((recommend_serving("llama-3.1-8b", "h100-sxm",
+                                  Workload(4096, 256, concurrency=1.0, mode="disagg",
                                                                         pools=(x, y)),
-                                  engine="vllm", mechanisms=["none"], search_concurrency=True, **SLA)["best"]
+                                  engine="vllm", drafts=DraftSearch(mechanisms=["none"], max_draft_len=16),
+                                  grid=GridOptions(search_concurrency=True), **SLA)["best"]
                 for x in (1, 2, 3, 4) for y in (1, 2, 3, 4)), key=lambda b: b["tokens_per_s_per_gpu"])
     assert r["best"]["tokens_per_s_per_gpu"] == pytest.approx(best["tokens_per_s_per_gpu"], rel=1e-12)
     assert r["best"]["pools"] == best["pools"] and r["best"]["pools"] != "1P1D"
@@ -36,18 +41,22 @@ def test_deployment_search_equals_brute_force_on_a_small_space():
     # 4 GPUs (one node of 4): TP 1, 2, 4 (Llama-3.1-8B: 32 query / 8 KV heads allow all); agg: replicas of one TP,
     # tokens/s/GPU that of one replica; disagg: every xPyD with (x + y) TP <= 4: TP 1 -> 1P1D, 1P2D, 1P3D, 2P1D,
     # 2P2D, 3P1D; TP 2 -> 1P1D; TP 4 -> none. The search's best must be the best of these 10 serving searches.
-    r = search_deployment("llama-3.1-8b", "h100-sxm", 4096, 256, gpus=4, gpus_per_node=4, engine="vllm",
-                          mechanisms=["none"], **SLA)
+    r = search_deployment("llama-3.1-8b", "h100-sxm", 4096, 256, engine="vllm",
+                          space=DeploymentSpace(gpus=4, gpus_per_node=4),
+                          drafts=DraftSearch(mechanisms=["none"], max_draft_len=16), **SLA)
     brute = []
     for tp in (1, 2, 4):
-        b = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(4096, 256, concurrency=1.0), tp=tp,
-                              engine="vllm", mechanisms=["none"], search_concurrency=True, **SLA)["best"]
+        b = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(4096, 256, concurrency=1.0), tp=tp, engine="vllm",
+                              drafts=DraftSearch(mechanisms=["none"], max_draft_len=16),
+                              grid=GridOptions(search_concurrency=True), **SLA)["best"]
         brute.append(("agg", tp, b))
     for tp, pools in ((1, [(1, 1), (1, 2), (1, 3), (2, 1), (2, 2), (3, 1)]), (2, [(1, 1)])):
         for p in pools:
-            b = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(4096, 256, concurrency=1.0, mode="disagg",
-                                                                        pools=p), tp=tp, engine="vllm",
-                                  mechanisms=["none"], search_concurrency=True, **SLA)["best"]
+            b = recommend_serving("llama-3.1-8b", "h100-sxm",
+                                  Workload(4096, 256, concurrency=1.0, mode="disagg",
+                                                                        pools=p),
+                                  tp=tp, engine="vllm", drafts=DraftSearch(mechanisms=["none"], max_draft_len=16),
+                                  grid=GridOptions(search_concurrency=True), **SLA)["best"]
             brute.append(("disagg", tp, b))
     mode, tp, b = max((x for x in brute if x[2] is not None), key=lambda x: x[2]["tokens_per_s_per_gpu"])
     assert r["best"]["mode"] == mode and r["best"]["tp"] == tp
@@ -93,7 +102,8 @@ def test_recommend_gpus_emits_the_launch_of_its_answer():
 
 def test_serving_table_always_has_the_no_speculation_row_and_the_speedup_over_it():
     r = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(2048, 512, concurrency=1.0), engine="vllm",
-                          search_concurrency=True, top=3, max_ttft_ms=1000, max_tpot_ms=20)
+                          sla=Sla(max_ttft_ms=1000, max_tpot_ms=20), ranking=Ranking(top=3),
+                          grid=GridOptions(search_concurrency=True))
     base = r["baseline"]
     assert base is not None and base["mechanism"] == "none" and base in r["ranked"]
     for x in r["ranked"]:
@@ -104,11 +114,12 @@ def test_serving_table_always_has_the_no_speculation_row_and_the_speedup_over_it
 def test_deployment_search_takes_a_dtype_list_and_refuses_bad_budgets():
     from specplan.core.errors import SpecplanError
 
-    r = search_deployment("llama-3.1-8b", "h100-sxm", 1024, 256, gpus=2, dtypes=["fp8", "bf16"], engine="vllm",
-                          mechanisms=["none"], max_tpot_ms=30.0, modes=("agg",))
+    r = search_deployment("llama-3.1-8b", "h100-sxm", 1024, 256, engine="vllm",
+                          space=DeploymentSpace(gpus=2, dtypes=["fp8", "bf16"], modes=("agg",)),
+                          drafts=DraftSearch(mechanisms=["none"], max_draft_len=16), sla=Sla(max_tpot_ms=30.0))
     assert {(x["dtype"], x["tp"]) for x in r["layouts"]} == {("fp8", 1), ("fp8", 2), ("bf16", 1), ("bf16", 2)}
     with pytest.raises(SpecplanError, match="--gpus"):
-        search_deployment("llama-3.1-8b", "h100-sxm", 1024, 256, gpus=0)
+        search_deployment("llama-3.1-8b", "h100-sxm", 1024, 256, space=DeploymentSpace(gpus=0))
     p = run("recommend", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--isl", "1024", "--osl", "256", "--mode", "auto")
     assert p.returncode == 2 and "auto needs --gpus" in p.stderr
 
@@ -165,7 +176,8 @@ def test_concurrency_search_is_refined_past_the_grid_step():
     best_c, best_x = float(c[i, 0]), float(get("tokens_per_s_per_gpu")[i])
     assert best_c not in CONCURRENCIES  # the grid alone cannot land on it
     rec = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(1024, 256, concurrency=1), engine="vllm",
-                            mechanisms=["none"], max_tpot_ms=20, search_concurrency=True)["best"]
+                            drafts=DraftSearch(mechanisms=["none"], max_draft_len=16), sla=Sla(max_tpot_ms=20),
+                            grid=GridOptions(search_concurrency=True))["best"]
     assert rec["tpot_ms"] <= 20.0
     assert abs(rec["concurrency"] / best_c - 1.0) <= 0.03
     # 1 %: one whole concurrency near 80 is 0.4 % of tokens/s/GPU, and the brute force's tables (decode batches up to
@@ -192,10 +204,12 @@ def test_disaggregated_concurrency_search_is_refined_too():
     ok = ((get("tpot_s") <= 0.030) & (get("ttft_s") <= 1.0) & get("stable").astype(bool)
           & get("fits").astype(bool))
     i = int(np.argmax(np.where(ok, get("tokens_per_s_per_gpu"), -1.0)))
-    rec = recommend_serving("llama-3.3-70b", "h200-sxm", Workload(2048, 512, concurrency=1, mode="disagg",
+    rec = recommend_serving("llama-3.3-70b", "h200-sxm",
+                            Workload(2048, 512, concurrency=1, mode="disagg",
                                                                   pools=(1, 1)),
-                            engine="vllm", mechanisms=["none"], search_concurrency=True, dtype="fp8", tp=2,
-                            max_ttft_ms=1000, max_tpot_ms=30)["best"]
+                            engine="vllm", dtype="fp8", tp=2,
+                            drafts=DraftSearch(mechanisms=["none"], max_draft_len=16),
+                            sla=Sla(max_ttft_ms=1000, max_tpot_ms=30), grid=GridOptions(search_concurrency=True))["best"]
     assert rec["pools"] == "1P1D" and rec["ttft_ms"] <= 1000 and rec["tpot_ms"] <= 30
     assert abs(rec["concurrency"] / float(c[i, 0]) - 1.0) <= 0.03
     assert abs(rec["tokens_per_s_per_gpu"] / float(get("tokens_per_s_per_gpu")[i]) - 1.0) <= 0.005

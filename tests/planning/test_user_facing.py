@@ -13,6 +13,9 @@ import numpy as np
 import pytest
 
 from specplan.core.errors import SpecplanError
+from specplan.planning.options import DeploymentSpace, GridOptions, Ranking, Sla
+from specplan.speculation.spec import DraftSearch
+from specplan.planning.options import LoadTarget
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -488,7 +491,7 @@ def test_gpus_for_a_load_takes_a_one_token_prompt():
     # ISL 1 is a prompt (one token): the GPU-count search takes it as it takes any ISL >= 1
     from specplan.planning.capacity import search
 
-    r = search("llama-3.1-8b", "h100-sxm", target_tps=1000, target_tps_per_user=20, isl=1, osl=64, max_gpus=8)
+    r = search("llama-3.1-8b", "h100-sxm", load=LoadTarget(tps=1000, tps_per_user=20, isl=1, osl=64), max_gpus=8)
     assert r["isl"] == 1 and r["counts"][0]["gpus"] == 8
 
 
@@ -512,7 +515,8 @@ def test_a_deployment_that_fits_at_no_tp_says_what_each_gpu_would_hold():
     # Llama-3.1-405B in bf16 (~811 GB of weights) on H100s: no TP up to 8 fits; each row says the weights per GPU
     from specplan.planning.recommend_serving import search_deployment
 
-    r = search_deployment("llama-3.1-405b", "h100-sxm", 1024, 256, gpus=8, engine="vllm", dtypes=["bf16"])
+    r = search_deployment("llama-3.1-405b", "h100-sxm", 1024, 256, engine="vllm",
+                          space=DeploymentSpace(gpus=8, dtypes=["bf16"]))
     rows = {x["tp"]: x for x in r["layouts"] if x["mode"] == "agg"}
     for tp in (2, 8):
         why = rows[tp]["why"]
@@ -532,7 +536,8 @@ def test_a_tp_that_does_not_fit_names_the_smallest_that_holds_one_request():
     m, hw = load_model("llama-3.3-70b"), load_hardware("h100-sxm")
     prec = resolve_precision(m, hw, "bf16", None)
     assert [float(memory_usage(m, hw, t, 1, 32768, prec).max_batch) for t in (1, 2)] == [0.0, 1.0]
-    r = search_deployment("llama-3.3-70b", "h100-sxm", 32000, 768, gpus=8, engine="vllm", dtypes=["bf16"])
+    r = search_deployment("llama-3.3-70b", "h100-sxm", 32000, 768, engine="vllm",
+                          space=DeploymentSpace(gpus=8, dtypes=["bf16"]))
     why = next(x["why"] for x in r["layouts"] if x["mode"] == "agg" and x["tp"] == 1)
     assert why.endswith("; TP 2 fits"), why
 
@@ -553,10 +558,12 @@ def test_aggregated_replicas_for_a_load_by_hand():
     from specplan.planning.recommend_serving import recommend_serving
     from specplan.serving.workload import Workload
 
-    r = search("llama-3.1-8b", "h100-sxm", target_tps=20000, target_tps_per_user=30, isl=1024, osl=256, max_gpus=16)
+    r = search("llama-3.1-8b", "h100-sxm", load=LoadTarget(tps=20000, tps_per_user=30, isl=1024, osl=256),
+               max_gpus=16)
     a = r["aggregated"]
     one = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(1024, 256, concurrency=1.0), tp=a["tp"],
-                            mechanisms=["none"], max_tpot_ms=1e3 / 30, search_concurrency=True, top=1)["best"]
+                            drafts=DraftSearch(mechanisms=["none"], max_draft_len=16), sla=Sla(max_tpot_ms=1e3 / 30),
+                            ranking=Ranking(top=1), grid=GridOptions(search_concurrency=True))["best"]
     assert a["tokens_per_s_per_replica"] == pytest.approx(one["tokens_per_s_per_gpu"] * a["tp"], rel=1e-12)
     assert a["replicas"] == math.ceil(20000 / a["tokens_per_s_per_replica"]) and a["gpus"] == a["replicas"] * a["tp"]
 
@@ -587,14 +594,14 @@ def test_candidate_layouts_grow_in_doubling_node_counts_within_the_budget():
 def test_gpus_for_a_load_decodes_at_the_mean_context():
     from specplan.planning.capacity import search
 
-    r = search("llama-3.1-8b", "h100-sxm", target_tps=1000, target_tps_per_user=20, isl=1000, osl=301, max_gpus=8)
+    r = search("llama-3.1-8b", "h100-sxm", load=LoadTarget(tps=1000, tps_per_user=20, isl=1000, osl=301), max_gpus=8)
     assert r["context_len"] == 1000 + 301 // 2
 
 
 def test_a_ttft_target_below_one_prompts_prefill_is_said():
     from specplan.planning.capacity import search
 
-    r = search("llama-3.3-70b", "h100-sxm", target_tps=1000, target_tps_per_user=20, isl=32000, osl=256,
+    r = search("llama-3.3-70b", "h100-sxm", load=LoadTarget(tps=1000, tps_per_user=20, isl=32000, osl=256),
                max_gpus=16, max_ttft_ms=1.0)
     assert r["prefill_gpus"] == 0
     assert r["prefill_unreachable"].startswith("one prompt's prefill takes ") and "over the TTFT target 1 ms" in \

@@ -74,7 +74,7 @@ def test_heatmap_break_even_line_stops_where_points_do_not_fit():
 
 
 def test_acceptance_figure_names_each_mechanism_alpha(small_grid):
-    from specplan.cli.sweep_cmd import acceptance_legend
+    from specplan.planning.grid_acceptance import acceptance_legend
 
     fig = P.plot_acceptance(small_grid, acceptance=acceptance_legend(small_grid, "llama-3.1-8b",
                                                                      {"eagle3": "0.7", "ngram": "0.4",

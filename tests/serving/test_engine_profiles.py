@@ -7,11 +7,11 @@ import sys
 import numpy as np
 import pytest
 
-from specplan.costs.attention import attention_cost
+from specplan.costs.attention import AttentionHeads, attention_cost
 from specplan.core.errors import SpecplanError
 from specplan.profiles.registry import (engine_ids, kernel_family_ids, load_engine, load_hardware,
                                         load_kernel_family, load_model)
-from specplan.model.step import step_time
+from specplan.model.step import StepKernels, step_time
 
 H100 = load_hardware("h100-sxm")
 
@@ -68,17 +68,17 @@ def test_unknown_engine_suggests_the_closest():
 
 def test_default_family_prices_as_the_hardware_block():
     fam = load_kernel_family("default")
-    a = attention_cost(H100, [1, 64], [1, 5], 4096, 32, 8, 128)
-    b = attention_cost(H100, [1, 64], [1, 5], 4096, 32, 8, 128, family=fam)
+    a = attention_cost(H100, [1, 64], [1, 5], 4096, AttentionHeads(32, 8, 128))
+    b = attention_cost(H100, [1, 64], [1, 5], 4096, AttentionHeads(32, 8, 128), family=fam)
     np.testing.assert_array_equal(a.time_s, b.time_s)
     m = load_model("llama-3.1-8b")
     s0 = step_time(m, H100, 1, 32, 4, 8192).total_s
-    s1 = step_time(m, H100, 1, 32, 4, 8192, attention_family=fam).total_s
+    s1 = step_time(m, H100, 1, 32, 4, 8192, kernels=StepKernels(attention_family=fam)).total_s
     assert s0 == s1
 
 
 def _compute_s(fam, g, q, kv=65536):
-    c = attention_cost(H100, 1, q, kv, g, 1, 128, family=fam)
+    c = attention_cost(H100, 1, q, kv, AttentionHeads(g, 1, 128), family=fam)
     return float(np.asarray(c.compute_s))
 
 
@@ -99,8 +99,8 @@ def test_per_head_packing_tiles_each_query_head(tmp_path):
     p = tmp_path / "ph.yaml"
     p.write_text("id: ph\npacking: per_head\nl2_hit_fraction: 0.0\nsource: test\n")
     fam = load_kernel_family(str(p))
-    packed = attention_cost(H100, 1, 5, 65536, 8, 1, 128)
-    per = attention_cost(H100, 1, 5, 65536, 8, 1, 128, family=fam)
+    packed = attention_cost(H100, 1, 5, 65536, AttentionHeads(8, 1, 128))
+    per = attention_cost(H100, 1, 5, 65536, AttentionHeads(8, 1, 128), family=fam)
     assert float(per.compute_s) == pytest.approx(8 * float(packed.compute_s))
     kv_bytes = 65536 * 256 * 2.0
     assert float(per.memory_s) - float(packed.memory_s) == pytest.approx(
@@ -112,7 +112,7 @@ def test_family_bandwidth_override_applies_to_every_kv_dtype(tmp_path):
     p.write_text("id: bw\nmem_bw_fraction: 0.5\nsource: test\n")
     fam = load_kernel_family(str(p))
     for kvd in ("bf16", "fp8"):
-        c = attention_cost(H100, 64, 1, 8192, 32, 8, 128, kv_dtype=kvd, family=fam)
+        c = attention_cost(H100, 64, 1, 8192, AttentionHeads(32, 8, 128), kv_dtype=kvd, family=fam)
         nbytes = 64 * 8 * 8192 * 256 * (2.0 if kvd == "bf16" else 1.0) + 64 * 32 * 256 * 2.0
         cta = np.ceil(64 * 8 / 132) * H100.attention.cta_overhead_s
         assert float(c.memory_s) == pytest.approx(nbytes / (H100.mem_bandwidth_bytes_s * 0.5) + cta)

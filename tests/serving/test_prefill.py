@@ -7,6 +7,7 @@ from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_hardware, load_kernel_family, load_model
 from specplan.serving.prefill import mixed_step_s, prefill_attention_s, prefill_s
 from specplan.model.step import step_time
+from specplan.costs.attention import AttentionHeads
 
 H100 = load_hardware("h100-sxm")
 M8 = load_model("llama-3.1-8b")
@@ -120,8 +121,8 @@ def test_dsa_mla_prefill_stays_latent():
     fam = load_kernel_family("prefill-default")
     prec = resolve_precision(v32, H100, None, None)
     t = float(prefill_attention_s(v32, H100, 8, 4096, 0, prec, fam))
-    one = attention_cost(H100, 1, 4096, 4097 / 2, 16, 1, 576, prec.kv, prec.compute, head_dim_v=512, latent=True,
-                         family=fam).time_s
+    one = attention_cost(H100, 1, 4096, 4097 / 2, AttentionHeads(16, 1, 576, head_dim_v=512, latent=True), prec.kv,
+                         prec.compute, family=fam).time_s
     assert t > 61 * float(one)
 
 
@@ -140,7 +141,8 @@ def test_hybrid_prefill_sums_each_layer_kind_by_its_count():
     counts = {g.mixer: g.count for g in m.groups()}
     assert set(counts) == {"full", "linear"} and counts["linear"] > counts["full"] > 0
     qh, kvh = m.heads_per_device(tp)
-    full = attention_cost(H100, 1, n, (n + 1) / 2, qh, kvh, m.head_dim, prec.kv, prec.compute, family=fam).time_s
+    full = attention_cost(H100, 1, n, (n + 1) / 2, AttentionHeads(qh, kvh, m.head_dim), prec.kv, prec.compute,
+                          family=fam).time_s
     la = m.linear_attention
     elems = la.num_v_heads / tp * la.head_k_dim * la.head_v_dim
     lin = recurrent_state_cost(H100, 1, n, elems * 4.0, 6.0 * elems, checkpoint=False).time_s
@@ -150,7 +152,7 @@ def test_hybrid_prefill_sums_each_layer_kind_by_its_count():
     assert float(prefill_attention_s(m, H100, tp, n, 0, prec, fam)) == pytest.approx(float(expect), rel=1e-12)
     # a one-token chunk: the state pass is bound by reading and writing the fp32 state (elems x 4 bytes)
     one = recurrent_state_cost(H100, 1, 1.0, elems * 4.0, 6.0 * elems, checkpoint=False).time_s
-    full1 = attention_cost(H100, 1, 1.0, 1.0, qh, kvh, m.head_dim, prec.kv, prec.compute, family=fam).time_s
+    full1 = attention_cost(H100, 1, 1.0, 1.0, AttentionHeads(qh, kvh, m.head_dim), prec.kv, prec.compute, family=fam).time_s
     kv1 = elementwise_cost(H100, (kv_bytes_per_token(m, tp, prec.kv, "full")
                                   + kv_bytes_per_token(m, tp, prec.kv, "sliding")) + m.hidden_size * ACT_BYTES)
     assert float(prefill_attention_s(m, H100, tp, 1.0, 0, prec, fam)) == pytest.approx(
@@ -170,8 +172,9 @@ def test_sparse_mla_prefill_is_latent_attention_per_device():
     fam = load_kernel_family("prefill-default")
     n, tp = 1024.0, 8
     a = m.mla
-    one = attention_cost(H100, 1, n, (n + 1) / 2, m.num_q_heads // tp, 1, a.kv_lora_rank + a.qk_rope_head_dim,
-                         prec.kv, prec.compute, head_dim_v=a.kv_lora_rank, latent=True, family=fam).time_s
+    one = attention_cost(H100, 1, n, (n + 1) / 2,
+                         AttentionHeads(m.num_q_heads // tp, 1, a.kv_lora_rank + a.qk_rope_head_dim, head_dim_v=a.kv_lora_rank, latent=True),
+                         prec.kv, prec.compute, family=fam).time_s
     from specplan.costs.gemm import elementwise_cost
     from specplan.model.memory import kv_bytes_per_token
     from specplan.model.step import ACT_BYTES

@@ -17,6 +17,7 @@ from specplan.serving.prefill import mixed_step_s
 from specplan.serving.workload import Workload
 from specplan.speculation.acceptance import Acceptance
 from specplan.model.step import step_time
+from specplan.planning.options import GridOptions, Sla
 
 
 def run(*args):
@@ -191,7 +192,8 @@ def test_recommend_serving_maximizes_throughput_under_the_sla():
     from specplan.planning.recommend_serving import recommend_serving
 
     wl = Workload(1024, 256, concurrency=1.0)
-    r = recommend_serving("llama-3.1-8b", "h100-sxm", wl, engine="vllm", max_tpot_ms=12.0, search_concurrency=True)
+    r = recommend_serving("llama-3.1-8b", "h100-sxm", wl, engine="vllm", sla=Sla(max_tpot_ms=12.0),
+                          grid=GridOptions(search_concurrency=True))
     best = r["best"]
     assert best["tpot_ms"] <= 12.0
     # one more concurrency step past the best breaks the SLA (throughput grows with concurrency here)

@@ -3,7 +3,7 @@ stay MXFP4 in the decode iteration instead of being re-read as 16-bit weights.""
 
 import numpy as np
 
-from specplan.costs.precision import resolve_precision
+from specplan.costs.precision import Dtypes, resolve_precision
 from specplan.model.step import step_time
 from specplan.profiles.engine import engine_hardware
 from specplan.profiles.registry import load_engine, load_hardware, load_model
@@ -24,7 +24,7 @@ def test_mxfp4_experts_fit_one_h100_in_the_serving_path():
     # the iteration at batch 8 is the MXFP4 step, well under the 16-bit one (about 20 ms: 2.8 x the bytes)
     b8 = float(np.interp(np.log(8.0), t.log_b, np.asarray(t.iter_gpu_s).reshape(len(t.log_b), -1)[:, 0]))
     mx = float(step_time(m, hw, 1, 8, 1, wl.decode_context, precision=prec).total_s)
-    bf = float(step_time(m, hw, 1, 8, 1, wl.decode_context, dtype="bf16").total_s)
+    bf = float(step_time(m, hw, 1, 8, 1, wl.decode_context, precision=Dtypes(dtype="bf16")).total_s)
     assert bf > 2.5 * mx
     sg = engine_hardware(hw, load_engine("sglang"))  # SGLang's counted MoE path (13 kernels per MXFP4 layer)
     mx_sg = float(step_time(m, sg, 1, 8, 1, wl.decode_context, precision=prec).total_s)

@@ -13,6 +13,7 @@ from specplan.serving.api import serving_summary
 from specplan.serving.disaggregated import disaggregated
 from specplan.serving.workload import Workload
 from specplan.speculation.acceptance import Acceptance
+from specplan.speculation.spec import DraftSearch
 
 WL = Workload(128, 1024, concurrency=64.0)
 
@@ -87,7 +88,7 @@ def test_recommend_names_the_speculative_cap():
     from specplan.planning.recommend_serving import recommend_serving
 
     acc = {"eagle3": "0.8"}
-    kw = dict(mechanisms=["eagle3"], acceptance=acc, max_draft_len=3)
+    kw = dict(drafts=DraftSearch(["eagle3"], acc, 3))
     wl = Workload(1024, 256, concurrency=64.0)
     sg = recommend_serving("llama-3.1-8b", "h100-sxm", wl, engine="sglang", **kw)
     vl = recommend_serving("llama-3.1-8b", "h100-sxm", wl, engine="vllm", **kw)
@@ -135,7 +136,7 @@ def test_recommend_prices_the_launch_its_files_write():
     from specplan.serving.aggregated import aggregated
     from specplan.speculation.acceptance_spec import parse_acceptance
 
-    kw = dict(mechanisms=["eagle3"], acceptance={"eagle3": "0.8"}, max_draft_len=3)
+    kw = dict(drafts=DraftSearch(["eagle3"], {"eagle3": "0.8"}, 3))
     r = recommend_serving("llama-3.1-8b", "h100-sxm", Workload(1024, 256, concurrency=64.0), engine="sglang", **kw)
     best = r["best"]
     assert best["mechanism"] == "eagle3" and 48.0 < best["decode_batch"] <= 64.0

@@ -18,7 +18,9 @@ from specplan.speculation.acceptance import Acceptance
 from specplan.speculation.round import (REJECTION_PASSES, rejection_s, round_gpu_extra_s, round_s, unfitted_note,
                                         verify_graphed)
 from specplan.speculation.speedup import evaluate
-from specplan.model.step import step_time
+from specplan.model.step import StepKernels, step_time
+from specplan.planning.options import GridOptions, Sla
+from specplan.speculation.spec import DraftSearch
 
 SRC = {k: "test" for k in ("host_step_s", "host_per_seq_s", "spec_host_per_seq_s", "eager_launch_s",
                            "graph_max_batch", "verify_graph_max_tokens", "draft_graph_max_batch",
@@ -105,15 +107,15 @@ def test_tree_verify_priced_through_masked_prefill_kernel():
     from specplan.profiles.engine import engine_hardware
 
     ehw = engine_hardware(hw, eng)
-    pre = step_time(m, ehw, 1, 8, 16, 4096, attention_family=load_kernel_family(eng.prefill_attention),
-                    precision=tree["precision"]).breakdown_s["attention"]
-    dec = step_time(m, ehw, 1, 8, 16, 4096, attention_family=load_kernel_family(eng.verify_attention),
-                    precision=tree["precision"]).breakdown_s["attention"]
+    pre = step_time(m, ehw, 1, 8, 16, 4096, precision=tree["precision"],
+                    kernels=StepKernels(attention_family=load_kernel_family(eng.prefill_attention))).breakdown_s["attention"]
+    dec = step_time(m, ehw, 1, 8, 16, 4096, precision=tree["precision"],
+                    kernels=StepKernels(attention_family=load_kernel_family(eng.verify_attention))).breakdown_s["attention"]
     assert float(tree["verify_attention_s"]) == pytest.approx(float(pre), rel=1e-9)
     assert abs(float(pre) / float(dec) - 1.0) > 0.01  # the masked kernel prices differently from the decode kernel
     chain = evaluate(m, hw, **kw)  # a chain (1 + D tokens) keeps the engine's verify family
-    dec5 = step_time(m, ehw, 1, 8, 5, 4096, attention_family=load_kernel_family(eng.verify_attention),
-                     precision=chain["precision"]).breakdown_s["attention"]
+    dec5 = step_time(m, ehw, 1, 8, 5, 4096, precision=chain["precision"],
+                     kernels=StepKernels(attention_family=load_kernel_family(eng.verify_attention))).breakdown_s["attention"]
     assert float(chain["verify_attention_s"]) == pytest.approx(float(dec5), rel=1e-9)
 
 
@@ -265,6 +267,6 @@ def test_recommend_carries_the_moe_line_once_on_both_paths():
     dense = recommend("llama-3.1-8b", "h100-sxm", context_len=2048, mechanisms=["eagle3"], acceptance={"eagle3": "0.7"})
     assert not [n for n in dense["notes"] if "MoE" in n]
     serv = recommend_serving("gpt-oss-120b", "h100-sxm", Workload(128, 1024, concurrency=1.0), engine="vllm",
-                             mechanisms=["eagle3"], acceptance={"eagle3": "0.7"}, max_tpot_ms=30.0,
-                             search_concurrency=True)
+                             drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.7"}, max_draft_len=16),
+                             sla=Sla(max_tpot_ms=30.0), grid=GridOptions(search_concurrency=True))
     assert serv["notes"].count(moe_verify_note()[0]) == 1

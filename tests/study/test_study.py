@@ -10,6 +10,8 @@ import pytest
 from specplan.core.errors import SpecplanError
 from specplan.study.spec import expand, load_study
 from specplan.plots.study_plots import run_study
+from specplan.planning.options import GridOptions, Sla
+from specplan.speculation.spec import DraftSearch
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -163,8 +165,8 @@ def test_a_serving_study_answers_as_recommend_does_per_variant(tmp_path):
     assert s["kind"] == "serving" and [v["variant"] for v in s["variants"]] == ["base", "trtllm", "h200"]
     for v, (hw, eng) in zip(s["variants"], (("h100-sxm", "vllm"), ("h100-sxm", "trtllm"), ("h200-sxm", "vllm"))):
         r = recommend_serving("llama-3.1-8b", hw, Workload(1024, 256, concurrency=1), engine=eng,
-                              mechanisms=["eagle3"], acceptance={"eagle3": "0.7"}, max_draft_len=4, max_tpot_ms=20,
-                              search_concurrency=True)
+                              drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.7"}, max_draft_len=4),
+                              sla=Sla(max_tpot_ms=20), grid=GridOptions(search_concurrency=True))
         assert v["best"]["tokens_per_s_per_gpu"] == pytest.approx(r["best"]["tokens_per_s_per_gpu"], rel=1e-9)
         assert (v["best"]["draft_len"], v["best"]["concurrency"]) == (r["best"]["draft_len"],
                                                                        r["best"]["concurrency"])

@@ -1,0 +1,60 @@
+"""The options a planning search takes, as frozen records: the SLA, how answers are ranked, how the serving grid is
+searched, a GPU budget."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Sla:
+    """Latency targets in milliseconds (None: no target): time to first token, time per output token."""
+
+    max_ttft_ms: float | None = None
+    max_tpot_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """How serving points are ranked: objective (tokens-per-gpu | cost | energy), price options
+    (planning.cost.price_options: gpu_hour_usd, kwh_usd, pue, tier), rows kept (top)."""
+
+    objective: str = "tokens-per-gpu"
+    price: dict | None = None
+    top: int = 10
+
+
+@dataclass(frozen=True)
+class GridOptions:
+    """How a serving search walks its grid: search the concurrency (None: when the workload gives no load), keep
+    every point (the pareto grid), the xPyD pools searched (None: all), the best D per concurrency band for the
+    winner, and a GPU budget whose replicas prune the refinement (recommend --gpus)."""
+
+    search_concurrency: bool | None = None
+    keep_grid: bool = False
+    pools: object = None
+    d_by_load: bool = True
+    budget: int | None = None
+
+
+@dataclass(frozen=True)
+class DeploymentSpace:
+    """The deployments recommend --gpus searches: the GPU budget, the largest TP (GPUs per node; None: the
+    hardware's scale-up domain), the dtypes (None: the checkpoint's) and the modes (agg, disagg)."""
+
+    gpus: int
+    gpus_per_node: int | None = None
+    dtypes: object = None
+    modes: tuple = ("agg", "disagg")
+
+
+@dataclass(frozen=True)
+class LoadTarget:
+    """A load to serve: output tokens/s in all, tokens/s each user sees, and its request lengths (ISL and OSL), or
+    a fixed decode context instead (tokens)."""
+
+    tps: float
+    tps_per_user: float
+    isl: int | None = None
+    osl: int | None = None
+    context_len: int | None = None
