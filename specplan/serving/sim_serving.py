@@ -180,13 +180,16 @@ def simulate_serving(model, hw, req: RequestSet, setup: SimSetup) -> SimSummary:
                            ctx_max=float((req.isl + req.osl).max()), tok_max=tok_max, draft=draft)
     acc = request_alpha_al(tab.acceptance_length, d, req.n, setup.seed, req.alpha)
     sreq = SimRequests(req.isl, req.osl, req.cached_tokens, acc, req.arrival_s)
-    run = simulate(tab, eng, sreq, cfg)
-    if req.clients is not None and req.start in ("steady", "benchmark") and req.clients > 1:
-        # the clients' first sends spread evenly over the mean request latency of the run started together
-        period = float(np.nanmean(run.finish_s - run.arrival_s))
-        steady = simulate(tab, eng, sreq, replace(cfg, client_start_s=tuple(np.arange(cfg.clients) * period
-                                                                              / cfg.clients)))
-        run = steady if req.start == "steady" else benchmark_run(run, steady, min(cfg.clients, req.n))
+    if req.clients is None or req.start == "together" or req.clients < 2:
+        run = simulate(tab, eng, sreq, cfg)
+    else:  # the first round started together; its mean latency spaces the settled loop's first sends
+        k = min(cfg.clients, req.n)
+        first = simulate(tab, eng, SimRequests(sreq.isl[:k], sreq.osl[:k], sreq.cached_tokens[:k],
+                                               sreq.accepted_tokens[:k]), cfg)
+        period = float(np.nanmean(first.finish_s - first.arrival_s))
+        run = simulate(tab, eng, sreq, replace(cfg, client_start_s=tuple(np.arange(cfg.clients) * period
+                                                                            / cfg.clients)))
+        run = run if req.start == "steady" else benchmark_run(first, run, k)
     return summarize(run, setup, cfg.devices, dp, tab.acceptance_length)
 
 
