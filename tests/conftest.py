@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from specplan.speculation.spec import DraftSearch
+from specplan.planning.sweep import SweepAxes
 
 ACC = {"eagle3": 0.7, "ngram": 0.4, "dflash": 0.75}
 
@@ -12,8 +14,9 @@ ACC = {"eagle3": 0.7, "ngram": 0.4, "dflash": 0.75}
 def small_grid():
     from specplan.planning.sweep import sweep
 
-    return sweep("llama-3.1-8b", ["h100-sxm", "b200"], batch_max=48, max_draft_len=6, mechanisms=list(ACC),
-                 acceptance=ACC, tp=[1, 2], contexts=[1024, 65536], progress=False)
+    return sweep("llama-3.1-8b", ["h100-sxm", "b200"],
+                 axes=SweepAxes(batch_max=48, tp=[1, 2], contexts=[1024, 65536]),
+                 drafts=DraftSearch(max_draft_len=6, mechanisms=list(ACC), acceptance=ACC), progress=False)
 
 
 # ------------------------------------------------------------------ figure checks (tests/plots, tests/planning)

@@ -62,9 +62,12 @@ from specplan.cli.parsing import int_list, mech_values
 from specplan.planning.frontier import frontier
 from specplan.planning.sweep import sweep
 c0, w0 = time.process_time(), time.perf_counter()
-df = sweep("qwen3.5-122b-a10b", ["b200", "h200-sxm"], batch_max=256, max_draft_len=32,
-           mechanisms=["mtp", "dflash", "ngram"], tp=[1, 2, 4, 8], contexts=int_list(["8k,32k,128k"], "--context"),
-           acceptance=mech_values(["mtp=0.8", "dflash=0.75", "ngram=0.4"], "MECH=VALUE"), progress=False)
+from specplan.planning.sweep import SweepAxes
+from specplan.speculation.spec import DraftSearch
+df = sweep("qwen3.5-122b-a10b", ["b200", "h200-sxm"],
+           axes=SweepAxes(batch_max=256, tp=[1, 2, 4, 8], contexts=int_list(["8k,32k,128k"], "--context")),
+           drafts=DraftSearch(["mtp", "dflash", "ngram"],
+                              mech_values(["mtp=0.8", "dflash=0.75", "ngram=0.4"], "MECH=VALUE"), 32), progress=False)
 frontier(df)
 print(json.dumps({"cpu_s": time.process_time() - c0, "wall_s": time.perf_counter() - w0, "points": len(df)}))
 """
@@ -146,16 +149,19 @@ def main() -> None:
         print(json.dumps(bench_pareto(args.repeat)))
         return
     from specplan.planning.frontier import frontier
-    from specplan.planning.sweep import sweep
+    from specplan.planning.sweep import SweepAxes, sweep
+    from specplan.speculation.spec import DraftPlacement, DraftSearch
 
     # Warm-up (imports, profile loading) outside the timing.
-    sweep("llama-3.1-8b", "h100-sxm", batch=[1, 2], max_draft_len=1, mechanisms=["ngram"],
-          acceptance={"ngram": 0.5}, tp=[1], progress=False)
+    sweep("llama-3.1-8b", "h100-sxm", axes=SweepAxes(batch=[1, 2], tp=[1]),
+          drafts=DraftSearch(max_draft_len=1, mechanisms=["ngram"], acceptance={"ngram": 0.5}), progress=False)
     for model in args.models:
         case = CASES[model]
         t0, c0 = time.perf_counter(), time.process_time()
-        df = sweep(model, DEVICES, batch=list(range(1, args.batch + 1)), max_draft_len=args.max_draft_len,
-                   layouts=LAYOUTS, contexts=CONTEXTS, progress=False, **case)
+        df = sweep(model, DEVICES,
+                   axes=SweepAxes(batch=list(range(1, args.batch + 1)), layouts=LAYOUTS, contexts=CONTEXTS),
+                   drafts=DraftSearch(case["mechanisms"], case["acceptance"], args.max_draft_len),
+                   draft=DraftPlacement(case.get("draft_model")), progress=False)
         t1 = time.perf_counter()
         front = frontier(df)
         t2, c2 = time.perf_counter(), time.process_time()

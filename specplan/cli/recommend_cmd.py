@@ -144,8 +144,8 @@ def recommend(
     if context is None:
         raise SpecplanError("recommend: --context is required (or --target-tps with --isl and --osl)")
     _recommend_step(model, hardware, (tp, dp, ep, pp), dict(
-        batch=batch, target_tps_per_user=target_tps, context_len=model_context(model, context), mechanisms=mechs,
-        acceptance=acc, max_draft_len=max_draft_len, extrapolate=extrapolate, dtype=dtype, kv_dtype=kv_dtype,
+        batch=batch, target_tps_per_user=target_tps, context_len=model_context(model, context),
+        drafts=DraftSearch(mechs, acc, max_draft_len, extrapolate), dtype=dtype, kv_dtype=kv_dtype,
         draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
         draft_kv_budget=draft_kv_budget, engine=eng), price, emit, json_out, ident)
 

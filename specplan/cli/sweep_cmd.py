@@ -14,7 +14,9 @@ from specplan.cli.app import app
 from specplan.cli.serving_options import Concurrency, Engine, Isl, Mode, Osl, Pools, RequestRate, StartupCohort
 from specplan.cli.parsing import (DEFAULT_FIGURES, FIGURE_FORMATS, FIGURES, comma_list, figure_formats,  # noqa: F401
                                   figure_names, fold_ids, int_list, mech_values, model_context, one_number)
-from specplan.planning.sweep import MAX_DRAFT_LEN
+from specplan.costs.precision import Dtypes
+from specplan.planning.sweep import MAX_DRAFT_LEN, SweepAxes
+from specplan.speculation.spec import DraftPlacement, DraftSearch
 
 
 DEFAULT_CONTEXT = 1024  # tokens in the KV cache when pareto gets no --context (stated in its output)
@@ -256,10 +258,11 @@ def _batch_pareto(model, hardware, tp, layouts, context, mechanisms, acceptance,
     import pyarrow.parquet  # noqa: F401
 
     t0 = time.process_time()
-    df = sweep(m, hws, batch_max=batch_max, batch_points=batch_points, max_draft_len=max_draft_len,
-               mechanisms=mechs, acceptance=acc, tp=int_list(tp, "--tp"), layouts=comma_list(layouts) or None,
-               contexts=contexts, draft_model=draft_model,
-               draft_hardware=draft_hardware, dtype=dtype, kv_dtype=kv_dtype, progress=None if progress else False)
+    df = sweep(m, hws,
+               axes=SweepAxes(batch_max=batch_max, batch_points=batch_points, tp=int_list(tp, "--tp"), layouts=comma_list(layouts) or None, contexts=contexts),
+               drafts=DraftSearch(max_draft_len=max_draft_len, mechanisms=mechs, acceptance=acc),
+               dtypes=Dtypes(dtype=dtype, kv_dtype=kv_dtype),
+               draft=DraftPlacement(model=draft_model, hardware=draft_hardware), progress=None if progress else False)
     _print_swept(df, contexts, context, mechs)
     t1 = time.process_time()
     by = ["hardware", "context_len"] + (["layout"] if len(comma_list(layouts)) > 1 else [])

@@ -16,6 +16,7 @@ from specplan.planning.recommend import recommend
 from specplan.profiles.registry import load_model
 from specplan.speculation.datasets import (choices_for, class_names, dataset_profiles, loo_errors,
                                            mapping)
+from specplan.speculation.spec import DraftSearch
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "acceptance_datasets.md"
@@ -56,7 +57,8 @@ def _winner_rows(model_id: str) -> list[str]:
             continue
         acc = {c.mechanism: c.profile.id for c in used}
         for b in CONCURRENCY:
-            r = recommend(model_id, HARDWARE, batch=b, context_len=CONTEXT, mechanisms=list(acc), acceptance=acc)
+            r = recommend(model_id, HARDWARE, batch=b, context_len=CONTEXT,
+                          drafts=DraftSearch(mechanisms=list(acc), acceptance=acc, max_draft_len=32))
             best = r["best"]
             others = [x for x in r["per_mechanism"] if x["mechanism"] not in (best["mechanism"], "none")]
             second = (f"{others[0]['mechanism']} D {others[0]['draft_len']} (x{others[0]['speedup']:.2f})"

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 from specplan.costs.precision import Dtypes
+from specplan.speculation.spec import DraftSearch
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (reports read reference/ and write docs/)
 
@@ -91,8 +92,10 @@ def _named(guideline: str) -> str:
 def qwen128k() -> str:
     """The Must-show 3 paragraph, every number from `recommend` / `evaluate`."""
     acc = parse_acceptance(Q_RATE)
-    ng = recommend(**Q, mechanisms=["ngram"], acceptance={"ngram": Q_RATE}, batch=Q_BATCH)
-    mt = recommend(**Q, mechanisms=["mtp"], acceptance={"mtp": Q_RATE}, batch=Q_BATCH)
+    ng = recommend(batch=Q_BATCH,
+                   drafts=DraftSearch(mechanisms=["ngram"], acceptance={"ngram": Q_RATE}, max_draft_len=32), **Q)
+    mt = recommend(batch=Q_BATCH,
+                   drafts=DraftSearch(mechanisms=["mtp"], acceptance={"mtp": Q_RATE}, max_draft_len=32), **Q)
     g = mt["guidelines"]
     g_dev, tile_d = int(g["g_dev"]), int(g["attention_tile_d"])
     e = evaluate(**Q, batch=Q_BATCH, draft_len=np.array([tile_d, tile_d + 1]), mechanism="ngram", acceptance=acc)

@@ -12,6 +12,7 @@ from specplan.planning.predict import STEP_KEYS, layout_dict, mla_tp_note
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation.acceptance import Acceptance, find_profile
 from specplan.speculation.guidelines import binding_line, g1_sentence, mechanism_line
+from specplan.speculation.spec import DraftSearch
 from specplan.speculation.speedup import evaluate, mechanism_names
 from specplan.planning.sweep import MAX_DRAFT_LEN
 
@@ -55,10 +56,14 @@ def _draft_range(acc: Acceptance | None, max_d: int, extrapolate: bool, notes: l
     return np.arange(0, top + 1)
 
 
-def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, context_len=1024, mechanisms=None,
-              acceptance=None, max_draft_len=MAX_DRAFT_LEN, extrapolate=False, top=10, **kw) -> dict:
-    """Best (mechanism, D) by tokens/s/GPU at a batch, or over batch subject to tokens/s/user >= a target
-    (neither given: over every batch that fits, i.e. the throughput end of the frontier)."""
+def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, context_len=1024,
+              drafts: DraftSearch | None = None, top=10, **kw) -> dict:
+    """Best (mechanism, D) of `drafts` (default: every mechanism with acceptance data, D up to MAX_DRAFT_LEN) by
+    tokens/s/GPU at a batch, or over batch subject to tokens/s/user >= a target (neither given: over every batch
+    that fits, i.e. the throughput end of the frontier); `kw`: evaluate's deployment options (dtype, engine, ...)."""
+    drafts = drafts if drafts is not None else DraftSearch(max_draft_len=MAX_DRAFT_LEN)
+    mechanisms, acceptance, max_draft_len, extrapolate = (drafts.mechanisms, drafts.acceptance, drafts.max_draft_len,
+                                                          drafts.extrapolate)
     if batch is not None and target_tps_per_user is not None:
         raise SpecplanError("recommend: give at most one of --batch or --target-tps-per-user")
     max_draft_len = check_int(max_draft_len, "max draft length", 0, DRAFT_LEN_LIMIT)

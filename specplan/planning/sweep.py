@@ -19,7 +19,10 @@ import numpy as np
 from specplan.core.errors import SpecplanError
 from specplan.core.limits import (DRAFT_LEN_LIMIT, MAX_BATCH, MAX_BATCH_POINTS, MAX_CONTEXT, MAX_GRID_POINTS, MAX_TP,
                              check_int, check_ints)
+from specplan.costs.precision import Dtypes
+from specplan.model.step import StepKernels
 from specplan.profiles.registry import load_hardware, load_model
+from specplan.speculation.spec import DraftPlacement, DraftSearch
 # The table writers live in specplan.core.tables; re-exported here for importers of specplan.planning.sweep.
 from specplan.core.tables import csv_bytes, round_significant, write_table  # noqa: F401
 
@@ -226,39 +229,49 @@ class _Combo:
     acceptance: object
 
 
+@dataclass(frozen=True)
+class SweepAxes:
+    """The grid's axes besides mechanism and D's range: batch values (None: 1 ... batch_max in batch_points steps,
+    batch_max default the largest that fits at the smallest context), the D values (None: 0 ... the largest D of the
+    DraftSearch), TP values (None: 1, 2, 4, 8 where the heads divide) or layouts ('tp8', 'dp8ep8', ...) instead of
+    TP, and the contexts (tokens)."""
+
+    batch: object = None
+    batch_max: int | None = None
+    batch_points: int = 128
+    draft_lens: object = None
+    tp: object = None
+    layouts: object = None
+    contexts: object = (1024,)
+
+
 def sweep(
     model,
     hardware,
     *,
-    batch=None,
-    batch_max: int | None = None,
-    batch_points: int = 128,
-    draft_lens=None,
-    max_draft_len: int = MAX_DRAFT_LEN,
-    mechanisms=None,
-    acceptance: dict | None = None,
-    tp=None,
-    layouts=None,
-    contexts=(1024,),
-    dtype: str | None = None,
-    kv_dtype: str | None = None,
-    draft_model=None,
-    draft_hardware=None,
-    draft_dtype: str | None = None,
-    attention_style: str = "shared",
-    routing: str = "random",
+    axes: SweepAxes = SweepAxes(),
+    drafts: DraftSearch | None = None,
+    dtypes: Dtypes = Dtypes(),
+    draft: DraftPlacement = DraftPlacement(),
+    kernels: StepKernels = StepKernels(),
     chunk_points: int = 1 << 18,
     progress: bool | None = None,
     as_frame: bool = True,
 ):
     """Evaluate the grid and return a DataFrame with the columns of `COLUMNS`.
 
-    hardware: one id/profile or a list. batch: explicit values, else 1 ... batch_max (default: the largest
-    that fits at the smallest context). D: `draft_lens`, else 0 ... max_draft_len. mechanisms: names
-    (default: every mechanism of the speculation layer); acceptance: {mechanism: spec} (see
-    `parse_acceptance`). tp: list (default 1, 2, 4, 8 where heads divide); or layouts: list of Layouts or
-    spellings ('tp8', 'dp8ep8', ...; specplan.model.parallel) instead of tp. contexts: list of tokens.
+    hardware: one id/profile or a list. `axes`: batch, D values, TP or layouts, contexts (SweepAxes). `drafts`:
+    mechanisms (default: every mechanism of the speculation layer), acceptance {mechanism: spec} (see
+    `parse_acceptance`) and the largest D (default MAX_DRAFT_LEN). `dtypes`: the target's dtypes as named;
+    `draft`: an external draft's model, hardware and dtype; `kernels`: attention style and MoE routing.
     """
+    drafts = drafts if drafts is not None else DraftSearch(max_draft_len=MAX_DRAFT_LEN)
+    batch, batch_max, batch_points, draft_lens = axes.batch, axes.batch_max, axes.batch_points, axes.draft_lens
+    tp, layouts, contexts = axes.tp, axes.layouts, axes.contexts
+    mechanisms, acceptance, max_draft_len = drafts.mechanisms, drafts.acceptance, drafts.max_draft_len
+    dtype, kv_dtype = dtypes.dtype, dtypes.kv_dtype
+    draft_model, draft_hardware, draft_dtype = draft.model, draft.hardware, draft.dtype
+    attention_style, routing = kernels.attention_style, kernels.routing
     m = load_model(model)
     hws = _unique_devices([load_hardware(h) for h in (hardware if isinstance(hardware, (list, tuple)) else [hardware])])
     ctx = np.unique(np.asarray(check_ints(contexts, "context", 0, MAX_CONTEXT), dtype=np.int64))

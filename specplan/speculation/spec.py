@@ -15,3 +15,13 @@ class DraftSearch:
     acceptance: dict | None = None
     max_draft_len: int = 16
     extrapolate: bool = False
+
+
+@dataclass(frozen=True)
+class DraftPlacement:
+    """Where an external draft model runs: its model (id, YAML or profile; None: the mechanism's own), its hardware
+    (None: the target's devices) and its dtype (None: the target's)."""
+
+    model: object = None
+    hardware: object = None
+    dtype: str | None = None

@@ -359,15 +359,21 @@ def sweep_kwargs(sc: dict) -> dict:
     """Keyword arguments of `specplan.planning.sweep.sweep` for one resolved scenario."""
     g = sc["grid"]
     mech = g.get("mechanisms")
-    kw = dict(batch=g.get("batch"), batch_max=g.get("batch_max"), draft_lens=g.get("draft_len"),
-              max_draft_len=g.get("max_draft_len") if g.get("max_draft_len") is not None else MAX_DRAFT_LEN,
-              tp=g.get("tp"), layouts=g.get("layouts"), contexts=g.get("context") or [1024], dtype=g.get("dtype"),
-              kv_dtype=g.get("kv_dtype"), draft_dtype=g.get("draft_dtype"),
-              attention_style=g.get("attention_style") or "shared", routing=g.get("routing") or "random",
-              draft_model=sc["draft_model"], draft_hardware=sc["draft_hardware"])
-    if g.get("batch_points"):
-        kw["batch_points"] = g["batch_points"]
-    return {**kw, **_mechanism_kwargs(mech, sc)}
+    from specplan.costs.precision import Dtypes
+    from specplan.model.step import StepKernels
+    from specplan.planning.sweep import SweepAxes
+    from specplan.speculation.spec import DraftPlacement, DraftSearch
+
+    axes = SweepAxes(batch=g.get("batch"), batch_max=g.get("batch_max"), draft_lens=g.get("draft_len"), tp=g.get("tp"),
+                     layouts=g.get("layouts"), contexts=g.get("context") or [1024],
+                     **({"batch_points": g["batch_points"]} if g.get("batch_points") else {}))
+    mk = _mechanism_kwargs(mech, sc)
+    drafts = DraftSearch(mk.get("mechanisms"), mk.get("acceptance"),
+                         g.get("max_draft_len") if g.get("max_draft_len") is not None else MAX_DRAFT_LEN)
+    return dict(axes=axes, drafts=drafts, dtypes=Dtypes(g.get("dtype"), g.get("kv_dtype")),
+                draft=DraftPlacement(sc["draft_model"], sc["draft_hardware"], g.get("draft_dtype")),
+                kernels=StepKernels(attention_style=g.get("attention_style") or "shared",
+                                    routing=g.get("routing") or "random"))
 
 
 def _mechanism_kwargs(mech, sc: dict | None = None) -> dict:

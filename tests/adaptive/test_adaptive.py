@@ -11,6 +11,7 @@ from specplan.adaptive.workload import synthetic
 from specplan.core.errors import SpecplanError
 from specplan.planning.recommend import recommend
 from specplan.speculation.acceptance import al_from_per_position, al_from_rate
+from specplan.speculation.spec import DraftSearch
 
 M, H = "llama-3.1-8b", "h100-sxm"
 LOSSLESS = ["fixed:0", "fixed:1", "fixed:3", "fixed:6", "sglang", "model", "model:acc=0.2/time=0.1", "model:acc=0"]
@@ -86,8 +87,8 @@ def test_model_policy_chooses_recommends_d_under_constant_load(alpha, batch):
     """Constant α and batch: the model policy's D is recommend's D; its tokens/s/user is within 2 % of the
     best fixed D. recommend is called, not a pinned number, so changes to evaluate move both."""
     segs = parse_trace(f"{alpha}@{batch}x400")
-    rec = recommend(M, H, batch=batch, context_len=2048, mechanisms=["eagle3"], acceptance={"eagle3": alpha},
-                    max_draft_len=8)
+    rec = recommend(M, H, batch=batch, context_len=2048,
+                    drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": alpha}, max_draft_len=8))
     fixed = [f"fixed:{d}" for d in range(9)]
     rows = {r["policy"]: r for r in run_trace(M, H, segs, fixed + ["model"], context_len=2048)["policies"]}
     chosen = np.bincount(rows["model"]["chosen_d"]).argmax()
@@ -107,8 +108,8 @@ def test_request_level_model_policy_matches_recommend_at_the_operating_point(cos
     r = run_requests(M, H, wl, fixed + ["model"], costs=costs)
     rows = {x["policy"]: x for x in r["policies"]}
     model = rows["model"]
-    rec = recommend(M, H, batch=int(round(model["mean_batch"])), context_len=512 + 64, mechanisms=["eagle3"],
-                    acceptance={"eagle3": 0.8}, max_draft_len=8)
+    rec = recommend(M, H, batch=int(round(model["mean_batch"])), context_len=512 + 64,
+                    drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": 0.8}, max_draft_len=8))
     ok = {rec["best"]["draft_len"]} | {x["draft_len"] for x in rec["near_best"]}
     d = r["series"]["model"]["draft_len"]
     assert int(np.round(np.nanmedian(d))) in ok

@@ -14,6 +14,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from specplan.speculation.spec import DraftSearch
+from specplan.planning.sweep import SweepAxes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cases import FAST, PARETO_SMALL, example_cases  # noqa: E402
@@ -66,8 +68,9 @@ def test_two_profiles_sharing_an_id_are_an_error(tmp_path):
 def test_grid_integer_columns_are_64_bit():
     from specplan.planning.sweep import sweep
 
-    df = sweep("llama-3.2-1b", "h100-sxm", batch=[1], draft_lens=[0, 1], mechanisms=["eagle3"],
-               acceptance={"eagle3": 0.7}, tp=[1], contexts=[2**31 + 5], progress=False)
+    df = sweep("llama-3.2-1b", "h100-sxm", axes=SweepAxes(batch=[1], draft_lens=[0, 1], tp=[1], contexts=[2**31 + 5]),
+               drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": 0.7}, max_draft_len=32),
+               progress=False)
     for col in ("batch", "context_len", "draft_len", "tp", "target_devices", "draft_devices"):
         assert str(df[col].dtype) == "int64", col
     assert set(df["context_len"]) == {2**31 + 5}

@@ -22,6 +22,8 @@ from specplan.model.parallel import Layout, as_layout, moe_alltoall_bytes, parse
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.model.step import StepKernels, step_time
+from specplan.speculation.spec import DraftSearch
+from specplan.planning.sweep import SweepAxes
 
 H = 7168
 MLA_LAYER = 1536 * H + 128 * 192 * 1536 + 576 * H + 128 * 512 * 128 + 128 * 128 * 512 + H * 128 * 128
@@ -182,8 +184,9 @@ def test_sweep_and_frontier_carry_the_layout_columns():
     from specplan.planning.frontier import frontier
     from specplan.planning.sweep import sweep
 
-    df = sweep("deepseek-v3", "h200-sxm", batch=[8, 64], draft_lens=[0, 2], mechanisms=["mtp"],
-               acceptance={"mtp": 0.8}, layouts=["tp8", "dp8ep8", "tp8pp2"], contexts=[2048], progress=False)
+    df = sweep("deepseek-v3", "h200-sxm",
+               axes=SweepAxes(batch=[8, 64], draft_lens=[0, 2], layouts=["tp8", "dp8ep8", "tp8pp2"], contexts=[2048]),
+               drafts=DraftSearch(mechanisms=["mtp"], acceptance={"mtp": 0.8}, max_draft_len=32), progress=False)
     assert {"tp", "dp", "ep", "pp", "layout"} <= set(df.columns)
     assert set(df["layout"].astype(str)) == {"tp8", "dp8ep8", "tp8pp2"}
     assert (df["target_devices"] == df["tp"] * df["dp"] * df["pp"]).all()
@@ -195,9 +198,11 @@ def test_sweep_and_frontier_carry_the_layout_columns():
     assert row["step_ms"] == pytest.approx(1e3 * float(direct.total_s), rel=1e-5)
     assert "layout" in frontier(df).columns
     with pytest.raises(SpecplanError, match="either tp or layouts"):
-        sweep("deepseek-v3", "h200-sxm", batch=[8], draft_lens=[0], tp=[8], layouts=["dp8ep8"], progress=False)
+        sweep("deepseek-v3", "h200-sxm", axes=SweepAxes(batch=[8], draft_lens=[0], tp=[8], layouts=["dp8ep8"]),
+              progress=False)
     with pytest.raises(SpecplanError, match="does not divide"):
-        sweep("deepseek-v3", "h200-sxm", batch=[8], draft_lens=[0], layouts=["dp3ep8"], progress=False)
+        sweep("deepseek-v3", "h200-sxm", axes=SweepAxes(batch=[8], draft_lens=[0], layouts=["dp3ep8"]),
+              progress=False)
 
 
 def test_study_grid_takes_layouts():
@@ -205,7 +210,7 @@ def test_study_grid_takes_layouts():
 
     assert Grid(layouts=["dp8ep8", "tp8"]).layouts == ["dp8ep8", "tp8"]
     kw = sweep_kwargs({"grid": {"layouts": ["dp8ep8"]}, "draft_model": None, "draft_hardware": None})
-    assert kw["layouts"] == ["dp8ep8"]
+    assert kw["axes"].layouts == ["dp8ep8"]
 
 
 def test_pipeline_weights_per_gpu_by_hand(ds):

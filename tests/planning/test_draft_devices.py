@@ -14,10 +14,14 @@ import pytest
 from specplan.core.errors import SpecplanError
 from specplan.planning.frontier import best_at, frontier
 from specplan.planning.sweep import columns_doc, sweep
+from specplan.speculation.spec import DraftSearch
+from specplan.planning.sweep import SweepAxes
+from specplan.speculation.spec import DraftPlacement
 
 REPO = Path(__file__).resolve().parents[2]
-LPU_DRAFT = dict(tp=[2], batch_max=64, batch_points=12, max_draft_len=6, contexts=[8192], mechanisms=["external"],
-                 draft_model="qwen3.5-35b-a3b", draft_hardware="groq-3-lpu", progress=False)
+LPU_DRAFT = dict(axes=SweepAxes(tp=[2], batch_max=64, batch_points=12, contexts=[8192]),
+                 drafts=DraftSearch(["external"], max_draft_len=6),
+                 draft=DraftPlacement("qwen3.5-35b-a3b", "groq-3-lpu"), progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +103,8 @@ def test_pareto_titles_name_the_plotted_point(tmp_path, monkeypatch):
         return []
 
     monkeypatch.setattr(P, "save_figure", spy)
-    df = sweep("llama-3.1-8b", "h100-sxm", batch_max=48, max_draft_len=4, mechanisms=["eagle3"],
-               acceptance={"eagle3": 0.7}, tp=[1, 2], contexts=[1024], progress=False)
+    df = sweep("llama-3.1-8b", "h100-sxm", axes=SweepAxes(batch_max=48, tp=[1, 2], contexts=[1024]),
+               drafts=DraftSearch(max_draft_len=4, mechanisms=["eagle3"], acceptance={"eagle3": 0.7}), progress=False)
     sweep_cmd.write_pareto(df, frontier(df), tmp_path, "llama-3.1-8b", figures=tuple(sweep_cmd.FIGURES))
     t = dict(titles)
     assert "best frontier point" in t["speedup_heatmap"] and "best frontier point" in t["breakdown"]

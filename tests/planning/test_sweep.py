@@ -7,6 +7,8 @@ import pytest
 
 from specplan.core.errors import SpecplanError
 from specplan.planning.sweep import COLUMNS, batch_grid, sweep, tp_choices
+from specplan.speculation.spec import DraftSearch
+from specplan.planning.sweep import SweepAxes
 
 
 def test_columns_documented_and_grid_complete(small_grid):
@@ -39,8 +41,8 @@ def test_vectorized_one_call_per_combo_and_chunking(monkeypatch):
         return real(*a, **k)
 
     monkeypatch.setattr(sp, "evaluate", counting)
-    kw = dict(batch_max=32, max_draft_len=4, mechanisms=["ngram"], acceptance={"ngram": 0.5}, tp=[1, 2],
-              contexts=[1024, 4096], progress=False)
+    kw = dict(axes=SweepAxes(batch_max=32, tp=[1, 2], contexts=[1024, 4096]),
+              drafts=DraftSearch(["ngram"], {"ngram": 0.5}, 4), progress=False)
     a = sweep("llama-3.1-8b", "h100-sxm", **kw)
     assert len(calls) == 2 * 2  # (TP) x (none, ngram)
     calls.clear()
@@ -56,13 +58,16 @@ def test_grid_helpers_and_errors():
     assert tp_choices("llama-3.1-8b", "h100-sxm") == [1, 2, 4, 8]
     assert tp_choices("llama-3.1-8b", "groq-3-lpu") == [1]
     with pytest.raises(SpecplanError, match="mechanism: unknown 'eagle9'"):
-        sweep("llama-3.1-8b", "h100-sxm", batch=[1], mechanisms=["eagle9"], progress=False)
+        sweep("llama-3.1-8b", "h100-sxm", axes=SweepAxes(batch=[1]),
+              drafts=DraftSearch(mechanisms=["eagle9"], max_draft_len=32), progress=False)
     with pytest.raises(SpecplanError, match="batch: must be >= 1"):
-        sweep("llama-3.1-8b", "h100-sxm", batch=[0], mechanisms=["ngram"], acceptance={"ngram": 0.5})
+        sweep("llama-3.1-8b", "h100-sxm", axes=SweepAxes(batch=[0]),
+              drafts=DraftSearch(mechanisms=["ngram"], acceptance={"ngram": 0.5}, max_draft_len=32))
 
 
 def test_default_mechanisms_are_those_that_apply():
-    df = sweep("llama-3.1-8b", "h100-sxm", batch=[1, 8], max_draft_len=2, tp=[1], progress=False)
+    df = sweep("llama-3.1-8b", "h100-sxm", axes=SweepAxes(batch=[1, 8], tp=[1]), drafts=DraftSearch(max_draft_len=2),
+               progress=False)
     mechs = set(df["mechanism"].astype(str))
     assert "eagle3" in mechs  # a shipped acceptance profile exists for llama-3.1-8b
     assert "mtp" not in mechs  # llama-3.1-8b has no MTP module
@@ -101,8 +106,8 @@ def test_explicit_tp_is_checked_not_replaced():
     with pytest.raises(SpecplanError, match=r"^tp: none of 16 fits the scale-up domain of h100-sxm \(8 devices\)$"):
         tp_choices("llama-3.1-8b", "h100-sxm", [16])
     with pytest.raises(SpecplanError, match=r"^max draft length: must be >= 0, got -3$"):
-        sweep("llama-3.1-8b", "h100-sxm", batch=[1], max_draft_len=-3, mechanisms=["ngram"],
-              acceptance={"ngram": 0.5}, progress=False)
+        sweep("llama-3.1-8b", "h100-sxm", axes=SweepAxes(batch=[1]),
+              drafts=DraftSearch(max_draft_len=-3, mechanisms=["ngram"], acceptance={"ngram": 0.5}), progress=False)
 
 
 def test_sweep_options_are_keyword_only():

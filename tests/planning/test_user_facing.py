@@ -202,7 +202,7 @@ def test_one_max_draft_len_default_everywhere():
         assert opt.default == MAX_DRAFT_LEN == 32, name  # reaches G2's D = 128/4 - 1 = 31 of a G = 4 model
     from specplan.study.spec import sweep_kwargs
 
-    assert sweep_kwargs({"grid": {}, "draft_model": None, "draft_hardware": None})["max_draft_len"] == 32
+    assert sweep_kwargs({"grid": {}, "draft_model": None, "draft_hardware": None})["drafts"].max_draft_len == 32
     doc = (REPO / "docs" / "studies.md").read_text()
     assert "--max-draft-len" in doc and "default 32" in doc
 
@@ -499,7 +499,7 @@ def test_mechanisms_none_alone_names_the_draft_mechanisms():
     from specplan.planning.recommend import recommend
 
     with pytest.raises(SpecplanError) as e:
-        recommend("llama-3.1-8b", "h100-sxm", mechanisms=["none"])
+        recommend("llama-3.1-8b", "h100-sxm", drafts=DraftSearch(mechanisms=["none"], max_draft_len=32))
     known = str(e.value).split("known: ")[1].rstrip(")").split(", ")
     assert "none" not in known and {"eagle3", "ngram", "mtp"} <= set(known)
 

@@ -164,7 +164,7 @@ def test_study_dataset_field(tmp_path):
     st = load_study({"name": "d", "base": {"model": "llama-3.1-8b", "hardware": "h100-sxm", "mechanisms": ["eagle3"],
                                           "dataset": "code"}})
     sc = expand(st)[0]
-    assert sweep_kwargs(sc)["acceptance"]["eagle3"] == choose("llama-3.1-8b", "eagle3", parse_dataset("code")).profile.id
+    assert sweep_kwargs(sc)["drafts"].acceptance["eagle3"] == choose("llama-3.1-8b", "eagle3", parse_dataset("code")).profile.id
     assert sc["acceptance_dataset"] and "humaneval" in sc["acceptance_dataset"][0]
     with pytest.raises(SpecplanError, match="base.dataset"):
         expand(load_study({"name": "d", "base": {"model": "llama-3.1-8b", "hardware": "h100-sxm", "dataset": "x"}}))

@@ -9,6 +9,7 @@ from specplan.speculation.acceptance_spec import parse_acceptance
 from specplan.planning.predict import predict_summary
 from specplan.planning.recommend import recommend
 from specplan.speculation.guidelines import attention_tile_d, compute_bound_from_d, tile_aligned
+from specplan.speculation.spec import DraftSearch
 
 
 @pytest.mark.parametrize("g,d", [(4, 31), (8, 15), (16, 7), (32, 3), (64, 1)])
@@ -31,8 +32,8 @@ def test_spec_sheet_ridge_by_hand():
 
 
 def test_llama_batch64_names_compute_bound_d4():
-    r = recommend("llama-3.1-8b", "h100-sxm", batch=64, context_len=1024, mechanisms=["eagle3"],
-                  acceptance={"eagle3": "0.8"}, max_draft_len=16)
+    r = recommend("llama-3.1-8b", "h100-sxm", batch=64, context_len=1024,
+                  drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.8"}, max_draft_len=16))
     g = r["guidelines"]
     assert g["gemm_compute_bound_from_d_spec_sheet"] == 4
     assert g["gemm_compute_bound_from_d"] == 4
@@ -56,15 +57,15 @@ QWEN = dict(tp=2, context_len=131072, dtype="fp4", kv_dtype="fp8")
 
 def test_qwen35_gdev16_tile_d7():
     assert load_model("qwen3.5-122b-a10b").g_dev(2) == 16
-    r = recommend("qwen3.5-122b-a10b", "b200", batch=64, mechanisms=["mtp"], acceptance={"mtp": "0.8"},
-                  max_draft_len=16, **QWEN)
+    r = recommend("qwen3.5-122b-a10b", "b200", batch=64,
+                  drafts=DraftSearch(mechanisms=["mtp"], acceptance={"mtp": "0.8"}, max_draft_len=16), **QWEN)
     assert r["guidelines"]["g_dev"] == 16 and r["guidelines"]["attention_tile_d"] == 7
 
 
 def test_qwen35_attention_bound_cheap_draft_picks_tile_d7():
     # with a drafter that costs nothing on the GPU, the attention tile binds: D = 128/G − 1 = 7
-    r = recommend("qwen3.5-122b-a10b", "b200", batch=64, mechanisms=["ngram"], acceptance={"ngram": "0.8"},
-                  max_draft_len=16, **QWEN)
+    r = recommend("qwen3.5-122b-a10b", "b200", batch=64,
+                  drafts=DraftSearch(mechanisms=["ngram"], acceptance={"ngram": "0.8"}, max_draft_len=16), **QWEN)
     assert r["best"]["draft_len"] == 7
     assert r["binding"]["guideline"] == "G2"
     assert "128/G − 1" in r["binding"]["line"] and "= 7" in r["binding"]["line"]
@@ -74,8 +75,8 @@ def test_qwen35_mtp_long_context_draft_cost_binds():
     # MTP drafts serially through a full-attention layer over the 131K-token context: each draft step costs
     # ~1/12 of the target's attention, so the draft stops D just short of the tile (model finding; see
     # docs/speculation.md, "Must-show 3"); batch 64 is not the low-latency end, so that is the marginal trade, not G4
-    r = recommend("qwen3.5-122b-a10b", "b200", batch=64, mechanisms=["mtp"], acceptance={"mtp": "0.8"},
-                  max_draft_len=16, **QWEN)
+    r = recommend("qwen3.5-122b-a10b", "b200", batch=64,
+                  drafts=DraftSearch(mechanisms=["mtp"], acceptance={"mtp": "0.8"}, max_draft_len=16), **QWEN)
     assert r["best"]["mechanism"] == "mtp"
     assert 5 <= r["best"]["draft_len"] <= 7
     ranked = {x["draft_len"]: x for x in r["ranked"]}
@@ -85,51 +86,53 @@ def test_qwen35_mtp_long_context_draft_cost_binds():
 
 
 def test_infeasible_rows_are_explained():
-    r = recommend("qwen3.5-122b-a10b", "b200", batch=128, mechanisms=["mtp"], acceptance={"mtp": "0.8"},
-                  max_draft_len=8, **QWEN)
+    r = recommend("qwen3.5-122b-a10b", "b200", batch=128,
+                  drafts=DraftSearch(mechanisms=["mtp"], acceptance={"mtp": "0.8"}, max_draft_len=8), **QWEN)
     assert any("does not fit" in n and "checkpoints" in n for n in r["memory_limits"])
     assert any(not x["feasible"] for x in r["ranked"])
 
 
 def test_target_tps_mode_respects_interactivity():
-    r = recommend("llama-3.1-8b", "h100-sxm", target_tps_per_user=150, context_len=2048, mechanisms=["eagle3"],
-                  acceptance={"eagle3": "0.8"}, max_draft_len=10)
+    r = recommend("llama-3.1-8b", "h100-sxm", target_tps_per_user=150, context_len=2048,
+                  drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.8"}, max_draft_len=10))
     assert r["best"]["tokens_per_s_per_user"] >= 150
     impossible = recommend("llama-3.1-8b", "h100-sxm", target_tps_per_user=1e6, context_len=2048,
-                           mechanisms=["eagle3"], acceptance={"eagle3": "0.8"}, max_draft_len=4)
+                           drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.8"}, max_draft_len=4))
     assert impossible["best"] is None and "reaches" in impossible["infeasible"]
 
 
 def test_profile_range_respected_unless_extrapolate():
-    r = recommend("llama-3.1-8b", "h100-sxm", batch=1, context_len=1024, mechanisms=["eagle3"], max_draft_len=12)
+    r = recommend("llama-3.1-8b", "h100-sxm", batch=1, context_len=1024,
+                  drafts=DraftSearch(mechanisms=["eagle3"], max_draft_len=12))
     assert max(x["draft_len"] for x in r["ranked"]) <= 7 and any("D <= 7" in n for n in r["notes"])
-    r2 = recommend("llama-3.1-8b", "h100-sxm", batch=1, context_len=1024, mechanisms=["eagle3"], max_draft_len=12,
-                   extrapolate=True, top=20)
+    r2 = recommend("llama-3.1-8b", "h100-sxm", batch=1, context_len=1024, top=20,
+                   drafts=DraftSearch(mechanisms=["eagle3"], max_draft_len=12, extrapolate=True))
     assert max(x["draft_len"] for x in r2["ranked"]) > 7
 
 
 def test_recommend_bad_inputs():
     with pytest.raises(SpecplanError, match="at most one"):
         recommend("llama-3.1-8b", "h100-sxm", batch=8, target_tps_per_user=100, context_len=1024,
-                  mechanisms=["eagle3"])
+                  drafts=DraftSearch(mechanisms=["eagle3"], max_draft_len=32))
     with pytest.raises(SpecplanError, match="unknown mechanism"):
-        recommend("llama-3.1-8b", "h100-sxm", batch=1, context_len=1024, mechanisms=["eagle4"])
+        recommend("llama-3.1-8b", "h100-sxm", batch=1, context_len=1024,
+                  drafts=DraftSearch(mechanisms=["eagle4"], max_draft_len=32))
     with pytest.raises(SpecplanError, match="α must be"):
-        recommend("llama-3.1-8b", "h100-sxm", batch=1, context_len=1024, mechanisms=["eagle3"],
-                  acceptance={"eagle3": "1.2"})
+        recommend("llama-3.1-8b", "h100-sxm", batch=1, context_len=1024,
+                  drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "1.2"}, max_draft_len=32))
 
 
 def test_recommend_without_batch_maximizes_throughput_over_batches_that_fit():
-    r = recommend("llama-3.1-8b", "h100-sxm", context_len=2048, mechanisms=["eagle3"], acceptance={"eagle3": 0.8},
-                  max_draft_len=8)
-    fixed = [recommend("llama-3.1-8b", "h100-sxm", batch=b, context_len=2048, mechanisms=["eagle3"],
-                       acceptance={"eagle3": 0.8}, max_draft_len=8)["best"] for b in (1, 64, 128)]
+    r = recommend("llama-3.1-8b", "h100-sxm", context_len=2048,
+                  drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": 0.8}, max_draft_len=8))
+    fixed = [recommend("llama-3.1-8b", "h100-sxm", batch=b, context_len=2048,
+                       drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": 0.8}, max_draft_len=8))["best"] for b in (1, 64, 128)]
     assert r["best"]["tokens_per_s_per_gpu"] >= max(f["tokens_per_s_per_gpu"] for f in fixed) - 1e-6
 
 
 def test_memory_binds_when_the_next_draft_length_does_not_fit():
     r = recommend("qwen3.5-122b-a10b", "b200", tp=2, batch=112, dtype="fp4", kv_dtype="fp8", context_len=131072,
-                  mechanisms=["mtp"], acceptance={"mtp": 0.8})
+                  drafts=DraftSearch(mechanisms=["mtp"], acceptance={"mtp": 0.8}, max_draft_len=32))
     d = r["best"]["draft_len"]
     nxt = [x for x in r["ranked"] if x["draft_len"] == d + 1]
     assert r["binding"]["guideline"] == "memory"
@@ -183,8 +186,8 @@ def test_g1_sentence_says_which_gemms():
 
 
 def test_recommend_moe_g1_line_names_experts():
-    r = recommend("deepseek-v3", "h200-sxm", tp=8, batch=64, context_len=4096, mechanisms=["mtp"],
-                  acceptance={"mtp": "0.8"}, max_draft_len=8)
+    r = recommend("deepseek-v3", "h200-sxm", tp=8, batch=64, context_len=4096,
+                  drafts=DraftSearch(mechanisms=["mtp"], acceptance={"mtp": "0.8"}, max_draft_len=8))
     g = r["guidelines"]
     assert g["gemm_compute_bound_applies_to"] == "experts"
     assert g["g1_line"].startswith(f"expert GEMMs (the bulk of the weights) turn compute-bound at "
@@ -195,13 +198,13 @@ def test_recommend_moe_g1_line_names_experts():
 def test_recommend_rejects_non_positive_target_tps():
     for bad in (-10, 0):
         with pytest.raises(SpecplanError, match=rf"^target tokens/s/user \(--target-tps-per-user\): must be > 0, got {bad}$"):
-            recommend("llama-3.1-8b", "h100-sxm", target_tps_per_user=bad, context_len=1024, mechanisms=["eagle3"],
-                      acceptance={"eagle3": "0.8"}, max_draft_len=4)
+            recommend("llama-3.1-8b", "h100-sxm", target_tps_per_user=bad, context_len=1024,
+                      drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.8"}, max_draft_len=4))
 
 
 def test_near_best_lists_runners_up_within_two_percent():
     r = recommend("qwen3.5-122b-a10b", "b200", tp=2, batch=64, dtype="fp4", kv_dtype="fp8", context_len=131072,
-                  mechanisms=["mtp"], acceptance={"mtp": 0.8})
+                  drafts=DraftSearch(mechanisms=["mtp"], acceptance={"mtp": 0.8}, max_draft_len=32))
     top = r["best"]["tokens_per_s_per_gpu"]
     near = {x["draft_len"] for x in r["near_best"]}
     for x in r["ranked"]:

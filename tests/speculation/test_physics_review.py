@@ -13,6 +13,7 @@ from specplan.speculation import acceptance as acc_module
 from specplan.speculation.acceptance import Acceptance, al_from_per_position, tree_per_position, tree_tokens
 from specplan.speculation.guidelines import binding_line
 from specplan.speculation.speedup import evaluate
+from specplan.speculation.spec import DraftSearch
 
 A8 = Acceptance.from_rate(0.8)
 
@@ -38,9 +39,9 @@ def test_medusa_heads_flag_and_beyond_the_heads_is_not_feasible():
 
 
 def test_recommend_medusa_answer_does_not_depend_on_max_draft_len():
-    kw = dict(batch=8, context_len=4096, mechanisms=["medusa"], acceptance={"medusa": "0.7"}, extrapolate=True)
-    a = recommend("llama-3.1-8b", "h100-sxm", max_draft_len=4, **kw)
-    b = recommend("llama-3.1-8b", "h100-sxm", max_draft_len=5, **kw)
+    kw = dict(batch=8, context_len=4096)
+    a = recommend("llama-3.1-8b", "h100-sxm", drafts=DraftSearch(["medusa"], {"medusa": "0.7"}, 4, True), **kw)
+    b = recommend("llama-3.1-8b", "h100-sxm", drafts=DraftSearch(["medusa"], {"medusa": "0.7"}, 5, True), **kw)
     rows_a = {x["draft_len"]: x for x in a["ranked"]}
     rows_b = {x["draft_len"]: x for x in b["ranked"]}
     for d in range(1, 5):
@@ -175,25 +176,25 @@ def test_g4_only_at_the_low_latency_end():
 def test_speculation_off_is_not_g5_and_g5_names_the_mechanism_choice():
     sp = np.array([1.0, 0.9, 0.8, 0.7, 0.6, 0.5])
     assert binding_line(0, _step(speedup=sp), _diag())[0] == "off"
-    r = recommend("llama-3.1-8b", "h100-sxm", batch=4, context_len=4096, mechanisms=["eagle3", "ngram"],
-                  acceptance={"eagle3": "0.8", "ngram": "0.4"}, max_draft_len=8)
+    r = recommend("llama-3.1-8b", "h100-sxm", batch=4, context_len=4096,
+                  drafts=DraftSearch(mechanisms=["eagle3", "ngram"], acceptance={"eagle3": "0.8", "ngram": "0.4"}, max_draft_len=8))
     assert r["mechanism_choice"]["guideline"] == "G5"
     assert r["best"]["mechanism"] in r["mechanism_choice"]["line"] and "ngram" in r["mechanism_choice"]["line"]
 
 
 def test_mid_batch_draft_growth_is_not_g4():
     # batch 11 at 32K: the D = 0 step is 1.7x its batch-1 time, not the low-latency end
-    r = recommend("llama-3.3-70b", "h200-sxm", tp=2, context_len=32768, mechanisms=["eagle3"],
-                  acceptance={"eagle3": "0.75"}, target_tps_per_user=50, max_draft_len=16)
+    r = recommend("llama-3.3-70b", "h200-sxm", tp=2, context_len=32768, target_tps_per_user=50,
+                  drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.75"}, max_draft_len=16))
     assert r["best"]["batch"] > 4 and r["binding"]["guideline"] != "G4"
-    low = recommend("llama-3.3-70b", "h200-sxm", tp=2, context_len=32768, mechanisms=["eagle3"],
-                    acceptance={"eagle3": "0.75"}, batch=1, max_draft_len=16)
+    low = recommend("llama-3.3-70b", "h200-sxm", tp=2, context_len=32768, batch=1,
+                    drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.75"}, max_draft_len=16))
     assert low["binding"]["guideline"] == "G4"
 
 
 def test_hybrid_state_traffic_is_not_explained_as_attention_tiles():
-    r = recommend("qwen3.5-122b-a10b", "b200", batch=64, mechanisms=["mtp"], acceptance={"mtp": "0.8"},
-                  max_draft_len=16, tp=2, context_len=131072, dtype="fp4", kv_dtype="fp8")
+    r = recommend("qwen3.5-122b-a10b", "b200", batch=64, tp=2, context_len=131072, dtype="fp4", kv_dtype="fp8",
+                  drafts=DraftSearch(mechanisms=["mtp"], acceptance={"mtp": "0.8"}, max_draft_len=16))
     g, line = r["binding"]["guideline"], r["binding"]["line"]
     assert g not in ("G2", "G3") or "recurrent" not in line
     assert "recurrent state" in line or g == "state"
@@ -217,8 +218,8 @@ def test_eagle3_fusion_runs_once_per_proposal():
 # ---------------- item 6: max batch at the verify q_len ----------------
 
 def test_recommend_max_batch_is_the_verify_step_max_batch():
-    r = recommend("llama-3.1-8b", "h100-sxm", batch=1, context_len=131072, mechanisms=["eagle3"],
-                  acceptance={"eagle3": "0.8"}, max_draft_len=8)
+    r = recommend("llama-3.1-8b", "h100-sxm", batch=1, context_len=131072,
+                  drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.8"}, max_draft_len=8))
     for x in r["ranked"]:
         mb = x["max_batch"]
         ok = evaluate("llama-3.1-8b", "h100-sxm", batch=np.array([mb, mb + 1]), context_len=131072,

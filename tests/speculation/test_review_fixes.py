@@ -14,6 +14,8 @@ from specplan.speculation.acceptance import Acceptance
 from specplan.speculation.guidelines import binding_line
 from specplan.speculation.speedup import evaluate
 from specplan.planning.sweep import sweep
+from specplan.speculation.spec import DraftSearch
+from specplan.planning.sweep import SweepAxes
 
 
 def run(*args):
@@ -62,10 +64,11 @@ def test_predict_text_shows_draft_devices():
 
 
 def test_recommend_searches_every_integer_batch():
-    r = recommend("llama-3.3-70b", "h200-sxm", tp=2, context_len=32768, mechanisms=["eagle3"],
-                  acceptance={"eagle3": "0.75"}, target_tps_per_user=50, max_draft_len=16)
-    df = sweep("llama-3.3-70b", "h200-sxm", tp=[2], contexts=[32768], mechanisms=["eagle3"],
-               acceptance={"eagle3": 0.75}, max_draft_len=16, progress=False)
+    r = recommend("llama-3.3-70b", "h200-sxm", tp=2, context_len=32768, target_tps_per_user=50,
+                  drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.75"}, max_draft_len=16))
+    df = sweep("llama-3.3-70b", "h200-sxm", axes=SweepAxes(tp=[2], contexts=[32768]),
+               drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": 0.75}, max_draft_len=16),
+               progress=False)
     ok = df[df["fits"] & (df["tok_s_user"] >= 50)]
     assert r["best"]["tokens_per_s_per_gpu"] == pytest.approx(float(ok["tok_s_gpu"].max()), rel=1e-4)
     assert r["best"]["batch"] == 11  # not on the old coarse list 1, 2, 3, 4, 6, 8, 12, ...
@@ -97,8 +100,8 @@ def test_rho_time_is_draft_time_per_token_over_baseline_step():
 
 
 def test_g4_sentence_gives_the_time_ratio():
-    r = recommend("llama-3.3-70b", "h200-sxm", tp=2, context_len=32768, mechanisms=["eagle3"],
-                  acceptance={"eagle3": "0.75"}, batch=1, max_draft_len=16)  # G4 is the low-latency end
+    r = recommend("llama-3.3-70b", "h200-sxm", tp=2, context_len=32768, batch=1,
+                  drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.75"}, max_draft_len=16))  # G4 is the low-latency end
     assert r["binding"]["guideline"] == "G4"
     assert "the draft step costs 0.0" in r["binding"]["line"] and "of a target step (layer ratio ρ = " in \
         r["binding"]["line"]
@@ -132,8 +135,8 @@ def test_g1_named_only_once_the_gemms_reach_the_ridge():
 
 
 def test_predict_and_recommend_share_the_binding_rule():
-    kw = dict(tp=2, context_len=8192, mechanisms=["mtp"], acceptance={"mtp": "0.8"}, batch=4, max_draft_len=12)
-    r = recommend("qwen3.5-122b-a10b", "b200", **kw)
+    kw = dict(tp=2, context_len=8192, batch=4)
+    r = recommend("qwen3.5-122b-a10b", "b200", drafts=DraftSearch(["mtp"], {"mtp": "0.8"}, 12), **kw)
     d = r["best"]["draft_len"]
     p = predict_summary("qwen3.5-122b-a10b", "b200", tp=2, batch=4, context_len=8192, mechanism="mtp", draft_len=d,
                         acceptance=Acceptance.from_rate(0.8))
@@ -171,8 +174,8 @@ def test_mla_under_tp_infeasible_names_the_cause_and_the_largest_batch():
 def test_memory_notes_span_the_batch_range():
     """The memory limits over the batch range stay in the JSON (`memory_limits`); the printed notes are about
     the chosen operating point (tests/planning/test_user_facing.py)."""
-    r = recommend("qwen3.5-122b-a10b", "b200", tp=2, context_len=8192, mechanisms=["mtp"],
-                  acceptance={"mtp": "0.8"})
+    r = recommend("qwen3.5-122b-a10b", "b200", tp=2, context_len=8192,
+                  drafts=DraftSearch(mechanisms=["mtp"], acceptance={"mtp": "0.8"}, max_draft_len=32))
     notes = [n for n in r["memory_limits"] if "does not fit" in n]
     batches = [int(n.split("at batch ")[1].split(",")[0]) for n in notes]
     assert len(notes) == 3 and batches == sorted(batches) and batches[-1] - batches[0] > 100

@@ -261,10 +261,11 @@ def test_recommend_carries_the_moe_line_once_on_both_paths():
     from specplan.speculation.round import moe_verify_note
 
     acc = {"eagle3": "0.7", "external": "0.7"}
-    step = recommend("gpt-oss-120b", "h100-sxm", context_len=2048, mechanisms=["eagle3", "external"],
-                     acceptance=acc, draft_model="llama-3.2-1b")
+    step = recommend("gpt-oss-120b", "h100-sxm", context_len=2048, draft_model="llama-3.2-1b",
+                     drafts=DraftSearch(mechanisms=["eagle3", "external"], acceptance=acc, max_draft_len=32))
     assert step["notes"].count(moe_verify_note()[0]) == 1
-    dense = recommend("llama-3.1-8b", "h100-sxm", context_len=2048, mechanisms=["eagle3"], acceptance={"eagle3": "0.7"})
+    dense = recommend("llama-3.1-8b", "h100-sxm", context_len=2048,
+                      drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.7"}, max_draft_len=32))
     assert not [n for n in dense["notes"] if "MoE" in n]
     serv = recommend_serving("gpt-oss-120b", "h100-sxm", Workload(128, 1024, concurrency=1.0), engine="vllm",
                              drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.7"}, max_draft_len=16),
