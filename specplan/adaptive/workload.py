@@ -11,18 +11,14 @@ Bad input is one line naming the row and column (rows count data rows from 1, th
 from __future__ import annotations
 
 import csv
-import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from specplan.core.errors import SpecplanError, brief
+from specplan.core.errors import SpecplanError
+from specplan.serving.traces import MAX_OUTPUT_TOKENS, MAX_REQUESTS, REQUIRED, check_sizes  # noqa: F401  one reader
 from specplan.speculation.acceptance import check_rate
-
-MAX_REQUESTS = 1_000_000  # a trace beyond this is refused: the simulator's work is bounded
-MAX_OUTPUT_TOKENS = 50_000_000  # one float32 uniform per output token (200 MB) for common random numbers
-REQUIRED = ("arrival_s", "isl", "osl")
 
 
 @dataclass(frozen=True)
@@ -43,15 +39,6 @@ class Workload:
     def n(self) -> int:
         """Number of requests."""
         return int(self.arrival_s.size)
-
-
-def check_sizes(n: int, osl_total: float, where: str) -> None:
-    """Refuse workloads whose work is unbounded (too many requests or output tokens), in one line."""
-    if n > MAX_REQUESTS:
-        raise SpecplanError(f"{where}: {n:,} requests exceed the simulator's cap of {MAX_REQUESTS:,}")
-    if osl_total > MAX_OUTPUT_TOKENS:
-        raise SpecplanError(f"{where}: {osl_total:,.0f} output tokens exceed the simulator's cap of "
-                            f"{MAX_OUTPUT_TOKENS:,}")
 
 
 def poisson_arrivals(rate_per_s: float, n: int, seed: int) -> np.ndarray:
@@ -77,69 +64,12 @@ def synthetic(n: int, isl: int, osl: int, *, rate_per_s: float | None = None, co
     return arr, np.full(n, int(isl)), np.full(n, int(osl))
 
 
-def _cell(path: str, row: int, col: str, text: str, kind: type):
-    try:
-        v = kind(float(text)) if kind is int else float(text)
-        if kind is int and float(text) != v:
-            raise ValueError
-    except (TypeError, ValueError, OverflowError):
-        raise SpecplanError(f"{path}: row {row}, column '{col}': expected {'an integer' if kind is int else 'a number'}"
-                            f", got '{brief(text, 40)}'") from None
-    if not np.isfinite(v):
-        raise SpecplanError(f"{path}: row {row}, column '{col}': must be finite, got '{brief(text, 40)}'")
-    return v
-
-
 def read_workload_csv(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-    """(arrival_s, isl, osl, alpha or None) from a CSV; one line naming row and column on bad input."""
-    p = Path(path)
-    if not p.is_file():
-        raise SpecplanError(f"--workload: no such file '{path}'")
-    from specplan.core.loader import read_text  # the bounded reader: size cap, one line for a binary / latin-1 file
+    """(arrival_s, isl, osl, alpha or None) from a trace (CSV or JSONL: serving/traces.py, the one reader)."""
+    from specplan.serving.traces import read_trace
 
-    with io.StringIO(read_text(p, "workload CSV"), newline="") as f:
-        reader = csv.reader(f)
-        header = [h.strip() for h in next(reader, [])]
-        missing = [c for c in REQUIRED if c not in header]
-        if missing:
-            raise SpecplanError(f"{path}: missing column '{missing[0]}' (row 0 has: {', '.join(header) or 'nothing'};"
-                                f" needs {', '.join(REQUIRED)}, optional alpha)")
-        idx = {c: header.index(c) for c in (*REQUIRED, "alpha") if c in header}
-        cols = {c: [] for c in idx}
-        for r, line in enumerate(reader, 1):
-            if not any(x.strip() for x in line):
-                continue
-            if r > MAX_REQUESTS:
-                raise SpecplanError(f"{path}: more than {MAX_REQUESTS:,} rows (the simulator's cap)")
-            for c, i in idx.items():
-                if i >= len(line) or not line[i].strip():
-                    raise SpecplanError(f"{path}: row {r}, column '{c}': missing value")
-                cols[c].append(line[i].strip())
-    if not cols["arrival_s"]:
-        raise SpecplanError(f"{path}: no data rows")
-    arr = np.array([_cell(path, r, "arrival_s", t, float) for r, t in enumerate(cols["arrival_s"], 1)])
-    isl = np.array([_cell(path, r, "isl", t, int) for r, t in enumerate(cols["isl"], 1)])
-    osl = np.array([_cell(path, r, "osl", t, int) for r, t in enumerate(cols["osl"], 1)])
-    for name, v, low in (("arrival_s", arr, 0), ("isl", isl, 1), ("osl", osl, 1)):
-        bad = np.flatnonzero(v < low)
-        if bad.size:
-            r = int(bad[0]) + 1
-            what = "must be >= 0 seconds" if name == "arrival_s" else "must be >= 1 token"
-            raise SpecplanError(f"{path}: row {r}, column '{name}': {what}, got {cols[name][r - 1]}")
-    back = np.flatnonzero(np.diff(arr) < 0)
-    if back.size:
-        r = int(back[0]) + 2
-        raise SpecplanError(f"{path}: row {r}, column 'arrival_s': {arr[r - 1]:g} is before row {r - 1}'s "
-                            f"{arr[r - 2]:g} (rows must be sorted by arrival time)")
-    alpha = None
-    if "alpha" in cols:
-        alpha = np.array([_cell(path, r, "alpha", t, float) for r, t in enumerate(cols["alpha"], 1)])
-        bad = np.flatnonzero((alpha < 0) | (alpha > 1))
-        if bad.size:
-            r = int(bad[0]) + 1
-            raise SpecplanError(f"{path}: row {r}, column 'alpha': must be in [0, 1], got {cols['alpha'][r - 1]}")
-    check_sizes(arr.size, float(osl.sum()), path)
-    return arr, isl.astype(np.int64), osl.astype(np.int64), alpha
+    t = read_trace(path)
+    return t.arrival_s, t.isl, t.osl, t.alpha
 
 
 def parse_acceptance_dist(spec: str) -> tuple[str, tuple[float, ...]]:

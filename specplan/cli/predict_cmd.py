@@ -10,8 +10,9 @@ import typer
 from specplan.cli.app import app
 from specplan.cli.output import print_json
 from specplan.cli.parsing import cli_layout, fold_ids, model_context, number_list
-from specplan.cli.serving_options import (MECHS, SERVING_HELP, Concurrency, DecodeLayout, Engine, Isl, Mode, Osl,
-                                          Pools, PrefillLayout, RequestRate, StartupCohort, engine_choice)
+from specplan.cli.serving_options import (MECHS, SERVING_HELP, ArrivalCv, Concurrency, DecodeLayout, Engine, Isl,
+                                          IslDist, Mode, Osl, OslDist, Pools, PrefillLayout, PrefixHit, RequestRate,
+                                          Requests, Simulate, StartupCohort, WorkloadFile, engine_choice)
 from specplan.core.errors import SpecplanError
 
 
@@ -53,6 +54,8 @@ def predict(
     startup_cohort: StartupCohort = False,
     prefill_layout: PrefillLayout = None,
     decode_layout: DecodeLayout = None,
+    simulate: Simulate = False, workload_file: WorkloadFile = None, prefix_hit: PrefixHit = None,
+    isl_dist: IslDist = None, osl_dist: OslDist = None, requests: Requests = None, arrival_cv: ArrivalCv = None,
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Baseline vs speculative step, AL, speedup, throughputs, memory and guideline diagnostics of one point;
@@ -60,6 +63,7 @@ def predict(
     (several concurrencies, 1,8,32: one table of the serving answer at each)."""
     from specplan.speculation.acceptance_spec import cli_acceptance, one_acceptance
     from specplan.planning.predict import predict_serving, predict_serving_sweep, predict_step
+    from specplan.planning.simulate import sim_request, simulate_into, trace_workload
     from specplan.serving.workload import workload_from_options
 
     from specplan.cli.dataset_option import dataset_acceptance
@@ -75,6 +79,8 @@ def predict(
     sweep = any(v is not None and len(v) > 1 for v in (loads, rates))
     one = lambda v: None if v is None else (np.asarray(v) if len(v) > 1 else v[0])  # noqa: E731
     wl = workload_from_options(isl, osl, one(loads), one(rates), mode, pools, startup_cohort=startup_cohort)
+    sim = sim_request(simulate, workload_file, prefix_hit, isl_dist, osl_dist, requests, arrival_cv)  # None: not asked
+    wl = trace_workload(sim, wl) if sim is not None else wl
     kw = dict(mechanism=mechanism, draft_len=draft_len, acceptance=acc, dtype=dtype, kv_dtype=kv_dtype,
               draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,
               draft_kv_budget=draft_kv_budget, tree_tokens=tree_tokens, engine=engine_choice(engine, serving))
@@ -94,6 +100,7 @@ def predict(
         return
     if wl is not None:
         r = predict_serving(model, hardware, wl, tp=tp_s, **kw)
+        r = simulate_into(r, model, hardware, wl, sim, tp_s, kw) if sim is not None else r
     else:
         if batch is None or context is None:
             raise SpecplanError("predict: give --batch and --context, or --isl and --osl with --concurrency or "

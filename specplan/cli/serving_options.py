@@ -48,3 +48,25 @@ def engine_choice(engine, serving):
 
         raise SpecplanError("engine: give --engine or its old alias --serving, not both")
     return engine if serving is None else ALIASES.get(serving, serving)
+
+
+# the request-level simulator (issue 39): any of these answers predict's serving blocks by simulation
+Simulate = Annotated[bool, typer.Option(
+    "--simulate", help="Answer the serving blocks by the request-level simulator (clients start together in a "
+                       "closed loop; TTFT median / p90 / p99, docs/serving.md) instead of the steady-state model.")]
+WorkloadFile = Annotated[Optional[str], typer.Option(
+    "--workload", help="Replay a trace (CSV or JSONL: arrival_s, isl, osl, optional prefix_id, prefix_len) "
+                       "through the simulator, instead of --isl/--osl/--concurrency.")]
+PrefixHit = Annotated[Optional[float], typer.Option(
+    "--prefix-hit", help="Fraction of every prompt found in the prefix cache (0.6: 60 percent of its tokens are "
+                         "not prefilled); simulated.")]
+IslDist = Annotated[Optional[str], typer.Option(
+    "--isl-dist", help="Prompt lengths drawn per request (mean --isl ignored): fixed:N, uniform:LO,HI, "
+                       "normal:MEAN,SD, lognormal:MEDIAN,SIGMA, exponential:MEAN; simulated.")]
+OslDist = Annotated[Optional[str], typer.Option(
+    "--osl-dist", help="Output lengths drawn per request, as --isl-dist; simulated.")]
+Requests = Annotated[Optional[int], typer.Option(
+    "--requests", help="Requests to simulate (default: 10 x the concurrency, at least 200).")]
+ArrivalCv = Annotated[Optional[float], typer.Option(
+    "--arrival-cv", help="Open loop (--request-rate), simulated: gaps between arrivals gamma-distributed with this "
+                         "coefficient of variation (1: Poisson, the default; above 1: bursty).")]

@@ -169,6 +169,9 @@ class EngineProfile(_Frozen):
     hardware_defaults: list[HardwareDefault] = Field(default_factory=list)
     resolved_for: str = ""  # set by for_hardware: the GPU and TP the defaults were resolved for ("" = not yet)
     ttft_includes_first_decode: bool = False  # TTFT counts the first decode step after prefill
+    # steps a finished request keeps its batch slot and KV after its last token (the request simulator,
+    # serving/simulator.py): 1 where an overlap scheduler learns of the finish only after launching the next step
+    finished_slot_steps: int = Field(0, ge=0, le=4)
     # closed loop, start-up bunching: seconds each of the other C - 1 clients adds to a request's TTFT (averaged
     # over a run) when a benchmark starts all clients at once; only where asked (Workload.startup_cohort,
     # --startup-cohort); fitted on TTFT of such runs (docs/validation/serving.md)

@@ -415,7 +415,12 @@ def calibrate(rows=None, progress=None) -> dict:
     outsample = _predict_rows(gs, lambda g: held.get(id(g), full[g.engine.id]))
     # the same fits scored without the start-up term: what a planning prediction (the CLI default) gives
     outsample_off = _predict_rows(gs, lambda g: held.get(id(g), full[g.engine.id]), startup_cohort=False)
-    return {"full": full, "held": held, "insample": insample, "outsample": outsample, "outsample_off": outsample_off,
+    from specplan.validation.serving_sim import HARNESSES, simulate_rows  # the simulated harness (issue 39)
+
+    if progress:
+        progress("simulated harness: every row request by request")
+    simulated = {h: simulate_rows(gs, lambda g: held.get(id(g), full[g.engine.id]), h) for h in HARNESSES}
+    return {"simulated": simulated, "full": full, "held": held, "insample": insample, "outsample": outsample, "outsample_off": outsample_off,
             "groups": gs}
 
 

@@ -96,6 +96,10 @@ def serving_markdown(res: dict) -> str:
             lines.append(f"| {fw} | {n_on} of {so['rows']} | {_pct(so['ttft_median'])} | {_pct(sf['ttft_median'])} | "
                          f"{so['ttft_bias']:.3f} / {sf['ttft_bias']:.3f} | {_pct(so['tpot_median'])} / "
                          f"{_pct(sf['tpot_median'])} |")
+    if res.get("simulated"):
+        from specplan.validation.serving_sim import simulated_markdown
+
+        lines += simulated_markdown(outs, res["simulated"])
     lines += _fitted_numbers(res)
     lines += _known_misses(outs)
     lines += ["", "## Every row", "", "Predicted values are out of sample (the row's group left out of the fit).", "",

@@ -317,7 +317,7 @@ def test_graph_capture_time_by_hand_at_the_middle_context():
 def test_workload_csv_integer_cells_refuse_fractions_either_side_of_zero(text):
     """A workload CSV's integer column (ISL, OSL) refuses a fraction, negative ones too (int(-2.5) is -2, which a
     one-sided check would take), naming the file, row and column."""
-    from specplan.adaptive.workload import _cell
+    from specplan.serving.traces import _cell  # the one trace reader (moved from adaptive/workload.py)
     from specplan.core.errors import SpecplanError
 
     with pytest.raises(SpecplanError, match=r"w\.csv: row 3, column 'isl'"):

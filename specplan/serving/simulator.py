@@ -1,0 +1,477 @@
+"""Request-level serving simulator: engine step by engine step, each step priced from a precomputed StepTable.
+
+One engine (one DP rank) serves a list of requests (arrival, ISL, OSL, cached prefix tokens, accepted tokens per
+iteration). Each loop turn schedules one engine step as the engine's scheduler would, prices it from the table
+(serving/step_table.py: the analytical model's own step costs, looked up, never recomputed) and the engine's host
+costs (speculation.round.round_s, EngineProfile.step_s), and advances time; stretches of pure decode steps with no
+event in between (no arrival, completion or admission) are taken in one jump of k identical steps, priced at the
+mid-jump context, so the work is per event, not per token.
+
+Admission, per engine, from the engine profile's flags (`admission_kind`):
+
+- `pack` (mixed_prefill false: SGLang's default scheduler). sglang srt/managers/scheduler.py
+  `get_next_batch_to_run`: a new prefill batch, when one can be formed, runs before the running batch decodes
+  (prefill first, decoding waits); srt/managers/schedule_policy.py `PrefillAdder`: waiting requests are packed
+  FCFS into one prefill batch up to the chunked-prefill budget (chunked_prefill_size, 8192 on H100), the request
+  that does not fit whole is chunked (`add_chunked_req`) and continues first in the next prefill batch; a request
+  is admitted while the KV pool holds its prompt plus `new_token_ratio` x its output (SGLANG_INIT_NEW_TOKEN_RATIO
+  0.7, sglang srt/environ.py; 1.0 for a request sent with ignore_eos, as fixed-length benchmarks send them:
+  schedule_policy.py `_get_running_request_total_token_offset`; held constant here: its decay and retraction are
+  not modelled) and the running count stays under max_running_requests. Read in the sglang 0.5.23 wheel
+  (srt/managers/scheduler.py `get_next_batch_to_run`: "Run prefill first if possible"; `event_loop_overlap`).
+- `budget` (mixed, chunked prefill: vLLM V1). vllm/v1/core/sched/scheduler.py `Scheduler.schedule` (read through
+  the search tool's excerpts, not in a downloaded wheel this session): the running
+  requests first (decode rows, then the partial prefills' next chunks), then waiting requests FCFS within what is
+  left of max_num_batched_tokens (a long prompt chunked to the budget left), up to max_num_seqs running; KV blocks
+  are allocated on demand (`kv_cache_manager.allocate_slots`) and when they run out the last-admitted running
+  request is preempted (recompute: it returns to the front of the waiting queue and prefills its prompt and the
+  tokens it already generated again).
+- `reserve` (mixed, no context chunking: TensorRT-LLM's PyTorch backend). tensorrt_llm/_torch/pyexecutor/
+  scheduler.py `GuaranteedNoEvictScheduler`; GUARANTEED_NO_EVICT is the default CapacitySchedulerPolicy (TensorRT-LLM
+  docs, performance-tuning-guide/useful-runtime-flags, and llmapi SchedulerConfig): a request is
+  admitted only if the KV cache holds its whole ISL + OSL beside the running requests' reservations; whole
+  prompts (enable_chunked_prefill false by default) share the step with the decode rows within max_num_tokens,
+  up to max_batch_size requests.
+
+The prompt's first token is sampled at the end of the step that computes its last prompt token (TTFT); the
+remaining OSL - 1 tokens come from decode iterations, `accepted_tokens` per iteration (1 without speculation: a
+speculative request's acceptance length, drawn per request by the caller). Prefix caching: `cached_tokens` of a
+prompt are already in the KV cache (a prefix hit): they are not prefilled and the chunk's attention starts after
+them; shared prefixes are stored once (the caller's `shared_kv_tokens`).
+
+Arrivals: open loop (`arrival_s` given, sorted) or closed loop (`clients` C: the first C requests arrive at 0,
+each completion releases the next request at once, as benchmark clients that all start together run).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from specplan.core.errors import SpecplanError
+from specplan.serving.step_table import StepTable
+from specplan.speculation.round import round_s
+
+ADMISSION_KINDS = ("pack", "budget", "reserve")
+SGLANG_NEW_TOKEN_RATIO = 0.7  # sglang srt/managers/schedule_policy.py: SGLANG_INIT_NEW_TOKEN_RATIO default 0.7
+MAX_JUMP_STEPS = 1 << 20
+
+
+def admission_kind(eng) -> str:
+    """The scheduler an engine profile describes: 'pack' (prefill batches apart, SGLang), 'reserve' (no context
+    chunking, whole KV reserved: TensorRT-LLM), else 'budget' (chunked prefill in the token budget: vLLM)."""
+    if not eng.mixed_prefill:
+        return "pack"
+    return "budget" if eng.chunked_prefill else "reserve"
+
+
+@dataclass(frozen=True)
+class SimRequests:
+    """Requests in release order: prompt / output / cached-prefix tokens, accepted tokens per iteration, and
+    arrival seconds (open loop; None in a closed loop, where `clients` release them)."""
+
+    isl: np.ndarray
+    osl: np.ndarray
+    cached_tokens: np.ndarray
+    accepted_tokens: np.ndarray
+    arrival_s: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """One engine's limits for the simulation: running cap, step token budget, KV tokens, scheduler kind."""
+
+    running_cap: int
+    budget_tokens: int
+    kv_tokens: float
+    kind: str
+    clients: int | None = None  # closed loop: clients starting together at 0
+    shared_kv_tokens: float = 0.0  # shared prefixes stored once in the KV cache
+    devices: float = 1.0
+    client_start_s: tuple = ()  # closed loop: each client's first send (empty: all at 0, together)
+    new_token_ratio: float = SGLANG_NEW_TOKEN_RATIO  # pack: share of a request's output its admission reserves
+
+
+@dataclass(frozen=True)
+class SimRun:
+    """Per-request times (seconds) of one simulation, and time-integrated counts for Little's law."""
+
+    arrival_s: np.ndarray
+    first_token_s: np.ndarray
+    finish_s: np.ndarray
+    osl: np.ndarray
+    end_s: float
+    in_system_s: float  # integral over time of requests arrived and not finished (request-seconds)
+    decoding_s: float  # integral over time of requests decoding
+    steps: int
+    preemptions: int
+
+
+class _Engine:
+    """The simulation state: requests' progress, queues, KV use and the clock."""
+
+    def __init__(self, tab: StepTable, eng, req: SimRequests, cfg: SimConfig):
+        self.tab, self.eng, self.cfg = tab, eng, cfg
+        self.isl = req.isl.astype(float)
+        self.osl = req.osl.astype(float)
+        self.hit = np.minimum(req.cached_tokens.astype(float), self.isl - 1.0)
+        self.acc = np.maximum(req.accepted_tokens.astype(float), 1e-6)
+        n = self.isl.size
+        self.n = n
+        self.pre_target = self.isl.copy()  # tokens the prompt holds when prefilled (grows after a preemption)
+        self.pre_done = self.hit.copy()  # prompt tokens in the KV cache
+        self.gen = np.zeros(n)  # tokens generated after the first
+        self.need = self.osl - 1.0
+        self.arr = np.full(n, np.nan) if req.arrival_s is None else req.arrival_s.astype(float)
+        self.first = np.full(n, np.nan)
+        self.fin = np.full(n, np.nan)
+        self.reserved = np.zeros(n)  # KV tokens held or reserved per admitted request
+        self.waiting: deque = deque()
+        self.draining: list = []  # (request, finish s): finished, slot and KV held one more step
+        self.pending: deque = deque()  # arrived, not yet visible to the scheduler (overlap: the next batch is set)
+        self.overlap = bool(eng.overlap_scheduler)
+        self.step_start = 0.0  # when the last step began: an overlap scheduler set the next batch then
+        self.prefilling: list = []  # admitted, prompt not finished (FCFS)
+        self.running: list = []  # decoding
+        self.t = 0.0
+        self.kv_used = cfg.shared_kv_tokens
+        self.next_release = 0  # next request index not yet arrived
+        self.done = 0
+        self.steps = 0
+        self.preemptions = 0
+        self.in_system_s = 0.0
+        self.decoding_s = 0.0
+        self.arrived = 0
+        q, d = tab.tokens_per_seq, tab.draft_len
+        self.rnd = (d, q, tab.target_kernels, tab.draft_kernels)
+        self.over = StepOverheads(eng, self.rnd, int(cfg.running_cap) + 2)
+        self.starts = sorted(cfg.client_start_s)[:min(cfg.clients or 0, n)]
+        if cfg.clients is not None and not self.starts:
+            for _ in range(min(cfg.clients, n)):
+                self._release(0.0)
+
+    # arrivals -----------------------------------------------------------------------------------------------
+    def _release(self, t: float) -> None:
+        i = self.next_release
+        self.next_release += 1
+        self.arr[i] = t
+        self.pending.append(i)
+        self.arrived += 1
+
+    def _arrivals_until(self, t: float) -> None:
+        """Every request arriving by t is pending; those the scheduler sees join the waiting queue: arrived by
+        now, or with an overlap scheduler by the start of the running step (sglang scheduler.py
+        `event_loop_overlap`, TensorRT-LLM py_executor.py `_executor_loop_overlap`: the next batch is scheduled
+        while the current one runs on the GPU, so a request arriving during step n joins step n + 2)."""
+        if self.cfg.clients is not None:
+            while self.starts and self.starts[0] <= t + 1e-12:
+                self.in_system_s += t - self.starts[0]  # in the system since its start, before this tick
+                self._release(self.starts.pop(0))
+        else:
+            while self.next_release < self.n and self.arr[self.next_release] <= t + 1e-12:
+                self.in_system_s += t - float(self.arr[self.next_release])
+                self.pending.append(self.next_release)
+                self.next_release += 1
+                self.arrived += 1
+        if self.draining:  # a step that began after the finish has ended: the slot and KV free
+            done = self.step_start >= 0.0 and t > self.step_start
+            keep = []
+            for i, f in self.draining:
+                if done and self.step_start >= f - 1e-12:
+                    self._free(i)
+                else:
+                    keep.append((i, f))
+            self.draining = keep
+        seen = self.step_start if self.overlap else t
+        while self.pending and self.arr[self.pending[0]] <= seen + 1e-12:
+            self.waiting.append(self.pending.popleft())
+
+    def _next_arrival(self) -> float:
+        """When the next request arrives (or arrived, still pending)."""
+        t = float(self.arr[self.pending[0]]) if self.pending else math.inf
+        if self.cfg.clients is not None:
+            return min(t, self.starts[0]) if self.starts else t
+        if self.next_release < self.n:
+            t = min(t, float(self.arr[self.next_release]))
+        return t
+
+    # KV ------------------------------------------------------------------------------------------------------
+    def _kv_need(self, i: int) -> float:
+        """KV tokens request i takes on admission: its whole ISL + OSL (reserve), prompt + ratio x output (pack),
+        the first chunk's tokens, on demand (budget: grown as tokens are computed)."""
+        new = self.pre_target[i] - self.hit[i]
+        if self.cfg.kind == "reserve":
+            return new + self.osl[i]
+        if self.cfg.kind == "pack":
+            return new + self.cfg.new_token_ratio * self.osl[i]
+        return 0.0
+
+    def _admit(self, i: int) -> None:
+        r = self._kv_need(i)
+        self.reserved[i] = r
+        self.kv_used += r
+        self.prefilling.append(i)
+
+    def _extra_step_s(self) -> float:
+        """Seconds of the extra decode step of the held (finished) requests alone."""
+        b = len(self.draining)
+        return self.over.step_s(self.tab.decode_s(b, float(np.mean(self.pre_target[[i for i, _ in self.draining]]))),
+                                b, False)
+
+    def admitted(self) -> int:
+        """Requests holding a batch slot: decoding, prefilling, finished but not yet released."""
+        return len(self.running) + len(self.prefilling) + len(self.draining)
+
+    def _can_admit(self, i: int, admitted: int) -> bool:
+        if admitted >= self.cfg.running_cap:
+            return False
+        if self.cfg.kind == "budget":
+            return True  # blocks allocated per chunk (checked as scheduled)
+        return self.kv_used + self._kv_need(i) <= self.cfg.kv_tokens or admitted == 0
+
+    def _grow_kv(self, i: int, tokens: float) -> None:
+        """On-demand allocation (budget): request i's KV grows by `tokens`."""
+        if self.cfg.kind == "budget":
+            self.reserved[i] += tokens
+            self.kv_used += tokens
+
+    def _free(self, i: int) -> None:
+        self.kv_used -= self.reserved[i]
+        self.reserved[i] = 0.0
+
+    def _preempt_for(self, tokens: float) -> bool:
+        """vLLM recompute preemption: free the last-admitted running requests until `tokens` more fit; False when
+        nothing is left to preempt."""
+        while self.kv_used + tokens > self.cfg.kv_tokens and len(self.running) > 1:
+            i = self.running.pop()
+            self._free(i)
+            self.pre_target[i] = self.isl[i] + math.floor(self.gen[i])
+            self.pre_done[i] = self.hit[i]
+            self.waiting.appendleft(i)
+            self.preemptions += 1
+        return self.kv_used + tokens <= self.cfg.kv_tokens
+
+
+def _ctx_mean(s: _Engine) -> float:
+    """Mean cached tokens of the decoding requests."""
+    r = s.running
+    if not r:
+        return 0.0
+    return float(np.mean(s.pre_target[r] + s.gen[r]))
+
+
+def _plan_chunks(s: _Engine, room: float) -> list:
+    """Prompt chunks (request, tokens, cached context) of the next step within `room` tokens: partial prefills
+    first, then waiting requests FCFS as the engine admits them (whole prompts under `reserve`, chunked else)."""
+    kind = s.cfg.kind
+    chunks = []
+    admitted = s.admitted()
+    for i in list(s.prefilling):
+        if room <= 0:
+            break
+        left = s.pre_target[i] - s.pre_done[i]
+        take = left if kind == "reserve" else min(left, room)
+        chunks.append((i, take, s.pre_done[i]))
+        room -= take
+    while s.waiting and room > 0:
+        i = s.waiting[0]
+        left = s.pre_target[i] - s.pre_done[i]
+        if kind == "reserve" and left > room and chunks:
+            break  # whole prompts only; one longer than the budget runs alone
+        if not s._can_admit(i, admitted):
+            break
+        s.waiting.popleft()
+        s._admit(i)
+        admitted += 1
+        take = left if kind == "reserve" else min(left, room)
+        chunks.append((i, take, s.pre_done[i]))
+        room -= take
+    return chunks
+
+
+class StepOverheads:
+    """speculation.round.round_s as a lookup: round_s is host + max(gpu, launches) + gap (max(gpu, host +
+    launches) + gap with overlap), so per whole running count b and graph state it is held as two numbers, found by
+    pricing round_s once, vectorized, at gpu = 0 and at a gpu beyond any host time; a step's prompt tokens add
+    prefill_tokens_s each to the host side (tests/serving/test_simulator.py checks it against round_s)."""
+
+    def __init__(self, eng, rnd: tuple, b_max: int):
+        b = np.arange(0, b_max + 1, dtype=float)
+        big = 1e3
+        self.gap, self.pts = float(eng.step_gap_s), float(eng.prefill_tokens_s)
+        spec = float(rnd[0]) > 0
+        self.overlap = bool(eng.spec_overlap if spec else eng.overlap_scheduler)
+        self.rows = {}
+        for eager in (False, True):
+            f0 = np.asarray(round_s(eng, 0.0, b, *rnd, eager=eager), dtype=float) * np.ones(b.shape)
+            fg = np.asarray(round_s(eng, big, b, *rnd, eager=eager), dtype=float) * np.ones(b.shape)
+            h = np.maximum(fg - big - self.gap, 0.0)
+            self.rows[eager] = (h.tolist(), (f0 - self.gap - h).tolist())
+        self.b_max = b_max
+        self.eng, self.rnd = eng, rnd
+
+    def step_s(self, gpu: float, b: int, eager: bool, prompt_tokens: float = 0.0) -> float:
+        """round_s(eng, gpu, b, *rnd, eager=eager, prompt_tokens=prompt_tokens), looked up."""
+        if b > self.b_max:
+            return float(round_s(self.eng, gpu, b, *self.rnd, eager=eager, prompt_tokens=prompt_tokens))
+        h, launch = self.rows[eager]
+        extra = prompt_tokens * self.pts
+        if self.overlap:
+            return h[b] + max(gpu, launch[b] + extra) + self.gap
+        return h[b] + extra + max(gpu, launch[b]) + self.gap
+
+
+def _step_seconds(s: _Engine, b: int, ctx: float, chunks: list) -> float:
+    """Engine seconds of a step of b decode rows at mean context ctx carrying `chunks`."""
+    tab, eng = s.tab, s.eng
+    if not chunks:
+        return s.over.step_s(tab.decode_s(b, ctx), b, False)
+    p = sum(c[1] for c in chunks)
+    att = sum(tab.attention_s(c[1], c[2]) + tab.draft_prefill_s(c[1]) for c in chunks)
+    if b == 0:
+        gpu = tab.linear_s(0, p) + att
+        return float(eng.step_s(gpu, len(chunks), tab.target_kernels + tab.draft_kernels, False, p))
+    gpu = tab.decode_s(b, ctx) + tab.linear_s(b, p) + att
+    return s.over.step_s(gpu, b + len(chunks), True, p)
+
+
+def _finish(s: _Engine, i: int, t: float) -> None:
+    s.fin[i] = t
+    if s.eng.finished_slot_steps > 0:
+        s.draining.append((i, t))
+    else:
+        s._free(i)
+    s.done += 1
+    if s.cfg.clients is not None and s.next_release < s.n:
+        s._release(t)
+
+
+def _after_prefill(s: _Engine, chunks: list, t: float) -> None:
+    """Advance the chunks' requests; a finished prompt gives its first token at t and starts decoding."""
+    for i, take, _ in chunks:
+        s.pre_done[i] += take
+        s._grow_kv(i, take)
+        if s.pre_done[i] >= s.pre_target[i] - 1e-9:
+            s.prefilling.remove(i)
+            if np.isnan(s.first[i]):
+                s.first[i] = t
+            if s.gen[i] >= s.need[i] - 1e-9:
+                _finish(s, i, t)
+            else:
+                s.running.append(i)
+
+
+def _advance_decode(s: _Engine, k: int, t_end: float) -> None:
+    """k decode iterations of the running requests, ending at t_end: completions leave."""
+    r = np.asarray(s.running, dtype=int)
+    grow = s.acc[r] * k
+    s.gen[r] += grow
+    if s.cfg.kind == "budget":
+        s.reserved[r] += grow
+        s.kv_used += float(grow.sum())
+    done = s.gen[r] >= s.need[r] - 1e-9
+    if done.any():
+        s.running = [i for i, d in zip(s.running, done) if not d]
+        for i in r[done]:
+            s.gen[i] = s.need[i]
+            _finish(s, int(i), t_end)
+
+
+def _tick(s: _Engine, dt: float, b: int, last_step_s: float | None = None) -> None:
+    """Clock forward by dt with b requests decoding (the Little's-law integrals); the last step began
+    last_step_s before the end (None: the engine was idle, its next schedule is now)."""
+    in_sys = s.arrived - s.done
+    s.in_system_s += in_sys * dt
+    s.decoding_s += b * dt
+    s.t += dt
+    s.step_start = s.t - (last_step_s if last_step_s is not None else 0.0)
+
+
+def _prefill_step(s: _Engine, b_rows: int) -> bool:
+    """Schedule and run one step carrying prompt chunks (with b_rows decode rows); False if none can run."""
+    room = float(s.cfg.budget_tokens) - b_rows * s.tab.tokens_per_seq
+    if s.cfg.kind == "budget" and room <= 0:
+        return False
+    chunks = _plan_chunks(s, max(room, 1.0) if s.cfg.kind != "budget" else room)
+    if not chunks:
+        return False
+    if s.cfg.kind == "budget":
+        need = sum(c[1] for c in chunks) + (b_rows * 1.0)
+        if not s._preempt_for(need):
+            pass  # nothing left to preempt: run over the budget (the cache is smaller than one request)
+        b_rows = len(s.running)
+    dt = _step_seconds(s, b_rows, _ctx_mean(s), chunks)
+    _tick(s, dt, b_rows, dt)
+    if b_rows:
+        _advance_decode(s, 1, s.t)
+    _after_prefill(s, chunks, s.t)
+    s.steps += 1
+    return True
+
+
+def _decode_jump(s: _Engine) -> None:
+    """Pure decode: k identical iterations up to the next event (a completion, an arrival, a KV shortfall)."""
+    r = np.asarray(s.running, dtype=int)
+    b = len(r)
+    left = np.ceil(np.maximum(s.need[r] - s.gen[r], 0.0) / s.acc[r] - 1e-9)
+    k = max(int(left.min()), 1)
+    grow = float(s.acc[r].sum())
+    if s.cfg.kind == "budget":
+        room = s.cfg.kv_tokens - s.kv_used
+        if room < grow:
+            if s._preempt_for(grow):
+                return
+            k = 1
+        else:
+            k = min(k, max(int(room // grow), 1))
+    ctx0 = float(np.mean(s.pre_target[r] + s.gen[r]))
+    dt = _step_seconds(s, b, ctx0, [])
+    t_a = s._next_arrival()
+    if math.isfinite(t_a):  # stop at the step boundary where the scheduler first sees the next arrival
+        k = min(k, max(int(math.ceil((t_a - s.t) / dt - 1e-9)) + int(s.overlap), 1))
+    if s.draining:
+        k = 1  # the held slots free after this step
+    k = min(k, MAX_JUMP_STEPS)
+    if k > 1:
+        dt = _step_seconds(s, b, ctx0 + grow / b * (k - 1) / 2.0, [])
+    _tick(s, dt * k, b, dt)
+    _advance_decode(s, k, s.t)
+    s.steps += k
+
+
+def _turn(s: _Engine) -> None:
+    """One scheduling decision: a prefill / mixed step, a decode jump, or idle until the next arrival."""
+    kind = s.cfg.kind
+    if kind == "pack":
+        if (s.waiting or s.prefilling) and _prefill_step(s, 0):
+            return
+    elif (s.waiting or s.prefilling) and _prefill_step(s, len(s.running)):
+        return
+    if s.running:
+        _decode_jump(s)
+        return
+    if s.draining:  # nothing else runs: the held slots' extra step runs alone and frees them
+        _tick(s, s._extra_step_s(), 0, None)
+        for i, _ in s.draining:
+            s._free(i)
+        s.draining = []
+        return
+    t_a = s._next_arrival()
+    if not math.isfinite(t_a):
+        raise SpecplanError("simulator: requests wait that the engine can never admit (the KV cache holds none "
+                            "of them)")
+    _tick(s, max(t_a - s.t, 0.0), 0)  # idle: the next schedule sees every request arrived by then
+
+
+def simulate(tab: StepTable, eng, req: SimRequests, cfg: SimConfig) -> SimRun:
+    """Run every request through the engine; per-request arrival, first-token and finish seconds."""
+    if cfg.kind not in ADMISSION_KINDS:
+        raise SpecplanError(f"simulator: admission must be one of {', '.join(ADMISSION_KINDS)}, got '{cfg.kind}'")
+    s = _Engine(tab, eng, req, cfg)
+    while s.done < s.n:
+        s._arrivals_until(s.t)
+        _turn(s)
+    return SimRun(s.arr, s.first, s.fin, s.osl, s.t, s.in_system_s, s.decoding_s, s.steps, s.preemptions)
