@@ -128,7 +128,7 @@ def run_trace(model, hardware, segs: list[Segment], policies: list[str], *, cont
     """Simulate each policy over trace segments (iterations at a given batch and α); speedup vs no speculation."""
     from specplan.adaptive.costs import eager_per_kernel_s
     from specplan.adaptive.policies import Fixed
-    from specplan.adaptive.trace import simulate_trace, trace_costs
+    from specplan.adaptive.trace import TraceCosts, simulate_trace, trace_costs
     from specplan.profiles.registry import load_engine
     from specplan.model.step import step_time
 
@@ -143,16 +143,15 @@ def run_trace(model, hardware, segs: list[Segment], policies: list[str], *, cont
                      precision=Dtypes(dtype=kw.get("dtype"), kv_dtype=kw.get("kv_dtype")))
     eng = load_engine(engine.profile)
     eager = eager_per_kernel_s(eng) * base.kernels * (1.0 + rho * np.arange(dt + 1))
-    ref = simulate_trace(segs, table, d1, Fixed(0, "fixed:0"), graphs_for([0], engine.graph_max_bs), dt,
-                         eager, dev, seed, fits=fits)
+    costs = TraceCosts(table, d1, eager, dev, fits)
+    ref = simulate_trace(segs, costs, Fixed(0, "fixed:0"), graphs_for([0], engine.graph_max_bs), dt, seed)
     rows = []
     for p in pols:
         if isinstance(p, str):
             g = graphs_for(range(dt + 1) if captured_d is None else captured_d, engine.graph_max_bs)
         else:
             g = _graphs(p, d_max, engine, captured_d)
-        r = simulate_trace(segs, table, d1, p, g, dt, eager, dev, seed,
-                           slo_tpot_s=None if getattr(p, "lossy", False) else max_tpot_s, fits=fits)
+        r = simulate_trace(segs, costs, p, g, dt, seed, slo_tpot_s=None if getattr(p, "lossy", False) else max_tpot_s)
         r["speedup"] = r["tokens_per_s_per_user"] / ref["tokens_per_s_per_user"]
         rows.append(r)
     return {"mode": "trace", "policies": rows, "context_len": context_len}

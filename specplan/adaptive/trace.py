@@ -13,6 +13,8 @@ Both price steps without eager launches or SGLang's draft-extend, which only add
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from specplan.adaptive.costs import GraphSet
@@ -78,12 +80,25 @@ def dinkelbach(gain: np.ndarray, cost: np.ndarray, weight: np.ndarray | None = N
     return d, lam
 
 
-def simulate_trace(segs: list[Segment], table: dict, draft1: dict, policy: Policy | str, graphs: GraphSet,
-                   d_max: int, eager: np.ndarray, devices: float = 1.0, seed: int = 0,
-                   slo_tpot_s: float | None = None, fits: dict | None = None) -> dict:
+@dataclass(frozen=True)
+class TraceCosts:
+    """What a trace's iterations cost, priced once (trace_costs): seconds per (batch, D) (`table`), the first
+    draft step's (`draft1`), the eager launch seconds per D, the devices per instance, and which D fit in memory
+    per batch (None: all)."""
+
+    table: dict
+    draft1: dict
+    eager: np.ndarray
+    devices: float = 1.0
+    fits: dict | None = None
+
+
+def simulate_trace(segs: list[Segment], costs: TraceCosts, policy: Policy | str, graphs: GraphSet, d_max: int,
+                   seed: int = 0, slo_tpot_s: float | None = None) -> dict:
     """Run one policy (or 'oracle' / 'clairvoyant') over the trace; realized and expected tokens/s/user.
-    Adaptive policies and the bounds pick only D that fit in memory (`fits`; when none fits, any D); a fixed D
-    that does not fit still runs and the row says `fits: false`."""
+    Adaptive policies and the bounds pick only D that fit in memory (`costs.fits`; when none fits, any D); a fixed
+    D that does not fit still runs and the row says `fits: false`."""
+    table, draft1, eager, devices, fits = costs.table, costs.draft1, costs.eager, costs.devices, costs.fits
     fit = {s.batch: (fits[s.batch] if fits is not None and fits[s.batch].any() else np.ones(d_max + 1, bool))
            for s in segs}
     rel = getattr(policy, "relax", 0.0)

@@ -252,8 +252,9 @@ def serving_d_schedule(m, hardware, workload, best: dict, acc, max_d: int, tp, e
     while edges[-1] < c:  # bands up to the winner's concurrency
         edges.append(2 * edges[-1])
     kw = {k: v for k, v in kw.items() if v is not None}
-    s = d_schedule(m, hardware, workload.isl, workload.osl, mechanism=best["mechanism"], acceptance=acc,
-                   max_draft_len=max_d, edges=edges, tp=tp, engine=eng, **kw)
+    s = d_schedule(m, hardware, workload.isl, workload.osl, drafts=DraftSearch([best["mechanism"]],
+                                                                              {best["mechanism"]: acc}, max_d),
+                   edges=edges, tp=tp, engine=eng, **kw)
     k = next(kk for lo, hi, kk in s["vllm"] if c <= hi or hi == s["vllm"][-1][1])
     fixed = int(best["draft_len"])
     # one number per point: the answer's own D at its concurrency is the ranked answer itself (its numbers, not a

@@ -20,6 +20,7 @@ import numpy as np
 from specplan.core.errors import SpecplanError
 from specplan.serving.aggregated import aggregated
 from specplan.serving.workload import Workload
+from specplan.speculation.spec import DraftSearch
 
 DEFAULT_EDGES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
@@ -32,11 +33,14 @@ def bands_from_edges(edges) -> list[tuple[int, int]]:
     return [(a, b - 1) for a, b in zip(e, e[1:])] + [(e[-1], e[-1])]
 
 
-def d_schedule(model, hardware, isl: int, osl: int, *, mechanism: str, acceptance=None, max_draft_len: int = 7,
-               edges=DEFAULT_EDGES, tp: int = 1, engine=None, **kw) -> dict:
+def d_schedule(model, hardware, isl: int, osl: int, *, drafts: DraftSearch, edges=DEFAULT_EDGES, tp: int = 1,
+               engine=None, **kw) -> dict:
     """Best D per concurrency band (each priced at its geometric-mean concurrency) and the schedule in vLLM's and
-    TensorRT-LLM's forms. Keys: bands [(lo, hi, concurrency priced, D, tokens/s/GPU, speedup over D = 0)],
-    band_tpot_ttft_ms [(TPOT, TTFT) of each band at its D], vllm, trtllm (None when it cannot be expressed), notes."""
+    TensorRT-LLM's forms, for the one mechanism of `drafts` (its acceptance, D up to its largest). Keys: bands
+    [(lo, hi, concurrency priced, D, tokens/s/GPU, speedup over D = 0)], band_tpot_ttft_ms [(TPOT, TTFT) of each
+    band at its D], vllm, trtllm (None when it cannot be expressed), notes."""
+    (mechanism,) = drafts.mechanisms
+    acceptance, max_draft_len = (drafts.acceptance or {}).get(mechanism), drafts.max_draft_len
     bands = bands_from_edges(edges)
     conc = np.array([np.sqrt(lo * hi) for lo, hi in bands])
     d = np.arange(0, int(max_draft_len) + 1, dtype=float)

@@ -148,9 +148,13 @@ def low_latency(model, hw, tp, context_len, prec, base_total_s, style="shared", 
     return np.asarray(base_total_s, dtype=float) <= LOW_LATENCY_STEP_RATIO * np.asarray(one, dtype=float)
 
 
-def diagnostics(model, hw, tp, batch, context_len, draft_len, prec, base, verify, rho, style="shared",
-                routing="random") -> dict:
-    """Guideline diagnostics per grid point (arrays broadcast to the grid; scalars where they do not vary)."""
+def diagnostics(model, hw, tp, batch, context_len, draft_len, prec, steps: tuple, rho, kernels=None) -> dict:
+    """Guideline diagnostics per grid point (arrays broadcast to the grid; scalars where they do not vary); `steps`:
+    the (baseline, verify) StepResults; `kernels`: the StepKernels they were priced with (attention style,
+    routing)."""
+    base, verify = steps
+    style = "shared" if kernels is None else kernels.attention_style
+    routing = "random" if kernels is None else kernels.routing
     g = model.g_dev(tp)
     tile = attention_tile_rows(model, hw)
     d = np.asarray(draft_len, dtype=float)

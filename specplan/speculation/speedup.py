@@ -126,10 +126,13 @@ def _tree_notes(acc: Acceptance | None, d, q) -> list[str]:
             f"e.g. from specplan.speculation.acceptance.tree_per_position(α, widths))"]
 
 
-def _engine_step_s(eng, m, hw, tp, b, ctx, d, q, mechanism, draft_model, prec, base, iter_gpu_s, rho_d):
+def _engine_step_s(eng, m, hw, grid: tuple, spec: tuple, prec, base, iter_gpu_s, rho_d):
     """(baseline step, speculative round) seconds as the engine runs them: specplan.speculation.round.round_s over
     the GPU times plus the round's GPU extras (rejection, draft extend, tree width) — what the serving path prices
-    per iteration, without prefill interference."""
+    per iteration, without prefill interference. `grid`: (TP, batch, context, D, verified tokens); `spec`:
+    (mechanism, draft model)."""
+    tp, b, ctx, d, q = grid
+    mechanism, draft_model = spec
     from specplan.costs.precision import resolve_precision
     from specplan.speculation.round import round_draft_model, round_gpu_extra_s, round_s
 
@@ -222,7 +225,7 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
     if engine is not None:  # the step as the engine runs it: host, launches, graphs, the round's extras (round.py)
         # the engine's defaults on this GPU and TP; it may run this mechanism's rounds unoverlapped
         eng = load_engine(engine).for_hardware(hw, tp).for_mechanism(mechanism)
-        base_t, iter_t = _engine_step_s(eng, m, hw, tp, b, ctx, d, q, mechanism, draft_model, prec, base, iter_s,
+        base_t, iter_t = _engine_step_s(eng, m, hw, (tp, b, ctx, d, q), (mechanism, draft_model), prec, base, iter_s,
                                         np.asarray(dc.rho, dtype=float) * d)
     out = {
         "baseline_step_s": base.total_s,
@@ -259,8 +262,8 @@ def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, m
     if guidelines:
         from specplan.speculation.guidelines import diagnostics
 
-        out["guidelines"] = diagnostics(m, hw, tp, lay.per_rank_batch(b), ctx, d, prec, base, ver, dc.rho,
-                                        attention_style, routing)
+        out["guidelines"] = diagnostics(m, hw, tp, lay.per_rank_batch(b), ctx, d, prec, (base, ver), dc.rho,
+                                        StepKernels(attention_style=attention_style, routing=routing))
     out["precision"] = prec
     out.update(_notes(dc, acc, d, q, engine, mechanism, m.moe is not None))
     return out

@@ -10,11 +10,12 @@ from specplan.serving.aggregated import aggregated
 from specplan.serving.d_schedule import bands_from_edges, d_schedule
 from specplan.serving.workload import Workload
 from specplan.speculation.acceptance import Acceptance
+from specplan.speculation.spec import DraftSearch
 
 
 def test_best_d_per_band_matches_brute_force_and_formats():
     acc = Acceptance.from_rate(0.8)
-    r = d_schedule("llama-3.1-8b", "h100-sxm", 128, 512, mechanism="eagle3", acceptance=acc, max_draft_len=5,
+    r = d_schedule("llama-3.1-8b", "h100-sxm", 128, 512, drafts=DraftSearch(["eagle3"], {"eagle3": acc}, 5),
                    edges=(1, 16, 128), engine="vllm")
     assert [(lo, hi) for lo, hi, *_ in r["bands"]] == [(1, 15), (16, 127), (128, 128)]
     for lo, hi, c, d_best, tps, _ in r["bands"]:
