@@ -64,20 +64,22 @@ _SPEC = ("tests/speculation/test_engine_draft_steps.py", "tests/speculation/test
          "tests/speculation/test_properties.py")
 _ADAPTIVE = ("tests/adaptive/test_simulator_closed_forms.py", "tests/adaptive/test_adaptive_sglang.py",
              "tests/adaptive/test_adaptive_positions.py", "tests/adaptive/test_adaptive.py")
+_BY_HAND = "tests/costs/test_shapes_comm_moe_by_hand.py"
+_MODEL_BY_HAND = "tests/model/test_step_memory_by_hand.py"
 TESTS: dict[str, tuple[str, ...]] = {
     "specplan/costs/roofline.py": ("tests/costs/test_hand_counts.py", "tests/costs/test_gemm.py"),
     "specplan/costs/gemm.py": ("tests/costs/test_gemm.py", "tests/costs/test_hand_counts.py"),
     "specplan/costs/attention.py": ("tests/costs/test_attention.py", "tests/costs/test_mla_family.py",
                                     "tests/costs/test_hand_counts.py"),
-    "specplan/costs/comm.py": ("tests/costs/test_comm_moe.py",),
-    "specplan/costs/moe.py": ("tests/costs/test_moe_rank_skew.py", "tests/costs/test_comm_moe.py",
+    "specplan/costs/comm.py": (_BY_HAND, "tests/costs/test_comm_moe.py"),
+    "specplan/costs/moe.py": (_BY_HAND, "tests/costs/test_moe_rank_skew.py", "tests/costs/test_comm_moe.py",
                               "tests/model/test_parallel.py"),
-    "specplan/costs/shapes.py": ("tests/costs/test_hand_counts.py", "tests/model/test_step.py"),
-    "specplan/model/step.py": ("tests/model/test_step.py", "tests/model/test_step_new_kinds.py",
+    "specplan/costs/shapes.py": (_BY_HAND, "tests/costs/test_hand_counts.py", "tests/model/test_step.py"),
+    "specplan/model/step.py": (_MODEL_BY_HAND, "tests/model/test_step.py", "tests/model/test_step_new_kinds.py",
                                "tests/model/test_dp_rounding.py", "tests/model/test_parallel.py"),
-    "specplan/model/memory.py": ("tests/model/test_dp_rounding.py", "tests/model/test_parallel.py",
+    "specplan/model/memory.py": (_MODEL_BY_HAND, "tests/model/test_dp_rounding.py", "tests/model/test_parallel.py",
                                  "tests/model/test_step.py", "tests/model/test_step_new_kinds.py"),
-    "specplan/model/parallel.py": ("tests/model/test_dp_rounding.py", "tests/model/test_parallel.py"),
+    "specplan/model/parallel.py": (_MODEL_BY_HAND, "tests/model/test_dp_rounding.py", "tests/model/test_parallel.py"),
     "specplan/speculation/acceptance.py": ("tests/speculation/test_acceptance.py",
                                            "tests/speculation/test_properties.py"),
     "specplan/speculation/drafters.py": _SPEC,
@@ -233,6 +235,10 @@ EQUIVALENT: dict[tuple[str, str, str], Equivalent] = {
      "return tuple(at_depth[i] / at_depth[i - 1] if at_depth[i - 0] > 0 else 0.0 for i in range(1, depth + 1))"):
         Equivalent("the chance of reaching depth i never exceeds that of depth i - 1, so the two guards differ only "
                    "where depth i is 0, where both give 0 (the range's 1 -> 0 on this line is another key: killed)"),
+    (_M + "costs/moe.py", "return np.minimum(float(num_experts // ep), n * top_k / ep)",
+     "return np.minimum(float(num_experts / ep), n * top_k / ep)"): Equivalent(
+        "every EP the model prices has passed Layout.check (model/parallel.py), which refuses an EP that does not "
+        "divide the experts: num_experts // ep and / ep are the same whole number"),
     # equivalent within a tolerance: some input tells them apart, by at most what `tolerance` says
     (_M + "speculation/acceptance.py", "if al >= 1.0 + at_d - 1e-12:", "if al >= 1.0 + at_d / 1e-12:"): Equivalent(
         "the shortcut for AL = 1 + D only saves the bisection, which converges to the same alpha = 1",
