@@ -58,7 +58,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
 # survives renames in other branches; a module with no existing file falls back to its folder's tests.
 _SERVING = ("tests/serving/test_littles_law.py", "tests/serving/test_draft_prefill_ttft.py",
             "tests/serving/test_serving_model.py", "tests/serving/test_engine_profiles.py")
-_SPEC = ("tests/speculation/test_engine_draft_steps.py", "tests/speculation/test_drafter_shapes.py",
+_SPEC = ("tests/speculation/test_drafter_closed_forms.py", "tests/speculation/test_engine_draft_steps.py", "tests/speculation/test_drafter_shapes.py",
          "tests/speculation/test_speedup.py",
          "tests/speculation/test_physics_review.py", "tests/speculation/test_review_fixes.py",
          "tests/speculation/test_properties.py")
@@ -80,7 +80,8 @@ TESTS: dict[str, tuple[str, ...]] = {
     "specplan/model/memory.py": (_MODEL_BY_HAND, "tests/model/test_dp_rounding.py", "tests/model/test_parallel.py",
                                  "tests/model/test_step.py", "tests/model/test_step_new_kinds.py"),
     "specplan/model/parallel.py": (_MODEL_BY_HAND, "tests/model/test_dp_rounding.py", "tests/model/test_parallel.py"),
-    "specplan/speculation/acceptance.py": ("tests/speculation/test_acceptance.py",
+    "specplan/speculation/acceptance.py": ("tests/speculation/test_drafter_closed_forms.py",
+                                           "tests/speculation/test_acceptance.py",
                                            "tests/speculation/test_properties.py"),
     "specplan/speculation/drafters.py": _SPEC,
     "specplan/speculation/speedup.py": _SPEC,
