@@ -56,15 +56,18 @@ GROUPS: dict[str, tuple[str, ...]] = {
 
 # Tests related to each module, most specific (and fastest to fail) first. A missing file is skipped, so the map
 # survives renames in other branches; a module with no existing file falls back to its folder's tests.
-_SERVING = ("tests/serving/test_serving_fixed_points.py", "tests/serving/test_littles_law.py", "tests/serving/test_draft_prefill_ttft.py",
+_SERVING = ("tests/serving/test_serving_fixed_points.py", "tests/serving/test_littles_law.py",
+            "tests/serving/test_draft_prefill_ttft.py",
             "tests/serving/test_serving_model.py", "tests/serving/test_engine_profiles.py")
-_SPEC = ("tests/speculation/test_drafter_closed_forms.py", "tests/speculation/test_engine_draft_steps.py", "tests/speculation/test_drafter_shapes.py",
+_SPEC = ("tests/speculation/test_drafter_closed_forms.py", "tests/speculation/test_engine_draft_steps.py",
+         "tests/speculation/test_drafter_shapes.py",
          "tests/speculation/test_speedup.py",
          "tests/speculation/test_physics_review.py", "tests/speculation/test_review_fixes.py",
          "tests/speculation/test_properties.py")
 _ADAPTIVE = ("tests/adaptive/test_simulator_closed_forms.py", "tests/adaptive/test_adaptive_sglang.py",
              "tests/adaptive/test_adaptive_positions.py", "tests/adaptive/test_adaptive.py")
 _BY_HAND = "tests/costs/test_shapes_comm_moe_by_hand.py"
+_PLAN = "tests/planning/test_planning_by_hand.py"
 _MODEL_BY_HAND = "tests/model/test_step_memory_by_hand.py"
 TESTS: dict[str, tuple[str, ...]] = {
     "specplan/costs/roofline.py": ("tests/costs/test_hand_counts.py", "tests/costs/test_gemm.py"),
@@ -94,19 +97,19 @@ TESTS: dict[str, tuple[str, ...]] = {
                                           "tests/serving/test_decode_pools_saturation.py") + _SERVING,
     "specplan/speculation/round.py": ("tests/speculation/test_round_tree_steps.py", "tests/speculation/test_round.py")
     + _SPEC,
-    "specplan/planning/cost.py": ("tests/planning/test_energy_per_accepted_token.py", "tests/planning/test_cost.py",
-                                  "tests/planning/test_objective_cli.py"),
-    "specplan/planning/launch/emit.py": ("tests/planning/test_launch_dp_counts.py", "tests/planning/test_launch.py",
-                                         "tests/planning/test_saved_answer_numbers.py",
+    "specplan/planning/cost.py": (_PLAN, "tests/planning/test_energy_per_accepted_token.py",
+                                  "tests/planning/test_cost.py", "tests/planning/test_objective_cli.py"),
+    "specplan/planning/launch/emit.py": (_PLAN, "tests/planning/test_launch_dp_counts.py",
+                                         "tests/planning/test_launch.py", "tests/planning/test_saved_answer_numbers.py",
                                          "tests/planning/test_launch_cli.py"),
     "specplan/serving/workload.py": _SERVING,
-    "specplan/planning/recommend.py": ("tests/speculation/test_guidelines_recommend.py",
+    "specplan/planning/recommend.py": (_PLAN, "tests/speculation/test_guidelines_recommend.py",
                                        "tests/planning/test_user_facing.py"),
     "specplan/planning/capacity.py": ("tests/planning/test_capacity_closed_forms.py",
                                       "tests/planning/test_capacity.py", "tests/planning/test_capacity_serving.py",
                                       "tests/planning/test_user_facing.py"),
-    "specplan/planning/sweep.py": ("tests/planning/test_sweep.py",),
-    "specplan/planning/recommend_serving.py": ("tests/planning/test_deployment_budget.py",
+    "specplan/planning/sweep.py": (_PLAN, "tests/planning/test_sweep.py",),
+    "specplan/planning/recommend_serving.py": ("tests/planning/test_deployment_budget.py", _PLAN,
                                                "tests/planning/test_deployment_counts.py",
                                                "tests/planning/test_serving_planner.py",
                                                "tests/planning/test_capacity_serving.py",
@@ -254,6 +257,9 @@ EQUIVALENT: dict[tuple[str, str, str], Equivalent] = {
      "t_cap_u = at_whole(cap_u)[1] if workload.osl > 0 else np.full(du.shape, np.nan)"): Equivalent(
         "OSL is a whole number >= 1, so the two differ only at OSL 1, where t_cap's one reader (decode_cap in "
         "_pool_split) takes its `inf` branch (no decode) and never reads it"),
+    (_M + "planning/capacity.py", 'tps = dec // lay.gpus * b["tps"]', 'tps = dec / lay.gpus * b["tps"]'): Equivalent(
+        "the line runs only for layouts whose GPUs divide the decode GPUs (`dec % lay.gpus` skips the others just "
+        "before), where // and / give the same whole number"),
     # equivalent within a tolerance: some input tells them apart, by at most what `tolerance` says
     (_M + "serving/aggregated.py", "if d.ndim >= 1 and d.size > 1 and only_draft_len_varies(spec):",
      "if d.ndim >= 1 and d.size <= 1 and only_draft_len_varies(spec):"): Equivalent(

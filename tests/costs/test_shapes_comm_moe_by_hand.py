@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from specplan.costs import comm
-from specplan.costs.moe import distinct_tokens, moe_experts_cost, rank_routing, rank_touched_experts, verify_expert_reuse
+from specplan.costs.moe import (distinct_tokens, moe_experts_cost, rank_routing, rank_touched_experts,
+                                verify_expert_reuse)
 from specplan.costs.shapes import ffn_gemms, mixer_gemms
 from specplan.profiles.hf_import import import_hf_config
 from specplan.profiles.model import LayerGroup

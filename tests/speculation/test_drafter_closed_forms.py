@@ -33,7 +33,8 @@ def test_medusa_draft_is_d_passes_of_resblock_and_head():
     prec = resolve_precision(m, hw)
     inp = DraftInput(m, hw, 1, prec, np.array(4.0), np.array(3.0), np.array(1024.0))
     w = prec.w("lm_head")
-    one = gemm_cost(hw, 4.0, 4096, 4096, w, prec.compute).time_s + gemm_cost(hw, 4.0, 128256, 4096, w, prec.compute).time_s
+    one = (gemm_cost(hw, 4.0, 4096, 4096, w, prec.compute).time_s
+           + gemm_cost(hw, 4.0, 128256, 4096, w, prec.compute).time_s)
     assert float(draft_medusa(inp).time_s) == pytest.approx(3.0 * float(one), rel=1e-12)
 
 
