@@ -64,8 +64,9 @@ _SPEC = ("tests/speculation/test_drafter_closed_forms.py", "tests/speculation/te
          "tests/speculation/test_speedup.py",
          "tests/speculation/test_physics_review.py", "tests/speculation/test_review_fixes.py",
          "tests/speculation/test_properties.py")
-_ADAPTIVE = ("tests/adaptive/test_simulator_closed_forms.py", "tests/adaptive/test_adaptive_sglang.py",
-             "tests/adaptive/test_adaptive_positions.py", "tests/adaptive/test_adaptive.py")
+_ADAPTIVE = ("tests/adaptive/test_adaptive_by_hand.py", "tests/adaptive/test_simulator_closed_forms.py",
+             "tests/adaptive/test_adaptive_sglang.py", "tests/adaptive/test_adaptive_positions.py",
+             "tests/adaptive/test_adaptive.py")
 _BY_HAND = "tests/costs/test_shapes_comm_moe_by_hand.py"
 _PLAN = "tests/planning/test_planning_by_hand.py"
 _MODEL_BY_HAND = "tests/model/test_step_memory_by_hand.py"
@@ -260,6 +261,18 @@ EQUIVALENT: dict[tuple[str, str, str], Equivalent] = {
     (_M + "planning/capacity.py", 'tps = dec // lay.gpus * b["tps"]', 'tps = dec / lay.gpus * b["tps"]'): Equivalent(
         "the line runs only for layouts whose GPUs divide the decode GPUs (`dec % lay.gpus` skips the others just "
         "before), where // and / give the same whole number"),
+    (_M + "adaptive/policies.py",
+     "def __init__(self, text: str, acc_err: float = 0.0, time_err: float = 0.0, use_slo: bool = True):",
+     "def __init__(self, text: str, acc_err: float = -1.0, time_err: float = 0.0, use_slo: bool = True):"):
+        Equivalent("acc_err is read only as `self.acc_err > 0` (add noise to α): 0 and -1 both add none"),
+    (_M + "adaptive/simulator.py", "thr = np.concatenate([thr + relax * (1.0 - thr), [0.0]])",
+     "thr = np.concatenate([thr + relax * (1.0 - thr), [ -1.0]])"): Equivalent(
+        "the sentinel threshold after the last token stops every run: a uniform u in [0, 1) is below neither 0 "
+        "nor -1"),
+    (_M + "adaptive/simulator.py", "span = np.maximum(wl.osl[s.ids] - 1, 1)",
+     "span = np.maximum(wl.osl[s.ids] - 1, 0)"): Equivalent(
+        "s.ids holds decoding requests only, and an OSL-1 request never joins them (_join finishes it at its first "
+        "token): OSL - 1 >= 1 for every id, where max(., 1) and max(., 0) agree"),
     # equivalent within a tolerance: some input tells them apart, by at most what `tolerance` says
     (_M + "serving/aggregated.py", "if d.ndim >= 1 and d.size > 1 and only_draft_len_varies(spec):",
      "if d.ndim >= 1 and d.size <= 1 and only_draft_len_varies(spec):"): Equivalent(
@@ -682,7 +695,8 @@ def report(meta: dict, rows: list[dict], notes: dict[str, str] | None = None, pr
             elif r.get("now") in ("killed", "timeout"):
                 status = "killed now by " + notes.get(key, r.get("now_tests", "the tests added since"))
             elif r.get("now") == "moved":
-                status = "not rechecked: the module changed since the run, this site is now another token"
+                status = ("not rechecked: the module changed since the run, this site is now another token"
+                          + (f" ({notes[key]})" if key in notes else ""))
             else:
                 status = "survives: " + notes.get(key, "not classified yet (a gap in the tests)")
             lines.append(f"| {r['module']}:{r['line']} | `{_cell(r['before'])}` → `{_cell(r['after'])}` | {status} |")

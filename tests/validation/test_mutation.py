@@ -95,10 +95,11 @@ def test_a_recorded_mutant_on_a_line_that_stands_twice_is_found_on_its_own_line(
     before = ("others = None if wl.concurrency is None else np.maximum(np.asarray(wl.concurrency, dtype=float) - 1.0, "
               "0.0)")
     after = before.replace("- 1.0, 0.0)", "- 0.0, 0.0)")
-    lines = [i + 1 for i, x in enumerate((mu.ROOT / mod).read_text(encoding="utf-8").splitlines()) if x.strip() == before]
+    text = (mu.ROOT / mod).read_text(encoding="utf-8")
+    lines = [i + 1 for i, x in enumerate(text.splitlines()) if x.strip() == before]
     assert len(lines) == 2
     twins = [s for s in mu.sites(mod) if s.operator == "core/NumberReplacer" and s.line in lines
-             and mu.changed_line((mu.ROOT / mod).read_text(encoding="utf-8"), mu.mutated_source(s)) == (before, after)]
+             and mu.changed_line(text, mu.mutated_source(s)) == (before, after)]
     assert sorted(s.line for s in twins) == lines
     first = min(twins, key=lambda s: s.line)  # recorded as the first's occurrence index, near the second's line
     got = mu.relocate(mu.Site(mod, first.operator, first.occurrence, lines[1] - 3), before, after)
