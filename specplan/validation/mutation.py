@@ -393,6 +393,28 @@ def sample(all_sites: list[Site], n: int | None, seed: int) -> list[Site]:
     return random.Random(seed).sample(ordered, k)
 
 
+def sample_at(mods: list[str], n: int | None, seed: int, rev: str) -> tuple[list[Site], list[Site], dict]:
+    """(every site, the seeded sample, {key: (line before, line after)}) of the modules as they were at git
+    revision `rev`, the code a run's sample was drawn from: a run resumed after the code moved continues that
+    sample (each mutant found again in today's code by relocate) instead of drawing another one."""
+    tmp = Path(tempfile.mkdtemp(prefix="specplan-sample-"))
+    try:
+        for m in mods:
+            src = subprocess.run(["git", "show", f"{rev}:{m}"], cwd=ROOT, capture_output=True)
+            if src.returncode == 0:  # a module added since has no sites in that sample
+                (tmp / m).parent.mkdir(parents=True, exist_ok=True)
+                (tmp / m).write_bytes(src.stdout)
+        every = [x for m in mods if (tmp / m).is_file() for x in sites(m, tmp)]
+        picked = sample(every, n, seed)
+        change = {}
+        for x in picked:
+            mt = mutated_source(x, tmp)
+            change[x.key] = changed_line((tmp / x.module).read_text(encoding="utf-8"), mt) if mt else ("", "")
+        return every, picked, change
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def mutated_source(site: Site, root: Path = ROOT) -> str | None:
     """The module's source with this one mutation applied (None if the operator finds nothing there)."""
     import cosmic_ray.plugins
@@ -518,21 +540,27 @@ def save_results(path: Path, meta: dict, rows: list[dict]) -> None:
 
 def run(groups: list[str], n: int | None, seed: int, *, results: Path | None = None, timeout_s: float = 300.0,
         modules: list[str] | None = None, tests: dict[str, list[str]] | None = None, baseline: bool = False,
-        recheck: bool = False, workers: int = 1, log=print) -> tuple[dict, list[dict]]:
+        recheck: bool = False, workers: int = 1, sample_rev: str | None = None, log=print) -> tuple[dict, list[dict]]:
     """Mutate a seeded sample of the groups' sites (or of `modules`) and run each module's tests (`tests`
     overrides TESTS per module): (meta, result rows). `baseline`: first check that the unmutated tests pass
     (timeout 4 x their time + 30 s; else `timeout_s`). `recheck`: run the recorded survivors again (after
-    adding tests). `workers`: mutants run side by side, each worker in its own scratch copy."""
+    adding tests). `workers`: mutants run side by side, each worker in its own scratch copy. `sample_rev` (else
+    the results' meta's): the git revision the sample is drawn from (sample_at), kept in the meta."""
     mods = modules if modules is not None else modules_of(groups)
-    every = [s for m in mods for s in sites(m)]
-    picked = sample(every, n, seed)
+    rev = None if recheck else sample_rev or (load_meta(results) or {}).get("sample_rev")
+    if rev:
+        every, picked, change = sample_at(mods, n, seed, rev)
+    else:
+        every = [s for m in mods for s in sites(m)]
+        picked, change = sample(every, n, seed), {}
     done = load_results(results)
     again = ({k for k, r in done.items() if r["outcome"] == "survived" and not equivalence(r)
               and (r.get("now") not in ("killed", "timeout") or "::" not in r.get("now_tests", ""))}
              if recheck else set())  # not yet killed, or killed without the name of the test that did
     rows = [done[s.key] for s in picked if s.key in done and s.key not in again]
     meta = {"groups": groups, "sample": n, "seed": seed, "sites_total": len(every),
-            "sites_per_module": {m: sum(s.module == m for s in every) for m in mods}}
+            "sites_per_module": {m: sum(s.module == m for s in every) for m in mods},
+            **({"sample_rev": rev} if rev else {})}
     if recheck:  # the recorded survivors, whatever the sample of today's code is; the other rows stay as they are
         todo, origin = [], {}
         for k, r in done.items():
@@ -543,8 +571,22 @@ def run(groups: list[str], n: int | None, seed: int, *, results: Path | None = N
         rows += [r for k, r in done.items() if k not in again and r not in rows]
         meta = load_meta(results) or meta  # the run's own sample description
     else:
-        todo, origin = [s for s in picked if s.key not in done], {}
+        todo, origin = [], {}
+        for s in (x for x in picked if x.key not in done):
+            if not rev:
+                todo.append(s)
+                continue
+            site = relocate(s, *change[s.key])  # the sample's mutant in today's code
+            mt = mutated_source(site)
+            if mt is None or changed_line((ROOT / s.module).read_text(encoding="utf-8"), mt) != change[s.key]:
+                rows.append(asdict(Result(s.module, s.operator, s.occurrence, s.line, "no-mutation", *change[s.key],
+                                          0.0, "")))  # the mutated line is gone from today's code
+                continue
+            origin[site.key] = s.key
+            todo.append(site)
     if not todo:
+        if results is not None and rev:
+            save_results(results, meta, rows)
         return meta, rows
     import queue
     import threading
@@ -587,6 +629,8 @@ def run(groups: list[str], n: int | None, seed: int, *, results: Path | None = N
                     return
                 row = one(work, s)
                 k0 = origin.get(s.key, s.key)
+                if k0 != s.key and k0 not in again:  # a sample drawn at another revision: its own key
+                    row["occurrence"] = int(k0.rsplit(":", 1)[1])
                 if k0 in again:  # a survivor run again after new tests: keep the first outcome, add the new one
                     first = done[k0]
                     moved = (row["before"], row["after"]) != (first["before"], first["after"])  # the code changed

@@ -104,3 +104,14 @@ def test_a_recorded_mutant_on_a_line_that_stands_twice_is_found_on_its_own_line(
     first = min(twins, key=lambda s: s.line)  # recorded as the first's occurrence index, near the second's line
     got = mu.relocate(mu.Site(mod, first.operator, first.occurrence, lines[1] - 3), before, after)
     assert got.line == lines[1]
+
+
+def test_a_sample_drawn_at_a_revision_is_that_revisions_sample():
+    """sample_at draws the seeded sample from the code at a git revision (a resumed run's own), with each mutant's
+    line before and after there: at HEAD, for a module the tree has not changed, it is today's sample."""
+    every, picked, change = mu.sample_at([SGL], 5, 1, "HEAD")
+    assert sorted(s.key for s in every) == sorted(s.key for s in mu.sites(SGL))
+    assert picked == mu.sample(mu.sites(SGL), 5, 1)
+    src = (mu.ROOT / SGL).read_text(encoding="utf-8")
+    for s in picked:
+        assert change[s.key] == mu.changed_line(src, mu.mutated_source(s))
