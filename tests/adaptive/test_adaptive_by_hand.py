@@ -169,3 +169,29 @@ def test_trace_tpot_percentiles_are_milliseconds_within_a_step():
     table = {8: np.array([0.010, 0.012, 0.014])}
     r = simulate_trace(seg, table, {8: 0.001}, make_policy("fixed:2", 2), NO_GRAPHS, 2, np.zeros(3), seed=0)
     assert 0 < r["tpot_p50_ms"] <= r["tpot_p90_ms"] <= r["tpot_p99_ms"] <= 14.0 + 1e-9
+
+
+def test_the_prefill_share_a_policy_sees_is_an_exponential_mean():
+    """The TPOT test's step (StepView.slo_step_s) is the decode step plus an exponential mean (weight 0.95 on the
+    past) of the prefill seconds per step. A second prompt arrives while the first request decodes and is prefilled
+    in one step (64 tokens x 10 us); no prompt comes after it, so from the next step on the mean the policy sees is
+    0.05 x 0.64 ms and decays by exactly 0.95 a step."""
+    wl = build_workload(np.array([0.0, 0.003]), np.full(2, 64), np.full(2, 30), alpha=np.full(2, 0.5))
+    costs = _costs()
+    costs = StepCosts(**{**costs.__dict__, "prefill_s_grid": np.array([0.0, 1e6 * 1e-5])})
+    base = make_policy("fixed:2", 4)
+    seen = []
+
+    class Recording:
+        def __getattr__(self, name):
+            return getattr(base, name)
+
+        def choose(self, view):
+            seen.append(float(view.slo_step_s[0] - view.step_s[0]))
+            return base.choose(view)
+
+    simulate(wl, costs, Recording(), NO_GRAPHS, engine=ENGINE, seed=0)
+    seen = np.array(seen)
+    after = seen[int(np.argmax(seen > 0)):]
+    assert after.size > 5 and after[0] == pytest.approx(0.05 * 64 * 1e-5, rel=1e-9)
+    np.testing.assert_allclose(after[1:] / after[:-1], 0.95, rtol=1e-9)
