@@ -273,6 +273,20 @@ EQUIVALENT: dict[tuple[str, str, str], Equivalent] = {
      "span = np.maximum(wl.osl[s.ids] - 1, 0)"): Equivalent(
         "s.ids holds decoding requests only, and an OSL-1 request never joins them (_join finishes it at its first "
         "token): OSL - 1 >= 1 for every id, where max(., 1) and max(., 0) agree"),
+    (_M + "planning/sweep.py",
+     "if model.num_q_heads % int(t) == 0 and int(t) <= max(hw.scaleup_domain, 1)))",
+     "if model.num_q_heads % int(t) == 0 and int(t) <= max(hw.scaleup_domain, 0)))"): Equivalent(
+        "HardwareProfile.scaleup_domain is at least 1 (its field is ge=1): max(domain, 1) = max(domain, 0)"),
+    (_M + "planning/capacity.py",
+     "acceptance=None, max_draft_len=8, max_ttft_ms=None, dtype=None, kv_dtype=None,",
+     "acceptance=None, max_draft_len= 9, max_ttft_ms=None, dtype=None, kv_dtype=None,"): Equivalent(
+        "a default no call uses: aggregated_answer's one caller (capacity.search) passes its own max_draft_len"),
+    (_M + "adaptive/policies.py",
+     "def __init__(self, text: str, acc_err: float = 0.0, time_err: float = 0.0, use_slo: bool = True):",
+     "def __init__(self, text: str, acc_err: float = 0.0, time_err: float = 0.0, use_slo: bool = False):"):
+        Equivalent("a default no call uses: ModelBased's one constructor call (make_policy) passes its slo option"),
+    (_M + "speculation/guidelines.py", "if best_d == 0:", "if best_d <= 0:"): Equivalent(
+        "best_d is the draft length the search picked, an index into the step's per-D arrays, never negative"),
     # equivalent within a tolerance: some input tells them apart, by at most what `tolerance` says
     (_M + "serving/aggregated.py", "if d.ndim >= 1 and d.size > 1 and only_draft_len_varies(spec):",
      "if d.ndim >= 1 and d.size <= 1 and only_draft_len_varies(spec):"): Equivalent(

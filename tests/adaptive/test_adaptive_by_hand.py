@@ -195,3 +195,11 @@ def test_the_prefill_share_a_policy_sees_is_an_exponential_mean():
     after = seen[int(np.argmax(seen > 0)):]
     assert after.size > 5 and after[0] == pytest.approx(0.05 * 64 * 1e-5, rel=1e-9)
     np.testing.assert_allclose(after[1:] / after[:-1], 0.95, rtol=1e-9)
+
+
+def test_model_policy_under_a_tpot_target_every_d_meets():
+    """With a TPOT target of 1 s every D meets it (1.0, 1.3 / 1.9, 1.6 / 2.62 s a token), so the policy picks the
+    most tokens/s: D = 2, as without a target."""
+    view = StepView(batch=1, step_s=np.array([1.0, 1.3, 1.6]), alpha=None, per_position=(0.9, 0.8),
+                    allowed=np.ones(3, dtype=bool), slo_tpot_s=1.0, rng=np.random.default_rng(0))
+    assert ModelBased("model").choose(view) == 2

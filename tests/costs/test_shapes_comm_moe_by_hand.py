@@ -124,3 +124,16 @@ def test_moe_layer_overhead_is_launches_plus_k_latency():
     c = moe_experts_cost(hw, 16.0, 2880, 2880, 128, 4)
     want = 3 * hw.kernel_overhead_s + hw.kernel_eff("bf16").k_latency_s * (2880 + 2880)
     assert float(np.asarray(c.overhead_s)) == pytest.approx(want, rel=1e-12)
+
+
+def test_deepseek_v4_csa_compressor_width_by_hand():
+    """DeepSeek-V4-Flash's CSA layers compress keys and values (4 x head_dim 512) and the indexer's keys and weights
+    (4 x its head_dim 128, plus one weight per indexer head: 64): 2048 + 512 + 64 = 2624 columns of h 4096."""
+    m = import_hf_config(HF / "deepseek-ai--DeepSeek-V4-Flash-Base_config.json")
+    csa = next(g for g in m.groups() if g.mixer == "csa")
+    assert _shape(mixer_gemms(m, csa, 8), "compressor") == (2624, 4096)
+
+
+def test_nas_linear_attention_replacement_splits_its_columns_over_tp():
+    """Nemotron NAS replaces attention by one h x h linear: at h 4096 and TP 8 each device holds 512 columns."""
+    assert _shape(mixer_gemms(load_model("llama-3.1-8b"), "attn_linear", 8), "attn_linear") == (512, 4096)

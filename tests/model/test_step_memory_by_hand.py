@@ -106,3 +106,12 @@ def test_a_layout_of_none_is_tp_only():
     """as_layout's documented default: no layout is TP only, at the TP given (1 when none is)."""
     assert as_layout(None) == Layout(tp=1)
     assert as_layout(None, tp=4) == Layout(tp=4)
+
+
+def test_pipeline_micro_batches_of_an_odd_batch_route_fractional_tokens():
+    """Mixtral-8x7B on PP 2: a batch of 3 runs as 2 micro-batches of 1.5 sequences on average, so its experts see
+    1.5 tokens a micro-batch, strictly between batch 2 (1 token) and batch 4 (2 tokens): expected touched experts
+    grow strictly with the tokens."""
+    moe = {b: float(step_time("mixtral-8x7b", "h100-sxm", batch=b, q_len=1, context_len=1024,
+                              layout="pp2").breakdown_s["moe"]) for b in (2, 3, 4)}
+    assert moe[2] < moe[3] < moe[4]

@@ -55,3 +55,17 @@ def test_lpu_one_token_draft_gets_its_own_chips():
         r = evaluate("llama-3.1-8b", "groq-3-lpu", draft_len=d, **kw)
         chips = np.ceil(float(r["memory_total_bytes"]) / 0.5e9)
         assert float(r["draft_devices"]) == chips - float(r["target_devices"]) > 0, d
+
+
+def test_a_launch_bound_baseline_step_launches_only_the_targets_kernels():
+    """An engine whose kernel launches (1 ms each, no host time, no overlap) dwarf the GPU: the D = 0 step is its
+    kernels x 1 ms, the target's kernels only (no draft runs without speculation)."""
+    from specplan.model.step import step_time
+    from specplan.profiles.registry import load_engine
+
+    eng = load_engine("vllm").model_copy(update=dict(
+        graph_launch_s=1e-3, eager_launch_s=1e-3, host_step_s=0.0, host_per_seq_s=0.0, step_gap_s=0.0,
+        eager_step_s=0.0, overlap_scheduler=False))
+    r = evaluate("llama-3.1-8b", "h100-sxm", batch=4, context_len=1024, engine=eng)
+    kernels = step_time("llama-3.1-8b", "h100-sxm", 1, 4, 1, 1024).kernels
+    assert float(np.asarray(r["engine_baseline_step_s"])) == pytest.approx(kernels * 1e-3, rel=1e-12)
