@@ -300,6 +300,11 @@ EQUIVALENT: dict[tuple[str, str, str], Equivalent] = {
         "holds 65) nothing changes",
         "the table's interpolation error there: at most 0.21 % of TPOT and requests/s (measured on Llama-3.1-8B, "
         "Qwen3-30B-A3B, Llama-3.3-70B, H100, vLLM, ISL 1024, OSL 256 and 2048, C 62-72 beside C 1024)"),
+    (_M + "serving/aggregated.py", "over = mid * np.nan_to_num(ttft_at(mid, others), posinf=1e30) > c",
+     "over = mid * np.nan_to_num(ttft_at(mid, others), posinf=1e30) >= c"): Equivalent(
+        "the OSL-1 closed loop's bisection on X: > and >= differ only where X x TTFT(X) equals C exactly at a midpoint, "
+        "which then moves the other end of the bracket",
+        "one halving of a bracket halved 2 x BISECTION_STEPS times: relative 2^-60 in X"),
     (_M + "speculation/acceptance.py", "if al >= 1.0 + at_d - 1e-12:", "if al >= 1.0 + at_d / 1e-12:"): Equivalent(
         "the shortcut for AL = 1 + D only saves the bisection, which converges to the same alpha = 1",
         "alpha within 2^-100 of 1"),

@@ -137,3 +137,39 @@ def test_deepseek_v4_csa_compressor_width_by_hand():
 def test_nas_linear_attention_replacement_splits_its_columns_over_tp():
     """Nemotron NAS replaces attention by one h x h linear: at h 4096 and TP 8 each device holds 512 columns."""
     assert _shape(mixer_gemms(load_model("llama-3.1-8b"), "attn_linear", 8), "attn_linear") == (512, 4096)
+
+
+def test_gated_deltanet_input_projection_by_hand():
+    """Qwen3-Next's linear attention (16 key heads and 32 value heads of 128): q and k 2 x 16 x 128, v and z
+    2 x 32 x 128, and the two per-value-head gates 2 x 32: 4096 + 8192 + 64 = 12352 columns of h 2048 at TP 1."""
+    assert _shape(mixer_gemms(load_model("qwen3-next-80b-a3b"), "linear", 1), "la_in") == (12352, 2048)
+
+
+def test_alltoall_between_two_gpus_crosses_one_nvlink_share():
+    """An all-to-all over 2 H100s of one node: every byte goes to the one peer over NVLink (none over the NIC)."""
+    hw = load_hardware("h100-sxm")
+    p = hw.alltoall
+    lat, xfer = comm.alltoall_terms(hw, 8e6, 2)
+    assert float(xfer) == pytest.approx(8e6 / (comm.link_bandwidth_bytes_s(hw, 2) * p.scaleup_bw_fraction), rel=1e-12)
+    assert float(lat) == p.latency_s
+
+
+def test_routing_skew_factor_range_is_inclusive():
+    from specplan.costs.moe import parse_routing
+
+    assert parse_routing("skew:64") == ("skew", 64.0) and parse_routing("skew:1") == ("skew", 1.0)
+    with pytest.raises(Exception, match=r"skew factor must be a number in \[1, 64\]"):
+        parse_routing("skew:64.5")
+
+
+def test_custom_allreduce_picks_one_shot_while_it_is_faster():
+    """Custom all-reduce on 8 H100s, x = bytes / (link x custom fraction): one-shot costs L + 7x, two-shot
+    2L + 1.75x, so one-shot is the faster up to x = L / 5.25; at x = L / 5.6 it is chosen: (L, 7x)."""
+    hw = load_hardware("h100-sxm")
+    p = hw.allreduce
+    lat_1 = p.custom_latency_s
+    bw = comm.link_bandwidth_bytes_s(hw, 8) * p.custom_bw_fraction
+    nbytes = bw * lat_1 / 5.6
+    assert nbytes <= p.custom_max_bytes
+    lat, xfer = comm.custom_terms(hw, nbytes, 8)
+    assert float(lat) == lat_1 and float(xfer) == pytest.approx(7.0 * lat_1 / 5.6, rel=1e-12)

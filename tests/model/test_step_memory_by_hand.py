@@ -115,3 +115,15 @@ def test_pipeline_micro_batches_of_an_odd_batch_route_fractional_tokens():
     moe = {b: float(step_time("mixtral-8x7b", "h100-sxm", batch=b, q_len=1, context_len=1024,
                               layout="pp2").breakdown_s["moe"]) for b in (2, 3, 4)}
     assert moe[2] < moe[3] < moe[4]
+
+
+def test_mamba_decode_state_traffic_by_hand():
+    """Nemotron-3.5-Lightning decode, 4 sequences, TP 1: each of its 23 Mamba-2 layers reads and writes its conv
+    state (3 x (64 x 64 + 2 x 8 x 128) bf16 values) and its SSM state (64 x 64 x 128 fp32 values) once a step; both
+    kernels are memory-bound, so the 'state' class is those bytes at the attention kernels' memory bandwidth."""
+    hw = load_hardware("h100-sxm")
+    conv = 3 * (64 * 64 + 2 * 8 * 128) * 2
+    ssm = 64 * 64 * 128 * 4
+    want = 23 * 4 * 2 * (conv + ssm) / (hw.mem_bandwidth_bytes_s * hw.attention.mem_bw_fraction)
+    r = step_time("nemotron-3.5-lightning-30b-a3b", hw, 1, batch=4, q_len=1, context_len=1024)
+    assert float(r.breakdown_s["state"]) == pytest.approx(want, rel=1e-12)

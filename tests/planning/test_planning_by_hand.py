@@ -109,3 +109,10 @@ def test_the_deployment_search_stays_within_the_acceptance_data_by_default():
                           acceptance={"eagle3": "0.95,0.95,0.95"}, max_draft_len=8, modes=("agg",), max_tpot_ms=5)
     assert r["best"]["best"]["draft_len"] <= 3
     assert "acceptance data cover D <= 3; larger D not searched" in json.dumps(r)
+
+
+def test_batch_candidates_reach_the_search_cap_when_everything_fits():
+    """Llama-3.2-1B at 128 tokens of context fits far more than recommend's cap of 2048 on an H100: every batch
+    1 ... 2048 is a candidate."""
+    cands = batch_candidates(load_model("llama-3.2-1b"), load_hardware("h100-sxm"), 1, 128, {})
+    assert cands[0] == 1.0 and cands[-1] == 2048.0 and cands.size == 2048

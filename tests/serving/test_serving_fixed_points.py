@@ -80,3 +80,14 @@ def test_mla_prefill_chunk_decompresses_the_context_and_the_chunk():
     write = n * (kv_bytes_per_token(m, 8, prec.kv, "full") + kv_bytes_per_token(m, 8, prec.kv, "sliding"))
     want = 61 * layer + elementwise_cost(hw, write + n * 7168 * 2.0).time_s
     assert float(prefill_attention_s(m, hw, 8, n, c0, prec)) == pytest.approx(float(want), rel=1e-12)
+
+
+def test_tables_are_priced_per_distinct_d_only_when_nothing_else_varies():
+    """only_draft_len_varies: a grid of D alone (scalars beside it) may be priced per distinct D; an array of tree
+    sizes (or any other array) beside it may not."""
+    from specplan.serving.aggregated import only_draft_len_varies
+
+    d = np.array([1.0, 3.0, 3.0])
+    assert only_draft_len_varies({"mechanism": "eagle3", "draft_len": d, "tree_tokens": 8.0})
+    assert not only_draft_len_varies({"mechanism": "eagle3", "draft_len": d, "tree_tokens": np.array([4.0, 8.0, 8.0])})
+    assert not only_draft_len_varies({"acceptance": np.array([0.6, 0.7]), "draft_len": d})
