@@ -91,3 +91,23 @@ def test_tables_are_priced_per_distinct_d_only_when_nothing_else_varies():
     assert only_draft_len_varies({"mechanism": "eagle3", "draft_len": d, "tree_tokens": 8.0})
     assert not only_draft_len_varies({"mechanism": "eagle3", "draft_len": d, "tree_tokens": np.array([4.0, 8.0, 8.0])})
     assert not only_draft_len_varies({"acceptance": np.array([0.6, 0.7]), "draft_len": d})
+
+
+def test_mamba_prefill_chunk_updates_each_layers_state_by_hand():
+    """A chunk of 2048 prompt tokens through 23 Mamba-2 layers alone (Nemotron-3.5-Lightning's, 64 heads of 64,
+    d_state 128: 524,288 fp32 state elements a layer, 6 FLOPs each a token, the state read and written once, no
+    checkpoints), plus the chunk's one activation write (2048 x h x 2 bytes; no KV cache without attention)."""
+    from specplan.costs.attention import recurrent_state_cost
+    from specplan.costs.gemm import elementwise_cost
+    from specplan.costs.precision import resolve_precision
+    from specplan.profiles.model import LayerGroup
+    from specplan.profiles.registry import load_hardware, load_model
+    from specplan.serving.prefill import prefill_attention_s
+
+    m, hw = load_model("nemotron-3.5-lightning-30b-a3b"), load_hardware("h100-sxm")
+    only = m.model_copy(update={"layer_groups": [LayerGroup(mixer="mamba", ffn="none", count=23)]})
+    elems = 64 * 64 * 128
+    layer = recurrent_state_cost(hw, 1, 2048.0, elems * 4.0, 6.0 * elems, checkpoint=False).time_s
+    want = 23 * layer + elementwise_cost(hw, 2048.0 * m.hidden_size * 2.0).time_s
+    got = prefill_attention_s(only, hw, 1, 2048.0, 0.0, resolve_precision(m, hw))
+    assert float(got) == pytest.approx(float(want), rel=1e-12)
