@@ -287,6 +287,13 @@ EQUIVALENT: dict[tuple[str, str, str], Equivalent] = {
         Equivalent("a default no call uses: ModelBased's one constructor call (make_policy) passes its slo option"),
     (_M + "speculation/guidelines.py", "if best_d == 0:", "if best_d <= 0:"): Equivalent(
         "best_d is the draft length the search picked, an index into the step's per-D arrays, never negative"),
+    (_M + "planning/recommend_serving.py", "if out and keys[out[-1][-1]] == k:",
+     "if out and keys[out[-1][- 0]] == k:"): Equivalent(
+        "out[-1] is a run of indices whose keys are all equal: its first and last name the same key"),
+    (_M + "planning/launch/emit.py", 'if s["kind"] == "object" and isinstance(v, dict) and "keys" in s:',
+     'if s["kind"] >= "object" and isinstance(v, dict) and "keys" in s:'): Equivalent(
+        "the flag lists' specs that carry 'keys' are of kind 'object' (and DynamoGraphDeployment, which sorts below "
+        "'object'): == and >= pick the same specs"),
     # equivalent within a tolerance: some input tells them apart, by at most what `tolerance` says
     (_M + "serving/aggregated.py", "if d.ndim >= 1 and d.size > 1 and only_draft_len_varies(spec):",
      "if d.ndim >= 1 and d.size <= 1 and only_draft_len_varies(spec):"): Equivalent(
@@ -302,9 +309,14 @@ EQUIVALENT: dict[tuple[str, str, str], Equivalent] = {
         "Qwen3-30B-A3B, Llama-3.3-70B, H100, vLLM, ISL 1024, OSL 256 and 2048, C 62-72 beside C 1024)"),
     (_M + "serving/aggregated.py", "over = mid * np.nan_to_num(ttft_at(mid, others), posinf=1e30) > c",
      "over = mid * np.nan_to_num(ttft_at(mid, others), posinf=1e30) >= c"): Equivalent(
-        "the OSL-1 closed loop's bisection on X: > and >= differ only where X x TTFT(X) equals C exactly at a midpoint, "
-        "which then moves the other end of the bracket",
+        "the OSL-1 closed loop's bisection on X: > and >= differ only where X x TTFT(X) equals C exactly at a "
+        "midpoint, which then moves the other end of the bracket",
         "one halving of a bracket halved 2 x BISECTION_STEPS times: relative 2^-60 in X"),
+    (_M + "adaptive/policies.py", "a = np.clip(a + view.rng.normal(0.0, self.acc_err, a.shape), 0.0, 1.0)",
+     "a = np.clip(a - view.rng.normal(0.0, self.acc_err, a.shape), 0.0, 1.0)"): Equivalent(
+        "the policy's α estimate error is a zero-mean normal: adding or subtracting it draws from the same "
+        "distribution",
+        "another sample of the same noise: outputs move within their sampling noise"),
     (_M + "speculation/acceptance.py", "if al >= 1.0 + at_d - 1e-12:", "if al >= 1.0 + at_d / 1e-12:"): Equivalent(
         "the shortcut for AL = 1 + D only saves the bisection, which converges to the same alpha = 1",
         "alpha within 2^-100 of 1"),

@@ -203,3 +203,38 @@ def test_model_policy_under_a_tpot_target_every_d_meets():
     view = StepView(batch=1, step_s=np.array([1.0, 1.3, 1.6]), alpha=None, per_position=(0.9, 0.8),
                     allowed=np.ones(3, dtype=bool), slo_tpot_s=1.0, rng=np.random.default_rng(0))
     assert ModelBased("model").choose(view) == 2
+
+
+def test_relaxed_token_runs_are_geometric_at_the_relaxed_rate():
+    """AdaSD relaxing α = 0.5 by 0.5 accepts each draft with 0.75: the accepted run from a position is geometric,
+    mean 0.75 / 0.25 = 3 (one long request, so its end truncates little)."""
+    from specplan.adaptive.simulator import token_runs, token_uniforms
+
+    wl = build_workload(np.zeros(1), [8], [200_000], alpha=[0.5])
+    off, u = token_uniforms(wl, 0)
+    assert float(token_runs(wl, off, u, 0.5)[:-100].mean()) == pytest.approx(3.0, abs=0.05)
+    assert float(token_runs(wl, off, u)[:-100].mean()) == pytest.approx(1.0, abs=0.03)
+
+
+def test_a_trace_row_with_an_empty_prompt_is_refused(tmp_path):
+    p = tmp_path / "w.csv"
+    p.write_text("arrival_s,isl,osl\n0.0,0,8\n")
+    with pytest.raises(SpecplanError, match=r"row 1, column 'isl': must be >= 1 token, got 0"):
+        read_workload_csv(str(p))
+
+
+def test_acceptance_drift_range_is_inclusive():
+    from specplan.adaptive.workload import parse_drift
+
+    assert parse_drift("1") == 1.0 and parse_drift("-1") == -1.0
+    with pytest.raises(SpecplanError, match=r"must be in \[-1, 1\]"):
+        parse_drift("1.01")
+
+
+def test_a_run_that_takes_no_time_has_no_goodput_rate():
+    """OSL-1 requests with free prefill finish at their arrival: the run lasts 0 s and its rates are None/NaN, not a
+    division by zero."""
+    wl = build_workload(np.zeros(2), [8, 8], [1, 1], alpha=[0.5, 0.5])
+    res = simulate(wl, _costs(), make_policy("fixed:2", 4), NO_GRAPHS, engine=ENGINE, seed=0)
+    row = summarize(res, wl.osl, 1.0, max_tpot_s=0.1)
+    assert row["duration_s"] == 0.0 and row["goodput_requests_per_s"] is None

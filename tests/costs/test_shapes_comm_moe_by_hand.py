@@ -173,3 +173,13 @@ def test_custom_allreduce_picks_one_shot_while_it_is_faster():
     assert nbytes <= p.custom_max_bytes
     lat, xfer = comm.custom_terms(hw, nbytes, 8)
     assert float(lat) == lat_1 and float(xfer) == pytest.approx(7.0 * lat_1 / 5.6, rel=1e-12)
+
+
+def test_pair_miss_of_experts_in_two_groups_by_hand():
+    """DeepSeek routing, top 8 of 4 of 8 groups (32 experts each), EP 4: P(a token picks neither of two experts in
+    different groups) = P(neither group) + P(one group) x P(miss its expert) + P(both) x P(miss both), with
+    P(both groups) = 4·3 / (8·7), P(a group) = 1/2, miss1 = 120/128, miss2 = 120·119 / (128·127)."""
+    both, a = 12 / 56, 0.5
+    miss1, miss2 = 120 / 128, 120 * 119 / (128 * 127)
+    want = (1 - 2 * a + both) + 2 * (a - both) * miss1 + both * miss2
+    assert rank_routing(256, 8, 4, 8, 4).pair_miss_diff == pytest.approx(want, rel=1e-12)

@@ -127,3 +127,12 @@ def test_mamba_decode_state_traffic_by_hand():
     want = 23 * 4 * 2 * (conv + ssm) / (hw.mem_bandwidth_bytes_s * hw.attention.mem_bw_fraction)
     r = step_time("nemotron-3.5-lightning-30b-a3b", hw, 1, batch=4, q_len=1, context_len=1024)
     assert float(r.breakdown_s["state"]) == pytest.approx(want, rel=1e-12)
+
+
+def test_skewed_routing_slows_the_expert_all_to_all():
+    """DeepSeek-V3 on DP 8 x EP 8: the slowest rank's all-to-all carries skew x the mean traffic; skew:4 costs more
+    communication than the balanced EPLB placement (skew 1)."""
+    kw = dict(batch=256, q_len=1, context_len=1024, layout="dp8ep8")
+    skew = step_time("deepseek-v3", "h100-sxm", routing="skew:4", **kw).breakdown_s["communication"]
+    even = step_time("deepseek-v3", "h100-sxm", routing="eplb", **kw).breakdown_s["communication"]
+    assert float(skew) > float(even)
