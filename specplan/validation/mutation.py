@@ -294,6 +294,10 @@ EQUIVALENT: dict[tuple[str, str, str], Equivalent] = {
      'if s["kind"] >= "object" and isinstance(v, dict) and "keys" in s:'): Equivalent(
         "the flag lists' specs that carry 'keys' are of kind 'object' (and DynamoGraphDeployment, which sorts below "
         "'object'): == and >= pick the same specs"),
+    (_M + "planning/recommend_serving.py", 'if mode == "disagg" and 2 * tp > gpus:',
+     'if mode >= "disagg" and 2 * tp > gpus:'): Equivalent(
+        "the search's modes are 'agg' and 'disagg' (recommend --mode maps auto to both), and 'agg' sorts below "
+        "'disagg': == and >= agree on both"),
     # equivalent within a tolerance: some input tells them apart, by at most what `tolerance` says
     (_M + "serving/aggregated.py", "if d.ndim >= 1 and d.size > 1 and only_draft_len_varies(spec):",
      "if d.ndim >= 1 and d.size <= 1 and only_draft_len_varies(spec):"): Equivalent(
