@@ -739,7 +739,7 @@ def report(meta: dict, rows: list[dict], notes: dict[str, str] | None = None, pr
              "and each is named below with the test that now kills it or why it survives.", "",
              f"Sample: seed {meta.get('seed')}, {planned} mutants drawn (in a seeded random order) from "
              f"{meta.get('sites_total')} sites of the groups {', '.join(meta.get('groups', []))}; "
-             f"**{len(ran)} run** ({'the whole sample' if len(ran) >= (planned or 0) else 'a prefix of the sample, itself a uniform sample: the run was stopped'}).",
+             f"**{len(ran)} run** ({_extent(len(rows), len(rows) - len(ran), planned)}).",
              ""]
     if preface:
         lines += [preface, ""]
@@ -781,6 +781,13 @@ def report(meta: dict, rows: list[dict], notes: dict[str, str] | None = None, pr
             lines.append(f"| {r['module']}:{r['line']} | `{_cell(r['before'])}` → `{_cell(r['after'])}` | {status} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def _extent(recorded: int, gone: int, planned: int | None) -> str:
+    """How much of the sample a results file holds, in words."""
+    if recorded < (planned or 0):
+        return "a prefix of the sample, itself a uniform sample: the run was stopped"
+    return "the whole sample" + (f"; {gone} whose mutated line is gone from today's code not counted" if gone else "")
 
 
 def _cell(text: str) -> str:
