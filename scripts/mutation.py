@@ -38,6 +38,9 @@ def main() -> int:
     ap.add_argument("--recheck", action="store_true", help="run the recorded survivors again (after adding tests)")
     ap.add_argument("--baseline", action="store_true", help="first check each module's tests pass unmutated")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant's test run (a timeout kills)")
+    ap.add_argument("--sample-rev", default=None,
+                    help="git revision whose code the sample is drawn from (default: the results' own, else today's): "
+                         "resumes a run's sample after the code moved; kept in the results")
     a = ap.parse_args()
     results = Path(a.results)
     if a.report_only:
@@ -46,7 +49,7 @@ def main() -> int:
     else:
         groups = [g for g in a.modules.split(",") if g]
         meta, rows = mu.run(groups, a.sample or None, a.seed, results=results, timeout_s=a.timeout,
-                            baseline=a.baseline, recheck=a.recheck, workers=a.workers)
+                            baseline=a.baseline, recheck=a.recheck, workers=a.workers, sample_rev=a.sample_rev)
     notes = json.loads(Path(a.notes).read_text()) if Path(a.notes).is_file() else {}
     atomic_write_text(Path(a.report), mu.report(meta, rows, notes, a.preface) + "\n")
     print(f"wrote {a.report}")

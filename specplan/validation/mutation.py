@@ -56,29 +56,36 @@ GROUPS: dict[str, tuple[str, ...]] = {
 
 # Tests related to each module, most specific (and fastest to fail) first. A missing file is skipped, so the map
 # survives renames in other branches; a module with no existing file falls back to its folder's tests.
-_SERVING = ("tests/serving/test_littles_law.py", "tests/serving/test_draft_prefill_ttft.py",
+_SERVING = ("tests/serving/test_serving_fixed_points.py", "tests/serving/test_littles_law.py",
+            "tests/serving/test_draft_prefill_ttft.py",
             "tests/serving/test_serving_model.py", "tests/serving/test_engine_profiles.py")
-_SPEC = ("tests/speculation/test_engine_draft_steps.py", "tests/speculation/test_drafter_shapes.py",
+_SPEC = ("tests/speculation/test_drafter_closed_forms.py", "tests/speculation/test_engine_draft_steps.py",
+         "tests/speculation/test_drafter_shapes.py",
          "tests/speculation/test_speedup.py",
          "tests/speculation/test_physics_review.py", "tests/speculation/test_review_fixes.py",
          "tests/speculation/test_properties.py")
-_ADAPTIVE = ("tests/adaptive/test_simulator_closed_forms.py", "tests/adaptive/test_adaptive_sglang.py",
-             "tests/adaptive/test_adaptive_positions.py", "tests/adaptive/test_adaptive.py")
+_ADAPTIVE = ("tests/adaptive/test_adaptive_by_hand.py", "tests/adaptive/test_simulator_closed_forms.py",
+             "tests/adaptive/test_adaptive_sglang.py", "tests/adaptive/test_adaptive_positions.py",
+             "tests/adaptive/test_adaptive.py")
+_BY_HAND = "tests/costs/test_shapes_comm_moe_by_hand.py"
+_PLAN = "tests/planning/test_planning_by_hand.py"
+_MODEL_BY_HAND = "tests/model/test_step_memory_by_hand.py"
 TESTS: dict[str, tuple[str, ...]] = {
     "specplan/costs/roofline.py": ("tests/costs/test_hand_counts.py", "tests/costs/test_gemm.py"),
     "specplan/costs/gemm.py": ("tests/costs/test_gemm.py", "tests/costs/test_hand_counts.py"),
     "specplan/costs/attention.py": ("tests/costs/test_attention.py", "tests/costs/test_mla_family.py",
                                     "tests/costs/test_hand_counts.py"),
-    "specplan/costs/comm.py": ("tests/costs/test_comm_moe.py",),
-    "specplan/costs/moe.py": ("tests/costs/test_moe_rank_skew.py", "tests/costs/test_comm_moe.py",
+    "specplan/costs/comm.py": (_BY_HAND, "tests/costs/test_comm_moe.py"),
+    "specplan/costs/moe.py": (_BY_HAND, "tests/costs/test_moe_rank_skew.py", "tests/costs/test_comm_moe.py",
                               "tests/model/test_parallel.py"),
-    "specplan/costs/shapes.py": ("tests/costs/test_hand_counts.py", "tests/model/test_step.py"),
-    "specplan/model/step.py": ("tests/model/test_step.py", "tests/model/test_step_new_kinds.py",
+    "specplan/costs/shapes.py": (_BY_HAND, "tests/costs/test_hand_counts.py", "tests/model/test_step.py"),
+    "specplan/model/step.py": (_MODEL_BY_HAND, "tests/model/test_step.py", "tests/model/test_step_new_kinds.py",
                                "tests/model/test_dp_rounding.py", "tests/model/test_parallel.py"),
-    "specplan/model/memory.py": ("tests/model/test_dp_rounding.py", "tests/model/test_parallel.py",
+    "specplan/model/memory.py": (_MODEL_BY_HAND, "tests/model/test_dp_rounding.py", "tests/model/test_parallel.py",
                                  "tests/model/test_step.py", "tests/model/test_step_new_kinds.py"),
-    "specplan/model/parallel.py": ("tests/model/test_dp_rounding.py", "tests/model/test_parallel.py"),
-    "specplan/speculation/acceptance.py": ("tests/speculation/test_acceptance.py",
+    "specplan/model/parallel.py": (_MODEL_BY_HAND, "tests/model/test_dp_rounding.py", "tests/model/test_parallel.py"),
+    "specplan/speculation/acceptance.py": ("tests/speculation/test_drafter_closed_forms.py",
+                                           "tests/speculation/test_acceptance.py",
                                            "tests/speculation/test_properties.py"),
     "specplan/speculation/drafters.py": _SPEC,
     "specplan/speculation/speedup.py": _SPEC,
@@ -91,19 +98,19 @@ TESTS: dict[str, tuple[str, ...]] = {
                                           "tests/serving/test_decode_pools_saturation.py") + _SERVING,
     "specplan/speculation/round.py": ("tests/speculation/test_round_tree_steps.py", "tests/speculation/test_round.py")
     + _SPEC,
-    "specplan/planning/cost.py": ("tests/planning/test_energy_per_accepted_token.py", "tests/planning/test_cost.py",
-                                  "tests/planning/test_objective_cli.py"),
-    "specplan/planning/launch/emit.py": ("tests/planning/test_launch_dp_counts.py", "tests/planning/test_launch.py",
-                                         "tests/planning/test_saved_answer_numbers.py",
+    "specplan/planning/cost.py": (_PLAN, "tests/planning/test_energy_per_accepted_token.py",
+                                  "tests/planning/test_cost.py", "tests/planning/test_objective_cli.py"),
+    "specplan/planning/launch/emit.py": (_PLAN, "tests/planning/test_launch_dp_counts.py",
+                                         "tests/planning/test_launch.py", "tests/planning/test_saved_answer_numbers.py",
                                          "tests/planning/test_launch_cli.py"),
     "specplan/serving/workload.py": _SERVING,
-    "specplan/planning/recommend.py": ("tests/speculation/test_guidelines_recommend.py",
+    "specplan/planning/recommend.py": (_PLAN, "tests/speculation/test_guidelines_recommend.py",
                                        "tests/planning/test_user_facing.py"),
     "specplan/planning/capacity.py": ("tests/planning/test_capacity_closed_forms.py",
                                       "tests/planning/test_capacity.py", "tests/planning/test_capacity_serving.py",
                                       "tests/planning/test_user_facing.py"),
-    "specplan/planning/sweep.py": ("tests/planning/test_sweep.py",),
-    "specplan/planning/recommend_serving.py": ("tests/planning/test_deployment_budget.py",
+    "specplan/planning/sweep.py": (_PLAN, "tests/planning/test_sweep.py",),
+    "specplan/planning/recommend_serving.py": ("tests/planning/test_deployment_budget.py", _PLAN,
                                                "tests/planning/test_deployment_counts.py",
                                                "tests/planning/test_serving_planner.py",
                                                "tests/planning/test_capacity_serving.py",
@@ -233,7 +240,87 @@ EQUIVALENT: dict[tuple[str, str, str], Equivalent] = {
      "return tuple(at_depth[i] / at_depth[i - 1] if at_depth[i - 0] > 0 else 0.0 for i in range(1, depth + 1))"):
         Equivalent("the chance of reaching depth i never exceeds that of depth i - 1, so the two guards differ only "
                    "where depth i is 0, where both give 0 (the range's 1 -> 0 on this line is another key: killed)"),
+    (_M + "costs/moe.py", "return np.minimum(float(num_experts // ep), n * top_k / ep)",
+     "return np.minimum(float(num_experts / ep), n * top_k / ep)"): Equivalent(
+        "every EP the model prices has passed Layout.check (model/parallel.py), which refuses an EP that does not "
+        "divide the experts: num_experts // ep and / ep are the same whole number"),
+    (_M + "serving/aggregated.py",
+     "prefill_alone_gpu_s: float = 0.0  # GPU seconds of one prompt's prefill steps without decode rows (OSL 1)",
+     "prefill_alone_gpu_s: float = 1.0  # GPU seconds of one prompt's prefill steps without decode rows (OSL 1)"):
+        Equivalent("a default no table uses: GpuTables is built in one place (gpu_tables), which always passes it"),
+    (_M + "serving/aggregated.py",
+     "ttft = np.where(np.isfinite(ttft), np.maximum(ttft, c / np.maximum(x, 1e-300)), c / np.maximum(x, 1e-300))",
+     "ttft = np.where(np.isfinite(ttft), np.maximum(ttft, c / np.maximum(x, 1e-300)), c / np.maximum(x, -1.0))"):
+        Equivalent("X is the lower end of a bisection on (0, saturation] that moves up from 0 at its first step for "
+                   "any C >= 1 (mid x TTFT(mid) <= C there), so X > 1e-300 and max(X, 1e-300) = max(X, -1) = X"),
+    (_M + "serving/disaggregated.py",
+     "t_cap_u = at_whole(cap_u)[1] if workload.osl > 1 else np.full(du.shape, np.nan)",
+     "t_cap_u = at_whole(cap_u)[1] if workload.osl > 0 else np.full(du.shape, np.nan)"): Equivalent(
+        "OSL is a whole number >= 1, so the two differ only at OSL 1, where t_cap's one reader (decode_cap in "
+        "_pool_split) takes its `inf` branch (no decode) and never reads it"),
+    (_M + "planning/capacity.py", 'tps = dec // lay.gpus * b["tps"]', 'tps = dec / lay.gpus * b["tps"]'): Equivalent(
+        "the line runs only for layouts whose GPUs divide the decode GPUs (`dec % lay.gpus` skips the others just "
+        "before), where // and / give the same whole number"),
+    (_M + "adaptive/policies.py",
+     "def __init__(self, text: str, acc_err: float = 0.0, time_err: float = 0.0, use_slo: bool = True):",
+     "def __init__(self, text: str, acc_err: float = -1.0, time_err: float = 0.0, use_slo: bool = True):"):
+        Equivalent("acc_err is read only as `self.acc_err > 0` (add noise to α): 0 and -1 both add none"),
+    (_M + "adaptive/simulator.py", "thr = np.concatenate([thr + relax * (1.0 - thr), [0.0]])",
+     "thr = np.concatenate([thr + relax * (1.0 - thr), [ -1.0]])"): Equivalent(
+        "the sentinel threshold after the last token stops every run: a uniform u in [0, 1) is below neither 0 "
+        "nor -1"),
+    (_M + "adaptive/simulator.py", "span = np.maximum(wl.osl[s.ids] - 1, 1)",
+     "span = np.maximum(wl.osl[s.ids] - 1, 0)"): Equivalent(
+        "s.ids holds decoding requests only, and an OSL-1 request never joins them (_join finishes it at its first "
+        "token): OSL - 1 >= 1 for every id, where max(., 1) and max(., 0) agree"),
+    (_M + "planning/sweep.py",
+     "if model.num_q_heads % int(t) == 0 and int(t) <= max(hw.scaleup_domain, 1)))",
+     "if model.num_q_heads % int(t) == 0 and int(t) <= max(hw.scaleup_domain, 0)))"): Equivalent(
+        "HardwareProfile.scaleup_domain is at least 1 (its field is ge=1): max(domain, 1) = max(domain, 0)"),
+    (_M + "planning/capacity.py",
+     "acceptance=None, max_draft_len=8, max_ttft_ms=None, dtype=None, kv_dtype=None,",
+     "acceptance=None, max_draft_len= 9, max_ttft_ms=None, dtype=None, kv_dtype=None,"): Equivalent(
+        "a default no call uses: aggregated_answer's one caller (capacity.search) passes its own max_draft_len"),
+    (_M + "adaptive/policies.py",
+     "def __init__(self, text: str, acc_err: float = 0.0, time_err: float = 0.0, use_slo: bool = True):",
+     "def __init__(self, text: str, acc_err: float = 0.0, time_err: float = 0.0, use_slo: bool = False):"):
+        Equivalent("a default no call uses: ModelBased's one constructor call (make_policy) passes its slo option"),
+    (_M + "speculation/guidelines.py", "if best_d == 0:", "if best_d <= 0:"): Equivalent(
+        "best_d is the draft length the search picked, an index into the step's per-D arrays, never negative"),
+    (_M + "planning/recommend_serving.py", "if out and keys[out[-1][-1]] == k:",
+     "if out and keys[out[-1][- 0]] == k:"): Equivalent(
+        "out[-1] is a run of indices whose keys are all equal: its first and last name the same key"),
+    (_M + "planning/launch/emit.py", 'if s["kind"] == "object" and isinstance(v, dict) and "keys" in s:',
+     'if s["kind"] >= "object" and isinstance(v, dict) and "keys" in s:'): Equivalent(
+        "the flag lists' specs that carry 'keys' are of kind 'object' (and DynamoGraphDeployment, which sorts below "
+        "'object'): == and >= pick the same specs"),
+    (_M + "planning/recommend_serving.py", 'if mode == "disagg" and 2 * tp > gpus:',
+     'if mode >= "disagg" and 2 * tp > gpus:'): Equivalent(
+        "the search's modes are 'agg' and 'disagg' (recommend --mode maps auto to both), and 'agg' sorts below "
+        "'disagg': == and >= agree on both"),
     # equivalent within a tolerance: some input tells them apart, by at most what `tolerance` says
+    (_M + "serving/aggregated.py", "if d.ndim >= 1 and d.size > 1 and only_draft_len_varies(spec):",
+     "if d.ndim >= 1 and d.size <= 1 and only_draft_len_varies(spec):"): Equivalent(
+        "a cache: a grid of draft lengths is priced once per distinct D and spread back, or priced at every point; "
+        "the same prices either way (tests/serving/test_tables_per_distinct_d.py compares them)",
+        "relative 1e-12 (the same float operations on arrays of another shape)"),
+    (_M + "serving/disaggregated.py", "grid = np.unique(np.concatenate([np.arange(1.0, min(top, 64.0) + 1.0),",
+     "grid = np.unique(np.concatenate([np.arange(1.0, min(top, 65.0) + 1.0),"): Equivalent(
+        "batch 65 joins the decode table's whole batches: between 64 and the next geometric point the iteration is "
+        "then priced exactly instead of interpolated linearly; elsewhere (and whenever the geometric part already "
+        "holds 65) nothing changes",
+        "the table's interpolation error there: at most 0.21 % of TPOT and requests/s (measured on Llama-3.1-8B, "
+        "Qwen3-30B-A3B, Llama-3.3-70B, H100, vLLM, ISL 1024, OSL 256 and 2048, C 62-72 beside C 1024)"),
+    (_M + "serving/aggregated.py", "over = mid * np.nan_to_num(ttft_at(mid, others), posinf=1e30) > c",
+     "over = mid * np.nan_to_num(ttft_at(mid, others), posinf=1e30) >= c"): Equivalent(
+        "the OSL-1 closed loop's bisection on X: > and >= differ only where X x TTFT(X) equals C exactly at a "
+        "midpoint, which then moves the other end of the bracket",
+        "one halving of a bracket halved 2 x BISECTION_STEPS times: relative 2^-60 in X"),
+    (_M + "adaptive/policies.py", "a = np.clip(a + view.rng.normal(0.0, self.acc_err, a.shape), 0.0, 1.0)",
+     "a = np.clip(a - view.rng.normal(0.0, self.acc_err, a.shape), 0.0, 1.0)"): Equivalent(
+        "the policy's α estimate error is a zero-mean normal: adding or subtracting it draws from the same "
+        "distribution",
+        "another sample of the same noise: outputs move within their sampling noise"),
     (_M + "speculation/acceptance.py", "if al >= 1.0 + at_d - 1e-12:", "if al >= 1.0 + at_d / 1e-12:"): Equivalent(
         "the shortcut for AL = 1 + D only saves the bisection, which converges to the same alpha = 1",
         "alpha within 2^-100 of 1"),
@@ -341,6 +428,28 @@ def sample(all_sites: list[Site], n: int | None, seed: int) -> list[Site]:
     return random.Random(seed).sample(ordered, k)
 
 
+def sample_at(mods: list[str], n: int | None, seed: int, rev: str) -> tuple[list[Site], list[Site], dict]:
+    """(every site, the seeded sample, {key: (line before, line after)}) of the modules as they were at git
+    revision `rev`, the code a run's sample was drawn from: a run resumed after the code moved continues that
+    sample (each mutant found again in today's code by relocate) instead of drawing another one."""
+    tmp = Path(tempfile.mkdtemp(prefix="specplan-sample-"))
+    try:
+        for m in mods:
+            src = subprocess.run(["git", "show", f"{rev}:{m}"], cwd=ROOT, capture_output=True)
+            if src.returncode == 0:  # a module added since has no sites in that sample
+                (tmp / m).parent.mkdir(parents=True, exist_ok=True)
+                (tmp / m).write_bytes(src.stdout)
+        every = [x for m in mods if (tmp / m).is_file() for x in sites(m, tmp)]
+        picked = sample(every, n, seed)
+        change = {}
+        for x in picked:
+            mt = mutated_source(x, tmp)
+            change[x.key] = changed_line((tmp / x.module).read_text(encoding="utf-8"), mt) if mt else ("", "")
+        return every, picked, change
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def mutated_source(site: Site, root: Path = ROOT) -> str | None:
     """The module's source with this one mutation applied (None if the operator finds nothing there)."""
     import cosmic_ray.plugins
@@ -351,23 +460,23 @@ def mutated_source(site: Site, root: Path = ROOT) -> str | None:
 
 
 def relocate(site: Site, before: str, after: str, root: Path = ROOT) -> Site:
-    """The site of today's code that makes the recorded change (before -> after): the recorded site if it still
-    does, else the first occurrence of the same operator in the module that does (code above it moved), else the
-    recorded site (the recheck then reports it 'moved')."""
+    """The site of today's code that makes the recorded change (before -> after): of the occurrences of the same
+    operator that make it, the one nearest the recorded line (a line can stand twice in a module: the recorded
+    occurrence's index may now name its twin), else the recorded site (the recheck then reports it 'moved')."""
     original = (root / site.module).read_text(encoding="utf-8")
 
     def makes(s: Site) -> bool:
         m = mutated_source(s, root)
         return m is not None and changed_line(original, m) == (before, after)
 
-    if makes(site):
+    text = original.splitlines()
+    twins = sum(1 for x in text if x.strip() == before)
+    if twins <= 1 and makes(site):
         return site
-    n = sum(1 for x in sites(site.module, root) if x.operator == site.operator)
-    for k in range(n):
-        cand = Site(site.module, site.operator, k, site.line)
-        if makes(cand):
-            return cand
-    return site
+    same_op = [x for x in sites(site.module, root) if x.operator == site.operator]
+    found = [x for x in same_op if 0 < x.line <= len(text) and text[x.line - 1].strip() == before and makes(x)]
+    found = found or [x for x in same_op if makes(x)]  # a mutation reported on another line of its statement
+    return min(found, key=lambda x: abs(x.line - site.line)) if found else site
 
 
 def changed_line(original: str, mutated: str) -> tuple[str, str]:
@@ -466,21 +575,27 @@ def save_results(path: Path, meta: dict, rows: list[dict]) -> None:
 
 def run(groups: list[str], n: int | None, seed: int, *, results: Path | None = None, timeout_s: float = 300.0,
         modules: list[str] | None = None, tests: dict[str, list[str]] | None = None, baseline: bool = False,
-        recheck: bool = False, workers: int = 1, log=print) -> tuple[dict, list[dict]]:
+        recheck: bool = False, workers: int = 1, sample_rev: str | None = None, log=print) -> tuple[dict, list[dict]]:
     """Mutate a seeded sample of the groups' sites (or of `modules`) and run each module's tests (`tests`
     overrides TESTS per module): (meta, result rows). `baseline`: first check that the unmutated tests pass
     (timeout 4 x their time + 30 s; else `timeout_s`). `recheck`: run the recorded survivors again (after
-    adding tests). `workers`: mutants run side by side, each worker in its own scratch copy."""
+    adding tests). `workers`: mutants run side by side, each worker in its own scratch copy. `sample_rev` (else
+    the results' meta's): the git revision the sample is drawn from (sample_at), kept in the meta."""
     mods = modules if modules is not None else modules_of(groups)
-    every = [s for m in mods for s in sites(m)]
-    picked = sample(every, n, seed)
+    rev = None if recheck else sample_rev or (load_meta(results) or {}).get("sample_rev")
+    if rev:
+        every, picked, change = sample_at(mods, n, seed, rev)
+    else:
+        every = [s for m in mods for s in sites(m)]
+        picked, change = sample(every, n, seed), {}
     done = load_results(results)
     again = ({k for k, r in done.items() if r["outcome"] == "survived" and not equivalence(r)
               and (r.get("now") not in ("killed", "timeout") or "::" not in r.get("now_tests", ""))}
              if recheck else set())  # not yet killed, or killed without the name of the test that did
     rows = [done[s.key] for s in picked if s.key in done and s.key not in again]
     meta = {"groups": groups, "sample": n, "seed": seed, "sites_total": len(every),
-            "sites_per_module": {m: sum(s.module == m for s in every) for m in mods}}
+            "sites_per_module": {m: sum(s.module == m for s in every) for m in mods},
+            **({"sample_rev": rev} if rev else {})}
     if recheck:  # the recorded survivors, whatever the sample of today's code is; the other rows stay as they are
         todo, origin = [], {}
         for k, r in done.items():
@@ -491,8 +606,22 @@ def run(groups: list[str], n: int | None, seed: int, *, results: Path | None = N
         rows += [r for k, r in done.items() if k not in again and r not in rows]
         meta = load_meta(results) or meta  # the run's own sample description
     else:
-        todo, origin = [s for s in picked if s.key not in done], {}
+        todo, origin = [], {}
+        for s in (x for x in picked if x.key not in done):
+            if not rev:
+                todo.append(s)
+                continue
+            site = relocate(s, *change[s.key])  # the sample's mutant in today's code
+            mt = mutated_source(site)
+            if mt is None or changed_line((ROOT / s.module).read_text(encoding="utf-8"), mt) != change[s.key]:
+                rows.append(asdict(Result(s.module, s.operator, s.occurrence, s.line, "no-mutation", *change[s.key],
+                                          0.0, "")))  # the mutated line is gone from today's code
+                continue
+            origin[site.key] = s.key
+            todo.append(site)
     if not todo:
+        if results is not None and rev:
+            save_results(results, meta, rows)
         return meta, rows
     import queue
     import threading
@@ -535,6 +664,8 @@ def run(groups: list[str], n: int | None, seed: int, *, results: Path | None = N
                     return
                 row = one(work, s)
                 k0 = origin.get(s.key, s.key)
+                if k0 != s.key and k0 not in again:  # a sample drawn at another revision: its own key
+                    row["occurrence"] = int(k0.rsplit(":", 1)[1])
                 if k0 in again:  # a survivor run again after new tests: keep the first outcome, add the new one
                     first = done[k0]
                     moved = (row["before"], row["after"]) != (first["before"], first["after"])  # the code changed
@@ -608,7 +739,7 @@ def report(meta: dict, rows: list[dict], notes: dict[str, str] | None = None, pr
              "and each is named below with the test that now kills it or why it survives.", "",
              f"Sample: seed {meta.get('seed')}, {planned} mutants drawn (in a seeded random order) from "
              f"{meta.get('sites_total')} sites of the groups {', '.join(meta.get('groups', []))}; "
-             f"**{len(ran)} run** ({'the whole sample' if len(ran) >= (planned or 0) else 'a prefix of the sample, itself a uniform sample: the run was stopped'}).",
+             f"**{len(ran)} run** ({_extent(len(rows), len(rows) - len(ran), planned)}).",
              ""]
     if preface:
         lines += [preface, ""]
@@ -643,12 +774,20 @@ def report(meta: dict, rows: list[dict], notes: dict[str, str] | None = None, pr
             elif r.get("now") in ("killed", "timeout"):
                 status = "killed now by " + notes.get(key, r.get("now_tests", "the tests added since"))
             elif r.get("now") == "moved":
-                status = "not rechecked: the module changed since the run, this site is now another token"
+                status = ("not rechecked: the module changed since the run, this site is now another token"
+                          + (f" ({notes[key]})" if key in notes else ""))
             else:
                 status = "survives: " + notes.get(key, "not classified yet (a gap in the tests)")
             lines.append(f"| {r['module']}:{r['line']} | `{_cell(r['before'])}` → `{_cell(r['after'])}` | {status} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def _extent(recorded: int, gone: int, planned: int | None) -> str:
+    """How much of the sample a results file holds, in words."""
+    if recorded < (planned or 0):
+        return "a prefix of the sample, itself a uniform sample: the run was stopped"
+    return "the whole sample" + (f"; {gone} whose mutated line is gone from today's code not counted" if gone else "")
 
 
 def _cell(text: str) -> str:

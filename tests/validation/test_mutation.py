@@ -85,3 +85,33 @@ def test_the_equivalence_registry_is_keyed_on_the_line_before_and_after():
                                 after="if al >= 1.0 + at_d / 1e-12:")])
     assert "equivalent within tolerance (alpha within 2^-100 of 1)" in text
     assert "| speculation | 2 | 0 | 2 | 0 | 1 | 1 | 0 | 0 | – |" in text
+
+
+def test_a_recorded_mutant_on_a_line_that_stands_twice_is_found_on_its_own_line():
+    """serving/aggregated.py has `others = ... - 1.0, 0.0)` twice (the OSL-1 path and the TTFT quantile's wait):
+    a survivor recorded on the second, under an occurrence index the code has since shifted, is rechecked on the
+    twin nearest its recorded line, not on the first that makes the same text change."""
+    mod = "specplan/serving/aggregated.py"
+    before = ("others = None if wl.concurrency is None else np.maximum(np.asarray(wl.concurrency, dtype=float) - 1.0, "
+              "0.0)")
+    after = before.replace("- 1.0, 0.0)", "- 0.0, 0.0)")
+    text = (mu.ROOT / mod).read_text(encoding="utf-8")
+    lines = [i + 1 for i, x in enumerate(text.splitlines()) if x.strip() == before]
+    assert len(lines) == 2
+    twins = [s for s in mu.sites(mod) if s.operator == "core/NumberReplacer" and s.line in lines
+             and mu.changed_line(text, mu.mutated_source(s)) == (before, after)]
+    assert sorted(s.line for s in twins) == lines
+    first = min(twins, key=lambda s: s.line)  # recorded as the first's occurrence index, near the second's line
+    got = mu.relocate(mu.Site(mod, first.operator, first.occurrence, lines[1] - 3), before, after)
+    assert got.line == lines[1]
+
+
+def test_a_sample_drawn_at_a_revision_is_that_revisions_sample():
+    """sample_at draws the seeded sample from the code at a git revision (a resumed run's own), with each mutant's
+    line before and after there: at HEAD, for a module the tree has not changed, it is today's sample."""
+    every, picked, change = mu.sample_at([SGL], 5, 1, "HEAD")
+    assert sorted(s.key for s in every) == sorted(s.key for s in mu.sites(SGL))
+    assert picked == mu.sample(mu.sites(SGL), 5, 1)
+    src = (mu.ROOT / SGL).read_text(encoding="utf-8")
+    for s in picked:
+        assert change[s.key] == mu.changed_line(src, mu.mutated_source(s))
