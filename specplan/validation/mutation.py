@@ -180,8 +180,8 @@ EQUIVALENT: dict[tuple[str, str, str], Equivalent] = {
         Equivalent("a Workload's OSL is a whole number >= 1 (its __post_init__ refuses anything else): == 1 and <= 1 "
                    "agree"),
     (_M + "planning/recommend_serving.py",
-     "top=1 if units is None else 10 ** 9, d_by_load=False, budget=gpus, dtype=dt,",
-     "top= 2 if units is None else 10 ** 9, d_by_load=False, budget=gpus, dtype=dt,"): Equivalent(
+     "ranking=Ranking(top=1 if units is None else 10 ** 9),",
+     "ranking=Ranking(top= 2 if units is None else 10 ** 9),"): Equivalent(
         "an aggregated layout reads the best of the ranked rows (_best_unit: the most tokens/s/GPU, its replicas "
         "fixed by TP), which is the first of them, sorted; a second row below it changes nothing"),
     (_M + "planning/capacity.py", "Workload(isl, osl, concurrency=1.0).check(m)",
@@ -277,10 +277,6 @@ EQUIVALENT: dict[tuple[str, str, str], Equivalent] = {
      "if model.num_q_heads % int(t) == 0 and int(t) <= max(hw.scaleup_domain, 1)))",
      "if model.num_q_heads % int(t) == 0 and int(t) <= max(hw.scaleup_domain, 0)))"): Equivalent(
         "HardwareProfile.scaleup_domain is at least 1 (its field is ge=1): max(domain, 1) = max(domain, 0)"),
-    (_M + "planning/capacity.py",
-     "acceptance=None, max_draft_len=8, max_ttft_ms=None, dtype=None, kv_dtype=None,",
-     "acceptance=None, max_draft_len= 9, max_ttft_ms=None, dtype=None, kv_dtype=None,"): Equivalent(
-        "a default no call uses: aggregated_answer's one caller (capacity.search) passes its own max_draft_len"),
     (_M + "adaptive/policies.py",
      "def __init__(self, text: str, acc_err: float = 0.0, time_err: float = 0.0, use_slo: bool = True):",
      "def __init__(self, text: str, acc_err: float = 0.0, time_err: float = 0.0, use_slo: bool = False):"):

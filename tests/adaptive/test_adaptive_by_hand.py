@@ -165,11 +165,12 @@ def test_trace_step_costs_add_the_engines_host_time_and_graph_launches():
 def test_trace_tpot_percentiles_are_milliseconds_within_a_step():
     """Every TPOT of a trace is a step's seconds over the 1 ... D + 1 tokens it emits: the p50 <= p90 <= p99 in ms
     are at most the longest step of the table in ms."""
-    from specplan.adaptive.trace import simulate_trace
+    from specplan.adaptive.trace import TraceCosts, simulate_trace
 
     seg = [Segment(alpha=0.7, batch=8, iterations=400)]
     table = {8: np.array([0.010, 0.012, 0.014])}
-    r = simulate_trace(seg, table, {8: 0.001}, make_policy("fixed:2", 2), NO_GRAPHS, 2, np.zeros(3), seed=0)
+    r = simulate_trace(seg, TraceCosts(table, {8: 0.001}, np.zeros(3)), make_policy("fixed:2", 2), NO_GRAPHS, 2,
+                       seed=0)
     assert 0 < r["tpot_p50_ms"] <= r["tpot_p90_ms"] <= r["tpot_p99_ms"] <= 14.0 + 1e-9
 
 

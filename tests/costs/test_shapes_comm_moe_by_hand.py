@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from specplan.costs import comm
-from specplan.costs.moe import (distinct_tokens, moe_experts_cost, rank_routing, rank_touched_experts,
+from specplan.costs.moe import (ExpertLayer, distinct_tokens, moe_experts_cost, rank_routing, rank_touched_experts,
                                 verify_expert_reuse)
 from specplan.costs.shapes import ffn_gemms, mixer_gemms
 from specplan.profiles.hf_import import import_hf_config
@@ -121,7 +121,7 @@ def test_moe_layer_overhead_is_launches_plus_k_latency():
     """The MoE block's fixed term: 3 launches x kernel_overhead_s plus the two GEMM kernels' serial K loops,
     k_latency_s x (hidden + expert FFN): H100 bf16, h 2880, FFN 2880."""
     hw = load_hardware("h100-sxm")
-    c = moe_experts_cost(hw, 16.0, 2880, 2880, 128, 4)
+    c = moe_experts_cost(hw, 16.0, ExpertLayer(2880, 2880, 128, 4))
     want = 3 * hw.kernel_overhead_s + hw.kernel_eff("bf16").k_latency_s * (2880 + 2880)
     assert float(np.asarray(c.overhead_s)) == pytest.approx(want, rel=1e-12)
 

@@ -16,6 +16,7 @@ from specplan.model.step import step_time
 from specplan.profiles.hf_import import import_hf_config
 from specplan.profiles.model import MTP
 from specplan.profiles.registry import load_hardware, load_kernel_family, load_model
+from specplan.model.step import StepKernels
 
 HF = Path(__file__).resolve().parents[1] / "profiles" / "hf_configs"
 
@@ -98,7 +99,8 @@ def test_deepseek_v4_attention_ignores_the_dense_attention_family():
     family (FA3 here) applies to none of its layers and must not move its step time."""
     m = import_hf_config(HF / "deepseek-ai--DeepSeek-V4-Flash-Base_config.json")
     base = step_time(m, "h100-sxm", 8, batch=16, q_len=1, context_len=8192)
-    fa3 = step_time(m, "h100-sxm", 8, batch=16, q_len=1, context_len=8192, attention_family=load_kernel_family("fa3"))
+    fa3 = step_time(m, "h100-sxm", 8, batch=16, q_len=1, context_len=8192,
+                    kernels=StepKernels(attention_family=load_kernel_family("fa3")))
     assert float(fa3.total_s) == float(base.total_s)
 
 
@@ -133,6 +135,6 @@ def test_skewed_routing_slows_the_expert_all_to_all():
     """DeepSeek-V3 on DP 8 x EP 8: the slowest rank's all-to-all carries skew x the mean traffic; skew:4 costs more
     communication than the balanced EPLB placement (skew 1)."""
     kw = dict(batch=256, q_len=1, context_len=1024, layout="dp8ep8")
-    skew = step_time("deepseek-v3", "h100-sxm", routing="skew:4", **kw).breakdown_s["communication"]
-    even = step_time("deepseek-v3", "h100-sxm", routing="eplb", **kw).breakdown_s["communication"]
+    skew = step_time("deepseek-v3", "h100-sxm", kernels=StepKernels(routing="skew:4"), **kw).breakdown_s["communication"]
+    even = step_time("deepseek-v3", "h100-sxm", kernels=StepKernels(routing="eplb"), **kw).breakdown_s["communication"]
     assert float(skew) > float(even)

@@ -16,6 +16,9 @@ from specplan.planning.recommend_serving import refined_concurrency
 from specplan.planning.sweep import layout_choices, sweep
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation import evaluate
+from specplan.speculation.spec import DraftSearch
+from specplan.planning.sweep import SweepAxes
+from specplan.planning.options import DeploymentSpace, Sla
 
 
 def test_moe_step_flops_by_hand():
@@ -93,7 +96,8 @@ def test_sweep_layouts_or_tp_but_not_both():
 
 def test_sweep_memory_column_is_in_gigabytes():
     """memory_gb = memory_total_bytes / 10^9 of the same point (evaluate's), to the table's float32."""
-    t = sweep("llama-3.1-8b", "h100-sxm", batch=[4], draft_lens=[0], mechanisms=["none"], tp=[1])
+    t = sweep("llama-3.1-8b", "h100-sxm", axes=SweepAxes(batch=[4], draft_lens=[0], tp=[1]),
+              drafts=DraftSearch(mechanisms=["none"], max_draft_len=32))
     r = evaluate("llama-3.1-8b", "h100-sxm", tp=1, batch=4, context_len=1024)
     assert float(t["memory_gb"].iloc[0]) == pytest.approx(float(r["memory_total_bytes"]) / 1e9, rel=1e-6)
 
@@ -105,8 +109,9 @@ def test_the_deployment_search_stays_within_the_acceptance_data_by_default():
 
     from specplan.planning.recommend_serving import search_deployment
 
-    r = search_deployment("llama-3.1-8b", "h100-sxm", 1024, 256, gpus=1, mechanisms=["eagle3"],
-                          acceptance={"eagle3": "0.95,0.95,0.95"}, max_draft_len=8, modes=("agg",), max_tpot_ms=5)
+    r = search_deployment("llama-3.1-8b", "h100-sxm", 1024, 256, space=DeploymentSpace(gpus=1, modes=("agg",)),
+                          drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.95,0.95,0.95"}, max_draft_len=8),
+                          sla=Sla(max_tpot_ms=5))
     assert r["best"]["best"]["draft_len"] <= 3
     assert "acceptance data cover D <= 3; larger D not searched" in json.dumps(r)
 
