@@ -168,6 +168,9 @@ class _Engine:
         while the current one runs on the GPU, so a request arriving during step n joins step n + 2)."""
         if self.cfg.clients is not None:
             while self.starts and self.starts[0] <= t + 1e-12:
+                if self.next_release >= self.n:  # clients that finished early have sent every request already
+                    self.starts.clear()
+                    break
                 self.in_system_s += t - self.starts[0]  # in the system since its start, before this tick
                 self._release(self.starts.pop(0))
         else:

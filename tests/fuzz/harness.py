@@ -132,6 +132,8 @@ def littles_law(data) -> list[str]:
     for s in blocks:  # predict's one load, or each of its concurrencies (--concurrency 1,8,64)
         if not (isinstance(s, dict) and isinstance(s.get("concurrency"), (int, float))):
             continue
+        if s.get("method") == "simulated":  # a finite run (start-up and drain): judged by simulated_laws
+            continue
         for name in ("baseline", "speculative"):
             x = s.get(name)
             if not isinstance(x, dict) or not x.get("stable", True) or not isinstance(x.get("requests_per_s"), float):
