@@ -106,8 +106,10 @@ def _serving_load(p: float = 0.3, load: bool = True):
                  _opt("--osl", _pick(["1", "16", "128"], BAD_LENS), 0.95))
     rate = st.one_of(_opt("--concurrency", _pick(GOOD_LOADS, BAD_LOADS), 1),
                      _opt("--request-rate", _pick(["0.5", "5", "50", "0.5,5"], BAD_LOADS), 1), st.just([]))
+    lay = _pick(["tp1", "tp2", "dp2ep2", "tp1dp2ep2"], ["x", "", "tp0", "dp3ep2", "tp99999"])
     mode = _join(st.just([]), _opt("--mode", _pick(["agg", "disagg"], ["x", "", "AGG"]), 0.25),
-                 _opt("--pools", _pick(["1P1D", "2P3D"], ["0P1D", "1P", "x", "", "99999P1D"]), 0.1))
+                 _opt("--pools", _pick(["1P1D", "2P3D"], ["0P1D", "1P", "x", "", "99999P1D"]), 0.1),
+                 _opt("--prefill-layout", lay, 0.08), _opt("--decode-layout", lay, 0.08))  # pools' own (issue 38)
     full = _join(lens, rate if load else st.just([]), mode, _engine_opt(0.4))
     return st.integers(0, 99).flatmap(lambda u: full if u < 100 * p else st.just([]))
 
