@@ -114,7 +114,7 @@ def build_costs(model, hardware, *, d_max: int, ctx_min: float, ctx_max: float, 
     from specplan.serving.prefill import mixed_step_s
     from specplan.speculation.acceptance import Acceptance
     from specplan.speculation.serving import ServingProfile
-    from specplan.speculation.speedup import evaluate
+    from specplan.speculation.speedup import evaluate, evaluate_kw
     from specplan.model.step import step_time
     from specplan.speculation.round import round_s
 
@@ -129,7 +129,7 @@ def build_costs(model, hardware, *, d_max: int, ctx_min: float, ctx_max: float, 
     b = np.arange(1, b_max + 1, dtype=float)
     d = np.arange(d_max + 1, dtype=float)
     acc = Acceptance.from_rate(0.5)  # costs do not depend on acceptance
-    r = evaluate(m, hw, batch=b[:, None, None], context_len=ctx[None, :, None], draft_len=d[None, None, :],
+    r = evaluate_kw(m, hw, batch=b[:, None, None], context_len=ctx[None, :, None], draft_len=d[None, None, :],
                  mechanism=mechanism, acceptance=acc, serving=srv, **kw)
     prec = r["precision"]
     base = step_time(m, hw, tp, 1, 1, lo, precision=prec)
@@ -143,7 +143,7 @@ def build_costs(model, hardware, *, d_max: int, ctx_min: float, ctx_max: float, 
     iter_s = round_s(graphs_all, gpu, b[:, None, None], d[None, None, :], q, float(base.kernels),
                      base.kernels * rho * d[None, None, :])
     d1 = r["draft_s"][:, :, 1] if d_max >= 1 else np.zeros(iter_s.shape[:2])
-    mem = evaluate(m, hw, batch=np.array([[1.0], [2.0]]), context_len=ctx[None, :], draft_len=float(d_max),
+    mem = evaluate_kw(m, hw, batch=np.array([[1.0], [2.0]]), context_len=ctx[None, :], draft_len=float(d_max),
                    mechanism=mechanism, acceptance=acc, **kw)["memory_total_bytes"]
     per_seq = mem[1] - mem[0]
     fixed = float(np.min(mem[0] - per_seq))

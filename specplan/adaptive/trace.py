@@ -32,14 +32,14 @@ def trace_costs(model, hardware, segs: list[Segment], d_max: int, context_len: i
     from specplan.profiles.registry import load_engine
     from specplan.speculation.acceptance import Acceptance
     from specplan.speculation.serving import ServingProfile
-    from specplan.speculation.speedup import evaluate
+    from specplan.speculation.speedup import evaluate, evaluate_kw
     from specplan.model.step import step_time
 
     eng = load_engine(engine)
     srv = ServingProfile(eng.spec_iteration_overhead_s, eng.spec_draft_step_overhead_s, f"engine {eng.id}")
     bs = np.array(sorted({s.batch for s in segs}), dtype=float)
     d = np.arange(d_max + 1, dtype=float)
-    r = evaluate(model, hardware, batch=bs[:, None], draft_len=d[None, :], context_len=context_len,
+    r = evaluate_kw(model, hardware, batch=bs[:, None], draft_len=d[None, :], context_len=context_len,
                  mechanism=mechanism, acceptance=Acceptance.from_rate(0.5), serving=srv, **kw)
     kern = step_time(model, hardware, kw.get("tp", 1), 1, 1, context_len, precision=r["precision"]).kernels
     rho0 = float(np.asarray(r["rho"]).flat[0])

@@ -30,6 +30,8 @@ from specplan.profiles.registry import load_hardware, load_model
 from specplan.model.step import step_time
 from specplan.speculation.acceptance import Acceptance
 from specplan.speculation.guidelines import attention_tile_d, ridge_tokens
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import DraftPlacement, Speculation
 from specplan.speculation.speedup import evaluate
 
 MODEL, HW = load_model('llama-3.1-8b'), load_hardware('h100-sxm')
@@ -105,7 +107,7 @@ closed = {'eagle3': lambda al, rho: al / (1 + rho * d),  # one layer, run D time
 fig = Figure(figsize=(7, 4)); ax = fig.subplots()
 sp = {}
 for mech, form in closed.items():
-    r = evaluate(MODEL, HW, batch=1, context_len=1024, draft_len=d, mechanism=mech, acceptance=acc)
+    r = evaluate(Deployment(MODEL, HW), Speculation(mech, d, acc), batch=1, context_len=1024)
     sp[mech], al, rho = r['speedup'].ravel(), r['acceptance_length'].ravel(), float(r['rho'].ravel()[0])
     line, = ax.plot(d, sp[mech], 'o-', label=f'{mech}: model')
     ax.plot(d, form(al, rho), '--', color=line.get_color(), label=f'{mech}: closed form (ρ = {rho:.3f})')
@@ -124,13 +126,13 @@ assert sp['dflash'][-1] > sp['eagle3'][-1]  # at D = 12 the serial head's ρD ov
 
 A mechanism with a higher AL can still lose when its draft costs more time per iteration."""),
     new_code_cell("""d = np.arange(1, 9)
-cases = {'external': (0.85, dict(draft_model='llama-3.2-1b')), 'eagle3': (0.75, {}), 'dflash': (0.7, {}),
-         'ngram': (0.4, {})}
+cases = {'external': (0.85, DraftPlacement('llama-3.2-1b')), 'eagle3': (0.75, DraftPlacement()),
+         'dflash': (0.7, DraftPlacement()), 'ngram': (0.4, DraftPlacement())}
 fig = Figure(figsize=(10, 4)); a1, a2 = fig.subplots(1, 2)
 best = {}
-for mech, (rate, kw) in cases.items():
-    r = evaluate(MODEL, HW, batch=8, context_len=4096, draft_len=d, mechanism=mech,
-                 acceptance=Acceptance.from_rate(rate), **kw)
+for mech, (rate, draft) in cases.items():
+    r = evaluate(Deployment(MODEL, HW), Speculation(mech, d, Acceptance.from_rate(rate), draft), batch=8,
+                 context_len=4096)
     a1.plot(d, r['acceptance_length'].ravel(), 'o-', label=mech)
     a2.plot(d, r['speedup'].ravel(), 'o-', label=mech)
     best[mech] = (float(r['acceptance_length'].max()), float(r['speedup'].max()))

@@ -133,13 +133,13 @@ def aggregated_answer(model, hw, *, load: LoadTarget, max_gpus, node, drafts: Dr
 
 def _best_per_layout(model, hw, lay, mechs, acceptance, max_d, context, target_user, common):
     """Best instance: max tokens/s of one instance with tok/s/user >= target and memory fitting, as a dict."""
-    from specplan.speculation.speedup import evaluate
+    from specplan.speculation.speedup import evaluate, evaluate_kw
 
     b = np.arange(1, BATCH_MAX + 1, dtype=float)
     best = {"tps": 0.0, "feasible": False, "max_user": 0.0}
     for mech in ["none", *mechs]:
         d = np.array([0]) if mech == "none" else np.arange(1, max_d + 1)
-        r = evaluate(model, hw, layout=lay, batch=b[:, None], context_len=context, draft_len=d[None, :],
+        r = evaluate_kw(model, hw, layout=lay, batch=b[:, None], context_len=context, draft_len=d[None, :],
                      mechanism=mech, acceptance=acceptance.get(mech), **common)
         fits = np.asarray(r["fits"])
         user = np.asarray(r["tokens_per_s_per_user"])

@@ -12,7 +12,7 @@ from specplan.planning.cost import OperatingPoint, predict_energy
 from specplan.speculation.spec import Speculation
 from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.speculation.guidelines import binding_line
-from specplan.speculation.speedup import evaluate
+from specplan.speculation.speedup import evaluate, evaluate_kw
 
 STEP_KEYS = ("verify_attention_s", "verify_state_s", "verify_gemm_s", "verify_s", "draft_s", "acceptance_length", "speedup", "fits",
              "memory_total_bytes", "rho", "rho_time")
@@ -29,7 +29,7 @@ def predict_summary(model, hardware, *, tp=1, batch=1, context_len=1024, mechani
         raise SpecplanError(f"draft length: mechanism {mechanism} needs --draft-len >= 1, got {draft_len}")
     model, hardware = load_model(model), load_hardware(hardware)  # resolved once, passed down as profiles
     hw = hardware
-    r = evaluate(model, hardware, tp=tp, batch=batch, context_len=context_len, draft_len=draft_len,
+    r = evaluate_kw(model, hardware, tp=tp, batch=batch, context_len=context_len, draft_len=draft_len,
                  mechanism=mechanism, acceptance=acceptance, guidelines=True, **kw)
     g = r["guidelines"]
     diag = {k: (v.item() if isinstance(v, np.ndarray) and v.size == 1 else v) for k, v in g.items()}
@@ -190,7 +190,7 @@ def _predict_binding(model, hardware, at: tuple, spec: Speculation, found: tuple
     if kw2.get("tree_tokens") is not None:  # one more depth needs at least one more verified token
         kw2["tree_tokens"] = np.maximum(float(kw2["tree_tokens"]) + (ds - draft_len), 1 + ds)
     try:
-        c = evaluate(model, hardware, tp=tp, batch=batch, context_len=context_len, draft_len=ds,
+        c = evaluate_kw(model, hardware, tp=tp, batch=batch, context_len=context_len, draft_len=ds,
                      mechanism=mechanism, acceptance=acceptance, **kw2)
     except SpecplanError:  # e.g. D + 1 exceeds the Medusa heads: no next D to compare with
         return "range", f"D = {draft_len + 1} is not available for {mechanism}"

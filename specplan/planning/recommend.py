@@ -13,7 +13,7 @@ from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation.acceptance import Acceptance, find_profile
 from specplan.speculation.guidelines import binding_line, g1_sentence, mechanism_line
 from specplan.speculation.spec import DraftSearch
-from specplan.speculation.speedup import evaluate, mechanism_names
+from specplan.speculation.speedup import evaluate, evaluate_kw, mechanism_names
 from specplan.planning.sweep import MAX_DRAFT_LEN
 
 BATCH_MAX = 2048  # largest batch recommend searches (every integer batch 1 ... the largest that fits, up to this)
@@ -85,7 +85,7 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
     for mech in mechs:
         acc = acceptance.get(mech)
         d = _draft_range(acc, max_draft_len, extrapolate, notes, mech)
-        r = evaluate(m, hardware, tp=tp, batch=bs[:, None], context_len=context_len, draft_len=d[None, :],
+        r = evaluate_kw(m, hardware, tp=tp, batch=bs[:, None], context_len=context_len, draft_len=d[None, :],
                      mechanism=mech, acceptance=acc, guidelines=True, **kw)
         if acc is None and r["acceptance_d_max"] is not None and not extrapolate:
             keep = d <= r["acceptance_d_max"]
@@ -231,7 +231,7 @@ def batch_candidates(m, hw, tp: int, context_len, kw: dict) -> np.ndarray:
     does not miss the optimum between two of its entries."""
     top = BATCH_MAX
     if hw.kind != "lpu":
-        r = evaluate(m, hw, tp=tp, batch=np.arange(1, BATCH_MAX + 1, dtype=float), context_len=context_len,
+        r = evaluate_kw(m, hw, tp=tp, batch=np.arange(1, BATCH_MAX + 1, dtype=float), context_len=context_len,
                      draft_len=0, mechanism="none", **{k: v for k, v in kw.items()
                                                  if k in ("dtype", "kv_dtype", "reserve", "attention_style", "routing", "layout")})
         ok = np.flatnonzero(np.asarray(r["fits"]).reshape(-1))

@@ -186,10 +186,10 @@ def largest_fitting_batch(model, hardware_list, layouts_of, context_len, dtype=N
 def applicable(model, hw, mechanism: str, acceptance, max_d: int, common: dict) -> bool:
     """True when `mechanism` evaluates for this model with the inputs given (e.g. MTP needs an MTP module,
     external a draft model, every mechanism an acceptance or a shipped profile)."""
-    from specplan.speculation.speedup import evaluate
+    from specplan.speculation.speedup import evaluate, evaluate_kw
 
     try:
-        evaluate(model, hw, tp=1, batch=1, context_len=1024, draft_len=max(1, max_d), mechanism=mechanism,
+        evaluate_kw(model, hw, tp=1, batch=1, context_len=1024, draft_len=max(1, max_d), mechanism=mechanism,
                  acceptance=acceptance, **common)
     except SpecplanError:
         return False
@@ -348,7 +348,7 @@ def _evaluate_combos(m, combos, b, ctx, d, points, names, common, chunk_points, 
 
     Returns (columns, (hardware codes, mechanism codes, layout codes))."""
     from specplan.core.progress import Progress
-    from specplan.speculation.speedup import evaluate
+    from specplan.speculation.speedup import evaluate, evaluate_kw
 
     hw_names, mech_names, lay_names = names
     kinds = {"fits": bool, "target_devices": np.int64, "draft_devices": np.int64,
@@ -365,7 +365,7 @@ def _evaluate_combos(m, combos, b, ctx, d, points, names, common, chunk_points, 
             for lo in range(0, b.size, step):
                 bb = b[lo:lo + step]
                 shape = (bb.size, ctx.size, c.drafts.size)  # batch-major, so chunks follow each other in order
-                r = evaluate(m, c.hw, layout=c.layout, batch=bb[:, None, None], context_len=ctx[None, :, None],
+                r = evaluate_kw(m, c.hw, layout=c.layout, batch=bb[:, None, None], context_len=ctx[None, :, None],
                              draft_len=c.drafts[None, None, :], mechanism=c.mechanism, acceptance=c.acceptance,
                              **common)
                 n = int(np.prod(shape))

@@ -39,7 +39,7 @@ from specplan.profiles.registry import load_engine, load_hardware, load_kernel_f
 from specplan.serving.prefill import mixed_step_s, prefill_s
 from specplan.serving.workload import Workload
 from specplan.speculation.round import round_gpu_extra_s, round_s
-from specplan.speculation.speedup import evaluate
+from specplan.speculation.speedup import evaluate, evaluate_kw
 from specplan.model.parallel import Layout, attention_tp, dp_ranks, draft_parallelism, instance_call, serving_parallelism
 from specplan.model.step import step_time
 
@@ -75,7 +75,7 @@ def _decode_iteration_gpu(model, hw, tp, batch, context, eng, spec, prec):
     """evaluate() at `batch`: GPU seconds of one decode (or speculative) iteration, with the spec host costs, at
     the resolved precision `prec` (its per-module weight formats kept: MXFP4 experts stay MXFP4)."""
     t, lay, b = instance_call(tp, batch)  # a Layout's batch is one DP rank's: the instance holds DP x batch
-    return evaluate(model, hw, tp=t, batch=b, context_len=context, engine=eng, dtype=prec.compute,
+    return evaluate_kw(model, hw, tp=t, batch=b, context_len=context, engine=eng, dtype=prec.compute,
                     kv_dtype=prec.kv, precision=prec, **spec, **lay)
 
 
@@ -333,7 +333,7 @@ def kv_cap_requests(model, hw, tp, wl: Workload, eng, spec: dict, prec, target_o
         return float(target_only)
     du, inv = (np.unique(d, return_inverse=True) if d.size > 1 and only_draft_len_varies(spec) else (d, None))
     t, lay, one = instance_call(tp, 1.0)
-    r = evaluate(model, hw, tp=t, batch=one, context_len=float(wl.isl + wl.osl), engine=eng, dtype=prec.compute,
+    r = evaluate_kw(model, hw, tp=t, batch=one, context_len=float(wl.isl + wl.osl), engine=eng, dtype=prec.compute,
                  kv_dtype=prec.kv, precision=prec, **{**spec, "draft_len": np.maximum(du, 1.0)}, **lay)
     mb = np.broadcast_to(np.asarray(r["max_batch"], dtype=float), du.shape)  # one evaluate per distinct D
     mb = mb / dp_ranks(tp)  # a Layout: one DP rank's requests (max_batch counts the instance)

@@ -31,7 +31,7 @@ from specplan.serving.prefill import prefill_s
 from specplan.serving.workload import Workload
 from specplan.speculation.round import round_gpu_extra_s, round_s
 from specplan.profiles.engine import engine_hardware
-from specplan.speculation.speedup import evaluate
+from specplan.speculation.speedup import evaluate, evaluate_kw
 
 BISECTION_STEPS = 50
 
@@ -200,7 +200,7 @@ def disaggregated_grid(model, hardware, workload: Workload, x_pools, y_pools, *,
 
     def at_whole(b):  # the engine's round as in aggregated serving: GPU extras (extend, rejection), round host
         t, lay, bb = instance_call(tp, b)  # a Layout: b is one DP rank's, the instance holds DP x b
-        r = evaluate(m, hw, tp=t, batch=bb, context_len=workload.decode_context, engine=eng, dtype=prec.compute,
+        r = evaluate_kw(m, hw, tp=t, batch=bb, context_len=workload.decode_context, engine=eng, dtype=prec.compute,
                      kv_dtype=prec.kv, precision=prec, **spec_u, **lay)
         q = np.asarray(r["verify_tokens"], dtype=float)
         gpu = np.asarray(r["iter_s"]) + round_gpu_extra_s(m, engine_hardware(hw, eng), tp, b, du, q,

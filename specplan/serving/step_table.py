@@ -33,7 +33,7 @@ from specplan.profiles.engine import engine_hardware
 from specplan.profiles.registry import load_kernel_family
 from specplan.serving.prefill import mixed_step_s, prefill_attention_s
 from specplan.speculation.round import round_gpu_extra_s
-from specplan.speculation.speedup import evaluate
+from specplan.speculation.speedup import evaluate, evaluate_kw
 
 BATCH_POINTS = 40  # geometric decode batches 1 ... b_max (the analytical tables' GRID_POINTS)
 CONTEXT_POINTS = 12  # cached-context grid 0 ... ctx_max (attention is linear in context: linear interpolation)
@@ -122,7 +122,7 @@ def build_step_table(model, hw, tp, eng, prec, spec: dict, *, b_max: float, ctx_
     d = float(spec.get("draft_len", 0) or 0)
     b2, c2 = batches[:, None], np.maximum(contexts[None, :], 1.0)
     t, lay, bi = instance_call(tp, b2)
-    r = evaluate(model, hw, tp=t, batch=bi, context_len=c2, engine=eng, dtype=prec.compute, kv_dtype=prec.kv,
+    r = evaluate_kw(model, hw, tp=t, batch=bi, context_len=c2, engine=eng, dtype=prec.compute, kv_dtype=prec.kv,
                  precision=prec, **{**spec, "draft_len": d}, **lay)
     q = float(np.asarray(r["verify_tokens"], dtype=float).ravel()[0])
     dec = np.asarray(r["iter_s"], dtype=float) * np.ones(b2.shape) + round_gpu_extra_s(

@@ -2,6 +2,6 @@
 
 from specplan.speculation.acceptance import Acceptance
 from specplan.speculation.serving import ServingProfile
-from specplan.speculation.speedup import evaluate, mechanism_names
+from specplan.speculation.speedup import evaluate, evaluate_kw, mechanism_names
 
-__all__ = ["Acceptance", "ServingProfile", "evaluate", "mechanism_names"]
+__all__ = ["Acceptance", "ServingProfile", "evaluate", "evaluate_kw", "mechanism_names"]

@@ -19,7 +19,9 @@ from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.speculation.acceptance import Acceptance, find_profile
 from specplan.speculation.drafters import DRAFTERS, DraftInput, get_drafter
 from specplan.speculation.serving import get_serving
+from specplan.model.deployment import Deployment
 from specplan.model.step import StepKernels, step_time
+from specplan.speculation.spec import Speculation
 from specplan.costs.precision import Dtypes
 
 KEYS = ("baseline_step_s", "verify_s", "draft_s", "iter_s", "acceptance_length", "speedup", "tokens_per_s_per_user",
@@ -162,24 +164,45 @@ def _fits_and_devices(hw, shape, mem, dc, base, ver, d):
     return fits, dev_base, dev_t, dev_d
 
 
-def evaluate(model, hardware, *, tp=1, batch=1, context_len=1024, draft_len=0, mechanism="none",
-             acceptance=None, dtype=None, kv_dtype=None, draft_model=None, draft_hardware=None,
-             draft_dtype=None, draft_kv_budget=None, tree_tokens=None, draft_heads=None, serving=None,
-             attention_style="shared", routing="random", reserve=DEFAULT_RESERVE,
-             guidelines=False, layout=None, engine=None, precision=None) -> dict[str, np.ndarray]:
+DEPLOYMENT_OPTIONS = ("tp", "layout", "engine", "serving", "precision")
+SPECULATION_OPTIONS = ("mechanism", "draft_len", "acceptance", "draft_model", "draft_hardware", "draft_dtype",
+                       "draft_kv_budget", "tree_tokens", "draft_heads")
+
+
+def evaluate_kw(model, hardware, **options) -> dict[str, np.ndarray]:
+    """evaluate with its options by name, as the serving model's keyword dicts carry them: tp, layout, engine,
+    serving, precision, dtype, kv_dtype, attention_style, routing (the Deployment), mechanism, draft_len, acceptance,
+    draft_model, draft_hardware, draft_dtype, draft_kv_budget, tree_tokens, draft_heads (the Speculation), and
+    batch, context_len, reserve, guidelines."""
+    dep = {k: options.pop(k) for k in DEPLOYMENT_OPTIONS if k in options}
+    dtypes = Dtypes(options.pop("dtype", None), options.pop("kv_dtype", None))
+    kernels = StepKernels(attention_style=options.pop("attention_style", "shared"),
+                          routing=options.pop("routing", "random"))
+    spec = Speculation.of(**{k: options.pop(k) for k in SPECULATION_OPTIONS if k in options})
+    return evaluate(Deployment(model, hardware, dtypes=dtypes, kernels=kernels, **dep), spec, **options)
+
+
+def evaluate(dep: Deployment, spec: Speculation = Speculation(), *, batch=1, context_len=1024,
+             reserve=DEFAULT_RESERVE, guidelines=False) -> dict[str, np.ndarray]:
     """Baseline and speculative step times, AL, speedup, throughputs, memory and ρ over a broadcast grid
     (with `guidelines`, also the guideline diagnostics under the key 'guidelines'). `batch` counts the
-    instance's sequences; `layout` (specplan.model.parallel: TP, DP, EP, PP; default TP only) places them, and
+    instance's sequences; `dep.layout` (specplan.model.parallel: TP, DP, EP, PP; default TP only) places them, and
     tokens/s/GPU divides by its TP x DP x PP GPUs.
 
-    `tree_tokens`: verified tokens per sequence of a tree (default: the acceptance profile's tree, if it was
-    measured with one, else a chain of 1 + D). `draft_heads`: Medusa heads of the trained drafter (default:
+    `spec.tree_tokens`: verified tokens per sequence of a tree (default: the acceptance profile's tree, if it was
+    measured with one, else a chain of 1 + D). `spec.draft_heads`: Medusa heads of the trained drafter (default:
     the heads profile's, else the acceptance profile's `heads`, else drafters.MEDUSA_DEFAULT_HEADS).
 
-    `engine` (EngineProfile, id or path) sets the decode / verify / MLA attention kernel families, the GEMM
-    scales of its kernels and, unless `serving` is given, the two speculative host costs; None = hardware
-    attention block and GEMM fractions, no engine costs. `precision` (a resolved Precision: per-module weight
-    formats, e.g. a checkpoint's MXFP4 experts) wins over `dtype` / `kv_dtype` for the target's steps."""
+    `dep.engine` (EngineProfile, id or path) sets the decode / verify / MLA attention kernel families, the GEMM
+    scales of its kernels and, unless `dep.serving` is given, the two speculative host costs; None = hardware
+    attention block and GEMM fractions, no engine costs. `dep.precision` (a resolved Precision: per-module weight
+    formats, e.g. a checkpoint's MXFP4 experts) wins over `dep.dtypes` for the target's steps."""
+    model, hardware, tp, layout, engine, serving = dep.model, dep.hardware, dep.tp, dep.layout, dep.engine, dep.serving
+    dtype, kv_dtype, precision = dep.dtypes.dtype, dep.dtypes.kv_dtype, dep.precision
+    attention_style, routing = dep.kernels.attention_style, dep.kernels.routing
+    mechanism, draft_len, acceptance = spec.mechanism, spec.draft_len, spec.acceptance
+    draft_model, draft_hardware, draft_dtype = spec.draft.model, spec.draft.hardware, spec.draft.dtype
+    draft_kv_budget, tree_tokens, draft_heads = spec.draft.kv_budget, spec.tree_tokens, spec.draft_heads
     if draft_kv_budget is not None and not (draft_kv_budget >= 0):
         raise SpecplanError(f"draft KV budget (--draft-kv-budget): must be >= 0 tokens, got {draft_kv_budget:g}")
     reserve = check_reserve(reserve)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 from scipy.optimize import nnls
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import Speculation
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (reports read reference/ and write docs/)
 
@@ -32,8 +34,8 @@ def rows() -> list[dict]:
 def model_speedup(d: np.ndarray, al: np.ndarray, serving: ServingProfile | None) -> dict:
     """specplan's prediction at batch 1 for each (D, measured AL)."""
     acc = Acceptance.from_table(d, al, name="measured")
-    return evaluate("llama-3.1-8b", "h100-sxm", batch=1, context_len=CONTEXT, draft_len=d, mechanism="eagle3",
-                    acceptance=acc, serving=serving)
+    return evaluate(Deployment("llama-3.1-8b", "h100-sxm", serving=serving),
+                    Speculation(mechanism="eagle3", draft_len=d, acceptance=acc), batch=1, context_len=CONTEXT)
 
 
 def fit(d: np.ndarray, al: np.ndarray, speedup: np.ndarray, base: dict) -> ServingProfile:

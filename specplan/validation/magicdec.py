@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from specplan.speculation.acceptance import Acceptance, al_from_rate
-from specplan.speculation.speedup import evaluate
+from specplan.speculation.speedup import evaluate, evaluate_kw
 
 CSV = Path(__file__).resolve().parents[2] / "reference" / "specdec_public.csv"
 DRAFT_KV_BUDGET = 512
@@ -60,7 +60,7 @@ def _times(row) -> tuple[float, float]:
               draft_len=int(row["draft_len"]), mechanism=row["mech"], draft_kv_budget=DRAFT_KV_BUDGET)
     if row["mech"] == "external":
         kw["draft_model"] = "tinyllama-1.1b"
-    r = evaluate(row["target"], row["hardware"], acceptance=Acceptance.from_length(1.0 + 1e-9, int(row["draft_len"])),
+    r = evaluate_kw(row["target"], row["hardware"], acceptance=Acceptance.from_length(1.0 + 1e-9, int(row["draft_len"])),
                  **kw)
     return float(np.asarray(r["baseline_step_s"])), float(np.asarray(r["iter_s"]))
 

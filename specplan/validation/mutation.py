@@ -209,8 +209,8 @@ EQUIVALENT: dict[tuple[str, str, str], Equivalent] = {
     (_M + "adaptive/metrics.py", 'dec = s["batch"] > 0', 'dec = s["batch"] != 0'): Equivalent(
         "a step's batch is a count, never negative: > 0 and != 0 agree"),
     (_M + "planning/sweep.py",
-     "evaluate(model, hw, tp=1, batch=1, context_len=1024, draft_len=max(1, max_d), mechanism=mechanism,",
-     "evaluate(model, hw, tp=1, batch= 2, context_len=1024, draft_len=max(1, max_d), mechanism=mechanism,"):
+     "evaluate_kw(model, hw, tp=1, batch=1, context_len=1024, draft_len=max(1, max_d), mechanism=mechanism,",
+     "evaluate_kw(model, hw, tp=1, batch= 2, context_len=1024, draft_len=max(1, max_d), mechanism=mechanism,"):
         Equivalent("applicable() asks only whether the mechanism evaluates (a missing module, draft model or "
                    "acceptance raises the same at any batch); the numbers are discarded"),
     (_M + "speculation/speedup.py",

@@ -20,6 +20,8 @@ import numpy as np
 
 from specplan.core.errors import SpecplanError
 from specplan.model.parallel import Layout
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import Speculation
 
 ROOT = Path(__file__).resolve().parents[2]
 CSV = ROOT / "reference" / "specdec_public.csv"
@@ -68,8 +70,9 @@ def b200_mtp_rows(layouts: dict[str, Layout] | None = None):
         rec = {"case_id": r["case_id"], "draft_len": d, "acceptance_length": al, "measured": float(r["speedup"])}
         for name, lay in lays.items():
             ttft = float(prefill_s(model, hw, lay.tp, isl, precision=prec))
-            ev = evaluate(model, hw, layout=lay, batch=1, context_len=isl + osl // 2, draft_len=d, mechanism="mtp",
-                          acceptance=Acceptance.from_length(al, d))
+            ev = evaluate(Deployment(model, hw, layout=lay),
+                          Speculation(mechanism="mtp", draft_len=d, acceptance=Acceptance.from_length(al, d)),
+                          batch=1, context_len=isl + osl // 2)
             b, it = float(ev["baseline_step_s"]), float(ev["iter_s"])
             rec[f"{name}_layout"] = lay.name
             rec[f"{name}_predicted"] = _e2e_ratio(ttft, b, it, al, osl)

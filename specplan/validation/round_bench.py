@@ -19,6 +19,9 @@ import csv
 from pathlib import Path
 
 import numpy as np
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import DraftPlacement
+from specplan.speculation.spec import Speculation
 
 MODEL, HEAD = "llama-3.1-8b", "eagle3-llama-3.1-8b"
 DEVICES = (("H200", "h200-sxm"), ("H100", "h100-sxm"), ("B200", "b200"), ("A100", "a100-sxm-80gb"))
@@ -58,8 +61,9 @@ def predict_parts(hw_id: str, batch, draft_len, context) -> dict:
     q = 1.0 + d
     dec = step_time(m, hw, 1, b, 1, c).total_s
     ver = step_time(m, hw, 1, b, q, c).total_s
-    r = evaluate(m, hw, batch=b, context_len=c, draft_len=np.maximum(d, 1.0), mechanism="eagle3",
-                 acceptance=Acceptance.from_length(1.0, int(max(np.max(d), 1))), draft_model=HEAD)
+    r = evaluate(Deployment(m, hw),
+                 Speculation(mechanism="eagle3", draft_len=np.maximum(d, 1.0), acceptance=Acceptance.from_length(1.0, int(max(np.max(d), 1))), draft=DraftPlacement(model=HEAD)),
+                 batch=b, context_len=c)
     extend = draft_pass_extra_s(head, hw, 1, b, q, c, resolve_precision(head, hw, None, None))
     draft = np.asarray(r["draft_s"]) + extend
     greedy = rejection_s(hw, b, q, m.vocab_size, sampling="greedy")

@@ -12,6 +12,8 @@ from specplan.core.errors import SpecplanError
 from specplan.planning.recommend import recommend
 from specplan.speculation.acceptance import al_from_per_position, al_from_rate
 from specplan.speculation.spec import DraftSearch
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import Speculation
 
 M, H = "llama-3.1-8b", "h100-sxm"
 LOSSLESS = ["fixed:0", "fixed:1", "fixed:3", "fixed:6", "sglang", "model", "model:acc=0.2/time=0.1", "model:acc=0"]
@@ -204,8 +206,9 @@ def test_trace_memory_is_checked():
     from specplan.speculation.speedup import evaluate
 
     ctx = np.arange(20000, 40000, 8, dtype=float)
-    r0 = evaluate(M, H, batch=16, context_len=ctx[:, None], draft_len=np.array([0.0, 8.0])[None, :],
-                  mechanism="eagle3", acceptance=Acceptance.from_rate(0.8))
+    r0 = evaluate(Deployment(M, H),
+                  Speculation(mechanism="eagle3", draft_len=np.array([0.0, 8.0])[None, :], acceptance=Acceptance.from_rate(0.8)),
+                  batch=16, context_len=ctx[:, None])
     edge = np.flatnonzero(r0["fits"][:, 0] & ~r0["fits"][:, 1])
     assert edge.size  # the case exists: D = 0 fits, D = 8 does not
     c = int(ctx[edge[0]])
@@ -213,7 +216,8 @@ def test_trace_memory_is_checked():
     rows = {r["policy"]: r for r in run_trace(M, H, segs, ["fixed:0", "fixed:8", "model", "oracle", "clairvoyant"],
                                               context_len=c)["policies"]}
     assert rows["fixed:0"]["fits"] and not rows["fixed:8"]["fits"]
-    fit = np.asarray(evaluate(M, H, batch=16, context_len=c, draft_len=np.arange(9), mechanism="eagle3",
-                              acceptance=Acceptance.from_rate(0.8))["fits"])
+    fit = np.asarray(evaluate(Deployment(M, H),
+                              Speculation(mechanism="eagle3", draft_len=np.arange(9), acceptance=Acceptance.from_rate(0.8)),
+                              batch=16, context_len=c)["fits"])
     for name in ("model", "oracle", "clairvoyant"):
         assert rows[name]["fits"] and fit[np.unique(rows[name]["chosen_d"])].all()

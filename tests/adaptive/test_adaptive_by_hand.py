@@ -15,6 +15,7 @@ from specplan.adaptive.simulator import Engine, simulate, thresholds
 from specplan.adaptive.trace import runs
 from specplan.adaptive.workload import Segment, build_workload, read_workload_csv, synthetic
 from specplan.core.errors import SpecplanError
+from specplan.model.deployment import Deployment
 
 BASE_S, PER_CTX_S, PER_D_S = 1e-3, 1e-5, 2e-4
 NO_GRAPHS = GraphSet((), frozenset())
@@ -156,7 +157,7 @@ def test_trace_step_costs_add_the_engines_host_time_and_graph_launches():
     seg = [Segment(alpha=0.7, batch=8, iterations=10)]
     table = trace_costs("llama-3.1-8b", "h100-sxm", seg, 2, 1024, "eagle3", engine="vllm")[0]
     eng = load_engine("vllm")
-    base = float(np.asarray(evaluate("llama-3.1-8b", "h100-sxm", batch=8, context_len=1024)["baseline_step_s"]))
+    base = float(np.asarray(evaluate(Deployment("llama-3.1-8b", "h100-sxm"), batch=8, context_len=1024)["baseline_step_s"]))
     kern = step_time("llama-3.1-8b", "h100-sxm", 1, 1, 1, 1024).kernels
     want = base + eng.host_step_s + kern * eng.graph_launch_s
     assert eng.host_step_s > 0 and float(table[8][0]) == pytest.approx(want, rel=1e-9)

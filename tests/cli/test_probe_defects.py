@@ -19,6 +19,8 @@ from specplan.planning.recommend_serving import recommend_serving, search_deploy
 from specplan.serving.workload import Workload
 from specplan.planning.options import DeploymentSpace, GridOptions, Sla
 from specplan.speculation.spec import DraftSearch
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import Speculation
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -155,8 +157,9 @@ def test_evaluate_refuses_a_bad_reserve_in_one_line(reserve):
     from specplan.speculation.speedup import evaluate
 
     with pytest.raises(SpecplanError, match=r"^reserve: must be"):
-        evaluate("llama-3.1-8b", "h100-sxm", batch=8, draft_len=4, mechanism="eagle3",
-                 acceptance=Acceptance.from_rate(0.7), reserve=reserve)
+        evaluate(Deployment("llama-3.1-8b", "h100-sxm"),
+                 Speculation(mechanism="eagle3", draft_len=4, acceptance=Acceptance.from_rate(0.7)), batch=8,
+                 reserve=reserve)
     with pytest.raises(SpecplanError, match=r"^reserve: must be"):
         step_summary("llama-3.1-8b", "h100-sxm", reserve=reserve)
 

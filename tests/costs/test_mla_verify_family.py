@@ -9,7 +9,7 @@ import pytest
 from specplan.costs.attention import AttentionHeads, attention_cost
 from specplan.profiles.registry import load_engine, load_hardware, load_kernel_family
 from specplan.speculation.acceptance import Acceptance
-from specplan.speculation.speedup import evaluate
+from specplan.speculation.speedup import evaluate, evaluate_kw
 
 
 def test_triton_extend_family_is_per_head_64_row_tiles():
@@ -55,8 +55,8 @@ def test_verify_step_prices_the_verify_family_on_every_mla_layer():
     tri = base.model_copy(update={"mla_verify_attention": "sglang-triton-extend"})
     kw = dict(tp=8, batch=64.0, context_len=1536.0, draft_len=2.0, mechanism="mtp",
               acceptance=Acceptance.from_length(2.5, 2), dtype="fp8")
-    r0 = evaluate("deepseek-v3", "mi300x", engine=base, **kw)
-    r1 = evaluate("deepseek-v3", "mi300x", engine=tri, **kw)
+    r0 = evaluate_kw("deepseek-v3", "mi300x", engine=base, **kw)
+    r1 = evaluate_kw("deepseek-v3", "mi300x", engine=tri, **kw)
     hw = load_hardware("mi300x")
     prec = r0["precision"]
     # keys: the cached context + the 3 verified tokens

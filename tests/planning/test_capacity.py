@@ -17,6 +17,8 @@ from specplan.speculation.acceptance import Acceptance
 from specplan.speculation.speedup import evaluate
 from specplan.planning.options import LoadTarget
 from specplan.speculation.spec import DraftSearch
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import Speculation
 
 LOAD = LoadTarget(20000.0, 50.0, isl=2048, osl=2048)
 ARGS = dict(load=LOAD, max_gpus=64, drafts=DraftSearch(["mtp"], {"mtp": 0.8}, 8))
@@ -35,8 +37,9 @@ def _meets(lay, decode_gpus, m, hw):
     for mech, ds in (("none", [0]), ("mtp", range(1, 9))):
         for d in ds:
             for b in (np.arange(1, 4097, dtype=float),):
-                r = evaluate(m, hw, layout=lay, batch=b, context_len=2048 + 1024, draft_len=d, mechanism=mech,
-                             acceptance=None if mech == "none" else Acceptance.from_rate(0.8))
+                r = evaluate(Deployment(m, hw, layout=lay),
+                             Speculation(mechanism=mech, draft_len=d, acceptance=None if mech == "none" else Acceptance.from_rate(0.8)),
+                             batch=b, context_len=2048 + 1024)
                 user = np.asarray(r["tokens_per_s_per_user"])
                 ok = np.asarray(r["fits"]) & (user >= 50.0) & (n * b * user >= 20000.0)
                 if ok.any():
@@ -49,8 +52,9 @@ def test_answer_meets_both_targets(answer):
     assert b is not None and b["gpus"] % 8 == 0 and b["gpus"] <= 64
     m, hw = load_model("deepseek-v3"), load_hardware("h200-sxm")
     lay = next(x for x in candidate_layouts(m, 8, 64) if x.name == b["layout"])
-    r = evaluate(m, hw, layout=lay, batch=b["batch"], context_len=3072, draft_len=b["draft_len"],
-                 mechanism=b["mechanism"], acceptance=Acceptance.from_rate(0.8))
+    r = evaluate(Deployment(m, hw, layout=lay),
+                 Speculation(mechanism=b["mechanism"], draft_len=b["draft_len"], acceptance=Acceptance.from_rate(0.8)),
+                 batch=b["batch"], context_len=3072)
     user = float(r["tokens_per_s_per_user"])
     assert bool(r["fits"]) and user >= 50.0
     assert b["instances"] * lay.gpus + b["prefill_gpus"] == b["gpus"]

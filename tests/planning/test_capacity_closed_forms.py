@@ -18,6 +18,7 @@ from specplan.planning.capacity import search
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation.speedup import evaluate
 from specplan.planning.options import LoadTarget
+from specplan.model.deployment import Deployment
 
 M, H = "llama-3.1-8b", "h100-sxm"
 LAYOUTS = ["tp1", "tp2", "tp4", "tp8"]
@@ -25,7 +26,7 @@ LAYOUTS = ["tp1", "tp2", "tp4", "tp8"]
 
 def _instance_best(tp, context, target_user):
     b = np.arange(1, 4097, dtype=float)
-    r = evaluate(M, H, tp=tp, batch=b, context_len=context)
+    r = evaluate(Deployment(M, H, tp=tp), batch=b, context_len=context)
     user = np.asarray(r["tokens_per_s_per_user"])
     ok = np.asarray(r["fits"]) & (user >= target_user)
     if not ok.any():

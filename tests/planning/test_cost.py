@@ -13,6 +13,8 @@ from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation.speedup import evaluate
 from specplan.planning.cost import OperatingPoint
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import Speculation
 
 DEVICES = ["h100-sxm", "h200-sxm", "b200", "gb200", "a100-sxm-80gb", "mi300x"]
 MODELS = ["llama-3.1-8b", "qwen3-32b", "qwen3-30b-a3b", "llama-3.3-70b", "gpt-oss-20b", "deepseek-v3"]
@@ -50,8 +52,9 @@ def test_energy_per_token_does_not_rise_with_batch_at_fixed_d(model, hw, d, mech
     acc = {"eagle3": "0.8"} if mech != "none" else None
     from specplan.speculation.acceptance_spec import parse_acceptance
 
-    r = evaluate(m, h, batch=batch, context_len=2048, draft_len=d, mechanism=mech,
-                 acceptance=None if acc is None else parse_acceptance(acc["eagle3"]))
+    r = evaluate(Deployment(m, h),
+                 Speculation(mechanism=mech, draft_len=d, acceptance=None if acc is None else parse_acceptance(acc["eagle3"])),
+                 batch=batch, context_len=2048)
     rate = np.asarray(r["tokens_per_s_per_gpu"], dtype=float).reshape(-1)
     fits = np.asarray(r["fits"]).reshape(-1)
     e = point_energy(m, h, r["precision"], None,

@@ -19,6 +19,7 @@ from specplan.speculation import evaluate
 from specplan.speculation.spec import DraftSearch
 from specplan.planning.sweep import SweepAxes
 from specplan.planning.options import DeploymentSpace, Sla
+from specplan.model.deployment import Deployment
 
 
 def test_moe_step_flops_by_hand():
@@ -75,7 +76,7 @@ def test_batch_candidates_stop_at_the_largest_batch_that_fits():
     cands = batch_candidates(m, hw, 1, 8192, {})
     top = cands[-1]
     assert np.array_equal(cands, np.arange(1.0, top + 1.0))
-    fits = evaluate(m, hw, tp=1, batch=np.array([top, top + 1]), context_len=8192)["fits"]
+    fits = evaluate(Deployment(m, hw, tp=1), batch=np.array([top, top + 1]), context_len=8192)["fits"]
     assert list(np.asarray(fits).reshape(-1)) == [True, False]
 
 
@@ -98,7 +99,7 @@ def test_sweep_memory_column_is_in_gigabytes():
     """memory_gb = memory_total_bytes / 10^9 of the same point (evaluate's), to the table's float32."""
     t = sweep("llama-3.1-8b", "h100-sxm", axes=SweepAxes(batch=[4], draft_lens=[0], tp=[1]),
               drafts=DraftSearch(mechanisms=["none"], max_draft_len=32))
-    r = evaluate("llama-3.1-8b", "h100-sxm", tp=1, batch=4, context_len=1024)
+    r = evaluate(Deployment("llama-3.1-8b", "h100-sxm", tp=1), batch=4, context_len=1024)
     assert float(t["memory_gb"].iloc[0]) == pytest.approx(float(r["memory_total_bytes"]) / 1e9, rel=1e-6)
 
 

@@ -37,7 +37,7 @@ def test_vectorized_one_call_per_combo_and_chunking(monkeypatch):
     real = sp.evaluate
 
     def counting(*a, **k):
-        calls.append(np.broadcast(k["batch"], k["context_len"], k["draft_len"]).shape)
+        calls.append(np.broadcast(k["batch"], k["context_len"], a[1].draft_len).shape)  # (Deployment, Speculation)
         return real(*a, **k)
 
     monkeypatch.setattr(sp, "evaluate", counting)

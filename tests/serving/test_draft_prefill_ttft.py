@@ -21,6 +21,8 @@ from specplan.serving.workload import Workload
 from specplan.speculation.acceptance import Acceptance
 from specplan.speculation.drafters import eagle3_head
 from specplan.speculation.speedup import evaluate
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import Speculation
 
 
 def _solve(t, dp, n_d):
@@ -40,8 +42,8 @@ def test_single_client_eagle3_ttft_carries_the_draft_prefill():
     al = (1 - a ** (d + 1)) / (1 - a)
     assert al == pytest.approx(2.533)
     ctx, n_d, acc = isl + osl // 2, (osl - 1) / al, Acceptance.from_rate(a)
-    t = float(evaluate(m, hw, batch=1, context_len=ctx, draft_len=d, mechanism="eagle3", acceptance=acc,
-                       engine="ideal")["iter_s"])
+    t = float(evaluate(Deployment(m, hw, engine="ideal"),
+                       Speculation(mechanism="eagle3", draft_len=d, acceptance=acc), batch=1, context_len=ctx)["iter_s"])
     # the prompt's chunk on top of the decode row, which verifies 1 + D tokens in the mixed step (issue 19)
     chunk = float(mixed_step_s(m, hw, 1, 1.0, ctx, isl, 0, q_len=1 + d, precision=prec, engine="ideal")
                   - mixed_step_s(m, hw, 1, 1.0, ctx, 0, 0, q_len=1 + d, precision=prec, engine="ideal"))

@@ -19,6 +19,9 @@ from specplan.serving.disaggregated import disaggregated
 from specplan.serving.prefill import mixed_step_s, prefill_s
 from specplan.serving.workload import Workload
 from specplan.model.step import step_time
+from specplan.model.deployment import Deployment
+from specplan.costs.precision import Dtypes
+from specplan.speculation.spec import Speculation
 
 KV_BYTES_PER_TOKEN_L8B = 32 * 2 * 8 * 128 * 2  # Llama-3.1-8B bf16: layers x (K, V) x kv heads x head dim x bytes
 
@@ -261,8 +264,9 @@ def test_disaggregated_decode_iteration_is_the_engines_round():
     k = step_kernels(m, hw, 1)
 
     def at(bw):
-        e = evaluate(m, hw, tp=1, batch=bw, context_len=wl.decode_context, engine=eng, dtype=prec.compute,
-                     kv_dtype=prec.kv, mechanism="eagle3", draft_len=3.0, acceptance=acc)
+        e = evaluate(Deployment(m, hw, tp=1, engine=eng, dtypes=Dtypes(dtype=prec.compute, kv_dtype=prec.kv)),
+                     Speculation(mechanism="eagle3", draft_len=3.0, acceptance=acc), batch=bw,
+                     context_len=wl.decode_context)
         q = float(e["verify_tokens"])
         gpu = float(e["iter_s"]) + float(round_gpu_extra_s(m, hw, 1, bw, 3.0, q, wl.decode_context, "eagle3", draft))
         return float(round_s(eng, gpu, bw, 3.0, q, k, k * float(e["rho_d"])))
@@ -297,8 +301,8 @@ def test_disaggregated_decode_table_holds_every_whole_batch_up_to_64():
     def at(bw):
         from specplan.speculation.speedup import evaluate
 
-        gpu = float(evaluate(m, hw, tp=1, batch=bw, context_len=wl.decode_context, engine=eng, dtype=prec.compute,
-                             kv_dtype=prec.kv)["iter_s"])  # the engine's GPU step (its GEMM scales)
+        gpu = float(evaluate(Deployment(m, hw, tp=1, engine=eng, dtypes=Dtypes(dtype=prec.compute, kv_dtype=prec.kv)),
+                             batch=bw, context_len=wl.decode_context)["iter_s"])  # the engine's GPU step (its GEMM scales)
         return float(eng.step_s(gpu, bw, k, bw <= eng.graph_max_batch))
 
     assert float(r["iteration_s"][0]) == pytest.approx(at(63.0) + (b - 63.0) * (at(64.0) - at(63.0)), rel=1e-9)

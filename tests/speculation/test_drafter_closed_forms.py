@@ -9,10 +9,11 @@ import pytest
 from specplan.costs.gemm import gemm_cost
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_hardware, load_model
-from specplan.speculation import Acceptance, evaluate
+from specplan.speculation import Acceptance, evaluate, evaluate_kw
 from specplan.speculation.acceptance import al_from_per_position, simulate_al
 from specplan.speculation.drafters import DraftInput, draft_medusa
 from specplan.speculation.speedup import profile_tree_tokens
+from specplan.model.deployment import Deployment
 
 
 def test_positions_past_the_list_repeat_the_last_probability():
@@ -52,7 +53,7 @@ def test_lpu_one_token_draft_gets_its_own_chips():
     kw = dict(batch=1, context_len=4096, mechanism="external", acceptance=Acceptance.from_rate(0.7),
               draft_model="llama-3.2-1b")
     for d in (1, 2):
-        r = evaluate("llama-3.1-8b", "groq-3-lpu", draft_len=d, **kw)
+        r = evaluate_kw("llama-3.1-8b", "groq-3-lpu", draft_len=d, **kw)
         chips = np.ceil(float(r["memory_total_bytes"]) / 0.5e9)
         assert float(r["draft_devices"]) == chips - float(r["target_devices"]) > 0, d
 
@@ -66,6 +67,6 @@ def test_a_launch_bound_baseline_step_launches_only_the_targets_kernels():
     eng = load_engine("vllm").model_copy(update=dict(
         graph_launch_s=1e-3, eager_launch_s=1e-3, host_step_s=0.0, host_per_seq_s=0.0, step_gap_s=0.0,
         eager_step_s=0.0, overlap_scheduler=False))
-    r = evaluate("llama-3.1-8b", "h100-sxm", batch=4, context_len=1024, engine=eng)
+    r = evaluate(Deployment("llama-3.1-8b", "h100-sxm", engine=eng), batch=4, context_len=1024)
     kernels = step_time("llama-3.1-8b", "h100-sxm", 1, 4, 1, 1024).kernels
     assert float(np.asarray(r["engine_baseline_step_s"])) == pytest.approx(kernels * 1e-3, rel=1e-12)

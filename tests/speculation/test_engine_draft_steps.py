@@ -16,7 +16,7 @@ import pytest
 from specplan.profiles.registry import load_engine
 from specplan.speculation.acceptance import Acceptance
 from specplan.speculation.serving import PURE_ROOFLINE
-from specplan.speculation.speedup import evaluate
+from specplan.speculation.speedup import evaluate, evaluate_kw
 
 D = 4
 SERIAL_STEPS = {"external": D, "eagle3": D, "mtp": D, "self": D, "medusa": 1, "dflash": 1, "dspark": 1, "ngram": 0}
@@ -28,7 +28,7 @@ def _eval(mech, engine, **kw):
     hw = "h200-sxm" if mech == "mtp" else "h100-sxm"
     extra = {"draft_model": "llama-3.2-1b"} if mech == "external" else {}
     tp = 8 if mech == "mtp" else 1
-    return evaluate(model, hw, tp=tp, batch=[1, 32], context_len=2048, draft_len=D, mechanism=mech,
+    return evaluate_kw(model, hw, tp=tp, batch=[1, 32], context_len=2048, draft_len=D, mechanism=mech,
                     acceptance=Acceptance.from_rate(0.7), engine=engine, **extra, **kw)
 
 

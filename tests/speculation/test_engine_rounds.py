@@ -13,7 +13,8 @@ from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.serving.aggregated import aggregated
 from specplan.serving.workload import Workload
 from specplan.speculation.round import round_draft_model, round_gpu_extra_s
-from specplan.speculation.speedup import evaluate
+from specplan.speculation.speedup import evaluate, evaluate_kw
+from specplan.model.deployment import Deployment
 
 M, HW = "llama-3.1-8b", "h100-sxm"
 
@@ -36,8 +37,8 @@ def test_vllm_034_overlaps_its_round_and_has_no_stale_round_overheads():
     # at batch 1 the 8B round's GPU time (several ms) hides its host time (0.701 ms + 31.4 us) under 0.34: the
     # engine's round is the GPU's; the synchronous round adds host 0.7324 ms + 1.034 ms + 3 x 0.633 ms on top
     kw = dict(batch=1, context_len=1024, mechanism="eagle3", draft_len=3)
-    r_new = evaluate(M, HW, engine="vllm", **kw)
-    r_old = evaluate(M, HW, engine="vllm-0.10", **kw)
+    r_new = evaluate_kw(M, HW, engine="vllm", **kw)
+    r_old = evaluate_kw(M, HW, engine="vllm-0.10", **kw)
     gpu_new = float(r_new["iter_s"])
     assert float(r_new["engine_iter_s"]) < gpu_new * 1.05  # only the round's GPU extras (extend, rejection)
     host_old = 0.701e-3 + 31.4e-6 + 1.034e-3 + 3 * 0.633e-3
@@ -61,7 +62,7 @@ def test_vllm_8b_eagle3_speedup_never_rises_with_concurrency():
 def test_trtllm_decode_above_the_captured_sizes_pays_eager_launches_not_the_context_step():
     eng = load_engine("trtllm")
     m, hw = load_model(M), load_hardware(HW)
-    r = evaluate(M, HW, engine="trtllm", batch=np.array([128.0, 129.0]), context_len=1024)
+    r = evaluate(Deployment(M, HW, engine="trtllm"), batch=np.array([128.0, 129.0]), context_len=1024)
     k = float(step_time(m, hw, 1, 1, 1, 1024).kernels)
     # batch 129 > 128 runs eagerly: overlap scheduler, max(GPU, host 2.04 ms + 129 x 5.64 us + k x 7.46 us) + 0.439 ms
     host = 2.04e-3 + 129 * 5.64e-6 + k * 7.46e-6

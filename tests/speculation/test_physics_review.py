@@ -12,8 +12,10 @@ from specplan.speculation import drafters
 from specplan.speculation import acceptance as acc_module
 from specplan.speculation.acceptance import Acceptance, al_from_per_position, tree_per_position, tree_tokens
 from specplan.speculation.guidelines import binding_line
-from specplan.speculation.speedup import evaluate
+from specplan.speculation.speedup import evaluate, evaluate_kw
 from specplan.speculation.spec import DraftSearch
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import Speculation
 
 A8 = Acceptance.from_rate(0.8)
 
@@ -22,19 +24,20 @@ A8 = Acceptance.from_rate(0.8)
 
 def test_medusa_memory_does_not_follow_the_searched_d():
     kw = dict(batch=4, context_len=2048, mechanism="medusa", acceptance=A8)
-    short = evaluate("llama-3.1-8b", "h100-sxm", draft_len=np.arange(0, 3), **kw)
-    long = evaluate("llama-3.1-8b", "h100-sxm", draft_len=np.arange(0, 5), **kw)
+    short = evaluate_kw("llama-3.1-8b", "h100-sxm", draft_len=np.arange(0, 3), **kw)
+    long = evaluate_kw("llama-3.1-8b", "h100-sxm", draft_len=np.arange(0, 5), **kw)
     assert float(short["memory_total_bytes"][2]) == float(long["memory_total_bytes"][2])
     # 5 heads (reference/model_configs.csv medusa-heads: medusa_num_heads 5), each ResBlock h x h + LM head h x V
-    base = evaluate("llama-3.1-8b", "h100-sxm", draft_len=0, batch=4, context_len=2048)
+    base = evaluate(Deployment("llama-3.1-8b", "h100-sxm"), Speculation(draft_len=0), batch=4, context_len=2048)
     heads = 5 * (4096 * 4096 + 128256 * 4096) * 2.0
     act = float(long["memory_total_bytes"][2]) - float(base["memory_total_bytes"])
     assert act == pytest.approx(heads, rel=0.01)  # + the verify tokens' KV and activations (< 1 %)
 
 
 def test_medusa_heads_flag_and_beyond_the_heads_is_not_feasible():
-    r = evaluate("llama-3.1-8b", "h100-sxm", batch=1, context_len=2048, draft_len=np.arange(0, 5),
-                 mechanism="medusa", acceptance=A8, draft_heads=3)
+    r = evaluate(Deployment("llama-3.1-8b", "h100-sxm"),
+                 Speculation(mechanism="medusa", draft_len=np.arange(0, 5), acceptance=A8, draft_heads=3), batch=1,
+                 context_len=2048)
     assert list(r["fits"]) == [True, True, True, True, False]
 
 
@@ -58,8 +61,10 @@ def test_dflash_draft_for_moe_target_is_dense_with_a_hand_counted_size():
     h = 3072
     assert five.ffn_size == 3 * h  # DFLASH_FFN_PER_HIDDEN x hidden (no dense FFN in the target)
     hw = load_hardware("h100-sxm")
-    r = evaluate(m, hw, batch=1, context_len=4096, draft_len=4, mechanism="dflash", acceptance=A8)
-    base = evaluate(m, hw, batch=1, context_len=4096, draft_len=4, mechanism="ngram", acceptance=A8)  # same verify
+    r = evaluate(Deployment(m, hw), Speculation(mechanism="dflash", draft_len=4, acceptance=A8), batch=1,
+                 context_len=4096)
+    base = evaluate(Deployment(m, hw), Speculation(mechanism="ngram", draft_len=4, acceptance=A8), batch=1,
+                    context_len=4096)  # same verify
     qh, kvh, d = m.num_q_heads, m.num_kv_heads, m.head_dim
     attn = (2 * qh * d + 2 * kvh * d) * h + h * qh * d  # gated q (output gate), k, v; o
     layer = attn + 3 * h * (3 * h) + 2 * d  # + SwiGLU FFN + qk-norm weights
@@ -77,8 +82,8 @@ def test_dflash_prices_one_pass_at_q_len_d_plus_one(monkeypatch):
         return real(model, hw, tp, b, q, ctx, **kw)
 
     monkeypatch.setattr(drafters, "step_time", spy)
-    evaluate("llama-3.1-8b", "h100-sxm", batch=1, context_len=1024, draft_len=np.array([1, 4, 7]),
-             mechanism="dflash", acceptance=A8)
+    evaluate(Deployment("llama-3.1-8b", "h100-sxm"),
+             Speculation(mechanism="dflash", draft_len=np.array([1, 4, 7]), acceptance=A8), batch=1, context_len=1024)
     assert any(np.array_equal(q, [2, 5, 8]) for q in seen)  # anchor + D masked positions
 
 
@@ -127,12 +132,13 @@ def test_full_tree_closed_form_and_token_count():
 
 def test_shipped_medusa_profile_prices_its_64_token_tree():
     acc = Acceptance.from_profile("medusa-vicuna-7b-specbench")
-    r = evaluate("llama-3.1-8b", "h100-sxm", batch=1, context_len=2048, draft_len=4, mechanism="medusa",
-                 acceptance=acc)
+    r = evaluate(Deployment("llama-3.1-8b", "h100-sxm"), Speculation(mechanism="medusa", draft_len=4, acceptance=acc),
+                 batch=1, context_len=2048)
     assert float(r["verify_tokens"]) == 64  # mc_sim_7b_63: 63 nodes + root
     assert not any("chain" in n for n in r["notes"])
-    chain = evaluate("llama-3.1-8b", "h100-sxm", batch=1, context_len=2048, draft_len=4, mechanism="medusa",
-                     acceptance=acc, tree_tokens=5)
+    chain = evaluate(Deployment("llama-3.1-8b", "h100-sxm"),
+                     Speculation(mechanism="medusa", draft_len=4, acceptance=acc, tree_tokens=5), batch=1,
+                     context_len=2048)
     assert any("tree verification of 64" in n for n in chain["notes"])
 
 
@@ -206,8 +212,9 @@ def test_eagle3_fusion_runs_once_per_proposal():
     """T_draft(D) = D x (layer + LM head) + fc(3h -> h) once: the intercept of the line through D = 1, 2 is the
     fc's weight read, 3·4096·4096·2 B = 100.7 MB at the H100's achievable bandwidth (~40 us)."""
     hw = load_hardware("h100-sxm")
-    r = evaluate("llama-3.1-8b", hw, batch=1, context_len=1024, draft_len=np.array([1, 2, 3]), mechanism="eagle3",
-                 acceptance=A8)
+    r = evaluate(Deployment("llama-3.1-8b", hw),
+                 Speculation(mechanism="eagle3", draft_len=np.array([1, 2, 3]), acceptance=A8), batch=1,
+                 context_len=1024)
     t = r["draft_s"]
     assert t[2] - t[1] == pytest.approx(t[1] - t[0], rel=1e-6)  # a line in D
     intercept = 2 * t[0] - t[1]
@@ -222,9 +229,9 @@ def test_recommend_max_batch_is_the_verify_step_max_batch():
                   drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.8"}, max_draft_len=8))
     for x in r["ranked"]:
         mb = x["max_batch"]
-        ok = evaluate("llama-3.1-8b", "h100-sxm", batch=np.array([mb, mb + 1]), context_len=131072,
-                      draft_len=x["draft_len"], mechanism="eagle3" if x["draft_len"] else "none",
-                      acceptance=A8 if x["draft_len"] else None)["fits"]
+        ok = evaluate(Deployment("llama-3.1-8b", "h100-sxm"),
+                      Speculation(mechanism="eagle3" if x["draft_len"] else "none", draft_len=x["draft_len"], acceptance=A8 if x["draft_len"] else None),
+                      batch=np.array([mb, mb + 1]), context_len=131072)["fits"]
         assert list(ok) == [True, False], x
 
 

@@ -26,6 +26,8 @@ from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation import Acceptance, evaluate
 from specplan.speculation.acceptance import al_from_per_position, al_from_rate
 from specplan.model.step import step_time
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import Speculation
 
 _LONG = int(os.environ.get("SPECPLAN_PROPERTY_EXAMPLES", "0"))  # examples over all six tests (long mode)
 FAST = settings(max_examples=-(-_LONG // 6) if _LONG else 60, deadline=None, database=None if _LONG else
@@ -79,8 +81,9 @@ def test_al_of_per_position_bounded_and_non_decreasing(probs, d1, d2):
 def test_speedup_is_baseline_times_al_over_iteration(model, hw, mechanism, alpha, batch, ctx, d):
     if mechanism == "mtp" and MODELS[model].mtp is None:
         mechanism = "eagle3"
-    r = evaluate(MODELS[model], HARDWARE[hw], batch=batch, context_len=ctx, draft_len=d, mechanism=mechanism,
-                 acceptance=Acceptance.from_rate(alpha))
+    r = evaluate(Deployment(MODELS[model], HARDWARE[hw]),
+                 Speculation(mechanism=mechanism, draft_len=d, acceptance=Acceptance.from_rate(alpha)), batch=batch,
+                 context_len=ctx)
     base, al, it, sp = (float(r[k]) for k in ("baseline_step_s", "acceptance_length", "iter_s", "speedup"))
     assert 1.0 <= al <= 1.0 + d + 1e-9
     assert sp == pytest.approx(base * al / it, rel=1e-12)

@@ -16,6 +16,8 @@ from specplan.speculation.speedup import evaluate
 from specplan.planning.sweep import sweep
 from specplan.speculation.spec import DraftSearch
 from specplan.planning.sweep import SweepAxes
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import Speculation
 
 
 def run(*args):
@@ -85,8 +87,9 @@ def test_predict_lpu_labels_chips_and_hides_tiles():
 
 
 def test_rho_time_is_draft_time_per_token_over_baseline_step():
-    r = evaluate("llama-3.1-8b", "h100-sxm", batch=8, context_len=1024, draft_len=np.arange(0, 5),
-                 mechanism="eagle3", acceptance=Acceptance.from_rate(0.7))
+    r = evaluate(Deployment("llama-3.1-8b", "h100-sxm"),
+                 Speculation(mechanism="eagle3", draft_len=np.arange(0, 5), acceptance=Acceptance.from_rate(0.7)),
+                 batch=8, context_len=1024)
     d = np.arange(0, 5)
     want = np.where(d > 0, r["draft_s"] / np.maximum(d, 1), 0) / r["baseline_step_s"]
     assert np.allclose(r["rho_time"], want)

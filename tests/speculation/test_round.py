@@ -17,10 +17,12 @@ from specplan.serving.workload import Workload
 from specplan.speculation.acceptance import Acceptance
 from specplan.speculation.round import (REJECTION_PASSES, rejection_s, round_gpu_extra_s, round_s, unfitted_note,
                                         verify_graphed)
-from specplan.speculation.speedup import evaluate
+from specplan.speculation.speedup import evaluate, evaluate_kw
 from specplan.model.step import StepKernels, step_time
 from specplan.planning.options import GridOptions, Sla
 from specplan.speculation.spec import DraftSearch
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import Speculation
 
 SRC = {k: "test" for k in ("host_step_s", "host_per_seq_s", "spec_host_per_seq_s", "eager_launch_s",
                            "graph_max_batch", "verify_graph_max_tokens", "draft_graph_max_batch",
@@ -111,7 +113,7 @@ def test_tree_verify_priced_through_masked_prefill_kernel():
     eng = load_engine("vllm")
     acc = Acceptance.from_length(3.0, 4)
     kw = dict(batch=8, context_len=4096, draft_len=4, mechanism="eagle3", acceptance=acc, engine="vllm")
-    tree = evaluate(m, hw, tree_tokens=16, **kw)
+    tree = evaluate_kw(m, hw, tree_tokens=16, **kw)
     from specplan.profiles.engine import engine_hardware
 
     ehw = engine_hardware(hw, eng)
@@ -121,7 +123,7 @@ def test_tree_verify_priced_through_masked_prefill_kernel():
                     kernels=StepKernels(attention_family=load_kernel_family(eng.verify_attention))).breakdown_s["attention"]
     assert float(tree["verify_attention_s"]) == pytest.approx(float(pre), rel=1e-9)
     assert abs(float(pre) / float(dec) - 1.0) > 0.01  # the masked kernel prices differently from the decode kernel
-    chain = evaluate(m, hw, **kw)  # a chain (1 + D tokens) keeps the engine's verify family
+    chain = evaluate_kw(m, hw, **kw)  # a chain (1 + D tokens) keeps the engine's verify family
     dec5 = step_time(m, ehw, 1, 8, 5, 4096, precision=chain["precision"],
                      kernels=StepKernels(attention_family=load_kernel_family(eng.verify_attention))).breakdown_s["attention"]
     assert float(chain["verify_attention_s"]) == pytest.approx(float(dec5), rel=1e-9)
@@ -160,7 +162,7 @@ def test_step_path_and_serving_path_agree_at_concurrency_one(engine, mech, d, ex
     base = aggregated("llama-3.1-8b", "h100-sxm", wl, engine=engine)
     spec = aggregated("llama-3.1-8b", "h100-sxm", wl, engine=engine, mechanism=mech, draft_len=d, acceptance=acc,
                       **extra)
-    step = evaluate("llama-3.1-8b", "h100-sxm", batch=1, context_len=wl.decode_context, draft_len=d, mechanism=mech,
+    step = evaluate_kw("llama-3.1-8b", "h100-sxm", batch=1, context_len=wl.decode_context, draft_len=d, mechanism=mech,
                     acceptance=acc, engine=engine, **extra)
     serving = float(base["tpot_s"] / spec["tpot_s"])
     assert serving == pytest.approx(float(step["speedup"]), rel=0.02)
@@ -201,9 +203,9 @@ def test_unfitted_round_numbers_are_said_in_one_line():
                                                             if k != "spec_host_per_seq_s"},
                                                 "spec_host_per_seq_s": 0.0}))
     assert len(note) == 1 and "\n" not in note[0] and "not fitted" in note[0]
-    r = evaluate("llama-3.1-8b", "h100-sxm", batch=4, draft_len=3, mechanism="eagle3",
-                 acceptance=Acceptance.from_length(2.5, 3), engine=eng.model_copy(update={"sources": {
-                     **SRC, "spec_host_per_seq_s": "fitted in-sample on one setup"}}))
+    r = evaluate(Deployment("llama-3.1-8b", "h100-sxm", engine=eng.model_copy(update={"sources": {
+                     **SRC, "spec_host_per_seq_s": "fitted in-sample on one setup"}})),
+                 Speculation(mechanism="eagle3", draft_len=3, acceptance=Acceptance.from_length(2.5, 3)), batch=4)
     assert any("in-sample" in n for n in r["notes"])
     # SGLang's step host numbers: no SGLang serving rows fit them, so the note names them too (issue 19)
     sg = unfitted_note(load_engine("sglang"))
@@ -247,10 +249,10 @@ def test_a_speculative_moe_answer_says_how_its_verify_experts_are_priced():
     from specplan.speculation.round import moe_verify_note
 
     kw = dict(hardware="h100-sxm", batch=1, context_len=1024, draft_len=3, acceptance=Acceptance.from_length(2.4, 3))
-    moe = evaluate(model="gpt-oss-120b", mechanism="eagle3", **kw)["notes"]
+    moe = evaluate_kw(model="gpt-oss-120b", mechanism="eagle3", **kw)["notes"]
     assert [n for n in moe if n.startswith("MoE target")] == moe_verify_note()
-    assert not [n for n in evaluate(model="llama-3.1-8b", mechanism="eagle3", **kw)["notes"] if "MoE" in n]
-    assert not [n for n in evaluate(model="gpt-oss-120b", mechanism="none", hardware="h100-sxm", batch=1,
+    assert not [n for n in evaluate_kw(model="llama-3.1-8b", mechanism="eagle3", **kw)["notes"] if "MoE" in n]
+    assert not [n for n in evaluate(Deployment("gpt-oss-120b", "h100-sxm"), Speculation(mechanism="none"), batch=1,
                                     context_len=1024)["notes"] if "MoE" in n]
     assert "independently" in moe_verify_note()[0]
     with verify_expert_reuse(0.5):

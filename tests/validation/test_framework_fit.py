@@ -14,6 +14,7 @@ from specplan.profiles.engine import engine_hardware
 from specplan.profiles.registry import load_engine, load_hardware, load_kernel_family
 from specplan.speculation import evaluate
 from specplan.model.step import step_time
+from specplan.model.deployment import Deployment
 
 ROOT = Path(__file__).resolve().parents[2]
 MEAS = ROOT / "reference" / "measured"
@@ -148,11 +149,11 @@ def test_engine_gemm_scale_closed_form_and_no_engine_unchanged(hw):
     assert fast.overhead_s == base.overhead_s
     assert scaled.kernel_eff("default") == hw.kernel_eff("default")  # element-wise kernels untouched
     # `specplan step` / evaluate without an engine: the hardware profile's own fractions
-    plain = evaluate("llama-3.1-8b", "h100-sxm", batch=16, context_len=2048)
+    plain = evaluate(Deployment("llama-3.1-8b", "h100-sxm"), batch=16, context_len=2048)
     assert plain["baseline_step_s"] == pytest.approx(step_time("llama-3.1-8b", "h100-sxm", 1, 16, 1, 2048).total_s)
-    assert evaluate("llama-3.1-8b", "h100-sxm", batch=16, context_len=2048, engine="trtllm")["baseline_step_s"] == \
+    assert evaluate(Deployment("llama-3.1-8b", "h100-sxm", engine="trtllm"), batch=16, context_len=2048)["baseline_step_s"] == \
         pytest.approx(plain["baseline_step_s"])
-    assert evaluate("llama-3.1-8b", "h100-sxm", batch=16, context_len=2048, engine="vllm")["baseline_step_s"] < \
+    assert evaluate(Deployment("llama-3.1-8b", "h100-sxm", engine="vllm"), batch=16, context_len=2048)["baseline_step_s"] < \
         plain["baseline_step_s"]  # bf16: cuBLAS 5 % faster, FA3 reads bf16 KV faster
 
 
