@@ -2,7 +2,7 @@
 # The command set whose outputs a pure restructuring keeps byte for byte (issue 37): run it before and after, on the
 # same machine, and diff the md5 lists. usage: scripts/golden_outputs.sh OUTDIR  (a repo with its venv active;
 # writes OUTDIR/*.out|*.err and OUTDIR/../$(basename OUTDIR).md5)
-O=$1; mkdir -p $O; rm -f $O/*
+O=${1:?usage: scripts/golden_outputs.sh OUTDIR}; mkdir -p "$O"; rm -f "$O"/*.out "$O"/*.err
 run() { n=$1; shift; ( "$@" ) > $O/$n.out 2> $O/$n.err; echo "rc=$?" >> $O/$n.out; }
 A="--acceptance eagle3=0.8 --acceptance dflash=0.7 --acceptance ngram=0.4"
 run main specplan recommend --model llama-3.1-8b --hardware h100-sxm --context 4096 --target-tps-per-user 150 --mechanisms eagle3,dflash,ngram $A
