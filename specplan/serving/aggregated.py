@@ -38,7 +38,7 @@ from specplan.profiles.engine import engine_hardware
 from specplan.profiles.registry import load_engine, load_hardware, load_kernel_family, load_model
 from specplan.serving.prefill import mixed_step_s, prefill_s
 from specplan.serving.workload import Workload
-from specplan.speculation.round import round_gpu_extra_s, round_s
+from specplan.speculation.round import RoundShape, round_gpu_extra_s, round_s
 from specplan.speculation.speedup import evaluate, evaluate_kw
 from specplan.model.parallel import Layout, attention_tp, dp_ranks, draft_parallelism, instance_call, serving_parallelism
 from specplan.model.step import step_time
@@ -191,7 +191,8 @@ def _gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft
     n_chunks = np.broadcast_to(n_chunks, b.shape)
     dp = np.broadcast_to(dp, b.shape)
     alone = float(prefill_s(model, hw, tp, wl.isl, precision=prec, engine=eng)) if wl.osl == 1 else 0.0
-    it = np.asarray(r["iter_s"]) + round_gpu_extra_s(model, engine_hardware(hw, eng), tp, b, d, q, wl.decode_context,
+    it = np.asarray(r["iter_s"]) + round_gpu_extra_s(model, engine_hardware(hw, eng), tp,
+                                                     RoundShape(b, d, q, wl.decode_context),
                                                      spec.get("mechanism", "none"), draft, eng=eng)
     return GpuTables(np.log(grid), np.broadcast_to(it, b.shape),
                      np.asarray(r["acceptance_length"])[0], q[0], kernels,

@@ -29,7 +29,7 @@ from specplan.serving.aggregated import (draft_prefill_model, kv_cap_requests, o
                                          spec_cap_applies, step_kernels, ttft_quantile_s)
 from specplan.serving.prefill import prefill_s
 from specplan.serving.workload import Workload
-from specplan.speculation.round import round_gpu_extra_s, round_s
+from specplan.speculation.round import RoundShape, round_gpu_extra_s, round_s
 from specplan.profiles.engine import engine_hardware
 from specplan.speculation.speedup import evaluate, evaluate_kw
 
@@ -184,7 +184,7 @@ def disaggregated_grid(model, hardware, workload: Workload, x_pools, y_pools, *,
     spec = dict(mechanism=mechanism, draft_len=d, acceptance=acceptance, draft_model=draft_model, **spec_kw)
     dpm = draft_prefill_model(m, mechanism, draft_model)
     draft = None if dpm is None or np.all(d == 0) else (dpm, resolve_precision(dpm, hw, dtype, kv_dtype))
-    layouts = _pool_layouts(m, hw, tp, prefill_layout, prefill_layouts, xs, engine, eng, prec, draft, workload.isl)
+    layouts = _pool_layouts(m, hw, tp, (prefill_layout, prefill_layouts), xs, (engine, eng), prec, draft, workload.isl)
     s_p = prefill_instance_s(m, hw, tp, workload.isl, eng, prec, draft) if layouts is None else layouts["s_p"]
     kernels = step_kernels(m, hw, tp, eng, prec)
     mem_one = memory_usage(m, hw, attention_tp(tp), 1, workload.isl + workload.osl, prec,
@@ -203,8 +203,8 @@ def disaggregated_grid(model, hardware, workload: Workload, x_pools, y_pools, *,
         r = evaluate_kw(m, hw, tp=t, batch=bb, context_len=workload.decode_context, engine=eng, dtype=prec.compute,
                      kv_dtype=prec.kv, precision=prec, **spec_u, **lay)
         q = np.asarray(r["verify_tokens"], dtype=float)
-        gpu = np.asarray(r["iter_s"]) + round_gpu_extra_s(m, engine_hardware(hw, eng), tp, b, du, q,
-                                                          workload.decode_context, mechanism,
+        gpu = np.asarray(r["iter_s"]) + round_gpu_extra_s(m, engine_hardware(hw, eng), tp,
+                                                          RoundShape(b, du, q, workload.decode_context), mechanism,
                                                           draft, eng=eng)
         return gpu, round_s(eng, gpu, b, du, q, kernels, kernels * np.asarray(r["rho_d"])), r
 
@@ -340,10 +340,14 @@ def gpus_of(tp) -> int:
     return tp.gpus if isinstance(tp, Layout) else int(tp)
 
 
-def _pool_layouts(m, hw, tp, prefill_layout, prefill_layouts, xs, engine, eng_d, prec, draft, isl) -> dict | None:
+def _pool_layouts(m, hw, tp, prefill: tuple, xs, engines: tuple, prec, draft, isl) -> dict | None:
     """Per pool column, what a prefill layout of its own changes (None when every pool is TP-only at the decode
     TP: priced as always): seconds per prompt per prefill rank `s_p`, ranks `dp_p`, GPUs `gpus_p`, and the KV bytes
-    per GPU moved to the decode pool (`kv_bytes`, the busier side of kv_transfer_s), each shaped like x_pools."""
+    per GPU moved to the decode pool (`kv_bytes`, the busier side of kv_transfer_s), each shaped like x_pools.
+    `prefill`: (the prefill layout, one per pool column or None); `engines`: (the engine as given, the decode
+    pool's resolved EngineProfile)."""
+    prefill_layout, prefill_layouts = prefill
+    engine, eng_d = engines
     xs = np.asarray(xs, dtype=float)
     given = [prefill_layout] * xs.size if prefill_layouts is None else [
         prefill_layout if p is None else p for p in np.asarray(prefill_layouts, dtype=object).ravel()]

@@ -32,7 +32,7 @@ from specplan.model.parallel import attention_tp, instance_call
 from specplan.profiles.engine import engine_hardware
 from specplan.profiles.registry import load_kernel_family
 from specplan.serving.prefill import mixed_step_s, prefill_attention_s
-from specplan.speculation.round import round_gpu_extra_s
+from specplan.speculation.round import RoundShape, round_gpu_extra_s
 from specplan.speculation.speedup import evaluate, evaluate_kw
 
 BATCH_POINTS = 40  # geometric decode batches 1 ... b_max (the analytical tables' GRID_POINTS)
@@ -126,7 +126,7 @@ def build_step_table(model, hw, tp, eng, prec, spec: dict, *, b_max: float, ctx_
                  precision=prec, **{**spec, "draft_len": d}, **lay)
     q = float(np.asarray(r["verify_tokens"], dtype=float).ravel()[0])
     dec = np.asarray(r["iter_s"], dtype=float) * np.ones(b2.shape) + round_gpu_extra_s(
-        model, engine_hardware(hw, eng), tp, b2, d, q, c2, spec.get("mechanism", "none"), draft)
+        model, engine_hardware(hw, eng), tp, RoundShape(b2, d, q, c2), spec.get("mechanism", "none"), draft)
     fam = load_kernel_family(eng.family_id("decode_attention" if q <= 1 else "verify_attention", hw))
     rows = np.concatenate([[0.0], batches])[:, None]
     p = tokens[None, :]

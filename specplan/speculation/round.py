@@ -23,6 +23,8 @@ Every function takes arrays that broadcast (batch, verify tokens, draft length) 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from specplan.core.unique import on_unique
@@ -138,15 +140,26 @@ def tree_width(eng, draft_len, q) -> np.ndarray:
     return np.where(q > 1 + d, float(k) if k else spread, 1.0)
 
 
-def round_gpu_extra_s(model, hw, tp, batch, draft_len, q, context, mechanism, draft=None,
-                      sampling=None, eng=None) -> np.ndarray:
+@dataclass(frozen=True)
+class RoundShape:
+    """One speculative round's grid (numbers or broadcast arrays): sequences, draft length D, verified tokens per
+    sequence (1 + D for a chain, more for a tree), cached context tokens."""
+
+    batch: object
+    draft_len: object
+    verify_tokens: object
+    context: object
+
+
+def round_gpu_extra_s(model, hw, tp, shape: RoundShape, mechanism, draft=None, sampling=None, eng=None) -> np.ndarray:
     """GPU seconds of one speculative round beyond drafter + verify: draft extend (EAGLE / MTP / draft model),
     tree draft width and top-k, rejection sampling (`sampling`, default the engine's verification, else
     probabilistic). `draft` = (draft ModelProfile, Precision) or None. At D = 0 an engine that keeps its draft
     warm (zero_draft_extend) still runs the draft's one-position extend."""
-    d = np.asarray(draft_len, dtype=float)
-    q = np.asarray(q, dtype=float)
-    b = np.asarray(batch, dtype=float)
+    d = np.asarray(shape.draft_len, dtype=float)
+    q = np.asarray(shape.verify_tokens, dtype=float)
+    b = np.asarray(shape.batch, dtype=float)
+    context = shape.context
     spec = d > 0
     if sampling is None:
         sampling = "greedy" if getattr(eng, "verification", "probabilistic") == "exact" else "probabilistic"

@@ -136,11 +136,11 @@ def _engine_step_s(eng, m, hw, grid: tuple, spec: tuple, prec, base, iter_gpu_s,
     tp, b, ctx, d, q = grid
     mechanism, draft_model = spec
     from specplan.costs.precision import resolve_precision
-    from specplan.speculation.round import round_draft_model, round_gpu_extra_s, round_s
+    from specplan.speculation.round import RoundShape, round_draft_model, round_gpu_extra_s, round_s
 
     dm = round_draft_model(m, mechanism, draft_model) if mechanism != "none" else None
     draft = None if dm is None else (dm, resolve_precision(dm, hw, prec.compute, prec.kv))
-    extra = round_gpu_extra_s(m, hw, tp, b, d, q, ctx, mechanism, draft, eng=eng)
+    extra = round_gpu_extra_s(m, hw, tp, RoundShape(b, d, q, ctx), mechanism, draft, eng=eng)
     kernels = float(base.kernels)
     base_t = round_s(eng, base.total_s, b, 0.0, 1.0, kernels, 0.0)
     iter_t = round_s(eng, iter_gpu_s + extra, b, d, q, kernels, kernels * rho_d)

@@ -248,7 +248,7 @@ def test_disaggregated_decode_iteration_is_the_engines_round():
     from specplan.profiles.registry import load_engine
     from specplan.serving.aggregated import step_kernels
     from specplan.speculation.acceptance import Acceptance
-    from specplan.speculation.round import round_gpu_extra_s, round_s
+    from specplan.speculation.round import RoundShape, round_gpu_extra_s, round_s
     from specplan.speculation.drafters import eagle3_head
     from specplan.speculation.speedup import evaluate
 
@@ -268,7 +268,8 @@ def test_disaggregated_decode_iteration_is_the_engines_round():
                      Speculation(mechanism="eagle3", draft_len=3.0, acceptance=acc), batch=bw,
                      context_len=wl.decode_context)
         q = float(e["verify_tokens"])
-        gpu = float(e["iter_s"]) + float(round_gpu_extra_s(m, hw, 1, bw, 3.0, q, wl.decode_context, "eagle3", draft))
+        gpu = float(e["iter_s"]) + float(round_gpu_extra_s(m, hw, 1, RoundShape(bw, 3.0, q, wl.decode_context),
+                                                           "eagle3", draft))
         return float(round_s(eng, gpu, bw, 3.0, q, k, k * float(e["rho_d"])))
 
     b0 = float(np.floor(b))

@@ -12,7 +12,7 @@ from specplan.model.step import step_time
 from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.serving.aggregated import aggregated
 from specplan.serving.workload import Workload
-from specplan.speculation.round import round_draft_model, round_gpu_extra_s
+from specplan.speculation.round import RoundShape, round_draft_model, round_gpu_extra_s
 from specplan.speculation.speedup import evaluate, evaluate_kw
 from specplan.model.deployment import Deployment
 
@@ -94,8 +94,8 @@ def test_eagle3_fusion_is_counted_once_over_the_verified_positions():
     # the extend at q tokens per sequence beyond the q = 1 pass: attention, MLP and qkv over B (q - 1) more rows,
     # logits at B rows both times, no fusion (the drafter's fc over B (1 + D) rows is the round's only one)
     by_hand = (one(q, b) - fc(b * q)) - (one(1.0, b) - fc(b))
-    rej = float(round_gpu_extra_s(m, hw, 1, b, d, q, 1024, "ngram"))  # the rejection alone
-    got = float(round_gpu_extra_s(m, hw, 1, b, d, q, 1024, "eagle3", (head, hp))) - rej
+    rej = float(round_gpu_extra_s(m, hw, 1, RoundShape(b, d, q, 1024), "ngram"))  # the rejection alone
+    got = float(round_gpu_extra_s(m, hw, 1, RoundShape(b, d, q, 1024), "eagle3", (head, hp))) - rej
     assert got == pytest.approx(by_hand, rel=1e-9)
     old = float(step_time(head, hw, 1, b, q, 1024, precision=hp).total_s
                 - step_time(head, hw, 1, b, 1, 1024, precision=hp).total_s)  # the price before issue 40
@@ -109,7 +109,7 @@ def test_sglang_tree_draft_steps_run_topk_tokens_over_the_draft_vocabulary():
     m, hw, head, hp = _head()
     b, d, q, k = 8.0, 3.0, 64.0, 8  # a 64-token tree of depth 3, --speculative-eagle-topk 8
     eng = load_engine("sglang").model_copy(update={"spec_topk": k})
-    got = float(round_gpu_extra_s(m, hw, 1, b, d, q, 1024, "eagle3", (head, hp), eng=eng))
+    got = float(round_gpu_extra_s(m, hw, 1, RoundShape(b, d, q, 1024), "eagle3", (head, hp), eng=eng))
     h = head.hidden_size
     fc = lambda rows: float(gemm_cost(hw, rows, h, 3 * h, hp.w("fc"), hp.compute).time_s)  # noqa: E731
     one = lambda t, rows=None: float(step_time(head, hw, 1, b, t, 1024, precision=hp,  # noqa: E731
@@ -131,7 +131,7 @@ def test_zero_draft_length_still_runs_the_draft_extend_where_the_engine_keeps_it
     warm = float(step_time(head, hw, 1, b, 1, 1024, precision=hp, logits_rows=0).total_s)  # no draft logits
     for eng_id, expect in (("vllm", warm), ("sglang", warm), ("trtllm", 0.0)):
         eng = load_engine(eng_id)
-        got = float(round_gpu_extra_s(m, hw, 1, b, 0.0, 1.0, 1024, "eagle3", (head, hp), eng=eng))
+        got = float(round_gpu_extra_s(m, hw, 1, RoundShape(b, 0.0, 1.0, 1024), "eagle3", (head, hp), eng=eng))
         assert got == pytest.approx(expect, rel=1e-12, abs=1e-15), eng_id
     # a D schedule's D = 0 band is slower than no drafter at all
     wl = Workload(isl=1024, osl=256, concurrency=64.0)
@@ -186,9 +186,9 @@ def test_trtllm_rejection_is_priced_as_exact_match():
     b, q = 16.0, 4.0
     bw = hw.mem_bandwidth_bytes_s * hw.kernel_eff("default").mem_bw_fraction
     one_pass = 16 * 3 * 128256 * 4 / bw + hw.kernel_overhead_s  # argmax over the B (q - 1) extra fp32 rows
-    got = float(round_gpu_extra_s(m, hw, 1, b, 3.0, q, 1024, "ngram", eng=load_engine("trtllm")))
+    got = float(round_gpu_extra_s(m, hw, 1, RoundShape(b, 3.0, q, 1024), "ngram", eng=load_engine("trtllm")))
     assert got == pytest.approx(one_pass, rel=1e-9)
-    four = float(round_gpu_extra_s(m, hw, 1, b, 3.0, q, 1024, "ngram", eng=load_engine("vllm")))
+    four = float(round_gpu_extra_s(m, hw, 1, RoundShape(b, 3.0, q, 1024), "ngram", eng=load_engine("vllm")))
     assert four == pytest.approx(16 * 3 * 128256 * 4 * 4 / bw + hw.kernel_overhead_s, rel=1e-9)
 
 

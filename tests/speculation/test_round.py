@@ -15,8 +15,8 @@ from specplan.serving.aggregated import aggregated, gpu_tables, solve
 from specplan.serving.prefill import mixed_step_s
 from specplan.serving.workload import Workload
 from specplan.speculation.acceptance import Acceptance
-from specplan.speculation.round import (REJECTION_PASSES, rejection_s, round_gpu_extra_s, round_s, unfitted_note,
-                                        verify_graphed)
+from specplan.speculation.round import (REJECTION_PASSES, RoundShape, rejection_s, round_gpu_extra_s, round_s,
+                                        unfitted_note, verify_graphed)
 from specplan.speculation.speedup import evaluate, evaluate_kw
 from specplan.model.step import StepKernels, step_time
 from specplan.planning.options import GridOptions, Sla
@@ -86,7 +86,7 @@ def test_round_gpu_extras_by_hand_rejection_and_extend():
     greedy = 16 * 3 * 128256 * 4 * 1 / bw + hw.kernel_overhead_s
     assert float(rejection_s(hw, b, q, 128256, sampling="greedy")) == pytest.approx(greedy, rel=1e-9)
     # n-gram has no draft extend: its extras are the rejection alone
-    assert float(round_gpu_extra_s(m, hw, 1, b, d, q, 1024, "ngram")) == pytest.approx(by_hand, rel=1e-9)
+    assert float(round_gpu_extra_s(m, hw, 1, RoundShape(b, d, q, 1024), "ngram")) == pytest.approx(by_hand, rel=1e-9)
     # EAGLE-3 adds the head's pass at q tokens per sequence beyond the q = 1 step the drafter prices
     from specplan.costs.precision import resolve_precision
     from specplan.speculation.round import round_draft_model
@@ -102,10 +102,10 @@ def test_round_gpu_extras_by_hand_rejection_and_extend():
     # logits at the B last positions only, the fusion priced by the drafter (issue 40)
     extend = (step_time(head, hw, 1, b, q, 1024, precision=hp).total_s
               - step_time(head, hw, 1, b, 1, 1024, precision=hp).total_s - (lm_fc(q) - lm_fc(1.0)))
-    got = float(round_gpu_extra_s(m, hw, 1, b, d, q, 1024, "eagle3", (head, hp)))
+    got = float(round_gpu_extra_s(m, hw, 1, RoundShape(b, d, q, 1024), "eagle3", (head, hp)))
     assert extend > 0 and got == pytest.approx(by_hand + extend, rel=1e-9)
     # nothing at D = 0
-    assert float(round_gpu_extra_s(m, hw, 1, b, 0.0, 1.0, 1024, "eagle3", (head, hp))) == 0.0
+    assert float(round_gpu_extra_s(m, hw, 1, RoundShape(b, 0.0, 1.0, 1024), "eagle3", (head, hp))) == 0.0
 
 
 def test_tree_verify_priced_through_masked_prefill_kernel():

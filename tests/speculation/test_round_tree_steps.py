@@ -8,7 +8,7 @@ from specplan.costs.gemm import elementwise_cost, gemm_cost
 from specplan.costs.precision import resolve_precision
 from specplan.model.step import step_time
 from specplan.profiles.registry import load_hardware, load_model
-from specplan.speculation.round import round_draft_model, round_gpu_extra_s
+from specplan.speculation.round import RoundShape, round_draft_model, round_gpu_extra_s
 
 
 @pytest.mark.parametrize("d", [1.0, 2.0, 4.0])
@@ -37,5 +37,5 @@ def test_a_tree_of_d_levels_runs_d_minus_one_widened_draft_steps(d):
     # levels 2 ... D: width candidates each, with their logits, on the head's own hidden state (no fusion)
     widened = (d - 1.0) * (draft_s(width) - draft_s(1.0) - (fc(width) - fc(1.0)))
     topk = d * float(elementwise_cost(hw, b * width * v * 4).time_s)  # a top-k read per level over 32,000 columns
-    got = float(round_gpu_extra_s(m, hw, 1, b, d, q, ctx, "eagle3", (head, hp)))
+    got = float(round_gpu_extra_s(m, hw, 1, RoundShape(b, d, q, ctx), "eagle3", (head, hp)))
     assert got == pytest.approx(rejection + extend + widened + topk, rel=1e-9)
