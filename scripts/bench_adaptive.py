@@ -15,7 +15,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("SPECPLAN_NO_PROGRESS", "1")
 
 from specplan.adaptive import build_workload, run_requests  # noqa: E402
-from specplan.adaptive.costs import build_costs  # noqa: E402
+from specplan.adaptive.costs import CostGrid, build_costs  # noqa: E402
 from specplan.adaptive.workload import synthetic  # noqa: E402
 
 N, RATE, ISL, OSL = 10_000, 20.0, 1024, 256
@@ -26,8 +26,9 @@ def main() -> None:
     a, i, o = synthetic(N, ISL, OSL, rate_per_s=RATE, seed=0)
     wl = build_workload(a, i, o, dist="beta:8,2", seed=0)
     c0, w0 = time.process_time(), time.perf_counter()
-    costs = build_costs("llama-3.1-8b", "h100-sxm", d_max=8, ctx_min=ISL, ctx_max=ISL + OSL, b_max=1024,
-                        mean_isl=ISL, prefill_budget=8192, engine="sglang")
+    costs = build_costs("llama-3.1-8b", "h100-sxm",
+                        CostGrid(d_max=8, ctx_min=ISL, ctx_max=ISL + OSL, b_max=1024, mean_isl=ISL, prefill_budget=8192),
+                        engine="sglang")
     print(f"cost table: {time.process_time() - c0:.2f} s CPU, {time.perf_counter() - w0:.2f} s wall")
     print(f"{'policy':12s} {'requests':>9s} {'steps':>7s} {'CPU s':>7s} {'wall s':>7s} {'tok/s/GPU':>10s}")
     total = 0.0

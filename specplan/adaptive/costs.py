@@ -105,11 +105,25 @@ def eager_per_kernel_s(eng) -> float:
     return EAGER_LAUNCH_S if (eng.cuda_graphs_decode and eng.graph_max_batch > 0) else 0.0
 
 
-def build_costs(model, hardware, *, d_max: int, ctx_min: float, ctx_max: float, b_max: int, mean_isl: float,
-                prefill_budget: int, mechanism: str = "eagle3", engine=None, **kw) -> StepCosts:
-    """Tabulate step costs with one `evaluate` call (and one for memory, one for prefill) under an engine
-    profile (specplan/profiles/engine.py): its speculative iteration and draft-step host costs go into
+@dataclass(frozen=True)
+class CostGrid:
+    """The ranges a step-cost table covers: the largest D, the cached context from ctx_min to ctx_max (tokens), the
+    largest decode batch, the mean prompt (tokens) and the prefill token budget per step."""
+
+    d_max: int
+    ctx_min: float
+    ctx_max: float
+    b_max: int
+    mean_isl: float
+    prefill_budget: int
+
+
+def build_costs(model, hardware, grid: CostGrid, *, mechanism: str = "eagle3", engine=None, **kw) -> StepCosts:
+    """Tabulate step costs over `grid` with one `evaluate` call (and one for memory, one for prefill) under an
+    engine profile (specplan/profiles/engine.py): its speculative iteration and draft-step host costs go into
     `evaluate`, its host time per step and per-kernel launch cost are added to every step here."""
+    d_max, ctx_min, ctx_max, b_max = grid.d_max, grid.ctx_min, grid.ctx_max, grid.b_max
+    mean_isl, prefill_budget = grid.mean_isl, grid.prefill_budget
     from specplan.profiles.registry import load_engine, load_hardware, load_model
     from specplan.serving.prefill import mixed_step_s
     from specplan.speculation.acceptance import Acceptance

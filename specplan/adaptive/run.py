@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specplan.adaptive.costs import build_costs, graphs_for, sglang_graph_batch_sizes
+from specplan.adaptive.costs import CostGrid, build_costs, graphs_for, sglang_graph_batch_sizes
 from specplan.adaptive.metrics import draft_len_series, summarize
 from specplan.adaptive.policies import BOUNDS, SGLang, make_policy
 from specplan.adaptive.simulator import Engine, simulate
@@ -94,9 +94,9 @@ def run_requests(model, hardware, wl: Workload, policies: list[str], *, d_max: i
     pols = _policies(policies, d_max, engine, sglang_config, sglang_initial, mechanism)
     if costs is None:
         top = min(engine.max_running, BATCH_MAX, wl.n, wl.closed_loop or BATCH_MAX)
-        costs = build_costs(model, hardware, d_max=table_d_max(pols, d_max), ctx_min=float(wl.isl.min()),
-                            ctx_max=float((wl.isl + wl.osl).max()), b_max=int(top), mean_isl=float(wl.isl.mean()),
-                            prefill_budget=engine.prefill_budget, mechanism=mechanism, engine=engine.profile, **kw)
+        grid = CostGrid(table_d_max(pols, d_max), float(wl.isl.min()), float((wl.isl + wl.osl).max()), int(top),
+                        float(wl.isl.mean()), engine.prefill_budget)
+        costs = build_costs(model, hardware, grid, mechanism=mechanism, engine=engine.profile, **kw)
     rows, series = [], {}
     for p in pols:
         if p in BOUNDS:  # at request level the oracle must know the draws to be a bound: the same bound

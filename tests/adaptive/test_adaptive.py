@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from specplan.adaptive import Engine, build_workload, parse_trace, run_requests, run_trace
-from specplan.adaptive.costs import EAGER_LAUNCH_S, build_costs, graphs_for
+from specplan.adaptive.costs import CostGrid, EAGER_LAUNCH_S, build_costs, graphs_for
 from specplan.adaptive.policies import make_policy
 from specplan.adaptive.simulator import simulate, token_runs, token_uniforms
 from specplan.adaptive.workload import synthetic
@@ -26,7 +26,8 @@ def _wl(n=300, rate=15.0, isl=512, osl=96, dist="beta:6,2", seed=0, **kw):
 
 @pytest.fixture(scope="module")
 def costs():
-    return build_costs(M, H, d_max=8, ctx_min=256, ctx_max=2048, b_max=300, mean_isl=512, prefill_budget=8192)
+    return build_costs(M, H,
+                       CostGrid(d_max=8, ctx_min=256, ctx_max=2048, b_max=300, mean_isl=512, prefill_budget=8192))
 
 
 def test_token_runs_give_the_truncated_geometric_law():
@@ -145,7 +146,8 @@ def test_kv_capacity_limits_the_running_batch():
 
     a, i, o = synthetic(40, 32000, 1000, rate_per_s=1000.0)
     wl = build_workload(a, i, o, dist="0.7")
-    c = build_costs(M, H, d_max=4, ctx_min=32000, ctx_max=33000, b_max=40, mean_isl=32000, prefill_budget=8192)
+    c = build_costs(M, H,
+                    CostGrid(d_max=4, ctx_min=32000, ctx_max=33000, b_max=40, mean_isl=32000, prefill_budget=8192))
     res = simulate(wl, c, make_policy("fixed:2", 4), graphs_for([2], 256), seed=0)
     m, hw = load_model(M), load_hardware(H)
     fit = float(memory_usage(m, hw, 1, 1, 33000, resolve_precision(m, hw, None, None), q_len=5).max_batch)
@@ -159,11 +161,12 @@ def test_eager_steps_and_captured_d():
     the ideal engine adds nothing."""
     from specplan.model.step import step_time
 
-    c = build_costs(M, H, d_max=4, ctx_min=256, ctx_max=1024, b_max=200, mean_isl=512, prefill_budget=8192,
+    c = build_costs(M, H, CostGrid(d_max=4, ctx_min=256, ctx_max=1024, b_max=200, mean_isl=512, prefill_budget=8192),
                     engine="sglang")
     kernels = step_time(M, H, 1, 1, 1, 256).kernels
     assert c.eager_extra_s(0) == pytest.approx(EAGER_LAUNCH_S * kernels)
-    ideal = build_costs(M, H, d_max=4, ctx_min=256, ctx_max=1024, b_max=2, mean_isl=512, prefill_budget=8192)
+    ideal = build_costs(M, H,
+                        CostGrid(d_max=4, ctx_min=256, ctx_max=1024, b_max=2, mean_isl=512, prefill_budget=8192))
     assert ideal.eager_extra_s(3) == 0.0
     wl = _wl(n=200, rate=400.0)
     r = run_requests(M, H, wl, ["fixed:2", "model:acc=0"], costs=c, engine=Engine(graph_max_bs=16),

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from specplan.adaptive import build_workload
-from specplan.adaptive.costs import build_costs, graphs_for
+from specplan.adaptive.costs import CostGrid, build_costs, graphs_for
 from specplan.adaptive.policies import make_policy
 from specplan.adaptive.simulator import simulate, token_uniforms
 
@@ -15,7 +15,7 @@ M, H = "llama-3.1-8b", "h100-sxm"
 
 @pytest.fixture(scope="module")
 def costs():
-    return build_costs(M, H, d_max=4, ctx_min=256, ctx_max=1024, b_max=4, mean_isl=512, prefill_budget=8192)
+    return build_costs(M, H, CostGrid(d_max=4, ctx_min=256, ctx_max=1024, b_max=4, mean_isl=512, prefill_budget=8192))
 
 
 def _hand_steps(u, off0, osl, d, alpha_of):

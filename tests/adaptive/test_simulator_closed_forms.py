@@ -345,7 +345,7 @@ def test_adaptive_prefill_step_cost_by_hand():
     engine step: vLLM (no overlap scheduler) adds its host time per step, per sequence and per token to the larger of the GPU time
     and every kernel launched eagerly; TensorRT-LLM (overlap) takes the larger of the GPU time and host + launches +
     its per-step eager work (it used to add the host time and drop eager_step_s)."""
-    from specplan.adaptive.costs import build_costs
+    from specplan.adaptive.costs import CostGrid, build_costs
     from specplan.costs.precision import resolve_precision
     from specplan.model.step import step_time
     from specplan.profiles.registry import load_engine, load_hardware, load_model
@@ -355,7 +355,7 @@ def test_adaptive_prefill_step_cost_by_hand():
     eng = load_engine("vllm-0.10").model_copy(update={"host_step_s": 2e-3, "eager_launch_s": 1e-5,
                                                   "prefill_tokens_s": 1e-7,
                                                   "sources": {**load_engine("vllm-0.10").sources, "prefill_tokens_s": "t"}})
-    c = build_costs(m, hw, d_max=2, ctx_min=256, ctx_max=1024, b_max=4, mean_isl=512, prefill_budget=4096,
+    c = build_costs(m, hw, CostGrid(d_max=2, ctx_min=256, ctx_max=1024, b_max=4, mean_isl=512, prefill_budget=4096),
                     engine=eng)
     prec = resolve_precision(m, hw, None, None)
     toks = c.prefill_tokens
@@ -366,7 +366,7 @@ def test_adaptive_prefill_step_cost_by_hand():
     t = load_engine("trtllm").model_copy(update={"host_step_s": 2e-3, "host_per_seq_s": 0.0, "eager_launch_s": 1e-5,
                                                  "eager_step_s": 0.02, "step_gap_s": 0.0,
                                                  "prefill_tokens_s": 1e-6})
-    c = build_costs(m, hw, d_max=2, ctx_min=256, ctx_max=1024, b_max=4, mean_isl=512, prefill_budget=4096,
+    c = build_costs(m, hw, CostGrid(d_max=2, ctx_min=256, ctx_max=1024, b_max=4, mean_isl=512, prefill_budget=4096),
                     engine=t)
     gpu = mixed_step_s(m, hw, 1, 0, 0, toks, 0, precision=prec, engine=t, prefill_seqs=np.maximum(1.0, toks / 512))
     host = 2e-3 + toks * 1e-6 + kernels * 1e-5 + 0.02
@@ -626,10 +626,11 @@ def test_a_prompt_prefilled_apart_has_its_first_token_before_the_decode_step():
 
 def test_graph_memory_is_taken_per_gpu_at_the_runs_tp():
     """The KV budget subtracted the CUDA-graph memory of TP 1 at any TP (the reported row used the right TP)."""
-    from specplan.adaptive.costs import GraphSet, build_costs
+    from specplan.adaptive.costs import CostGrid, GraphSet, build_costs
 
-    c = build_costs("llama-3.3-70b", "h100-sxm", d_max=3, ctx_min=1000, ctx_max=20000, b_max=32, mean_isl=1000,
-                    prefill_budget=8192, engine="vllm", tp=4)
+    c = build_costs("llama-3.3-70b", "h100-sxm",
+                    CostGrid(d_max=3, ctx_min=1000, ctx_max=20000, b_max=32, mean_isl=1000, prefill_budget=8192),
+                    engine="vllm", tp=4)
     assert c.tp == 4
     g = GraphSet(((3, 32),), frozenset({(3, 32)}))
     assert g.cost(c, c.model_id, c.tp)["memory_bytes"] < g.cost(c, c.model_id, 1)["memory_bytes"]
@@ -639,10 +640,10 @@ def test_adaptive_steps_are_the_engines_round():
     """The simulator's graphed step is speculation.round.round_s of the same GPU seconds: per-sequence host time
     counts (vLLM's host_per_seq_s was ignored) and TensorRT-LLM's overlap scheduler hides its host time (its
     1.6 ms per step was added on top of the GPU time)."""
-    from specplan.adaptive.costs import build_costs
+    from specplan.adaptive.costs import CostGrid, build_costs
     from specplan.profiles.registry import load_engine
 
-    kw = dict(d_max=3, ctx_min=1000, ctx_max=2000, b_max=64, mean_isl=1000, prefill_budget=8192)
+    kw = dict(grid=CostGrid(d_max=3, ctx_min=1000, ctx_max=2000, b_max=64, mean_isl=1000, prefill_budget=8192))
     trt = build_costs("llama-3.1-8b", "h100-sxm", engine="trtllm", **kw)
     ideal = build_costs("llama-3.1-8b", "h100-sxm", engine="ideal", **kw)
     e = load_engine("trtllm")
