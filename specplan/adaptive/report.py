@@ -152,6 +152,7 @@ EXAMPLE_COMMAND = ("specplan adaptive --model llama-3.1-8b --hardware h100-sxm -
 def make_example(root) -> list[Path]:
     """The committed example: α shifts 0.9 → 0.4 while the load rises (examples/adaptive/, docs/plots/)."""
     from specplan.adaptive import build_workload, run_requests
+    from specplan.adaptive.run import PolicyOptions
     from specplan.adaptive.workload import ramp_workload, write_workload_csv
 
     e = EXAMPLE
@@ -163,8 +164,9 @@ def make_example(root) -> list[Path]:
     write_workload_csv(d / "workload.csv", cols)
     wl = build_workload(cols["arrival_s"], cols["isl"], cols["osl"], alpha=cols["alpha"],
                         source="examples/adaptive/workload.csv")
-    res = run_requests(e["model"], e["hardware"], wl, e["policies"], d_max=8, max_tpot_s=e["max_tpot_ms"] / 1e3,
-                       max_ttft_s=e["max_ttft_ms"] / 1e3, seed=e["seed"])
+    res = run_requests(e["model"], e["hardware"], wl, e["policies"],
+                       opts=PolicyOptions(d_max=8, max_tpot_s=e["max_tpot_ms"] / 1e3, max_ttft_s=e["max_ttft_ms"] / 1e3,
+                                          seed=e["seed"]))
     title = (f"Adaptive example: α shifts {e['alpha_start']} → {e['alpha_end']} while the arrival rate rises "
              f"{e['rate_start']:g} → {e['rate_end']:g} requests/s")
     paths = write_report(res, d, title, plot_stem=root / "docs" / "plots" / "adaptive_example_timeseries")

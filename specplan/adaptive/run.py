@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from specplan.adaptive.costs import CostGrid, build_costs, graphs_for, sglang_graph_batch_sizes
@@ -79,11 +81,30 @@ def check_work(model, wl: Workload, engine: Engine) -> None:
     check_prefill_steps(wl.isl.max(), engine.prefill_budget, "--prefill-budget (engine max_num_batched_tokens)")
 
 
-def run_requests(model, hardware, wl: Workload, policies: list[str], *, d_max: int = 8, mechanism: str = "eagle3",
-                 engine: Engine = Engine(), max_tpot_s: float | None = None, max_ttft_s: float | None = None,
-                 seed: int = 0, captured_d=None, sglang_config: str | None = None, sglang_initial: int | None = None,
+@dataclass(frozen=True)
+class PolicyOptions:
+    """How the policies are run: the largest D, the mechanism, the engine's scheduling (simulator.Engine), the SLO
+    (seconds per output token, to first token), the seed of the draws, the D values with captured graphs (None:
+    all), and SGLang's adaptive config file and initial D."""
+
+    d_max: int = 8
+    mechanism: str = "eagle3"
+    engine: Engine = field(default_factory=Engine)
+    max_tpot_s: float | None = None
+    max_ttft_s: float | None = None
+    seed: int = 0
+    captured_d: object = None
+    sglang_config: str | None = None
+    sglang_initial: int | None = None
+
+
+def run_requests(model, hardware, wl: Workload, policies: list[str], *, opts: PolicyOptions = PolicyOptions(),
                  progress: bool | None = None, costs=None, **kw) -> dict:
-    """Simulate each policy over the same workload and draws; rows (metrics), time series, and the costs."""
+    """Simulate each policy over the same workload and draws; rows (metrics), time series, and the costs; `kw`:
+    the deployment's options (tp, dtype, ...) for the step costs."""
+    d_max, mechanism, engine, seed, captured_d = opts.d_max, opts.mechanism, opts.engine, opts.seed, opts.captured_d
+    max_tpot_s, max_ttft_s = opts.max_tpot_s, opts.max_ttft_s
+    sglang_config, sglang_initial = opts.sglang_config, opts.sglang_initial
     from specplan.adaptive.bounds import lossless_bound_row
 
     if d_max < 1:
@@ -122,10 +143,12 @@ def _engine_id(profile: str) -> str:
     return load_engine(profile).id
 
 
-def run_trace(model, hardware, segs: list[Segment], policies: list[str], *, context_len: int, d_max: int = 8,
-              mechanism: str = "eagle3", engine: Engine = Engine(), max_tpot_s: float | None = None, seed: int = 0,
-              captured_d=None, sglang_config: str | None = None, sglang_initial: int | None = None, **kw) -> dict:
-    """Simulate each policy over trace segments (iterations at a given batch and α); speedup vs no speculation."""
+def run_trace(model, hardware, segs: list[Segment], policies: list[str], *, context_len: int,
+              opts: PolicyOptions = PolicyOptions(), **kw) -> dict:
+    """Simulate each policy over trace segments (iterations at a given batch and α); speedup vs no speculation
+    (`opts.max_ttft_s` does not apply: a trace has no arrivals)."""
+    d_max, mechanism, engine, seed, captured_d = opts.d_max, opts.mechanism, opts.engine, opts.seed, opts.captured_d
+    max_tpot_s, sglang_config, sglang_initial = opts.max_tpot_s, opts.sglang_config, opts.sglang_initial
     from specplan.adaptive.costs import eager_per_kernel_s
     from specplan.adaptive.policies import Fixed
     from specplan.adaptive.trace import TraceCosts, simulate_trace, trace_costs

@@ -222,8 +222,10 @@ def _requests(model, hardware, workload, rate, conc, n, isl, osl, acc_rate, acc_
         src = f"closed loop, concurrency {conc}" if conc else f"Poisson {rate:g}/s"
         wl = build_workload(arr, i, o, dist=dist, drift=drift, concurrency=conc, seed=common["seed"],
                             source=f"{src}, ISL {isl}, OSL {osl}")
-    return run_requests(model, hardware, wl, names, engine=engine,
-                        max_ttft_s=None if max_ttft_ms is None else max_ttft_ms / 1e3, **common, **kw)
+    from specplan.adaptive.run import PolicyOptions
+
+    opts = PolicyOptions(engine=engine, max_ttft_s=None if max_ttft_ms is None else max_ttft_ms / 1e3, **common)
+    return run_requests(model, hardware, wl, names, opts=opts, **kw)
 
 
 def _trace(model, hardware, trace, context, names, common, engine, kw, json_out):
@@ -233,7 +235,10 @@ def _trace(model, hardware, trace, context, names, common, engine, kw, json_out)
     if context is None:
         raise SpecplanError("--trace: needs --context (the KV tokens of every sequence)")
     ctx = model_context(model, context)
-    res = run_trace(model, hardware, parse_trace(trace), names, context_len=ctx, engine=engine, **common, **kw)
+    from specplan.adaptive.run import PolicyOptions
+
+    res = run_trace(model, hardware, parse_trace(trace), names, context_len=ctx,
+                    opts=PolicyOptions(engine=engine, **common), **kw)
     rows = [{k: v for k, v in r.items() if k != "chosen_d"} for r in res["policies"]]
     if json_out:
         print_json({"mode": "trace", "context_len": ctx, "policies": rows})

@@ -14,6 +14,7 @@ from specplan.speculation.acceptance import al_from_per_position, al_from_rate
 from specplan.speculation.spec import DraftSearch
 from specplan.model.deployment import Deployment
 from specplan.speculation.spec import Speculation
+from specplan.adaptive.run import PolicyOptions
 
 M, H = "llama-3.1-8b", "h100-sxm"
 LOSSLESS = ["fixed:0", "fixed:1", "fixed:3", "fixed:6", "sglang", "model", "model:acc=0.2/time=0.1", "model:acc=0"]
@@ -49,9 +50,9 @@ def test_per_position_acceptance_matches_its_closed_form(costs):
 
 
 def test_deterministic_for_a_seed(costs):
-    a = run_requests(M, H, _wl(), ["sglang", "model"], costs=costs, seed=3)["policies"]
-    b = run_requests(M, H, _wl(), ["sglang", "model"], costs=costs, seed=3)["policies"]
-    c = run_requests(M, H, _wl(), ["sglang", "model"], costs=costs, seed=4)["policies"]
+    a = run_requests(M, H, _wl(), ["sglang", "model"], costs=costs, opts=PolicyOptions(seed=3))["policies"]
+    b = run_requests(M, H, _wl(), ["sglang", "model"], costs=costs, opts=PolicyOptions(seed=3))["policies"]
+    c = run_requests(M, H, _wl(), ["sglang", "model"], costs=costs, opts=PolicyOptions(seed=4))["policies"]
     assert a == b
     assert a != c
 
@@ -61,8 +62,8 @@ def test_oracle_bounds_every_lossless_policy(costs, seed):
     """Request level: the oracle's (= clairvoyant's) TPOT percentiles <= every policy's, tokens/s and TPOT
     attainment >=, on every seed."""
     wl = _wl(n=250, rate=25.0, dist="beta:3,2", seed=seed)
-    rows = run_requests(M, H, wl, LOSSLESS + ["clairvoyant", "oracle"], costs=costs, seed=seed,
-                        max_tpot_s=0.007)["policies"]
+    rows = run_requests(M, H, wl, LOSSLESS + ["clairvoyant", "oracle"], costs=costs,
+                        opts=PolicyOptions(seed=seed, max_tpot_s=0.007))["policies"]
     bound = rows[-1]
     assert bound["policy"] == "oracle" and bound["bound"]
     assert {k: v for k, v in rows[-2].items() if k != "policy"} == {k: v for k, v in bound.items() if k != "policy"}
@@ -79,7 +80,7 @@ def test_trace_oracle_and_clairvoyant_bound_every_policy(seed):
     """Trace: the oracle's expected tokens/s/user >= every policy's; the clairvoyant's realized >= every one's."""
     segs = parse_trace("0.9@4x120,0.5@32x120,0.75@12x120")
     pols = LOSSLESS + ["fixed:8", "oracle", "clairvoyant"]
-    rows = {r["policy"]: r for r in run_trace(M, H, segs, pols, context_len=2048, seed=seed)["policies"]}
+    rows = {r["policy"]: r for r in run_trace(M, H, segs, pols, context_len=2048, opts=PolicyOptions(seed=seed))["policies"]}
     for name in pols[:-2]:
         assert rows["oracle"]["expected_tokens_per_s_per_user"] >= rows[name]["expected_tokens_per_s_per_user"] - 1e-9
         assert rows["clairvoyant"]["tokens_per_s_per_user"] >= rows[name]["tokens_per_s_per_user"] - 1e-9
@@ -127,7 +128,7 @@ def test_constant_load_oracle_bounds_every_policy_on_every_seed(costs, seed):
     a, i, o = synthetic(300, 512, 128, concurrency=24)
     wl = build_workload(a, i, o, dist="0.8", concurrency=24, seed=seed)
     pols = ["fixed:1", "fixed:4", "fixed:7", "sglang", "model", "model:acc=0", "oracle"]
-    rows = run_requests(M, H, wl, pols, costs=costs, seed=seed, max_tpot_s=0.006)["policies"]
+    rows = run_requests(M, H, wl, pols, costs=costs, opts=PolicyOptions(seed=seed, max_tpot_s=0.006))["policies"]
     bound = rows[-1]
     assert bound["bound"] and not any(r.get("bound") for r in rows[:-1])
     for r in rows[:-1]:
@@ -169,8 +170,8 @@ def test_eager_steps_and_captured_d():
                         CostGrid(d_max=4, ctx_min=256, ctx_max=1024, b_max=2, mean_isl=512, prefill_budget=8192))
     assert ideal.eager_extra_s(3) == 0.0
     wl = _wl(n=200, rate=400.0)
-    r = run_requests(M, H, wl, ["fixed:2", "model:acc=0"], costs=c, engine=Engine(graph_max_bs=16),
-                     captured_d=[0, 1], d_max=4)
+    r = run_requests(M, H, wl, ["fixed:2", "model:acc=0"], costs=c,
+                     opts=PolicyOptions(engine=Engine(graph_max_bs=16), captured_d=[0, 1], d_max=4))
     fixed, exact = r["policies"]
     assert fixed["eager_steps"] > 0 and fixed["cuda_graphs"]["graphs"] > 0
     assert np.nanmax(r["series"]["model:acc=0"]["draft_len"]) <= 1
@@ -184,7 +185,7 @@ def test_single_request_ttft_and_tpot_by_hand(costs):
     from specplan.model.step import step_time
 
     wl = build_workload(np.zeros(1), [512], [65], dist="0.5")
-    r = run_requests(M, H, wl, ["fixed:0"], costs=costs, engine=Engine("ideal"))["policies"][0]
+    r = run_requests(M, H, wl, ["fixed:0"], costs=costs, opts=PolicyOptions(engine=Engine("ideal")))["policies"][0]
     m, hw = load_model(M), load_hardware(H)
     pre = prefill_s(m, hw, 1, 512, precision=resolve_precision(m, hw, None, None))  # the serving model's prefill
     assert r["ttft_p50_ms"] == pytest.approx(1e3 * float(pre), rel=0.01)  # interpolated on a 32-point grid

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from specplan.adaptive.run import PolicyOptions
 
 pytest.importorskip("matplotlib", reason="matplotlib is not installed: the figure tests need it "
                     "(a dependency of specplan: pip install -e .)")
@@ -96,7 +97,7 @@ def test_adaptive_tpot_panel_is_the_tables_statistic(figure_checks):
 
     a, i, o = synthetic(200, 512, 64, rate_per_s=20.0, seed=1)
     wl = build_workload(a, i, o, dist="beta:6,2", seed=1)
-    res = run_requests("llama-3.1-8b", "h100-sxm", wl, ["fixed:1", "fixed:3", "oracle"], seed=1)
+    res = run_requests("llama-3.1-8b", "h100-sxm", wl, ["fixed:1", "fixed:3", "oracle"], opts=PolicyOptions(seed=1))
     fig = series_figure(res["series"], res["policies"], "t")
     summ = fig.axes[-1]
     p50 = [ln.get_ydata()[0] for ln in summ.get_lines() if ln.get_gid() == "tpot-p50"]
