@@ -125,7 +125,7 @@ def build_costs(model, hardware, grid: CostGrid, *, mechanism: str = "eagle3", e
     d_max, ctx_min, ctx_max, b_max = grid.d_max, grid.ctx_min, grid.ctx_max, grid.b_max
     mean_isl, prefill_budget = grid.mean_isl, grid.prefill_budget
     from specplan.profiles.registry import load_engine, load_hardware, load_model
-    from specplan.serving.prefill import mixed_step_s
+    from specplan.serving.prefill import mixed_step_s, StepMix
     from specplan.speculation.acceptance import Acceptance
     from specplan.speculation.serving import ServingProfile
     from specplan.speculation.speedup import evaluate, evaluate_kw
@@ -164,7 +164,7 @@ def build_costs(model, hardware, grid: CostGrid, *, mechanism: str = "eagle3", e
     cap = float(np.asarray(r["memory_capacity_bytes"]).reshape(-1)[0])
     toks = np.unique(np.round(np.geomspace(1, max(prefill_budget, 2), 32)))
     seqs = np.maximum(1.0, toks / max(mean_isl, 1.0))
-    pf = mixed_step_s(m, hw, tp, 0, 0, toks, 0, precision=prec, engine=eng, prefill_seqs=seqs)
+    pf = mixed_step_s(m, hw, tp, StepMix(0, 0, toks, 0, prefill_seqs=seqs), precision=prec, engine=eng)
     # the prefill chunk as an eager engine step (EngineProfile.step_s, as the serving path prices SGLang's prefill
     # apart): host time with the per-token part, launches, the per-step eager work, overlapped with the GPU or added
     pf = eng.step_s(pf, 1.0, base.kernels, False, toks)

@@ -36,7 +36,7 @@ from specplan.model.memory import memory_usage
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.engine import engine_hardware
 from specplan.profiles.registry import load_engine, load_hardware, load_kernel_family, load_model
-from specplan.serving.prefill import mixed_step_s, prefill_s
+from specplan.serving.prefill import mixed_step_s, StepMix, prefill_s
 from specplan.serving.workload import Workload
 from specplan.speculation.round import RoundShape, round_gpu_extra_s, round_s
 from specplan.speculation.speedup import evaluate, evaluate_kw
@@ -123,7 +123,8 @@ class GpuTables:
 
 
 # GpuTables fields whose last axis runs over the configurations (draft lengths); log_b and the scalars do not
-_PER_CONFIG = ("iter_gpu_s", "al", "q", "kernels", "chunk_gpu_s", "chunk_tokens", "n_chunks", "draft_prefill_s", "fits", "draft_len",
+_PER_CONFIG = ("iter_gpu_s", "al", "q", "kernels", "chunk_gpu_s", "chunk_tokens", "n_chunks", "draft_prefill_s",
+               "fits", "draft_len",
                "draft_kernels")
 
 
@@ -171,15 +172,15 @@ def _gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft
     n_chunks = np.ceil(wl.isl / chunk)
     fam = load_kernel_family(eng.family_id("decode_attention", hw))
     rows = b if eng.mixed_prefill else 0.0 * b
-    dec = mixed_step_s(model, hw, tp, rows, wl.decode_context, 0, 0, q_len=qb, precision=prec, engine=eng,
+    dec = mixed_step_s(model, hw, tp, StepMix(rows, wl.decode_context, 0, 0, q_len=qb), precision=prec, engine=eng,
                        decode_family=fam)
     chunks, tokens = [], []
     for k in range(int(np.max(n_chunks))):
         live = k < n_chunks
         c = np.where(live, np.minimum(chunk, wl.isl - k * chunk), 0.0)
         tokens.append(c * np.ones(b.shape))
-        t = mixed_step_s(model, hw, tp, rows, wl.decode_context, c, k * chunk, q_len=qb, precision=prec, engine=eng,
-                         decode_family=fam)
+        t = mixed_step_s(model, hw, tp, StepMix(rows, wl.decode_context, c, k * chunk, q_len=qb), precision=prec,
+                         engine=eng, decode_family=fam)
         # mixed: what the chunk adds to a decode step; apart: the whole prefill step (GPU seconds)
         chunks.append(np.where(live, t - dec if eng.mixed_prefill else t, 0.0))
     dp = np.zeros(b.shape)

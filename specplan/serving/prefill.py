@@ -3,8 +3,8 @@
 Stable API (issue 14's simulator calls these; arrays broadcast, seconds out, GPU time only — engine host time
 and launch costs are added by `EngineProfile.step_s`):
 
-    mixed_step_s(model, hw, tp, decode_batch, decode_context, prefill_tokens, prefill_context, *, q_len=1,
-                 precision, engine=None, routing="random", prefill_seqs=1) -> np.ndarray  [s]
+    mixed_step_s(model, hw, tp, StepMix(decode_batch, decode_context, prefill_tokens, prefill_context, q_len=1,
+                 prefill_seqs=1), *, precision, engine=None, routing="random") -> np.ndarray  [s]
         one engine step holding `decode_batch` sequences with `q_len` new tokens each over `decode_context`
         cached tokens, plus a prefill chunk of `prefill_tokens` prompt tokens whose first token sits after
         `prefill_context` already-cached tokens of the same prompt. decode_batch may be 0, prefill_tokens 0.
@@ -36,6 +36,8 @@ element per token). Units: tokens are counts, contexts are tokens, results are s
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -139,11 +141,25 @@ def _families(engine: EngineProfile | None, hw=None):
     return eng, load_kernel_family(eng.family_id("prefill_attention", hw))
 
 
-def mixed_step_s(model, hw, tp, decode_batch, decode_context, prefill_tokens, prefill_context=0, *, q_len=1,
-                 precision, engine=None, routing="random", decode_family=None, prefill_seqs=1) -> np.ndarray:
-    """GPU seconds of one step: `decode_batch` sequences x `q_len` tokens over `decode_context` cached tokens,
+@dataclass(frozen=True)
+class StepMix:
+    """What one engine step runs: `decode_batch` sequences x `q_len` tokens over `decode_context` cached tokens,
     plus a prefill chunk of `prefill_tokens` tokens (split evenly over `prefill_seqs` prompts) after
-    `prefill_context` cached tokens of each prompt."""
+    `prefill_context` cached tokens of each prompt (numbers or arrays that broadcast)."""
+
+    decode_batch: object
+    decode_context: object
+    prefill_tokens: object
+    prefill_context: object = 0
+    q_len: object = 1
+    prefill_seqs: object = 1
+
+
+def mixed_step_s(model, hw, tp, mix: StepMix, *, precision, engine=None, routing="random",
+                 decode_family=None) -> np.ndarray:
+    """GPU seconds of one step running `mix` (StepMix: decode rows and a prefill chunk)."""
+    decode_batch, decode_context, q_len = mix.decode_batch, mix.decode_context, mix.q_len
+    prefill_tokens, prefill_context, prefill_seqs = mix.prefill_tokens, mix.prefill_context, mix.prefill_seqs
     eng, pfam = _families(engine, hw)  # tp: an int, or a Layout with per-DP-rank batches and tokens
     one = bool(np.all(np.asarray(q_len) <= 1))
     if decode_family is None:

@@ -31,7 +31,7 @@ import numpy as np
 from specplan.model.parallel import attention_tp, instance_call
 from specplan.profiles.engine import engine_hardware
 from specplan.profiles.registry import load_kernel_family
-from specplan.serving.prefill import mixed_step_s, prefill_attention_s
+from specplan.serving.prefill import mixed_step_s, StepMix, prefill_attention_s
 from specplan.speculation.round import RoundShape, round_gpu_extra_s
 from specplan.speculation.speedup import evaluate, evaluate_kw
 
@@ -132,8 +132,9 @@ def build_step_table(model, hw, tp, eng, prec, spec: dict, *, b_max: float, ctx_
     p = tokens[None, :]
     att_p = prefill_attention_s(model, hw, attention_tp(tp), p, 0.0, prec,
                                 load_kernel_family(eng.family_id("prefill_attention", hw)))
-    with_p = mixed_step_s(model, hw, tp, rows, 1.0, p, 0.0, q_len=q, precision=prec, engine=eng, decode_family=fam)
-    without = mixed_step_s(model, hw, tp, rows[1:], 1.0, 0.0, 0.0, q_len=q, precision=prec, engine=eng,
+    with_p = mixed_step_s(model, hw, tp, StepMix(rows, 1.0, p, 0.0, q_len=q), precision=prec, engine=eng,
+                          decode_family=fam)
+    without = mixed_step_s(model, hw, tp, StepMix(rows[1:], 1.0, 0.0, 0.0, q_len=q), precision=prec, engine=eng,
                            decode_family=fam)
     lin = with_p - att_p
     lin[1:] = lin[1:] - without

@@ -349,17 +349,19 @@ def test_adaptive_prefill_step_cost_by_hand():
     from specplan.costs.precision import resolve_precision
     from specplan.model.step import step_time
     from specplan.profiles.registry import load_engine, load_hardware, load_model
-    from specplan.serving.prefill import mixed_step_s
+    from specplan.serving.prefill import mixed_step_s, StepMix
 
     m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
     eng = load_engine("vllm-0.10").model_copy(update={"host_step_s": 2e-3, "eager_launch_s": 1e-5,
                                                   "prefill_tokens_s": 1e-7,
-                                                  "sources": {**load_engine("vllm-0.10").sources, "prefill_tokens_s": "t"}})
+                                                  "sources": {**load_engine("vllm-0.10").sources,
+                                                              "prefill_tokens_s": "t"}})
     c = build_costs(m, hw, CostGrid(d_max=2, ctx_min=256, ctx_max=1024, b_max=4, mean_isl=512, prefill_budget=4096),
                     engine=eng)
     prec = resolve_precision(m, hw, None, None)
     toks = c.prefill_tokens
-    gpu = mixed_step_s(m, hw, 1, 0, 0, toks, 0, precision=prec, engine=eng, prefill_seqs=np.maximum(1.0, toks / 512))
+    gpu = mixed_step_s(m, hw, 1, StepMix(0, 0, toks, 0, prefill_seqs=np.maximum(1.0, toks / 512)), precision=prec,
+                       engine=eng)
     kernels = step_time(m, hw, 1, 1, 1, 256, precision=prec).kernels
     host = 2e-3 + 1 * eng.host_per_seq_s + toks * 1e-7  # one running request: the prompt's
     np.testing.assert_allclose(c.prefill_s_grid, host + np.maximum(gpu, kernels * 1e-5), rtol=1e-12)
@@ -368,7 +370,8 @@ def test_adaptive_prefill_step_cost_by_hand():
                                                  "prefill_tokens_s": 1e-6})
     c = build_costs(m, hw, CostGrid(d_max=2, ctx_min=256, ctx_max=1024, b_max=4, mean_isl=512, prefill_budget=4096),
                     engine=t)
-    gpu = mixed_step_s(m, hw, 1, 0, 0, toks, 0, precision=prec, engine=t, prefill_seqs=np.maximum(1.0, toks / 512))
+    gpu = mixed_step_s(m, hw, 1, StepMix(0, 0, toks, 0, prefill_seqs=np.maximum(1.0, toks / 512)), precision=prec,
+                       engine=t)
     host = 2e-3 + toks * 1e-6 + kernels * 1e-5 + 0.02
     np.testing.assert_allclose(c.prefill_s_grid, np.maximum(gpu, host), rtol=1e-12)
     assert np.any(gpu > host) and np.any(gpu < host)  # both sides of the max are reached

@@ -16,7 +16,7 @@ from scipy.optimize import brentq
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.serving.aggregated import aggregated
-from specplan.serving.prefill import mixed_step_s, prefill_s
+from specplan.serving.prefill import mixed_step_s, StepMix, prefill_s
 from specplan.serving.workload import Workload
 from specplan.speculation.acceptance import Acceptance
 from specplan.speculation.drafters import eagle3_head
@@ -43,10 +43,11 @@ def test_single_client_eagle3_ttft_carries_the_draft_prefill():
     assert al == pytest.approx(2.533)
     ctx, n_d, acc = isl + osl // 2, (osl - 1) / al, Acceptance.from_rate(a)
     t = float(evaluate(Deployment(m, hw, engine="ideal"),
-                       Speculation(mechanism="eagle3", draft_len=d, acceptance=acc), batch=1, context_len=ctx)["iter_s"])
+                       Speculation(mechanism="eagle3", draft_len=d,
+                                   acceptance=acc), batch=1, context_len=ctx)["iter_s"])
     # the prompt's chunk on top of the decode row, which verifies 1 + D tokens in the mixed step (issue 19)
-    chunk = float(mixed_step_s(m, hw, 1, 1.0, ctx, isl, 0, q_len=1 + d, precision=prec, engine="ideal")
-                  - mixed_step_s(m, hw, 1, 1.0, ctx, 0, 0, q_len=1 + d, precision=prec, engine="ideal"))
+    chunk = float(mixed_step_s(m, hw, 1, StepMix(1.0, ctx, isl, 0, q_len=1 + d), precision=prec, engine="ideal")
+                  - mixed_step_s(m, hw, 1, StepMix(1.0, ctx, 0, 0, q_len=1 + d), precision=prec, engine="ideal"))
     draft = float(prefill_s(eagle3_head(m), hw, 1, isl, precision=prec, engine="ideal"))
     assert 0 < draft < chunk  # one head layer over the prompt: a small share of the target's 32
     b, tau, x, ttft = _solve(t, chunk + draft, n_d)

@@ -16,7 +16,7 @@ from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.serving.aggregated import aggregated
 from specplan.serving.disaggregated import disaggregated
-from specplan.serving.prefill import mixed_step_s, prefill_s
+from specplan.serving.prefill import mixed_step_s, StepMix, prefill_s
 from specplan.serving.workload import Workload
 from specplan.model.step import step_time
 from specplan.model.deployment import Deployment
@@ -61,8 +61,8 @@ def test_single_client_aggregated_hand_solved_below_one_decoding_sequence():
     prec = resolve_precision(m, hw, None, None)
     ctx, n_d = 512 + 65 // 2, 64.0
     t = float(step_time(m, hw, 1, 1.0, 1, ctx, precision=prec).total_s)
-    dp = float(mixed_step_s(m, hw, 1, 1.0, ctx, 512, 0, precision=prec) - mixed_step_s(m, hw, 1, 1.0, ctx, 0, 0,
-                                                                                         precision=prec))
+    dp = float(mixed_step_s(m, hw, 1, StepMix(1.0, ctx, 512, 0), precision=prec)
+               - mixed_step_s(m, hw, 1, StepMix(1.0, ctx, 0, 0), precision=prec))
 
     def parts(b):
         tau = t
@@ -195,7 +195,7 @@ def test_prefill_first_engine_hand_solved():
     ctx = 512 + 65 // 2
     whole = np.array([1.0, 2.0, 3.0, 4.0])
     t_w = step_time(m, hw, 1, whole, 1, ctx, precision=prec).total_s
-    p = float(mixed_step_s(m, hw, 1, 0.0, ctx, 512, 0, precision=prec))
+    p = float(mixed_step_s(m, hw, 1, StepMix(0.0, ctx, 512, 0), precision=prec))
 
     def parts(b):
         t = float(np.interp(np.log(max(b, 1.0)), np.log(whole), t_w))

@@ -5,7 +5,7 @@ import pytest
 
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_hardware, load_kernel_family, load_model
-from specplan.serving.prefill import mixed_step_s, prefill_attention_s, prefill_s
+from specplan.serving.prefill import mixed_step_s, StepMix, prefill_attention_s, prefill_s
 from specplan.model.step import step_time
 from specplan.costs.attention import AttentionHeads
 
@@ -35,7 +35,7 @@ def test_chunked_prefill_attention_sums_to_the_whole_prompt():
 
 def test_mixed_step_without_decode_rows_is_gemms_at_m_tokens_plus_prefill_attention():
     fam = load_kernel_family("prefill-default")
-    t = float(mixed_step_s(M8, H100, 1, 0, 0, 2048, 0, precision=PREC))
+    t = float(mixed_step_s(M8, H100, 1, StepMix(0, 0, 2048, 0), precision=PREC))
     r = step_time(M8, H100, 1, 2048, 1, 0, precision=PREC, logits_rows=1)  # logits at the prompt's last token
     nonattn = float(r.total_s - r.breakdown_s["attention"])
     assert t == pytest.approx(nonattn + float(prefill_attention_s(M8, H100, 1, 2048, 0, PREC, fam)))
@@ -44,7 +44,7 @@ def test_mixed_step_without_decode_rows_is_gemms_at_m_tokens_plus_prefill_attent
 def test_a_prompt_pays_the_lm_head_at_its_last_position_only():
     # the engines take logits at each prompt's last token: a 2048-token chunk skips the LM head's other 2047 rows,
     # 2 x 2047 x 128256 x 4096 FLOPs = 2.15 TFLOP, compute-bound at between 60 % and 100 % of the bf16 dense peak
-    one = float(mixed_step_s(M8, H100, 1, 0, 0, 2048, 0, precision=PREC))
+    one = float(mixed_step_s(M8, H100, 1, StepMix(0, 0, 2048, 0), precision=PREC))
     every = step_time(M8, H100, 1, 2048, 1, 0, precision=PREC)
     every = float(every.total_s - every.breakdown_s["attention"]) + float(
         prefill_attention_s(M8, H100, 1, 2048, 0, PREC, load_kernel_family("prefill-default")))
@@ -53,7 +53,7 @@ def test_a_prompt_pays_the_lm_head_at_its_last_position_only():
 
 
 def test_mixed_step_without_prefill_is_the_decode_step():
-    t = mixed_step_s(M8, H100, 1, [1, 64], 4096, 0, 0, precision=PREC, engine="ideal")
+    t = mixed_step_s(M8, H100, 1, StepMix([1, 64], 4096, 0, 0), precision=PREC, engine="ideal")
     ref = step_time(M8, H100, 1, [1, 64], 1, 4096, precision=PREC).total_s
     np.testing.assert_allclose(t, ref, rtol=1e-12)
 
@@ -152,7 +152,8 @@ def test_hybrid_prefill_sums_each_layer_kind_by_its_count():
     assert float(prefill_attention_s(m, H100, tp, n, 0, prec, fam)) == pytest.approx(float(expect), rel=1e-12)
     # a one-token chunk: the state pass is bound by reading and writing the fp32 state (elems x 4 bytes)
     one = recurrent_state_cost(H100, 1, 1.0, elems * 4.0, 6.0 * elems, checkpoint=False).time_s
-    full1 = attention_cost(H100, 1, 1.0, 1.0, AttentionHeads(qh, kvh, m.head_dim), prec.kv, prec.compute, family=fam).time_s
+    full1 = attention_cost(H100, 1, 1.0, 1.0, AttentionHeads(qh, kvh, m.head_dim), prec.kv, prec.compute,
+                           family=fam).time_s
     kv1 = elementwise_cost(H100, (kv_bytes_per_token(m, tp, prec.kv, "full")
                                   + kv_bytes_per_token(m, tp, prec.kv, "sliding")) + m.hidden_size * ACT_BYTES)
     assert float(prefill_attention_s(m, H100, tp, 1.0, 0, prec, fam)) == pytest.approx(
@@ -173,7 +174,8 @@ def test_sparse_mla_prefill_is_latent_attention_per_device():
     n, tp = 1024.0, 8
     a = m.mla
     one = attention_cost(H100, 1, n, (n + 1) / 2,
-                         AttentionHeads(m.num_q_heads // tp, 1, a.kv_lora_rank + a.qk_rope_head_dim, head_dim_v=a.kv_lora_rank, latent=True),
+                         AttentionHeads(m.num_q_heads // tp, 1, a.kv_lora_rank + a.qk_rope_head_dim,
+                                        head_dim_v=a.kv_lora_rank, latent=True),
                          prec.kv, prec.compute, family=fam).time_s
     from specplan.costs.gemm import elementwise_cost
     from specplan.model.memory import kv_bytes_per_token

@@ -13,7 +13,7 @@ from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.serving.aggregated import aggregated
 from specplan.serving.disaggregated import disaggregated
-from specplan.serving.prefill import mixed_step_s
+from specplan.serving.prefill import mixed_step_s, StepMix
 from specplan.serving.workload import Workload
 from specplan.speculation.acceptance import Acceptance
 from specplan.model.step import step_time
@@ -52,8 +52,8 @@ def test_hand_solved_aggregated_tpot_and_ttft():
     ctx, n_d = 512 + 65 // 2, 64.0
     whole = np.array([1.0, 2.0, 3.0, 4.0])
     t_w = step_time(m, hw, 1, whole, 1, ctx, precision=prec).total_s
-    dp_w = (mixed_step_s(m, hw, 1, whole, ctx, 512, 0, precision=prec)
-            - mixed_step_s(m, hw, 1, whole, ctx, 0, 0, precision=prec))
+    dp_w = (mixed_step_s(m, hw, 1, StepMix(whole, ctx, 512, 0), precision=prec)
+            - mixed_step_s(m, hw, 1, StepMix(whole, ctx, 0, 0), precision=prec))
 
     def parts(b):
         t = float(np.interp(np.log(max(b, 1.0)), np.log(whole), t_w))

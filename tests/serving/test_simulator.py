@@ -14,7 +14,7 @@ from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.serving.aggregated import aggregated, step_kernels
 from specplan.serving.arrivals import closed_loop, lengths, open_loop, with_prefix_hit
-from specplan.serving.prefill import mixed_step_s
+from specplan.serving.prefill import mixed_step_s, StepMix
 from specplan.serving.sim_serving import SimSetup, simulate_serving
 from specplan.serving.simulator import SimConfig, SimRequests, admission_kind, simulate
 from specplan.serving.step_table import build_step_table
@@ -67,7 +67,7 @@ def test_prefix_hit_cuts_the_hit_tokens_prefill_at_one_client(h100_8b):
     assert hit <= 0.7 * full
     k = step_kernels(m, hw, 1, eng, prec)
     for tokens, ctx, got in ((8192, 0, full), (8192 - 4915, 4915, hit)):
-        gpu = float(mixed_step_s(m, hw, 1, 0, 0, tokens, ctx, precision=prec, engine=eng))
+        gpu = float(mixed_step_s(m, hw, 1, StepMix(0, 0, tokens, ctx), precision=prec, engine=eng))
         assert got == pytest.approx(float(eng.step_s(gpu, 1, k, False, tokens)), rel=0.02)
 
 
@@ -87,8 +87,8 @@ def test_first_wave_sglang_packs_prompts_into_prefill_steps_of_their_own(h100_8b
     hand-priced (mixed_step_s with no decode rows, 8 prompts, and EngineProfile.step_s)."""
     ttft, eng, m, hw, prec = _first_wave(h100_8b, "sglang", 16)
     k = step_kernels(m, hw, 1, eng, prec)
-    one = float(eng.step_s(float(mixed_step_s(m, hw, 1, 0, 0, 8192, 0, precision=prec, engine=eng,
-                                              prefill_seqs=8)), 8, k, False, 8192))
+    one = float(eng.step_s(float(mixed_step_s(m, hw, 1, StepMix(0, 0, 8192, 0, prefill_seqs=8), precision=prec,
+                                              engine=eng)), 8, k, False, 8192))
     assert ttft[:8] == pytest.approx(np.full(8, one), rel=0.02)
     assert ttft[15] == pytest.approx(2 * one, rel=0.02)
 
@@ -100,11 +100,11 @@ def test_first_wave_vllm_budget_mixes_the_running_rows_first(h100_8b):
     (mixed_step_s; speculation.round.round_s for a step with decode rows), a step more than SGLang's two."""
     ttft, eng, m, hw, prec = _first_wave(h100_8b, "vllm", 16)
     k = step_kernels(m, hw, 1, eng, prec)
-    s1 = float(eng.step_s(float(mixed_step_s(m, hw, 1, 0, 0, 8192, 0, precision=prec, engine=eng,
-                                             prefill_seqs=8)), 8, k, False, 8192))
-    g2 = float(mixed_step_s(m, hw, 1, 8, 1024, 8184, 0, precision=prec, engine=eng, prefill_seqs=8))
+    s1 = float(eng.step_s(float(mixed_step_s(m, hw, 1, StepMix(0, 0, 8192, 0, prefill_seqs=8), precision=prec,
+                                             engine=eng)), 8, k, False, 8192))
+    g2 = float(mixed_step_s(m, hw, 1, StepMix(8, 1024, 8184, 0, prefill_seqs=8), precision=prec, engine=eng))
     s2 = float(round_s(eng, g2, 16, 0, 1, k, 0, eager=True, prompt_tokens=8184))
-    g3 = float(mixed_step_s(m, hw, 1, 15, 1025, 8, 1016, precision=prec, engine=eng))
+    g3 = float(mixed_step_s(m, hw, 1, StepMix(15, 1025, 8, 1016), precision=prec, engine=eng))
     s3 = float(round_s(eng, g3, 16, 0, 1, k, 0, eager=True, prompt_tokens=8))
     assert ttft[15] == pytest.approx(s1 + s2 + s3, rel=0.03)
     assert ttft[0] == pytest.approx(s1, rel=0.02)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from specplan.profiles.engine import EngineProfile
 from specplan.profiles.registry import load_engine, load_hardware, load_kernel_family, load_model
 from specplan.serving.aggregated import aggregated, gpu_tables, solve
-from specplan.serving.prefill import mixed_step_s
+from specplan.serving.prefill import mixed_step_s, StepMix
 from specplan.serving.workload import Workload
 from specplan.speculation.acceptance import Acceptance
 from specplan.speculation.round import (REJECTION_PASSES, RoundShape, rejection_s, round_gpu_extra_s, round_s,
@@ -146,9 +146,9 @@ def test_verify_tokens_inside_the_token_budget_and_prefill_interference():
     # the first chunk's interference is priced with q = 4 rows: mixed step (4-token rows + 2192 prompt tokens)
     # minus the verify step alone
     fam = load_kernel_family(eng.decode_attention)
-    with_chunk = mixed_step_s(m, hw, 1, 1500.0, wl.decode_context, 2192.0, 0, q_len=4.0, precision=prec, engine=eng,
-                              decode_family=fam)
-    alone = mixed_step_s(m, hw, 1, 1500.0, wl.decode_context, 0.0, 0, q_len=4.0, precision=prec, engine=eng,
+    with_chunk = mixed_step_s(m, hw, 1, StepMix(1500.0, wl.decode_context, 2192.0, 0, q_len=4.0), precision=prec,
+                              engine=eng, decode_family=fam)
+    alone = mixed_step_s(m, hw, 1, StepMix(1500.0, wl.decode_context, 0.0, 0, q_len=4.0), precision=prec, engine=eng,
                          decode_family=fam)
     assert float(tab.chunk_gpu_s[0][i]) == pytest.approx(float(with_chunk - alone), rel=1e-9)
 
