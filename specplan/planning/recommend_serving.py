@@ -11,7 +11,7 @@ from specplan.core.errors import SpecplanError
 from specplan.profiles.registry import load_engine, load_model
 from specplan.speculation.acceptance_spec import parse_acceptance
 from specplan.planning.recommend import _draft_range, _mechanisms
-from specplan.serving.api import serve
+from specplan.serving.api import serve, serving_objects
 from specplan.serving.disaggregated import disaggregated_grid
 from specplan.serving.workload import Workload
 from specplan.planning.options import DeploymentSpace, GridOptions, Ranking, Sla
@@ -154,12 +154,12 @@ def _price(ctx: _Ctx, wl, pools, mech, d, acc) -> dict:
     at `wl`'s loads (its concurrency: one row per load, or one load per row and column): one evaluation."""
     m, hardware, tp, eng, kw = ctx.m, ctx.hardware, ctx.tp, ctx.eng, ctx.kw
     if wl.mode == "disagg":
-        kw_d = {k: v for k, v in kw.items() if k != "admission"}
-        if any(len(p) > 2 for p in pools):  # (x, y, prefill layout): pools of their own layouts
-            kw_d["prefill_layouts"] = [p[2] if len(p) > 2 else None for p in pools]
-        return disaggregated_grid(m, hardware, wl, np.array([float(p[0]) for p in pools]),
-                                  np.array([float(p[1]) for p in pools]), tp=tp, engine=eng, mechanism=mech,
-                                  draft_len=d[None, :], acceptance=acc, **kw_d)
+        dep, spec, _ = serving_objects(m, hardware, tp=tp, engine=eng, mechanism=mech, draft_len=d[None, :],
+                                       acceptance=acc, **kw)  # no admission rule in a disaggregated pool
+        pre = ([p[2] if len(p) > 2 else None for p in pools]  # (x, y, prefill layout): pools of their own layouts
+               if any(len(p) > 2 for p in pools) else None)
+        return disaggregated_grid(dep, spec, wl, (np.array([float(p[0]) for p in pools]),
+                                                  np.array([float(p[1]) for p in pools])), prefill_layouts=pre)
     return serve(m, hardware, wl, tp=tp, engine=eng, mechanism=mech, draft_len=d[None, :], acceptance=acc, **kw)
 
 
@@ -244,7 +244,6 @@ def serving_d_schedule(m, hardware, workload, best: dict, acc, max_d: int, tp, e
     """The best D per concurrency band for the winner's mechanism (serving/d_schedule.py: each band at its own
     steady state, tokens/s/GPU, no SLA) in the forms vLLM and TensorRT-LLM accept, and the winner's concurrency
     priced with the D its band gets (`at_best`, beside the fixed D's numbers)."""
-    from specplan.serving.aggregated import aggregated
     from specplan.serving.d_schedule import DEFAULT_EDGES, d_schedule
 
     c = float(best["concurrency"])
@@ -262,8 +261,8 @@ def serving_d_schedule(m, hardware, workload, best: dict, acc, max_d: int, tp, e
     at = {"tokens_per_s_per_gpu": float(best["tokens_per_s_per_gpu"]), "tpot_ms": float(best["tpot_ms"]),
           "ttft_ms": float(best["ttft_ms"])}
     if k != fixed:
-        r = aggregated(m, hardware, Workload(workload.isl, workload.osl, concurrency=c), tp=tp, engine=eng,
-                       mechanism=best["mechanism"], draft_len=np.array([k]), acceptance=acc, **kw)
+        r = serve(m, hardware, Workload(workload.isl, workload.osl, concurrency=c), tp=tp, engine=eng,
+                  mechanism=best["mechanism"], draft_len=np.array([k]), acceptance=acc, **kw)
         at = {"tokens_per_s_per_gpu": float(np.asarray(r["tokens_per_s_per_gpu"], dtype=float)[0]),
               "tpot_ms": 1e3 * float(np.asarray(r["tpot_s"], dtype=float)[0]),
               "ttft_ms": 1e3 * float(np.asarray(r["ttft_s"], dtype=float)[0])}

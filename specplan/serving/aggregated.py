@@ -27,7 +27,7 @@ the tables; calibration (specplan.validation.serving) refits engine numbers on t
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -41,7 +41,9 @@ from specplan.serving.workload import Workload
 from specplan.speculation.round import RoundShape, round_gpu_extra_s, round_s
 from specplan.speculation.speedup import evaluate, evaluate_kw
 from specplan.model.parallel import Layout, attention_tp, dp_ranks, draft_parallelism, instance_call, serving_parallelism
-from specplan.model.step import step_time
+from specplan.model.deployment import Deployment
+from specplan.model.step import StepKernels, step_time
+from specplan.speculation.spec import Speculation
 
 BISECTION_STEPS = 30
 GRID_POINTS = 40
@@ -506,34 +508,54 @@ def solve(tab: GpuTables, eng, wl: Workload, admission: str = "immediate", kv_ca
     return out
 
 
-def aggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechanism="none", draft_len=0,
-               acceptance=None, dtype=None, kv_dtype=None, draft_model=None, admission=None,
-               **spec_kw) -> dict:
-    """Steady-state aggregated serving (arrays over draft_len, and over concurrency when it is an array).
+def step_options(dep: Deployment, spec: Speculation) -> dict:
+    """What a serving call passes to each step's pricing (evaluate_kw) beyond the engine, TP and precision it
+    resolves itself: the draft's placement, the tree and heads of the speculation, the deployment's kernel choices
+    and its host-cost source when they are not the defaults."""
+    out = dict(mechanism=spec.mechanism, draft_len=spec.draft_len, acceptance=spec.acceptance,
+               draft_model=spec.draft.model)
+    extras = dict(draft_hardware=spec.draft.hardware, draft_dtype=spec.draft.dtype,
+                  draft_kv_budget=spec.draft.kv_budget, tree_tokens=spec.tree_tokens, draft_heads=spec.draft_heads,
+                  serving=dep.serving)
+    out.update({k: v for k, v in extras.items() if v is not None})
+    if dep.kernels != StepKernels():
+        out.update(attention_style=dep.kernels.attention_style, routing=dep.kernels.routing)
+    return out
+
+
+def aggregated(dep: Deployment, spec: Speculation, workload: Workload, *, admission=None) -> dict:
+    """Steady-state aggregated serving of `dep` running `spec` (arrays over spec.draft_len, and over concurrency
+    when it is an array).
 
     Keys: tpot_s, ttft_s, request_latency_s, tokens_per_s_per_user, tokens_per_s_per_gpu, decode_batch,
     prefill_tokens_per_step, iteration_s, acceptance_length, requests_per_s, concurrency, fits, stable.
 
-    `tp` may be a Layout (model/parallel.py) with data-parallel attention and / or expert parallelism: the instance
+    `dep.layout` may hold data-parallel attention and / or expert parallelism (model/parallel.py): the instance
     is priced per DP rank (rank_serving)."""
-    m = load_model(model)
-    hw = load_hardware(hardware)
-    tp = serving_parallelism(tp)
+    tp = serving_parallelism(dep.instance())
     if isinstance(tp, Layout):
-        tp.check(m, hw)
-    if dp_ranks(tp) > 1 and not spec_kw.pop("_rank", False):
-        return rank_serving(m, hw, workload, tp=tp, engine=engine, mechanism=mechanism, draft_len=draft_len,
-                            acceptance=acceptance, dtype=dtype, kv_dtype=kv_dtype, draft_model=draft_model,
-                            admission=admission, **spec_kw)
+        tp.check(load_model(dep.model), load_hardware(dep.hardware))
+    if dp_ranks(tp) > 1:
+        return rank_serving(dep, spec, workload, admission=admission)
+    return _instance(dep, spec, workload, admission)
+
+
+def _instance(dep: Deployment, spec: Speculation, workload: Workload, admission) -> dict:
+    """aggregated for one scheduling unit (an instance without DP attention, or one DP rank of one)."""
+    m = load_model(dep.model)
+    hw = load_hardware(dep.hardware)
+    tp = serving_parallelism(dep.instance())
+    engine, mechanism, draft_model = dep.engine, spec.mechanism, spec.draft.model
+    dtype, kv_dtype = dep.dtypes.dtype, dep.dtypes.kv_dtype
     # the engine's defaults on this GPU and TP, then its rounds as it runs this mechanism (maybe without overlap)
     eng = load_engine(engine).for_hardware(hw, attention_tp(tp)).for_mechanism(mechanism)
     workload.check(m)
     prec = resolve_precision(m, hw, dtype, kv_dtype)
     conc = None if workload.concurrency is None else np.asarray(workload.concurrency, dtype=float)
     load = np.asarray(workload.concurrency if conc is not None else workload.request_rate, dtype=float)
-    d = np.asarray(draft_len, dtype=float)
+    d = np.asarray(spec.draft_len, dtype=float)
     d = d * np.ones(np.broadcast(d, load).shape)  # one grid point per load of a sweep
-    spec = dict(mechanism=mechanism, draft_len=d, acceptance=acceptance, draft_model=draft_model, **spec_kw)
+    spec = {**step_options(dep, spec), "draft_len": d}
     dpm = draft_prefill_model(m, mechanism, draft_model)
     warm = eng.zero_draft_extend and mechanism != "none"  # the draft runs at D = 0 too (keeps its KV warm)
     draft = None if dpm is None or (np.all(d == 0) and not warm) else (dpm, resolve_precision(dpm, hw, dtype,
@@ -566,7 +588,7 @@ _PER_RANK_COUNTS = ("decode_batch", "requests_per_s", "concurrency", "running_ca
                     "saturation_requests_per_s")
 
 
-def rank_serving(m, hw, workload: Workload, *, tp, engine=None, mechanism="none", **kw) -> dict:
+def rank_serving(dep: Deployment, spec: Speculation, workload: Workload, *, admission=None) -> dict:
     """Aggregated serving of an instance with data-parallel attention (`tp` a Layout with DP > 1), priced per DP rank,
     the unit each engine schedules (SGLang: one scheduler per DP-attention rank; vLLM: one engine per DP rank;
     TensorRT-LLM enable_attention_dp: each rank its own batch): one rank's share of the load (concurrency or rate /
@@ -578,10 +600,11 @@ def rank_serving(m, hw, workload: Workload, *, tp, engine=None, mechanism="none"
     its TP x DP GPUs, so requests/s x latency = concurrency holds for the instance as for the rank. Assumption: the
     ranks' prompts arrive evenly and prefill in the same steps (an unaligned prefill on one rank would stall the
     others' decode too: synchronous MoE layers)."""
+    tp = serving_parallelism(dep.instance())
     dp = tp.dp
-    eng = load_engine(engine).for_hardware(hw, tp.tp)  # the launch's defaults, then one rank's share of them
-    r = aggregated(m, hw, workload.per_rank(dp), tp=tp, engine=eng.per_dp_rank(dp), mechanism=mechanism,
-                   _rank=True, **kw)
+    # the launch's defaults, then one rank's share of them
+    eng = load_engine(dep.engine).for_hardware(load_hardware(dep.hardware), tp.tp)
+    r = _instance(replace(dep, engine=eng.per_dp_rank(dp)), spec, workload.per_rank(dp), admission)
     out = dict(r)
     for k in _PER_RANK_COUNTS:
         if k in out:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from specplan.core.errors import SpecplanError
-from specplan.serving.aggregated import aggregated
+from specplan.serving.api import serve
 from specplan.serving.workload import Workload
 from specplan.speculation.spec import DraftSearch
 
@@ -45,9 +45,9 @@ def d_schedule(model, hardware, isl: int, osl: int, *, drafts: DraftSearch, edge
     conc = np.array([np.sqrt(lo * hi) for lo, hi in bands])
     d = np.arange(0, int(max_draft_len) + 1, dtype=float)
     wl = Workload(isl=isl, osl=osl, concurrency=conc[:, None])
-    r = aggregated(model, hardware, wl, tp=tp, engine=engine, mechanism=mechanism, draft_len=d[None, :],
+    r = serve(model, hardware, wl, tp=tp, engine=engine, mechanism=mechanism, draft_len=d[None, :],
                    acceptance=acceptance, **kw)
-    base = aggregated(model, hardware, Workload(isl=isl, osl=osl, concurrency=conc), tp=tp, engine=engine, **kw)
+    base = serve(model, hardware, Workload(isl=isl, osl=osl, concurrency=conc), tp=tp, engine=engine, **kw)
     tps = np.where(np.asarray(r["fits"]) & np.asarray(r["stable"]), np.asarray(r["tokens_per_s_per_gpu"]), -np.inf)
     best = np.argmax(tps, axis=1)
     rows = [(lo, hi, float(c), int(d[j]), float(tps[i, j]), float(tps[i, j] / base["tokens_per_s_per_gpu"][i]))

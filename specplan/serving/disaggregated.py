@@ -16,21 +16,23 @@ unstable when Î» exceeds the saturation rate. tokens/s/GPU counts both pools: XÂ
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from specplan.model.deployment import Deployment
 from specplan.model.memory import kv_bytes_per_token, memory_usage
 from specplan.model.parallel import (Layout, as_layout, attention_tp, dp_ranks, draft_parallelism, instance_call,
                                      serving_parallelism)
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.serving.aggregated import (draft_prefill_model, kv_cap_requests, only_draft_len_varies, running_cap,
-                                         spec_cap_applies, step_kernels, ttft_quantile_s)
+                                         spec_cap_applies, step_kernels, step_options, ttft_quantile_s)
 from specplan.serving.prefill import prefill_s
 from specplan.serving.workload import Workload
 from specplan.speculation.round import RoundShape, round_gpu_extra_s, round_s
 from specplan.profiles.engine import engine_hardware
+from specplan.speculation.spec import Speculation
 from specplan.speculation.speedup import evaluate, evaluate_kw
 
 BISECTION_STEPS = 50
@@ -81,13 +83,11 @@ def _decode_tables(at_whole, b_top, shape):
     return grid, np.broadcast_to(gpu, b.shape), r
 
 
-def disaggregated(model, hardware, workload: Workload, *, tp=1, engine=None, mechanism="none", draft_len=0,
-                  acceptance=None, dtype=None, kv_dtype=None, draft_model=None, **spec_kw) -> dict:
-    """Steady-state xPyD serving (arrays over draft_len / concurrency): TPOT, TTFT, latency, tokens/s. `tp` is the
-    decode instances' TP or Layout; spec_kw `prefill_layout` the prefill instances' (None: the same)."""
-    return disaggregated_pools(model, hardware, workload, [workload.pools or (1, 1)], tp=tp, engine=engine,
-                               mechanism=mechanism, draft_len=draft_len, acceptance=acceptance, dtype=dtype,
-                               kv_dtype=kv_dtype, draft_model=draft_model, **spec_kw)[0]
+def disaggregated(dep: Deployment, spec: Speculation, workload: Workload) -> dict:
+    """Steady-state xPyD serving of `dep` running `spec` (arrays over draft_len / concurrency): TPOT, TTFT, latency,
+    tokens/s. `dep.tp` / `dep.layout` are the decode instances', `dep.prefill_layout` the prefill instances'
+    (None: the same)."""
+    return disaggregated_pools(dep, spec, workload, [workload.pools or (1, 1)])[0]
 
 
 @dataclass(frozen=True)
@@ -134,18 +134,16 @@ class _Pricing:
         return round_s(eng, lo + w * (hi - lo), bt, self.d, q, k_t, k_d)
 
 
-def disaggregated_pools(model, hardware, workload: Workload, pools, *, draft_len=0, **kw) -> list[dict]:
+def disaggregated_pools(dep: Deployment, spec: Speculation, workload: Workload, pools) -> list[dict]:
     """`disaggregated` for each (x, y) of `pools` (one list entry each), all in one evaluation: disaggregated_grid
     with a last axis over the pools."""
     pre = [p[2] if len(p) > 2 else None for p in pools]  # (x, y, prefill layout): a pool of its own layout
     pools = [(int(p[0]), int(p[1])) for p in pools]
     load = "request_rate" if workload.concurrency is None else "concurrency"
     wl = dataclasses.replace(workload, **{load: np.asarray(getattr(workload, load), dtype=float)[..., None]})
-    if any(p is not None for p in pre):
-        kw = dict(kw, prefill_layouts=pre)
-    r = disaggregated_grid(model, hardware, wl, np.array([float(x) for x, _ in pools]),
-                           np.array([float(y) for _, y in pools]),
-                           draft_len=np.asarray(draft_len, dtype=float)[..., None], **kw)
+    r = disaggregated_grid(dep, replace(spec, draft_len=np.asarray(spec.draft_len, dtype=float)[..., None]), wl,
+                           (np.array([float(x) for x, _ in pools]), np.array([float(y) for _, y in pools])),
+                           prefill_layouts=pre if any(p is not None for p in pre) else None)
     shape = np.shape(r["tpot_s"])
     per_pool = ("pools", "devices", "kv_transfer_s")  # one number per pool, not per grid point
     return [{**{k: (v if np.ndim(v) == 0 else np.broadcast_to(v, shape)[..., i]) for k, v in r.items()
@@ -154,22 +152,26 @@ def disaggregated_pools(model, hardware, workload: Workload, pools, *, draft_len
             for i, (x, y) in enumerate(pools)]
 
 
-def disaggregated_grid(model, hardware, workload: Workload, x_pools, y_pools, *, tp=1, engine=None,
-                       mechanism="none", draft_len=0, acceptance=None, dtype=None, kv_dtype=None, draft_model=None,
-                       prefill_layout=None, prefill_layouts=None, **spec_kw) -> dict:
-    """Steady-state xPyD serving on a grid: `x_pools`, `y_pools` (prefill and decode instances, arrays), draft_len
-    and the workload's load broadcast together, one point each (a search's columns: (pool, D) pairs), the decode
-    and prefill pricing and the loop's bisection shared. Arrays of that shape; `pools` is (x_pools, y_pools),
-    `devices` and `kv_transfer_s` are shaped like them.
+def disaggregated_grid(dep: Deployment, spec: Speculation, workload: Workload, pools: tuple, *,
+                       prefill_layouts=None) -> dict:
+    """Steady-state xPyD serving on a grid: `pools` = (x_pools, y_pools) (prefill and decode instances, arrays),
+    spec.draft_len and the workload's load broadcast together, one point each (a search's columns: (pool, D)
+    pairs), the decode and prefill pricing and the loop's bisection shared. Arrays of that shape; `pools` is
+    (x_pools, y_pools), `devices` and `kv_transfer_s` are shaped like them.
 
-    `tp` (decode) and `prefill_layout` (None: the same), or one prefill layout per pool column (`prefill_layouts`,
-    shaped like x_pools; None entries: `prefill_layout`), may be Layouts: a pool with data-parallel attention is
-    priced per DP rank as aggregated.rank_serving prices an instance (a decode rank holds B requests; a prefill rank
-    prefills its own prompts, all ranks in the same steps), its engine limits per rank (EngineProfile.per_dp_rank),
-    the KV moved between the pools' layouts (kv_transfer_s); one decode pricing serves every prefill layout."""
+    The decode layout (`dep.tp` / `dep.layout`) and the prefill layout (`dep.prefill_layout`, None: the same), or
+    one prefill layout per pool column (`prefill_layouts`, shaped like x_pools; None entries: dep.prefill_layout),
+    may be Layouts: a pool with data-parallel attention is priced per DP rank as aggregated.rank_serving prices an
+    instance (a decode rank holds B requests; a prefill rank prefills its own prompts, all ranks in the same steps),
+    its engine limits per rank (EngineProfile.per_dp_rank), the KV moved between the pools' layouts
+    (kv_transfer_s); one decode pricing serves every prefill layout."""
+    model, hardware, engine, prefill_layout = dep.model, dep.hardware, dep.engine, dep.prefill_layout
+    dtype, kv_dtype = dep.dtypes.dtype, dep.dtypes.kv_dtype
+    mechanism, draft_model = spec.mechanism, spec.draft.model
+    x_pools, y_pools = pools
     m = load_model(model)
     hw = load_hardware(hardware)
-    tp = serving_parallelism(tp)
+    tp = serving_parallelism(dep.instance())
     if isinstance(tp, Layout):
         tp.check(m, hw)
     dp_d = dp_ranks(tp)
@@ -177,11 +179,11 @@ def disaggregated_grid(model, hardware, workload: Workload, x_pools, y_pools, *,
     workload.check(m)
     prec = resolve_precision(m, hw, dtype, kv_dtype)
     xs, ys = np.asarray(x_pools, dtype=float), np.asarray(y_pools, dtype=float)
-    d = np.asarray(draft_len, dtype=float)
+    d = np.asarray(spec.draft_len, dtype=float)
     conc = None if workload.concurrency is None else np.asarray(workload.concurrency, dtype=float)
     load = np.asarray(workload.concurrency if conc is not None else workload.request_rate, dtype=float)
     d = d * np.ones(np.broadcast_shapes(d.shape, load.shape, xs.shape, ys.shape))  # one grid point per load, pool
-    spec = dict(mechanism=mechanism, draft_len=d, acceptance=acceptance, draft_model=draft_model, **spec_kw)
+    spec = {**step_options(dep, spec), "draft_len": d}
     dpm = draft_prefill_model(m, mechanism, draft_model)
     draft = None if dpm is None or np.all(d == 0) else (dpm, resolve_precision(dpm, hw, dtype, kv_dtype))
     layouts = _pool_layouts(m, hw, tp, (prefill_layout, prefill_layouts), xs, (engine, eng), prec, draft, workload.isl)

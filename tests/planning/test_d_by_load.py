@@ -9,7 +9,8 @@ from specplan.serving.aggregated import aggregated
 from specplan.serving.workload import Workload
 from specplan.speculation.acceptance import Acceptance
 from specplan.planning.options import GridOptions, Ranking, Sla
-from specplan.speculation.spec import DraftSearch
+from specplan.speculation.spec import DraftSearch, Speculation
+from specplan.model.deployment import Deployment
 
 
 def test_bands_take_the_d_of_most_tokens_per_gpu_and_the_winner_is_repriced_with_its_band():
@@ -21,9 +22,9 @@ def test_bands_take_the_d_of_most_tokens_per_gpu_and_the_winner_is_repriced_with
     # each band, brute force one D at a time at the band's priced concurrency: the argmax of tokens/s/GPU
     for lo, hi, c, k, tps, x in s["bands"]:
         assert abs(c - np.sqrt(lo * hi)) < 1e-9
-        each = [float(aggregated("llama-3.1-8b", "h100-sxm", Workload(128, 1024, concurrency=c), engine="vllm",
-                                 mechanism="eagle3" if dd else "none", draft_len=dd,
-                                 acceptance=acc if dd else None)["tokens_per_s_per_gpu"]) for dd in range(7)]
+        dep, wl = Deployment("llama-3.1-8b", "h100-sxm", engine="vllm"), Workload(128, 1024, concurrency=c)
+        each = [float(aggregated(dep, Speculation("eagle3" if dd else "none", dd, acc if dd else None),
+                                 wl)["tokens_per_s_per_gpu"]) for dd in range(7)]
         assert k == int(np.argmax(each)), (lo, hi, each)
         # one vectorized pricing of all bands interpolates its GPU tables in log batch between grid points up to
         # the largest band: within 0.5 % of a pricing of that one concurrency alone
@@ -47,8 +48,9 @@ def test_bands_take_the_d_of_most_tokens_per_gpu_and_the_winner_is_repriced_with
     if a["draft_len"] == best["draft_len"]:
         assert (a["tokens_per_s_per_gpu"], a["tpot_ms"]) == (best["tokens_per_s_per_gpu"], best["tpot_ms"])
     else:  # another D at the same concurrency: priced alone, as aggregated prices it
-        alone = aggregated("llama-3.1-8b", "h100-sxm", Workload(128, 1024, concurrency=a["concurrency"]),
-                           engine="vllm", mechanism="eagle3", draft_len=a["draft_len"], acceptance=acc)
+        alone = aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="vllm"),
+                           Speculation("eagle3", a["draft_len"], acc), Workload(128, 1024,
+                                                                                concurrency=a["concurrency"]))
         assert a["tokens_per_s_per_gpu"] == pytest.approx(float(alone["tokens_per_s_per_gpu"]), rel=1e-9)
 
 

@@ -9,7 +9,9 @@ import pytest
 from specplan.planning.recommend_serving import POOL_SIZES, recommend_serving, search_deployment
 from specplan.serving.workload import Workload
 from specplan.planning.options import DeploymentSpace, GridOptions, Ranking, Sla
-from specplan.speculation.spec import DraftSearch
+from specplan.speculation.spec import DraftSearch, Speculation
+from specplan.model.deployment import Deployment
+from specplan.costs.precision import Dtypes
 
 SLA = dict(sla=Sla(max_ttft_ms=1000.0, max_tpot_ms=30.0))
 
@@ -197,8 +199,8 @@ def test_disaggregated_concurrency_search_is_refined_too():
 
     c = np.arange(1.0, 201.0)[:, None]
     wl = Workload(2048, 512, concurrency=c, mode="disagg")
-    r = disaggregated_pools("llama-3.3-70b", "h200-sxm", wl, [(1, 1)], tp=2, engine="vllm", mechanism="none",
-                            draft_len=np.zeros((1, 1)), dtype="fp8")[0]
+    r = disaggregated_pools(Deployment("llama-3.3-70b", "h200-sxm", tp=2, engine="vllm", dtypes=Dtypes("fp8")),
+                            Speculation("none", np.zeros((1, 1))), wl, [(1, 1)])[0]
     shape = np.broadcast(r["tpot_s"], c).shape
     get = lambda k: np.broadcast_to(np.asarray(r[k]), shape).ravel()  # noqa: E731
     ok = ((get("tpot_s") <= 0.030) & (get("ttft_s") <= 1.0) & get("stable").astype(bool)
@@ -209,7 +211,8 @@ def test_disaggregated_concurrency_search_is_refined_too():
                                                                   pools=(1, 1)),
                             engine="vllm", dtype="fp8", tp=2,
                             drafts=DraftSearch(mechanisms=["none"], max_draft_len=16),
-                            sla=Sla(max_ttft_ms=1000, max_tpot_ms=30), grid=GridOptions(search_concurrency=True))["best"]
+                            sla=Sla(max_ttft_ms=1000,
+                                    max_tpot_ms=30), grid=GridOptions(search_concurrency=True))["best"]
     assert rec["pools"] == "1P1D" and rec["ttft_ms"] <= 1000 and rec["tpot_ms"] <= 30
     assert abs(rec["concurrency"] / float(c[i, 0]) - 1.0) <= 0.03
     assert abs(rec["tokens_per_s_per_gpu"] / float(get("tokens_per_s_per_gpu")[i]) - 1.0) <= 0.005

@@ -10,7 +10,8 @@ from specplan.serving.aggregated import aggregated
 from specplan.serving.d_schedule import bands_from_edges, d_schedule
 from specplan.serving.workload import Workload
 from specplan.speculation.acceptance import Acceptance
-from specplan.speculation.spec import DraftSearch
+from specplan.speculation.spec import DraftSearch, Speculation
+from specplan.model.deployment import Deployment
 
 
 def test_best_d_per_band_matches_brute_force_and_formats():
@@ -20,13 +21,15 @@ def test_best_d_per_band_matches_brute_force_and_formats():
     assert [(lo, hi) for lo, hi, *_ in r["bands"]] == [(1, 15), (16, 127), (128, 128)]
     for lo, hi, c, d_best, tps, _ in r["bands"]:
         assert c == pytest.approx(np.sqrt(lo * hi))
-        one = [float(aggregated("llama-3.1-8b", "h100-sxm", Workload(isl=128, osl=512, concurrency=c), engine="vllm",
-                                mechanism="eagle3", draft_len=d, acceptance=acc)["tokens_per_s_per_gpu"])
+        one = [float(aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="vllm"), Speculation("eagle3", d, acc),
+                                Workload(isl=128, osl=512, concurrency=c))["tokens_per_s_per_gpu"])
                for d in range(6)]
-        assert d_best == int(np.argmax(one)) and tps == pytest.approx(max(one), rel=1e-3)  # tables on another batch grid
+        assert d_best == int(np.argmax(one)) and tps == pytest.approx(max(one),
+                                                                      rel=1e-3)  # tables on another batch grid
     for (lo, hi, c, d_best, _, _), (tpot_ms, ttft_ms) in zip(r["bands"], r["band_tpot_ttft_ms"]):
-        at = aggregated("llama-3.1-8b", "h100-sxm", Workload(isl=128, osl=512, concurrency=c), engine="vllm",
-                        mechanism="eagle3" if d_best else "none", draft_len=d_best, acceptance=acc if d_best else None)
+        at = aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="vllm"),
+                        Speculation("eagle3" if d_best else "none", d_best,
+                                    acc if d_best else None), Workload(isl=128, osl=512, concurrency=c))
         assert tpot_ms == pytest.approx(1e3 * float(at["tpot_s"]), rel=1e-2)  # each band's TPOT / TTFT at its own D
         assert ttft_ms == pytest.approx(1e3 * float(at["ttft_s"]), rel=1e-2)
     v = r["vllm"]  # vLLM: inclusive ranges from 1, sorted, contiguous

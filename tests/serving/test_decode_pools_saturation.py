@@ -7,13 +7,14 @@ import pytest
 
 from specplan.serving.disaggregated import disaggregated
 from specplan.serving.workload import Workload
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import Speculation
 
-KW = dict(engine="vllm", mechanism="none")
+DEP = Deployment("llama-3.1-8b", "h100-sxm", engine="vllm")
 
 
 def _at(rate, pools):
-    return disaggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 256, request_rate=rate, mode="disagg",
-                                                              pools=pools), **KW)
+    return disaggregated(DEP, Speculation(), Workload(1024, 256, request_rate=rate, mode="disagg", pools=pools))
 
 
 def test_decode_pool_capacity_scales_with_its_instances():

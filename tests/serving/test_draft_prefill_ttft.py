@@ -51,8 +51,7 @@ def test_single_client_eagle3_ttft_carries_the_draft_prefill():
     draft = float(prefill_s(eagle3_head(m), hw, 1, isl, precision=prec, engine="ideal"))
     assert 0 < draft < chunk  # one head layer over the prompt: a small share of the target's 32
     b, tau, x, ttft = _solve(t, chunk + draft, n_d)
-    r = aggregated(m, hw, Workload(isl, osl, concurrency=1), engine="ideal", mechanism="eagle3", draft_len=d,
-                   acceptance=acc)
+    r = aggregated(Deployment(m, hw, engine="ideal"), Speculation("eagle3", d, acc), Workload(isl, osl, concurrency=1))
     got = {k: float(np.asarray(r[k]).ravel()[0]) for k in ("decode_batch", "ttft_s", "tpot_s", "requests_per_s")}
     # rel 2e-3, not 1e-6: since issue 19 the prompt-carrying step is priced as a speculative round run eagerly
     # (round.round_s: the rejection-sampling kernel and the draft's extend pass ride on it), a term this closed

@@ -8,13 +8,15 @@ import sys
 import numpy as np
 import pytest
 
-from specplan.costs.precision import resolve_precision
+from specplan.costs.precision import resolve_precision, Dtypes
 from specplan.model.memory import kv_bytes_per_token
 from specplan.model.parallel import Layout
 from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.serving.aggregated import aggregated
 from specplan.serving.disaggregated import disaggregated, kv_transfer_s
 from specplan.serving.workload import Workload
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import Speculation
 
 
 def run(*args):
@@ -64,8 +66,10 @@ def test_sglang_divides_its_launch_limits_over_dp_attention_ranks():
 def test_dense_dp_ranks_are_independent_replicas():
     """A dense model has no MoE layer joining the DP ranks, and vLLM's ranks keep their own limits: DP 2 at 2C
     concurrency is two TP-1 replicas at C each (same TPOT, TTFT and tokens/s/GPU, twice the requests/s and batch)."""
-    a = aggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 256, 32.0), tp=1, engine="vllm")
-    b = aggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 256, 64.0), tp=Layout(dp=2), engine="vllm")
+    a = aggregated(Deployment("llama-3.1-8b", "h100-sxm", tp=1, engine="vllm"), Speculation(),
+                   Workload(1024, 256, 32.0))
+    b = aggregated(Deployment("llama-3.1-8b", "h100-sxm", tp=Layout(dp=2), engine="vllm"), Speculation(),
+                   Workload(1024, 256, 64.0))
     for k in ("tpot_s", "ttft_s", "tokens_per_s_per_gpu"):
         assert one(b, k) == pytest.approx(one(a, k), rel=1e-9)
     for k in ("requests_per_s", "decode_batch"):
@@ -75,8 +79,9 @@ def test_dense_dp_ranks_are_independent_replicas():
 def test_tp_only_layout_prices_exactly_as_tp():
     """Layout(tp=8) and prefill layout 'tp8' are TP 8: the answer is the one TP 8 always gave."""
     wl = Workload(1024, 512, 64.0, mode="disagg", pools=(1, 1))
-    a = disaggregated("llama-3.3-70b", "h100-sxm", wl, tp=8, engine="trtllm")
-    b = disaggregated("llama-3.3-70b", "h100-sxm", wl, tp=Layout(tp=8), prefill_layout="tp8", engine="trtllm")
+    a = disaggregated(Deployment("llama-3.3-70b", "h100-sxm", tp=8, engine="trtllm"), Speculation(), wl)
+    b = disaggregated(Deployment("llama-3.3-70b", "h100-sxm", tp=Layout(tp=8), engine="trtllm", prefill_layout="tp8"),
+                      Speculation(), wl)
     for k in ("tpot_s", "ttft_s", "tokens_per_s_per_gpu", "kv_transfer_s"):
         assert one(a, k) == one(b, k)
 
@@ -84,8 +89,8 @@ def test_tp_only_layout_prices_exactly_as_tp():
 def test_disaggregated_pools_of_their_own_layouts_count_every_gpu_and_prefill_in_littles_law():
     """2P1D of DP-8/EP-8 prefill instances and one TP-8/EP-8 decode instance: 3 x 8 GPUs; C = y B + X TTFT."""
     wl = Workload(2048, 512, 128.0, mode="disagg", pools=(2, 1))
-    r = disaggregated("deepseek-r1", "h200-sxm", wl, tp=Layout(tp=8, ep=8), prefill_layout="dp8ep8",
-                      engine="sglang", dtype="fp8")
+    r = disaggregated(Deployment("deepseek-r1", "h200-sxm", tp=Layout(tp=8, ep=8), engine="sglang",
+                                 prefill_layout="dp8ep8", dtypes=Dtypes("fp8")), Speculation(), wl)
     assert one(r, "devices") == 24
     x = one(r, "requests_per_s")
     assert one(r, "tokens_per_s_per_gpu") == pytest.approx(x * 512 / 24, rel=1e-9)
@@ -111,14 +116,17 @@ def test_mla_kv_is_one_latent_per_dp_rank():
     """MLA keeps one latent per sequence on every TP GPU of a rank: DP 8 x TP 1 holds eight ranks' sequences where
     TP 8 holds one rank's, so the instance's KV room is several times TP 8's (less the replicated dense weights)."""
     wl = Workload(4096, 1024, 64.0)
-    a = aggregated("deepseek-r1", "h200-sxm", wl, tp=8, engine="sglang", dtype="fp8")
-    b = aggregated("deepseek-r1", "h200-sxm", wl, tp=Layout(dp=8, ep=8), engine="sglang", dtype="fp8")
+    a = aggregated(Deployment("deepseek-r1", "h200-sxm", tp=8, engine="sglang", dtypes=Dtypes("fp8")), Speculation(),
+                   wl)
+    b = aggregated(Deployment("deepseek-r1", "h200-sxm", tp=Layout(dp=8, ep=8), engine="sglang", dtypes=Dtypes("fp8")),
+                   Speculation(), wl)
     assert one(b, "kv_cap_requests") > 4 * one(a, "kv_cap_requests")
 
 
 def test_wide_ep_instance_across_nodes_answers():
     """DP 16 / EP 16 spans two 8-GPU H200 nodes (DeepEP over RDMA between them): priced, Little's law holds."""
-    r = aggregated("deepseek-r1", "h200-sxm", Workload(4096, 1024, 512.0), tp=Layout(dp=16, ep=16), engine="sglang")
+    r = aggregated(Deployment("deepseek-r1", "h200-sxm", tp=Layout(dp=16, ep=16), engine="sglang"), Speculation(),
+                   Workload(4096, 1024, 512.0))
     assert one(r, "devices") == 16
     assert one(r, "requests_per_s") * one(r, "request_latency_s") == pytest.approx(512, rel=0.01)
 

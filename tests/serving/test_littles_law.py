@@ -33,7 +33,8 @@ def run(*args):
 @pytest.mark.parametrize("engine", ["trtllm", "vllm", "ideal"])
 def test_aggregated_littles_law_at_every_concurrency(engine):
     c = np.array([1.0, 3.0, 64.0, 1e4])
-    r = aggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 256, concurrency=c), engine=engine)
+    r = aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine=engine), Speculation(),
+                   Workload(1024, 256, concurrency=c))
     np.testing.assert_allclose(r["requests_per_s"] * r["request_latency_s"], c, rtol=1e-2)
     # the C = 10^4 point is held by the running cap (KV cache / max_num_seqs): the rest wait for admission
     assert float(r["decode_batch"][-1]) <= float(r["running_cap"])
@@ -43,7 +44,8 @@ def test_aggregated_littles_law_at_every_concurrency(engine):
 def test_issue25_one_client_with_a_long_prompt_is_one_request_in_flight():
     # Llama-3.1-8B, H100, trtllm, ISL 100000 / OSL 4 at C = 1 implied 161 requests in flight (X·latency) when the
     # decode batch was clamped to >= 1: one client has one request, mostly in prefill, so B << 1.
-    r = aggregated("llama-3.1-8b", "h100-sxm", Workload(100000, 4, concurrency=1), engine="trtllm")
+    r = aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="trtllm"), Speculation(),
+                   Workload(100000, 4, concurrency=1))
     assert float(r["requests_per_s"] * r["request_latency_s"]) == pytest.approx(1.0, rel=1e-2)
     assert float(r["decode_batch"]) < 0.2
     # X = 1 / latency: a single client sends the next request when the last one ends
@@ -71,7 +73,7 @@ def test_single_client_aggregated_hand_solved_below_one_decoding_sequence():
 
     b = brentq(lambda b: b + parts(b)[1] * parts(b)[2] - 1.0, 1e-6, 1.0, xtol=1e-12)
     tau, x, ttft = parts(b)
-    r = aggregated(m, hw, Workload(512, 65, concurrency=1), engine="ideal")
+    r = aggregated(Deployment(m, hw, engine="ideal"), Speculation(), Workload(512, 65, concurrency=1))
     assert b < 1.0
     assert float(r["decode_batch"]) == pytest.approx(b, rel=1e-6)
     assert float(r["ttft_s"]) == pytest.approx(ttft, rel=1e-6)
@@ -82,8 +84,8 @@ def test_single_client_aggregated_hand_solved_below_one_decoding_sequence():
 @pytest.mark.parametrize("pools", [(1, 1), (2, 1), (1, 3), (3, 2)])
 def test_disaggregated_littles_law_requests_in_prefill_count(pools):
     c = np.array([1.0, 8.0, 64.0, 512.0])
-    r = disaggregated("llama-3.1-8b", "h100-sxm", Workload(2048, 256, concurrency=c, mode="disagg", pools=pools),
-                      engine="vllm")
+    r = disaggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="vllm"), Speculation(),
+                      Workload(2048, 256, concurrency=c, mode="disagg", pools=pools))
     x, y = pools
     b, xr, ttft = r["decode_batch"], r["requests_per_s"], r["ttft_s"]
     assert np.all(np.isfinite(ttft))
@@ -115,7 +117,8 @@ def test_disaggregated_hand_solved_1p2d():
 
     b = brentq(lambda b: 2 * b + parts(b)[1] * parts(b)[2] - 16.0, 1e-6, 8.0, xtol=1e-12)
     tau, x, ttft = parts(b)
-    r = disaggregated(m, hw, Workload(2048, 256, concurrency=16, mode="disagg", pools=(1, 2)), engine="ideal")
+    r = disaggregated(Deployment(m, hw, engine="ideal"), Speculation(),
+                      Workload(2048, 256, concurrency=16, mode="disagg", pools=(1, 2)))
     assert float(r["prefill_s"]) == pytest.approx(s, rel=1e-9)
     assert float(r["kv_transfer_s"]) == pytest.approx(kv, rel=1e-9)
     assert float(r["decode_batch"]) == pytest.approx(b, rel=1e-6)
@@ -132,7 +135,8 @@ def test_kv_transfer_in_ttft_nvlink_in_a_node_nic_across(tp, link_bytes_s):
     m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
     prec = resolve_precision(m, hw, None, None)
     kv = 8192 * KV_BYTES_PER_TOKEN_L8B / tp / link_bytes_s
-    r = disaggregated(m, hw, Workload(8192, 64, concurrency=1, mode="disagg"), tp=tp, engine="ideal")
+    r = disaggregated(Deployment(m, hw, tp=tp, engine="ideal"), Speculation(),
+                      Workload(8192, 64, concurrency=1, mode="disagg"))
     s = float(prefill_s(m, hw, tp, 8192, precision=prec, engine="ideal"))
     assert float(r["kv_transfer_s"]) == pytest.approx(kv, rel=1e-9)
     assert float(r["ttft_s"]) == pytest.approx(s + kv, rel=1e-9)
@@ -174,10 +178,11 @@ def test_open_loop_overload_is_an_answer(mode):
     assert "unstable: arrivals (1e+09 req/s) exceed capacity" in p.stdout
     wl = Workload(4096, 128, request_rate=1e9, mode=mode)
     fn = aggregated if mode == "agg" else disaggregated
-    sat = float(fn("llama-3.1-8b", "h100-sxm", wl, engine="vllm")["saturation_requests_per_s"])
+    dep = Deployment("llama-3.1-8b", "h100-sxm", engine="vllm")
+    sat = float(fn(dep, Speculation(), wl)["saturation_requests_per_s"])
     assert 0 < sat < 1e3
-    below = fn("llama-3.1-8b", "h100-sxm", Workload(4096, 128, request_rate=0.9 * sat, mode=mode), engine="vllm")
-    above = fn("llama-3.1-8b", "h100-sxm", Workload(4096, 128, request_rate=1.1 * sat, mode=mode), engine="vllm")
+    below = fn(dep, Speculation(), Workload(4096, 128, request_rate=0.9 * sat, mode=mode))
+    above = fn(dep, Speculation(), Workload(4096, 128, request_rate=1.1 * sat, mode=mode))
     assert bool(below["stable"]) and not bool(above["stable"])
 
 
@@ -207,7 +212,7 @@ def test_prefill_first_engine_hand_solved():
 
     b = brentq(lambda b: b + parts(b)[1] * parts(b)[2] - 4.0, 1e-6, 4.0, xtol=1e-12)
     tau, x, ttft = parts(b)
-    r = aggregated(m, hw, Workload(512, 65, concurrency=4), engine=eng)
+    r = aggregated(Deployment(m, hw, engine=eng), Speculation(), Workload(512, 65, concurrency=4))
     assert float(r["tpot_s"]) == pytest.approx(tau, rel=1e-6)
     assert float(r["ttft_s"]) == pytest.approx(ttft, rel=1e-6)
     assert float(r["decode_batch"]) == pytest.approx(b, rel=1e-6)
@@ -235,7 +240,8 @@ def test_startup_term_adds_c_minus_one_client_times_at_a_fixed_batch():
         np.testing.assert_allclose(on - off, [0.0, 7 * 2.5e-3, 63 * 2.5e-3], rtol=1e-12, atol=1e-15)
         np.testing.assert_array_equal(x_on, x_off)
     # closed loop with the term on: Little's law still holds (the term is TTFT the loop's clients spend waiting)
-    r = aggregated(m, hw, Workload(1024, 256, concurrency=c, startup_cohort=True), engine=eng)
+    r = aggregated(Deployment(m, hw, engine=eng), Speculation(), Workload(1024, 256, concurrency=c,
+                                                                          startup_cohort=True))
     np.testing.assert_allclose(r["requests_per_s"] * r["request_latency_s"], c, rtol=1e-2)
 
 
@@ -257,7 +263,7 @@ def test_disaggregated_decode_iteration_is_the_engines_round():
     eng = load_engine("vllm-0.10").model_copy(update={"spec_host_per_seq_s": 2e-4})
     acc = Acceptance.from_rate(0.7)
     wl = Workload(1024, 256, concurrency=16, mode="disagg")
-    r = disaggregated(m, hw, wl, engine=eng, mechanism="eagle3", draft_len=3, acceptance=acc)
+    r = disaggregated(Deployment(m, hw, engine=eng), Speculation("eagle3", 3, acc), wl)
     b = float(r["decode_batch"])
     head = eagle3_head(m, None)
     draft = (head, resolve_precision(head, hw, None, None))
@@ -278,7 +284,7 @@ def test_disaggregated_decode_iteration_is_the_engines_round():
     # the round's host time is in it: 16 sequences x 200 us would be missing with the old pricing
     plain = load_engine("vllm-0.10")
     assert float(eng.step_s(1e-3, b, k, True)) == pytest.approx(float(plain.step_s(1e-3, b, k, True)))
-    r0 = disaggregated(m, hw, wl, engine=plain, mechanism="eagle3", draft_len=3, acceptance=acc)
+    r0 = disaggregated(Deployment(m, hw, engine=plain), Speculation("eagle3", 3, acc), wl)
     assert float(r["iteration_s"]) > float(r0["iteration_s"]) + 0.5 * b * 2e-4
 
 
@@ -294,7 +300,7 @@ def test_disaggregated_decode_table_holds_every_whole_batch_up_to_64():
     # graphs up to 64 and costly eager launches beyond: the step jumps between 64 and 65
     eng = load_engine("vllm-0.10").model_copy(update={"graph_max_batch": 64, "eager_launch_s": 1e-4})
     wl = Workload(1024, 256, concurrency=np.array([64.0, 1000.0]), mode="disagg")
-    r = disaggregated(m, hw, wl, engine=eng)
+    r = disaggregated(Deployment(m, hw, engine=eng), Speculation(), wl)
     b = float(r["decode_batch"][0])
     assert 63.0 < b < 64.0
     k = step_kernels(m, hw, 1)
@@ -314,7 +320,8 @@ def test_osl_two_has_one_decode_step(mode):
     # OSL 2: the prefill makes the first token, one decode step the second: a finite TPOT (that step), a decode
     # batch, tokens/s/user = 1 / TPOT, and Little's law over the whole request
     wl = Workload(1024, 2, concurrency=np.array([1.0, 16.0]), mode=mode)
-    r = (aggregated if mode == "agg" else disaggregated)("llama-3.1-8b", "h100-sxm", wl, engine="vllm")
+    r = (aggregated if mode == "agg" else disaggregated)(Deployment("llama-3.1-8b", "h100-sxm", engine="vllm"),
+                                                         Speculation(), wl)
     tpot = np.asarray(r["tpot_s"], dtype=float)
     assert np.all(np.isfinite(tpot)) and np.all(tpot > 0) and np.all(np.asarray(r["decode_batch"]) > 0)
     np.testing.assert_allclose(r["tokens_per_s_per_user"], 1.0 / tpot, rtol=1e-12)
@@ -325,8 +332,8 @@ def test_osl_two_has_one_decode_step(mode):
 def test_disaggregated_ttft_p90_above_its_mean_under_load():
     # the prefill wait is 0 with probability 1 - rho, else exponential: at a loaded prefill pool (rho >= 0.5) its
     # p90 lies above the mean, (w / rho) ln(rho / 0.1) > w, and p50 below the p90
-    r = disaggregated("llama-3.1-8b", "h100-sxm", Workload(8192, 256, concurrency=256, mode="disagg"),
-                      engine="vllm")
+    r = disaggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="vllm"), Speculation(),
+                      Workload(8192, 256, concurrency=256, mode="disagg"))
     assert float(r["prefill_utilization"]) >= 0.5
     assert float(r["ttft_p90_s"]) > float(r["ttft_s"]) > 0 and float(r["ttft_p50_s"]) < float(r["ttft_p90_s"])
 
@@ -346,7 +353,8 @@ def test_an_open_loop_counts_requests_in_prefill_in_its_concurrency():
     from specplan.serving.aggregated import aggregated
     from specplan.serving.workload import Workload
 
-    r = aggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 256, request_rate=5.0), engine="vllm")
+    r = aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="vllm"), Speculation(),
+                   Workload(1024, 256, request_rate=5.0))
     assert float(r["concurrency"]) == pytest.approx(float(r["decode_batch"]) + 5.0 * float(r["ttft_s"]), rel=1e-12)
     assert float(r["ttft_s"]) > 0
 

@@ -7,11 +7,14 @@ import pytest
 
 from specplan.serving.disaggregated import disaggregated
 from specplan.serving.workload import Workload
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import Speculation
 
 
 def _at(rate):
-    return disaggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 256, request_rate=rate, mode="disagg",
-                                                              pools=(1, 1)), engine="vllm", mechanism="none")
+    return disaggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="vllm"), Speculation("none"),
+                         Workload(1024, 256, request_rate=rate, mode="disagg",
+                                                              pools=(1, 1)))
 
 
 def test_full_prefill_utilization_has_no_finite_ttft():

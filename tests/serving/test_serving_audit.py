@@ -10,15 +10,19 @@ from specplan.serving.aggregated import aggregated
 from specplan.serving.disaggregated import disaggregated_pools
 from specplan.serving.workload import Workload
 from specplan.speculation.acceptance import Acceptance
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import Speculation
 
 
 def test_one_client_with_a_long_prompt_decodes_at_the_decode_step():
     """ISL 32,000 / OSL 128, one client, ideal engine: its TPOT is the decode step at batch 1 and context
     ISL + OSL/2 = 32,064 (it was 68 % above: its own next prompt was priced into its decode steps)."""
-    r = aggregated("llama-3.1-8b", "h100-sxm", Workload(32000, 128, concurrency=1.0), engine="ideal")
+    r = aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="ideal"), Speculation(),
+                   Workload(32000, 128, concurrency=1.0))
     dec = float(step_time("llama-3.1-8b", "h100-sxm", 1, 1.0, 1, 32000 + 64).total_s)
     assert float(r["tpot_s"]) == pytest.approx(dec, rel=1e-9)
-    two = aggregated("llama-3.1-8b", "h100-sxm", Workload(32000, 128, concurrency=2.0), engine="ideal")
+    two = aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="ideal"), Speculation(),
+                     Workload(32000, 128, concurrency=2.0))
     assert float(two["tpot_s"]) > 1.2 * dec  # a second client's prompts do land in its decode steps
 
 
@@ -26,11 +30,10 @@ def test_the_open_loop_has_no_steady_state_above_its_capacity():
     """At 1.02 x the saturation rate it reported stable with a throughput above its own capacity (the fixed-point
     iteration from below had not converged); at 0.99 x a steady state exists and holds B = λ·N_d·τ."""
     acc = Acceptance.from_rate(0.7)
-    kw = dict(engine="ideal", mechanism="eagle3", draft_len=3, acceptance=acc)
-    sat = float(aggregated("llama-3.1-8b", "h100-sxm", Workload(2048, 128, request_rate=1.0),
-                           **kw)["saturation_requests_per_s"])
+    dep, spec = Deployment("llama-3.1-8b", "h100-sxm", engine="ideal"), Speculation("eagle3", 3, acc)
+    sat = float(aggregated(dep, spec, Workload(2048, 128, request_rate=1.0))["saturation_requests_per_s"])
     lam = np.array([0.99, 1.02, 1.1]) * sat
-    r = aggregated("llama-3.1-8b", "h100-sxm", Workload(2048, 128, request_rate=lam), **kw)
+    r = aggregated(dep, spec, Workload(2048, 128, request_rate=lam))
     assert list(np.asarray(r["stable"])) == [True, False, False]
     n_d = 127 / float(np.asarray(r["acceptance_length"]).ravel()[0])
     b, tau = float(r["decode_batch"][0]), float(r["iteration_s"][0])
@@ -41,11 +44,10 @@ def test_a_disaggregated_point_does_not_depend_on_the_other_loads_asked():
     """TensorRT-LLM 1P1D at concurrency 126: the decode table's interval around 126 depended on the largest load
     of the sweep, and the graph's end at 128 (an eager step beyond) was interpolated across it (TPOT 11.5 ms
     alone, 15.1 ms beside 1024)."""
-    one = disaggregated_pools("llama-3.1-8b", "h100-sxm", Workload(128, 1024, concurrency=126.0, mode="disagg"),
-                              [(1, 1)], engine="trtllm")[0]
-    many = disaggregated_pools("llama-3.1-8b", "h100-sxm",
-                               Workload(128, 1024, concurrency=np.array([126.0, 1024.0]), mode="disagg"),
-                               [(1, 1)], engine="trtllm")[0]
+    one = disaggregated_pools(Deployment("llama-3.1-8b", "h100-sxm", engine="trtllm"), Speculation(),
+                              Workload(128, 1024, concurrency=126.0, mode="disagg"), [(1, 1)])[0]
+    many = disaggregated_pools(Deployment("llama-3.1-8b", "h100-sxm", engine="trtllm"), Speculation(),
+                               Workload(128, 1024, concurrency=np.array([126.0, 1024.0]), mode="disagg"), [(1, 1)])[0]
     assert float(np.asarray(many["tpot_s"])[0]) == pytest.approx(float(np.asarray(one["tpot_s"]).ravel()[0]),
                                                                 rel=1e-3)
 
@@ -55,10 +57,10 @@ def test_each_draft_length_is_priced_as_if_alone():
     largest D (chunk = budget - B(1 + D_max)) and took the KV running cap at D = 32 (304 requests, 346 at D = 1):
     at concurrency 347 the D = 1 point read TTFT 1.88 s where it alone reads 0.27 s."""
     acc = Acceptance.from_rate(0.8)
-    kw = dict(engine="vllm", mechanism="eagle3", acceptance=acc)
-    one = aggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 256, concurrency=347.0), draft_len=1, **kw)
-    many = aggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 256, concurrency=np.full(3, 347.0)),
-                      draft_len=np.array([1, 8, 32]), **kw)
+    dep = Deployment("llama-3.1-8b", "h100-sxm", engine="vllm")
+    one = aggregated(dep, Speculation("eagle3", 1, acc), Workload(1024, 256, concurrency=347.0))
+    many = aggregated(dep, Speculation("eagle3", np.array([1, 8, 32]), acc),
+                      Workload(1024, 256, concurrency=np.full(3, 347.0)))
     for k in ("ttft_s", "tpot_s", "decode_batch", "kv_cap_requests"):
         assert float(np.asarray(many[k])[0]) == pytest.approx(float(np.asarray(one[k]).ravel()[0]), rel=1e-9), k
     assert float(np.asarray(many["kv_cap_requests"])[2]) < float(np.asarray(many["kv_cap_requests"])[0])

@@ -11,13 +11,16 @@ from specplan.profiles.registry import load_engine
 from specplan.serving.aggregated import aggregated, prompt_step_s, running_cap
 from specplan.serving.disaggregated import disaggregated
 from specplan.serving.workload import Workload
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import Speculation
 
 
 def test_open_loop_decode_batch_is_its_fixed_point():
     """Open loop, no speculation: B = λ × (OSL − 1) × τ(B) at every rate below saturation (255 decode iterations a
     request for OSL 256), to the bisection's precision, and the TTFT quantiles are finite and ordered."""
     lam = np.array([1.0, 5.0, 20.0])
-    r = aggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 256, request_rate=lam), engine="vllm")
+    r = aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="vllm"), Speculation(),
+                   Workload(1024, 256, request_rate=lam))
     assert np.all(r["stable"])
     np.testing.assert_allclose(r["decode_batch"], lam * 255.0 * r["iteration_s"], rtol=1e-6)
     assert np.all(np.isfinite(r["ttft_p90_s"])) and np.all(r["ttft_p90_s"] >= r["ttft_p50_s"])
@@ -26,7 +29,8 @@ def test_open_loop_decode_batch_is_its_fixed_point():
 
 def test_a_single_client_never_queues_behind_another_prompt():
     """C = 1: no other request can be ahead of a prompt, so its TTFT has no queue part: p50 = p90 = the mean."""
-    r = aggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 256, concurrency=1.0), engine="vllm")
+    r = aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="vllm"), Speculation(),
+                   Workload(1024, 256, concurrency=1.0))
     assert float(r["ttft_p90_s"]) == float(r["ttft_p50_s"]) == float(r["ttft_s"])
 
 
@@ -56,7 +60,8 @@ def test_disaggregated_little_law_holds_through_admission():
     requests wait for admission; 8 requests (far below the running cap of 1024 and the KV cache's room) never
     wait for admission."""
     c = np.array([8.0, 1e5])
-    r = disaggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 256, concurrency=c, mode="disagg"), engine="vllm")
+    r = disaggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="vllm"), Speculation(),
+                      Workload(1024, 256, concurrency=c, mode="disagg"))
     np.testing.assert_allclose(r["concurrency"], c, rtol=1e-12)
     np.testing.assert_allclose(r["requests_per_s"] * r["request_latency_s"], c, rtol=1e-6)
     assert float(r["admission_wait_s"][-1]) > 0.0 and float(r["admission_wait_s"][0]) == 0.0

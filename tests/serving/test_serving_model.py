@@ -18,6 +18,8 @@ from specplan.serving.workload import Workload
 from specplan.speculation.acceptance import Acceptance
 from specplan.model.step import step_time
 from specplan.planning.options import GridOptions, Sla
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import Speculation
 
 
 def run(*args):
@@ -31,8 +33,8 @@ def test_ideal_disagg_decode_tpot_is_specplan_step_at_the_decode_batch_and_mean_
     s = run("step", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--batch", "24", "--context", "2304", "--json")
     step_s = json.loads(s.stdout)["step_ms"] / 1e3
     lam = 24 / (511 * step_s)
-    r = disaggregated("llama-3.1-8b", "h100-sxm", Workload(2048, 512, request_rate=lam, mode="disagg"),
-                      engine="ideal")
+    r = disaggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="ideal"), Speculation(),
+                      Workload(2048, 512, request_rate=lam, mode="disagg"))
     assert float(r["decode_batch"]) == pytest.approx(24.0, rel=1e-5)
     assert float(r["tpot_s"]) == pytest.approx(step_s, rel=1e-5)
     assert r["pools"] == (1, 1)
@@ -67,7 +69,7 @@ def test_hand_solved_aggregated_tpot_and_ttft():
 
     b = brentq(lambda b: b + parts(b)[1] * parts(b)[2] - 4.0, 1.0, 4.0, xtol=1e-10)
     tau, x, ttft = parts(b)
-    r = aggregated(m, hw, Workload(512, 65, concurrency=4), engine="ideal")
+    r = aggregated(Deployment(m, hw, engine="ideal"), Speculation(), Workload(512, 65, concurrency=4))
     assert float(r["tpot_s"]) == pytest.approx(tau, rel=1e-6)
     assert float(r["ttft_s"]) == pytest.approx(ttft, rel=1e-6)
     assert float(r["decode_batch"]) == pytest.approx(b, rel=1e-6)
@@ -77,18 +79,19 @@ def test_hand_solved_aggregated_tpot_and_ttft():
 
 def test_prompt_tokens_per_step_follow_b_isl_al_over_osl():
     wl = Workload(2048, 257, concurrency=np.array([8.0, 32.0]))
-    base = aggregated("llama-3.1-8b", "h100-sxm", wl, engine="vllm")
+    base = aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="vllm"), Speculation(), wl)
     np.testing.assert_allclose(base["prefill_tokens_per_step"], base["decode_batch"] * 2048 / 256, rtol=1e-9)
     assert np.all(base["decode_batch"] < wl.concurrency)  # requests in prefill are not decoding
-    spec = aggregated("llama-3.1-8b", "h100-sxm", wl, engine="vllm", mechanism="eagle3", draft_len=3,
-                      acceptance=Acceptance.from_rate(0.8))
+    spec = aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="vllm"),
+                      Speculation("eagle3", 3, Acceptance.from_rate(0.8)), wl)
     al = float(np.asarray(spec["acceptance_length"]).reshape(-1)[0])
     np.testing.assert_allclose(spec["prefill_tokens_per_step"], spec["decode_batch"] * 2048 * al / 256, rtol=1e-9)
 
 
 def test_tpot_grows_with_concurrency_and_exceeds_decode_only():
     c = np.array([1.0, 4, 16, 64])
-    r = aggregated("llama-3.1-8b", "h100-sxm", Workload(4096, 128, concurrency=c), engine="trtllm")
+    r = aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="trtllm"), Speculation(),
+                   Workload(4096, 128, concurrency=c))
     assert np.all(np.diff(r["tpot_s"]) > 0)
     dec = step_time("llama-3.1-8b", "h100-sxm", 1, np.maximum(r["decode_batch"], 1), 1, 4096 + 64).total_s
     # prefill interference and engine costs on top of the decode step from two clients on; one client decodes
@@ -102,10 +105,11 @@ def test_disagg_counts_both_pools_in_tokens_per_gpu():
     # Open loop at 5 requests/s: the same decode pool (1 instance, same B) behind 1 or 2 prefill instances, so the
     # same TPOT, and tokens/s/GPU = 5 * 512 / (x + y) GPUs: 1280 at 1P1D, 853.3 at 2P1D. (Was a closed loop at
     # C = 16 with B = C / y: the decode batch did not depend on the prefill pool.)
-    one = disaggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 512, request_rate=5.0, mode="disagg"),
-                        engine="ideal")
-    two = disaggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 512, request_rate=5.0, mode="disagg",
-                                                             pools=(2, 1)), engine="ideal")
+    one = disaggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="ideal"), Speculation(),
+                        Workload(1024, 512, request_rate=5.0, mode="disagg"))
+    two = disaggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="ideal"), Speculation(),
+                        Workload(1024, 512, request_rate=5.0, mode="disagg",
+                                                             pools=(2, 1)))
     assert float(two["tpot_s"]) == pytest.approx(float(one["tpot_s"]))  # same decode pool
     assert float(one["tokens_per_s_per_gpu"]) == pytest.approx(5 * 512 / 2)
     assert float(two["tokens_per_s_per_gpu"]) == pytest.approx(5 * 512 / 3)
@@ -115,7 +119,8 @@ def test_disagg_counts_both_pools_in_tokens_per_gpu():
 def test_prefill_bound_disagg_shrinks_the_decode_batch():
     # ISL 8192 / OSL 16 at C = 256 on 1P1D: the prefill pool (S ~ 0.21 s a prompt) binds; requests/s within 1 % of
     # its capacity 1 / S, TTFT finite and from Little's law: (C - B) / X (was: X = 1/S exactly with C ignored)
-    r = disaggregated("llama-3.1-8b", "h100-sxm", Workload(8192, 16, concurrency=256, mode="disagg"), engine="ideal")
+    r = disaggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="ideal"), Speculation(),
+                      Workload(8192, 16, concurrency=256, mode="disagg"))
     b, x, s = float(r["decode_batch"]), float(r["requests_per_s"]), float(r["prefill_s"])
     assert bool(r["prefill_bound"]) and b < 256
     assert x == pytest.approx(1.0 / s, rel=1e-2) and x <= 1.0 / s
@@ -276,8 +281,8 @@ def test_osl_one_open_loop_ttft_is_the_md1_wait_on_the_prefill():
     from specplan.serving.workload import Workload
 
     def ttft(rate):
-        return float(aggregated("llama-3.1-8b", "h100-sxm", Workload(20000, 1, request_rate=rate),
-                                engine="ideal")["ttft_s"])
+        return float(aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="ideal"), Speculation(),
+                                Workload(20000, 1, request_rate=rate))["ttft_s"])
 
     s = ttft(1e-9)
     for u in (0.25, 0.5, 0.9):

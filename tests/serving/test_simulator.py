@@ -24,6 +24,8 @@ from specplan.speculation.round import round_s
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
 from harness import run_cli  # noqa: E402
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import Speculation
 
 M8 = "llama-3.1-8b"
 SPEC0 = dict(mechanism="none", draft_len=0, acceptance=None, draft_model=None)
@@ -44,7 +46,7 @@ def test_steady_state_tpot_agrees_with_the_analytical_model(h100_8b, c):
     n = max(12 * c, 60)
     req = closed_loop(lengths(512, None, n, 0), lengths(512, None, n, 0), c)
     sim = simulate_serving(m, hw, req, SimSetup(1, load_engine("vllm"), prec, warmup=3 * c))
-    ana = aggregated(M8, "h100-sxm", Workload(512, 512, concurrency=c), engine="vllm")
+    ana = aggregated(Deployment(M8, "h100-sxm", engine="vllm"), Speculation(), Workload(512, 512, concurrency=c))
     assert sim.preemptions == 0
     assert sim.tpot_mean_s == pytest.approx(float(ana["tpot_s"]), rel=0.03)
 
@@ -215,8 +217,8 @@ def test_speculation_per_request_acceptance(h100_8b, c):
     setup = SimSetup(1, load_engine("vllm"), prec, mechanism="eagle3", draft_len=3, acceptance=acc, warmup=3 * c)
     fixed = simulate_serving(m, hw, replace(req, alpha=np.full(n, 0.7)), setup)
     drawn = simulate_serving(m, hw, req, setup)
-    ana = float(aggregated(M8, "h100-sxm", Workload(512, 512, concurrency=c), engine="vllm", mechanism="eagle3",
-                           draft_len=3, acceptance=acc)["tpot_s"])
+    ana = float(aggregated(Deployment(M8, "h100-sxm", engine="vllm"), Speculation("eagle3", 3, acc),
+                           Workload(512, 512, concurrency=c))["tpot_s"])
     assert fixed.acceptance_length == pytest.approx((1 - 0.7 ** 4) / 0.3, rel=1e-6)
     assert fixed.tpot_mean_s == pytest.approx(ana, rel=0.03)
     assert fixed.tpot_mean_s * 0.999 <= drawn.tpot_mean_s <= 1.06 * ana

@@ -13,7 +13,8 @@ from specplan.serving.api import serving_summary
 from specplan.serving.disaggregated import disaggregated
 from specplan.serving.workload import Workload
 from specplan.speculation.acceptance import Acceptance
-from specplan.speculation.spec import DraftSearch
+from specplan.speculation.spec import DraftSearch, Speculation
+from specplan.model.deployment import Deployment
 
 WL = Workload(128, 1024, concurrency=64.0)
 
@@ -55,8 +56,8 @@ def test_below_the_cap_nothing_changes():
     acc = Acceptance.from_length(3.0, 3)
     wl = Workload(128, 1024, concurrency=32.0)
     free = load_engine("sglang").model_copy(update={"spec_max_num_seqs": None})
-    a = aggregated("llama-3.1-8b", "h100-sxm", wl, engine="sglang", mechanism="eagle3", draft_len=3, acceptance=acc)
-    f = aggregated("llama-3.1-8b", "h100-sxm", wl, engine=free, mechanism="eagle3", draft_len=3, acceptance=acc)
+    a = aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="sglang"), Speculation("eagle3", 3, acc), wl)
+    f = aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine=free), Speculation("eagle3", 3, acc), wl)
     assert float(a["tpot_s"]) == pytest.approx(float(f["tpot_s"]), rel=1e-9)
     assert bool(np.all(a["spec_cap"])) and float(a["decode_batch"]) < 32.0
     assert float(a["admission_wait_s"]) == 0.0
@@ -66,9 +67,8 @@ def test_disaggregated_decode_instance_is_capped_too():
     """1P1D at concurrency 128: the speculating decode instance holds 48 requests; the baseline's holds more."""
     acc = Acceptance.from_length(3.0, 3)
     wl = Workload(1024, 256, concurrency=128.0, mode="disagg", pools=(1, 1))
-    base = disaggregated("llama-3.1-8b", "h100-sxm", wl, engine="sglang")
-    spec = disaggregated("llama-3.1-8b", "h100-sxm", wl, engine="sglang", mechanism="eagle3", draft_len=3,
-                         acceptance=acc)
+    base = disaggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="sglang"), Speculation(), wl)
+    spec = disaggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="sglang"), Speculation("eagle3", 3, acc), wl)
     assert float(np.max(spec["decode_batch"])) <= 48.0 + 1e-9
     assert float(np.max(base["decode_batch"])) > 48.0
     assert bool(np.all(spec["spec_cap"]))
@@ -141,11 +141,13 @@ def test_recommend_prices_the_launch_its_files_write():
     best = r["best"]
     assert best["mechanism"] == "eagle3" and 48.0 < best["decode_batch"] <= 64.0
     lifted = load_engine("sglang").model_copy(update={"spec_max_num_seqs": None})
-    a = aggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 256, concurrency=64.0), engine=lifted,
-                   mechanism="eagle3", draft_len=best["draft_len"], acceptance=parse_acceptance("0.8"))
+    a = aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine=lifted),
+                   Speculation("eagle3", best["draft_len"],
+                               parse_acceptance("0.8")), Workload(1024, 256, concurrency=64.0))
     assert best["tpot_ms"] == pytest.approx(1e3 * float(np.ravel(a["tpot_s"])[0]), rel=1e-9)
-    capped = aggregated("llama-3.1-8b", "h100-sxm", Workload(1024, 256, concurrency=64.0), engine="sglang",
-                        mechanism="eagle3", draft_len=best["draft_len"], acceptance=parse_acceptance("0.8"))
+    capped = aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine="sglang"),
+                        Speculation("eagle3", best["draft_len"],
+                                    parse_acceptance("0.8")), Workload(1024, 256, concurrency=64.0))
     assert float(np.ravel(capped["decode_batch"])[0]) <= 48.0 + 1e-9  # predict's default launch
     cmd = render(build("sglang", plan_from_answer({**best, "model": "llama-3.1-8b", "isl": 1024, "osl": 256})))
     assert "--max-running-requests 64" in cmd

@@ -10,6 +10,8 @@ from specplan.serving.aggregated import _PER_CONFIG, _gpu_tables, gpu_tables
 from specplan.serving.disaggregated import disaggregated_pools
 from specplan.serving.workload import Workload
 from specplan.speculation.acceptance import Acceptance
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import Speculation
 
 
 def test_aggregated_tables_equal_the_point_by_point_ones():
@@ -32,10 +34,10 @@ def test_disaggregated_pools_do_not_depend_on_how_often_a_d_repeats():
     # the same D column priced beside two concurrencies or alone gives the same pool answer at C = 32
     wl2 = Workload(isl=512, osl=256, concurrency=np.array([[8.0], [32.0]]))
     wl1 = dataclasses.replace(wl2, concurrency=np.array([[32.0]]))
-    kw = dict(tp=1, engine="vllm", mechanism="eagle3", draft_len=np.array([[1.0, 3.0]]),
-              acceptance=Acceptance.from_length(1.8, 3))
-    two = disaggregated_pools("llama-3.1-8b", "h100-sxm", wl2, [(1, 1)], **kw)[0]
-    one = disaggregated_pools("llama-3.1-8b", "h100-sxm", wl1, [(1, 1)], **kw)[0]
+    dep = Deployment("llama-3.1-8b", "h100-sxm", tp=1, engine="vllm")
+    spec = Speculation("eagle3", np.array([[1.0, 3.0]]), Acceptance.from_length(1.8, 3))
+    two = disaggregated_pools(dep, spec, wl2, [(1, 1)])[0]
+    one = disaggregated_pools(dep, spec, wl1, [(1, 1)])[0]
     np.testing.assert_allclose(np.asarray(two["tpot_s"])[1], np.asarray(one["tpot_s"])[0], rtol=1e-9)
 
 

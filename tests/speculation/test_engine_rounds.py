@@ -15,6 +15,7 @@ from specplan.serving.workload import Workload
 from specplan.speculation.round import RoundShape, round_draft_model, round_gpu_extra_s
 from specplan.speculation.speedup import evaluate, evaluate_kw
 from specplan.model.deployment import Deployment
+from specplan.speculation.spec import Speculation
 
 M, HW = "llama-3.1-8b", "h100-sxm"
 
@@ -50,8 +51,8 @@ def test_vllm_8b_eagle3_speedup_never_rises_with_concurrency():
     # one H100 under vLLM 0.34: the speedup (baseline TPOT / speculative TPOT) does not rise from concurrency 1 to
     # 8, 32, 64, 128 (public vLLM studies see it shrink with batch); the synchronous round rose 1.79 -> 1.84
     wl = Workload(isl=128, osl=1024, concurrency=np.array([1.0, 8.0, 32.0, 64.0, 128.0]))
-    base = aggregated(M, HW, wl, engine="vllm")
-    spec = aggregated(M, HW, wl, engine="vllm", mechanism="eagle3", draft_len=3)
+    base = aggregated(Deployment(M, HW, engine="vllm"), Speculation(), wl)
+    spec = aggregated(Deployment(M, HW, engine="vllm"), Speculation("eagle3", 3), wl)
     s = np.asarray(base["tpot_s"]) / np.asarray(spec["tpot_s"])
     assert np.all(np.diff(s) <= 1e-9), s
 
@@ -135,8 +136,8 @@ def test_zero_draft_length_still_runs_the_draft_extend_where_the_engine_keeps_it
         assert got == pytest.approx(expect, rel=1e-12, abs=1e-15), eng_id
     # a D schedule's D = 0 band is slower than no drafter at all
     wl = Workload(isl=1024, osl=256, concurrency=64.0)
-    base = aggregated(M, HW, wl, engine="vllm")
-    zero = aggregated(M, HW, wl, engine="vllm", mechanism="eagle3", draft_len=np.array([0.0, 3.0]))
+    base = aggregated(Deployment(M, HW, engine="vllm"), Speculation(), wl)
+    zero = aggregated(Deployment(M, HW, engine="vllm"), Speculation("eagle3", np.array([0.0, 3.0])), wl)
     assert float(zero["tpot_s"][0]) > float(base["tpot_s"]) * 1.01
 
 
@@ -163,7 +164,7 @@ def test_an_explicit_engine_value_wins_over_the_hardware_defaults():
 
 def test_vllm_on_a100_runs_at_most_256_requests_and_a_callers_value_is_kept():
     wl = Workload(isl=256, osl=256, concurrency=400.0)
-    r = aggregated("llama-3.1-8b", "a100-sxm-80gb", wl, engine="vllm")
+    r = aggregated(Deployment("llama-3.1-8b", "a100-sxm-80gb", engine="vllm"), Speculation(), wl)
     assert float(r["decode_batch"]) <= 256.0 + 1e-9
     mine = load_engine("vllm").model_copy(update={"max_num_seqs": 100})
     assert mine.for_hardware(load_hardware("a100-sxm-80gb")).max_num_seqs == 100

@@ -159,9 +159,8 @@ def test_verify_tokens_inside_the_token_budget_and_prefill_interference():
 def test_step_path_and_serving_path_agree_at_concurrency_one(engine, mech, d, extra):
     acc = Acceptance.from_length(2.5, d)
     wl = Workload(isl=128, osl=1024, concurrency=1)
-    base = aggregated("llama-3.1-8b", "h100-sxm", wl, engine=engine)
-    spec = aggregated("llama-3.1-8b", "h100-sxm", wl, engine=engine, mechanism=mech, draft_len=d, acceptance=acc,
-                      **extra)
+    base = aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine=engine), Speculation(), wl)
+    spec = aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine=engine), Speculation.of(mech, d, acc, **extra), wl)
     step = evaluate_kw("llama-3.1-8b", "h100-sxm", batch=1, context_len=wl.decode_context, draft_len=d, mechanism=mech,
                     acceptance=acc, engine=engine, **extra)
     serving = float(base["tpot_s"] / spec["tpot_s"])
@@ -186,8 +185,8 @@ def test_dense_speedup_does_not_rise_once_verify_is_compute_bound(d, frac, engin
     # the launch sets its running cap (SGLang's 48 when speculating otherwise holds the speculative decode batch at
     # 48 while the baseline's grows, an admission effect, not the verify economics this property is about)
     engine = load_engine(engine).model_copy(update={"spec_max_num_seqs": None})
-    base = aggregated("llama-3.1-8b", "h100-sxm", wl, engine=engine)
-    spec = aggregated("llama-3.1-8b", "h100-sxm", wl, engine=engine, mechanism="eagle3", draft_len=d, acceptance=acc)
+    base = aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine=engine), Speculation(), wl)
+    spec = aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine=engine), Speculation("eagle3", d, acc), wl)
     s = np.asarray(base["tpot_s"] / spec["tpot_s"])
     ridge = _ridge_tokens(load_hardware("h100-sxm"))
     bound = np.asarray(spec["decode_batch"]) * (1 + d) >= ridge
@@ -225,11 +224,13 @@ def test_an_engine_that_turns_overlap_off_for_a_mechanism_prices_its_rounds_unov
     assert float(round_s(ng, 5e-3, 8, 0, 1, 300, 0)) == pytest.approx(5e-3, rel=1e-12)  # the baseline step
     # the serving path resolves it at its entry: the same numbers as an engine whose rounds never overlap
     wl = Workload(isl=256, osl=256, concurrency=np.array([16.0, 64.0]))
-    kw = dict(mechanism="ngram", draft_len=np.array([3.0]), acceptance=Acceptance.from_length(2.5, 3))
-    a = aggregated("llama-3.1-8b", "h100-sxm", wl, engine=eng, **kw)
-    b = aggregated("llama-3.1-8b", "h100-sxm", wl, engine=eng.model_copy(update={"spec_overlap": False,
-                                                                                 "spec_sync_mechanisms": []}), **kw)
-    c = aggregated("llama-3.1-8b", "h100-sxm", wl, engine=eng.model_copy(update={"spec_sync_mechanisms": []}), **kw)
+    spec = Speculation("ngram", np.array([3.0]), Acceptance.from_length(2.5, 3))
+    a = aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine=eng), spec, wl)
+    b = aggregated(Deployment("llama-3.1-8b", "h100-sxm",
+                              engine=eng.model_copy(update={"spec_overlap": False, "spec_sync_mechanisms": []})),
+                   spec, wl)
+    c = aggregated(Deployment("llama-3.1-8b", "h100-sxm", engine=eng.model_copy(update={"spec_sync_mechanisms": []})),
+                   spec, wl)
     np.testing.assert_allclose(a["tpot_s"], b["tpot_s"], rtol=1e-12)
     assert np.all(np.asarray(c["tpot_s"]) < np.asarray(a["tpot_s"]))  # overlapped n-gram rounds: faster
     with pytest.raises(ValueError, match="spec_sync_mechanisms: 'eagle' is not a speculative mechanism"):
