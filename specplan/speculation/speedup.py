@@ -201,8 +201,7 @@ def evaluate(dep: Deployment, spec: Speculation = Speculation(), *, batch=1, con
     dtype, kv_dtype, precision = dep.dtypes.dtype, dep.dtypes.kv_dtype, dep.precision
     attention_style, routing = dep.kernels.attention_style, dep.kernels.routing
     mechanism, draft_len, acceptance = spec.mechanism, spec.draft_len, spec.acceptance
-    draft_model, draft_hardware, draft_dtype = spec.draft.model, spec.draft.hardware, spec.draft.dtype
-    draft_kv_budget, tree_tokens, draft_heads = spec.draft.kv_budget, spec.tree_tokens, spec.draft_heads
+    draft_model, draft_kv_budget, tree_tokens = spec.draft.model, spec.draft.kv_budget, spec.tree_tokens
     if draft_kv_budget is not None and not (draft_kv_budget >= 0):
         raise SpecplanError(f"draft KV budget (--draft-kv-budget): must be >= 0 tokens, got {draft_kv_budget:g}")
     reserve = check_reserve(reserve)
@@ -228,16 +227,10 @@ def evaluate(dep: Deployment, spec: Speculation = Speculation(), *, batch=1, con
     ver = step_time(m, hw, tp, b, q, ctx, layout=lay, precision=prec,
                     kernels=StepKernels(attention_style=attention_style, routing=routing, attention_family=fam_ver,
                                         mla_family=fam_mla_ver))
-    dc = drafter(DraftInput(m, hw, tp, prec, b, d, ctx, dtype=dtype, kv_dtype=kv_dtype, layout=lay,
-                            draft_model=None if draft_model is None else load_model(draft_model),
-                            draft_hardware=None if draft_hardware is None else load_hardware(draft_hardware),
-                            draft_dtype=draft_dtype, draft_kv_budget=draft_kv_budget,
-                            attention_style=attention_style, routing=routing,
-                            draft_heads=draft_heads if draft_heads is not None else
-                            (None if acc is None else (acc.meta or {}).get("heads"))))
-    spec = d > 0
-    verify_s = np.where(spec, ver.total_s + srv.iteration_overhead_s, base.total_s)
-    draft_s = np.where(spec, dc.time_s + dc.serial_steps * srv.draft_step_overhead_s, 0.0)
+    dc = drafter(_draft_input(dep, spec, (m, hw, lay, prec), (b, d, ctx), acc))
+    drafting = d > 0
+    verify_s = np.where(drafting, ver.total_s + srv.iteration_overhead_s, base.total_s)
+    draft_s = np.where(drafting, dc.time_s + dc.serial_steps * srv.draft_step_overhead_s, 0.0)
     iter_s = verify_s + draft_s
     al = np.ones(shape) if acc is None else np.broadcast_to(acc.al(d), shape)
     if np.any(al > 1 + d + 1e-9):
@@ -250,7 +243,41 @@ def evaluate(dep: Deployment, spec: Speculation = Speculation(), *, batch=1, con
         eng = load_engine(engine).for_hardware(hw, tp).for_mechanism(mechanism)
         base_t, iter_t = _engine_step_s(eng, m, hw, (tp, b, ctx, d, q), (mechanism, draft_model), prec, base, iter_s,
                                         np.asarray(dc.rho, dtype=float) * d)
-    out = {
+    out = _result_arrays(b, d, q, al, (base, ver), (verify_s, draft_s, iter_s, base_t, iter_t), mem,
+                         (fits, dev_base, dev_t, dev_d), dc, hw)
+    out = {k: np.broadcast_to(np.asarray(v, dtype=float if k != "fits" else bool), shape) for k, v in out.items()}
+    if guidelines:
+        from specplan.speculation.guidelines import diagnostics
+
+        out["guidelines"] = diagnostics(m, hw, tp, lay.per_rank_batch(b), ctx, d, prec, (base, ver), dc.rho,
+                                        StepKernels(attention_style=attention_style, routing=routing))
+    out["precision"] = prec
+    out.update(_notes(dc, acc, d, q, engine, mechanism, m.moe is not None))
+    return out
+
+
+def _draft_input(dep: Deployment, spec: Speculation, target: tuple, grid: tuple, acc) -> DraftInput:
+    """What a drafter prices: the target (model, engine-scaled hardware, layout, resolved precision), the grid
+    (batch, D, context) and the draft's placement and heads (the acceptance profile's heads by default)."""
+    m, hw, lay, prec = target
+    b, d, ctx = grid
+    heads = spec.draft_heads if spec.draft_heads is not None else (None if acc is None else
+                                                                    (acc.meta or {}).get("heads"))
+    return DraftInput(m, hw, lay.tp, prec, b, d, ctx, dtype=dep.dtypes.dtype, kv_dtype=dep.dtypes.kv_dtype,
+                      layout=lay, draft_model=None if spec.draft.model is None else load_model(spec.draft.model),
+                      draft_hardware=None if spec.draft.hardware is None else load_hardware(spec.draft.hardware),
+                      draft_dtype=spec.draft.dtype, draft_kv_budget=spec.draft.kv_budget,
+                      attention_style=dep.kernels.attention_style, routing=dep.kernels.routing, draft_heads=heads)
+
+
+def _result_arrays(b, d, q, al, steps, times, mem, devices, dc, hw) -> dict:
+    """evaluate's arrays by name from its priced parts: steps (baseline, verify StepCost), times (verify, draft,
+    iteration, engine baseline, engine iteration s), devices (fits, baseline, target, draft devices)."""
+    base, ver = steps
+    verify_s, draft_s, iter_s, base_t, iter_t = times
+    fits, dev_base, dev_t, dev_d = devices
+    spec = d > 0
+    return {
         "baseline_step_s": base.total_s,
         "verify_s": verify_s,
         "draft_s": draft_s,
@@ -281,15 +308,6 @@ def evaluate(dep: Deployment, spec: Speculation = Speculation(), *, batch=1, con
         # the largest batch whose verify step (q_len = verify tokens, with the draft's bytes) fits, as `fits` has it
         "max_batch": np.where(np.asarray(dc.fits), mem.max_batch, 0.0) if hw.kind != "lpu" else np.inf,
     }
-    out = {k: np.broadcast_to(np.asarray(v, dtype=float if k != "fits" else bool), shape) for k, v in out.items()}
-    if guidelines:
-        from specplan.speculation.guidelines import diagnostics
-
-        out["guidelines"] = diagnostics(m, hw, tp, lay.per_rank_batch(b), ctx, d, prec, (base, ver), dc.rho,
-                                        StepKernels(attention_style=attention_style, routing=routing))
-    out["precision"] = prec
-    out.update(_notes(dc, acc, d, q, engine, mechanism, m.moe is not None))
-    return out
 
 
 def _notes(dc, acc, d, q, engine, mechanism, moe: bool = False) -> dict:
