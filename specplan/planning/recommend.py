@@ -56,14 +56,8 @@ def _draft_range(acc: Acceptance | None, max_d: int, extrapolate: bool, notes: l
     return np.arange(0, top + 1)
 
 
-def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, context_len=1024,
-              drafts: DraftSearch | None = None, top=10, **kw) -> dict:
-    """Best (mechanism, D) of `drafts` (default: every mechanism with acceptance data, D up to MAX_DRAFT_LEN) by
-    tokens/s/GPU at a batch, or over batch subject to tokens/s/user >= a target (neither given: over every batch
-    that fits, i.e. the throughput end of the frontier); `kw`: evaluate's deployment options (dtype, engine, ...)."""
-    drafts = drafts if drafts is not None else DraftSearch(max_draft_len=MAX_DRAFT_LEN)
-    mechanisms, acceptance, max_draft_len, extrapolate = (drafts.mechanisms, drafts.acceptance, drafts.max_draft_len,
-                                                          drafts.extrapolate)
+def _checked(tp, batch, target_tps_per_user, context_len, max_draft_len) -> tuple:
+    """recommend's options checked in one line each: (batch or None, largest D)."""
     if batch is not None and target_tps_per_user is not None:
         raise SpecplanError("recommend: give at most one of --batch or --target-tps-per-user")
     max_draft_len = check_int(max_draft_len, "max draft length", 0, DRAFT_LEN_LIMIT)
@@ -73,6 +67,28 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
     check_int(context_len, "context", 0, MAX_CONTEXT)
     if target_tps_per_user is not None and not (target_tps_per_user > 0):  # also rejects NaN
         raise SpecplanError(f"target tokens/s/user (--target-tps-per-user): must be > 0, got {target_tps_per_user:g}")
+    return batch, max_draft_len
+
+
+def _engine_notes(engine, shown: list) -> list:
+    """The engine's notes on the rows shown: its unfitted round numbers and its speculative running cap."""
+    from specplan.profiles.registry import load_engine
+    from specplan.speculation.round import spec_cap_note, unfitted_note
+
+    eng = load_engine(engine)
+    top_b = max((x["batch"] for x in shown if x["mechanism"] != "none"), default=None)
+    return unfitted_note(eng) + ([] if top_b is None else spec_cap_note(eng, top_b))
+
+
+def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, context_len=1024,
+              drafts: DraftSearch | None = None, top=10, **kw) -> dict:
+    """Best (mechanism, D) of `drafts` (default: every mechanism with acceptance data, D up to MAX_DRAFT_LEN) by
+    tokens/s/GPU at a batch, or over batch subject to tokens/s/user >= a target (neither given: over every batch
+    that fits, i.e. the throughput end of the frontier); `kw`: evaluate's deployment options (dtype, engine, ...)."""
+    drafts = drafts if drafts is not None else DraftSearch(max_draft_len=MAX_DRAFT_LEN)
+    mechanisms, acceptance, max_draft_len, extrapolate = (drafts.mechanisms, drafts.acceptance, drafts.max_draft_len,
+                                                          drafts.extrapolate)
+    batch, max_draft_len = _checked(tp, batch, target_tps_per_user, context_len, max_draft_len)
     m = load_model(model)
     acceptance = {k: parse_acceptance(v) for k, v in (acceptance or {}).items()}
     mechs = _mechanisms(m.id, mechanisms, acceptance, kw.get("draft_model"))
@@ -105,12 +121,7 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
     rows.sort(key=lambda x: (x["feasible"], x["tokens_per_s_per_gpu"] if x["feasible"] else -1), reverse=True)
     feasible = [x for x in rows if x["feasible"]]
     if kw.get("engine") is not None and any(x != "none" for x in mechs):
-        from specplan.profiles.registry import load_engine
-        from specplan.speculation.round import spec_cap_note, unfitted_note
-
-        eng = load_engine(kw["engine"])
-        top_b = max((x["batch"] for x in rows[:top] if x["mechanism"] != "none"), default=None)
-        notes += unfitted_note(eng) + ([] if top_b is None else spec_cap_note(eng, top_b))
+        notes += _engine_notes(kw["engine"], rows[:top])
     out = {"model": m.id, "hardware": hw.id, "hardware_kind": hw.kind, "tp": tp,
            "layout": layout_dict(layout_for(tp, kw.get("layout"))), "context_len": context_len,
            "batch": batch, "target_tps_per_user": target_tps_per_user, "mechanisms": mechs,

@@ -496,6 +496,45 @@ def fill_budget(b: dict, gpus: int, tp: int) -> dict:
             "layout": f"{k} x {name}" if b["pools"] is None or k > 1 else name}
 
 
+def _nodes_and_tps(m, hw, space: DeploymentSpace) -> tuple:
+    """(GPUs per node, the TPs searched) of a budget on `hw`, each bad value refused in one line."""
+    gpus, gpus_per_node, modes = space.gpus, space.gpus_per_node, space.modes
+    domain = max(1, int(hw.scaleup_domain))
+    node = domain if gpus_per_node is None else gpus_per_node
+    if not (isinstance(node, (int, np.integer)) and 1 <= node <= domain):
+        raise SpecplanError(f"GPUs per node (--gpus-per-node): must be a whole number 1 ... {domain} (the scale-up "
+                            f"domain of {hw.id}: TP stays inside it), got {node}")
+    tps = tp_candidates(m, gpus, int(node))
+    if not tps:
+        raise SpecplanError(f"--gpus {gpus}: no TP up to {min(gpus, node)} splits the {m.num_q_heads} query heads "
+                            f"of {m.id}")
+    if tuple(modes) == ("disagg",) and 2 * min(tps) > gpus:
+        raise SpecplanError(f"--gpus {gpus}: disaggregated serving needs at least {2 * min(tps)} GPUs (one prefill "
+                            f"and one decode instance of TP {min(tps)}, 1P1D); give more GPUs or --mode agg")
+    return node, tps
+
+
+def _best_layouts(layouts: list) -> tuple:
+    """(the best layout, the best of each mode, the best of each (mode, layout family)) by output tokens/s of the
+    budget, then tokens/s/GPU; each layout's verdict says why it lost."""
+    ok = [x for x in layouts if x["best"] is not None]
+    rank = lambda x: (x["tokens_per_s"], x["best"]["tokens_per_s_per_gpu"])  # noqa: E731
+    best = max(ok, key=rank) if ok else None
+    by_mode = {}
+    for x in ok:
+        cur = by_mode.get(x["mode"])
+        if cur is None or rank(x) > rank(cur):
+            by_mode[x["mode"]] = x
+    for x in layouts:
+        x["verdict"] = _why_lost(x, best)
+    by_family = {}  # the best of each (mode, layout family): TP, and for an MoE model TEP and DEP
+    for x in ok:
+        k = f"{x['mode']} {x.get('family', 'TP')}"
+        if k not in by_family or rank(x) > rank(by_family[k]):
+            by_family[k] = x
+    return best, by_mode, by_family
+
+
 def search_deployment(model, hardware, isl: int, osl: int, *, space: DeploymentSpace, engine=None,
                       drafts: DraftSearch | None = None, sla: Sla = Sla(), **kw) -> dict:
     """The deployment of `gpus` GPUs that serves the most output tokens/s under the SLA: replicas of one unit, a TP
@@ -509,7 +548,7 @@ def search_deployment(model, hardware, isl: int, osl: int, *, space: DeploymentS
     from specplan.costs.precision import resolve_precision
     from specplan.profiles.registry import load_hardware
 
-    gpus, gpus_per_node, dtypes, modes = space.gpus, space.gpus_per_node, space.dtypes, space.modes
+    gpus, dtypes, modes = space.gpus, space.dtypes, space.modes
     drafts = drafts if drafts is not None else DraftSearch()
     max_ttft_ms, max_tpot_ms = sla.max_ttft_ms, sla.max_tpot_ms
     if not (isinstance(gpus, (int, np.integer)) and 1 <= gpus <= 4096):
@@ -517,18 +556,7 @@ def search_deployment(model, hardware, isl: int, osl: int, *, space: DeploymentS
     m = load_model(model)
     hw = load_hardware(hardware)
     eng = load_engine(engine)
-    domain = max(1, int(hw.scaleup_domain))
-    node = domain if gpus_per_node is None else gpus_per_node
-    if not (isinstance(node, (int, np.integer)) and 1 <= node <= domain):
-        raise SpecplanError(f"GPUs per node (--gpus-per-node): must be a whole number 1 ... {domain} (the scale-up "
-                            f"domain of {hw.id}: TP stays inside it), got {node}")
-    tps = tp_candidates(m, gpus, int(node))
-    if not tps:
-        raise SpecplanError(f"--gpus {gpus}: no TP up to {min(gpus, node)} splits the {m.num_q_heads} query heads "
-                            f"of {m.id}")
-    if tuple(modes) == ("disagg",) and 2 * min(tps) > gpus:
-        raise SpecplanError(f"--gpus {gpus}: disaggregated serving needs at least {2 * min(tps)} GPUs (one prefill "
-                            f"and one decode instance of TP {min(tps)}, 1P1D); give more GPUs or --mode agg")
+    node, tps = _nodes_and_tps(m, hw, space)
     layouts = []
     for dt in (dtypes or [kw.pop("dtype", None)]):
         kw.pop("dtype", None)
@@ -567,21 +595,7 @@ def search_deployment(model, hardware, isl: int, osl: int, *, space: DeploymentS
 
             layouts += moe_layout_rows(m, hw, isl, osl, gpus=gpus, dtype=dt, modes=modes, engine=eng,
                                        sla=sla, search_kw=dict(kw, drafts=drafts))
-    ok = [x for x in layouts if x["best"] is not None]
-    rank = lambda x: (x["tokens_per_s"], x["best"]["tokens_per_s_per_gpu"])  # noqa: E731
-    best = max(ok, key=rank) if ok else None
-    by_mode = {}
-    for x in ok:
-        cur = by_mode.get(x["mode"])
-        if cur is None or rank(x) > rank(cur):
-            by_mode[x["mode"]] = x
-    for x in layouts:
-        x["verdict"] = _why_lost(x, best)
-    by_family = {}  # the best of each (mode, layout family): TP, and for an MoE model TEP and DEP
-    for x in ok:
-        k = f"{x['mode']} {x.get('family', 'TP')}"
-        if k not in by_family or rank(x) > rank(by_family[k]):
-            by_family[k] = x
+    best, by_mode, by_family = _best_layouts(layouts)
     return {"model": m.id, "hardware": hw.id, "engine": eng.id, "isl": isl, "osl": osl, "gpus": gpus,
             "gpus_per_node": node, "max_ttft_ms": max_ttft_ms, "max_tpot_ms": max_tpot_ms, "layouts": layouts,
             "best": best, "best_by_mode": by_mode, **({"best_by_family": by_family} if m.moe is not None else {}),

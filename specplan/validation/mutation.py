@@ -569,6 +569,55 @@ def save_results(path: Path, meta: dict, rows: list[dict]) -> None:
     atomic_write_text(path, json.dumps({"meta": meta, "results": rows}, indent=1) + "\n")
 
 
+def _survivors_again(done: dict, again: set) -> tuple[list, dict]:
+    """(sites to run, their recorded keys) for the recorded survivors in `again`, each found again in today's code."""
+    todo, origin = [], {}
+    for k, r in done.items():
+        if k in again:
+            site = relocate(Site(r["module"], r["operator"], r["occurrence"], r["line"]), r["before"], r["after"])
+            origin[site.key] = k  # the recorded key of a site found again under another occurrence
+            todo.append(site)
+    return todo, origin
+
+
+def _sample_todo(picked: list, done: dict, rev, change: dict, rows: list) -> tuple[list, dict]:
+    """(sites to run, their sample keys) of the sample not yet done; a sample drawn at `rev` is found again in
+    today's code, and a mutant whose line is gone is recorded in `rows` as no-mutation."""
+    todo, origin = [], {}
+    for s in (x for x in picked if x.key not in done):
+        if not rev:
+            todo.append(s)
+            continue
+        site = relocate(s, *change[s.key])  # the sample's mutant in today's code
+        mt = mutated_source(site)
+        if mt is None or changed_line((ROOT / s.module).read_text(encoding="utf-8"), mt) != change[s.key]:
+            rows.append(asdict(Result(s.module, s.operator, s.occurrence, s.line, "no-mutation", *change[s.key],
+                                      0.0, "")))  # the mutated line is gone from today's code
+            continue
+        origin[site.key] = s.key
+        todo.append(site)
+    return todo, origin
+
+
+def _run_mutant(work: Path, s: Site, files: list, base_s: dict, timeout_s: float) -> dict:
+    """One mutant in the scratch copy `work`: mutate, run `files` (timeout: the module's baseline-derived one, else
+    `timeout_s`), restore; its Result as a dict."""
+    original = (work / s.module).read_text(encoding="utf-8")
+    mutated = mutated_source(s, work)
+    if mutated is None:
+        return asdict(Result(s.module, s.operator, s.occurrence, s.line, "no-mutation", "", "", 0.0, ""))
+    before, after = changed_line(original, mutated)
+    if not _compiles(mutated):
+        return asdict(Result(s.module, s.operator, s.occurrence, s.line, "incompetent", before, after, 0.0, ""))
+    try:
+        (work / s.module).write_text(mutated, encoding="utf-8")
+        outcome, dt, killer = run_tests(work, files, base_s.get(s.module, timeout_s))
+    finally:
+        (work / s.module).write_text(original, encoding="utf-8")
+    return asdict(Result(s.module, s.operator, s.occurrence, s.line, outcome, before, after, round(dt, 1),
+                         " ".join(files), killer))
+
+
 def run(groups: list[str], n: int | None, seed: int, *, results: Path | None = None, timeout_s: float = 300.0,
         modules: list[str] | None = None, tests: dict[str, list[str]] | None = None, baseline: bool = False,
         recheck: bool = False, workers: int = 1, sample_rev: str | None = None, log=print) -> tuple[dict, list[dict]]:
@@ -593,28 +642,11 @@ def run(groups: list[str], n: int | None, seed: int, *, results: Path | None = N
             "sites_per_module": {m: sum(s.module == m for s in every) for m in mods},
             **({"sample_rev": rev} if rev else {})}
     if recheck:  # the recorded survivors, whatever the sample of today's code is; the other rows stay as they are
-        todo, origin = [], {}
-        for k, r in done.items():
-            if k in again:
-                site = relocate(Site(r["module"], r["operator"], r["occurrence"], r["line"]), r["before"], r["after"])
-                origin[site.key] = k  # the recorded key of a site found again under another occurrence
-                todo.append(site)
+        todo, origin = _survivors_again(done, again)
         rows += [r for k, r in done.items() if k not in again and r not in rows]
         meta = load_meta(results) or meta  # the run's own sample description
     else:
-        todo, origin = [], {}
-        for s in (x for x in picked if x.key not in done):
-            if not rev:
-                todo.append(s)
-                continue
-            site = relocate(s, *change[s.key])  # the sample's mutant in today's code
-            mt = mutated_source(site)
-            if mt is None or changed_line((ROOT / s.module).read_text(encoding="utf-8"), mt) != change[s.key]:
-                rows.append(asdict(Result(s.module, s.operator, s.occurrence, s.line, "no-mutation", *change[s.key],
-                                          0.0, "")))  # the mutated line is gone from today's code
-                continue
-            origin[site.key] = s.key
-            todo.append(site)
+        todo, origin = _sample_todo(picked, done, rev, change, rows)
     if not todo:
         if results is not None and rev:
             save_results(results, meta, rows)
@@ -635,20 +667,7 @@ def run(groups: list[str], n: int | None, seed: int, *, results: Path | None = N
             if outcome != "survived":
                 raise SpecplanError(f"mutation: the tests of {s.module} fail without a mutant ({' '.join(files)})")
             base_s[s.module] = 4.0 * dt + 30.0
-        original = (work / s.module).read_text(encoding="utf-8")
-        mutated = mutated_source(s, work)
-        if mutated is None:
-            return asdict(Result(s.module, s.operator, s.occurrence, s.line, "no-mutation", "", "", 0.0, ""))
-        before, after = changed_line(original, mutated)
-        if not _compiles(mutated):
-            return asdict(Result(s.module, s.operator, s.occurrence, s.line, "incompetent", before, after, 0.0, ""))
-        try:
-            (work / s.module).write_text(mutated, encoding="utf-8")
-            outcome, dt, killer = run_tests(work, files, base_s.get(s.module, timeout_s))
-        finally:
-            (work / s.module).write_text(original, encoding="utf-8")
-        return asdict(Result(s.module, s.operator, s.occurrence, s.line, outcome, before, after, round(dt, 1),
-                             " ".join(files), killer))
+        return _run_mutant(work, s, files, base_s, timeout_s)
 
     def worker() -> None:
         work = scratch_copy()
