@@ -245,6 +245,28 @@ def main() -> None:
     print("\n".join(md))
 
 
+def _gemm_targets(p_cal, oracles: tuple, quant_us: float, targets: list, verdicts: dict) -> None:
+    """The GEMM target rows (bf16 and fp8, SGLang and vLLM) against TRT-LLM's own times (the raw oracle, and for
+    fp8 the oracle minus TRT-LLM's fitted quantization), appended to `targets` and `verdicts`."""
+    g_or, g_orq = oracles
+    for d in ("bf16", "fp8"):
+        for f in ("sglang", "vllm"):
+            sel = ((p_cal["fw"] == f) & (p_cal["dtype"] == d)).to_numpy()
+            line, v = target_row(f"GEMM {d}, {f}", p_cal["ape_pct"].to_numpy()[sel], g_or[sel], TARGETS[f"gemm {d}"])
+            if d == "fp8":  # TRT-LLM's time includes its activation quantization; vLLM/SGLang's does not
+                qo = metrics(g_orq[sel])
+                line = line.replace("**no: unreachable for any model fitted only on TRT-LLM rows**",
+                                    "**unproven** (the raw oracle includes TRT-LLM's quantization)")
+                line = line[:-2] + (f"; oracle minus TRT-LLM's fitted {quant_us:.1f} µs quantization: "
+                                    f"{qo['mape']:.1f} / {qo['median_ape']:.1f}, "
+                                    + ("within the target" if qo["mape"] <= TARGETS["gemm fp8"][0]
+                                       and qo["median_ape"] <= TARGETS["gemm fp8"][1] else "a miss")
+                                    + " (see \"Read plainly\") |")
+                v["oracle_minus_quant"] = qo
+            targets.append(line)
+            verdicts[f"gemm_{d}_{f}"] = v
+
+
 def _gemm_section(base, md, fit_record, nums, targets, verdicts) -> HardwareProfile:
     """GEMM: efficiencies fitted on TRT-LLM rows, scored on vLLM/SGLang; the profile with the GEMM fit."""
     # ---------------- GEMM ----------------
@@ -268,22 +290,7 @@ def _gemm_section(base, md, fit_record, nums, targets, verdicts) -> HardwareProf
     quant_us = hw.kernel_eff("fp8").quant_overhead_s * 1e6
     ref_q = h[trt & layer].assign(time_us=lambda x: x["time_us"] - np.where(x["dtype"] == "fp8", quant_us, 0.0))
     g_orq = oracle_ape(test, ref_q, GEMM_KEYS)
-    for d in ("bf16", "fp8"):
-        for f in ("sglang", "vllm"):
-            sel = ((p_cal["fw"] == f) & (p_cal["dtype"] == d)).to_numpy()
-            line, v = target_row(f"GEMM {d}, {f}", p_cal["ape_pct"].to_numpy()[sel], g_or[sel], TARGETS[f"gemm {d}"])
-            if d == "fp8":  # TRT-LLM's time includes its activation quantization; vLLM/SGLang's does not
-                qo = metrics(g_orq[sel])
-                line = line.replace("**no: unreachable for any model fitted only on TRT-LLM rows**",
-                                    "**unproven** (the raw oracle includes TRT-LLM's quantization)")
-                line = line[:-2] + (f"; oracle minus TRT-LLM's fitted {quant_us:.1f} µs quantization: "
-                                    f"{qo['mape']:.1f} / {qo['median_ape']:.1f}, "
-                                    + ("within the target" if qo["mape"] <= TARGETS["gemm fp8"][0]
-                                       and qo["median_ape"] <= TARGETS["gemm fp8"][1] else "a miss")
-                                    + " (see \"Read plainly\") |")
-                v["oracle_minus_quant"] = qo
-            targets.append(line)
-            verdicts[f"gemm_{d}_{f}"] = v
+    _gemm_targets(p_cal, (g_or, g_orq), quant_us, targets, verdicts)
     e = hw.efficiency
     nums.update(ovh_us=f"{hw.kernel_overhead_s * 1e6:.2f}", bf16_bw=f"{e['bf16'].mem_bw_fraction:.3f}",
                 bf16_peak=f"{e['bf16'].compute_max_fraction:.3f}", bf16_half=f"{e['bf16'].compute_half_flops:.1e}",
