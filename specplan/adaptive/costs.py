@@ -145,23 +145,23 @@ def build_costs(model, hardware, grid: CostGrid, *, mechanism: str = "eagle3", e
     acc = Acceptance.from_rate(0.5)  # costs do not depend on acceptance
     r = evaluate_kw(m, hw, batch=b[:, None, None], context_len=ctx[None, :, None], draft_len=d[None, None, :],
                  mechanism=mechanism, acceptance=acc, serving=srv, **kw)
-    prec = r["precision"]
+    prec = r.precision
     base = step_time(m, hw, tp, 1, 1, lo, precision=prec)
-    rho = float(np.asarray(r["rho"]).flat[0])
+    rho = float(np.asarray(r.rho).flat[0])
     # the engine's round on a replayed graph (speculation.round.round_s, as the serving path prices it: host per step
     # and per sequence, overlapped when the engine overlaps; the simulator adds the eager cost where no graph runs)
-    gpu = np.where(d[None, None, :] == 0, r["baseline_step_s"], r["iter_s"])
+    gpu = np.where(d[None, None, :] == 0, r.baseline_step_s, r.iter_s)
     graphs_all = eng.model_copy(update={"cuda_graphs_decode": True, "graph_max_batch": 0,
                                         "verify_graph_max_tokens": 0, "draft_graph_max_batch": 0})
-    q = np.broadcast_to(np.asarray(r["verify_tokens"], dtype=float), gpu.shape)
+    q = np.broadcast_to(np.asarray(r.verify_tokens, dtype=float), gpu.shape)
     iter_s = round_s(graphs_all, gpu, b[:, None, None], d[None, None, :], q, float(base.kernels),
                      base.kernels * rho * d[None, None, :])
-    d1 = r["draft_s"][:, :, 1] if d_max >= 1 else np.zeros(iter_s.shape[:2])
+    d1 = r.draft_s[:, :, 1] if d_max >= 1 else np.zeros(iter_s.shape[:2])
     mem = evaluate_kw(m, hw, batch=np.array([[1.0], [2.0]]), context_len=ctx[None, :], draft_len=float(d_max),
-                   mechanism=mechanism, acceptance=acc, **kw)["memory_total_bytes"]
+                   mechanism=mechanism, acceptance=acc, **kw).memory_total_bytes
     per_seq = mem[1] - mem[0]
     fixed = float(np.min(mem[0] - per_seq))
-    cap = float(np.asarray(r["memory_capacity_bytes"]).reshape(-1)[0])
+    cap = float(np.asarray(r.memory_capacity_bytes).reshape(-1)[0])
     toks = np.unique(np.round(np.geomspace(1, max(prefill_budget, 2), 32)))
     seqs = np.maximum(1.0, toks / max(mean_isl, 1.0))
     pf = mixed_step_s(m, hw, tp, StepMix(0, 0, toks, 0, prefill_seqs=seqs), precision=prec, engine=eng)
@@ -171,7 +171,7 @@ def build_costs(model, hardware, grid: CostGrid, *, mechanism: str = "eagle3", e
     extra = eager_per_kernel_s(eng)
     return StepCosts(iter_s=np.asarray(iter_s, float), draft1_s=np.asarray(d1, float), ctx_grid=ctx,
                      prefill_tokens=toks, prefill_s_grid=np.asarray(pf, float), per_seq_bytes=per_seq,
-                     fixed_bytes=fixed, capacity_bytes=cap, devices=float(np.asarray(r["target_devices"]).flat[0]),
+                     fixed_bytes=fixed, capacity_bytes=cap, devices=float(np.asarray(r.target_devices).flat[0]),
                      kernels=int(base.kernels), rho=rho, model_id=m.id, hardware_id=hw.id,
                      eager_per_kernel_s=float(extra), engine_id=eng.id, tp=int(tp))
 

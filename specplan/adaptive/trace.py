@@ -41,14 +41,14 @@ def trace_costs(model, hardware, segs: list[Segment], d_max: int, context_len: i
     d = np.arange(d_max + 1, dtype=float)
     r = evaluate_kw(model, hardware, batch=bs[:, None], draft_len=d[None, :], context_len=context_len,
                  mechanism=mechanism, acceptance=Acceptance.from_rate(0.5), serving=srv, **kw)
-    kern = step_time(model, hardware, kw.get("tp", 1), 1, 1, context_len, precision=r["precision"]).kernels
-    rho0 = float(np.asarray(r["rho"]).flat[0])
-    t = np.where(d[None, :] == 0, r["baseline_step_s"], r["iter_s"])
+    kern = step_time(model, hardware, kw.get("tp", 1), 1, 1, context_len, precision=r.precision).kernels
+    rho0 = float(np.asarray(r.rho).flat[0])
+    t = np.where(d[None, :] == 0, r.baseline_step_s, r.iter_s)
     t = t + eng.host_step_s + kern * (1.0 + rho0 * d[None, :]) * eng.graph_launch_s
-    d1 = r["draft_s"][:, min(1, d_max)]
-    dev = float(np.asarray(r["target_devices"]).flat[0])
-    rho = float(np.asarray(r["rho"]).flat[0])
-    fits = {int(b): np.asarray(r["fits"][i], bool) for i, b in enumerate(bs)}
+    d1 = r.draft_s[:, min(1, d_max)]
+    dev = float(np.asarray(r.target_devices).flat[0])
+    rho = float(np.asarray(r.rho).flat[0])
+    fits = {int(b): np.asarray(r.fits[i], bool) for i, b in enumerate(bs)}
     return ({int(b): t[i] for i, b in enumerate(bs)}, {int(b): float(d1[i]) for i, b in enumerate(bs)}, dev, rho,
             fits)
 

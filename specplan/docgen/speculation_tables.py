@@ -99,13 +99,13 @@ def qwen128k() -> str:
     g = mt["guidelines"]
     g_dev, tile_d = int(g["g_dev"]), int(g["attention_tile_d"])
     e = evaluate_kw(**Q, batch=Q_BATCH, draft_len=np.array([tile_d, tile_d + 1]), mechanism="ngram", acceptance=acc)
-    step_pct = 100 * (float(e["speedup"][1]) / float(e["speedup"][0]) - 1)
+    step_pct = 100 * (float(e.speedup[1]) / float(e.speedup[0]) - 1)
     bs = np.arange(1, 2049, dtype=float)
-    share = evaluate_kw(**Q, batch=bs, draft_len=0, mechanism="none", guidelines=True)["guidelines"]["attention_share"]
+    share = evaluate_kw(**Q, batch=bs, draft_len=0, mechanism="none", guidelines=True).guidelines["attention_share"]
     share = np.broadcast_to(share, bs.shape)
     b70 = bs[share >= 0.70]
     d1 = evaluate_kw(**Q, batch=bs, draft_len=1, mechanism="mtp", acceptance=acc)
-    b_fit = int(bs[np.asarray(d1["fits"], bool)].max()) if np.any(d1["fits"]) else 0
+    b_fit = int(bs[np.asarray(d1.fits, bool)].max()) if np.any(d1.fits) else 0
     m = load_model(Q["model"])
     kv_seq = float(kv_bytes_per_seq(m, Q["tp"], Q["kv_dtype"], Q["context_len"]))
     st_seq = state_bytes_per_seq(m, Q["tp"])

@@ -141,8 +141,8 @@ def _best_per_layout(model, hw, lay, mechs, acceptance, max_d, context, target_u
         d = np.array([0]) if mech == "none" else np.arange(1, max_d + 1)
         r = evaluate_kw(model, hw, layout=lay, batch=b[:, None], context_len=context, draft_len=d[None, :],
                      mechanism=mech, acceptance=acceptance.get(mech), **common)
-        fits = np.asarray(r["fits"])
-        user = np.asarray(r["tokens_per_s_per_user"])
+        fits = np.asarray(r.fits)
+        user = np.asarray(r.tokens_per_s_per_user)
         tps = b[:, None] * user
         if fits.any():
             best["max_user"] = max(best["max_user"], float(np.max(np.where(fits, user, 0.0))))
@@ -153,9 +153,9 @@ def _best_per_layout(model, hw, lay, mechs, acceptance, max_d, context, target_u
         if tps[i, j] > best["tps"]:
             best = {"tps": float(tps[i, j]), "feasible": True, "max_user": best["max_user"], "mechanism": mech,
                     "draft_len": int(d[j]), "batch": int(b[i]), "tokens_per_s_per_user": float(user[i, j]),
-                    "acceptance_length": float(np.asarray(r["acceptance_length"])[i, j]),
-                    "iter_ms": 1e3 * float(np.asarray(r["iter_s"])[i, j]),
-                    "memory_gb": float(np.asarray(r["memory_total_bytes"])[i, j]) / 1e9}
+                    "acceptance_length": float(np.asarray(r.acceptance_length)[i, j]),
+                    "iter_ms": 1e3 * float(np.asarray(r.iter_s)[i, j]),
+                    "memory_gb": float(np.asarray(r.memory_total_bytes)[i, j]) / 1e9}
     return best
 
 

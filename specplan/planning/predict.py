@@ -31,27 +31,27 @@ def predict_summary(model, hardware, *, tp=1, batch=1, context_len=1024, mechani
     hw = hardware
     r = evaluate_kw(model, hardware, tp=tp, batch=batch, context_len=context_len, draft_len=draft_len,
                  mechanism=mechanism, acceptance=acceptance, guidelines=True, **kw)
-    g = r["guidelines"]
+    g = r.guidelines
     diag = {k: (v.item() if isinstance(v, np.ndarray) and v.size == 1 else v) for k, v in g.items()}
     diag = {k: (np.asarray(v).reshape(-1)[0].item() if isinstance(v, np.ndarray) else v) for k, v in diag.items()}
-    diag["rho_time"] = _f(r["rho_time"])
+    diag["rho_time"] = _f(r.rho_time)
     guideline, line = _predict_binding(model, hardware, (tp, batch, context_len),
                                        Speculation(mechanism, draft_len, acceptance), (diag, r), kw)
     diag["binding"] = guideline
     diag["binding_line"] = line
-    prec = r["precision"]
+    prec = r.precision
     lpu = hw.kind == "lpu"
-    dev_t, dev_d = _f(r["target_devices"]), _f(r["draft_devices"])
-    memory = {"total_gb": _f(r["memory_total_bytes"]) / 1e9, "state_gb": _f(r["memory_state_bytes"]) / 1e9,
-              "capacity_gb": _f(r["memory_capacity_bytes"]) / 1e9, "fits": bool(np.asarray(r["fits"]).all())}
+    dev_t, dev_d = _f(r.target_devices), _f(r.draft_devices)
+    memory = {"total_gb": _f(r.memory_total_bytes) / 1e9, "state_gb": _f(r.memory_state_bytes) / 1e9,
+              "capacity_gb": _f(r.memory_capacity_bytes) / 1e9, "fits": bool(np.asarray(r.fits).all())}
     if lpu:  # SRAM-only chips: the deployment takes as many chips as its bytes need
         memory.update({"chips": int(dev_t + (dev_d if draft_hardware_is_same(kw) else 0)),
                        "chip_sram_gb": hw.mem_capacity_bytes / 1e9})
-    notes = list(r["notes"])
-    base_s = _f(r["engine_baseline_step_s"])
+    notes = list(r.notes)
+    base_s = _f(r.engine_baseline_step_s)
     extra = [(name, 1e3 * (_f(r[e]) - _f(r[g]))) for name, e, g in (
         ("baseline", "engine_baseline_step_s", "baseline_step_s"), ("speculative", "engine_iter_s", "iter_s"))]
-    if any(ms > 0.01 * 1e3 * _f(r["iter_s"]) for _, ms in extra):
+    if any(ms > 0.01 * 1e3 * _f(r.iter_s) for _, ms in extra):
         notes.append("iter ms is the engine's step, the GPU's draft + verify plus host, launch and eager time (" +
                      ", ".join(f"{n} +{ms:.2f} ms" for n, ms in extra) + "), what the speedup and throughputs use")
     if not memory["fits"]:
@@ -62,31 +62,31 @@ def predict_summary(model, hardware, *, tp=1, batch=1, context_len=1024, mechani
         "model": model.id, "hardware": hw.id, "hardware_kind": hw.kind, "tp": tp,
         "layout": layout_dict(layout_for(tp, kw.get("layout"))), "batch": batch,
         "context_len": context_len, "mechanism": mechanism, "draft_len": draft_len,
-        "verify_tokens": _f(r["verify_tokens"]),
+        "verify_tokens": _f(r.verify_tokens),
         "precision": {"compute": prec.compute, "kv": prec.kv},
-        "acceptance_source": r["acceptance_source"],
+        "acceptance_source": r.acceptance_source,
         # the steps as the engine runs them (host, launches, graphs: equal to the GPU steps without an engine), the
         # times the speedup and throughputs use; draft and verify stay GPU seconds
         "baseline": {"step_ms": 1e3 * base_s,
                      "tokens_per_s_per_user": 1.0 / base_s,
-                     "tokens_per_s_per_gpu": batch / (base_s * _f(r["baseline_devices"]))},
-        "speculative": {"step_ms": 1e3 * _f(r["engine_iter_s"]), "draft_ms": 1e3 * _f(r["draft_s"]),
-                        "verify_ms": 1e3 * _f(r["verify_s"])},
-        "acceptance_length": _f(r["acceptance_length"]),
-        "speedup": _f(r["speedup"]),
-        "break_even_al": _f(r["break_even_al"]),
-        "rho": _f(r["rho"]), "rho_d": _f(r["rho_d"]), "rho_time": _f(r["rho_time"]),
-        "tokens_per_s_per_user": _f(r["tokens_per_s_per_user"]),
-        "tokens_per_s_per_gpu": _f(r["tokens_per_s_per_gpu"]),
-        "tokens_per_s_per_device": _f(r["tokens_per_s_per_device"]),
+                     "tokens_per_s_per_gpu": batch / (base_s * _f(r.baseline_devices))},
+        "speculative": {"step_ms": 1e3 * _f(r.engine_iter_s), "draft_ms": 1e3 * _f(r.draft_s),
+                        "verify_ms": 1e3 * _f(r.verify_s)},
+        "acceptance_length": _f(r.acceptance_length),
+        "speedup": _f(r.speedup),
+        "break_even_al": _f(r.break_even_al),
+        "rho": _f(r.rho), "rho_d": _f(r.rho_d), "rho_time": _f(r.rho_time),
+        "tokens_per_s_per_user": _f(r.tokens_per_s_per_user),
+        "tokens_per_s_per_gpu": _f(r.tokens_per_s_per_gpu),
+        "tokens_per_s_per_device": _f(r.tokens_per_s_per_device),
         "devices": {"target": dev_t, "draft": dev_d},
         "memory": memory,
         "guidelines": diag,
         "binding": {"guideline": guideline, "line": line},
         "energy": predict_energy(model, hw, prec, layout_for(tp, kw.get("layout")),
-                                 OperatingPoint(batch / (base_s * _f(r["baseline_devices"])), batch, context_len),
-                                 OperatingPoint(_f(r["tokens_per_s_per_gpu"]), batch, context_len, draft_len,
-                                                _f(r["acceptance_length"]))),
+                                 OperatingPoint(batch / (base_s * _f(r.baseline_devices)), batch, context_len),
+                                 OperatingPoint(_f(r.tokens_per_s_per_gpu), batch, context_len, draft_len,
+                                                _f(r.acceptance_length))),
         "notes": notes,
     }
 

@@ -103,17 +103,17 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
         d = _draft_range(acc, max_draft_len, extrapolate, notes, mech)
         r = evaluate_kw(m, hardware, tp=tp, batch=bs[:, None], context_len=context_len, draft_len=d[None, :],
                      mechanism=mech, acceptance=acc, guidelines=True, **kw)
-        if acc is None and r["acceptance_d_max"] is not None and not extrapolate:
-            keep = d <= r["acceptance_d_max"]
+        if acc is None and r.acceptance_d_max is not None and not extrapolate:
+            keep = d <= r.acceptance_d_max
             if not keep.all():
-                notes.append(f"{mech}: shipped profile covers D <= {r['acceptance_d_max']:g}; larger D not searched")
+                notes.append(f"{mech}: shipped profile covers D <= {r.acceptance_d_max:g}; larger D not searched")
                 d = d[keep]
-                r = {k: (v[:, keep] if isinstance(v, np.ndarray) and v.ndim == 2 else v) for k, v in r.items()}
+                r = r.select(keep)
         curves[mech] = (d, r)
         limits += _memory_notes(mech, d, r, bs)
-        notes += [n for n in r["notes"] if n.startswith("MoE target") and n not in notes]  # once, from evaluate
-        ok = r["fits"] & (r["tokens_per_s_per_user"] >= (target_tps_per_user or 0.0))
-        obj = np.where(ok, r["tokens_per_s_per_gpu"], -np.inf)
+        notes += [n for n in r.notes if n.startswith("MoE target") and n not in notes]  # once, from evaluate
+        ok = r.fits & (r.tokens_per_s_per_user >= (target_tps_per_user or 0.0))
+        obj = np.where(ok, r.tokens_per_s_per_gpu, -np.inf)
         for j, dd in enumerate(d):
             i = int(np.argmax(obj[:, j]))
             rows.append(_row(mech if dd > 0 else "none", int(dd), r, i, j, bool(ok[i, j]), bs))
@@ -129,7 +129,7 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
            "best": feasible[0] if feasible else None}
     if not feasible:
         out["infeasible"] = _explain(rows, curves, target_tps_per_user)
-        if not any(bool(np.any(r["fits"])) for _, r in curves.values()):
+        if not any(bool(np.any(r.fits)) for _, r in curves.values()):
             d0, r0 = next(iter(curves.values()))
             why = mla_tp_note(m, hw, tp, context_len, r0["precision"], kw.get("layout"))
             if why:
@@ -140,10 +140,10 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
     d, r = curves[mech]
     i = int(np.argmin(np.abs(bs - best["batch"])))
     step = {k: r[k][i] for k in STEP_KEYS}
-    shape = r["speedup"].shape
+    shape = r.speedup.shape
     diag = {k: (np.broadcast_to(v, shape)[i, 0] if isinstance(v, np.ndarray) else v)
-            for k, v in r["guidelines"].items() if k not in ("tile_aligned", "gemm_regime", "moe_regime", "rho", "rho_d")}
-    d_max = r["acceptance_d_max"]
+            for k, v in r.guidelines.items() if k not in ("tile_aligned", "gemm_regime", "moe_regime", "rho", "rho_d")}
+    d_max = r.acceptance_d_max
     guideline, line = binding_line(best["draft_len"], step, diag, d_max, extrapolate)
     if best["draft_len"] == 0 and any(x["draft_len"] > 0 and not x["feasible"] for x in rows):
         guideline, line = "memory", "speculative configurations do not fit in memory at this batch (see the notes)"
@@ -245,7 +245,7 @@ def batch_candidates(m, hw, tp: int, context_len, kw: dict) -> np.ndarray:
         r = evaluate_kw(m, hw, tp=tp, batch=np.arange(1, BATCH_MAX + 1, dtype=float), context_len=context_len,
                      draft_len=0, mechanism="none", **{k: v for k, v in kw.items()
                                                  if k in ("dtype", "kv_dtype", "reserve", "attention_style", "routing", "layout")})
-        ok = np.flatnonzero(np.asarray(r["fits"]).reshape(-1))
+        ok = np.flatnonzero(np.asarray(r.fits).reshape(-1))
         top = int(ok[-1]) + 1 if ok.size else 1
     return np.arange(1, top + 1, dtype=float)
 

@@ -159,7 +159,7 @@ def _gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft
     grid = np.unique(np.round(np.geomspace(1.0, top, GRID_POINTS)))
     b = grid.reshape((-1,) + (1,) * d.ndim) * np.ones((1,) + d.shape)
     r = _decode_iteration_gpu(model, hw, tp, b, wl.decode_context, eng, spec, prec)
-    q = np.asarray(r["verify_tokens"], dtype=float)
+    q = np.asarray(r.verify_tokens, dtype=float)
     qb = q * np.ones(b.shape)  # verify rows are q tokens each, in the budget and in the mixed steps (issue 19)
     budget = float(eng.max_num_batched_tokens)
     # chunked prefill fills what the decode rows leave of the budget, at least MIN_CHUNK tokens (assumption)
@@ -190,19 +190,19 @@ def _gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft
         dm, dprec = draft
         dp = dp + prefill_s(dm, hw, draft_parallelism(dm, tp), wl.isl, precision=dprec, engine=eng)
         dp = np.where((d > 0) | eng.zero_draft_extend, dp, 0.0)
-    kernels = step_kernels(model, hw, tp, eng, prec) * (1.0 + np.asarray(r["rho_d"])[0])
+    kernels = step_kernels(model, hw, tp, eng, prec) * (1.0 + np.asarray(r.rho_d)[0])
     n_chunks = np.broadcast_to(n_chunks, b.shape)
     dp = np.broadcast_to(dp, b.shape)
     alone = float(prefill_s(model, hw, tp, wl.isl, precision=prec, engine=eng)) if wl.osl == 1 else 0.0
-    it = np.asarray(r["iter_s"]) + round_gpu_extra_s(model, engine_hardware(hw, eng), tp,
+    it = np.asarray(r.iter_s) + round_gpu_extra_s(model, engine_hardware(hw, eng), tp,
                                                      RoundShape(b, d, q, wl.decode_context),
                                                      spec.get("mechanism", "none"), draft, eng=eng)
     return GpuTables(np.log(grid), np.broadcast_to(it, b.shape),
-                     np.asarray(r["acceptance_length"])[0], q[0], kernels,
+                     np.asarray(r.acceptance_length)[0], q[0], kernels,
                      np.asarray(chunks).reshape((-1,) + b.shape), np.asarray(tokens).reshape((-1,) + b.shape),
-                     n_chunks, dp, np.asarray(r["fits"]), r, alone,
+                     n_chunks, dp, np.asarray(r.fits), r, alone,
                      draft_len=d * np.ones(q[0].shape),
-                     draft_kernels=step_kernels(model, hw, tp, eng, prec) * np.asarray(r["rho_d"])[0])
+                     draft_kernels=step_kernels(model, hw, tp, eng, prec) * np.asarray(r.rho_d)[0])
 
 
 def prompt_step_s(tab: GpuTables, eng, it_gpu, chunks, bc, t_it, rnd, tokens):
@@ -339,7 +339,7 @@ def kv_cap_requests(model, hw, tp, wl: Workload, eng, spec: dict, prec, target_o
     t, lay, one = instance_call(tp, 1.0)
     r = evaluate_kw(model, hw, tp=t, batch=one, context_len=float(wl.isl + wl.osl), engine=eng, dtype=prec.compute,
                  kv_dtype=prec.kv, precision=prec, **{**spec, "draft_len": np.maximum(du, 1.0)}, **lay)
-    mb = np.broadcast_to(np.asarray(r["max_batch"], dtype=float), du.shape)  # one evaluate per distinct D
+    mb = np.broadcast_to(np.asarray(r.max_batch, dtype=float), du.shape)  # one evaluate per distinct D
     mb = mb / dp_ranks(tp)  # a Layout: one DP rank's requests (max_batch counts the instance)
     mb = mb if inv is None else mb[np.asarray(inv).reshape(d.shape)]
     return np.where(d > 0, np.minimum(float(target_only), mb), float(target_only))

@@ -204,11 +204,11 @@ def disaggregated_grid(dep: Deployment, spec: Speculation, workload: Workload, p
         t, lay, bb = instance_call(tp, b)  # a Layout: b is one DP rank's, the instance holds DP x b
         r = evaluate_kw(m, hw, tp=t, batch=bb, context_len=workload.decode_context, engine=eng, dtype=prec.compute,
                      kv_dtype=prec.kv, precision=prec, **spec_u, **lay)
-        q = np.asarray(r["verify_tokens"], dtype=float)
-        gpu = np.asarray(r["iter_s"]) + round_gpu_extra_s(m, engine_hardware(hw, eng), tp,
+        q = np.asarray(r.verify_tokens, dtype=float)
+        gpu = np.asarray(r.iter_s) + round_gpu_extra_s(m, engine_hardware(hw, eng), tp,
                                                           RoundShape(b, du, q, workload.decode_context), mechanism,
                                                           draft, eng=eng)
-        return gpu, round_s(eng, gpu, b, du, q, kernels, kernels * np.asarray(r["rho_d"])), r
+        return gpu, round_s(eng, gpu, b, du, q, kernels, kernels * np.asarray(r.rho_d)), r
 
     b_top = float(np.max(conc)) / (dp_d * float(np.min(ys))) if conc is not None else float(np.max(cap))
     b_top = min(max(b_top, 1.0), float(np.max(cap)))

@@ -124,8 +124,8 @@ def build_step_table(model, hw, tp, eng, prec, spec: dict, *, b_max: float, ctx_
     t, lay, bi = instance_call(tp, b2)
     r = evaluate_kw(model, hw, tp=t, batch=bi, context_len=c2, engine=eng, dtype=prec.compute, kv_dtype=prec.kv,
                  precision=prec, **{**spec, "draft_len": d}, **lay)
-    q = float(np.asarray(r["verify_tokens"], dtype=float).ravel()[0])
-    dec = np.asarray(r["iter_s"], dtype=float) * np.ones(b2.shape) + round_gpu_extra_s(
+    q = float(np.asarray(r.verify_tokens, dtype=float).ravel()[0])
+    dec = np.asarray(r.iter_s, dtype=float) * np.ones(b2.shape) + round_gpu_extra_s(
         model, engine_hardware(hw, eng), tp, RoundShape(b2, d, q, c2), spec.get("mechanism", "none"), draft)
     fam = load_kernel_family(eng.family_id("decode_attention" if q <= 1 else "verify_attention", hw))
     rows = np.concatenate([[0.0], batches])[:, None]
@@ -142,7 +142,7 @@ def build_step_table(model, hw, tp, eng, prec, spec: dict, *, b_max: float, ctx_
                               load_kernel_family(eng.family_id("prefill_attention", hw)))
     from specplan.serving.aggregated import step_kernels
 
-    rho_d = float(np.asarray(r["rho_d"], dtype=float).ravel()[0])
+    rho_d = float(np.asarray(r.rho_d, dtype=float).ravel()[0])
     k = float(step_kernels(model, hw, tp, eng, prec))
     dpf = None
     if draft is not None and d > 0:  # the draft runs over the prompt too (aggregated.gpu_tables' draft_prefill_s)
@@ -153,4 +153,4 @@ def build_step_table(model, hw, tp, eng, prec, spec: dict, *, b_max: float, ctx_
         dpf = np.asarray(prefill_s(dm, hw, draft_parallelism(dm, tp), tokens, precision=dprec, engine=eng),
                          dtype=float)
     return StepTable(batches, contexts, tokens, dec, np.maximum(lin, 0.0), att, q,
-                     float(np.asarray(r["acceptance_length"], dtype=float).ravel()[0]), d, k, k * rho_d, dpf)
+                     float(np.asarray(r.acceptance_length, dtype=float).ravel()[0]), d, k, k * rho_d, dpf)

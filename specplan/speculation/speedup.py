@@ -22,6 +22,7 @@ from specplan.speculation.serving import get_serving
 from specplan.model.deployment import Deployment
 from specplan.model.step import StepKernels, step_time
 from specplan.speculation.spec import Speculation
+from specplan.speculation.speedup_grid import SpeedupGrid
 from specplan.costs.precision import Dtypes
 
 KEYS = ("baseline_step_s", "verify_s", "draft_s", "iter_s", "acceptance_length", "speedup", "tokens_per_s_per_user",
@@ -169,7 +170,7 @@ SPECULATION_OPTIONS = ("mechanism", "draft_len", "acceptance", "draft_model", "d
                        "draft_kv_budget", "tree_tokens", "draft_heads")
 
 
-def evaluate_kw(model, hardware, **options) -> dict[str, np.ndarray]:
+def evaluate_kw(model, hardware, **options) -> SpeedupGrid:
     """evaluate with its options by name, as the serving model's keyword dicts carry them: tp, layout, engine,
     serving, precision, dtype, kv_dtype, attention_style, routing (the Deployment), mechanism, draft_len, acceptance,
     draft_model, draft_hardware, draft_dtype, draft_kv_budget, tree_tokens, draft_heads (the Speculation), and
@@ -183,9 +184,9 @@ def evaluate_kw(model, hardware, **options) -> dict[str, np.ndarray]:
 
 
 def evaluate(dep: Deployment, spec: Speculation = Speculation(), *, batch=1, context_len=1024,
-             reserve=DEFAULT_RESERVE, guidelines=False) -> dict[str, np.ndarray]:
+             reserve=DEFAULT_RESERVE, guidelines=False) -> SpeedupGrid:
     """Baseline and speculative step times, AL, speedup, throughputs, memory and ρ over a broadcast grid
-    (with `guidelines`, also the guideline diagnostics under the key 'guidelines'). `batch` counts the
+    as a SpeedupGrid (with `guidelines`, also the guideline diagnostics). `batch` counts the
     instance's sequences; `dep.layout` (specplan.model.parallel: TP, DP, EP, PP; default TP only) places them, and
     tokens/s/GPU divides by its TP x DP x PP GPUs.
 
@@ -251,9 +252,7 @@ def evaluate(dep: Deployment, spec: Speculation = Speculation(), *, batch=1, con
 
         out["guidelines"] = diagnostics(m, hw, tp, lay.per_rank_batch(b), ctx, d, prec, (base, ver), dc.rho,
                                         StepKernels(attention_style=attention_style, routing=routing))
-    out["precision"] = prec
-    out.update(_notes(dc, acc, d, q, engine, mechanism, m.moe is not None))
-    return out
+    return SpeedupGrid(**out, precision=prec, **_notes(dc, acc, d, q, engine, mechanism, m.moe is not None))
 
 
 def _draft_input(dep: Deployment, spec: Speculation, target: tuple, grid: tuple, acc) -> DraftInput:

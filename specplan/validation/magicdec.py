@@ -62,7 +62,7 @@ def _times(row) -> tuple[float, float]:
         kw["draft_model"] = "tinyllama-1.1b"
     r = evaluate_kw(row["target"], row["hardware"], acceptance=Acceptance.from_length(1.0 + 1e-9, int(row["draft_len"])),
                  **kw)
-    return float(np.asarray(r["baseline_step_s"])), float(np.asarray(r["iter_s"]))
+    return float(np.asarray(r.baseline_step_s)), float(np.asarray(r.iter_s))
 
 
 def _rate_from_length(al: np.ndarray, d: int) -> np.ndarray:

@@ -73,12 +73,12 @@ def b200_mtp_rows(layouts: dict[str, Layout] | None = None):
             ev = evaluate(Deployment(model, hw, layout=lay),
                           Speculation(mechanism="mtp", draft_len=d, acceptance=Acceptance.from_length(al, d)),
                           batch=1, context_len=isl + osl // 2)
-            b, it = float(ev["baseline_step_s"]), float(ev["iter_s"])
+            b, it = float(ev.baseline_step_s), float(ev.iter_s)
             rec[f"{name}_layout"] = lay.name
             rec[f"{name}_predicted"] = _e2e_ratio(ttft, b, it, al, osl)
             rec[f"{name}_error_pct"] = 100.0 * (rec[f"{name}_predicted"] / rec["measured"] - 1.0)
             if name == "notes":
-                rec.update(step_ms=1e3 * b, iter_ms=1e3 * it, draft_ms=1e3 * float(ev["draft_s"]), ttft_ms=1e3 * ttft,
+                rec.update(step_ms=1e3 * b, iter_ms=1e3 * it, draft_ms=1e3 * float(ev.draft_s), ttft_ms=1e3 * ttft,
                            base_tps_user=osl / (ttft + osl * b))
                 # sensitivity, not a fit: if the gap to the measured baseline (MEASURED_BASE_TPS_USER) were a fixed
                 # host time per target step, added to the baseline step and to every verify step

@@ -65,7 +65,7 @@ def predict_parts(hw_id: str, batch, draft_len, context) -> dict:
                  Speculation(mechanism="eagle3", draft_len=np.maximum(d, 1.0), acceptance=Acceptance.from_length(1.0, int(max(np.max(d), 1))), draft=DraftPlacement(model=HEAD)),
                  batch=b, context_len=c)
     extend = draft_pass_extra_s(head, hw, 1, b, q, c, resolve_precision(head, hw, None, None))
-    draft = np.asarray(r["draft_s"]) + extend
+    draft = np.asarray(r.draft_s) + extend
     greedy = rejection_s(hw, b, q, m.vocab_size, sampling="greedy")
     prob = rejection_s(hw, b, q, m.vocab_size, sampling="probabilistic")
     return {"decode": dec, "verify": ver, "draft": draft, "reject_greedy": greedy, "reject_prob": prob,
