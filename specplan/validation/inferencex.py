@@ -139,8 +139,8 @@ def predict(rows: list[IxRow], alpha: float | None = None,
         wl = Workload(r0.isl, r0.osl, conc, mode=r0.mode, pools=r0.pools)
         kw = {} if r0.mode == "agg" else {"prefill_layout": r0.prefill_layout}
         acc = Acceptance.from_rate(alpha) if r0.mechanism == "mtp" and alpha is not None else None
-        res = serve("deepseek-r1", _hardware(r0.hardware, kernel_overhead_s), wl, tp=r0.layout, engine=r0.engine, dtype="fp8",
-                    mechanism=r0.mechanism, draft_len=r0.draft_len, acceptance=acc, **kw)
+        res = serve("deepseek-r1", _hardware(r0.hardware, kernel_overhead_s), wl, tp=r0.layout, engine=r0.engine,
+                    dtype="fp8", mechanism=r0.mechanism, draft_len=r0.draft_len, acceptance=acc, **kw)
         v = lambda k: np.broadcast_to(np.asarray(res[k], dtype=float), conc.shape)  # noqa: E731
         for i, r in enumerate(rs):
             out[r.case_id] = (float(v("tokens_per_s_per_gpu")[i]), float(v("tokens_per_s_per_user")[i]),
