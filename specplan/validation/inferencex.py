@@ -21,6 +21,12 @@ reference/. So the per-kernel time is fitted here, on the MI300X rows' tokens/s/
 time), one value on a 1 us grid, and every MI300X setup (ISL / OSL) is scored with the value fitted on the OTHER
 MI300X setups (leave-setup-out). The hardware profile is left as it is.
 
+Dynamo + TensorRT-LLM rows whose notes name the srt-slurm recipe (the MTP rows): the recipe's name carries the gen
+workers' max_batch_size (`..._dep16_batch32_...`: 32 requests per attention-DP rank), which InferenceX runs
+overfilled (C = 615 for 16 x 32 = 512 slots, 231 for 3 x 16 x 4 = 192): that cap is the engine's running cap
+(max_num_seqs) of those rows, and requests beyond it wait for a slot (counted in TTFT). Recipes of the MTP-off rows are
+not in the CSV, so those rows run uncapped.
+
 Measured quantities (the SOURCES file's definitions): output tokens/s/GPU over all GPUs of the deployment =
 tput_per_gpu_tok_s x OSL / (ISL + OSL) (tput_per_gpu is input + output tokens/s over every prefill and decode GPU);
 tokens/s/user = interactivity_tok_s_user (1000 / median TPOT); TTFT = median TTFT (ms).
@@ -29,6 +35,7 @@ tokens/s/user = interactivity_tok_s_user (1000 / median TPOT); TTFT = median TTF
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,6 +73,7 @@ class IxRow:
     out_per_gpu: float  # measured output tokens/s/GPU over all GPUs
     tps_user: float
     ttft_ms: float
+    decode_max_batch: int | None = None  # a TensorRT-LLM recipe's gen-worker max_batch_size (per rank), where named
 
     @property
     def setup(self) -> str:
@@ -81,6 +89,13 @@ def _layout(tp: str, ep: str, dp_attention: bool) -> Layout:
     x DP tp (SGLang --tp 16 --dp 16 --enable-dp-attention; TensorRT-LLM enable_attention_dp), else TP tp."""
     n, e = int(tp), int(ep or 1)
     return Layout(dp=n, ep=e) if dp_attention else Layout(tp=n, ep=e)
+
+
+def recipe_max_batch(notes: str) -> int | None:
+    """The decode (gen) workers' max_batch_size that a TensorRT-LLM recipe named in a row's notes carries in its name
+    (srt-slurm `ctx{P}_gen{D}_{dep|tep}{N}_batch{B}_eplb{E}_mtp{M}.yaml`: B requests per gen rank), else None."""
+    m = re.search(r"recipe ctx\d+_gen\d+_(?:dep|tep)\d+_batch(\d+)_", notes)
+    return int(m.group(1)) if m else None
 
 
 def load_rows(path: Path = CSV_PATH) -> list[IxRow]:
@@ -101,14 +116,15 @@ def load_rows(path: Path = CSV_PATH) -> list[IxRow]:
                              r["mode"], lay, pre, pools, mech, int(r["draft_tokens"] or 0) if mech == "mtp" else 0,
                              isl, osl, float(r["concurrency"]),
                              float(r["tput_per_gpu_tok_s"]) * osl / (isl + osl),
-                             float(r["interactivity_tok_s_user"]), float(r["ttft_ms"])))
+                             float(r["interactivity_tok_s_user"]), float(r["ttft_ms"]),
+                             recipe_max_batch(r["notes"]) if r["framework"] == "dynamo-trt" else None))
     return out
 
 
 def _config(row: IxRow) -> tuple:
     """Rows that differ only in concurrency (and run date) are priced in one vectorized call."""
     return (row.hardware, row.engine, row.mode, row.layout, row.prefill_layout, row.pools, row.mechanism,
-            row.draft_len, row.isl, row.osl)
+            row.draft_len, row.isl, row.osl, row.decode_max_batch)
 
 
 def _hardware(hw_id: str, kernel_overhead_s: float | None):
@@ -118,6 +134,16 @@ def _hardware(hw_id: str, kernel_overhead_s: float | None):
     if kernel_overhead_s is None or hw_id != KOH_HARDWARE:
         return hw_id
     return load_hardware(hw_id).model_copy(update={"kernel_overhead_s": float(kernel_overhead_s)})
+
+
+def _engine(row: IxRow):
+    """The row's engine: its profile id, or the profile with the recipe's gen-worker max_batch_size as its running
+    cap (max_num_seqs, per attention-DP rank as TensorRT-LLM applies it: engine_profiles/trtllm.yaml per_rank)."""
+    from specplan.profiles.registry import load_engine
+
+    if row.decode_max_batch is None:
+        return row.engine
+    return load_engine(row.engine).model_copy(update={"max_num_seqs": int(row.decode_max_batch)})
 
 
 def predict(rows: list[IxRow], alpha: float | None = None,
@@ -139,7 +165,7 @@ def predict(rows: list[IxRow], alpha: float | None = None,
         wl = Workload(r0.isl, r0.osl, conc, mode=r0.mode, pools=r0.pools)
         kw = {} if r0.mode == "agg" else {"prefill_layout": r0.prefill_layout}
         acc = Acceptance.from_rate(alpha) if r0.mechanism == "mtp" and alpha is not None else None
-        res = serve("deepseek-r1", _hardware(r0.hardware, kernel_overhead_s), wl, tp=r0.layout, engine=r0.engine,
+        res = serve("deepseek-r1", _hardware(r0.hardware, kernel_overhead_s), wl, tp=r0.layout, engine=_engine(r0),
                     dtype="fp8", mechanism=r0.mechanism, draft_len=r0.draft_len, acceptance=acc, **kw)
         v = lambda k: np.broadcast_to(np.asarray(res[k], dtype=float), conc.shape)  # noqa: E731
         for i, r in enumerate(rs):
@@ -340,6 +366,12 @@ def report(scored: list[Scored], fits: Fits) -> str:
               "dynamo-trt), far above a prefill plus a KV transfer; a closed loop's throughput is C / (TTFT + "
               "decode time), so that TTFT alone sets the output tokens/s/GPU of those rows. The serving model has no "
               "term for it (Dynamo's router, NIXL / UCX transfer set-up, benchmark start-up are not modelled).",
+              "- Dynamo + TensorRT-LLM MTP-off rows: at C = 6 the measured E2E (25.3 s mean) is twice the decode "
+              "time and TTFT (12.3 s mean) one decode time, the signature of gen workers with fewer slots than "
+              "clients (half of them waiting a whole request): their recipes' max_batch_size is not in the CSV, "
+              "so they run uncapped here. At C = 615 (DEP16 decode over two nodes, 32 per rank) the measured TPOT "
+              "(65 ms) is twice the model's: the DeepEP all-to-all across the two H100 nodes is priced from the "
+              "profile's NIC assumptions, not a measurement.",
               "- MI300X SGLang rows of different run dates (images sgl-dev 0.5.2 in December 2025, 0.5.5-0.5.9 in "
               "January-February 2026, 0.5.12 in May 2026) differ by up to 1.8x at the same concurrency; one "
               "per-kernel time serves them all (the bias by run date above).",

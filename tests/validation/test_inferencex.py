@@ -68,3 +68,35 @@ def test_mi300x_per_kernel_time_fitted_without_a_setup_predicts_its_measured_ste
     assert len(c4) == 11 and meas == pytest.approx(46.6, abs=0.05)
     assert abs(c4[0].pred[1] / meas - 1) < 0.15
     assert fits.profile_pred[c4[0].row.case_id][1] / meas > 1.15
+
+
+def test_trtllm_recipe_batch_is_the_per_rank_running_cap():
+    """The MTP dynamo-trt rows' recipes (notes) carry the gen max_batch_size; InferenceX sizes C at about 1.2 x the
+    gen slots counted per attention-DP rank (hand counts: 1 x 16 x 32 = 512 -> C 615; 3 x 16 x 4 = 192 -> C 231),
+    which fixes the per-rank reading; the MTP-off rows name no recipe."""
+    from specplan.validation.inferencex import recipe_max_batch
+
+    assert recipe_max_batch("recipe ctx1_gen3_dep16_batch4_eplb0_mtp3.yaml (mtp3)") == 4
+    assert recipe_max_batch("recipe recipes/h100/1k1k/mtp/h100-fp8-1p1d-max-dep-mtp.yaml") is None
+    trt = {(r.concurrency, r.mechanism): r for r in load_rows() if r.framework == "dynamo-trt"}
+    assert {c: r.decode_max_batch for (c, _), r in trt.items() if r.decode_max_batch} == {231.0: 4, 615.0: 32,
+                                                                                           30.0: 8}
+    for c in (615.0, 231.0):
+        r = trt[(c, "mtp")]
+        slots = r.pools[1] * r.layout.dp * r.decode_max_batch
+        assert 1.15 < c / slots < 1.25
+    assert all(r.decode_max_batch is None for r in trt.values() if r.mechanism == "none")
+
+
+def test_recipe_cap_makes_the_overfilled_row_wait_as_measured():
+    """C = 615 on 512 gen slots: with the recipe's cap the model's TTFT holds the admission wait, within 2x of the
+    measured mean TTFT (12.17 s, the row's notes); uncapped it is a prefill plus a transfer, 50x below."""
+    import dataclasses
+
+    from specplan.validation.inferencex import predict
+
+    r = [x for x in load_rows() if x.framework == "dynamo-trt" and x.concurrency == 615.0][0]
+    capped = predict([r], 0.35)[r.case_id][2] / 1e3
+    free = predict([dataclasses.replace(r, decode_max_batch=None)], 0.35)[r.case_id][2] / 1e3
+    assert 12.17 / 2 < capped < 12.17 * 2
+    assert free < 12.17 / 50
