@@ -13,9 +13,10 @@ everything per kernel on this stack: HIP graph replay of each kernel node, small
 step time at small batch (about 1,100 kernels per DeepSeek-R1 step at TP 8). The profile's 11.2 us was fitted on the
 SGLang 0.4.10 baselines of the LMSYS MI300X MTP blog (reference/speculation_load, setup s4-dsv3-mtp-random-sglang) at
 ISL / OSL 1024 / 1024; that blog's client (`sglang.bench_serving --dataset-name random --random-input 1024
---random-output 1024`, no --random-range-ratio) draws both lengths uniformly from [1, 1024] in SGLang 0.4.10
-(bench_serving.py: --random-range-ratio default 0.0, sample_random_requests randint(max(L x ratio, 1), L + 1)), so its
-mean output is 512 tokens and the stack's step is twice as long as read (the same fit at 512 / 512 gives 32 us).
+--random-output 1024`, no --random-range-ratio) draws the input uniformly from 1..1024 and the output from 0..1024
+in SGLang 0.4.10 (bench_serving.py: --random-range-ratio default 0.0; sample_random_requests randint(max(int(L x
+ratio), 1), L + 1) for inputs, randint(int(L x ratio), L + 1) for outputs; ignore_eos on), so its mean output is 512
+tokens and the stack's step is twice as long as read (the same fit at 512 / 512 gives 32 us).
 Neither number describes the SGLang 0.5.2 - 0.5.12 / ROCm 7 images of these rows, and no MI300X kernel table is in
 reference/. So the per-kernel time is fitted here, on the MI300X rows' tokens/s/user (1000 / median TPOT: the step
 time), one value on a 1 us grid, and every MI300X setup (ISL / OSL) is scored with the value fitted on the OTHER
@@ -286,7 +287,7 @@ def _mi300x_lines(scored: list[Scored], fits: Fits) -> list[str]:
         return []
     lines = ["## MI300X per-kernel time (fitted on the MI300X rows, each setup left out)", "",
              f"The hardware profile's kernel_overhead_s is {1e6 * fits.koh_profile_s:.1f} us (fitted on the LMSYS "
-             f"SGLang 0.4.10 baselines read at OSL 1024, whose client drew OSL uniformly from 1..1024: see the module "
+             f"SGLang 0.4.10 baselines read at OSL 1024, whose client drew OSL uniformly from 0..1024: see the module "
              f"docstring). Fitted on tokens/s/user of all {len(mi)} MI300X rows: {1e6 * fits.koh_all_s:.0f} us per "
              f"kernel; left out in turn:", "",
              "| MI300X setup left out | per-kernel time fitted on the others (us) |", "|---|---|"]
