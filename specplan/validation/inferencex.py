@@ -380,7 +380,11 @@ def report(scored: list[Scored], fits: Fits) -> str:
               "a request waits in these launches (`--num-continuous-decode-steps 4`: up to four decode steps "
               "before a new prompt is scheduled; tokenization of random-token prompts) and the speed of the "
               "block-scaled fp8 GEMM / MoE kernels in prefill on MI300X (no MI300X kernel table in reference/; the "
-              "profile's compute fraction 0.45 is a secondary source's) are not separated by these rows.",
+              "profile's compute fraction 0.45 is a secondary source's) are not separated by these rows. A prefill "
+              "twice the model's also accounts for the 8K/1K rows at C = 64 (about 14 ms per decode step of "
+              "amortized prefill missing, in every image, the newest included); fitting the compute fraction on "
+              "TTFT with a setup left out runs to the bottom of any grid, because the 1K prompts' fixed part "
+              "cannot be told from a slow prefill, so it is not fitted.",
               "- 16-GPU workers span two nodes: the TP all-reduce's inter-node leg and DeepEP's RDMA kernels use "
               "the hardware profile's named NIC assumptions (docs/parallel.md), not a measurement.", ""]
     return "\n".join(lines)
