@@ -197,8 +197,8 @@ EQUIVALENT: dict[tuple[str, str, str], Equivalent] = {
     (_M + "adaptive/metrics.py", '"tokens_per_s_per_gpu": tokens / dur / devices if dur > 0 else float("nan"),',
      '"tokens_per_s_per_gpu": tokens / dur / devices if dur != 0 else float("nan"),'): Equivalent(
         "a run's duration is a difference of sorted event times, never negative: > 0 and != 0 agree"),
-    (_M + "adaptive/costs.py", 'rho = float(np.asarray(r["rho"]).flat[0])',
-     'rho = float(np.asarray(r["rho"]).flat[ 1])'): Equivalent(
+    (_M + "adaptive/costs.py", 'rho = float(np.asarray(r.rho).flat[0])',
+     'rho = float(np.asarray(r.rho).flat[ 1])'): Equivalent(
         "the grid's first two elements are D = 0 and D = 1 at one batch and context, where every drafter's rho is "
         "the same (a layer ratio, DFlash's divided by max(D, 1))"),
     (_M + "planning/sweep.py", "chunk_points: int = 1 << 18,", "chunk_points: int = 2 << 18,"): Equivalent(
