@@ -11,11 +11,8 @@ from specplan.model.parallel import layout_for
 from specplan.planning.cost import OperatingPoint, predict_energy
 from specplan.speculation.spec import Speculation
 from specplan.profiles.registry import load_engine, load_hardware, load_model
-from specplan.speculation.guidelines import binding_line
+from specplan.speculation.guidelines import StepCurve, binding_line
 from specplan.speculation.speedup import evaluate, evaluate_kw
-
-STEP_KEYS = ("verify_attention_s", "verify_state_s", "verify_gemm_s", "verify_s", "draft_s", "acceptance_length", "speedup", "fits",
-             "memory_total_bytes", "rho", "rho_time")
 
 
 def _f(x) -> float:
@@ -194,8 +191,7 @@ def _predict_binding(model, hardware, at: tuple, spec: Speculation, found: tuple
                      mechanism=mechanism, acceptance=acceptance, **kw2)
     except SpecplanError:  # e.g. D + 1 exceeds the Medusa heads: no next D to compare with
         return "range", f"D = {draft_len + 1} is not available for {mechanism}"
-    step = {k: np.asarray(c[k]).reshape(-1) for k in STEP_KEYS}
-    return binding_line(draft_len, step, diag, r["acceptance_d_max"], extrapolate=True)
+    return binding_line(draft_len, StepCurve.of(c), diag, r.acceptance_d_max, extrapolate=True)
 
 
 def layout_dict(lay) -> dict:

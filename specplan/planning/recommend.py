@@ -8,10 +8,10 @@ from specplan.speculation.acceptance_spec import parse_acceptance
 from specplan.core.errors import SpecplanError
 from specplan.core.limits import DRAFT_LEN_LIMIT, MAX_BATCH, MAX_CONTEXT, MAX_TP, check_int
 from specplan.model.parallel import layout_for
-from specplan.planning.predict import STEP_KEYS, layout_dict, mla_tp_note
+from specplan.planning.predict import layout_dict, mla_tp_note
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation.acceptance import Acceptance, find_profile
-from specplan.speculation.guidelines import binding_line, g1_sentence, mechanism_line
+from specplan.speculation.guidelines import StepCurve, binding_line, g1_sentence, mechanism_line
 from specplan.speculation.spec import DraftSearch
 from specplan.speculation.speedup import evaluate, evaluate_kw, mechanism_names
 from specplan.planning.sweep import MAX_DRAFT_LEN
@@ -139,7 +139,7 @@ def recommend(model, hardware, *, tp=1, batch=None, target_tps_per_user=None, co
     mech = best["mechanism"] if best["mechanism"] != "none" else mechs[0]
     d, r = curves[mech]
     i = int(np.argmin(np.abs(bs - best["batch"])))
-    step = {k: r[k][i] for k in STEP_KEYS}
+    step = StepCurve.of(r, i)
     shape = r.speedup.shape
     diag = {k: (np.broadcast_to(v, shape)[i, 0] if isinstance(v, np.ndarray) else v)
             for k, v in r.guidelines.items() if k not in ("tile_aligned", "gemm_regime", "moe_regime", "rho", "rho_d")}

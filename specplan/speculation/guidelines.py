@@ -15,6 +15,8 @@ what grows most with D the explanation names the state checkpoints.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
+
 import numpy as np
 
 from specplan.costs.gemm import compute_dtype_for
@@ -173,6 +175,31 @@ def diagnostics(model, hw, tp, batch, context_len, draft_len, prec, steps: tuple
     }
 
 
+@dataclass(frozen=True)
+class StepCurve:
+    """One mechanism at one batch over D (index = D): verify seconds by kernel class, draft seconds, acceptance
+    length and speedup; optionally the recurrent-state and whole verify seconds, whether each D fits and its
+    memory (bytes per device), ρ and the draft's time ratio (None: not known)."""
+
+    verify_attention_s: np.ndarray
+    verify_gemm_s: np.ndarray
+    draft_s: np.ndarray
+    acceptance_length: np.ndarray
+    speedup: np.ndarray
+    verify_state_s: np.ndarray | None = None
+    verify_s: np.ndarray | None = None
+    fits: np.ndarray | None = None
+    memory_total_bytes: np.ndarray | None = None
+    rho: np.ndarray | None = None
+    rho_time: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, grid, row=None) -> "StepCurve":
+        """The curve of a SpeedupGrid over D: its row `row` of (batch, D) arrays, or its arrays flattened."""
+        pick = (lambda v: np.asarray(v).reshape(-1)) if row is None else (lambda v: v[row])  # noqa: E731
+        return cls(**{f.name: pick(getattr(grid, f.name)) for f in fields(cls)})
+
+
 G1_NEAR = 1  # G1 is named when a GEMM class is compute-bound at D + G1_NEAR (its compute-bound D <= D + G1_NEAR)
 
 
@@ -187,12 +214,11 @@ def g1_near(diag: dict, d: int, near: int = G1_NEAR) -> bool:
     return False
 
 
-def binding_line(best_d: int, step: dict, diag: dict, d_max=None, extrapolate: bool = False) -> tuple[str, str]:
+def binding_line(best_d: int, step: "StepCurve", diag: dict, d_max=None, extrapolate: bool = False) -> tuple[str, str]:
     """(guideline, sentence) naming what binds the choice of D, from the cost growth one step past it.
 
-    The one rule `predict` and `recommend` share. `step` holds 1-D arrays over D (index = D, at least up to
-    best_d + 1) for one mechanism at one batch: verify_attention_s, verify_gemm_s, draft_s, acceptance_length,
-    speedup, and optionally verify_s, fits, memory_total_bytes, rho and rho_time. In order: the acceptance
+    The one rule `predict` and `recommend` share. `step` (a StepCurve) holds 1-D arrays over D (index = D, at
+    least up to best_d + 1) for one mechanism at one batch. In order: the acceptance
     data's range, the search range, D = 0 (G5), D + 1 faster (nothing binds), D + 1 out of memory, then the
     kernel class whose time grows most from D to D + 1: attention at the tile D (G2) or past it (G3), GEMMs
     only when a GEMM class is compute-bound at D + 1, i.e. its compute-bound D <= D + 1 (G1, `g1_near`), the draft (G4 with the draft's
@@ -201,33 +227,33 @@ def binding_line(best_d: int, step: dict, diag: dict, d_max=None, extrapolate: b
     """
     g, tile_d = diag["g_dev"], diag["attention_tile_d"]
     share = float(diag["attention_share"])
-    n = len(step["speedup"])
+    n = len(step.speedup)
     if d_max is not None and not extrapolate and best_d >= d_max:
         return "range", (f"acceptance data end at D = {d_max:g}: larger D not considered "
                          f"(pass --extrapolate to continue the curve)")
     if best_d + 1 >= n:
         return "range", f"largest D searched ({best_d}); raise --max-draft-len"
     nxt = best_d + 1
-    if "fits" in step and not bool(step["fits"][best_d]):
+    if step.fits is not None and not bool(step.fits[best_d]):
         return "memory", (f"D = {best_d} itself does not fit in memory at this batch "
-                          f"({float(step['memory_total_bytes'][best_d]) / 1e9:.1f} GB per device)")
-    if "fits" in step and not bool(step["fits"][nxt]):
+                          f"({float(step.memory_total_bytes[best_d]) / 1e9:.1f} GB per device)")
+    if step.fits is not None and not bool(step.fits[nxt]):
         return "memory", (f"D = {nxt} does not fit in memory at this batch "
-                          f"({float(step['memory_total_bytes'][nxt]) / 1e9:.1f} GB per device: KV cache, weights and "
+                          f"({float(step.memory_total_bytes[nxt]) / 1e9:.1f} GB per device: KV cache, weights and "
                           f"the verify-time state of {nxt + 1} tokens)")
-    sp, sp1 = float(step["speedup"][best_d]), float(step["speedup"][nxt])
+    sp, sp1 = float(step.speedup[best_d]), float(step.speedup[nxt])
     if sp1 > sp * (1 + 1e-9):
         return "none", (f"D = {nxt} is faster here (speedup {sp1:.3f} vs {sp:.3f}): no guideline binds D = {best_d}")
     if best_d == 0:
         return "off", "no draft length pays for its draft and verify cost here: speculation off"
     grow = {
-        "attention": step["verify_attention_s"][nxt] - step["verify_attention_s"][best_d],
-        "gemm": step["verify_gemm_s"][nxt] - step["verify_gemm_s"][best_d],
-        "draft": step["draft_s"][nxt] - step["draft_s"][best_d],
+        "attention": step.verify_attention_s[nxt] - step.verify_attention_s[best_d],
+        "gemm": step.verify_gemm_s[nxt] - step.verify_gemm_s[best_d],
+        "draft": step.draft_s[nxt] - step.draft_s[best_d],
     }
-    if "verify_state_s" in step:
-        grow["state"] = step["verify_state_s"][nxt] - step["verify_state_s"][best_d]
-    gain = float(step["acceptance_length"][nxt] - step["acceptance_length"][best_d])
+    if step.verify_state_s is not None:
+        grow["state"] = step.verify_state_s[nxt] - step.verify_state_s[best_d]
+    gain = float(step.acceptance_length[nxt] - step.acceptance_length[best_d])
     top = max(grow, key=grow.get)
     rows = int(diag.get("tile_rows", 128))
     if top == "attention" and best_d == tile_d and share >= ATTENTION_DOMINATES:
@@ -246,30 +272,30 @@ def binding_line(best_d: int, step: dict, diag: dict, d_max=None, extrapolate: b
                       f"{1e3 * grow['gemm']:.3f} ms of GEMM for +{gain:.2f} AL")
     if top == "draft" and bool(np.asarray(diag.get("low_latency", True)).reshape(-1)[0]):
         cost = ""
-        if "rho_time" in step:
-            cost = f"; the draft step costs {float(step['rho_time'][best_d]):.3f} of a target step"
-            if "rho" in step:
-                cost += f" (layer ratio ρ = {float(step['rho'][best_d]):.3g})"
+        if step.rho_time is not None:
+            cost = f"; the draft step costs {float(step.rho_time[best_d]):.3f} of a target step"
+            if step.rho is not None:
+                cost += f" (layer ratio ρ = {float(step.rho[best_d]):.3g})"
         return "G4", (f"draft overhead ρD outweighs the AL gain beyond D = {best_d} (D = {nxt} adds "
                       f"{1e3 * grow['draft']:.3f} ms of drafting for +{gain:.2f} AL){cost}")
     return "marginal", marginal_sentence(best_d, step, grow, gain, diag)
 
 
-def marginal_sentence(d: int, step: dict, grow: dict, gain: float, diag: dict | None = None) -> str:
+def marginal_sentence(d: int, step: "StepCurve", grow: dict, gain: float, diag: dict | None = None) -> str:
     """The trade of D + 1 in words: added verify ms by kernel class and draft ms against the AL gain."""
     nxt = d + 1
     parts = [f"{1e3 * grow['gemm']:.3f} ms GEMM", f"{1e3 * grow['attention']:.3f} ms attention"]
     if abs(float(grow.get("state", 0.0))) >= 5e-7:
         parts.append(f"{1e3 * grow['state']:.3f} ms recurrent state")
-    if "verify_s" in step:
-        other = float(step["verify_s"][nxt] - step["verify_s"][d]) - float(grow["gemm"] + grow["attention"]
+    if step.verify_s is not None:
+        other = float(step.verify_s[nxt] - step.verify_s[d]) - float(grow["gemm"] + grow["attention"]
                                                                           + grow.get("state", 0.0))
         if abs(other) >= 5e-7:
             parts.append(f"{1e3 * other:.3f} ms other")
-    al0 = float(step["acceptance_length"][d])
+    al0 = float(step.acceptance_length[d])
     return (f"D = {nxt} adds {', '.join(parts)} of verify and {1e3 * float(grow['draft']):.3f} ms of drafting "
             f"for +{gain:.2f} AL (+{100 * gain / al0:.1f}%): not worth it (speedup "
-            f"{float(step['speedup'][nxt]):.3f} vs {float(step['speedup'][d]):.3f})"
+            f"{float(step.speedup[nxt]):.3f} vs {float(step.speedup[d]):.3f})"
             + ("" if not diag or "gemm_compute_bound_from_d" not in diag else
                f"; G1 does not bind yet: the GEMMs turn compute-bound only at {g1_phrase(diag)}"))
 

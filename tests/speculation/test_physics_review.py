@@ -11,7 +11,7 @@ from specplan.planning.recommend import recommend
 from specplan.speculation import drafters
 from specplan.speculation import acceptance as acc_module
 from specplan.speculation.acceptance import Acceptance, al_from_per_position, tree_per_position, tree_tokens
-from specplan.speculation.guidelines import binding_line
+from specplan.speculation.guidelines import StepCurve, binding_line
 from specplan.speculation.speedup import evaluate, evaluate_kw
 from specplan.speculation.spec import DraftSearch
 from specplan.model.deployment import Deployment
@@ -150,7 +150,7 @@ def _step(n=6, **over):
             "acceptance_length": np.array([1, 1.8, 2.4, 2.8, 2.95, 3.0]),
             "speedup": np.array([1, 1.5, 1.7, 1.8, 1.75, 1.6])}
     base.update(over)
-    return base
+    return StepCurve(**base)
 
 
 def _diag(**over):

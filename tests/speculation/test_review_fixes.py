@@ -11,7 +11,7 @@ import pytest
 from specplan.planning.predict import predict_summary
 from specplan.planning.recommend import recommend
 from specplan.speculation.acceptance import Acceptance
-from specplan.speculation.guidelines import binding_line
+from specplan.speculation.guidelines import StepCurve, binding_line
 from specplan.speculation.speedup import evaluate
 from specplan.planning.sweep import sweep
 from specplan.speculation.spec import DraftSearch
@@ -116,7 +116,7 @@ def _step(**over):
             "draft_s": np.linspace(0, 0.5, n) * 1e-3, "acceptance_length": np.array([1, 1.8, 2.4, 2.8, 2.95, 3.0]),
             "speedup": np.array([1, 1.5, 1.7, 1.8, 1.75, 1.6])}
     base.update(over)
-    return base
+    return StepCurve(**base)
 
 
 DIAG = {"g_dev": 8, "attention_tile_d": 15, "attention_share": 0.2, "gemm_compute_bound_applies_to": "dense GEMMs",
