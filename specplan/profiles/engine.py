@@ -146,6 +146,16 @@ class EngineProfile(_Frozen):
     # the speculative round (specplan/speculation/round.py, docs/speculation_rounds.md):
     # host time per running sequence per round beyond a decode step's
     spec_host_per_seq_s: float = Field(0.0, ge=0, le=MAX_TIME_S)
+    # host seconds of one speculative round's own work outside its CUDA graphs, beyond a decode step's: the eager
+    # PyTorch ops, Triton launches and device-to-host copies the engine's round issues between its graph replays,
+    # counted in its code and priced per launch (sources name the count); overlapped like the rest of the host work
+    spec_round_host_s: float = Field(0.0, ge=0, le=MAX_TIME_S)
+    # tree drafts: the verify's attention mask covers each verified token's whole prefix and the tree (SGLang
+    # TreeMaskMode.FULL_MASK: one byte per token pair, built each round, bit-packed, read by every attention layer)
+    tree_mask_full: bool = False
+    # tree drafts: each draft step's attention reads a sequence's cached prefix once per candidate (SGLang's
+    # flashinfer / triton multi-step draft backends: one decode row per branch, kv_indices seq_lens_sum x topk)
+    tree_draft_prefix_per_candidate: bool = False
     spec_overlap: bool = False  # the round's host work overlaps the GPU (SGLang spec v2, TRT-LLM overlap scheduler)
     # mechanisms with which the engine turns its overlap scheduler off: their rounds add host work to the GPU even
     # where spec_overlap is true (vLLM 0.14-0.17: every method outside EagleModelTypes: n-gram, draft models, Medusa)
@@ -270,7 +280,8 @@ class EngineProfile(_Frozen):
                    "spec_draft_step_overhead_s",
                    "spec_host_per_seq_s", "verify_graph_max_tokens", "draft_graph_max_batch", "graph_max_batch",
                    "startup_client_s", "gemm_mem_bw_scale", "gemm_compute_scale", "moe_kernels", "allreduce_eager_s",
-                   "graph_batch_sizes", "spec_topk")
+                   "graph_batch_sizes", "spec_topk", "spec_round_host_s", "tree_mask_full",
+                   "tree_draft_prefix_per_candidate")
         missing = [k for k in numeric if getattr(self, k) and k not in self.sources]
         if missing:
             raise ValueError(f"sources: every number needs a source; missing for {', '.join(missing)}")
