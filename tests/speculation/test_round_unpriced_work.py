@@ -40,6 +40,22 @@ def test_sglang_055_round_adds_its_counted_launches_only_without_overlap():
     assert float(round_s(v2, 1e-4, 1.0, 3.0, 4.0, 0.0, 0.0)) == pytest.approx(eng.spec_round_host_s, rel=1e-12)
 
 
+# launches of one SGLang 0.5.12 DFlash round outside its graphs (engine_profiles/sglang-0.5.12.yaml): empty draft KV
+# append, draft block preparation, draft replay, greedy draft tokens from the LM head, draft token copies,
+# prepare_for_verify, verify replay, DFlashVerifyInput.verify, draft KV append of the committed tokens (5 layers)
+SGLANG_0512_DFLASH_LAUNCHES = [1, 10, 12, 5, 2, 2, 11, 24, 29]
+
+
+def test_sglang_0512_prices_the_dflash_workers_launches_for_dflash_rounds_only():
+    eng = load_engine("sglang-0.5.12")
+    dflash, eagle = eng.for_mechanism("dflash"), eng.for_mechanism("eagle3")
+    assert dflash.spec_round_host_s == pytest.approx(sum(SGLANG_0512_DFLASH_LAUNCHES) * EAGER_LAUNCH_S, rel=1e-3)
+    assert not dflash.spec_overlap  # server_args.py: DFLASH disables the overlap scheduler
+    assert eagle.spec_round_host_s == 0.0 and eagle.spec_overlap  # spec v2 EAGLE rounds: not counted, overlapped
+    gpu = np.array([8e-3])
+    assert np.allclose(round_s(dflash, gpu, 8.0, 9.0, 10.0, 0.0, 0.0), gpu + 96 * EAGER_LAUNCH_S, rtol=1e-3)
+
+
 def test_full_tree_mask_bytes_and_reads_by_hand():
     # build_tree_kernel_efficient: seq_lens_sum x q + q x q x bs bools; 2 sequences of 100 tokens, a 16-token tree
     assert float(tree_mask_bytes(2.0, 16.0, 100.0)) == 2 * 100 * 16 + 16 * 16 * 2
