@@ -146,6 +146,18 @@ class EngineProfile(_Frozen):
     # the speculative round (specplan/speculation/round.py, docs/speculation_rounds.md):
     # host time per running sequence per round beyond a decode step's
     spec_host_per_seq_s: float = Field(0.0, ge=0, le=MAX_TIME_S)
+    # host seconds of one speculative round's own work outside its CUDA graphs, beyond a decode step's: the eager
+    # PyTorch ops, Triton launches and device-to-host copies the engine's round issues between its graph replays,
+    # counted in its code and priced per launch (sources name the count); overlapped like the rest of the host work
+    spec_round_host_s: float = Field(0.0, ge=0, le=MAX_TIME_S)
+    # spec_round_host_s of the mechanisms whose rounds run another worker (SGLang's DFlash worker), set by for_mechanism
+    spec_round_host_by_mechanism: dict[str, float] = Field(default_factory=dict)
+    # tree drafts: the verify's attention mask covers each verified token's whole prefix and the tree (SGLang
+    # TreeMaskMode.FULL_MASK: one byte per token pair, built each round, bit-packed, read by every attention layer)
+    tree_mask_full: bool = False
+    # tree drafts: each draft step's attention reads a sequence's cached prefix once per candidate (SGLang's
+    # flashinfer / triton multi-step draft backends: one decode row per branch, kv_indices seq_lens_sum x topk)
+    tree_draft_prefix_per_candidate: bool = False
     spec_overlap: bool = False  # the round's host work overlaps the GPU (SGLang spec v2, TRT-LLM overlap scheduler)
     # mechanisms with which the engine turns its overlap scheduler off: their rounds add host work to the GPU even
     # where spec_overlap is true (vLLM 0.14-0.17: every method outside EagleModelTypes: n-gram, draft models, Medusa)
@@ -270,7 +282,8 @@ class EngineProfile(_Frozen):
                    "spec_draft_step_overhead_s",
                    "spec_host_per_seq_s", "verify_graph_max_tokens", "draft_graph_max_batch", "graph_max_batch",
                    "startup_client_s", "gemm_mem_bw_scale", "gemm_compute_scale", "moe_kernels", "allreduce_eager_s",
-                   "graph_batch_sizes", "spec_topk")
+                   "graph_batch_sizes", "spec_topk", "spec_round_host_s", "spec_round_host_by_mechanism", "tree_mask_full",
+                   "tree_draft_prefix_per_candidate")
         missing = [k for k in numeric if getattr(self, k) and k not in self.sources]
         if missing:
             raise ValueError(f"sources: every number needs a source; missing for {', '.join(missing)}")
@@ -288,13 +301,17 @@ class EngineProfile(_Frozen):
 
     def for_mechanism(self, mechanism: str) -> "EngineProfile":
         """This engine as it runs `mechanism`: with spec_overlap off where the engine turns its overlap scheduler off
-        for that mechanism (spec_sync_mechanisms) or for tree drafts (spec_sync_tree with spec_topk > 1), else itself. Only the speculative rounds change: steps priced by
-        step_s (a prefill-only step, OSL 1, a disaggregated prefill pool) keep overlap_scheduler, as the baseline
-        server's launch has it."""
+        for that mechanism (spec_sync_mechanisms) or for tree drafts (spec_sync_tree with spec_topk > 1), and with
+        the mechanism's own round launches (spec_round_host_by_mechanism), else itself. Only the speculative rounds
+        change: steps priced by step_s (a prefill-only step, OSL 1, a disaggregated prefill pool) keep
+        overlap_scheduler, as the baseline server's launch has it."""
+        upd: dict = {}
+        if mechanism in self.spec_round_host_by_mechanism:
+            upd["spec_round_host_s"] = float(self.spec_round_host_by_mechanism[mechanism])
         tree_sync = self.spec_sync_tree and (self.spec_topk or 1) > 1 and mechanism != "none"
-        if not self.spec_overlap or (mechanism not in self.spec_sync_mechanisms and not tree_sync):
-            return self
-        return _adjusted(self, mechanism, {"spec_overlap": False})
+        if self.spec_overlap and (mechanism in self.spec_sync_mechanisms or tree_sync):
+            upd["spec_overlap"] = False
+        return _adjusted(self, mechanism, upd) if upd else self
 
     def for_hardware(self, hw: HardwareProfile | None, tp: int = 1) -> "EngineProfile":
         """This engine as it starts on `hw` at tensor-parallel size `tp`: the fields its hardware_defaults set there

@@ -83,6 +83,53 @@ def tree_topk_s(hw, batch, width, steps, draft_vocab) -> np.ndarray:
     return np.where(np.asarray(width) > 1, np.asarray(steps, dtype=float) * t, 0.0)
 
 
+MASK_BITS_PER_BYTE = 8.0  # the verify's attention reads the tree mask bit-packed (flashinfer segment_packbits)
+
+
+def tree_mask_bytes(batch, q, context) -> np.ndarray:
+    """Bytes of a full tree mask (SGLang TreeMaskMode.FULL_MASK, one bool per pair): each of a sequence's q verified
+    tokens against its cached prefix and the q tree tokens, batch x q x (context + q) (srt/speculative/eagle_utils.py
+    build_tree_kernel_efficient: torch.full(seq_lens_sum * q + q * q * bs))."""
+    q = np.asarray(q, dtype=float)
+    return np.asarray(batch, dtype=float) * q * (np.asarray(context, dtype=float) + q)
+
+
+def mask_read_rows(model, tp) -> float:
+    """Attention layers x KV heads per device of `model` at attention TP `tp` (1 latent head for MLA): how many
+    times a verify step's attention reads the packed tree mask (once per layer and KV head; GQA rows of one KV head
+    share a tile)."""
+    from specplan.profiles.model import ATTENTION_MIXERS
+
+    rows = 0.0
+    for g in model.groups():
+        if g.mixer in ATTENTION_MIXERS:
+            rows += g.count * (1 if model.mla is not None else model.heads_per_device(tp, model.kv_heads_of(g))[1])
+    return rows
+
+
+def tree_mask_s(model, hw, tp, batch, q, context) -> np.ndarray:
+    """GPU seconds of a full tree mask per round: building it (one write), packing it to bits (one read, an eighth
+    written) and every attention layer reading the packed bits per KV head (mask_read_rows)."""
+    mb = tree_mask_bytes(batch, q, context)
+    build = elementwise_cost(hw, np.maximum(mb * (2.0 + 1.0 / MASK_BITS_PER_BYTE), 1.0)).time_s
+    eff = hw.kernel_eff("default").mem_bw_fraction
+    read = mb / MASK_BITS_PER_BYTE * mask_read_rows(model, attention_tp(tp)) / (hw.mem_bandwidth_bytes_s * eff)
+    return build + read
+
+
+def prefix_reread_s(draft, hw, tp, batch, width, context, prec) -> np.ndarray:
+    """GPU seconds one tree draft step spends re-reading the cached prefix for its other width - 1 candidates, where
+    the engine's draft attention runs one decode row per candidate (each row's kv_indices hold the whole prefix:
+    SGLang spec_utils.py generate_draft_decode_kv_indices, seq_lens_sum x topk): (width - 1) x batch x the draft's
+    KV bytes per sequence at `context`, memory-bound."""
+    from specplan.model.memory import kv_bytes_per_seq
+
+    t_d, _, bb = instance_call(draft_parallelism(draft, tp), batch)
+    per_seq = kv_bytes_per_seq(draft, t_d, prec.kv, context)
+    nbytes = np.maximum(np.asarray(width, dtype=float) - 1.0, 0.0) * np.asarray(bb, dtype=float) * per_seq
+    return nbytes / (hw.mem_bandwidth_bytes_s * hw.kernel_eff("default").mem_bw_fraction)
+
+
 def draft_vocab(draft) -> int:
     """Columns of the draft's logits: an EAGLE-3 head's reduced draft_vocab_size, else its vocabulary."""
     return int(draft.draft_vocab_size or draft.vocab_size)
@@ -165,6 +212,8 @@ def round_gpu_extra_s(model, hw, tp, shape: RoundShape, mechanism, draft=None, s
         sampling = "greedy" if getattr(eng, "verification", "probabilistic") == "exact" else "probabilistic"
     t = rejection_s(hw, b, q, model.vocab_size, attention_tp(tp), sampling)  # per DP rank under a Layout
     zero = np.zeros(np.broadcast(b, d, q).shape)
+    if eng is not None and eng.tree_mask_full:
+        t = t + np.where(q > 1 + d, tree_mask_s(model, hw, tp, b, q, context), 0.0)
     if draft is not None and mechanism in EXTEND_MECHANISMS:
         dm, dprec = draft
         t = t + draft_pass_extra_s(dm, hw, tp, b, q, context, dprec)
@@ -173,16 +222,19 @@ def round_gpu_extra_s(model, hw, tp, shape: RoundShape, mechanism, draft=None, s
         steps = np.maximum(d - 1.0, 0.0)
         t = t + np.where(tree, steps * draft_pass_extra_s(dm, hw, tp, b, width, context, dprec, extend=False), 0.0)
         t = t + np.where(tree, tree_topk_s(hw, b, width, d, draft_vocab(dm)), 0.0)
+        if eng is not None and eng.tree_draft_prefix_per_candidate:
+            t = t + np.where(tree, steps * prefix_reread_s(dm, hw, tp, b, width, context, dprec), 0.0)
         if eng is not None and eng.zero_draft_extend:
             zero = zero + zero_draft_extend_s(dm, hw, tp, b, context, dprec)
     return np.where(spec, t, zero)
 
 
 def round_host_s(eng, batch, draft_len) -> np.ndarray:
-    """Host seconds of one speculative round beyond a decode step's: spec_host_per_seq_s per running sequence
-    (the fixed part, spec_iteration_overhead_s, is in the iteration already); 0 at D = 0."""
+    """Host seconds of one speculative round beyond a decode step's: the round's own launches outside its graphs
+    (spec_round_host_s, counted in the engine's code) plus spec_host_per_seq_s per running sequence (the older
+    fitted fixed part, spec_iteration_overhead_s, is in the iteration already); 0 at D = 0."""
     b = np.asarray(batch, dtype=float)
-    return np.where(np.asarray(draft_len) > 0, b * eng.spec_host_per_seq_s, 0.0)
+    return np.where(np.asarray(draft_len) > 0, eng.spec_round_host_s + b * eng.spec_host_per_seq_s, 0.0)
 
 
 def round_s(eng, gpu_s, batch, draft_len, q, target_kernels, draft_kernels, eager=False,

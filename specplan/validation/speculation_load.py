@@ -354,7 +354,8 @@ The round host numbers of vLLM and TensorRT-LLM come from one setup each and can
 left out. So engine_profiles/*.yaml keep spec_host_per_seq_s at 0 and costs/moe.py keeps VERIFY_EXPERT_REUSE at
 0, and `predict` / `recommend` say in one line that the round's host time is not fitted. The round's sourced
 parts (graphs per verify size, draft extend, rejection, tree width, masked tree verify, verify rows in the token
-budget, the kernel each engine version verifies MLA with) are in every prediction."""
+budget, the kernel each engine version verifies MLA with, the launches SGLang's v1 EAGLE round issues outside its
+graphs, the full tree mask and the tree draft's per-candidate prefix reads) are in every prediction."""
 
 
 def write_report(out: Path = ROOT / "docs" / "validation" / "speculation_load.md", progress=None) -> Path:

@@ -120,7 +120,14 @@ def test_sglang_tree_draft_steps_run_topk_tokens_over_the_draft_vocabulary():
     extend = (one(q, b) - fc(b * q)) - (one(1.0, b) - fc(b))
     steps = (d - 1) * (one(float(k)) - one(1.0) - (fc(b * k) - fc(b)))  # 8 candidates, not ceil(63 / 3) = 21
     topk = d * float(elementwise_cost(hw, b * k * 32000 * 4).time_s)  # 32,000 draft columns, not 128,256
-    assert got == pytest.approx(rejection + extend + steps + topk, rel=1e-9)
+    # issue 40 item 8 (sglang.yaml tree_mask_full, tree_draft_prefix_per_candidate): the full tree mask, 8 x 64 x
+    # (1024 + 64) bools, written, bit-packed (read + 1/8 written), its bits read by 32 layers x 8 KV heads; the 2
+    # draft steps after the first re-read each sequence's 1024-token head KV (1 layer x 2 x 8 heads x 128 x 2 bytes)
+    # for 7 more candidates
+    mask = 8 * 64 * (1024 + 64)
+    masked = float(elementwise_cost(hw, mask * 2.125).time_s) + mask / 8 * 32 * 8 / bw
+    reread = (d - 1) * 7 * b * 1024 * (2 * 8 * 128 * 2) / bw
+    assert got == pytest.approx(rejection + extend + steps + topk + masked + reread, rel=1e-9)
 
 
 # item 5: D = 0 inside a speculative deployment still runs the draft extend (vLLM 0.34, SGLang 0.5.23)
