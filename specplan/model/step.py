@@ -13,7 +13,7 @@ import numpy as np
 
 from specplan.costs.attention import AttentionHeads, attention_cost, recurrent_state_cost
 from specplan.costs.comm import allgather_cost, allreduce_cost, p2p_cost
-from specplan.costs.gemm import elementwise_cost, gemm_cost
+from specplan.costs.gemm import elementwise_cost, gemm_cost, gemm_costs
 from specplan.costs.moe import (MOE_KERNELS, ExpertLayer, MoeKernel, distinct_tokens, moe_experts_cost,
                                 parse_routing)
 from specplan.costs.roofline import COMPUTE, MEMORY, OVERHEAD, REGIME_NAMES, KernelCost
@@ -238,8 +238,10 @@ def _layer_group(acc, at: _StepAt, g: LayerGroup, k: StepKernels, fam):
     tp = lay.tp
     tokens = b * q
     h = model.hidden_size
-    for s in layer_gemms(model, g, tp):
-        acc.add("gemm", gemm_cost(hw, tokens, s.n, s.k, prec.w(s.module), prec.compute, count=n), n)
+    shapes = layer_gemms(model, g, tp)  # the layer's GEMMs priced together (gemm_costs), booked one by one
+    for cost in gemm_costs(hw, tokens, [(s.n, s.k) for s in shapes], [prec.w(s.module) for s in shapes],
+                           prec.compute, count=n):
+        acc.add("gemm", cost, n)
     _mixer(acc, at, g, k.attention_style, fam)
     if g.ffn == "dense":
         acc.add("elementwise", elementwise_cost(hw, tokens * 3 * model.ffn_size_of(g) / tp * ACT_BYTES, n), n)  # act.

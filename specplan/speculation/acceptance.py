@@ -44,8 +44,10 @@ def al_from_per_position(probs, d) -> np.ndarray:
     return cum[idx] + frac * (cum[nxt] - cum[idx])
 
 
+@lru_cache(maxsize=1024)
 def rate_from_length(al: float, at_d: float) -> float:
-    """The i.i.d. α whose closed-form AL at `at_d` equals `al` (bisection)."""
+    """The i.i.d. α whose closed-form AL at `at_d` equals `al` (bisection; once per pair: a table's tail asks for
+    its last point's α on every lookup)."""
     if at_d <= 0:
         return 0.0
     if al >= 1.0 + at_d - 1e-12:
