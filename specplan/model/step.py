@@ -320,10 +320,10 @@ def _lpu_pipeline(model, hw, prec, b, q, ctx, lpu_chips):
 
 
 class StepCache:
-    """step_time's answers by _cache_key, least recently used first, up to `max_points` grid points in all (about
-    15 arrays of 8 bytes each: 240 MB at 2 M points)."""
+    """step_time's answers by _cache_key, least recently used first, up to `max_points` grid points in all (15
+    arrays of 8 bytes each: 60 MB at 500k points; a search for issue 38 asks about 300k distinct points)."""
 
-    def __init__(self, max_points: int = 2_000_000):
+    def __init__(self, max_points: int = 500_000):
         self.entries: OrderedDict = OrderedDict()
         self.points = 0
         self.max_points = max_points
@@ -410,7 +410,8 @@ def step_time(
     res = STEP_CACHE.get(key)
     if res is None:
         res = _frozen(_step_time(*args))
-        STEP_CACHE.put(key, args, res)
+        if np.size(res.total_s) <= STEP_CACHE.max_points // 8:  # a larger grid would push out the rest: not kept
+            STEP_CACHE.put(key, args, res)
     return res
 
 

@@ -44,10 +44,15 @@ def al_from_per_position(probs, d) -> np.ndarray:
     return cum[idx] + frac * (cum[nxt] - cum[idx])
 
 
-@lru_cache(maxsize=1024)
 def rate_from_length(al: float, at_d: float) -> float:
     """The i.i.d. α whose closed-form AL at `at_d` equals `al` (bisection; once per pair: a table's tail asks for
     its last point's α on every lookup)."""
+    return _rate_from_length(float(al), float(at_d))
+
+
+@lru_cache(maxsize=1024)
+def _rate_from_length(al: float, at_d: float) -> float:
+    """rate_from_length of two numbers, computed."""
     if at_d <= 0:
         return 0.0
     if al >= 1.0 + at_d - 1e-12:
