@@ -68,9 +68,9 @@ COMMANDS = (
     Command("study g_sweep_long_context", ("study", "examples/studies/g_sweep_long_context.yaml", "-o", "OUT"),
             "(5.8 s before)"),
     Command("recommend --gpus 32, DeepSeek-R1, H200, MTP (issue 38)", (*MOE_SEARCH, "h200-sxm", "--gpus", "32"),
-            "< 3 s (issue 38; 3.3-3.6 s before)"),
+            "< 3 s (issue 38)"),
     Command("recommend --gpus 72, DeepSeek-R1, GB200, MTP (issue 38)", (*MOE_SEARCH, "gb200", "--gpus", "72"),
-            "< 5 s (issue 38; about 7 s before)"),
+            "< 5 s (issue 38)"),
 )
 
 
