@@ -35,6 +35,9 @@ STEP_PARETO = ["pareto", "--model", "llama-3.3-70b", "--hardware", "h100-sxm", "
                "eagle3,dflash,ngram", "--acceptance", "eagle3=0.8", "--acceptance", "dflash=0.7", "--acceptance",
                "ngram=0.4", "--no-progress"]
 STEP_PARETO_POINTS = 270_480  # 3 devices x 4 TP x 5 contexts x (1 + 16 x 3) D-mechanism rows x 92 batch values
+# issue 38's deployment search over TP / DEP / TEP layouts and xPyD pools of their own layouts (--hardware follows)
+MOE_SEARCH = ("recommend", "--model", "deepseek-r1", "--isl", "4096", "--osl", "1024", "--max-ttft-ms", "2000",
+              "--max-tpot-ms", "50", "--mechanisms", "mtp", "--json", "--hardware")
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,10 @@ COMMANDS = (
              "--osl", "1024", "--no-plots", "--no-progress", "-o", "OUT"), "<= 5 s"),
     Command("study g_sweep_long_context", ("study", "examples/studies/g_sweep_long_context.yaml", "-o", "OUT"),
             "(5.8 s before)"),
+    Command("recommend --gpus 32, DeepSeek-R1, H200, MTP (issue 38)", (*MOE_SEARCH, "h200-sxm", "--gpus", "32"),
+            "< 3 s (issue 38)"),
+    Command("recommend --gpus 72, DeepSeek-R1, GB200, MTP (issue 38)", (*MOE_SEARCH, "gb200", "--gpus", "72"),
+            "< 5 s (issue 38)"),
 )
 
 
@@ -178,7 +185,7 @@ def profile_summary(cmd: Command, timeout_s: float, top: int = 12) -> str:
 
 def table(timings: list[Timing], ref_s: float) -> str:
     """The markdown table of the timings."""
-    rows = ["| command | CPU s | wall s | CPU / reference | budget (issue 43) | note |", "|---|---:|---:|---:|---|---|"]
+    rows = ["| command | CPU s | wall s | CPU / reference | budget (issue 43 unless named) | note |", "|---|---:|---:|---:|---|---|"]
     for t in timings:
         if t.failed:
             rows.append(f"| {t.command.name} | – | – | – | {t.command.budget} | {t.failed} |")

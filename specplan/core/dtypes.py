@@ -49,6 +49,20 @@ ALIASES = {
 
 def canonical_dtype(name: str, where: str = "dtype") -> str:
     """Return the canonical short name of a numeric format, or raise a one-line error."""
+    hit = _CANONICAL.get(name) if isinstance(name, str) else None
+    if hit is not None:
+        return hit
+    key = _canonical(name, where)
+    if isinstance(name, str):
+        _CANONICAL[name] = key
+    return key
+
+
+_CANONICAL: dict[str, str] = {}  # canonical_dtype's answers by the name given (a step prices thousands of GEMMs)
+
+
+def _canonical(name: str, where: str) -> str:
+    """canonical_dtype, computed."""
     key = str(name).strip().lower()
     key = ALIASES.get(key, key)
     if key not in BYTES_PER_ELEMENT:

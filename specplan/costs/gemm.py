@@ -68,6 +68,26 @@ def gemm_cost(
     return roofline(compute_s, memory_s, overhead).scaled(count)
 
 
+def gemm_costs(hw: HardwareProfile, m, nk, weight_dtypes, compute_dtype: str = "bf16",
+               count: float = 1.0) -> list[KernelCost]:
+    """gemm_cost of each (N, K) in `nk` (weights in weight_dtypes[i]) at the same M (tokens, an array), in one
+    vectorized gemm_cost per weight dtype over a leading axis of the shapes: each entry is what
+    gemm_cost(hw, m, n_i, k_i, weight_dtypes[i], compute_dtype, count=count) returns, element by element (the
+    same operations on the same numbers), for the GEMMs of a layer priced together."""
+    m = np.asarray(m, dtype=float)
+    lead = (1,) * m.ndim
+    out: list = [None] * len(nk)
+    for w in dict.fromkeys(weight_dtypes):
+        idx = [i for i, wd in enumerate(weight_dtypes) if wd == w]
+        n = np.array([float(nk[i][0]) for i in idx]).reshape((-1,) + lead)
+        k = np.array([float(nk[i][1]) for i in idx]).reshape((-1,) + lead)
+        c = gemm_cost(hw, m, n, k, w, compute_dtype, count=count)
+        over = np.broadcast_to(c.overhead_s, np.shape(c.compute_s))
+        for j, i in enumerate(idx):
+            out[i] = KernelCost(c.compute_s[j], c.memory_s[j], over[j])
+    return out
+
+
 def soft_corner(compute_s, memory_s, p: float):
     """(compute, memory) with the binding one raised to (compute^p + memory^p)^(1/p): near the ridge the two
     overlap imperfectly; far from it the smaller term vanishes. p = 0 keeps the hard max (terms unchanged)."""

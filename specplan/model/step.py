@@ -6,13 +6,14 @@
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from specplan.costs.attention import AttentionHeads, attention_cost, recurrent_state_cost
 from specplan.costs.comm import allgather_cost, allreduce_cost, p2p_cost
-from specplan.costs.gemm import elementwise_cost, gemm_cost
+from specplan.costs.gemm import elementwise_cost, gemm_cost, gemm_costs
 from specplan.costs.moe import (MOE_KERNELS, ExpertLayer, MoeKernel, distinct_tokens, moe_experts_cost,
                                 parse_routing)
 from specplan.costs.roofline import COMPUTE, MEMORY, OVERHEAD, REGIME_NAMES, KernelCost
@@ -237,8 +238,10 @@ def _layer_group(acc, at: _StepAt, g: LayerGroup, k: StepKernels, fam):
     tp = lay.tp
     tokens = b * q
     h = model.hidden_size
-    for s in layer_gemms(model, g, tp):
-        acc.add("gemm", gemm_cost(hw, tokens, s.n, s.k, prec.w(s.module), prec.compute, count=n), n)
+    shapes = layer_gemms(model, g, tp)  # the layer's GEMMs priced together (gemm_costs), booked one by one
+    for cost in gemm_costs(hw, tokens, [(s.n, s.k) for s in shapes], [prec.w(s.module) for s in shapes],
+                           prec.compute, count=n):
+        acc.add("gemm", cost, n)
     _mixer(acc, at, g, k.attention_style, fam)
     if g.ffn == "dense":
         acc.add("elementwise", elementwise_cost(hw, tokens * 3 * model.ffn_size_of(g) / tp * ACT_BYTES, n), n)  # act.
@@ -316,7 +319,103 @@ def _lpu_pipeline(model, hw, prec, b, q, ctx, lpu_chips):
     return fast, chips, (chips - 1.0) * hw.chip_hop_latency_s
 
 
+class StepCache:
+    """step_time's answers by _cache_key, least recently used first, up to `max_points` grid points in all (15
+    arrays of 8 bytes each: 60 MB at 500k points; a search for issue 38 asks about 300k distinct points)."""
+
+    def __init__(self, max_points: int = 500_000):
+        self.entries: OrderedDict = OrderedDict()
+        self.points = 0
+        self.max_points = max_points
+
+    def get(self, key):
+        """The cached StepResult of `key`, or None."""
+        hit = self.entries.get(key)
+        if hit is None:
+            return None
+        self.entries.move_to_end(key)
+        return hit[1]
+
+    def put(self, key, args, res) -> None:
+        """Keep `res` (and `args`, so that the objects whose id() is in the key stay alive), dropping the least
+        recently used answers beyond max_points."""
+        n = int(np.size(res.total_s))
+        self.entries[key] = (args, res, n)
+        self.points += n
+        while len(self.entries) > 1 and self.points > self.max_points:
+            self.points -= self.entries.popitem(last=False)[1][2]
+
+    def clear(self) -> None:
+        """Forget every answer."""
+        self.entries.clear()
+        self.points = 0
+
+
+STEP_CACHE = StepCache()
+
+
+def _arr_key(x):
+    """A hashable stand-in for an array argument: its float values and shape (None stays None)."""
+    if x is None:
+        return None
+    a = np.asarray(x, dtype=float)
+    return a.shape, a.tobytes()
+
+
+def _cache_key(model, hw, tp, batch, q_len, context_len, precision, layout, kernels, logits_rows):
+    """STEP_CACHE's key of a step_time call (profiles and kernel families by identity: they are frozen and the
+    cache entry holds them), or None when an argument has no such form (the call is then not cached)."""
+    try:
+        if isinstance(precision, Precision):
+            precision = (precision.compute, precision.kv, tuple(sorted(precision.weights.items())), precision.state)
+        k = kernels if kernels is None else (kernels.attention_style, kernels.routing, kernels.allreduce,
+                                             id(kernels.attention_family), id(kernels.mla_family), kernels.lpu_chips)
+        key = (id(model), id(hw), tp, _arr_key(batch), _arr_key(q_len), _arr_key(context_len), precision, layout, k,
+               _arr_key(logits_rows))
+        hash(key)
+    except (TypeError, ValueError):
+        return None
+    return key
+
+
+def _frozen(res: StepResult) -> StepResult:
+    """`res` with its arrays made read-only (a cached answer is shared by every caller that asks again)."""
+    for arr in (res.total_s, *res.breakdown_s.values(), *res.regime_codes.values(), res.devices):
+        if isinstance(arr, np.ndarray):
+            arr.flags.writeable = False
+    return res
+
+
 def step_time(
+    model: ModelProfile | str,
+    hardware: HardwareProfile | str,
+    tp: int = 1,
+    batch=1,
+    q_len=1,
+    context_len=1024,
+    precision: Precision | Dtypes | None = None,
+    layout: Layout | str | None = None,
+    kernels: StepKernels | None = None,
+    logits_rows=None,
+) -> StepResult:
+    """Seconds of one decode step (`_step_time`, which documents every argument), computed once per distinct
+    call: a serving search prices one step shape from several places (the prefill chunks and the decode steps of
+    each pool split, the draft extend of each D), so a repeat is answered from STEP_CACHE, its arrays read-only."""
+    model = load_model(model)
+    hw = load_hardware(hardware)
+    args = (model, hw, tp, batch, q_len, context_len, precision, layout, kernels, logits_rows)
+    key = _cache_key(*args)
+    if key is None:
+        return _step_time(*args)
+    res = STEP_CACHE.get(key)
+    if res is None:
+        res = _frozen(_step_time(*args))
+        if np.size(res.total_s) <= STEP_CACHE.max_points // 8:  # a larger grid would push out the rest: not kept
+            STEP_CACHE.put(key, args, res)
+    return res
+
+
+def _step_time(
     model: ModelProfile | str,
     hardware: HardwareProfile | str,
     tp: int = 1,

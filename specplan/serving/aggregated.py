@@ -110,18 +110,33 @@ class GpuTables:
         """(iteration GPU s, chunk GPU s per chunk, chunks, draft prefill s, chunk tokens per chunk) interpolated
         linearly in log batch at decode batches `b` (shape *shape)."""
         if self._stack is None:
-            self._stack = np.concatenate([self.iter_gpu_s[None], self.n_chunks[None], self.draft_prefill_s[None],
-                                          self.chunk_gpu_s, self.chunk_tokens], axis=0)
+            self._stack = np.ascontiguousarray(np.concatenate(  # C order: _rows_at gathers from a flat view
+                [self.iter_gpu_s[None], self.n_chunks[None], self.draft_prefill_s[None], self.chunk_gpu_s,
+                 self.chunk_tokens], axis=0))
         lb = np.log(np.clip(np.asarray(b, dtype=float), np.exp(self.log_b[0]), np.exp(self.log_b[-1])))
         i = np.clip(np.searchsorted(self.log_b, lb) - 1, 0, len(self.log_b) - 2)
         w = (lb - self.log_b[i]) / (self.log_b[i + 1] - self.log_b[i])
-        nd = self._stack.ndim - 2  # the tables' own dims; `b` may add leading ones (K engine variants, a fit)
-        idx = np.indices(lb.shape)[lb.ndim - nd:]
-        lo = self._stack[(slice(None), i, *idx)]
-        hi = self._stack[(slice(None), i + 1, *idx)]
+        lo, hi = _rows_at(self._stack, i)
         v = lo + w * (hi - lo)
         n = len(self.chunk_gpu_s)
         return v[0], v[3:3 + n], v[1], v[2], v[3 + n:]
+
+
+def _rows_at(stack: np.ndarray, i: np.ndarray):
+    """(stack[:, i, *p], stack[:, i + 1, *p]) at every point p of the tables' own dims (the trailing dims of `i`;
+    `i` may add leading ones: K engine variants, a fit): one gather on a flat axis when the table's dims are i's
+    trailing ones, else by advanced indexing (the same numbers either way)."""
+    nd = stack.ndim - 2
+    tail = i.shape[i.ndim - nd:]
+    if i.ndim >= nd and tuple(stack.shape[2:]) == tuple(tail):
+        n = int(np.prod(tail, dtype=np.int64))
+        flat = stack.reshape(stack.shape[0], -1)
+        j = (i.reshape(i.shape[:i.ndim - nd] + (n,)) * n + np.arange(n)).reshape(-1)
+        rows = np.take(flat, np.concatenate([j, j + n]), axis=1)
+        shape = (stack.shape[0],) + i.shape
+        return rows[:, :j.size].reshape(shape), rows[:, j.size:].reshape(shape)
+    idx = np.indices(i.shape)[i.ndim - nd:]
+    return stack[(slice(None), i, *idx)], stack[(slice(None), i + 1, *idx)]
 
 
 # GpuTables fields whose last axis runs over the configurations (draft lengths); log_b and the scalars do not
@@ -211,10 +226,12 @@ def prompt_step_s(tab: GpuTables, eng, it_gpu, chunks, bc, t_it, rnd, tokens):
     request and the chunk's per-token host work; `rnd`: the speculative round's (D, q, target kernels, draft
     kernels), priced by speculation.round.round_s, the decode step at D = 0); prefill apart (SGLang's default), its
     own eager prefill steps, during which decoding waits."""
-    if eng.mixed_prefill:
-        return sum((round_s(eng, it_gpu + c, bc + 1.0, *rnd, eager=True, prompt_tokens=n) - t_it) * (c > 0)
-                   for c, n in zip(chunks, tokens))
-    return sum(eng.step_s(c, 1.0, tab.kernels, False, n) * (c > 0) for c, n in zip(chunks, tokens))
+    chunks, tokens = np.asarray(chunks, dtype=float), np.asarray(tokens, dtype=float)
+    if eng.mixed_prefill:  # every chunk's step priced at once (chunks on the leading axis), summed in chunk order
+        per = (round_s(eng, it_gpu + chunks, bc + 1.0, *rnd, eager=True, prompt_tokens=tokens) - t_it) * (chunks > 0)
+    else:
+        per = eng.step_s(chunks, 1.0, tab.kernels, False, tokens) * (chunks > 0)
+    return sum(per)
 
 
 def prefill_service_s(eng, tau, t_it, d_p, n_chunks):

@@ -15,6 +15,7 @@ import numpy as np
 from specplan.costs.gemm import gemm_cost
 from specplan.core.dtypes import dtype_bytes
 from specplan.core.errors import SpecplanError
+from specplan.core.memo import by_identity
 from specplan.model.memory import kv_bytes_per_seq, memory_usage, mtp_weight_bytes, state_bytes_per_seq, weight_bytes
 from specplan.model.parallel import Layout
 from specplan.costs.precision import MODULES, Precision, resolve_precision
@@ -174,6 +175,12 @@ def eagle3_head(model: ModelProfile, head: ModelProfile | None = None) -> ModelP
     As an `eagle3_head`, its layer has q/k/v over 2h inputs and the 3h -> h fusion GEMM (specplan.costs.shapes)."""
     if head is None and f"eagle3-{model.id}" in model_ids():
         head = load_model(f"eagle3-{model.id}")
+    return _eagle3_layer(model, head)
+
+
+@by_identity
+def _eagle3_layer(model: ModelProfile, head: ModelProfile | None) -> ModelProfile:
+    """eagle3_head's one-layer model of `head` (None: target-shaped), built once per (model, head) object."""
     if head is None:
         ffn = model.ffn_size or (model.moe.expert_ffn_size * model.moe.top_k if model.moe else 4 * model.hidden_size)
         head = model.model_copy(update={"ffn_size": ffn, "moe": None, "mla": None, "linear_attention": None,
@@ -199,6 +206,7 @@ def draft_eagle3(inp: DraftInput) -> DraftCost:
                      rho=1.0 / inp.model.num_layers, notes=[f"EAGLE-3 head {one.id}, {prec_h.w('attention')}"])
 
 
+@by_identity
 def mtp_module(model: ModelProfile) -> ModelProfile:
     """The model's MTP module as a one-layer model (shared embedding and LM head)."""
     if model.mtp is None:
