@@ -79,7 +79,9 @@ def predict(
     sweep = any(v is not None and len(v) > 1 for v in (loads, rates))
     one = lambda v: None if v is None else (np.asarray(v) if len(v) > 1 else v[0])  # noqa: E731
     wl = workload_from_options(isl, osl, one(loads), one(rates), mode, pools, startup_cohort=startup_cohort)
-    sim = sim_request(simulate, workload_file, prefix_hit, isl_dist, osl_dist, requests, arrival_cv)  # None: not asked
+    cohort = bool(startup_cohort and loads is not None and len(loads) == 1)  # one closed loop: simulated
+    sim = sim_request(simulate, workload_file, prefix_hit, isl_dist, osl_dist, requests, arrival_cv,
+                      cohort)  # None: not asked
     wl = trace_workload(sim, wl) if sim is not None else wl
     kw = dict(mechanism=mechanism, draft_len=draft_len, acceptance=acc, dtype=dtype, kv_dtype=kv_dtype,
               draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,

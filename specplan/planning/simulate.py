@@ -1,4 +1,5 @@
-"""predict's answer by simulation (`--simulate`, `--workload FILE`, `--prefix-hit F`, `--isl-dist/--osl-dist`).
+"""predict's answer by simulation (`--simulate`, `--workload FILE`, `--prefix-hit F`, `--isl-dist/--osl-dist`,
+`--startup-cohort` at one concurrency).
 
 The analytical answer is computed as always (the step, memory, guidelines and the serving blocks' shape); where
 the simulator is asked for, the serving blocks `serving.baseline` / `serving.speculative` take the simulated
@@ -7,6 +8,9 @@ values: `ttft_ms` (the median), `ttft_p90_ms`, `ttft_p99_ms`, `tpot_ms` (the mea
 percentile, throughput, goodput and the request count (serving/sim_serving.py); `serving.method` says
 "simulated". A closed loop's clients start together (as benchmarks run them), its later rounds taken from the
 settled loop (`benchmark_run`: docs/validation/serving.md shows real loops do not stay in lockstep).
+`--startup-cohort` (a benchmark whose clients start together) is that closed loop: at one concurrency the simulator
+answers it, in place of the analytical start-up term (C - 1)·startup_client_s (which recommend, sweep and a
+concurrency list still add).
 """
 
 from __future__ import annotations
@@ -43,23 +47,27 @@ class SimRequest:
     requests: int | None = None
     arrival_cv: float | None = None  # open loop: gamma gaps of this coefficient of variation (None: Poisson)
     seed: int = 0
+    startup_cohort: bool = False  # --startup-cohort at one concurrency: the clients start together, simulated
 
     @property
     def asked(self) -> bool:
         """True when any option asks for the simulator."""
         return bool(self.simulate or self.workload_file or self.prefix_hit is not None or self.isl_dist
-                    or self.osl_dist or self.arrival_cv is not None)
+                    or self.osl_dist or self.arrival_cv is not None or self.startup_cohort)
 
 
 def sim_request(simulate=False, workload_file=None, prefix_hit=None, isl_dist=None, osl_dist=None,
-                requests=None, arrival_cv=None) -> SimRequest | None:
-    """The SimRequest of predict's options, or None when none asks for the simulator (checked in one line each)."""
-    r = SimRequest(bool(simulate), workload_file, prefix_hit, isl_dist, osl_dist, requests, arrival_cv)
+                requests=None, arrival_cv=None, startup_cohort=False) -> SimRequest | None:
+    """The SimRequest of predict's options, or None when none asks for the simulator (checked in one line each);
+    `startup_cohort`: --startup-cohort with one --concurrency (a list keeps the analytical term)."""
+    r = SimRequest(bool(simulate), workload_file, prefix_hit, isl_dist, osl_dist, requests, arrival_cv,
+                   startup_cohort=bool(startup_cohort))
     if arrival_cv is not None and not (math.isfinite(arrival_cv) and arrival_cv > 0):
         raise SpecplanError(f"--arrival-cv: must be a coefficient of variation > 0, got {arrival_cv:g}")
     if not r.asked:
         if requests is not None:
-            raise SpecplanError("--requests: only with --simulate, --workload, --prefix-hit or --isl-dist/--osl-dist")
+            raise SpecplanError("--requests: only with --simulate, --workload, --prefix-hit, --isl-dist/--osl-dist or "
+                                "--startup-cohort")
         return None
     if requests is not None and not (1 <= requests <= 1_000_000):
         raise SpecplanError(f"--requests: must be 1 ... 1,000,000 requests, got {requests}")

@@ -251,3 +251,44 @@ def test_a_staggered_closed_loop_sends_each_request_once():
     sim = json.loads(r.stdout)["serving"]["baseline"]["simulated"]
     assert json.loads(r.stdout)["serving"]["requests_simulated"] == 50 and 0 < sim["requests"] <= 50
     assert sim["requests_per_s"] * sim["e2e_mean_s"] <= 48 * 1.01
+
+
+def test_startup_cohort_is_answered_by_the_simulator(h100_8b):
+    """predict --startup-cohort at one concurrency is simulated (clients start together), not the analytical
+    start-up term: 2 vLLM clients sending 1024-token prompts at 0 share one step of 2048 prompt tokens, so both
+    TTFTs are that step, hand-priced (prefill.mixed_step_s with 2 prompts, EngineProfile.step_s); --simulate gives
+    the same answer; without either the answer is the steady-state model's."""
+    m, hw, prec = h100_8b
+    eng = load_engine("vllm")
+    base = PRED + ("--isl", "1024", "--osl", "8", "--concurrency", "2", "--requests", "2", "--json")
+    got = json.loads(run(*base, "--startup-cohort").stdout)["serving"]
+    assert got["method"] == "simulated" and "starting together" in got["arrivals"]
+    gpu = float(mixed_step_s(m, hw, 1, 0, 0, 2048, 0, precision=prec, engine=eng, prefill_seqs=2))
+    step = float(eng.step_s(gpu, 2, step_kernels(m, hw, 1, eng, prec), False, 2048))
+    assert got["baseline"]["ttft_ms"] == pytest.approx(step * 1e3, rel=0.02)
+    assert got["baseline"]["simulated"]["ttft_p99_s"] == pytest.approx(step, rel=0.02)
+    sim = json.loads(run(*base, "--simulate").stdout)["serving"]
+    assert sim["baseline"]["ttft_ms"] == pytest.approx(got["baseline"]["ttft_ms"], rel=1e-9)
+    plain = json.loads(run(*PRED, "--isl", "1024", "--osl", "8", "--concurrency", "2", "--json").stdout)["serving"]
+    assert plain.get("method") != "simulated"
+
+
+def test_trtllm_reserves_whole_prompts_within_its_token_budget(h100_8b):
+    """3 TensorRT-LLM clients start together with 4096-token prompts: max_num_tokens 8192 holds two whole prompts in
+    step 1 (no context chunking); the third waits and rides step 2 beside the first two's decode rows. Its TTFT is
+    the two steps, hand-priced (mixed_step_s, EngineProfile.step_s, speculation.round.round_s), the first two's
+    the first step alone."""
+    m, hw, prec = h100_8b
+    eng = load_engine("trtllm")
+    req = closed_loop(lengths(4096, None, 3, 0), lengths(64, None, 3, 0), 3, "together")
+    k = step_kernels(m, hw, 1, eng, prec)
+    s1 = float(eng.step_s(float(mixed_step_s(m, hw, 1, 0, 0, 8192, 0, precision=prec, engine=eng, prefill_seqs=2)),
+                          2, k, False, 8192))
+    g2 = float(mixed_step_s(m, hw, 1, 2, 4096, 4096, 0, precision=prec, engine=eng))
+    s2 = float(round_s(eng, g2, 3, 0, 1, k, 0, eager=True, prompt_tokens=4096))
+    tab = build_step_table(m, hw, 1, eng, prec, SPEC0, b_max=3, ctx_max=4096 + 64, tok_max=8192)
+    run_ = simulate(tab, eng, SimRequests(req.isl, req.osl, req.cached_tokens, np.ones(3)),
+                    SimConfig(2048, 8192, 1e9, admission_kind(eng), clients=3))
+    ttft = run_.first_token_s - run_.arrival_s
+    assert ttft[:2] == pytest.approx([s1, s1], rel=0.02)
+    assert ttft[2] == pytest.approx(s1 + s2, rel=0.03)
