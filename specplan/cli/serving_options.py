@@ -72,3 +72,7 @@ Requests = Annotated[Optional[int], typer.Option(
 ArrivalCv = Annotated[Optional[float], typer.Option(
     "--arrival-cv", help="Open loop (--request-rate), simulated: gaps between arrivals gamma-distributed with this "
                          "coefficient of variation (1: Poisson, the default; above 1: bursty).")]
+KvOffload = Annotated[bool, typer.Option(
+    "--kv-offload", help="Hold the cached prefixes (--prefix-hit, a trace's shared prefixes) in host memory and copy "
+                         "each hit into HBM over the host link (the hardware profile's host_link_bandwidth_bytes_s: "
+                         "PCIe, NVLink-C2C) when its prompt is scheduled; simulated.")]

@@ -48,6 +48,7 @@ class SimRequest:
     arrival_cv: float | None = None  # open loop: gamma gaps of this coefficient of variation (None: Poisson)
     seed: int = 0
     startup_cohort: bool = False  # --startup-cohort at one concurrency: the clients start together, simulated
+    kv_offload: bool = False  # --kv-offload: cached prefixes in host memory, loaded over the host link
 
     @property
     def asked(self) -> bool:
@@ -57,11 +58,14 @@ class SimRequest:
 
 
 def sim_request(simulate=False, workload_file=None, prefix_hit=None, isl_dist=None, osl_dist=None,
-                requests=None, arrival_cv=None, startup_cohort=False) -> SimRequest | None:
+                requests=None, arrival_cv=None, startup_cohort=False, kv_offload=False) -> SimRequest | None:
     """The SimRequest of predict's options, or None when none asks for the simulator (checked in one line each);
     `startup_cohort`: --startup-cohort with one --concurrency (a list keeps the analytical term)."""
     r = SimRequest(bool(simulate), workload_file, prefix_hit, isl_dist, osl_dist, requests, arrival_cv,
-                   startup_cohort=bool(startup_cohort))
+                   startup_cohort=bool(startup_cohort), kv_offload=bool(kv_offload))
+    if r.kv_offload and r.prefix_hit is None and r.workload_file is None:
+        raise SpecplanError("--kv-offload: holds cached prefixes in host memory; give --prefix-hit F or a --workload "
+                            "trace with shared prefixes")
     if arrival_cv is not None and not (math.isfinite(arrival_cv) and arrival_cv > 0):
         raise SpecplanError(f"--arrival-cv: must be a coefficient of variation > 0, got {arrival_cv:g}")
     if not r.asked:
@@ -138,7 +142,7 @@ def simulate_into(r: dict, model, hardware, wl: Workload, req: SimRequest, tp, k
     eng = load_engine(kw.get("engine"))
     rs = request_set(req, wl)
     srv = r["serving"]
-    base = SimSetup(tp, eng, prec, seed=req.seed)
+    base = SimSetup(tp, eng, prec, seed=req.seed, kv_offload=req.kv_offload)
     srv["baseline"].update(_block(simulate_serving(m, hw, rs, base)))
     if srv.get("speculative"):
         sp = dataclasses.replace(base, mechanism=kw.get("mechanism", "none"), draft_len=int(kw.get("draft_len", 0)),
@@ -151,6 +155,8 @@ def simulate_into(r: dict, model, hardware, wl: Workload, req: SimRequest, tp, k
             srv["speedup_throughput"] = s["tokens_per_s_per_gpu"] / b["tokens_per_s_per_gpu"]
     srv["method"] = "simulated"
     srv["requests_simulated"] = rs.n
+    if req.kv_offload:
+        srv["kv_offload"] = f"cached prefixes in host memory, loaded at {hw.host_link_bandwidth_bytes_s / 1e9:g} GB/s"
     srv["arrivals"] = ("trace " + rs.source if rs.source else
                        f"closed loop, {rs.clients} clients starting together (later rounds settled)" if rs.clients
                        else "open loop, Poisson" if not req.arrival_cv or req.arrival_cv == 1.0

@@ -44,6 +44,7 @@ class SimSetup:
     max_tpot_s: float | None = None
     warmup: int = 0  # first requests (in release order) left out of the percentiles
     running_cap: int | None = None  # the engine's max batch when the launch sets one below its default
+    kv_offload: bool = False  # cached prefixes in host memory, loaded over the host link on a hit
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,22 @@ def sim_config(model, hw, req: RequestSet, setup: SimSetup, eng, spec: dict) -> 
     return SimConfig(cap, int(eng.max_num_batched_tokens), float(np.max(kv_req)) * (isl_m + osl_m),
                      admission_kind(eng), req.clients, req.shared_kv_tokens,
                      float(tp.gpus if isinstance(tp, Layout) else tp),
-                     new_token_ratio=SGLANG_NEW_TOKEN_RATIO if req.source else 1.0)  # fixed lengths: ignore_eos
+                     new_token_ratio=SGLANG_NEW_TOKEN_RATIO if req.source else 1.0,  # fixed lengths: ignore_eos
+                     host_load_s_per_token=host_load_s_per_token(model, hw, tp, setup) if setup.kv_offload else None)
+
+
+def host_load_s_per_token(model, hw, tp, setup: SimSetup) -> float:
+    """KV offload: seconds to copy one cached token's KV (this device's share of the full-attention layers, which
+    keep every token; a sliding window's few are left out) from host memory over the device's host link; one line
+    naming the profile when the hardware has no host-link figure."""
+    from specplan.core.errors import SpecplanError
+    from specplan.model.memory import kv_bytes_per_token
+
+    bw = hw.host_link_bandwidth_bytes_s
+    if bw is None:
+        raise SpecplanError(f"--kv-offload: hardware '{hw.id}' has no host_link_bandwidth_bytes_s in its profile")
+    t = attention_tp(tp)
+    return float(kv_bytes_per_token(model, t, setup.precision.kv)) / float(bw)
 
 
 def simulate_serving(model, hw, req: RequestSet, setup: SimSetup) -> SimSummary:

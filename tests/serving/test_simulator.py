@@ -292,3 +292,26 @@ def test_trtllm_reserves_whole_prompts_within_its_token_budget(h100_8b):
     ttft = run_.first_token_s - run_.arrival_s
     assert ttft[:2] == pytest.approx([s1, s1], rel=0.02)
     assert ttft[2] == pytest.approx(s1 + s2, rel=0.03)
+
+
+def test_kv_offload_adds_the_host_link_copy_of_the_hit_to_ttft():
+    """--kv-offload keeps the cached prefix in host memory: at one client (Llama-3.1-8B, H100, vLLM, ISL 8192,
+    --prefix-hit 0.6) TTFT is the HBM-hit TTFT plus the copy of the 4915 hit tokens' KV over PCIe Gen5 x16:
+    4915 x 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 644 MB at 64 GB/s = 10.07 ms (hand count)."""
+    base = PRED + ("--isl", "8192", "--osl", "64", "--concurrency", "1", "--requests", "3", "--prefix-hit", "0.6",
+                   "--json")
+    hbm = json.loads(run(*base).stdout)["serving"]["baseline"]["ttft_ms"]
+    host = json.loads(run(*base, "--kv-offload").stdout)["serving"]
+    copy_ms = 4915 * 32 * 8 * 128 * 2 * 2 / 64e9 * 1e3
+    assert host["baseline"]["ttft_ms"] - hbm == pytest.approx(copy_ms, rel=1e-3)
+    assert "64 GB/s" in host["kv_offload"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("-H", "gb300", "--prefix-hit", "0.6", "--kv-offload"), "host_link_bandwidth_bytes_s"),
+    (("-H", "h100-sxm", "--kv-offload"), "--kv-offload"),
+])
+def test_kv_offload_bad_input_is_one_line(args, needle):
+    """--kv-offload on hardware without a host-link figure, or without cached prefixes: one line, non-zero exit."""
+    r = run("predict", "-m", M8, "--engine", "vllm", "--isl", "1024", "--osl", "8", "--concurrency", "1", *args)
+    assert r.returncode != 0 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
