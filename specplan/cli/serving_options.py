@@ -76,3 +76,7 @@ KvOffload = Annotated[bool, typer.Option(
     "--kv-offload", help="Hold the cached prefixes (--prefix-hit, a trace's shared prefixes) in host memory and copy "
                          "each hit into HBM over the host link (the hardware profile's host_link_bandwidth_bytes_s: "
                          "PCIe, NVLink-C2C) when its prompt is scheduled; simulated.")]
+DSchedule = Annotated[Optional[str], typer.Option(
+    "--d-schedule", help="Draft length by batch size, LO-HI:K,... (vLLM num_speculative_tokens_per_batch_size; "
+                         "K capped at --draft-len): each simulated step drafts the K of the requests it holds; "
+                         "simulated.")]

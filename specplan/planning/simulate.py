@@ -28,6 +28,7 @@ from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.serving.arrivals import (RequestSet, closed_loop, from_trace, lengths, open_loop, parse_length_dist,
                                        with_prefix_hit)
 from specplan.serving.sim_serving import SimSetup, SimSummary, simulate_serving
+from specplan.serving.d_schedule import parse_schedule
 from specplan.serving.traces import read_trace
 from specplan.serving.workload import Workload
 
@@ -49,20 +50,26 @@ class SimRequest:
     seed: int = 0
     startup_cohort: bool = False  # --startup-cohort at one concurrency: the clients start together, simulated
     kv_offload: bool = False  # --kv-offload: cached prefixes in host memory, loaded over the host link
+    d_schedule: str | None = None  # --d-schedule: draft length by batch size (LO-HI:K,...)
 
     @property
     def asked(self) -> bool:
         """True when any option asks for the simulator."""
         return bool(self.simulate or self.workload_file or self.prefix_hit is not None or self.isl_dist
-                    or self.osl_dist or self.arrival_cv is not None or self.startup_cohort)
+                    or self.osl_dist or self.arrival_cv is not None or self.startup_cohort or self.d_schedule)
 
 
 def sim_request(simulate=False, workload_file=None, prefix_hit=None, isl_dist=None, osl_dist=None,
-                requests=None, arrival_cv=None, startup_cohort=False, kv_offload=False) -> SimRequest | None:
+                requests=None, arrival_cv=None, startup_cohort=False, kv_offload=False,
+                d_schedule=None) -> SimRequest | None:
     """The SimRequest of predict's options, or None when none asks for the simulator (checked in one line each);
     `startup_cohort`: --startup-cohort with one --concurrency (a list keeps the analytical term)."""
     r = SimRequest(bool(simulate), workload_file, prefix_hit, isl_dist, osl_dist, requests, arrival_cv,
-                   startup_cohort=bool(startup_cohort), kv_offload=bool(kv_offload))
+                   startup_cohort=bool(startup_cohort), kv_offload=bool(kv_offload), d_schedule=d_schedule)
+    if d_schedule is not None:
+        from specplan.serving.d_schedule import parse_schedule
+
+        parse_schedule(d_schedule)
     if r.kv_offload and r.prefix_hit is None and r.workload_file is None:
         raise SpecplanError("--kv-offload: holds cached prefixes in host memory; give --prefix-hit F or a --workload "
                             "trace with shared prefixes")
@@ -142,11 +149,14 @@ def simulate_into(r: dict, model, hardware, wl: Workload, req: SimRequest, tp, k
     eng = load_engine(kw.get("engine"))
     rs = request_set(req, wl)
     srv = r["serving"]
+    if req.d_schedule is not None and not srv.get("speculative"):
+        raise SpecplanError("--d-schedule: a draft-length schedule needs speculation (--mechanism and --draft-len)")
     base = SimSetup(tp, eng, prec, seed=req.seed, kv_offload=req.kv_offload)
     srv["baseline"].update(_block(simulate_serving(m, hw, rs, base)))
     if srv.get("speculative"):
         sp = dataclasses.replace(base, mechanism=kw.get("mechanism", "none"), draft_len=int(kw.get("draft_len", 0)),
-                                 acceptance=kw.get("acceptance"), draft_model=kw.get("draft_model"))
+                                 acceptance=kw.get("acceptance"), draft_model=kw.get("draft_model"),
+                                 d_schedule=() if req.d_schedule is None else parse_schedule(req.d_schedule))
         srv["speculative"].update(_block(simulate_serving(m, hw, rs, sp)))
         b, s = srv["baseline"], srv["speculative"]
         if b.get("tpot_ms") and s.get("tpot_ms"):

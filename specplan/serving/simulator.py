@@ -35,7 +35,11 @@ Admission, per engine, from the engine profile's flags (`admission_kind`):
 
 The prompt's first token is sampled at the end of the step that computes its last prompt token (TTFT); the
 remaining OSL - 1 tokens come from decode iterations, `accepted_tokens` per iteration (1 without speculation: a
-speculative request's acceptance length, drawn per request by the caller). Prefix caching: `cached_tokens` of a
+speculative request's acceptance length, drawn per request by the caller). A draft-length schedule (vLLM
+`num_speculative_tokens_per_batch_size`, TensorRT-LLM `draft_len_schedule`: D by batch size) gives one StepTable
+per D and accepted tokens per request and D (an (n, tables) array); `SimConfig.d_index[b]` names the table of a
+step whose scheduler holds b requests (running or prefilling when the step is scheduled; vLLM keys on the step's
+scheduled requests, v1/core/sched/scheduler.py `dynamic_sd_lookup[len(num_scheduled_tokens)]`). Prefix caching: `cached_tokens` of a
 prompt are already in the KV cache (a prefix hit): they are not prefilled and the chunk's attention starts after
 them; shared prefixes are stored once (the caller's `shared_kv_tokens`). KV offload (`host_load_s_per_token`): the
 shared prefixes are held in host memory instead, and a request's cached tokens are copied into its own HBM KV over
@@ -97,6 +101,7 @@ class SimConfig:
     devices: float = 1.0
     client_start_s: tuple = ()  # closed loop: each client's first send (empty: all at 0, together)
     new_token_ratio: float = SGLANG_NEW_TOKEN_RATIO  # pack: share of a request's output its admission reserves
+    d_index: tuple = ()  # D schedule: table index per scheduled batch size 0..max (empty: one table)
     host_load_s_per_token: float | None = None  # KV offload: seconds per cached token over the host link (None: off)
 
 
@@ -118,12 +123,15 @@ class SimRun:
 class _Engine:
     """The simulation state: requests' progress, queues, KV use and the clock."""
 
-    def __init__(self, tab: StepTable, eng, req: SimRequests, cfg: SimConfig):
+    def __init__(self, tab, eng, req: SimRequests, cfg: SimConfig):
+        self.tabs = tuple(tab) if isinstance(tab, (tuple, list)) else (tab,)
+        tab = self.tabs[0]
         self.tab, self.eng, self.cfg = tab, eng, cfg
         self.isl = req.isl.astype(float)
         self.osl = req.osl.astype(float)
         self.hit = np.minimum(req.cached_tokens.astype(float), self.isl - 1.0)
-        self.acc = np.maximum(req.accepted_tokens.astype(float), 1e-6)
+        self.accs = np.maximum(req.accepted_tokens.astype(float), 1e-6).reshape(req.isl.size, -1)
+        self.acc = self.accs[:, 0]
         n = self.isl.size
         self.n = n
         self.pre_target = self.isl.copy()  # tokens the prompt holds when prefilled (grows after a preemption)
@@ -152,9 +160,9 @@ class _Engine:
         self.in_system_s = 0.0
         self.decoding_s = 0.0
         self.arrived = 0
-        q, d = tab.tokens_per_seq, tab.draft_len
-        self.rnd = (d, q, tab.target_kernels, tab.draft_kernels)
-        self.over = StepOverheads(eng, self.rnd, int(cfg.running_cap) + 2)
+        self.overs = tuple(StepOverheads(eng, (t.draft_len, t.tokens_per_seq, t.target_kernels, t.draft_kernels),
+                                         int(cfg.running_cap) + 2) for t in self.tabs)
+        self.over = self.overs[0]
         self.starts = sorted(cfg.client_start_s)[:min(cfg.clients or 0, n)]
         if cfg.clients is not None and not self.starts:
             for _ in range(min(cfg.clients, n)):
@@ -462,8 +470,18 @@ def _decode_jump(s: _Engine) -> None:
     s.steps += k
 
 
+def _pick_d(s: _Engine) -> None:
+    """The D schedule: the step table, overheads and accepted tokens of the D for the requests held now."""
+    idx = s.cfg.d_index
+    if not idx:
+        return
+    j = int(idx[min(len(s.running) + len(s.prefilling), len(idx) - 1)])
+    s.tab, s.over, s.acc = s.tabs[j], s.overs[j], s.accs[:, j]
+
+
 def _turn(s: _Engine) -> None:
     """One scheduling decision: a prefill / mixed step, a decode jump, or idle until the next arrival."""
+    _pick_d(s)
     kind = s.cfg.kind
     if kind == "pack":
         if (s.waiting or s.prefilling) and _prefill_step(s, 0):

@@ -315,3 +315,42 @@ def test_kv_offload_bad_input_is_one_line(args, needle):
     """--kv-offload on hardware without a host-link figure, or without cached prefixes: one line, non-zero exit."""
     r = run("predict", "-m", M8, "--engine", "vllm", "--isl", "1024", "--osl", "8", "--concurrency", "1", *args)
     assert r.returncode != 0 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_d_schedule_expands_as_vllm_does():
+    """vLLM's dense lookup (v1/spec_decode/dynamic/utils.py build_dynamic_sd_schedule_lookup, whose comment gives
+    this example): [(1, 16, 3), (32, 128, 2)] maps batch sizes 17-31 to K = 3, and batches past the last range
+    carry its K."""
+    from specplan.serving.d_schedule import dense_schedule, parse_schedule
+
+    k = dense_schedule(parse_schedule("1-16:3,32-128:2"), 200)
+    assert list(k[[1, 16, 17, 31, 32, 128, 129, 200]]) == [3, 3, 3, 3, 2, 2, 2, 2]
+
+
+SPEC = PRED + ("--isl", "1024", "--osl", "256", "--mechanism", "eagle3", "--acceptance-rate", "0.7", "--json")
+
+
+def test_d_schedule_drafts_the_k_of_the_batch_the_step_holds():
+    """predict --d-schedule: one client always holds a batch of 1, so '1-1:1,2-512:3' with --draft-len 3 drafts
+    K = 1 every step: its TPOT is --draft-len 1's (not 3's); 64 clients hold 64, so '1-16:3,17-512:0' drafts
+    nothing once they run and TPOT is the baseline's within 1 % (its D = 0 rounds keep the speculative launch's
+    host costs)."""
+    def spec(*args):
+        return json.loads(run(*SPEC, *args).stdout)["serving"]
+
+    one = spec("--concurrency", "1", "--draft-len", "3", "--d-schedule", "1-1:1,2-512:3")["speculative"]
+    d1 = spec("--concurrency", "1", "--draft-len", "1", "--simulate")["speculative"]
+    d3 = spec("--concurrency", "1", "--draft-len", "3", "--simulate")["speculative"]
+    assert one["tpot_ms"] == pytest.approx(d1["tpot_ms"], rel=1e-6)
+    assert abs(one["tpot_ms"] - d3["tpot_ms"]) > 0.1 * d3["tpot_ms"]
+    many = spec("--concurrency", "64", "--draft-len", "3", "--d-schedule", "1-16:3,17-512:0")
+    assert many["speculative"]["tpot_ms"] == pytest.approx(many["baseline"]["tpot_ms"], rel=0.01)
+
+
+@pytest.mark.parametrize("sched, needle", [("0-4:2", "LO <= HI"), ("2-8:2", "start at batch 1"),
+                                           ("1-8:2,4-16:1", "not overlap"), ("1-8", "LO-HI:K")])
+def test_d_schedule_bad_input_is_one_line(sched, needle):
+    """A schedule vLLM would refuse: one line naming --d-schedule, non-zero exit."""
+    r = run(*SPEC[:-1], "--concurrency", "4", "--draft-len", "3", "--d-schedule", sched)
+    assert r.returncode != 0 and "--d-schedule" in r.stderr and needle in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
