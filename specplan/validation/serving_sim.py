@@ -185,6 +185,11 @@ def _why_it_misses(sims: dict) -> list[str]:
              "fitted on M <= 4096 over all shapes, slow mid-M tiles of small N included) scales the compute "
              "ceiling of every shape; the GEMMs of a 70B prompt's prefill come out 30-40 % slow, which is most of vLLM's "
              "TTFT bias above 1 and its ISL-8192 rows' 30-40 % (a single vLLM prefill of 8192 tokens at TP 2 is "
-             "priced 853 ms against 738 ms measured for the whole TTFT at C = 4). A shape-aware vLLM fp8 GEMM "
-             "efficiency is kernel work (issue 41's `validate-kernels`), not changed here."]
+             "priced 853 ms against 738 ms measured for the whole TTFT at C = 4). Tried (this session, "
+             "not shipped): this report with vllm's `gemm_compute_scale.fp8` at 1.0 (TensorRT-LLM's fp8 rate, "
+             "what those shapes' rows show), everything refitted: simulated `benchmark` TTFT vLLM 16.6 -> 9.5 % "
+             "(bias 0.94), all rows 14.6 -> 12.3 %; vLLM TPOT 5.4 -> 4.2 % simulated, 7.3 -> 4.7 % analytical "
+             "(all rows 4.1 -> 3.7 %); the analytical vLLM TTFT 9.1 -> 20.0 % (its start-up term had been fitted "
+             "over the slow prefill). A shape-aware vLLM fp8 GEMM efficiency is kernel work (issue 41's "
+             "`validate-kernels`, `frameworks.md`), not changed here."]
     return lines
