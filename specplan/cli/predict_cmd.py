@@ -11,7 +11,7 @@ from specplan.cli.app import app
 from specplan.cli.output import print_json
 from specplan.cli.parsing import cli_layout, fold_ids, model_context, number_list
 from specplan.cli.serving_options import (MECHS, SERVING_HELP, ArrivalCv, Concurrency, DecodeLayout, Engine, Isl,
-                                          IslDist, Mode, Osl, OslDist, Pools, PrefillLayout, PrefixHit, RequestRate,
+                                          DSchedule, IslDist, KvOffload, Mode, Osl, OslDist, Pools, PrefillLayout, PrefixHit, RequestRate,
                                           Requests, Simulate, StartupCohort, WorkloadFile, engine_choice)
 from specplan.core.errors import SpecplanError
 
@@ -56,6 +56,7 @@ def predict(
     decode_layout: DecodeLayout = None,
     simulate: Simulate = False, workload_file: WorkloadFile = None, prefix_hit: PrefixHit = None,
     isl_dist: IslDist = None, osl_dist: OslDist = None, requests: Requests = None, arrival_cv: ArrivalCv = None,
+    kv_offload: KvOffload = False, d_schedule: DSchedule = None,
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Baseline vs speculative step, AL, speedup, throughputs, memory and guideline diagnostics of one point;
@@ -79,7 +80,9 @@ def predict(
     sweep = any(v is not None and len(v) > 1 for v in (loads, rates))
     one = lambda v: None if v is None else (np.asarray(v) if len(v) > 1 else v[0])  # noqa: E731
     wl = workload_from_options(isl, osl, one(loads), one(rates), mode, pools, startup_cohort=startup_cohort)
-    sim = sim_request(simulate, workload_file, prefix_hit, isl_dist, osl_dist, requests, arrival_cv)  # None: not asked
+    cohort = bool(startup_cohort and loads is not None and len(loads) == 1)  # one closed loop: simulated
+    sim = sim_request(simulate, workload_file, prefix_hit, isl_dist, osl_dist, requests, arrival_cv,
+                      cohort, kv_offload, d_schedule)  # None: not asked
     wl = trace_workload(sim, wl) if sim is not None else wl
     kw = dict(mechanism=mechanism, draft_len=draft_len, acceptance=acc, dtype=dtype, kv_dtype=kv_dtype,
               draft_model=draft_model, draft_hardware=draft_hardware, draft_dtype=draft_dtype,

@@ -26,8 +26,10 @@ RequestRate = Annotated[Optional[str], typer.Option(
 Pools = Annotated[Optional[str], typer.Option(
     "--pools", help="Disaggregated pools xPyD, e.g. 1P1D, 2P3D (recommend and pareto: searched when not given).")]
 StartupCohort = Annotated[bool, typer.Option(
-    "--startup-cohort", help="Add the start-up bunching of a benchmark whose clients all start at once to a closed "
-                             "loop's TTFT (C - 1 x the engine's startup_client_s; to reproduce such runs). Off: steady traffic.")]
+    "--startup-cohort", help="A benchmark whose clients all start at once (to reproduce such runs): predict at one "
+                             "--concurrency simulates it request by request (the first round together); recommend, "
+                             "pareto and a concurrency list add C - 1 x the engine's startup_client_s to TTFT. Off: "
+                             "steady traffic.")]
 PrefillLayout = Annotated[Optional[str], typer.Option(
     "--prefill-layout", help="Disaggregated (--mode disagg): the prefill instances' layout, in the grammar of "
                              "--layouts (tp8, tp8ep8, dp8ep8); default: the decode layout.")]
@@ -70,3 +72,11 @@ Requests = Annotated[Optional[int], typer.Option(
 ArrivalCv = Annotated[Optional[float], typer.Option(
     "--arrival-cv", help="Open loop (--request-rate), simulated: gaps between arrivals gamma-distributed with this "
                          "coefficient of variation (1: Poisson, the default; above 1: bursty).")]
+KvOffload = Annotated[bool, typer.Option(
+    "--kv-offload", help="Hold the cached prefixes (--prefix-hit, a trace's shared prefixes) in host memory and copy "
+                         "each hit into HBM over the host link (the hardware profile's host_link_bandwidth_bytes_s: "
+                         "PCIe, NVLink-C2C) when its prompt is scheduled; simulated.")]
+DSchedule = Annotated[Optional[str], typer.Option(
+    "--d-schedule", help="Draft length by batch size, LO-HI:K,... (vLLM num_speculative_tokens_per_batch_size; "
+                         "K capped at --draft-len): each simulated step drafts the K of the requests it holds; "
+                         "simulated.")]

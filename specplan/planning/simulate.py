@@ -1,4 +1,5 @@
-"""predict's answer by simulation (`--simulate`, `--workload FILE`, `--prefix-hit F`, `--isl-dist/--osl-dist`).
+"""predict's answer by simulation (`--simulate`, `--workload FILE`, `--prefix-hit F`, `--isl-dist/--osl-dist`,
+`--startup-cohort` at one concurrency).
 
 The analytical answer is computed as always (the step, memory, guidelines and the serving blocks' shape); where
 the simulator is asked for, the serving blocks `serving.baseline` / `serving.speculative` take the simulated
@@ -7,6 +8,9 @@ values: `ttft_ms` (the median), `ttft_p90_ms`, `ttft_p99_ms`, `tpot_ms` (the mea
 percentile, throughput, goodput and the request count (serving/sim_serving.py); `serving.method` says
 "simulated". A closed loop's clients start together (as benchmarks run them), its later rounds taken from the
 settled loop (`benchmark_run`: docs/validation/serving.md shows real loops do not stay in lockstep).
+`--startup-cohort` (a benchmark whose clients start together) is that closed loop: at one concurrency the simulator
+answers it, in place of the analytical start-up term (C - 1)·startup_client_s (which recommend, sweep and a
+concurrency list still add).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.serving.arrivals import (RequestSet, closed_loop, from_trace, lengths, open_loop, parse_length_dist,
                                        with_prefix_hit)
 from specplan.serving.sim_serving import SimSetup, SimSummary, simulate_serving
+from specplan.serving.d_schedule import parse_schedule
 from specplan.serving.traces import read_trace
 from specplan.serving.workload import Workload
 
@@ -43,23 +48,37 @@ class SimRequest:
     requests: int | None = None
     arrival_cv: float | None = None  # open loop: gamma gaps of this coefficient of variation (None: Poisson)
     seed: int = 0
+    startup_cohort: bool = False  # --startup-cohort at one concurrency: the clients start together, simulated
+    kv_offload: bool = False  # --kv-offload: cached prefixes in host memory, loaded over the host link
+    d_schedule: str | None = None  # --d-schedule: draft length by batch size (LO-HI:K,...)
 
     @property
     def asked(self) -> bool:
         """True when any option asks for the simulator."""
         return bool(self.simulate or self.workload_file or self.prefix_hit is not None or self.isl_dist
-                    or self.osl_dist or self.arrival_cv is not None)
+                    or self.osl_dist or self.arrival_cv is not None or self.startup_cohort or self.d_schedule)
 
 
 def sim_request(simulate=False, workload_file=None, prefix_hit=None, isl_dist=None, osl_dist=None,
-                requests=None, arrival_cv=None) -> SimRequest | None:
-    """The SimRequest of predict's options, or None when none asks for the simulator (checked in one line each)."""
-    r = SimRequest(bool(simulate), workload_file, prefix_hit, isl_dist, osl_dist, requests, arrival_cv)
+                requests=None, arrival_cv=None, startup_cohort=False, kv_offload=False,
+                d_schedule=None) -> SimRequest | None:
+    """The SimRequest of predict's options, or None when none asks for the simulator (checked in one line each);
+    `startup_cohort`: --startup-cohort with one --concurrency (a list keeps the analytical term)."""
+    r = SimRequest(bool(simulate), workload_file, prefix_hit, isl_dist, osl_dist, requests, arrival_cv,
+                   startup_cohort=bool(startup_cohort), kv_offload=bool(kv_offload), d_schedule=d_schedule)
+    if d_schedule is not None:
+        from specplan.serving.d_schedule import parse_schedule
+
+        parse_schedule(d_schedule)
+    if r.kv_offload and r.prefix_hit is None and r.workload_file is None:
+        raise SpecplanError("--kv-offload: holds cached prefixes in host memory; give --prefix-hit F or a --workload "
+                            "trace with shared prefixes")
     if arrival_cv is not None and not (math.isfinite(arrival_cv) and arrival_cv > 0):
         raise SpecplanError(f"--arrival-cv: must be a coefficient of variation > 0, got {arrival_cv:g}")
     if not r.asked:
         if requests is not None:
-            raise SpecplanError("--requests: only with --simulate, --workload, --prefix-hit or --isl-dist/--osl-dist")
+            raise SpecplanError("--requests: only with --simulate, --workload, --prefix-hit, --isl-dist/--osl-dist or "
+                                "--startup-cohort")
         return None
     if requests is not None and not (1 <= requests <= 1_000_000):
         raise SpecplanError(f"--requests: must be 1 ... 1,000,000 requests, got {requests}")
@@ -130,11 +149,14 @@ def simulate_into(r: dict, model, hardware, wl: Workload, req: SimRequest, tp, k
     eng = load_engine(kw.get("engine"))
     rs = request_set(req, wl)
     srv = r["serving"]
-    base = SimSetup(tp, eng, prec, seed=req.seed)
+    if req.d_schedule is not None and not srv.get("speculative"):
+        raise SpecplanError("--d-schedule: a draft-length schedule needs speculation (--mechanism and --draft-len)")
+    base = SimSetup(tp, eng, prec, seed=req.seed, kv_offload=req.kv_offload)
     srv["baseline"].update(_block(simulate_serving(m, hw, rs, base)))
     if srv.get("speculative"):
         sp = dataclasses.replace(base, mechanism=kw.get("mechanism", "none"), draft_len=int(kw.get("draft_len", 0)),
-                                 acceptance=kw.get("acceptance"), draft_model=kw.get("draft_model"))
+                                 acceptance=kw.get("acceptance"), draft_model=kw.get("draft_model"),
+                                 d_schedule=() if req.d_schedule is None else parse_schedule(req.d_schedule))
         srv["speculative"].update(_block(simulate_serving(m, hw, rs, sp)))
         b, s = srv["baseline"], srv["speculative"]
         if b.get("tpot_ms") and s.get("tpot_ms"):
@@ -143,6 +165,8 @@ def simulate_into(r: dict, model, hardware, wl: Workload, req: SimRequest, tp, k
             srv["speedup_throughput"] = s["tokens_per_s_per_gpu"] / b["tokens_per_s_per_gpu"]
     srv["method"] = "simulated"
     srv["requests_simulated"] = rs.n
+    if req.kv_offload:
+        srv["kv_offload"] = f"cached prefixes in host memory, loaded at {hw.host_link_bandwidth_bytes_s / 1e9:g} GB/s"
     srv["arrivals"] = ("trace " + rs.source if rs.source else
                        f"closed loop, {rs.clients} clients starting together (later rounds settled)" if rs.clients
                        else "open loop, Poisson" if not req.arrival_cv or req.arrival_cv == 1.0

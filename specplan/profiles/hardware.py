@@ -184,6 +184,9 @@ class HardwareProfile(_Frozen):
     scaleup_topology: Literal["switch", "mesh"] = "switch"
     # Inter-node (scale-out) network bandwidth per device, per direction (one NIC per GPU on HGX/DGX nodes).
     scaleout_bandwidth_bytes_s: float = Field(50.0e9, ge=MIN_RATE, le=MAX_RATE)
+    # Host link (GPU to host memory: PCIe, or NVLink-C2C to a Grace CPU) bandwidth per device, per direction, from
+    # the spec sheet; what KV offload to host memory moves over (serving/simulator.py). None: not sourced.
+    host_link_bandwidth_bytes_s: float | None = Field(None, ge=MIN_RATE, le=MAX_RATE)
     kernel_overhead_s: float = Field(3.0e-6, ge=0, le=MAX_TIME_S)  # fixed cost per kernel (launch, prologue)
     chip_hop_latency_s: float = Field(0.0, ge=0, le=MAX_TIME_S)  # LPU: pipeline hop between chips
     # The 4-bit weight format deployed on this device, which `--dtype fp4` prices: "fp4" = NVFP4 (Blackwell),

@@ -70,3 +70,40 @@ def d_schedule(model, hardware, isl: int, osl: int, *, drafts: DraftSearch, edge
         notes.append(f"no TensorRT-LLM draft_len_schedule: its smallest key must carry max_draft_len, the largest D, "
                      f"but the best D at the smallest batches is {vllm[0][2]} and {top} further up")
     return {"bands": rows, "band_tpot_ttft_ms": latency, "vllm": vllm, "trtllm": trt, "notes": notes}
+
+
+def parse_schedule(text: str, flag: str = "--d-schedule") -> tuple[tuple[int, int, int], ...]:
+    """'LO-HI:K,LO-HI:K,...' (batch sizes, inclusive; vLLM's num_speculative_tokens_per_batch_size) -> ranges,
+    checked as vLLM checks them (vllm/v1/spec_decode/dynamic/utils.py validate_and_normalize_dynamic_sd_schedule:
+    positive, start <= end, K >= 0, sorted without overlap, the first starting at 1); one line naming the flag."""
+    out = []
+    for part in str(text).split(","):
+        rng, _, k = part.strip().partition(":")
+        lo, _, hi = rng.partition("-")
+        try:
+            lo_i, hi_i, k_i = int(lo), int(hi or lo), int(k)
+        except ValueError:
+            raise SpecplanError(f"{flag}: expected LO-HI:K,... (batch sizes and draft lengths), got '{text}'") from None
+        if lo_i <= 0 or hi_i < lo_i or k_i < 0 or k_i > 64:
+            raise SpecplanError(f"{flag}: each range needs 1 <= LO <= HI and 0 <= K <= 64, got '{part.strip()}'")
+        out.append((lo_i, hi_i, k_i))
+    out.sort()
+    if out[0][0] != 1 or any(b[0] <= a[1] for a, b in zip(out, out[1:])):
+        raise SpecplanError(f"{flag}: ranges must start at batch 1 and not overlap, got '{text}'")
+    return tuple(out)
+
+
+def dense_schedule(ranges, max_batch: int) -> np.ndarray:
+    """K per batch size 0 ... max_batch from inclusive (lo, hi, K) ranges, as vLLM expands them
+    (build_dynamic_sd_schedule_lookup): a gap takes the K before it, batches past the last range the last K;
+    index 0 (no request) takes the first K."""
+    k = np.zeros(int(max_batch) + 1, dtype=np.int64)
+    last = ranges[0][2]
+    nxt = 1
+    for lo, hi, kk in sorted(ranges):
+        k[nxt:min(lo, max_batch + 1)] = last
+        k[max(lo, nxt):min(hi, max_batch) + 1] = kk
+        nxt, last = max(nxt, hi + 1), kk
+    k[nxt:] = last
+    k[0] = ranges[0][2]
+    return k

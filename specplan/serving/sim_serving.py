@@ -44,6 +44,8 @@ class SimSetup:
     max_tpot_s: float | None = None
     warmup: int = 0  # first requests (in release order) left out of the percentiles
     running_cap: int | None = None  # the engine's max batch when the launch sets one below its default
+    kv_offload: bool = False  # cached prefixes in host memory, loaded over the host link on a hit
+    d_schedule: tuple = ()  # ((lo, hi, D), ...) by batch size, vLLM's form (serving/d_schedule.py); () = draft_len
 
 
 @dataclass(frozen=True)
@@ -74,21 +76,25 @@ class SimSummary:
     acceptance_length: float
 
 
-def request_alpha_al(al: float, d: float, n: int, seed: int, alpha=None) -> np.ndarray:
+def request_alpha(al: float, d: float, n: int, seed: int) -> np.ndarray:
+    """n per-request acceptance rates drawn (seeded) from Beta around the α whose geometric AL at D is `al`."""
+    lo, hi = 0.0, 1.0
+    for _ in range(60):  # α whose geometric acceptance length at D is al
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if _geo(mid, d) < al else (lo, mid)
+    a = np.clip((lo + hi) / 2.0, 1e-6, 1 - 1e-6)
+    k = ACCEPTANCE_CONCENTRATION
+    return np.random.default_rng([seed, 2]).beta(a * k, (1.0 - a) * k, n)
+
+
+def request_alpha_al(al: float, d: float, n: int, seed: int, alpha=None, drawn=None) -> np.ndarray:
     """Accepted tokens per iteration of n requests: 1 without speculation; else (1 - α_i^(D+1)) / (1 - α_i) with
-    α_i given or drawn from Beta around the α whose geometric AL at D is `al`, rescaled so their mean is `al`
-    (given α_i are kept as they are)."""
+    α_i given, or drawn (`drawn`, else request_alpha around `al` at D) and rescaled so their mean is `al` (given
+    α_i are kept as they are)."""
     if d <= 0:
         return np.ones(n)
     if alpha is None:
-        lo, hi = 0.0, 1.0
-        for _ in range(60):  # α whose geometric acceptance length at D is al
-            mid = (lo + hi) / 2.0
-            lo, hi = (mid, hi) if _geo(mid, d) < al else (lo, mid)
-        a = np.clip((lo + hi) / 2.0, 1e-6, 1 - 1e-6)
-        k = ACCEPTANCE_CONCENTRATION
-        alpha = np.random.default_rng([seed, 2]).beta(a * k, (1.0 - a) * k, n)
-        out = _geo(alpha, d)
+        out = _geo(request_alpha(al, d, n, seed) if drawn is None else drawn, d)
         return np.clip(out * al / max(float(out.mean()), 1e-9), 1.0, d + 1.0)
     return _geo(np.asarray(alpha, dtype=float), d)
 
@@ -158,7 +164,22 @@ def sim_config(model, hw, req: RequestSet, setup: SimSetup, eng, spec: dict) -> 
     return SimConfig(cap, int(eng.max_num_batched_tokens), float(np.max(kv_req)) * (isl_m + osl_m),
                      admission_kind(eng), req.clients, req.shared_kv_tokens,
                      float(tp.gpus if isinstance(tp, Layout) else tp),
-                     new_token_ratio=SGLANG_NEW_TOKEN_RATIO if req.source else 1.0)  # fixed lengths: ignore_eos
+                     new_token_ratio=SGLANG_NEW_TOKEN_RATIO if req.source else 1.0,  # fixed lengths: ignore_eos
+                     host_load_s_per_token=host_load_s_per_token(model, hw, tp, setup) if setup.kv_offload else None)
+
+
+def host_load_s_per_token(model, hw, tp, setup: SimSetup) -> float:
+    """KV offload: seconds to copy one cached token's KV (this device's share of the full-attention layers, which
+    keep every token; a sliding window's few are left out) from host memory over the device's host link; one line
+    naming the profile when the hardware has no host-link figure."""
+    from specplan.core.errors import SpecplanError
+    from specplan.model.memory import kv_bytes_per_token
+
+    bw = hw.host_link_bandwidth_bytes_s
+    if bw is None:
+        raise SpecplanError(f"--kv-offload: hardware '{hw.id}' has no host_link_bandwidth_bytes_s in its profile")
+    t = attention_tp(tp)
+    return float(kv_bytes_per_token(model, t, setup.precision.kv)) / float(bw)
 
 
 def simulate_serving(model, hw, req: RequestSet, setup: SimSetup) -> SimSummary:
@@ -176,9 +197,17 @@ def simulate_serving(model, hw, req: RequestSet, setup: SimSetup) -> SimSummary:
                                                                        setup.precision.kv))
     b_max = min(cfg.running_cap, req.clients or req.n)
     tok_max = max(float(cfg.budget_tokens), float(req.isl.max()) if cfg.kind == "reserve" else 0.0)
-    tab = build_step_table(model, hw, setup.tp, eng, setup.precision, spec, b_max=b_max,
-                           ctx_max=float((req.isl + req.osl).max()), tok_max=tok_max, draft=draft)
-    acc = request_alpha_al(tab.acceptance_length, d, req.n, setup.seed, req.alpha)
+    ds, index = schedule_tables(setup, d, cfg.running_cap)
+    tabs = [build_step_table(model, hw, setup.tp, eng, setup.precision, {**spec, "draft_len": float(k)},
+                             b_max=b_max, ctx_max=float((req.isl + req.osl).max()), tok_max=tok_max, draft=draft)
+            for k in ds]
+    tab = tabs[-1]
+    drawn = None if req.alpha is not None or d <= 0 else request_alpha(tab.acceptance_length, d, req.n, setup.seed)
+    acc = np.column_stack([request_alpha_al(t.acceptance_length, k, req.n, setup.seed, req.alpha, drawn)
+                           for t, k in zip(tabs, ds)])
+    cfg = replace(cfg, d_index=index)
+    tab = tuple(tabs) if index else tab
+    acc = acc if index else acc[:, 0]
     sreq = SimRequests(req.isl, req.osl, req.cached_tokens, acc, req.arrival_s)
     if req.clients is None or req.start == "together" or req.clients < 2:
         run = simulate(tab, eng, sreq, cfg)
@@ -190,7 +219,19 @@ def simulate_serving(model, hw, req: RequestSet, setup: SimSetup) -> SimSummary:
         run = simulate(tab, eng, sreq, replace(cfg, client_start_s=tuple(np.arange(cfg.clients) * period
                                                                             / cfg.clients)))
         run = run if req.start == "steady" else benchmark_run(first, run, k)
-    return summarize(run, setup, cfg.devices, dp, tab.acceptance_length)
+    return summarize(run, setup, cfg.devices, dp, tabs[-1].acceptance_length)
+
+
+def schedule_tables(setup: SimSetup, d: float, cap: int) -> tuple[list, tuple]:
+    """The draft lengths to price ([D] without a schedule) and the table index per batch size 0..cap (() without
+    a schedule): the schedule expanded as vLLM does (serving/d_schedule.py dense_schedule), each K capped at D."""
+    if not setup.d_schedule or d <= 0:
+        return [d], ()
+    from specplan.serving.d_schedule import dense_schedule
+
+    k = np.minimum(dense_schedule(setup.d_schedule, cap), int(d))
+    ds = sorted(set(int(x) for x in k[1:]) | {int(d)})
+    return [float(x) for x in ds], tuple(int(ds.index(int(x))) for x in k)
 
 
 def benchmark_run(together: SimRun, steady: SimRun, clients: int) -> SimRun:

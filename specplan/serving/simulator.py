@@ -35,9 +35,17 @@ Admission, per engine, from the engine profile's flags (`admission_kind`):
 
 The prompt's first token is sampled at the end of the step that computes its last prompt token (TTFT); the
 remaining OSL - 1 tokens come from decode iterations, `accepted_tokens` per iteration (1 without speculation: a
-speculative request's acceptance length, drawn per request by the caller). Prefix caching: `cached_tokens` of a
+speculative request's acceptance length, drawn per request by the caller). A draft-length schedule (vLLM
+`num_speculative_tokens_per_batch_size`, TensorRT-LLM `draft_len_schedule`: D by batch size) gives one StepTable
+per D and accepted tokens per request and D (an (n, tables) array); `SimConfig.d_index[b]` names the table of a
+step whose scheduler holds b requests (running or prefilling when the step is scheduled; vLLM keys on the step's
+scheduled requests, v1/core/sched/scheduler.py `dynamic_sd_lookup[len(num_scheduled_tokens)]`). Prefix caching: `cached_tokens` of a
 prompt are already in the KV cache (a prefix hit): they are not prefilled and the chunk's attention starts after
-them; shared prefixes are stored once (the caller's `shared_kv_tokens`).
+them; shared prefixes are stored once (the caller's `shared_kv_tokens`). KV offload (`host_load_s_per_token`): the
+shared prefixes are held in host memory instead, and a request's cached tokens are copied into its own HBM KV over
+the host link (PCIe, NVLink-C2C: HardwareProfile.host_link_bandwidth_bytes_s) when its prompt is first scheduled,
+that copy's seconds added to the step (not overlapped with it: an assumption; vLLM's offloading connector and
+LMCache load the blocks before the forward that reads them); a preempted request loads them again.
 
 Arrivals: open loop (`arrival_s` given, sorted) or closed loop (`clients` C: the first C requests arrive at 0,
 each completion releases the next request at once, as benchmark clients that all start together run).
@@ -93,6 +101,8 @@ class SimConfig:
     devices: float = 1.0
     client_start_s: tuple = ()  # closed loop: each client's first send (empty: all at 0, together)
     new_token_ratio: float = SGLANG_NEW_TOKEN_RATIO  # pack: share of a request's output its admission reserves
+    d_index: tuple = ()  # D schedule: table index per scheduled batch size 0..max (empty: one table)
+    host_load_s_per_token: float | None = None  # KV offload: seconds per cached token over the host link (None: off)
 
 
 @dataclass(frozen=True)
@@ -113,12 +123,15 @@ class SimRun:
 class _Engine:
     """The simulation state: requests' progress, queues, KV use and the clock."""
 
-    def __init__(self, tab: StepTable, eng, req: SimRequests, cfg: SimConfig):
+    def __init__(self, tab, eng, req: SimRequests, cfg: SimConfig):
+        self.tabs = tuple(tab) if isinstance(tab, (tuple, list)) else (tab,)
+        tab = self.tabs[0]
         self.tab, self.eng, self.cfg = tab, eng, cfg
         self.isl = req.isl.astype(float)
         self.osl = req.osl.astype(float)
         self.hit = np.minimum(req.cached_tokens.astype(float), self.isl - 1.0)
-        self.acc = np.maximum(req.accepted_tokens.astype(float), 1e-6)
+        self.accs = np.maximum(req.accepted_tokens.astype(float), 1e-6).reshape(req.isl.size, -1)
+        self.acc = self.accs[:, 0]
         n = self.isl.size
         self.n = n
         self.pre_target = self.isl.copy()  # tokens the prompt holds when prefilled (grows after a preemption)
@@ -137,7 +150,9 @@ class _Engine:
         self.prefilling: list = []  # admitted, prompt not finished (FCFS)
         self.running: list = []  # decoding
         self.t = 0.0
-        self.kv_used = cfg.shared_kv_tokens
+        self.offload = cfg.host_load_s_per_token is not None
+        self.kv_used = 0.0 if self.offload else cfg.shared_kv_tokens  # offloaded prefixes live in host memory
+        self.loaded = np.zeros(n, dtype=bool)  # offload: cached tokens copied into the request's HBM KV
         self.next_release = 0  # next request index not yet arrived
         self.done = 0
         self.steps = 0
@@ -145,9 +160,9 @@ class _Engine:
         self.in_system_s = 0.0
         self.decoding_s = 0.0
         self.arrived = 0
-        q, d = tab.tokens_per_seq, tab.draft_len
-        self.rnd = (d, q, tab.target_kernels, tab.draft_kernels)
-        self.over = StepOverheads(eng, self.rnd, int(cfg.running_cap) + 2)
+        self.overs = tuple(StepOverheads(eng, (t.draft_len, t.tokens_per_seq, t.target_kernels, t.draft_kernels),
+                                         int(cfg.running_cap) + 2) for t in self.tabs)
+        self.over = self.overs[0]
         self.starts = sorted(cfg.client_start_s)[:min(cfg.clients or 0, n)]
         if cfg.clients is not None and not self.starts:
             for _ in range(min(cfg.clients, n)):
@@ -205,7 +220,7 @@ class _Engine:
     def _kv_need(self, i: int) -> float:
         """KV tokens request i takes on admission: its whole ISL + OSL (reserve), prompt + ratio x output (pack),
         the first chunk's tokens, on demand (budget: grown as tokens are computed)."""
-        new = self.pre_target[i] - self.hit[i]
+        new = self.pre_target[i] - (0.0 if self.offload else self.hit[i])  # offload: the copy of the hit too
         if self.cfg.kind == "reserve":
             return new + self.osl[i]
         if self.cfg.kind == "pack":
@@ -213,7 +228,7 @@ class _Engine:
         return 0.0
 
     def _admit(self, i: int) -> None:
-        r = self._kv_need(i)
+        r = self._kv_need(i) + (self.hit[i] if self.offload and self.cfg.kind == "budget" else 0.0)
         self.reserved[i] = r
         self.kv_used += r
         self.prefilling.append(i)
@@ -253,6 +268,7 @@ class _Engine:
             self._free(i)
             self.pre_target[i] = self.isl[i] + math.floor(self.gen[i])
             self.pre_done[i] = self.hit[i]
+            self.loaded[i] = False
             self.waiting.appendleft(i)
             self.preemptions += 1
         return self.kv_used + tokens <= self.cfg.kv_tokens
@@ -393,6 +409,15 @@ def _tick(s: _Engine, dt: float, b: int, last_step_s: float | None = None) -> No
     s.step_start = s.t - (last_step_s if last_step_s is not None else 0.0)
 
 
+def _host_load_s(s: _Engine, chunks: list) -> float:
+    """KV offload: seconds to copy the cached tokens of the chunks' requests not yet loaded over the host link."""
+    if not s.offload:
+        return 0.0
+    new = [i for i, _, _ in chunks if not s.loaded[i] and s.hit[i] > 0]
+    s.loaded[new] = True
+    return float(s.hit[new].sum()) * float(s.cfg.host_load_s_per_token)
+
+
 def _prefill_step(s: _Engine, b_rows: int) -> bool:
     """Schedule and run one step carrying prompt chunks (with b_rows decode rows); False if none can run."""
     room = float(s.cfg.budget_tokens) - b_rows * s.tab.tokens_per_seq
@@ -406,7 +431,7 @@ def _prefill_step(s: _Engine, b_rows: int) -> bool:
         if not s._preempt_for(need):
             pass  # nothing left to preempt: run over the budget (the cache is smaller than one request)
         b_rows = len(s.running)
-    dt = _step_seconds(s, b_rows, _ctx_mean(s), chunks)
+    dt = _step_seconds(s, b_rows, _ctx_mean(s), chunks) + _host_load_s(s, chunks)
     _tick(s, dt, b_rows, dt)
     if b_rows:
         _advance_decode(s, 1, s.t)
@@ -445,8 +470,18 @@ def _decode_jump(s: _Engine) -> None:
     s.steps += k
 
 
+def _pick_d(s: _Engine) -> None:
+    """The D schedule: the step table, overheads and accepted tokens of the D for the requests held now."""
+    idx = s.cfg.d_index
+    if not idx:
+        return
+    j = int(idx[min(len(s.running) + len(s.prefilling), len(idx) - 1)])
+    s.tab, s.over, s.acc = s.tabs[j], s.overs[j], s.accs[:, j]
+
+
 def _turn(s: _Engine) -> None:
     """One scheduling decision: a prefill / mixed step, a decode jump, or idle until the next arrival."""
+    _pick_d(s)
     kind = s.cfg.kind
     if kind == "pack":
         if (s.waiting or s.prefilling) and _prefill_step(s, 0):

@@ -253,3 +253,106 @@ def test_a_staggered_closed_loop_sends_each_request_once():
     sim = json.loads(r.stdout)["serving"]["baseline"]["simulated"]
     assert json.loads(r.stdout)["serving"]["requests_simulated"] == 50 and 0 < sim["requests"] <= 50
     assert sim["requests_per_s"] * sim["e2e_mean_s"] <= 48 * 1.01
+
+
+def test_startup_cohort_is_answered_by_the_simulator(h100_8b):
+    """predict --startup-cohort at one concurrency is simulated (clients start together), not the analytical
+    start-up term: 2 vLLM clients sending 1024-token prompts at 0 share one step of 2048 prompt tokens, so both
+    TTFTs are that step, hand-priced (prefill.mixed_step_s with 2 prompts, EngineProfile.step_s); --simulate gives
+    the same answer; without either the answer is the steady-state model's."""
+    m, hw, prec = h100_8b
+    eng = load_engine("vllm")
+    base = PRED + ("--isl", "1024", "--osl", "8", "--concurrency", "2", "--requests", "2", "--json")
+    got = json.loads(run(*base, "--startup-cohort").stdout)["serving"]
+    assert got["method"] == "simulated" and "starting together" in got["arrivals"]
+    gpu = float(mixed_step_s(m, hw, 1, 0, 0, 2048, 0, precision=prec, engine=eng, prefill_seqs=2))
+    step = float(eng.step_s(gpu, 2, step_kernels(m, hw, 1, eng, prec), False, 2048))
+    assert got["baseline"]["ttft_ms"] == pytest.approx(step * 1e3, rel=0.02)
+    assert got["baseline"]["simulated"]["ttft_p99_s"] == pytest.approx(step, rel=0.02)
+    sim = json.loads(run(*base, "--simulate").stdout)["serving"]
+    assert sim["baseline"]["ttft_ms"] == pytest.approx(got["baseline"]["ttft_ms"], rel=1e-9)
+    plain = json.loads(run(*PRED, "--isl", "1024", "--osl", "8", "--concurrency", "2", "--json").stdout)["serving"]
+    assert plain.get("method") != "simulated"
+
+
+def test_trtllm_reserves_whole_prompts_within_its_token_budget(h100_8b):
+    """3 TensorRT-LLM clients start together with 4096-token prompts: max_num_tokens 8192 holds two whole prompts in
+    step 1 (no context chunking); the third waits and rides step 2 beside the first two's decode rows. Its TTFT is
+    the two steps, hand-priced (mixed_step_s, EngineProfile.step_s, speculation.round.round_s), the first two's
+    the first step alone."""
+    m, hw, prec = h100_8b
+    eng = load_engine("trtllm")
+    req = closed_loop(lengths(4096, None, 3, 0), lengths(64, None, 3, 0), 3, "together")
+    k = step_kernels(m, hw, 1, eng, prec)
+    s1 = float(eng.step_s(float(mixed_step_s(m, hw, 1, 0, 0, 8192, 0, precision=prec, engine=eng, prefill_seqs=2)),
+                          2, k, False, 8192))
+    g2 = float(mixed_step_s(m, hw, 1, 2, 4096, 4096, 0, precision=prec, engine=eng))
+    s2 = float(round_s(eng, g2, 3, 0, 1, k, 0, eager=True, prompt_tokens=4096))
+    tab = build_step_table(m, hw, 1, eng, prec, SPEC0, b_max=3, ctx_max=4096 + 64, tok_max=8192)
+    run_ = simulate(tab, eng, SimRequests(req.isl, req.osl, req.cached_tokens, np.ones(3)),
+                    SimConfig(2048, 8192, 1e9, admission_kind(eng), clients=3))
+    ttft = run_.first_token_s - run_.arrival_s
+    assert ttft[:2] == pytest.approx([s1, s1], rel=0.02)
+    assert ttft[2] == pytest.approx(s1 + s2, rel=0.03)
+
+
+def test_kv_offload_adds_the_host_link_copy_of_the_hit_to_ttft():
+    """--kv-offload keeps the cached prefix in host memory: at one client (Llama-3.1-8B, H100, vLLM, ISL 8192,
+    --prefix-hit 0.6) TTFT is the HBM-hit TTFT plus the copy of the 4915 hit tokens' KV over PCIe Gen5 x16:
+    4915 x 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 644 MB at 64 GB/s = 10.07 ms (hand count)."""
+    base = PRED + ("--isl", "8192", "--osl", "64", "--concurrency", "1", "--requests", "3", "--prefix-hit", "0.6",
+                   "--json")
+    hbm = json.loads(run(*base).stdout)["serving"]["baseline"]["ttft_ms"]
+    host = json.loads(run(*base, "--kv-offload").stdout)["serving"]
+    copy_ms = 4915 * 32 * 8 * 128 * 2 * 2 / 64e9 * 1e3
+    assert host["baseline"]["ttft_ms"] - hbm == pytest.approx(copy_ms, rel=1e-3)
+    assert "64 GB/s" in host["kv_offload"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("-H", "gb300", "--prefix-hit", "0.6", "--kv-offload"), "host_link_bandwidth_bytes_s"),
+    (("-H", "h100-sxm", "--kv-offload"), "--kv-offload"),
+])
+def test_kv_offload_bad_input_is_one_line(args, needle):
+    """--kv-offload on hardware without a host-link figure, or without cached prefixes: one line, non-zero exit."""
+    r = run("predict", "-m", M8, "--engine", "vllm", "--isl", "1024", "--osl", "8", "--concurrency", "1", *args)
+    assert r.returncode != 0 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_d_schedule_expands_as_vllm_does():
+    """vLLM's dense lookup (v1/spec_decode/dynamic/utils.py build_dynamic_sd_schedule_lookup, whose comment gives
+    this example): [(1, 16, 3), (32, 128, 2)] maps batch sizes 17-31 to K = 3, and batches past the last range
+    carry its K."""
+    from specplan.serving.d_schedule import dense_schedule, parse_schedule
+
+    k = dense_schedule(parse_schedule("1-16:3,32-128:2"), 200)
+    assert list(k[[1, 16, 17, 31, 32, 128, 129, 200]]) == [3, 3, 3, 3, 2, 2, 2, 2]
+
+
+SPEC = PRED + ("--isl", "1024", "--osl", "256", "--mechanism", "eagle3", "--acceptance-rate", "0.7", "--json")
+
+
+def test_d_schedule_drafts_the_k_of_the_batch_the_step_holds():
+    """predict --d-schedule: one client always holds a batch of 1, so '1-1:1,2-512:3' with --draft-len 3 drafts
+    K = 1 every step: its TPOT is --draft-len 1's (not 3's); 64 clients hold 64, so '1-16:3,17-512:0' drafts
+    nothing once they run and TPOT is the baseline's within 1 % (its D = 0 rounds keep the speculative launch's
+    host costs)."""
+    def spec(*args):
+        return json.loads(run(*SPEC, *args).stdout)["serving"]
+
+    one = spec("--concurrency", "1", "--draft-len", "3", "--d-schedule", "1-1:1,2-512:3")["speculative"]
+    d1 = spec("--concurrency", "1", "--draft-len", "1", "--simulate")["speculative"]
+    d3 = spec("--concurrency", "1", "--draft-len", "3", "--simulate")["speculative"]
+    assert one["tpot_ms"] == pytest.approx(d1["tpot_ms"], rel=1e-6)
+    assert abs(one["tpot_ms"] - d3["tpot_ms"]) > 0.1 * d3["tpot_ms"]
+    many = spec("--concurrency", "64", "--draft-len", "3", "--d-schedule", "1-16:3,17-512:0")
+    assert many["speculative"]["tpot_ms"] == pytest.approx(many["baseline"]["tpot_ms"], rel=0.01)
+
+
+@pytest.mark.parametrize("sched, needle", [("0-4:2", "LO <= HI"), ("2-8:2", "start at batch 1"),
+                                           ("1-8:2,4-16:1", "not overlap"), ("1-8", "LO-HI:K")])
+def test_d_schedule_bad_input_is_one_line(sched, needle):
+    """A schedule vLLM would refuse: one line naming --d-schedule, non-zero exit."""
+    r = run(*SPEC[:-1], "--concurrency", "4", "--draft-len", "3", "--d-schedule", sched)
+    assert r.returncode != 0 and "--d-schedule" in r.stderr and needle in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
