@@ -265,7 +265,7 @@ def test_startup_cohort_is_answered_by_the_simulator(h100_8b):
     base = PRED + ("--isl", "1024", "--osl", "8", "--concurrency", "2", "--requests", "2", "--json")
     got = json.loads(run(*base, "--startup-cohort").stdout)["serving"]
     assert got["method"] == "simulated" and "starting together" in got["arrivals"]
-    gpu = float(mixed_step_s(m, hw, 1, 0, 0, 2048, 0, precision=prec, engine=eng, prefill_seqs=2))
+    gpu = float(mixed_step_s(m, hw, 1, StepMix(0, 0, 2048, 0, prefill_seqs=2), precision=prec, engine=eng))
     step = float(eng.step_s(gpu, 2, step_kernels(m, hw, 1, eng, prec), False, 2048))
     assert got["baseline"]["ttft_ms"] == pytest.approx(step * 1e3, rel=0.02)
     assert got["baseline"]["simulated"]["ttft_p99_s"] == pytest.approx(step, rel=0.02)
@@ -284,9 +284,10 @@ def test_trtllm_reserves_whole_prompts_within_its_token_budget(h100_8b):
     eng = load_engine("trtllm")
     req = closed_loop(lengths(4096, None, 3, 0), lengths(64, None, 3, 0), 3, "together")
     k = step_kernels(m, hw, 1, eng, prec)
-    s1 = float(eng.step_s(float(mixed_step_s(m, hw, 1, 0, 0, 8192, 0, precision=prec, engine=eng, prefill_seqs=2)),
+    s1 = float(eng.step_s(float(mixed_step_s(m, hw, 1, StepMix(0, 0, 8192, 0, prefill_seqs=2), precision=prec,
+                                             engine=eng)),
                           2, k, False, 8192))
-    g2 = float(mixed_step_s(m, hw, 1, 2, 4096, 4096, 0, precision=prec, engine=eng))
+    g2 = float(mixed_step_s(m, hw, 1, StepMix(2, 4096, 4096, 0), precision=prec, engine=eng))
     s2 = float(round_s(eng, g2, 3, 0, 1, k, 0, eager=True, prompt_tokens=4096))
     tab = build_step_table(m, hw, 1, eng, prec, SPEC0, b_max=3, ctx_max=4096 + 64, tok_max=8192)
     run_ = simulate(tab, eng, SimRequests(req.isl, req.osl, req.cached_tokens, np.ones(3)),
