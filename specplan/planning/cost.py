@@ -217,7 +217,7 @@ def serving_energy(model, hardware, workload, r: dict, draft_len, *, tp=1, dtype
     if hw.power is None:
         return None
     prec = resolve_precision(m, hw, dtype, kv_dtype)
-    shape = np.broadcast(np.asarray(r["tokens_per_s_per_gpu"]), np.asarray(draft_len)).shape
+    shape = np.broadcast(np.asarray(r.tokens_per_s_per_gpu), np.asarray(draft_len)).shape
     get = lambda k: np.broadcast_to(np.asarray(r[k], dtype=float), shape)  # noqa: E731
     lay = tp if isinstance(tp, Layout) else Layout(tp=tp)  # a serving layout (DP attention, EP) as priced
     point = OperatingPoint(get("tokens_per_s_per_gpu"), np.maximum(get("decode_batch"), 1.0), workload.decode_context,

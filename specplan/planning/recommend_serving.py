@@ -182,7 +182,7 @@ def _worth_refining(found: list, pools: list, r: dict, conc, scale, tp: int, bud
     and throughput rises with concurrency in a closed loop, so it reaches at most the tokens/s/GPU of the upper
     neighbour; a column is refined only when its pick is feasible and that bound, times the GPUs its replicas use
     on the budget, reaches the most tokens/s a feasible pick (of any column and mechanism so far) puts out."""
-    tps = np.broadcast_to(np.asarray(r["tokens_per_s_per_gpu"], dtype=float), (conc.size, len(found)))
+    tps = np.broadcast_to(np.asarray(r.tokens_per_s_per_gpu, dtype=float), (conc.size, len(found)))
     up = np.minimum(np.searchsorted(conc, np.array([x["concurrency"] for x in found]) / scale) + 1, conc.size - 1)
     fill = np.array([_fill(p, tp, budget) for p in pools], dtype=float)
     lb = np.array([x["tokens_per_s_per_gpu"] if x["feasible"] else 0.0 for x in found]) * fill
@@ -263,9 +263,9 @@ def serving_d_schedule(m, hardware, workload, best: dict, acc, max_d: int, tp, e
     if k != fixed:
         r = serve(m, hardware, Workload(workload.isl, workload.osl, concurrency=c), tp=tp, engine=eng,
                   mechanism=best["mechanism"], draft_len=np.array([k]), acceptance=acc, **kw)
-        at = {"tokens_per_s_per_gpu": float(np.asarray(r["tokens_per_s_per_gpu"], dtype=float)[0]),
-              "tpot_ms": 1e3 * float(np.asarray(r["tpot_s"], dtype=float)[0]),
-              "ttft_ms": 1e3 * float(np.asarray(r["ttft_s"], dtype=float)[0])}
+        at = {"tokens_per_s_per_gpu": float(np.asarray(r.tokens_per_s_per_gpu, dtype=float)[0]),
+              "tpot_ms": 1e3 * float(np.asarray(r.tpot_s, dtype=float)[0]),
+              "ttft_ms": 1e3 * float(np.asarray(r.ttft_s, dtype=float)[0])}
     s["at_best"] = {"concurrency": c, "draft_len": k, **at, "fixed_draft_len": fixed,
                     "fixed_tokens_per_s_per_gpu": float(best["tokens_per_s_per_gpu"]),
                     "fixed_tpot_ms": float(best["tpot_ms"])}
@@ -294,11 +294,11 @@ def _pool_rows(ctx: _Ctx, rows: list, grid: list | None, cols: tuple, r: dict, e
     mech, d, pools = cols
     max_ttft_ms, max_tpot_ms = ctx.sla
     objective, hw_id = ctx.objective, getattr(ctx.hardware, "id", ctx.hardware)
-    shape = np.broadcast(r["tpot_s"], d[None, :]).shape
+    shape = np.broadcast(r.tpot_s, d[None, :]).shape
     cache: dict = {}
     get = lambda k: cache[k] if k in cache else cache.setdefault(  # noqa: E731
         k, np.broadcast_to(np.asarray(r[k], dtype=float), shape))
-    ok = np.broadcast_to(np.asarray(r["fits"]) & np.asarray(r["stable"]), shape)
+    ok = np.broadcast_to(np.asarray(r.fits) & np.asarray(r.stable), shape)
     if max_ttft_ms is not None:
         ok = ok & (get("ttft_s") * 1e3 <= max_ttft_ms)
     if max_tpot_ms is not None:  # OSL 1 has no TPOT (nan): a TPOT limit does not bind there
@@ -316,8 +316,8 @@ def _pool_rows(ctx: _Ctx, rows: list, grid: list | None, cols: tuple, r: dict, e
     by_load = np.asarray(conc, dtype=float).reshape(len(conc), -1)  # the loads: one per row (or per row and column)
     if grid is not None:
         cc = np.broadcast_to(np.asarray(r.get("concurrency", by_load), dtype=float), shape)
-        st = np.broadcast_to(np.asarray(r["stable"]), shape)
-        fit = np.broadcast_to(np.asarray(r["fits"]), shape)
+        st = np.broadcast_to(np.asarray(r.stable), shape)
+        fit = np.broadcast_to(np.asarray(r.fits), shape)
         grid += [_grid_row((mech, int(d[j]), float(cc[i, j]), pools_s[j]), get, (i, j),
                            (bool(st[i, j]), bool(fit[i, j]), bool(ok[i, j])), row_energy(e, i, j))
                  for js in _runs(pools_s) for i in range(shape[0]) for j in js]
@@ -368,7 +368,7 @@ def _grid_row(point: tuple, get, at: tuple, flags: tuple, energy) -> dict:
 
 def _osl_one_note(r: dict) -> dict:
     """The note a row with no decode carries (OSL 1: no TPOT, no tokens/s/user), as the predict answer says it."""
-    if np.all(np.isnan(np.asarray(r["tpot_s"], dtype=float))):
+    if np.all(np.isnan(np.asarray(r.tpot_s, dtype=float))):
         return {"note": "OSL 1: the prefill makes the only token, so there is no TPOT (nor tokens/s/user)"}
     return {}
 

@@ -36,6 +36,7 @@ from specplan.model.memory import memory_usage
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.engine import engine_hardware
 from specplan.profiles.registry import load_engine, load_hardware, load_kernel_family, load_model
+from specplan.serving.grid import ServingGrid
 from specplan.serving.prefill import mixed_step_s, StepMix, prefill_s
 from specplan.serving.workload import Workload
 from specplan.speculation.round import RoundShape, round_gpu_extra_s, round_s
@@ -540,12 +541,12 @@ def step_options(dep: Deployment, spec: Speculation) -> dict:
     return out
 
 
-def aggregated(dep: Deployment, spec: Speculation, workload: Workload, *, admission=None) -> dict:
+def aggregated(dep: Deployment, spec: Speculation, workload: Workload, *, admission=None) -> ServingGrid:
     """Steady-state aggregated serving of `dep` running `spec` (arrays over spec.draft_len, and over concurrency
     when it is an array).
 
-    Keys: tpot_s, ttft_s, request_latency_s, tokens_per_s_per_user, tokens_per_s_per_gpu, decode_batch,
-    prefill_tokens_per_step, iteration_s, acceptance_length, requests_per_s, concurrency, fits, stable.
+    A ServingGrid (tpot_s, ttft_s, request_latency_s, tokens_per_s_per_user, tokens_per_s_per_gpu, decode_batch,
+    prefill_tokens_per_step, iteration_s, acceptance_length, requests_per_s, concurrency, fits, stable, ...).
 
     `dep.layout` may hold data-parallel attention and / or expert parallelism (model/parallel.py): the instance
     is priced per DP rank (rank_serving)."""
@@ -557,7 +558,7 @@ def aggregated(dep: Deployment, spec: Speculation, workload: Workload, *, admiss
     return _instance(dep, spec, workload, admission)
 
 
-def _instance(dep: Deployment, spec: Speculation, workload: Workload, admission) -> dict:
+def _instance(dep: Deployment, spec: Speculation, workload: Workload, admission) -> ServingGrid:
     """aggregated for one scheduling unit (an instance without DP attention, or one DP rank of one)."""
     m = load_model(dep.model)
     hw = load_hardware(dep.hardware)
@@ -588,16 +589,16 @@ def _instance(dep: Deployment, spec: Speculation, workload: Workload, admission)
     x = out["requests_per_s"]
     devices = float(tp.gpus if isinstance(tp, Layout) else tp)
     lat = out["ttft_s"] + (0.0 if workload.osl == 1 else (workload.osl - 1.0) * tpot)
-    return {
-        **out, "request_latency_s": lat,
-        "tokens_per_s_per_user": 1.0 / tpot, "tokens_per_s_per_gpu": x * workload.osl / devices,
-        "prefill_tokens_per_step": x * workload.isl * out["iteration_s"], "acceptance_length": tab.al,
-        "fits": np.asarray(kv_cap >= 1) & np.ones(np.shape(out["ttft_s"]), dtype=bool), "devices": devices,
-        "running_cap": cap, "kv_cap_requests": kv_cap, "kv_cap_draft": bool(np.any(kv_cap < one.max_batch)),
-        "spec_cap": spec_cap_applies(eng, workload, d, kv_cap),
-        "weights_bytes": float(one.weights_bytes),
-        "capacity_bytes": float(one.capacity_bytes),
-    }
+    return ServingGrid(
+        **out, request_latency_s=lat,
+        tokens_per_s_per_user=1.0 / tpot, tokens_per_s_per_gpu=x * workload.osl / devices,
+        prefill_tokens_per_step=x * workload.isl * out["iteration_s"], acceptance_length=tab.al,
+        fits=np.asarray(kv_cap >= 1) & np.ones(np.shape(out["ttft_s"]), dtype=bool), devices=devices,
+        running_cap=cap, kv_cap_requests=kv_cap, kv_cap_draft=bool(np.any(kv_cap < one.max_batch)),
+        spec_cap=spec_cap_applies(eng, workload, d, kv_cap),
+        weights_bytes=float(one.weights_bytes),
+        capacity_bytes=float(one.capacity_bytes),
+    )
 
 
 # keys of one DP rank's answer that count requests: the instance holds DP times as many
@@ -605,7 +606,7 @@ _PER_RANK_COUNTS = ("decode_batch", "requests_per_s", "concurrency", "running_ca
                     "saturation_requests_per_s")
 
 
-def rank_serving(dep: Deployment, spec: Speculation, workload: Workload, *, admission=None) -> dict:
+def rank_serving(dep: Deployment, spec: Speculation, workload: Workload, *, admission=None) -> ServingGrid:
     """Aggregated serving of an instance with data-parallel attention (`tp` a Layout with DP > 1), priced per DP rank,
     the unit each engine schedules (SGLang: one scheduler per DP-attention rank; vLLM: one engine per DP rank;
     TensorRT-LLM enable_attention_dp: each rank its own batch): one rank's share of the load (concurrency or rate /
@@ -622,11 +623,6 @@ def rank_serving(dep: Deployment, spec: Speculation, workload: Workload, *, admi
     # the launch's defaults, then one rank's share of them
     eng = load_engine(dep.engine).for_hardware(load_hardware(dep.hardware), tp.tp)
     r = _instance(replace(dep, engine=eng.per_dp_rank(dp)), spec, workload.per_rank(dp), admission)
-    out = dict(r)
-    for k in _PER_RANK_COUNTS:
-        if k in out:
-            out[k] = np.asarray(out[k], dtype=float) * dp
-    out["tokens_per_s_per_gpu"] = out["requests_per_s"] * workload.osl / float(tp.gpus)
-    out["devices"] = float(tp.gpus)
-    out["dp_ranks"] = dp
-    return out
+    counts = {k: np.asarray(v, dtype=float) * dp for k in _PER_RANK_COUNTS if (v := getattr(r, k)) is not None}
+    return replace(r, **counts, tokens_per_s_per_gpu=counts["requests_per_s"] * workload.osl / float(tp.gpus),
+                   devices=float(tp.gpus), dp_ranks=dp)

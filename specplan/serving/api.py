@@ -54,10 +54,10 @@ def admission_note(r: dict, point: dict, wait_ms: float, i: int = 0) -> str:
     """Why a closed loop's requests wait before their prefill (load i): the running cap (the KV cache's room for
     ISL + OSL tokens per request beside the weights, max_num_seqs, or the engine's lower cap under speculation) or
     a saturated prefill; `wait_ms` of the TTFT."""
-    cap = float(_at(r["running_cap"], i))
+    cap = float(_at(r.running_cap, i))
     if point["decode_batch"] >= cap - 0.5:
         kv = float(_at(r.get("kv_cap_requests", np.inf), i))
-        beside = "beside the target's and the draft's weights, with the draft's KV" if r.get("kv_cap_draft") else \
+        beside = "beside the target's and the draft's weights, with the draft's KV" if r.kv_cap_draft else \
             "beside the weights"
         if bool(_at(r.get("spec_cap", False), i)):
             why = ("the engine's cap when speculating, spec_max_num_seqs: SGLang's default unless "
@@ -80,7 +80,7 @@ def _point(r: dict, workload: Workload | None = None, i: int = 0) -> dict:
         return None if not np.isfinite(v) else v
 
     ms = lambda k: None if f(k) is None else 1e3 * f(k)  # noqa: E731
-    stable = bool(_at(r["stable"], i))
+    stable = bool(_at(r.stable, i))
     out = {"tpot_ms": ms("tpot_s") if stable else None, "ttft_ms": ms("ttft_s") if stable else None,
            "ttft_p50_ms": ms("ttft_p50_s") if stable and "ttft_p50_s" in r else None,
            "ttft_p90_ms": ms("ttft_p90_s") if stable and "ttft_p90_s" in r else None,
@@ -88,13 +88,13 @@ def _point(r: dict, workload: Workload | None = None, i: int = 0) -> dict:
            "tokens_per_s_per_user": f("tokens_per_s_per_user") if stable else None,
            "tokens_per_s_per_gpu": f("tokens_per_s_per_gpu") if stable else None,
            "decode_batch": f("decode_batch"), "requests_per_s": f("requests_per_s"),
-           "acceptance_length": f("acceptance_length"), "fits": bool(_at(r["fits"], i)), "stable": stable}
+           "acceptance_length": f("acceptance_length"), "fits": bool(_at(r.fits, i)), "stable": stable}
     if "saturation_requests_per_s" in r:
         out["saturation_requests_per_s"] = f("saturation_requests_per_s")
     if workload is not None and workload.osl == 1:
         out["note"] = "OSL 1: the prefill makes the only token, so there is no TPOT"
     if not stable and "running_cap" in r:  # an overloaded engine runs at its cap (the open loop's B only bounds it)
-        out["decode_batch"] = min(out["decode_batch"], float(_at(r["running_cap"], i)))
+        out["decode_batch"] = min(out["decode_batch"], float(_at(r.running_cap, i)))
     wait = f("admission_wait_s") if "admission_wait_s" in r else None
     if stable and wait and "running_cap" in r and out["fits"]:
         out["admission_wait_ms"] = 1e3 * wait
@@ -112,7 +112,7 @@ def _point(r: dict, workload: Workload | None = None, i: int = 0) -> dict:
         out["note"] = (f"unstable: arrivals ({f('requests_per_s'):.4g} req/s) exceed capacity "
                        f"{sat:.4g} req/s" if sat is not None else "unstable: arrivals exceed capacity")
     if "pools" in r:
-        out["pools"] = f"{r['pools'][0]}P{r['pools'][1]}D"
+        out["pools"] = f"{r.pools[0]}P{r.pools[1]}D"
     return out
 
 

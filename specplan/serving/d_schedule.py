@@ -48,9 +48,9 @@ def d_schedule(model, hardware, isl: int, osl: int, *, drafts: DraftSearch, edge
     r = serve(model, hardware, wl, tp=tp, engine=engine, mechanism=mechanism, draft_len=d[None, :],
                    acceptance=acceptance, **kw)
     base = serve(model, hardware, Workload(isl=isl, osl=osl, concurrency=conc), tp=tp, engine=engine, **kw)
-    tps = np.where(np.asarray(r["fits"]) & np.asarray(r["stable"]), np.asarray(r["tokens_per_s_per_gpu"]), -np.inf)
+    tps = np.where(np.asarray(r.fits) & np.asarray(r.stable), np.asarray(r.tokens_per_s_per_gpu), -np.inf)
     best = np.argmax(tps, axis=1)
-    rows = [(lo, hi, float(c), int(d[j]), float(tps[i, j]), float(tps[i, j] / base["tokens_per_s_per_gpu"][i]))
+    rows = [(lo, hi, float(c), int(d[j]), float(tps[i, j]), float(tps[i, j] / base.tokens_per_s_per_gpu[i]))
             for i, ((lo, hi), c, j) in enumerate(zip(bands, conc, best))]
     i = np.arange(len(bands))
     tpot, ttft = (1e3 * np.asarray(r[k], dtype=float)[i, best] for k in ("tpot_s", "ttft_s"))

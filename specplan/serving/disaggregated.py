@@ -28,6 +28,7 @@ from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.serving.aggregated import (draft_prefill_model, kv_cap_requests, only_draft_len_varies, running_cap,
                                          spec_cap_applies, step_kernels, step_options, ttft_quantile_s)
+from specplan.serving.grid import ServingGrid
 from specplan.serving.prefill import prefill_s
 from specplan.serving.workload import Workload
 from specplan.speculation.round import RoundShape, round_gpu_extra_s, round_s
@@ -83,7 +84,7 @@ def _decode_tables(at_whole, b_top, shape):
     return grid, np.broadcast_to(gpu, b.shape), r
 
 
-def disaggregated(dep: Deployment, spec: Speculation, workload: Workload) -> dict:
+def disaggregated(dep: Deployment, spec: Speculation, workload: Workload) -> ServingGrid:
     """Steady-state xPyD serving of `dep` running `spec` (arrays over draft_len / concurrency): TPOT, TTFT, latency,
     tokens/s. `dep.tp` / `dep.layout` are the decode instances', `dep.prefill_layout` the prefill instances'
     (None: the same)."""
@@ -134,7 +135,7 @@ class _Pricing:
         return round_s(eng, lo + w * (hi - lo), bt, self.d, q, k_t, k_d)
 
 
-def disaggregated_pools(dep: Deployment, spec: Speculation, workload: Workload, pools) -> list[dict]:
+def disaggregated_pools(dep: Deployment, spec: Speculation, workload: Workload, pools) -> list[ServingGrid]:
     """`disaggregated` for each (x, y) of `pools` (one list entry each), all in one evaluation: disaggregated_grid
     with a last axis over the pools."""
     pre = [p[2] if len(p) > 2 else None for p in pools]  # (x, y, prefill layout): a pool of its own layout
@@ -144,16 +145,16 @@ def disaggregated_pools(dep: Deployment, spec: Speculation, workload: Workload, 
     r = disaggregated_grid(dep, replace(spec, draft_len=np.asarray(spec.draft_len, dtype=float)[..., None]), wl,
                            (np.array([float(x) for x, _ in pools]), np.array([float(y) for _, y in pools])),
                            prefill_layouts=pre if any(p is not None for p in pre) else None)
-    shape = np.shape(r["tpot_s"])
+    shape = np.shape(r.tpot_s)
     per_pool = ("pools", "devices", "kv_transfer_s")  # one number per pool, not per grid point
-    return [{**{k: (v if np.ndim(v) == 0 else np.broadcast_to(v, shape)[..., i]) for k, v in r.items()
-                if k not in per_pool},
-             "pools": (x, y), "devices": float(r["devices"][i]), "kv_transfer_s": float(r["kv_transfer_s"][i])}
+    per_point = tuple(k for k in r if k not in per_pool)
+    return [ServingGrid(**r.at(i, shape, per_point), pools=(x, y), devices=float(r.devices[i]),
+                        kv_transfer_s=float(r.kv_transfer_s[i]))
             for i, (x, y) in enumerate(pools)]
 
 
 def disaggregated_grid(dep: Deployment, spec: Speculation, workload: Workload, pools: tuple, *,
-                       prefill_layouts=None) -> dict:
+                       prefill_layouts=None) -> ServingGrid:
     """Steady-state xPyD serving on a grid: `pools` = (x_pools, y_pools) (prefill and decode instances, arrays),
     spec.draft_len and the workload's load broadcast together, one point each (a search's columns: (pool, D)
     pairs), the decode and prefill pricing and the loop's bisection shared. Arrays of that shape; `pools` is
@@ -287,7 +288,7 @@ def _solve_loop(pr: _Pricing, x_pools, y_pools, n_d, kv_s):
     return b, pr.iteration(b), lam
 
 
-def _pool_split(pr: _Pricing, x_pools, y_pools) -> dict:
+def _pool_split(pr: _Pricing, x_pools, y_pools) -> ServingGrid:
     """xPyD splits (x_pools, y_pools: arrays broadcast with the grid): the loop solved, TTFT with admission waits,
     TPOT, latency, throughput and stability."""
     wl, d, al, cap = pr.workload, pr.d, pr.al, pr.cap
@@ -322,19 +323,19 @@ def _pool_split(pr: _Pricing, x_pools, y_pools) -> dict:
     w_ok = np.where(np.isfinite(wait), wait, 0.0)
     p90 = np.where(np.isfinite(ttft), ttft_quantile_s(ttft, w_ok, rho, 0.9), np.inf)
     p50 = np.where(np.isfinite(ttft), ttft_quantile_s(ttft, w_ok, rho, 0.5), np.inf)
-    return {
-        "tpot_s": tpot, "ttft_s": ttft, "ttft_p50_s": p50, "ttft_p90_s": p90, "request_latency_s": lat,
-        "tokens_per_s_per_user": 1.0 / tpot, "tokens_per_s_per_gpu": x * wl.osl / devices,
-        "decode_batch": b * dp_d, "iteration_s": tau, "acceptance_length": al, "requests_per_s": x,
-        "concurrency": load, "prefill_s": pr.s_p, "prefill_utilization": rho, "kv_transfer_s": kv_s,
-        "pools": (x_pools, y_pools) if lays is None else (x_inst, y_inst), "devices": devices,
-        "admission_wait_s": adm,
-        "fits": pr.fits_one & np.ones(d.shape, dtype=bool), "stable": stable,
-        "prefill_bound": rho >= 0.95,  # (X >= 0.999 x capacity, once or-ed in, is rho >= 0.999: implied)
-        "saturation_requests_per_s": np.minimum(capacity, decode_cap),
-        "running_cap": cap * dp_d, "kv_cap_requests": pr.kv_cap * dp_d, "kv_cap_draft": pr.kv_cap_draft,
-        "spec_cap": pr.spec_cap,
-    }
+    return ServingGrid(
+        tpot_s=tpot, ttft_s=ttft, ttft_p50_s=p50, ttft_p90_s=p90, request_latency_s=lat,
+        tokens_per_s_per_user=1.0 / tpot, tokens_per_s_per_gpu=x * wl.osl / devices,
+        decode_batch=b * dp_d, iteration_s=tau, acceptance_length=al, requests_per_s=x,
+        concurrency=load, prefill_s=pr.s_p, prefill_utilization=rho, kv_transfer_s=kv_s,
+        pools=(x_pools, y_pools) if lays is None else (x_inst, y_inst), devices=devices,
+        admission_wait_s=adm,
+        fits=pr.fits_one & np.ones(d.shape, dtype=bool), stable=stable,
+        prefill_bound=rho >= 0.95,  # (X >= 0.999 x capacity, once or-ed in, is rho >= 0.999: implied)
+        saturation_requests_per_s=np.minimum(capacity, decode_cap),
+        running_cap=cap * dp_d, kv_cap_requests=pr.kv_cap * dp_d, kv_cap_draft=pr.kv_cap_draft,
+        spec_cap=pr.spec_cap,
+    )
 
 
 def gpus_of(tp) -> int:
