@@ -80,22 +80,7 @@ def serving_markdown(res: dict) -> str:
                  f"median {_pct(so['ttft_median'])} | TPOT median {_pct(si['tpot_median'])}, p90 "
                  f"{_pct(si['tpot_p90'])}, TTFT median {_pct(si['ttft_median'])} | {so['decode_only_bias']:.3f}, "
                  f"{_pct(so['decode_only_median'])} |")
-    off = res.get("outsample_off")
-    if off is not None:
-        lines += ["", "## TTFT with and without the start-up term", "",
-                  "Every TensorRT-LLM and vLLM row comes from the aiconfigurator harness, whose C clients send their "
-                  "first requests together; the scores above switch on the opt-in start-up term for those rows "
-                  "(`Workload.startup_cohort`, (C - 1) x the engine's `startup_client_s`), and NIM's rows are scored without it. "
-                  "The CLI leaves it off (planning is for steady traffic; `--startup-cohort` turns it on). Beside: the "
-                  "same out-of-sample fits with the term off, what a planning prediction gives on these rows.", "",
-                  "| framework | rows with the term | TTFT median, term on (scored) | TTFT median, term off | "
-                  "TTFT bias on / off | TPOT median on / off |", "|---|---|---|---|---|---|"]
-        for fw in sorted(outs["framework"].unique()):
-            so, sf = scores(outs[outs["framework"] == fw]), scores(off[off["framework"] == fw])
-            n_on = int(outs.loc[outs["framework"] == fw, "bunched"].sum())
-            lines.append(f"| {fw} | {n_on} of {so['rows']} | {_pct(so['ttft_median'])} | {_pct(sf['ttft_median'])} | "
-                         f"{so['ttft_bias']:.3f} / {sf['ttft_bias']:.3f} | {_pct(so['tpot_median'])} / "
-                         f"{_pct(sf['tpot_median'])} |")
+    lines += _startup_term_section(outs, res.get("outsample_off"))
     if res.get("simulated"):
         from specplan.validation.serving_sim import simulated_markdown
 
@@ -111,6 +96,27 @@ def serving_markdown(res: dict) -> str:
                      f"{100 * (r['pred_tpot_ms'] / r['tpot_ms'] - 1):+.1f} % | {r['ttft_ms']:.0f} | "
                      f"{r['pred_ttft_ms']:.0f} | {100 * (r['pred_ttft_ms'] / r['ttft_ms'] - 1):+.0f} % |")
     return "\n".join(lines) + "\n"
+
+
+def _startup_term_section(outs, off) -> list[str]:
+    """The report's section on TTFT with and without the start-up term (None: the run scored no term-off fit)."""
+    if off is None:
+        return []
+    lines = ["", "## TTFT with and without the start-up term", "",
+             "Every TensorRT-LLM and vLLM row comes from the aiconfigurator harness, whose C clients send their "
+             "first requests together; the scores above switch on the opt-in start-up term for those rows "
+             "(`Workload.startup_cohort`, (C - 1) x the engine's `startup_client_s`), and NIM's rows are scored without it. "
+             "The CLI leaves it off (planning is for steady traffic; `--startup-cohort` turns it on). Beside: the "
+             "same out-of-sample fits with the term off, what a planning prediction gives on these rows.", "",
+             "| framework | rows with the term | TTFT median, term on (scored) | TTFT median, term off | "
+             "TTFT bias on / off | TPOT median on / off |", "|---|---|---|---|---|---|"]
+    for fw in sorted(outs["framework"].unique()):
+        so, sf = scores(outs[outs["framework"] == fw]), scores(off[off["framework"] == fw])
+        n_on = int(outs.loc[outs["framework"] == fw, "bunched"].sum())
+        lines.append(f"| {fw} | {n_on} of {so['rows']} | {_pct(so['ttft_median'])} | {_pct(sf['ttft_median'])} | "
+                     f"{so['ttft_bias']:.3f} / {sf['ttft_bias']:.3f} | {_pct(so['tpot_median'])} / "
+                     f"{_pct(sf['tpot_median'])} |")
+    return lines
 
 
 def _fitted_numbers(res: dict) -> list[str]:

@@ -358,6 +358,28 @@ budget, the kernel each engine version verifies MLA with, the launches SGLang's 
 graphs, the full tree mask and the tree draft's per-candidate prefix reads) are in every prediction."""
 
 
+def _every_row_lines(res: dict) -> list[str]:
+    """The report's table of every row: measured and predicted speedups, errors, the baseline time ratio."""
+    L = ["", "## Every row", "",
+         "Baseline time, model / measured: the non-speculative time per output token the sourced model prices over",
+         "the one the row's baseline column measured (below 1: the model's baseline step is faster than the harness's;",
+         "a speedup is then predicted on a baseline the harness did not run; '-': the source gives speedups only).", "",
+         "| case_id | load | AL | measured | sourced model (scored) | error % | baseline time, model / measured | "
+         "fitted, setup left out | error % |",
+         "|---|---|---|---|---|---|---|---|---|"]
+    for r in res["results"]:
+        st = r["setup"].st
+        k = scored(st)
+        for i, cid in enumerate(st.case_ids):
+            err = f"{100 * (r['pred'][i] / st.measured[i] - 1):+.1f}" if k[i] else "(AL fit here)"
+            err0 = f"{100 * (r['shipped'][i] / st.measured[i] - 1):+.1f}" if k[i] else "(AL fit here)"
+            bt = r["base_time_ratio"][i]
+            L.append(f"| {cid} | {st.loads[i]:g} {st.spec['load']} | {r['al0'][i]:.2f} | {st.measured[i]:.3f} | "
+                     f"{r['shipped'][i]:.3f} | {err0} | {f'{bt:.2f}' if np.isfinite(bt) else '-'} | "
+                     f"{r['pred'][i]:.3f} | {err} |")
+    return L
+
+
 def write_report(out: Path = ROOT / "docs" / "validation" / "speculation_load.md", progress=None) -> Path:
     """Run the validation and write its Markdown report."""
     res = run(progress=progress)
@@ -412,23 +434,7 @@ def write_report(out: Path = ROOT / "docs" / "validation" / "speculation_load.md
         L.append(f"| {t[0]} | {st.spec['engine']} | {', '.join(f'{x:g}' for x in st.loads)} | {t[1]:.3f} | "
                  f"{t0[2]:.3f} | {'yes' if t0[3] else 'no'} | {t[2]:.3f} | {h} | "
                  f"{r['reuse_loo'] if r['setup'].moe else '-'} |")
-    L += ["", "## Every row", "",
-          "Baseline time, model / measured: the non-speculative time per output token the sourced model prices over",
-          "the one the row's baseline column measured (below 1: the model's baseline step is faster than the harness's;",
-          "a speedup is then predicted on a baseline the harness did not run; '-': the source gives speedups only).", "",
-          "| case_id | load | AL | measured | sourced model (scored) | error % | baseline time, model / measured | "
-          "fitted, setup left out | error % |",
-          "|---|---|---|---|---|---|---|---|---|"]
-    for r in res["results"]:
-        st = r["setup"].st
-        k = scored(st)
-        for i, cid in enumerate(st.case_ids):
-            err = f"{100 * (r['pred'][i] / st.measured[i] - 1):+.1f}" if k[i] else "(AL fit here)"
-            err0 = f"{100 * (r['shipped'][i] / st.measured[i] - 1):+.1f}" if k[i] else "(AL fit here)"
-            bt = r["base_time_ratio"][i]
-            L.append(f"| {cid} | {st.loads[i]:g} {st.spec['load']} | {r['al0'][i]:.2f} | {st.measured[i]:.3f} | "
-                     f"{r['shipped'][i]:.3f} | {err0} | {f'{bt:.2f}' if np.isfinite(bt) else '-'} | "
-                     f"{r['pred'][i]:.3f} | {err} |")
+    L += _every_row_lines(res)
     L += ["", "## Misses explained", ""]
     for r, t in zip(res["results"], s0["trends"]):
         sp = r["setup"].st.spec
