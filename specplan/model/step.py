@@ -14,6 +14,7 @@ import numpy as np
 from specplan.costs.attention import AttentionHeads, attention_cost, recurrent_state_cost
 from specplan.costs.comm import allgather_cost, allreduce_cost, p2p_cost
 from specplan.costs.gemm import elementwise_cost, gemm_cost, gemm_costs
+from specplan.costs import moe as _moe_costs
 from specplan.costs.moe import (MOE_KERNELS, ExpertLayer, MoeKernel, distinct_tokens, moe_experts_cost,
                                 parse_routing)
 from specplan.costs.roofline import COMPUTE, MEMORY, OVERHEAD, REGIME_NAMES, KernelCost
@@ -364,14 +365,15 @@ def _arr_key(x):
 
 def _cache_key(model, hw, tp, batch, q_len, context_len, precision, layout, kernels, logits_rows):
     """STEP_CACHE's key of a step_time call (profiles and kernel families by identity: they are frozen and the
-    cache entry holds them), or None when an argument has no such form (the call is then not cached)."""
+    cache entry holds them; the MoE verify reuse a fit may set, costs/moe.verify_expert_reuse), or None when an
+    argument has no such form (the call is then not cached)."""
     try:
         if isinstance(precision, Precision):
             precision = (precision.compute, precision.kv, tuple(sorted(precision.weights.items())), precision.state)
         k = kernels if kernels is None else (kernels.attention_style, kernels.routing, kernels.allreduce,
                                              id(kernels.attention_family), id(kernels.mla_family), kernels.lpu_chips)
         key = (id(model), id(hw), tp, _arr_key(batch), _arr_key(q_len), _arr_key(context_len), precision, layout, k,
-               _arr_key(logits_rows))
+               _arr_key(logits_rows), _moe_costs.VERIFY_EXPERT_REUSE)  # a fit may change the reuse (verify_expert_reuse)
         hash(key)
     except (TypeError, ValueError):
         return None

@@ -227,12 +227,12 @@ def prompt_step_s(tab: GpuTables, eng, it_gpu, chunks, bc, t_it, rnd, tokens):
     request and the chunk's per-token host work; `rnd`: the speculative round's (D, q, target kernels, draft
     kernels), priced by speculation.round.round_s, the decode step at D = 0); prefill apart (SGLang's default), its
     own eager prefill steps, during which decoding waits."""
-    chunks, tokens = np.asarray(chunks, dtype=float), np.asarray(tokens, dtype=float)
-    if eng.mixed_prefill:  # every chunk's step priced at once (chunks on the leading axis), summed in chunk order
-        per = (round_s(eng, it_gpu + chunks, bc + 1.0, *rnd, eager=True, prompt_tokens=tokens) - t_it) * (chunks > 0)
-    else:
-        per = eng.step_s(chunks, 1.0, tab.kernels, False, tokens) * (chunks > 0)
-    return sum(per)
+    # one step per chunk (a handful: the prompt over the token budget), each priced over the whole grid; the
+    # engine's host numbers may be arrays of their own (K variants of a fit), so the chunks are not stacked
+    if eng.mixed_prefill:
+        return sum((round_s(eng, it_gpu + c, bc + 1.0, *rnd, eager=True, prompt_tokens=n) - t_it) * (c > 0)
+                   for c, n in zip(chunks, tokens))
+    return sum(eng.step_s(c, 1.0, tab.kernels, False, n) * (c > 0) for c, n in zip(chunks, tokens))
 
 
 def prefill_service_s(eng, tau, t_it, d_p, n_chunks):

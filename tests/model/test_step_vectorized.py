@@ -92,3 +92,22 @@ def test_step_cache_drops_the_least_recently_used_beyond_its_points():
     cache.put("c", (), res[2])  # 12 points > 10: "b" goes
     assert cache.get("b") is None and cache.get("a") is res[0] and cache.get("c") is res[2]
     assert cache.points == 8
+
+
+def test_the_cache_follows_the_moe_verify_reuse_a_fit_sets():
+    """The validation's fit prices verify steps inside costs.moe.verify_expert_reuse(value): a cached step from
+    outside the block must not answer inside it. Mixtral-like verify (q = 4) at reuse 0.85 touches fewer expert
+    tokens (1 + 3 x 0.15 per sequence instead of 4), so its MoE time can only fall, and it must equal the step
+    priced with the cache emptied."""
+    from specplan.costs.moe import distinct_tokens, verify_expert_reuse
+    from specplan.model.step import STEP_CACHE, step_time
+
+    args = ("deepseek-v3", "h100-sxm", 8, 8.0, 4, 4096)
+    plain = float(step_time(*args).breakdown_s["moe"])
+    with verify_expert_reuse(0.85):
+        assert float(distinct_tokens(8.0, 4)) == pytest.approx(8 * (1 + 3 * 0.15))  # hand count: 11.6 tokens
+        inside = float(step_time(*args).breakdown_s["moe"])
+        STEP_CACHE.clear()
+        fresh = float(step_time(*args).breakdown_s["moe"])
+    assert inside == fresh and inside < plain
+    assert float(step_time(*args).breakdown_s["moe"]) == plain
