@@ -96,6 +96,7 @@ class PolicyOptions:
     captured_d: object = None
     sglang_config: str | None = None
     sglang_initial: int | None = None
+    simulator: str = "adaptive"  # or "serving": lossless policies on serving/simulator.py (adaptive/on_serving.py)
 
 
 def run_requests(model, hardware, wl: Workload, policies: list[str], *, opts: PolicyOptions = PolicyOptions(),
@@ -113,6 +114,12 @@ def run_requests(model, hardware, wl: Workload, policies: list[str], *, opts: Po
     engine = engine.resolved()
     check_work(model, wl, engine)
     pols = _policies(policies, d_max, engine, sglang_config, sglang_initial, mechanism)
+    if opts.simulator == "serving":
+        from specplan.adaptive.on_serving import check_serving_workload
+
+        check_serving_workload(wl, pols)
+    elif opts.simulator != "adaptive":
+        raise SpecplanError(f"--simulator: adaptive or serving, got '{opts.simulator}'")
     if costs is None:
         top = min(engine.max_running, BATCH_MAX, wl.n, wl.closed_loop or BATCH_MAX)
         grid = CostGrid(table_d_max(pols, d_max), float(wl.isl.min()), float((wl.isl + wl.osl).max()), int(top),
@@ -125,8 +132,14 @@ def run_requests(model, hardware, wl: Workload, policies: list[str], *, opts: Po
                                            name=p))
             continue
         g = _graphs(p, d_max, engine, captured_d)
-        res = simulate(wl, costs, p, g, engine=engine, slo_tpot_s=max_tpot_s if not p.lossy else None, seed=seed,
-                       progress=progress)
+        if opts.simulator == "serving":
+            from specplan.adaptive.on_serving import simulate_on_serving
+
+            res = simulate_on_serving(model, hardware, wl, p, g, engine=engine, d_max=costs.d_max,
+                                      opts=(mechanism, max_tpot_s, seed), kw=kw)
+        else:
+            res = simulate(wl, costs, p, g, engine=engine, slo_tpot_s=max_tpot_s if not p.lossy else None,
+                           seed=seed, progress=progress)
         rows.append(summarize(res, wl.osl, costs.devices, max_tpot_s=max_tpot_s, max_ttft_s=max_ttft_s,
                               graphs=g.cost(costs, model, kw.get("tp", 1))))
         series[p.name] = draft_len_series(res, osl=wl.osl)
