@@ -6,8 +6,9 @@ admission, chunked prefill and KV rule (SimConfig from serving/sim_serving.py `s
 every step with decode rows (the StepView it sees here: batch, the decode step's seconds per D, the in-flight
 requests' α, the D with a captured graph), the per-token acceptance draws of adaptive/simulator.py (token_uniforms,
 the same seed: every policy sees the same tokens) and the policy's captured CUDA-graph set (steps without a graph
-run eagerly). The result has the shape adaptive/simulator.py `simulate` returns, so metrics and reports are
-unchanged.
+run eagerly: the engine profile's eager launch cost, or adaptive/costs.py's assumed EAGER_LAUNCH_S per kernel where
+the profile states none, as the adaptive simulator prices it). The result has the shape adaptive/simulator.py
+`simulate` returns, so metrics and reports are unchanged.
 
 Not here (they stay on adaptive/simulator.py): AdaSD (lossy: its batch drafts its longest accepted run + 1),
 SGLang's draft-extend at D = 0, α drifting over the output and per-position acceptance (the draws here use one α per
@@ -78,6 +79,17 @@ def graph_rows(graphs: GraphSet, cap: int, d_max: int, captures: bool) -> np.nda
     return np.vstack([m[:1], m])  # batch 0 (no decode rows) as batch 1
 
 
+def eager_extra(eng, tabs) -> tuple:
+    """Seconds an eager decode step adds per table where the engine profile states no eager launch cost (round_s
+    then prices eager launches as graphed): adaptive/costs.py's assumed EAGER_LAUNCH_S per target and draft kernel,
+    as the adaptive simulator adds it; () where the profile states one."""
+    from specplan.adaptive.costs import eager_per_kernel_s
+
+    if eng.eager_launch_s > 0:
+        return ()
+    return tuple(eager_per_kernel_s(eng) * (t.target_kernels + t.draft_kernels) for t in tabs)
+
+
 def serving_setup(model, hardware, wl: Workload, engine: Engine, mechanism: str, kw: dict):
     """(model, hardware, engine profile, precision, SimSetup, RequestSet) of the adaptive run on the serving path."""
     from specplan.costs.precision import resolve_precision
@@ -121,7 +133,7 @@ def simulate_on_serving(model, hardware, wl: Workload, policy: Policy, graphs: G
     off, u = token_uniforms(wl, seed)
     g = graph_rows(graphs, cap, d_max, bool(eng.cuda_graphs_decode))
     cfg = replace(cfg, running_cap=cap, budget_tokens=int(engine.prefill_budget), draws=TokenDraws(off, u, wl.alpha, ds),
-                  graphs=g, policy=ServingPolicy(policy, wl, g, slo_tpot_s, seed))
+                  graphs=g, policy=ServingPolicy(policy, wl, g, slo_tpot_s, seed), eager_extra_s=eager_extra(eng, tabs))
     from specplan.serving.simulator import SimRequests
 
     run = simulate(tabs, eng, SimRequests(req.isl, req.osl, req.cached_tokens, acc, req.arrival_s), cfg)

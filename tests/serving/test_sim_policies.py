@@ -132,7 +132,9 @@ def test_a_fixed_d_policy_reproduces_predict_simulate_at_that_d():
 
 def test_adaptive_cli_runs_policies_on_the_serving_simulator():
     """`adaptive --simulator serving` keeps adaptive's JSON rows; at one client fixed:0 is one decode step per token,
-    so its TPOT is within 10 % of the adaptive simulator's (both price the step from the analytical model)."""
+    so its TPOT is within 10 % of the adaptive simulator's (both price the step from the analytical model); and the
+    two simulators draw the same tokens: at one client the iterations depend on the draws alone, so fixed:3 takes the
+    same number of steps (3 prompts + their iterations) at the same mean acceptance length on both."""
     args = ["adaptive", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--concurrency", "1", "--requests", "3", "--isl",
             "512", "--osl", "64", "--acceptance-rate", "0.7", "--policies", "fixed:0,fixed:3,sglang", "--json"]
     serv = run_cli(args + ["--simulator", "serving"])
@@ -143,6 +145,8 @@ def test_adaptive_cli_runs_policies_on_the_serving_simulator():
     assert set(a["policies"][0]) == set(b["policies"][0])
     assert a["policies"][0]["tpot_p50_ms"] == pytest.approx(b["policies"][0]["tpot_p50_ms"], rel=0.10)
     assert a["policies"][1]["mean_draft_len"] == 3.0
+    assert a["policies"][1]["steps"] == b["policies"][1]["steps"] < 3 * 63
+    assert a["policies"][1]["mean_acceptance_length"] == b["policies"][1]["mean_acceptance_length"]
 
 
 @pytest.mark.parametrize("extra, says", [(["--policies", "adasd"], "lossy"),
