@@ -17,6 +17,8 @@ request), and the oracle / clairvoyant bounds (bounds.py prices them from adapti
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 
 from specplan.adaptive.costs import GraphSet
@@ -44,7 +46,7 @@ class ServingPolicy:
             row = self.graphs[min(view.batch, self.graphs.shape[0] - 1)]
             allowed = row if row.any() else (self.any_graph if self.any_graph.any() else allowed)
         sv = StepView(view.batch, view.step_s, self.wl.alpha[view.running], (), allowed, self.slo_tpot_s, self.rng,
-                      None)
+                      view.step_s + view.prefill_s)
         return int(self.policy.choose(sv))
 
     def observe(self, accepted: np.ndarray, index: int, batch: int) -> None:
@@ -60,10 +62,6 @@ def check_serving_workload(wl: Workload, pols: list) -> None:
     if wl.drift:
         raise SpecplanError(f"--simulator serving: acceptance drift ({wl.drift:g}) is not supported there; drop "
                             f"--simulator serving or the drift")
-    bounds = [p for p in pols if isinstance(p, str)]
-    if bounds:
-        raise SpecplanError(f"--simulator serving: {', '.join(bounds)} bound the adaptive simulator's step costs, not "
-                            f"the serving simulator's; drop them from --policies or drop --simulator serving")
     lossy = [p.name for p in pols if not isinstance(p, str) and p.lossy]
     if lossy:
         raise SpecplanError(f"--simulator serving: lossy policies run on the adaptive simulator only, got "
@@ -109,38 +107,112 @@ def serving_setup(model, hardware, wl: Workload, engine: Engine, mechanism: str,
     return m, hw, eng, prec, setup, req
 
 
-def simulate_on_serving(model, hardware, wl: Workload, policy: Policy, graphs: GraphSet, *, engine: Engine,
-                        d_max: int, opts: tuple, kw: dict) -> dict:
-    """Run one policy on serving/simulator.py; the dict adaptive/simulator.py `simulate` returns. `opts`:
-    (mechanism, TPOT target seconds or None, seed)."""
-    from dataclasses import replace
+@dataclass(frozen=True)
+class ServingBench:
+    """What every policy of one run shares on the serving path: the engine profile, its limits, the step tables of
+    D = 0 .. d_max, each request's mean accepted tokens per D, and the per-token draws."""
 
+    eng: object
+    cfg: object  # SimConfig (the plain server's running cap)
+    tabs: tuple
+    acc: np.ndarray
+    draws: object  # TokenDraws
+    req: object  # SimRequests
+
+
+def serving_bench(model, hardware, wl: Workload, engine: Engine, d_max: int, opts: tuple, kw: dict) -> ServingBench:
+    """Price the step tables once (serving/step_table.py) and draw the tokens (adaptive's token_uniforms, `seed`);
+    `opts`: (mechanism, seed)."""
     from specplan.serving.sim_serving import request_alpha_al, sim_config
-    from specplan.serving.simulator import TokenDraws, simulate
+    from specplan.serving.simulator import SimRequests, TokenDraws
     from specplan.serving.step_table import build_step_table
 
-    mechanism, slo_tpot_s, seed = opts
+    mechanism, seed = opts
     m, hw, eng, prec, setup, req = serving_setup(model, hardware, wl, engine, mechanism, kw)
     spec = dict(mechanism=mechanism, draft_len=0.0, acceptance=None, draft_model=None)
     cfg = sim_config(m, hw, req, setup, eng, spec)
-    cap = min(engine.running_cap(policy.speculates) or cfg.running_cap, cfg.running_cap)
-    b_max = max(min(cap, wl.closed_loop or wl.n, wl.n), 1)
+    cfg = replace(cfg, running_cap=min(engine.max_running or cfg.running_cap, cfg.running_cap),
+                  budget_tokens=int(engine.prefill_budget))
+    b_max = max(min(cfg.running_cap, wl.closed_loop or wl.n, wl.n), 1)
     tok_max = max(float(engine.prefill_budget), float(wl.isl.max()) if cfg.kind == "reserve" else 0.0)
     ds = tuple(range(d_max + 1))
     tabs = tuple(build_step_table(m, hw, setup.tp, eng, prec, {**spec, "draft_len": float(d)}, b_max=b_max,
                                   ctx_max=float((wl.isl + wl.osl).max()), tok_max=tok_max) for d in ds)
     acc = np.column_stack([request_alpha_al(1.0, d, wl.n, seed, alpha=wl.alpha) for d in ds])
     off, u = token_uniforms(wl, seed)
-    g = graph_rows(graphs, cap, d_max, bool(eng.cuda_graphs_decode))
-    cfg = replace(cfg, running_cap=cap, budget_tokens=int(engine.prefill_budget), draws=TokenDraws(off, u, wl.alpha, ds),
-                  graphs=g, policy=ServingPolicy(policy, wl, g, slo_tpot_s, seed), eager_extra_s=eager_extra(eng, tabs))
-    from specplan.serving.simulator import SimRequests
+    return ServingBench(eng, cfg, tabs, acc, TokenDraws(off, u, wl.alpha, ds),
+                        SimRequests(req.isl, req.osl, req.cached_tokens, acc, req.arrival_s))
 
-    run = simulate(tabs, eng, SimRequests(req.isl, req.osl, req.cached_tokens, acc, req.arrival_s), cfg)
+
+def simulate_on_serving(bench: ServingBench, wl: Workload, policy: Policy, graphs: GraphSet, *, engine: Engine,
+                        opts: tuple) -> dict:
+    """Run one policy on serving/simulator.py; the dict adaptive/simulator.py `simulate` returns. `opts`:
+    (TPOT target seconds or None, seed)."""
+    from specplan.serving.simulator import simulate
+
+    slo_tpot_s, seed = opts
+    eng, cfg = bench.eng, bench.cfg
+    cap = min(engine.running_cap(policy.speculates) or cfg.running_cap, cfg.running_cap)
+    g = graph_rows(graphs, cap, len(bench.tabs) - 1, bool(eng.cuda_graphs_decode))
+    cfg = replace(cfg, running_cap=cap, draws=bench.draws, graphs=g,
+                  policy=ServingPolicy(policy, wl, g, slo_tpot_s, seed), eager_extra_s=eager_extra(eng, bench.tabs))
+    run = simulate(bench.tabs, eng, bench.req, cfg)
     s = run.series
     series = {k: np.asarray(getattr(s, k), dtype=float) for k in ("t_s", "batch", "draft_len", "al", "step_s",
                                                                   "prefill_tokens")}
     return {"policy": policy.name, "lossy": False, "arrival_s": run.arrival_s, "first_token_s": run.first_token_s,
             "finish_s": run.finish_s, "series": series, "relaxed_token_fraction": 0.0,
-            "eager_steps": run.eager_steps, "over_capacity": bool(float((wl.isl + wl.osl).max()) > cfg.kv_tokens),
-            "devices": cfg.devices}
+            "eager_steps": run.eager_steps, "over_capacity": bool(float((wl.isl + wl.osl).max()) > cfg.kv_tokens)}
+
+
+def reach_pack(bench: ServingBench, wl: Workload) -> int:
+    """Largest decode batch SGLang's scheduler can hold on the serving path: running cap, requests, closed loop, and
+    the most requests whose admission KV (prompt + new_token_ratio x output) fits at once (at least one)."""
+    cfg = bench.cfg
+    need = np.sort(wl.isl + cfg.new_token_ratio * wl.osl)
+    fit = int(np.searchsorted(np.cumsum(need), cfg.kv_tokens - cfg.shared_kv_tokens, side="right"))
+    return int(min([cfg.running_cap, max(fit, 1), wl.n] + ([wl.closed_loop] if wl.closed_loop else [])))
+
+
+def serving_step_costs(bench: ServingBench, top: int):
+    """The serving path's step costs as adaptive/costs.py's StepCosts, for the bounds (bounds.py): T(B, c, D) of a
+    graphed decode step at every batch 1..top and context-grid point, priced as serving/simulator.py prices it; and
+    a prefill floor per step of p prompt tokens that no packed prefill step beats (its linear GPU seconds, no
+    attention or draft prefill, one request's host time; the launch term left out, so its kinks are the grid's)."""
+    from specplan.adaptive.costs import StepCosts
+    from specplan.serving.simulator import StepOverheads
+
+    eng, t0 = bench.eng, bench.tabs[0]
+    b = np.arange(1, top + 1)
+    iter_s = np.empty((top, t0.contexts.size, len(bench.tabs)))
+    for j, tab in enumerate(bench.tabs):  # one pass per D (a handful): every batch and context at once
+        over = StepOverheads(eng, (tab.draft_len, tab.tokens_per_seq, tab.target_kernels, tab.draft_kernels), top + 2)
+        iw = [tab._b(float(x)) for x in b]
+        i, w = np.array([x[0] for x in iw]), np.array([x[1] for x in iw])[:, None]
+        gpu = (1.0 - w) * tab.decode_gpu_s[i] + w * tab.decode_gpu_s[i + 1]
+        h, launch = (np.asarray(x)[b][:, None] for x in over.rows[False])
+        iter_s[:, :, j] = h + np.maximum(gpu, launch) + over.gap
+    p = t0.tokens
+    host = 0.0 if eng.overlap_scheduler else eng.host_s(1.0, p)
+    pf = host + t0.linear_gpu_s[0] + eng.step_gap_s
+    return StepCosts(iter_s=iter_s, draft1_s=np.zeros(iter_s.shape[:2]), ctx_grid=t0.contexts.astype(float),
+                     prefill_tokens=p.astype(float), prefill_s_grid=np.asarray(pf, dtype=float),
+                     per_seq_bytes=np.zeros(t0.contexts.size), fixed_bytes=0.0, capacity_bytes=1.0,
+                     devices=float(bench.cfg.devices), kernels=0, rho=0.0)
+
+
+def serving_bound_row(bench: ServingBench, wl: Workload, engine: Engine, opts: tuple, name: str) -> dict:
+    """bounds.py's bound of every lossless policy, on the serving path's step costs (SGLang's scheduler only: its
+    prefill runs in steps of its own, as the bound's proof needs). A request at output position j has ISL + j - 1
+    tokens cached there, so the bound runs on ISL - 1 (its TTFT floor π (ISL - 1) is still a floor). `opts`: (seed,
+    TPOT target s, TTFT target s)."""
+    from specplan.adaptive.bounds import lossless_bound_row
+
+    if bench.cfg.kind != "pack":
+        raise SpecplanError(f"--simulator serving: {name} bounds runs whose prefill runs apart (SGLang's scheduler); "
+                            f"engine {bench.eng.id} mixes prompt chunks into decode steps; drop {name}")
+    seed, max_tpot_s, max_ttft_s = opts
+    costs = serving_step_costs(bench, reach_pack(bench, wl))
+    shifted = replace(wl, isl=np.maximum(wl.isl - 1, 0))
+    row = lossless_bound_row(shifted, costs, seed, engine, max_tpot_s=max_tpot_s, max_ttft_s=max_ttft_s, name=name)
+    return row

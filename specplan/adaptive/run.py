@@ -126,17 +126,26 @@ def run_requests(model, hardware, wl: Workload, policies: list[str], *, opts: Po
                         float(wl.isl.mean()), engine.prefill_budget)
         costs = build_costs(model, hardware, grid, mechanism=mechanism, engine=engine.profile, **kw)
     rows, series = [], {}
+    bench = None
+    if opts.simulator == "serving":
+        from specplan.adaptive.on_serving import serving_bench
+
+        bench = serving_bench(model, hardware, wl, engine, costs.d_max, (mechanism, seed), kw)
     for p in pols:
+        if p in BOUNDS and bench is not None:
+            from specplan.adaptive.on_serving import serving_bound_row
+
+            rows.append(serving_bound_row(bench, wl, engine, (seed, max_tpot_s, max_ttft_s), p))
+            continue
         if p in BOUNDS:  # at request level the oracle must know the draws to be a bound: the same bound
             rows.append(lossless_bound_row(wl, costs, seed, engine, max_tpot_s=max_tpot_s, max_ttft_s=max_ttft_s,
                                            name=p))
             continue
         g = _graphs(p, d_max, engine, captured_d)
-        if opts.simulator == "serving":
+        if bench is not None:
             from specplan.adaptive.on_serving import simulate_on_serving
 
-            res = simulate_on_serving(model, hardware, wl, p, g, engine=engine, d_max=costs.d_max,
-                                      opts=(mechanism, max_tpot_s, seed), kw=kw)
+            res = simulate_on_serving(bench, wl, p, g, engine=engine, opts=(max_tpot_s, seed))
         else:
             res = simulate(wl, costs, p, g, engine=engine, slo_tpot_s=max_tpot_s if not p.lossy else None,
                            seed=seed, progress=progress)

@@ -78,6 +78,7 @@ from specplan.speculation.round import round_s
 ADMISSION_KINDS = ("pack", "budget", "reserve")
 SGLANG_NEW_TOKEN_RATIO = 0.7  # sglang srt/managers/schedule_policy.py: SGLANG_INIT_NEW_TOKEN_RATIO default 0.7
 MAX_JUMP_STEPS = 1 << 20
+PF_EMA = 0.95  # smoothing of the prompt seconds per decode step a policy is shown (adaptive/simulator.py's)
 
 
 def admission_kind(eng) -> str:
@@ -120,6 +121,7 @@ class PolicyView:
     running: np.ndarray
     position: np.ndarray
     step_s: np.ndarray
+    prefill_s: float = 0.0  # exponential mean of prompt seconds per decode step (what a request's TPOT carries)
 
 
 @dataclass(frozen=True)
@@ -189,6 +191,7 @@ class _Engine:
         self.per_step = cfg.draws is not None or (cfg.policy is not None and getattr(cfg.policy, "per_step", True))
         self.eager_steps = 0
         self.emitted = 0.0  # tokens the last step's decode rows emitted
+        self.pf_pending, self.pf_mean = 0.0, 0.0  # prompt seconds since the last decode step; their mean per step
         self.rec = [] if self.per_step else None
         n = self.isl.size
         self.n = n
@@ -521,7 +524,10 @@ def _prefill_step(s: _Engine, b_rows: int) -> bool:
         if not s._preempt_for(need):
             pass  # nothing left to preempt: run over the budget (the cache is smaller than one request)
         b_rows = len(s.running)
-    dt = _step_seconds(s, b_rows, _ctx_mean(s), chunks) + _host_load_s(s, chunks)
+    ctx = _ctx_mean(s)
+    dt = _step_seconds(s, b_rows, ctx, chunks) + _host_load_s(s, chunks)
+    if s.cfg.policy is not None:  # the prompts' share of the step: what it took beyond a decode step alone
+        _prompt_seconds(s, dt - (_decode_step_s(s, b_rows, ctx, s.j) if b_rows else 0.0), b_rows > 0)
     _tick(s, dt, b_rows, dt)
     s.emitted = 0.0
     if b_rows:
@@ -557,11 +563,21 @@ def _decode_jump(s: _Engine) -> None:
     k = min(k, MAX_JUMP_STEPS)
     if k > 1:
         dt = _step_seconds(s, b, ctx0 + grow / b * (k - 1) / 2.0, [])
+    if s.cfg.policy is not None:
+        _prompt_seconds(s, 0.0, True)
     _tick(s, dt * k, b, dt)
     s.eager_steps += k * int(_eager(s, b, s.j))
     _advance_decode(s, k, s.t)
     _record(s, b, dt, 0.0)
     s.steps += k
+
+
+def _prompt_seconds(s: _Engine, seconds: float, decodes: bool) -> None:
+    """Add a step's prompt seconds; a step with decode rows folds those since the last one into the mean."""
+    s.pf_pending += seconds
+    if decodes:
+        s.pf_mean = PF_EMA * s.pf_mean + (1.0 - PF_EMA) * s.pf_pending
+        s.pf_pending = 0.0
 
 
 def _record(s: _Engine, b: int, dt: float, prompt_tokens: float) -> None:
@@ -576,7 +592,7 @@ def _policy_index(s: _Engine) -> int:
     r = np.asarray(s.running, dtype=int)
     b, ctx = r.size, _ctx_mean(s)
     step = np.array([_decode_step_s(s, b, ctx, j) for j in range(len(s.tabs))])
-    j = int(s.cfg.policy.index(PolicyView(b, r, 1 + s.gen[r], step)))
+    j = int(s.cfg.policy.index(PolicyView(b, r, 1 + s.gen[r], step, s.pf_mean)))
     if not 0 <= j < len(s.tabs):
         raise SpecplanError(f"simulator: the policy chose table {j}, outside 0..{len(s.tabs) - 1}")
     return j

@@ -151,10 +151,34 @@ def test_adaptive_cli_runs_policies_on_the_serving_simulator():
 
 @pytest.mark.parametrize("extra, says", [(["--policies", "adasd"], "lossy"),
                                          (["--acceptance-drift", "-0.2"], "drift"),
-                                         (["--simulator", "other"], "--simulator")])
+                                         (["--simulator", "other"], "--simulator"),
+                                         (["--policies", "fixed:3,oracle", "--engine", "vllm"], "apart")])
 def test_adaptive_serving_refuses_what_it_does_not_model_in_one_line(extra, says):
     args = ["adaptive", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--concurrency", "1", "--requests", "2", "--isl",
             "128", "--osl", "16", "--acceptance-rate", "0.7", "--simulator", "serving"] + extra
     r = run_cli(args)
     assert r.rc != 0 and says in r.err and not r.exc
     assert len(r.err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("seed, load", [(0, dict(concurrency=6)), (3, dict(rate_per_s=40.0))])
+def test_the_oracle_bound_on_the_serving_path_beats_every_fixed_d_on_the_same_draws(seed, load):
+    """On the serving simulator (SGLang's scheduler), the oracle bound is no worse than any fixed D = 0..5 run on the
+    same draws (α_i from Beta(4, 2), so no one D is right for every request): TPOT and TTFT percentiles at most the
+    policy's, tokens/s/GPU and tokens/s/user at least; a closed loop and a Poisson stream."""
+    from specplan.adaptive import build_workload, run_requests
+    from specplan.adaptive.run import PolicyOptions
+    from specplan.adaptive.workload import synthetic
+
+    arr, i, o = synthetic(24, 384, 48, seed=seed, **load)
+    wl = build_workload(arr, i, o, dist="beta:4,2", seed=seed, concurrency=load.get("concurrency"))
+    names = [f"fixed:{d}" for d in range(6)] + ["oracle"]
+    res = run_requests("llama-3.1-8b", "h100-sxm", wl, names,
+                       opts=PolicyOptions(d_max=5, seed=seed, simulator="serving"))
+    rows = {r["policy"]: r for r in res["policies"]}
+    bound = rows.pop("oracle")
+    for r in rows.values():
+        for k in ("tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms", "ttft_p50_ms", "ttft_p99_ms"):
+            assert bound[k] <= r[k] + 1e-9, (r["policy"], k)
+        for k in ("tokens_per_s_per_gpu", "tokens_per_s_per_user"):
+            assert bound[k] >= r[k] - 1e-9, (r["policy"], k)
