@@ -10,9 +10,9 @@ run eagerly: the engine profile's eager launch cost, or adaptive/costs.py's assu
 the profile states none, as the adaptive simulator prices it). The result has the shape adaptive/simulator.py
 `simulate` returns, so metrics and reports are unchanged.
 
-Not here (they stay on adaptive/simulator.py): AdaSD (lossy: its batch drafts its longest accepted run + 1),
-SGLang's draft-extend at D = 0, α drifting over the output and per-position acceptance (the draws here use one α per
-request), and the oracle / clairvoyant bounds (bounds.py prices them from adaptive/costs.py's StepCosts).
+The oracle / clairvoyant bound is bounds.py's, priced on the serving step costs (`serving_bound_row`, SGLang's
+scheduler only). Not here (they stay on adaptive/simulator.py): AdaSD (lossy: its batch drafts its longest accepted
+run + 1), SGLang's draft-extend at D = 0, and `--trace` segments.
 """
 
 from __future__ import annotations
@@ -45,9 +45,19 @@ class ServingPolicy:
         if self.graphs is not None:
             row = self.graphs[min(view.batch, self.graphs.shape[0] - 1)]
             allowed = row if row.any() else (self.any_graph if self.any_graph.any() else allowed)
-        sv = StepView(view.batch, view.step_s, self.wl.alpha[view.running], (), allowed, self.slo_tpot_s, self.rng,
-                      view.step_s + view.prefill_s)
+        sv = StepView(view.batch, view.step_s, self._alpha(view), self.wl.per_position, allowed, self.slo_tpot_s,
+                      self.rng, view.step_s + view.prefill_s)
         return int(self.policy.choose(sv))
+
+    def _alpha(self, view) -> np.ndarray | None:
+        """True current α of the decoding requests (drifted to their output position; None per position)."""
+        wl, r = self.wl, view.running
+        if wl.per_position:
+            return None
+        if not wl.drift:
+            return wl.alpha[r]
+        span = np.maximum(wl.osl[r] - 1, 1)
+        return np.clip(wl.alpha[r] + wl.drift * view.position / span, 0.0, 1.0)
 
     def observe(self, accepted: np.ndarray, index: int, batch: int) -> None:
         """Accepted drafts of each decoding request in the last step."""
@@ -55,13 +65,7 @@ class ServingPolicy:
 
 
 def check_serving_workload(wl: Workload, pols: list) -> None:
-    """One line for what the serving simulator does not take: α drift, per-position acceptance, a lossy policy."""
-    if wl.per_position:
-        raise SpecplanError("--simulator serving: per-position acceptance is not supported there (one α per "
-                            "request); drop --simulator serving")
-    if wl.drift:
-        raise SpecplanError(f"--simulator serving: acceptance drift ({wl.drift:g}) is not supported there; drop "
-                            f"--simulator serving or the drift")
+    """One line for what the serving simulator does not take: a lossy policy."""
     lossy = [p.name for p in pols if not isinstance(p, str) and p.lossy]
     if lossy:
         raise SpecplanError(f"--simulator serving: lossy policies run on the adaptive simulator only, got "
@@ -140,7 +144,7 @@ def serving_bench(model, hardware, wl: Workload, engine: Engine, d_max: int, opt
                                   ctx_max=float((wl.isl + wl.osl).max()), tok_max=tok_max) for d in ds)
     acc = np.column_stack([request_alpha_al(1.0, d, wl.n, seed, alpha=wl.alpha) for d in ds])
     off, u = token_uniforms(wl, seed)
-    return ServingBench(eng, cfg, tabs, acc, TokenDraws(off, u, wl.alpha, ds),
+    return ServingBench(eng, cfg, tabs, acc, TokenDraws(off, u, wl.alpha, ds, wl.drift, wl.per_position, wl.osl),
                         SimRequests(req.isl, req.osl, req.cached_tokens, acc, req.arrival_s))
 
 

@@ -53,7 +53,7 @@ is asked before every step that has decode rows, in place of the D schedule; wit
 iteration at a time (no jumps; a policy whose `per_step` is False, one constant D, keeps the jumps). `SimConfig.draws` (TokenDraws): acceptance drawn per output token with common random
 numbers, as adaptive/simulator.py draws it: request i's output token at position p (1 = the first decoded after
 the prompt's token) has one uniform u_ip; a draft k of an iteration at position p is accepted iff
-u_i(p + k) < α_i, an iteration accepts the leading run of accepted drafts and emits it + 1 (at most the tokens
+u_i(p + k) < α_i (moved by a drift over the output, or p_k of a per-position vector), an iteration accepts the leading run of accepted drafts and emits it + 1 (at most the tokens
 left), so every policy sees the same tokens. `SimConfig.graphs` (an (running cap + 1, tables) boolean array):
 the (batch, D) decode steps that replay a captured CUDA graph; the others run eagerly (round_s eager=True, plus
 `SimConfig.eager_extra_s` of that table where the caller adds an eager cost the engine profile does not state),
@@ -110,6 +110,9 @@ class TokenDraws:
     uniforms: np.ndarray
     alpha: np.ndarray
     ds: tuple
+    drift: float = 0.0  # α_i moves linearly by this much from the first to the last output token (clipped to [0, 1])
+    per_position: tuple = ()  # p_1..p_n: the k-th draft of an iteration is accepted iff u < p_k (replaces α)
+    osl: np.ndarray | None = None  # output tokens per request (the drift's span); needed with a drift
 
 
 @dataclass(frozen=True)
@@ -465,8 +468,21 @@ def _accepted(s: _Engine, r: np.ndarray) -> np.ndarray:
     if d == 0 or r.size == 0:
         return np.zeros(r.size)
     pos = 1 + s.gen[r].astype(np.int64)
-    idx = np.minimum(dr.offsets[r, None] + pos[:, None] + np.arange(d)[None, :], dr.uniforms.size - 1)
-    return np.cumprod(dr.uniforms[idx] < dr.alpha[r, None], axis=1).sum(axis=1).astype(float)
+    k = np.arange(d)[None, :]
+    idx = np.minimum(dr.offsets[r, None] + pos[:, None] + k, dr.uniforms.size - 1)
+    return np.cumprod(dr.uniforms[idx] < draw_thresholds(dr, r, pos, k), axis=1).sum(axis=1).astype(float)
+
+
+def draw_thresholds(dr: TokenDraws, r: np.ndarray, pos: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Acceptance probability of draft k (row vector) of requests r at output position pos: p_k, or α_i moved by
+    the drift over the output, as adaptive/simulator.py `thresholds`."""
+    if dr.per_position:
+        p = np.asarray(dr.per_position, dtype=float)
+        return np.broadcast_to(p[np.minimum(k, p.size - 1)], (r.size, k.shape[-1]))
+    if not dr.drift:
+        return np.broadcast_to(dr.alpha[r, None], (r.size, k.shape[-1]))
+    span = np.maximum(dr.osl[r] - 1, 1)[:, None]
+    return np.clip(dr.alpha[r, None] + dr.drift * (pos[:, None] + k) / span, 0.0, 1.0)
 
 
 def _advance_decode(s: _Engine, k: int, t_end: float) -> None:

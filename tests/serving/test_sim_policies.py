@@ -84,6 +84,20 @@ def test_a_policy_that_switches_d_is_counted_by_hand():
     assert run.eager_steps == 0
 
 
+@pytest.mark.parametrize("drift, per_position, finish_ms", [(0.0, (), 11.0), (0.4, (), 8.0), (0.0, (0.9, 0.1), 8.0)])
+def test_drift_and_per_position_draws_are_counted_by_hand(drift, per_position, finish_ms):
+    """One request, OSL 5 (4 decode tokens), fixed D = 2 (3 ms a step after a 2 ms prefill), u1..u5 = 0.55, 0.65,
+    0.3, 0.85, 0.95. α = 0.5: positions 1, 2 reject at once, 3 accepts u3 and rejects u4 (2 tokens), so 1 + 1 + 2:
+    3 steps, 11 ms. Drift 0.4 (span 4): thresholds 0.5 + 0.1 (p + k): at p = 1, 0.6 > u1 and 0.7 > u2 (3 tokens),
+    then 1 token left: 2 steps, 8 ms. Per position (0.9, 0.1): p = 1 accepts u1 < 0.9, rejects u2 (2 tokens); p = 3
+    accepts u3 < 0.9, rejects u4 (2 tokens): 2 steps, 8 ms."""
+    u = np.array([0.0, 0.55, 0.65, 0.3, 0.85, 0.95], dtype=np.float32)
+    draws = TokenDraws(np.array([0, 5]), u, np.array([0.5]), (2,), drift, per_position, np.array([5]))
+    req = SimRequests(np.array([10]), np.array([5]), np.zeros(1), np.full((1, 1), 3.0), np.array([0.0]))
+    run = simulate(_flat_table(2), load_engine("ideal"), req, SimConfig(8, 100, 1e6, "pack", draws=draws))
+    assert run.finish_s[0] == pytest.approx(finish_ms * 1e-3)
+
+
 def test_steps_without_a_captured_graph_run_eager():
     """One request, OSL 7, α = 1 (every draft accepted), fixed D = 2: (7 - 1) / 3 = 2 decode steps. With no graph
     captured at (batch 1, D = 2) both are priced as vLLM's eager round (round_s eager=True: 600 target and 120
@@ -150,7 +164,6 @@ def test_adaptive_cli_runs_policies_on_the_serving_simulator():
 
 
 @pytest.mark.parametrize("extra, says", [(["--policies", "adasd"], "lossy"),
-                                         (["--acceptance-drift", "-0.2"], "drift"),
                                          (["--simulator", "other"], "--simulator"),
                                          (["--policies", "fixed:3,oracle", "--engine", "vllm"], "apart")])
 def test_adaptive_serving_refuses_what_it_does_not_model_in_one_line(extra, says):
