@@ -96,6 +96,7 @@ class PolicyOptions:
     captured_d: object = None
     sglang_config: str | None = None
     sglang_initial: int | None = None
+    simulator: str = "adaptive"  # or "serving": lossless policies on serving/simulator.py (adaptive/on_serving.py)
 
 
 def run_requests(model, hardware, wl: Workload, policies: list[str], *, opts: PolicyOptions = PolicyOptions(),
@@ -113,20 +114,41 @@ def run_requests(model, hardware, wl: Workload, policies: list[str], *, opts: Po
     engine = engine.resolved()
     check_work(model, wl, engine)
     pols = _policies(policies, d_max, engine, sglang_config, sglang_initial, mechanism)
+    if opts.simulator == "serving":
+        from specplan.adaptive.on_serving import check_serving_workload
+
+        check_serving_workload(wl, pols)
+    elif opts.simulator != "adaptive":
+        raise SpecplanError(f"--simulator: adaptive or serving, got '{opts.simulator}'")
     if costs is None:
         top = min(engine.max_running, BATCH_MAX, wl.n, wl.closed_loop or BATCH_MAX)
         grid = CostGrid(table_d_max(pols, d_max), float(wl.isl.min()), float((wl.isl + wl.osl).max()), int(top),
                         float(wl.isl.mean()), engine.prefill_budget)
         costs = build_costs(model, hardware, grid, mechanism=mechanism, engine=engine.profile, **kw)
     rows, series = [], {}
+    bench = None
+    if opts.simulator == "serving":
+        from specplan.adaptive.on_serving import serving_bench
+
+        bench = serving_bench(model, hardware, wl, engine, costs.d_max, (mechanism, seed), kw)
     for p in pols:
+        if p in BOUNDS and bench is not None:
+            from specplan.adaptive.on_serving import serving_bound_row
+
+            rows.append(serving_bound_row(bench, wl, engine, (seed, max_tpot_s, max_ttft_s), p))
+            continue
         if p in BOUNDS:  # at request level the oracle must know the draws to be a bound: the same bound
             rows.append(lossless_bound_row(wl, costs, seed, engine, max_tpot_s=max_tpot_s, max_ttft_s=max_ttft_s,
                                            name=p))
             continue
         g = _graphs(p, d_max, engine, captured_d)
-        res = simulate(wl, costs, p, g, engine=engine, slo_tpot_s=max_tpot_s if not p.lossy else None, seed=seed,
-                       progress=progress)
+        if bench is not None:
+            from specplan.adaptive.on_serving import simulate_on_serving
+
+            res = simulate_on_serving(bench, wl, p, g, engine=engine, opts=(max_tpot_s, seed))
+        else:
+            res = simulate(wl, costs, p, g, engine=engine, slo_tpot_s=max_tpot_s if not p.lossy else None,
+                           seed=seed, progress=progress)
         rows.append(summarize(res, wl.osl, costs.devices, max_tpot_s=max_tpot_s, max_ttft_s=max_ttft_s,
                               graphs=g.cost(costs, model, kw.get("tp", 1))))
         series[p.name] = draft_len_series(res, osl=wl.osl)

@@ -98,6 +98,9 @@ def adaptive(
     draft_model: Optional[str] = typer.Option(None, "--draft-model", help="Draft model / head id."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Weights and GEMM math dtype."),
     seed: int = typer.Option(0, "--seed", help="Random seed (an integer >= 0): arrivals, α draws, acceptance."),
+    simulator: str = typer.Option("adaptive", "--simulator",
+                                  help="adaptive (its own simulator) or serving (serving/simulator.py: the engine's "
+                                       "admission and step table; fixed, sglang and model policies)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
     out: Optional[str] = typer.Option(None, "-o", "--out", "--output", help="Directory for table, JSON, series and plots."),
 ) -> None:
@@ -107,6 +110,10 @@ def adaptive(
     _check_options(max_draft_len, out, isl, osl, concurrency, max_running, graph_max_bs, prefill_budget,
                    sglang_initial, request_rate, seed, max_tpot_ms, max_ttft_ms)
     names = comma_list(policies)
+    if simulator not in ("adaptive", "serving"):
+        raise SpecplanError(f"--simulator: adaptive or serving, got '{simulator}'")
+    if simulator == "serving" and trace is not None:
+        raise SpecplanError("--simulator serving: not with --trace (trace segments have no requests)")
     cap = None if captured_d is None else [int(x) for x in parse_tiers(captured_d, "--captured-d")]
     if tiers is not None:
         if sglang_config is not None:
@@ -122,7 +129,8 @@ def adaptive(
         _trace(model, hardware, trace, context, names, common, eng, kw, json_out)
         return
     res = _requests(model, hardware, workload, request_rate, concurrency, requests, isl, osl, acceptance_rate,
-                    acceptance_dist, acceptance_drift, names, common, eng, max_ttft_ms, kw)
+                    acceptance_dist, acceptance_drift, names, {**common, "simulator": simulator}, eng, max_ttft_ms,
+                    kw)
     rows = res["policies"]
     if out:
         from specplan.adaptive.report import write_report

@@ -47,6 +47,18 @@ the host link (PCIe, NVLink-C2C: HardwareProfile.host_link_bandwidth_bytes_s) wh
 that copy's seconds added to the step (not overlapped with it: an assumption; vLLM's offloading connector and
 LMCache load the blocks before the forward that reads them); a preempted request loads them again.
 
+Per-step policies (issue 39: the adaptive policies run here): `SimConfig.policy`, an object with
+`index(view: PolicyView) -> int` (the table, i.e. the D, of the next step) and `observe(accepted, index, batch)`,
+is asked before every step that has decode rows, in place of the D schedule; with it the simulator steps one
+iteration at a time (no jumps; a policy whose `per_step` is False, one constant D, keeps the jumps). `SimConfig.draws` (TokenDraws): acceptance drawn per output token with common random
+numbers, as adaptive/simulator.py draws it: request i's output token at position p (1 = the first decoded after
+the prompt's token) has one uniform u_ip; a draft k of an iteration at position p is accepted iff
+u_i(p + k) < α_i (moved by a drift over the output, or p_k of a per-position vector), an iteration accepts the leading run of accepted drafts and emits it + 1 (at most the tokens
+left), so every policy sees the same tokens. `SimConfig.graphs` (an (running cap + 1, tables) boolean array):
+the (batch, D) decode steps that replay a captured CUDA graph; the others run eagerly (round_s eager=True, plus
+`SimConfig.eager_extra_s` of that table where the caller adds an eager cost the engine profile does not state),
+counted in SimRun.eager_steps.
+
 Arrivals: open loop (`arrival_s` given, sorted) or closed loop (`clients` C: the first C requests arrive at 0,
 each completion releases the next request at once, as benchmark clients that all start together run).
 """
@@ -66,6 +78,7 @@ from specplan.speculation.round import round_s
 ADMISSION_KINDS = ("pack", "budget", "reserve")
 SGLANG_NEW_TOKEN_RATIO = 0.7  # sglang srt/managers/schedule_policy.py: SGLANG_INIT_NEW_TOKEN_RATIO default 0.7
 MAX_JUMP_STEPS = 1 << 20
+PF_EMA = 0.95  # smoothing of the prompt seconds per decode step a policy is shown (adaptive/simulator.py's)
 
 
 def admission_kind(eng) -> str:
@@ -89,6 +102,44 @@ class SimRequests:
 
 
 @dataclass(frozen=True)
+class TokenDraws:
+    """Per-token acceptance draws shared by every policy: uniform u[offsets[i] + p] of request i's output position
+    p, its acceptance rate alpha[i], and the draft length of each step table (ds[j])."""
+
+    offsets: np.ndarray
+    uniforms: np.ndarray
+    alpha: np.ndarray
+    ds: tuple
+    drift: float = 0.0  # α_i moves linearly by this much from the first to the last output token (clipped to [0, 1])
+    per_position: tuple = ()  # p_1..p_n: the k-th draft of an iteration is accepted iff u < p_k (replaces α)
+    osl: np.ndarray | None = None  # output tokens per request (the drift's span); needed with a drift
+
+
+@dataclass(frozen=True)
+class PolicyView:
+    """What a per-step policy sees before a step: the scheduled batch, the decoding requests (ids, output
+    position), and the decode step's seconds for each table (eager where no graph is captured)."""
+
+    batch: int
+    running: np.ndarray
+    position: np.ndarray
+    step_s: np.ndarray
+    prefill_s: float = 0.0  # exponential mean of prompt seconds per decode step (what a request's TPOT carries)
+
+
+@dataclass(frozen=True)
+class StepSeries:
+    """One row per engine step: start s, decode rows, D that ran, accepted tokens per row, seconds, prompt tokens."""
+
+    t_s: np.ndarray
+    batch: np.ndarray
+    draft_len: np.ndarray
+    al: np.ndarray
+    step_s: np.ndarray
+    prefill_tokens: np.ndarray
+
+
+@dataclass(frozen=True)
 class SimConfig:
     """One engine's limits for the simulation: running cap, step token budget, KV tokens, scheduler kind."""
 
@@ -103,6 +154,10 @@ class SimConfig:
     new_token_ratio: float = SGLANG_NEW_TOKEN_RATIO  # pack: share of a request's output its admission reserves
     d_index: tuple = ()  # D schedule: table index per scheduled batch size 0..max (empty: one table)
     host_load_s_per_token: float | None = None  # KV offload: seconds per cached token over the host link (None: off)
+    policy: object = None  # per-step D policy (index(view) -> table, observe(...)); None: d_index or one table
+    draws: TokenDraws | None = None  # per-token acceptance draws (None: the mean accepted tokens per iteration)
+    graphs: np.ndarray | None = None  # (running cap + 1, tables) captured decode graphs (None: all captured)
+    eager_extra_s: tuple = ()  # seconds an eager decode step adds per table beyond round_s's eager pricing
 
 
 @dataclass(frozen=True)
@@ -118,6 +173,8 @@ class SimRun:
     decoding_s: float  # integral over time of requests decoding
     steps: int
     preemptions: int
+    eager_steps: int = 0
+    series: StepSeries | None = None  # per-step rows, recorded with a policy or draws (None otherwise)
 
 
 class _Engine:
@@ -132,6 +189,13 @@ class _Engine:
         self.hit = np.minimum(req.cached_tokens.astype(float), self.isl - 1.0)
         self.accs = np.maximum(req.accepted_tokens.astype(float), 1e-6).reshape(req.isl.size, -1)
         self.acc = self.accs[:, 0]
+        self.j = 0  # the table (D) of the current step
+        # one iteration per step with drawn tokens or a policy that may change D (not one that says per_step False)
+        self.per_step = cfg.draws is not None or (cfg.policy is not None and getattr(cfg.policy, "per_step", True))
+        self.eager_steps = 0
+        self.emitted = 0.0  # tokens the last step's decode rows emitted
+        self.pf_pending, self.pf_mean = 0.0, 0.0  # prompt seconds since the last decode step; their mean per step
+        self.rec = [] if self.per_step else None
         n = self.isl.size
         self.n = n
         self.pre_target = self.isl.copy()  # tokens the prompt holds when prefilled (grows after a preemption)
@@ -343,11 +407,24 @@ class StepOverheads:
         return h[b] + extra + max(gpu, launch[b]) + self.gap
 
 
+def _eager(s: _Engine, b: int, j: int) -> bool:
+    """Whether a decode step of b rows with table j runs eagerly (no captured graph for that batch and D)."""
+    g = s.cfg.graphs
+    return g is not None and not bool(g[min(b, g.shape[0] - 1), j])
+
+
+def _decode_step_s(s: _Engine, b: int, ctx: float, j: int) -> float:
+    """Engine seconds of a decode step of b rows at mean context ctx with table j (eager where no graph)."""
+    eager = _eager(s, b, j)
+    extra = s.cfg.eager_extra_s[j] if eager and s.cfg.eager_extra_s else 0.0
+    return s.overs[j].step_s(s.tabs[j].decode_s(b, ctx), b, eager) + extra
+
+
 def _step_seconds(s: _Engine, b: int, ctx: float, chunks: list) -> float:
     """Engine seconds of a step of b decode rows at mean context ctx carrying `chunks`."""
     tab, eng = s.tab, s.eng
     if not chunks:
-        return s.over.step_s(tab.decode_s(b, ctx), b, False)
+        return _decode_step_s(s, b, ctx, s.j)
     p = sum(c[1] for c in chunks)
     att = sum(tab.attention_s(c[1], c[2]) + tab.draft_prefill_s(c[1]) for c in chunks)
     if b == 0:
@@ -383,10 +460,42 @@ def _after_prefill(s: _Engine, chunks: list, t: float) -> None:
                 s.running.append(i)
 
 
+def _accepted(s: _Engine, r: np.ndarray) -> np.ndarray:
+    """Accepted drafts of requests r in one iteration at the current table's D: the leading run of their drawn
+    tokens u_i(p + k) < α_i, k = 0 .. D - 1, at output position p = 1 + tokens generated after the first."""
+    dr = s.cfg.draws
+    d = int(dr.ds[s.j])
+    if d == 0 or r.size == 0:
+        return np.zeros(r.size)
+    pos = 1 + s.gen[r].astype(np.int64)
+    k = np.arange(d)[None, :]
+    idx = np.minimum(dr.offsets[r, None] + pos[:, None] + k, dr.uniforms.size - 1)
+    return np.cumprod(dr.uniforms[idx] < draw_thresholds(dr, r, pos, k), axis=1).sum(axis=1).astype(float)
+
+
+def draw_thresholds(dr: TokenDraws, r: np.ndarray, pos: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Acceptance probability of draft k (row vector) of requests r at output position pos: p_k, or α_i moved by
+    the drift over the output, as adaptive/simulator.py `thresholds`."""
+    if dr.per_position:
+        p = np.asarray(dr.per_position, dtype=float)
+        return np.broadcast_to(p[np.minimum(k, p.size - 1)], (r.size, k.shape[-1]))
+    if not dr.drift:
+        return np.broadcast_to(dr.alpha[r, None], (r.size, k.shape[-1]))
+    span = np.maximum(dr.osl[r] - 1, 1)[:, None]
+    return np.clip(dr.alpha[r, None] + dr.drift * (pos[:, None] + k) / span, 0.0, 1.0)
+
+
 def _advance_decode(s: _Engine, k: int, t_end: float) -> None:
     """k decode iterations of the running requests, ending at t_end: completions leave."""
     r = np.asarray(s.running, dtype=int)
-    grow = s.acc[r] * k
+    if s.cfg.draws is not None:  # one iteration (per-step mode): the drawn tokens, at most those left
+        acc = _accepted(s, r)
+        grow = np.minimum(acc + 1.0, s.need[r] - s.gen[r])
+    else:
+        acc, grow = s.acc[r] - 1.0, s.acc[r] * k
+    s.emitted = float(np.sum(grow))
+    if s.cfg.policy is not None and r.size:
+        s.cfg.policy.observe(acc, s.j, int(r.size))
     s.gen[r] += grow
     if s.cfg.kind == "budget":
         s.reserved[r] += grow
@@ -431,10 +540,15 @@ def _prefill_step(s: _Engine, b_rows: int) -> bool:
         if not s._preempt_for(need):
             pass  # nothing left to preempt: run over the budget (the cache is smaller than one request)
         b_rows = len(s.running)
-    dt = _step_seconds(s, b_rows, _ctx_mean(s), chunks) + _host_load_s(s, chunks)
+    ctx = _ctx_mean(s)
+    dt = _step_seconds(s, b_rows, ctx, chunks) + _host_load_s(s, chunks)
+    if s.cfg.policy is not None:  # the prompts' share of the step: what it took beyond a decode step alone
+        _prompt_seconds(s, dt - (_decode_step_s(s, b_rows, ctx, s.j) if b_rows else 0.0), b_rows > 0)
     _tick(s, dt, b_rows, dt)
+    s.emitted = 0.0
     if b_rows:
         _advance_decode(s, 1, s.t)
+    _record(s, b_rows, dt, sum(c[1] for c in chunks))
     _after_prefill(s, chunks, s.t)
     s.steps += 1
     return True
@@ -445,7 +559,7 @@ def _decode_jump(s: _Engine) -> None:
     r = np.asarray(s.running, dtype=int)
     b = len(r)
     left = np.ceil(np.maximum(s.need[r] - s.gen[r], 0.0) / s.acc[r] - 1e-9)
-    k = max(int(left.min()), 1)
+    k = 1 if s.per_step else max(int(left.min()), 1)
     grow = float(s.acc[r].sum())
     if s.cfg.kind == "budget":
         room = s.cfg.kv_tokens - s.kv_used
@@ -465,18 +579,53 @@ def _decode_jump(s: _Engine) -> None:
     k = min(k, MAX_JUMP_STEPS)
     if k > 1:
         dt = _step_seconds(s, b, ctx0 + grow / b * (k - 1) / 2.0, [])
+    if s.cfg.policy is not None:
+        _prompt_seconds(s, 0.0, True)
     _tick(s, dt * k, b, dt)
+    s.eager_steps += k * int(_eager(s, b, s.j))
     _advance_decode(s, k, s.t)
+    _record(s, b, dt, 0.0)
     s.steps += k
 
 
+def _prompt_seconds(s: _Engine, seconds: float, decodes: bool) -> None:
+    """Add a step's prompt seconds; a step with decode rows folds those since the last one into the mean."""
+    s.pf_pending += seconds
+    if decodes:
+        s.pf_mean = PF_EMA * s.pf_mean + (1.0 - PF_EMA) * s.pf_pending
+        s.pf_pending = 0.0
+
+
+def _record(s: _Engine, b: int, dt: float, prompt_tokens: float) -> None:
+    """One row of the step series (per-step mode only): it began dt before now."""
+    if s.rec is not None:
+        d = float(s.cfg.draws.ds[s.j]) if s.cfg.draws is not None else float(s.tab.draft_len)
+        s.rec.append((s.t - dt, b, d if b else 0.0, s.emitted / b if b else math.nan, dt, prompt_tokens))
+
+
+def _policy_index(s: _Engine) -> int:
+    """The per-step policy's table for the next step, shown each table's decode step seconds at this batch."""
+    r = np.asarray(s.running, dtype=int)
+    b, ctx = r.size, _ctx_mean(s)
+    step = np.array([_decode_step_s(s, b, ctx, j) for j in range(len(s.tabs))])
+    j = int(s.cfg.policy.index(PolicyView(b, r, 1 + s.gen[r], step, s.pf_mean)))
+    if not 0 <= j < len(s.tabs):
+        raise SpecplanError(f"simulator: the policy chose table {j}, outside 0..{len(s.tabs) - 1}")
+    return j
+
+
 def _pick_d(s: _Engine) -> None:
-    """The D schedule: the step table, overheads and accepted tokens of the D for the requests held now."""
+    """The step table, overheads and accepted tokens of the D for the next step: the per-step policy's (asked
+    before every step; at batch 0 its table prices a step of prompts alone), else the D schedule's for the
+    requests held now."""
     idx = s.cfg.d_index
-    if not idx:
+    if s.cfg.policy is not None:
+        j = _policy_index(s)
+    elif idx:
+        j = int(idx[min(len(s.running) + len(s.prefilling), len(idx) - 1)])
+    else:
         return
-    j = int(idx[min(len(s.running) + len(s.prefilling), len(idx) - 1)])
-    s.tab, s.over, s.acc = s.tabs[j], s.overs[j], s.accs[:, j]
+    s.j, s.tab, s.over, s.acc = j, s.tabs[j], s.overs[j], s.accs[:, j]
 
 
 def _turn(s: _Engine) -> None:
@@ -512,4 +661,9 @@ def simulate(tab: StepTable, eng, req: SimRequests, cfg: SimConfig) -> SimRun:
     while s.done < s.n:
         s._arrivals_until(s.t)
         _turn(s)
-    return SimRun(s.arr, s.first, s.fin, s.osl, s.t, s.in_system_s, s.decoding_s, s.steps, s.preemptions)
+    series = None
+    if s.rec is not None:
+        cols = np.array(s.rec, dtype=float).reshape(-1, 6).T
+        series = StepSeries(*cols)
+    return SimRun(s.arr, s.first, s.fin, s.osl, s.t, s.in_system_s, s.decoding_s, s.steps, s.preemptions,
+                  s.eager_steps, series)

@@ -210,7 +210,8 @@ def adaptive_cmd():
                    _opt("--max-ttft-ms", floats, 0.1), _opt("--prefill-budget", _pick(GOOD_INTS, BAD_INTS + ["1"]), 0.1),
                    _opt("--max-running", ints, 0.1), _opt("--graph-max-bs", _pick(GOOD_INTS + ["0"], BAD_INTS), 0.1),
                    _opt("--sglang-initial-steps", ints, 0.1),
-                   _opt("--captured-d", st.sampled_from(["1,3,7", "0", "-1", "a", ""]), 0.1))
+                   _opt("--captured-d", st.sampled_from(["1,3,7", "0", "-1", "a", ""]), 0.1),
+                   _opt("--simulator", st.sampled_from(["adaptive", "serving", "serving", "nope", ""]), 0.2))
     pol = st.lists(st.sampled_from(["fixed:3", "sglang", "model", "oracle", "adasd", "fixed:", "fixed:-1", "nope",
                                     "fixed:99999", "static:3", "ema", "model:slo=0", "model:acc=x", ""]),
                    max_size=4).map(",".join)
