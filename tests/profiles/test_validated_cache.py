@@ -24,17 +24,16 @@ def _shipped_files():
 
 def test_every_kept_shipped_profile_is_the_validated_one(tmp_path, monkeypatch):
     """Each shipped file read back from the cache (a fresh process's path: unpickled, not re-validated) equals the
-    profile validated from its YAML, field by field and in its set fields; the first read wrote one entry per file."""
+    profile validated from its YAML (the first read, which validated it and wrote one entry per file), field by field
+    and in its set fields."""
     monkeypatch.setenv("SPECPLAN_CACHE_DIR", str(tmp_path))
     files = _shipped_files()
     assert len(files) >= 40  # the shipped hardware, model, engine and kernel profiles (a hand count is about 90)
     for kind, cls, path in files:
-        fresh = registry._validated(kind, str(path))
-        first = validated_cache.load_or_validate(kind, path, cls, lambda: registry._validated(kind, str(path)))
+        fresh = validated_cache.load_or_validate(kind, path, cls, lambda: registry._validated(kind, str(path)))
         kept = validated_cache.load_or_validate(kind, path, cls, lambda: pytest.fail(f"{path}: validated again"))
-        for got in (first, kept):
-            assert type(got) is cls and got == fresh, path
-            assert got.model_dump() == fresh.model_dump() and got.model_fields_set == fresh.model_fields_set, path
+        assert type(fresh) is cls and type(kept) is cls and kept is not fresh and kept == fresh, path
+        assert kept.model_dump() == fresh.model_dump() and kept.model_fields_set == fresh.model_fields_set, path
     assert len(list(tmp_path.glob("*.pickle"))) == len(files)
 
 
