@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import numpy as np
 import pytest
 from specplan.speculation.spec import DraftSearch
 from specplan.planning.sweep import SweepAxes
 
 ACC = {"eagle3": 0.7, "ngram": 0.4, "dflash": 0.75}
+
+# The validated shipped profiles (specplan/profiles/validated_cache.py) of test runs go to a folder of their own, not
+# to the user's ~/.cache; entries are keyed on content, so runs may share it. The CLI runs of the tests inherit it.
+os.environ.setdefault("SPECPLAN_CACHE_DIR", os.path.join(tempfile.gettempdir(), "specplan-test-profile-cache"))
 
 
 @pytest.fixture(scope="session")

@@ -6,10 +6,27 @@ the commands that need them so that `specplan --help` starts fast.
 
 from __future__ import annotations
 
+import os
 import sys
 
-from specplan.cli.app import app
-from specplan.core.errors import SpecplanError
+
+def _program_run() -> bool:
+    """Whether this process is the `specplan` program (console script or `python -m specplan`), not a library
+    user or a test importing the CLI (who get every command)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None:
+        return spec.name in ("specplan.__main__", "specplan.cli.__main__")
+    return bool(sys.argv) and sys.argv[0].replace("\\", "/").rsplit("/", 1)[-1] in ("specplan", "specplan.exe")
+
+
+# One OpenBLAS thread in a run of the program, unless the user sets it (issue 43): specplan's numpy work is
+# element-wise (no large matrix products), and OpenBLAS starting a thread per core costs about 0.06 CPU s at
+# numpy's import (0.13 -> 0.07 s here), a sixth of the README's main job. Set before numpy is first imported.
+if _program_run():
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from specplan.cli.app import app  # noqa: E402
+from specplan.core.errors import SpecplanError  # noqa: E402
 
 # Command modules, registered on `app` by importing them (for side effects).
 COMMAND_MODULES = ("profiles_cmd", "step_cmd", "predict_cmd", "recommend_cmd", "sweep_cmd", "bench_cmd", "adaptive_cmd", "serving_cmd",
@@ -25,15 +42,6 @@ MODULE_OF = {"profiles": "profiles_cmd", "model": "profiles_cmd", "step": "step_
              "validate-parallel": "validate_cmd", "validate-round": "validate_cmd", "validate-inferencex": "validate_cmd",
              "launch": "launch_cmd",
              "validate-power": "launch_cmd", "bench-speed": "speed_cmd"}
-
-
-def _program_run() -> bool:
-    """Whether this process is the `specplan` program (console script or `python -m specplan`), not a library
-    user or a test importing the CLI (who get every command)."""
-    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    if spec is not None:
-        return spec.name in ("specplan.__main__", "specplan.cli.__main__")
-    return bool(sys.argv) and sys.argv[0].replace("\\", "/").rsplit("/", 1)[-1] in ("specplan", "specplan.exe")
 
 
 def _modules_to_register() -> tuple:

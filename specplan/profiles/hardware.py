@@ -193,10 +193,12 @@ class HardwareProfile(_Frozen):
     # "mxfp4" = OCP MXFP4 (AMD CDNA4, which has no NVFP4). Both compute on the device's fp4 peak.
     fp4_format: Literal["fp4", "mxfp4"] = "fp4"
     efficiency: dict[str, KernelEfficiency] = Field(default_factory=lambda: {"default": KernelEfficiency()})
-    attention: AttentionEfficiency = AttentionEfficiency()
-    allreduce: AllReduceParams = AllReduceParams()
-    alltoall: AllToAllParams = AllToAllParams()
-    moe: MoEGroupedEfficiency = MoEGroupedEfficiency()  # grouped-GEMM compute of fused MoE layers
+    # (the defaults are built with model_construct: the same objects as AttentionEfficiency() etc., without building
+    # their validators when this module is imported; a cold command that reads only shipped profiles builds none)
+    attention: AttentionEfficiency = AttentionEfficiency.model_construct()
+    allreduce: AllReduceParams = AllReduceParams.model_construct()
+    alltoall: AllToAllParams = AllToAllParams.model_construct()
+    moe: MoEGroupedEfficiency = MoEGroupedEfficiency.model_construct()  # grouped-GEMM compute of fused MoE layers
     # kernels one MoE layer launches besides the router GEMM, per expert weight format: set from the serving
     # engine's profile (EngineProfile.moe_kernels, profiles/engine.py engine_hardware); {} = costs/moe.py MOE_KERNELS
     moe_kernels: dict[str, int] = Field(default_factory=dict)

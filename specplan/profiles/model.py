@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -121,6 +121,7 @@ class CompressedAttention(_Frozen):
 # replaced by one h x h linear (Nemotron NAS); csa / hca: DeepSeek-V4 compressed attention; none: no mixer.
 Mixer = Literal["full", "sliding", "chunked", "linear", "mamba", "attn_linear", "csa", "hca", "none"]
 Ffn = Literal["dense", "moe", "linear", "none"]  # linear: FFN replaced by one h x h linear (Nemotron NAS)
+MIXERS, FFNS = get_args(Mixer), get_args(Ffn)
 ATTENTION_MIXERS = ("full", "sliding", "chunked", "csa", "hca")
 
 
@@ -137,6 +138,15 @@ class LayerGroup(_Frozen):
     head_dim: int | None = Field(None, gt=0)  # (Gemma 4 global_head_dim)
     kv_shared: bool = False  # reuses an earlier layer's K/V: no k/v projections, no KV cache (Gemma 4)
     k_eq_v: bool = False  # values are the keys' projection: no v projection (Gemma 4 attention_k_eq_v)
+
+
+def layer_group(mixer: str, ffn: str, count: int) -> LayerGroup:
+    """LayerGroup(mixer=, ffn=, count=) of a mixer and FFN kind that LayerGroup accepts and a count > 0, built
+    without running pydantic (the same object; a cold command builds no validator for it); anything else is
+    validated, so it fails as LayerGroup(...) does."""
+    if mixer in MIXERS and ffn in FFNS and type(count) is int and count > 0:
+        return LayerGroup.model_construct(mixer=mixer, ffn=ffn, count=count)
+    return LayerGroup(mixer=mixer, ffn=ffn, count=count)
 
 
 class MTP(_Frozen):
@@ -242,11 +252,11 @@ class ModelProfile(_Frozen):
         if self.layer_groups is not None:
             return list(self.layer_groups)
         if self.moe is None:
-            return [LayerGroup(mixer="full", ffn="dense", count=self.num_layers)]
+            return [layer_group("full", "dense", self.num_layers)]
         out = []
         if self.moe.dense_layers:
-            out.append(LayerGroup(mixer="full", ffn="dense", count=self.moe.dense_layers))
-        out.append(LayerGroup(mixer="full", ffn="moe", count=self.num_layers - self.moe.dense_layers))
+            out.append(layer_group("full", "dense", self.moe.dense_layers))
+        out.append(layer_group("full", "moe", self.num_layers - self.moe.dense_layers))
         return out
 
     @property

@@ -155,10 +155,30 @@ def hf_repo_index(folder: str) -> dict[str, Path]:
     return out
 
 
+_CLASSES = {"hardware": HardwareProfile, "model": ModelProfile, "engine": EngineProfile, "kernel family": KernelFamily}
+
+
 @lru_cache(maxsize=256)
 def _load_cached(cls_name: str, path: str, mtime: float):
-    cls = {"hardware": HardwareProfile, "model": ModelProfile, "engine": EngineProfile,
-           "kernel family": KernelFamily}[cls_name]
+    cls = _CLASSES[cls_name]
+    if shipped(Path(path)) and not (cls is EngineProfile and _extends(Path(path))):
+        from specplan.profiles import validated_cache  # a shipped file, kept validated (issue 43)
+
+        return validated_cache.load_or_validate(cls_name, Path(path), cls, lambda: _validated(cls_name, path))
+    return _validated(cls_name, path)
+
+
+def _extends(path: Path) -> bool:
+    """Whether an engine file names a base engine (its profile depends on another file: never kept validated)."""
+    try:
+        return b"extends" in path.read_bytes()
+    except OSError:
+        return False
+
+
+def _validated(cls_name: str, path: str):
+    """Read and validate one profile file (one-line errors naming the file)."""
+    cls = _CLASSES[cls_name]
     data = read_yaml(Path(path))
     if cls is ModelProfile and isinstance(data, dict) and "id" not in data and (
             "architectures" in data or "model_type" in data):

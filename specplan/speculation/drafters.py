@@ -20,7 +20,7 @@ from specplan.model.memory import kv_bytes_per_seq, memory_usage, mtp_weight_byt
 from specplan.model.parallel import Layout
 from specplan.costs.precision import MODULES, Precision, resolve_precision
 from specplan.profiles.hardware import HardwareProfile
-from specplan.profiles.model import LayerGroup, ModelProfile
+from specplan.profiles.model import ModelProfile, layer_group
 from specplan.profiles.registry import load_hardware, load_model, model_ids
 from specplan.costs.shapes import lm_head_gemm, mixer_gemms
 from specplan.model.step import StepKernels, step_time
@@ -111,7 +111,7 @@ def _step(model, hw, b, q, ctx, prec, inp: DraftInput, layout: Layout | None = N
 
 def _single_layer(model: ModelProfile, mixer: str, ffn: str, count: int = 1, **update) -> ModelProfile:
     """A copy of `model` with `count` layers of one (mixer, ffn) kind, no MTP, embedding shared with the target."""
-    upd = {"num_layers": count, "layer_groups": [LayerGroup(mixer=mixer, ffn=ffn, count=count)], "mtp": None,
+    upd = {"num_layers": count, "layer_groups": [layer_group(mixer, ffn, count)], "mtp": None,
            "tie_embeddings": True, **update}
     return model.model_copy(update=upd)
 

@@ -57,10 +57,10 @@ class SpeedupGrid(Mapping):
     acceptance_d_max: float | None = None
 
     def _names(self) -> list[str]:
-        return [f.name for f in fields(self) if not (f.name == "guidelines" and self.guidelines is None)]
+        return [n for n in _FIELD_NAMES if not (n == "guidelines" and self.guidelines is None)]
 
     def __getitem__(self, key: str):
-        if key not in self._names():
+        if key not in _FIELD_SET or (key == "guidelines" and self.guidelines is None):
             raise KeyError(key)
         return getattr(self, key)
 
@@ -73,3 +73,7 @@ class SpeedupGrid(Mapping):
     def select(self, keep: np.ndarray) -> "SpeedupGrid":
         """The grid with only the D columns (last axis of 2-D arrays) where `keep` is True."""
         return replace(self, **{k: getattr(self, k)[:, keep] for k in ARRAY_FIELDS if np.ndim(getattr(self, k)) == 2})
+
+
+_FIELD_NAMES = tuple(f.name for f in fields(SpeedupGrid))  # computed once: __getitem__ runs per lookup
+_FIELD_SET = frozenset(_FIELD_NAMES)
