@@ -33,7 +33,7 @@ OBJECTIVES = ("tokens-per-gpu", "cost", "energy")
 @lru_cache(maxsize=1)
 def price_table() -> dict:
     """The price / PUE defaults (prices.yaml): per hardware id, $/GPU-hour tiers, all-in kW, PUE, sources."""
-    return yaml.safe_load(PRICES_YAML.read_text())
+    return yaml.load(PRICES_YAML.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when built
 
 
 def check_tier(tier: str | None) -> None:
