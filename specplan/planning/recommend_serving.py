@@ -224,13 +224,8 @@ def _refine(ctx: _Ctx, found: list, grid: list | None, cols: tuple, loads: tuple
     r2 = _price(ctx, wl2, pk, mech, dk, acc)
     fine, more = [], ([] if grid is not None else None)
     _pool_rows(ctx, fine, more, (mech, dk, pk), r2, _energy(ctx, wl2, r2, dk), c2)
-    if grid is not None:
-        seen = {(x["mechanism"], x["draft_len"], x["concurrency"], x["pools"]) for x in grid}
-        for x in more:
-            k = (x["mechanism"], x["draft_len"], x["concurrency"], x["pools"])
-            if k not in seen:
-                seen.add(k)
-                grid.append(x)
+    if grid is not None:  # the refined points, each kept where no earlier point has its key (grid_frame)
+        grid += [dict(b, _refined=np.ones(len(b["_refined"]), dtype=bool)) for b in more]
     key = lambda x: (x["feasible"], objective_value(objective, x) if x["feasible"] else -x["tpot_ms"])  # noqa: E731
     out = list(found)
     for k, b in zip(keep, fine):
@@ -316,11 +311,8 @@ def _pool_rows(ctx: _Ctx, rows: list, grid: list | None, cols: tuple, r: dict, e
     by_load = np.asarray(conc, dtype=float).reshape(len(conc), -1)  # the loads: one per row (or per row and column)
     if grid is not None:
         cc = np.broadcast_to(np.asarray(r.get("concurrency", by_load), dtype=float), shape)
-        st = np.broadcast_to(np.asarray(r.stable), shape)
-        fit = np.broadcast_to(np.asarray(r.fits), shape)
-        grid += [_grid_row((mech, int(d[j]), float(cc[i, j]), pools_s[j]), get, (i, j),
-                           (bool(st[i, j]), bool(fit[i, j]), bool(ok[i, j])), row_energy(e, i, j))
-                 for js in _runs(pools_s) for i in range(shape[0]) for j in js]
+        grid.append(_grid_block((mech, d, cc, pools_s), get, (np.broadcast_to(np.asarray(r.stable), shape),
+                                                            np.broadcast_to(np.asarray(r.fits), shape), ok), e))
     cc = np.broadcast_to(np.asarray(r.get("concurrency", by_load), dtype=float), shape)
     note = _osl_one_note(r)
     any_ok, best_i = np.any(ok, axis=0), np.argmax(obj, axis=0)
@@ -349,21 +341,49 @@ def _runs(keys: list) -> list[list[int]]:
     return out
 
 
-def _grid_row(point: tuple, get, at: tuple, flags: tuple, energy) -> dict:
-    """One serving grid row; an unstable open-loop point (arrivals over capacity: no steady state) keeps its
-    mechanism, D and pools and `stable: false`, but no concurrency, TPOT, TTFT, throughput or energy (empty cells),
-    as predict prints none. `point`: (mechanism, D, concurrency, pools); `at`: its (row, column) in `get`'s
-    arrays; `flags`: (stable, fits, meets the SLA)."""
-    mech, d, conc, pools_s = point
-    i, j = at
+GRID_KEY = ("mechanism", "draft_len", "concurrency", "pools")  # a grid point's identity (refined points: once)
+
+
+def _grid_block(cols: tuple, get, flags: tuple, e, refined: bool = False) -> dict:
+    """Every point of one pricing as grid columns (arrays), in the grid's row order: pool by pool (runs of equal
+    consecutive pools), within one the loads, within a load the columns. An unstable open-loop point (arrivals over
+    capacity: no steady state) keeps its mechanism, D and pools and `stable: false`, but no concurrency, TPOT,
+    TTFT, throughput or energy (NaN: empty cells), as predict prints none. `cols`: (mechanism, D per column, the
+    concurrency array, pools per column); `flags`: (stable, fits, meets the SLA) arrays; `e`: the energy arrays
+    (None: no power model); `refined`: points of a refinement (kept only where no earlier point has their key)."""
+    from specplan.planning.cost import ENERGY_KEYS
+
+    mech, d, cc, pools_s = cols
     stable, fits, meets = flags
-    num = (lambda v: float(v) if stable else None)  # noqa: E731
-    row = {"mechanism": mech, "draft_len": d, "concurrency": conc if stable else None, "pools": pools_s,
-           "tpot_ms": num(1e3 * get("tpot_s")[i, j]), "ttft_ms": num(1e3 * get("ttft_s")[i, j]),
-           "tokens_per_s_per_user": num(get("tokens_per_s_per_user")[i, j]),
-           "tokens_per_s_per_gpu": num(get("tokens_per_s_per_gpu")[i, j]), "stable": stable, "fits": fits,
-           "meets_sla": meets}
-    return {**row, **({k: (v if stable else None) for k, v in energy.items()})}
+    n = cc.shape[0]
+    runs = [np.asarray(js) for js in _runs(pools_s)]
+    i = np.concatenate([np.repeat(np.arange(n), len(js)) for js in runs])
+    j = np.concatenate([np.tile(js, n) for js in runs])
+    st = np.asarray(stable[i, j], dtype=bool)
+    num = lambda v: np.where(st, np.asarray(v, dtype=float)[i, j], np.nan)  # noqa: E731
+    out = {"mechanism": np.full(i.size, mech, dtype=object), "draft_len": np.asarray(d, dtype=float)[j].astype(int),
+           "concurrency": num(cc), "pools": np.array(pools_s, dtype=object)[j],
+           "tpot_ms": num(1e3 * get("tpot_s")), "ttft_ms": num(1e3 * get("ttft_s")),
+           "tokens_per_s_per_user": num(get("tokens_per_s_per_user")),
+           "tokens_per_s_per_gpu": num(get("tokens_per_s_per_gpu")), "stable": st,
+           "fits": np.asarray(fits[i, j], dtype=bool), "meets_sla": np.asarray(meets[i, j], dtype=bool)}
+    if e is not None:
+        out.update({k: num(np.broadcast_to(np.asarray(e[k], dtype=float), cc.shape)) for k in ENERGY_KEYS
+                    if k in e})
+    out["_refined"] = np.full(i.size, refined)
+    return out
+
+
+def grid_frame(blocks: list):
+    """The pareto grid (pandas) from its blocks in pricing order, a refined point dropped where an earlier point
+    has its key (GRID_KEY)."""
+    import pandas as pd
+
+    if not blocks:
+        return pd.DataFrame()
+    df = pd.concat([pd.DataFrame(b) for b in blocks], ignore_index=True)
+    drop = df["_refined"].to_numpy() & df.duplicated(subset=list(GRID_KEY), keep="first").to_numpy()
+    return df.loc[~drop].drop(columns="_refined").reset_index(drop=True)
 
 
 def _osl_one_note(r: dict) -> dict:
@@ -408,15 +428,10 @@ def serving_grid(model, hardware, workload, *, tp=1, engine=None, drafts: DraftS
                  sla: Sla = Sla(), grid: GridOptions = GridOptions(), **kw):
     """Every (mechanism, D, concurrency[, pools]) of the serving model as a DataFrame (the pareto grid); `drafts`
     default: D up to 8."""
-    import pandas as pd
-
     r = recommend_serving(model, hardware, workload, tp=tp, engine=engine,
                           drafts=drafts if drafts is not None else DraftSearch(max_draft_len=8), sla=sla,
                           ranking=Ranking(top=0), grid=dataclasses.replace(grid, keep_grid=True), **kw)
-    df = pd.DataFrame(r["grid"])
-    num = [c for c in df.columns if c not in ("mechanism", "pools", "draft_len", "stable", "fits", "meets_sla")]
-    df[num] = df[num].astype(float)  # an unstable row's empty cells (None) stay numbers (NaN), even in a column of them
-    return df
+    return grid_frame(r["grid"])
 
 
 def tp_candidates(model, gpus: int, gpus_per_node: int) -> list[int]:

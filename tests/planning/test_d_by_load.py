@@ -68,11 +68,14 @@ def test_each_ranked_row_reports_the_lowest_tpot_and_ttft_of_its_grid():
                           drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.7"}, max_draft_len=3),
                           sla=Sla(max_tpot_ms=6), ranking=Ranking(top=20),
                           grid=GridOptions(search_concurrency=True, keep_grid=True))
+    from specplan.planning.recommend_serving import grid_frame
+
+    df = grid_frame(r["grid"])
     for row in r["ranked"]:
-        g = [x for x in r["grid"] if x["mechanism"] == row["mechanism"] and x["draft_len"] == row["draft_len"]]
+        g = df[(df["mechanism"] == row["mechanism"]) & (df["draft_len"] == row["draft_len"])]
         assert len(g) > 10
-        assert row["min_tpot_ms"] == min(x["tpot_ms"] for x in g)
-        assert row["min_ttft_ms"] == min(x["ttft_ms"] for x in g)
+        assert row["min_tpot_ms"] == min(g["tpot_ms"])
+        assert row["min_ttft_ms"] == min(g["ttft_ms"])
 
 
 def test_energy_objective_picks_the_feasible_point_of_least_joules_per_token():
@@ -80,9 +83,12 @@ def test_energy_objective_picks_the_feasible_point_of_least_joules_per_token():
                           drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.7"}, max_draft_len=3),
                           sla=Sla(max_tpot_ms=8), ranking=Ranking(objective="energy"),
                           grid=GridOptions(search_concurrency=True, keep_grid=True))
-    ok = [x for x in r["grid"] if x["meets_sla"] and x.get("joules_per_token") is not None]
+    from specplan.planning.recommend_serving import grid_frame
+
+    df = grid_frame(r["grid"])
+    ok = df[df["meets_sla"] & df["joules_per_token"].notna()]
     assert len(ok) > 10
-    assert r["best"]["joules_per_token"] == min(x["joules_per_token"] for x in ok)
+    assert r["best"]["joules_per_token"] == min(ok["joules_per_token"])
 
 
 def test_serving_grid_searches_d_up_to_8_by_default():
@@ -91,3 +97,25 @@ def test_serving_grid_searches_d_up_to_8_by_default():
     g = serving_grid("llama-3.1-8b", "h100-sxm", Workload(512, 128, concurrency=np.array([1.0, 8.0])), engine="vllm",
                      drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.7"}, max_draft_len=8))
     assert sorted(set(g["draft_len"])) == list(range(0, 9))
+
+
+def test_grid_frame_keeps_every_priced_point_and_a_refined_point_once():
+    """grid_frame: a pricing's points in order (pool by pool, load by load, column by column); a refined point whose
+    (mechanism, D, concurrency, pools) an earlier point has is dropped, an unpriced one kept; an unstable point has
+    no numbers (NaN). Hand-built blocks, so the expected frame is written out."""
+    from specplan.planning.recommend_serving import _grid_block, grid_frame
+
+    tpot = np.array([[0.010, 0.020], [0.030, 0.040]])  # 2 loads x 2 columns
+    arr = {"tpot_s": tpot, "ttft_s": tpot * 10, "tokens_per_s_per_user": 1 / tpot, "tokens_per_s_per_gpu": 2 / tpot}
+    get = arr.__getitem__
+    stable = np.array([[True, True], [True, False]])
+    yes = np.ones((2, 2), dtype=bool)
+    main = _grid_block(("eagle3", np.array([1.0, 2.0]), np.array([[4.0, 4.0], [8.0, 8.0]]), [None, None]), get,
+                       (stable, yes, yes), None)
+    ref = _grid_block(("eagle3", np.array([1.0, 2.0]), np.array([[8.0, 8.0], [6.0, 6.0]]), [None, None]), get,
+                      (yes, yes, yes), None, refined=True)
+    df = grid_frame([main, ref])
+    assert list(df["concurrency"].fillna(-1)) == [4.0, 4.0, 8.0, -1, 8.0, 6.0, 6.0]  # (8, D 1) refined: dropped
+    assert list(df["draft_len"]) == [1, 2, 1, 2, 2, 1, 2]
+    assert np.isnan(df["tpot_ms"][3]) and df["tpot_ms"][0] == pytest.approx(10.0)
+    assert list(df.columns)[:4] == ["mechanism", "draft_len", "concurrency", "pools"]
