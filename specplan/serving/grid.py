@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 import numpy as np
 
+from specplan.core.records import FieldMapping
+
 
 @dataclass(frozen=True, eq=False)
-class ServingGrid(Mapping):
+class ServingGrid(FieldMapping):
     """Steady-state serving at each grid point (arrays over the loads and draft lengths asked; counts are the
     instance's, or the decode pool's per decode instance): TPOT, TTFT (mean, p50, p90), latency and iteration
     (s), tokens/s per user and per GPU over all GPUs of the deployment, decode batch, requests/s, concurrency
@@ -53,17 +54,6 @@ class ServingGrid(Mapping):
 
     def _names(self) -> list[str]:
         return [f.name for f in fields(self) if getattr(self, f.name) is not None]
-
-    def __getitem__(self, key: str):
-        if key not in self._names():
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __iter__(self):
-        return iter(self._names())
-
-    def __len__(self) -> int:
-        return len(self._names())
 
     def at(self, i: int, shape: tuple, per_point_fields: tuple) -> dict:
         """Field values at index i of the grid's last axis (arrays broadcast to `shape`; scalars as they are),

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
+
+from specplan.core.records import FieldMapping
 
 # the arrays, shaped like the grid, in the order the answer lists them
 ARRAY_FIELDS = ("baseline_step_s", "verify_s", "draft_s", "iter_s", "acceptance_length", "engine_baseline_step_s",
@@ -16,7 +17,7 @@ ARRAY_FIELDS = ("baseline_step_s", "verify_s", "draft_s", "iter_s", "acceptance_
 
 
 @dataclass(frozen=True, eq=False)
-class SpeedupGrid(Mapping):
+class SpeedupGrid(FieldMapping):
     """Step times (s), acceptance length, speedup, throughputs (tokens/s), memory (bytes), devices and ρ over the
     grid, each an array of the grid's shape (`fits` bool); `guidelines` (the guideline diagnostics, when asked;
     else None), the resolved `precision`, the `notes`, and where the acceptance came from (`acceptance_source`,
@@ -63,12 +64,6 @@ class SpeedupGrid(Mapping):
         if key not in _FIELD_SET or (key == "guidelines" and self.guidelines is None):
             raise KeyError(key)
         return getattr(self, key)
-
-    def __iter__(self):
-        return iter(self._names())
-
-    def __len__(self) -> int:
-        return len(self._names())
 
     def select(self, keep: np.ndarray) -> "SpeedupGrid":
         """The grid with only the D columns (last axis of 2-D arrays) where `keep` is True."""
