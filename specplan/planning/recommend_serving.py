@@ -11,7 +11,8 @@ from specplan.core.errors import SpecplanError
 from specplan.profiles.registry import load_engine, load_model
 from specplan.speculation.acceptance_spec import parse_acceptance
 from specplan.planning.recommend import _draft_range, _mechanisms
-from specplan.serving.api import serve, serving_objects
+from specplan.serving.api import serve
+from specplan.speculation.speedup import options_objects
 from specplan.serving.disaggregated import disaggregated_grid
 from specplan.serving.workload import Workload
 from specplan.planning.options import DeploymentSpace, GridOptions, Ranking, Sla
@@ -154,7 +155,7 @@ def _price(ctx: _Ctx, wl, pools, mech, d, acc) -> dict:
     at `wl`'s loads (its concurrency: one row per load, or one load per row and column): one evaluation."""
     m, hardware, tp, eng, kw = ctx.m, ctx.hardware, ctx.tp, ctx.eng, ctx.kw
     if wl.mode == "disagg":
-        dep, spec, _ = serving_objects(m, hardware, tp=tp, engine=eng, mechanism=mech, draft_len=d[None, :],
+        dep, spec, _ = options_objects(m, hardware, tp=tp, engine=eng, mechanism=mech, draft_len=d[None, :],
                                        acceptance=acc, **kw)  # no admission rule in a disaggregated pool
         pre = ([p[2] if len(p) > 2 else None for p in pools]  # (x, y, prefill layout): pools of their own layouts
                if any(len(p) > 2 for p in pools) else None)

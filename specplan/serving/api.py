@@ -4,37 +4,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from specplan.costs.precision import Dtypes
-from specplan.model.deployment import Deployment
-from specplan.model.step import StepKernels
 from specplan.serving.aggregated import aggregated
 from specplan.serving.disaggregated import disaggregated
 from specplan.serving.workload import Workload
-from specplan.speculation.spec import Speculation
-from specplan.speculation.speedup import SPECULATION_OPTIONS
+from specplan.speculation.speedup import options_objects
 
 NOTE_WAIT_S = 1e-3  # an admission wait from 1 ms up is named in the point's note
 PREFILL_NOTE_UTIL = 0.9  # a disaggregated prefill pool this busy is named in the point's note (its queue dominates TTFT)
 KEYS = ("tpot_ms", "ttft_ms", "request_latency_ms", "tokens_per_s_per_user", "tokens_per_s_per_gpu")
 
 
-def serving_objects(model, hardware, **kw) -> tuple[Deployment, Speculation, dict]:
-    """The serving model's options by name (tp, engine, dtype, kv_dtype, serving, attention_style, routing,
-    prefill_layout; mechanism, draft_len, acceptance, draft_model, draft_hardware, draft_dtype, draft_kv_budget,
-    tree_tokens, draft_heads) as (Deployment, Speculation, the options left: admission)."""
-    kernels = StepKernels(attention_style=kw.pop("attention_style", "shared"), routing=kw.pop("routing", "random"))
-    dep = Deployment(model, hardware, tp=kw.pop("tp", 1), dtypes=Dtypes(kw.pop("dtype", None),
-                                                                        kw.pop("kv_dtype", None)),
-                     kernels=kernels, engine=kw.pop("engine", None), serving=kw.pop("serving", None),
-                     prefill_layout=kw.pop("prefill_layout", None))
-    spec = Speculation.of(**{k: kw.pop(k) for k in SPECULATION_OPTIONS if k in kw})
-    return dep, spec, kw
-
-
 def serve(model, hardware, workload: Workload, **kw) -> dict:
-    """Aggregated or disaggregated steady state (by workload.mode) from the options by name (serving_objects),
-    arrays as `aggregated` returns them."""
-    dep, spec, rest = serving_objects(model, hardware, **kw)
+    """Aggregated or disaggregated steady state (by workload.mode) from the options by name (options_objects; what
+    is left: admission), a ServingGrid."""
+    dep, spec, rest = options_objects(model, hardware, **kw)
     if workload.mode == "disagg":
         return disaggregated(dep, spec, workload)
     if dep.prefill_layout is not None:  # one layout serves prefill and decode in an aggregated instance

@@ -165,22 +165,29 @@ def _fits_and_devices(hw, shape, mem, dc, base, ver, d):
     return fits, dev_base, dev_t, dev_d
 
 
-DEPLOYMENT_OPTIONS = ("tp", "layout", "engine", "serving", "precision")
+DEPLOYMENT_OPTIONS = ("tp", "layout", "engine", "serving", "precision", "prefill_layout")
 SPECULATION_OPTIONS = ("mechanism", "draft_len", "acceptance", "draft_model", "draft_hardware", "draft_dtype",
                        "draft_kv_budget", "tree_tokens", "draft_heads")
 
 
-def evaluate_kw(model, hardware, **options) -> SpeedupGrid:
-    """evaluate with its options by name, as the serving model's keyword dicts carry them: tp, layout, engine,
-    serving, precision, dtype, kv_dtype, attention_style, routing (the Deployment), mechanism, draft_len, acceptance,
-    draft_model, draft_hardware, draft_dtype, draft_kv_budget, tree_tokens, draft_heads (the Speculation), and
-    batch, context_len, reserve, guidelines."""
+def options_objects(model, hardware, **options) -> tuple[Deployment, Speculation, dict]:
+    """Options by name as the objects they describe: tp, layout, engine, serving, precision, prefill_layout, dtype,
+    kv_dtype, attention_style, routing (the Deployment); mechanism, draft_len, acceptance, draft_model,
+    draft_hardware, draft_dtype, draft_kv_budget, tree_tokens, draft_heads (the Speculation); and the options left
+    (batch, context_len, admission, ...)."""
     dep = {k: options.pop(k) for k in DEPLOYMENT_OPTIONS if k in options}
     dtypes = Dtypes(options.pop("dtype", None), options.pop("kv_dtype", None))
     kernels = StepKernels(attention_style=options.pop("attention_style", "shared"),
                           routing=options.pop("routing", "random"))
     spec = Speculation.of(**{k: options.pop(k) for k in SPECULATION_OPTIONS if k in options})
-    return evaluate(Deployment(model, hardware, dtypes=dtypes, kernels=kernels, **dep), spec, **options)
+    return Deployment(model, hardware, dtypes=dtypes, kernels=kernels, **dep), spec, options
+
+
+def evaluate_kw(model, hardware, **options) -> SpeedupGrid:
+    """evaluate with its options by name (options_objects), and batch, context_len, reserve, guidelines, as the
+    serving model's keyword dicts carry them."""
+    dep, spec, rest = options_objects(model, hardware, **options)
+    return evaluate(dep, spec, **rest)
 
 
 def evaluate(dep: Deployment, spec: Speculation = Speculation(), *, batch=1, context_len=1024,
