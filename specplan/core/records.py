@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import fields
+from typing import ClassVar
 
 
 class FieldMapping(Mapping):
@@ -21,3 +23,18 @@ class FieldMapping(Mapping):
 
     def __len__(self) -> int:
         return len(self._names())
+
+
+class Record(FieldMapping):
+    """Base of a frozen dataclass answer: a read-only mapping over its fields in declaration order, leaving out the
+    fields named in OPTIONAL while they are None (keys an answer carries only sometimes); `to_jsonable` writes it as
+    that mapping, so a record's JSON is the dict answer it replaced, key for key."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ()
+
+    def _names(self) -> list[str]:
+        return [f.name for f in fields(self) if not (f.name in self.OPTIONAL and getattr(self, f.name) is None)]
+
+    def as_dict(self) -> dict:
+        """The mapping as a plain dict (shallow: nested records stay records)."""
+        return {k: getattr(self, k) for k in self._names()}
