@@ -25,6 +25,7 @@ import math
 import numpy as np
 
 from specplan.core.errors import SpecplanError
+from specplan.core.records import Record
 from specplan.core.limits import MAX_GPUS, check_int
 from specplan.model.parallel import Layout, as_layout
 from specplan.costs.precision import Dtypes
@@ -32,6 +33,120 @@ from specplan.planning.options import GridOptions, LoadTarget, Ranking, Sla
 from specplan.speculation.spec import DraftSearch
 
 BATCH_MAX = 4096  # largest decode batch per instance searched
+
+
+@dataclasses.dataclass(frozen=True)
+class AggregatedReplicas(Record):
+    """GPUs for the load as identical aggregated replicas of one TP: GPUs, TP, replicas, the replica's mechanism,
+    D, concurrency, output tokens/s, TPOT and TTFT (ms), tokens/s/user, whether they fit the GPU budget, J/token at
+    the replica's operating point (None without a power model); why one GPU fewer fails."""
+
+    mode: str
+    gpus: int
+    tp: int
+    replicas: int
+    mechanism: str
+    draft_len: int
+    concurrency_per_replica: float
+    tokens_per_s_per_replica: float
+    tpot_ms: float
+    ttft_ms: float
+    tokens_per_s_per_user: float
+    fits_budget: bool
+    joules_per_token: float | None
+    smaller_fails: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceBest(Record):
+    """The best instance of one layout: its GPUs, output tokens/s, whether any configuration meets the tokens/s/user
+    target with its memory fitting, the most tokens/s/user that fits; for a feasible one its mechanism, D, batch,
+    tokens/s/user, AL, iteration (ms) and memory (GB)."""
+
+    gpus: int
+    tps: float
+    feasible: bool
+    max_user: float
+    mechanism: str | None = None
+    draft_len: int | None = None
+    batch: int | None = None
+    tokens_per_s_per_user: float | None = None
+    acceptance_length: float | None = None
+    iter_ms: float | None = None
+    memory_gb: float | None = None
+
+    OPTIONAL = ("mechanism", "draft_len", "batch", "tokens_per_s_per_user", "acceptance_length", "iter_ms",
+                "memory_gb")
+
+
+@dataclasses.dataclass(frozen=True)
+class CountRow(Record):
+    """The best total output rate at one GPU count: its prefill and decode GPUs, whether it meets the target, the
+    tokens/s; the decode layout, its instances and the instance's configuration (InstanceBest's); why (not) met."""
+
+    gpus: int
+    prefill_gpus: int
+    decode_gpus: int
+    meets: bool
+    tps: float
+    layout: str | None = None
+    instances: int | None = None
+    mechanism: str | None = None
+    draft_len: int | None = None
+    batch: int | None = None
+    tokens_per_s_per_user: float | None = None
+    acceptance_length: float | None = None
+    iter_ms: float | None = None
+    memory_gb: float | None = None
+    why: str = ""
+
+    OPTIONAL = ("layout", "instances", "mechanism", "draft_len", "batch", "tokens_per_s_per_user",
+                "acceptance_length", "iter_ms", "memory_gb")
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadAnswer(Record):
+    """The GPU-count search's pick: the mode (agg: aggregated replicas; disagg: the pools) and its GPUs."""
+
+    mode: str
+    gpus: int
+
+
+@dataclasses.dataclass(frozen=True)
+class CapacityAnswer(Record):
+    """GPUs for a load: the model, device, engine, the targets, the GPU counts searched (up to max_gpus, whole nodes
+    of node_gpus), the lengths or context, the prefill pool (GPUs, s per request), each count's best (counts), each
+    layout's best instance, the first count that meets the targets; with ISL the prefill's TTFT target (ms) and the
+    aggregated replicas (None: no TP meets the targets); the answer; why the prefill cannot meet its target, why
+    nothing meets the targets, or why one count fewer fails."""
+
+    model: str
+    hardware: str
+    engine: str
+    target_tps: float
+    target_tps_per_user: float
+    max_gpus: int
+    isl: int | None
+    osl: int | None
+    context_len: int
+    node_gpus: int
+    prefill_gpus: int
+    prefill_s_per_request: float
+    counts: list
+    layouts: dict
+    best: CountRow | None
+    prefill_ttft_target_ms: float | None
+    aggregated: AggregatedReplicas | None
+    answer: LoadAnswer | None
+    prefill_unreachable: str | None = None
+    infeasible: str | None = None
+    smaller_fails: str | None = None
+
+    OPTIONAL = ("prefill_unreachable", "infeasible", "smaller_fails")
+
+    def _names(self) -> list[str]:
+        names = super()._names()  # the prefill target and the aggregated replicas: with ISL only (None is an answer)
+        return names if self.isl else [n for n in names if n not in ("prefill_ttft_target_ms", "aggregated")]
 
 
 def candidate_layouts(model, node: int, max_gpus: int) -> list[Layout]:
@@ -95,7 +210,7 @@ def prefill_gpus(model, hw, precision, isl, osl, target_tps, node: int, max_ttft
 
 
 def aggregated_answer(model, hw, *, load: LoadTarget, max_gpus, node, drafts: DraftSearch, max_ttft_ms=None,
-                      dtypes: Dtypes = Dtypes(), engine=None) -> dict | None:
+                      dtypes: Dtypes = Dtypes(), engine=None) -> AggregatedReplicas | None:
     """GPUs for the load as identical aggregated replicas, through the serving model: for each TP within the node,
     the best replica (recommend_serving: mechanism, D, concurrency with TPOT <= 1 / tokens/s/user and the TTFT
     target) and ceil(target / its tokens/s) replicas; the fewest GPUs, or None when no TP meets the targets."""
@@ -110,33 +225,32 @@ def aggregated_answer(model, hw, *, load: LoadTarget, max_gpus, node, drafts: Dr
                               ranking=Ranking(top=1), grid=GridOptions(search_concurrency=True, d_by_load=False),
                               **{k: v for k, v in (("dtype", dtypes.dtype), ("kv_dtype", dtypes.kv_dtype))
                                  if v is not None})
-        b = r["best"]
+        b = r.best
         if b is None:
             continue
-        per = b["tokens_per_s_per_gpu"] * tp
+        per = b.tokens_per_s_per_gpu * tp
         replicas = math.ceil(load.tps / per - 1e-12)
-        row = {"mode": "agg", "gpus": replicas * tp, "tp": tp, "replicas": replicas, "mechanism": b["mechanism"],
-               "draft_len": b["draft_len"], "concurrency_per_replica": b["concurrency"],
-               "tokens_per_s_per_replica": per, "tpot_ms": b["tpot_ms"], "ttft_ms": b["ttft_ms"],
-               "tokens_per_s_per_user": b["tokens_per_s_per_user"], "fits_budget": replicas * tp <= max_gpus,
-               "joules_per_token": b.get("joules_per_token")}  # at a replica's operating point
-        need[tp] = row["gpus"]
-        if best is None or (row["gpus"], -per) < (best["gpus"], -best["tokens_per_s_per_replica"]):
+        row = AggregatedReplicas("agg", replicas * tp, tp, replicas, b.mechanism, b.draft_len, b.concurrency, per,
+                                 b.tpot_ms, b.ttft_ms, b.tokens_per_s_per_user, replicas * tp <= max_gpus,
+                                 b.joules_per_token)  # at a replica's operating point
+        need[tp] = row.gpus
+        if best is None or (row.gpus, -per) < (best.gpus, -best.tokens_per_s_per_replica):
             best = row
     if best is not None:  # why one GPU fewer fails: one replica fewer of the best TP, and what every TP needs
-        k, tp, per = best["replicas"] - 1, best["tp"], best["tokens_per_s_per_replica"]
+        k, tp, per = best.replicas - 1, best.tp, best.tokens_per_s_per_replica
         fewer = (f"{k * tp} GPUs = {k} x TP {tp} replicas serve {k * per:,.0f} tokens/s, below {load.tps:,.0f}"
                  if k else f"one TP {tp} replica is the smallest unit that meets {load.tps_per_user:g} tokens/s/user")
-        best["smaller_fails"] = fewer + "; GPUs each TP needs: " + ", ".join(f"TP {t} {g}" for t, g in need.items())
+        best = dataclasses.replace(best, smaller_fails=fewer + "; GPUs each TP needs: "
+                                   + ", ".join(f"TP {t} {g}" for t, g in need.items()))
     return best
 
 
-def _best_per_layout(model, hw, lay, mechs, acceptance, max_d, context, target_user, common):
-    """Best instance: max tokens/s of one instance with tok/s/user >= target and memory fitting, as a dict."""
+def _best_per_layout(model, hw, lay, mechs, acceptance, max_d, context, target_user, common) -> InstanceBest:
+    """Best instance: max tokens/s of one instance with tok/s/user >= target and memory fitting."""
     from specplan.speculation.speedup import evaluate, evaluate_kw
 
     b = np.arange(1, BATCH_MAX + 1, dtype=float)
-    best = {"tps": 0.0, "feasible": False, "max_user": 0.0}
+    best, max_user = InstanceBest(lay.gpus, 0.0, False, 0.0), 0.0
     for mech in ["none", *mechs]:
         d = np.array([0]) if mech == "none" else np.arange(1, max_d + 1)
         r = evaluate_kw(model, hw, layout=lay, batch=b[:, None], context_len=context, draft_len=d[None, :],
@@ -145,25 +259,24 @@ def _best_per_layout(model, hw, lay, mechs, acceptance, max_d, context, target_u
         user = np.asarray(r.tokens_per_s_per_user)
         tps = b[:, None] * user
         if fits.any():
-            best["max_user"] = max(best["max_user"], float(np.max(np.where(fits, user, 0.0))))
+            max_user = max(max_user, float(np.max(np.where(fits, user, 0.0))))
         ok = fits & (user >= target_user)
         if not ok.any():
             continue
         i, j = np.unravel_index(int(np.argmax(np.where(ok, tps, -1.0))), tps.shape)
-        if tps[i, j] > best["tps"]:
-            best = {"tps": float(tps[i, j]), "feasible": True, "max_user": best["max_user"], "mechanism": mech,
-                    "draft_len": int(d[j]), "batch": int(b[i]), "tokens_per_s_per_user": float(user[i, j]),
-                    "acceptance_length": float(np.asarray(r.acceptance_length)[i, j]),
-                    "iter_ms": 1e3 * float(np.asarray(r.iter_s)[i, j]),
-                    "memory_gb": float(np.asarray(r.memory_total_bytes)[i, j]) / 1e9}
-    return best
+        if tps[i, j] > best.tps:
+            best = InstanceBest(lay.gpus, float(tps[i, j]), True, 0.0, mech, int(d[j]), int(b[i]), float(user[i, j]),
+                                float(np.asarray(r.acceptance_length)[i, j]), 1e3 * float(np.asarray(r.iter_s)[i, j]),
+                                float(np.asarray(r.memory_total_bytes)[i, j]) / 1e9)
+    return dataclasses.replace(best, max_user=max_user)
 
 
 DEFAULT_MAX_GPUS = 64  # --max-gpus default, raised to two nodes where a node is larger (GB200 NVL72: 144)
 
 
 def search(model, hardware, *, load: LoadTarget, max_gpus: int | None = None, layouts=None,
-           drafts: DraftSearch | None = None, dtypes: Dtypes = Dtypes(), max_ttft_ms=None, engine=None) -> dict:
+           drafts: DraftSearch | None = None, dtypes: Dtypes = Dtypes(), max_ttft_ms=None,
+           engine=None) -> CapacityAnswer:
     """Smallest GPU count (whole nodes, <= max_gpus) meeting both targets of `load`, its layout and configuration,
     and why the next smaller count fails. `layouts`: the candidates (default `candidate_layouts`); `drafts`: the
     speculation priced (default: none, D up to 8); `dtypes`: weights / KV as named (None: the checkpoint's)."""
@@ -213,41 +326,40 @@ def search(model, hardware, *, load: LoadTarget, max_gpus: int | None = None, la
     pre, per_req = prefill_gpus(m, hw, prec, isl, osl, target_tps, group, max_ttft_s) if isl else (0, 0.0)
     counts = list(range(node, max_gpus + 1, node))
     table = [_at_count(g, pre, best, target_tps, group) for g in counts]
-    found = next((t for t in table if t["meets"]), None)
-    out = {"model": m.id, "hardware": hw.id, "engine": load_engine(engine).id, "target_tps": target_tps,
-           "target_tps_per_user": target_tps_per_user,
-           "max_gpus": max_gpus, "isl": isl, "osl": osl, "context_len": context, "node_gpus": node,
-           "prefill_gpus": pre, "prefill_s_per_request": per_req, "counts": table,
-           "layouts": {lay.name: {"gpus": lay.gpus, **b} for lay, b in best.items()}, "best": found}
+    found = next((t for t in table if t.meets), None)
+    agg = None
     if isl:
-        out["prefill_ttft_target_ms"] = max_ttft_ms if max_ttft_ms is not None else 2e3 * per_req
-        out["aggregated"] = aggregated_answer(m, hw, load=load, max_gpus=max_gpus, node=node,
-                                              drafts=DraftSearch(mechanisms, acceptance, max_draft_len),
-                                              max_ttft_ms=max_ttft_ms, dtypes=dtypes, engine=engine)
-    # a decode pool without prefill GPUs (one prompt's prefill alone misses the TTFT target) is no deployment
-    out["answer"] = answer_of(found if not (isl and pre == 0) else None, out.get("aggregated"))
-    if isl and pre == 0:
-        out["prefill_unreachable"] = (f"one prompt's prefill takes {1e3 * per_req:.0f} ms on a TP {group} group, over "
-                                      f"the TTFT target {max_ttft_ms:g} ms")
+        agg = aggregated_answer(m, hw, load=load, max_gpus=max_gpus, node=node,
+                                drafts=DraftSearch(mechanisms, acceptance, max_draft_len), max_ttft_ms=max_ttft_ms,
+                                dtypes=dtypes, engine=engine)
+    infeasible = smaller = None
     if found is None:
-        out["infeasible"] = _why(table[-1] if table else None, best, target_tps, target_tps_per_user, max_gpus)
+        infeasible = _why(table[-1] if table else None, best, target_tps, target_tps_per_user, max_gpus)
     else:
         i = table.index(found)
-        out["smaller_fails"] = (f"{table[i - 1]['gpus']} GPUs: {table[i - 1]['why']}" if i > 0 else
-                                f"{found['gpus']} GPUs is one node, the smallest count searched")
-    return out
+        smaller = (f"{table[i - 1].gpus} GPUs: {table[i - 1].why}" if i > 0 else
+                   f"{found.gpus} GPUs is one node, the smallest count searched")
+    return CapacityAnswer(
+        m.id, hw.id, load_engine(engine).id, target_tps, target_tps_per_user, max_gpus, isl, osl, context, node, pre,
+        per_req, table, {lay.name: b for lay, b in best.items()}, found,
+        (max_ttft_ms if max_ttft_ms is not None else 2e3 * per_req) if isl else None, agg,
+        # a decode pool without prefill GPUs (one prompt's prefill alone misses the TTFT target) is no deployment
+        answer_of(found if not (isl and pre == 0) else None, agg),
+        prefill_unreachable=(f"one prompt's prefill takes {1e3 * per_req:.0f} ms on a TP {group} group, over the "
+                             f"TTFT target {max_ttft_ms:g} ms") if isl and pre == 0 else None,
+        infeasible=infeasible, smaller_fails=smaller)
 
 
-def answer_of(disagg: dict | None, agg: dict | None) -> dict | None:
+def answer_of(disagg: CountRow | None, agg: AggregatedReplicas | None) -> LoadAnswer | None:
     """The answer of the GPU-count search: the fewer GPUs of the disaggregated pools (`disagg`, its first count that
     meets the targets) and the aggregated replicas (`agg`, within the GPU budget); the disaggregated one on a tie
     (its count is whole nodes); None when neither meets the targets."""
-    a = agg if agg is not None and agg["fits_budget"] else None
+    a = agg if agg is not None and agg.fits_budget else None
     if disagg is None and a is None:
         return None
-    if a is not None and (disagg is None or a["gpus"] < disagg["gpus"]):
-        return {"mode": "agg", "gpus": a["gpus"]}
-    return {"mode": "disagg", "gpus": disagg["gpus"]}
+    if a is not None and (disagg is None or a.gpus < disagg.gpus):
+        return LoadAnswer("agg", a.gpus)
+    return LoadAnswer("disagg", disagg.gpus)
 
 
 def _instance_tp(model, node: int) -> int:
@@ -260,38 +372,38 @@ def _instance_tp(model, node: int) -> int:
     return max(tps)
 
 
-def _at_count(gpus: int, pre: int, best: dict, target_tps: float, group: int) -> dict:
+def _at_count(gpus: int, pre: int, best: dict, target_tps: float, group: int) -> CountRow:
     """The best total output rate at `gpus` GPUs (prefill pool first, decode pool of whole instances); the
     prefill pool comes in TP-`group` groups, so even a small load takes one."""
     dec = gpus - pre
-    row = {"gpus": gpus, "prefill_gpus": pre, "decode_gpus": max(dec, 0), "meets": False, "tps": 0.0}
+    row = CountRow(gpus, pre, max(dec, 0), False, 0.0)
     if dec <= 0:
-        row["why"] = (f"the prefill pool takes {pre} GPUs ({pre // group} TP {group} group{'s' if pre > group else ''}"
-                      f", its smallest unit), leaving none for decoding")
-        return row
+        return dataclasses.replace(row, why=(
+            f"the prefill pool takes {pre} GPUs ({pre // group} TP {group} group{'s' if pre > group else ''}"
+            f", its smallest unit), leaving none for decoding"))
     top = None
     for lay, b in best.items():
-        if not b["feasible"] or dec % lay.gpus:
+        if not b.feasible or dec % lay.gpus:
             continue
-        tps = dec // lay.gpus * b["tps"]
+        tps = dec // lay.gpus * b.tps
         if top is None or tps > top[0]:
             top = (tps, lay, b)
     if top is None:
-        row["why"] = "no layout that fits these decode GPUs meets the tokens/s/user target"
-        return row
+        return dataclasses.replace(row, why="no layout that fits these decode GPUs meets the tokens/s/user target")
     tps, lay, b = top
-    row.update(tps=tps, layout=lay.name, instances=dec // lay.gpus, meets=tps >= target_tps,
-               **{k: b[k] for k in ("mechanism", "draft_len", "batch", "tokens_per_s_per_user", "acceptance_length",
-                                    "iter_ms", "memory_gb")})
-    row["why"] = (f"best {tps:,.0f} tokens/s < {target_tps:,.0f} ({row['instances']} x {lay.name}, {b['mechanism']} "
-                  f"D = {b['draft_len']}, batch {b['batch']} per instance, {b['tokens_per_s_per_user']:.1f} "
-                  f"tokens/s/user)" if tps < target_tps else "meets both targets")
-    return row
+    n = dec // lay.gpus
+    return dataclasses.replace(
+        row, tps=tps, layout=lay.name, instances=n, meets=tps >= target_tps, mechanism=b.mechanism,
+        draft_len=b.draft_len, batch=b.batch, tokens_per_s_per_user=b.tokens_per_s_per_user,
+        acceptance_length=b.acceptance_length, iter_ms=b.iter_ms, memory_gb=b.memory_gb,
+        why=(f"best {tps:,.0f} tokens/s < {target_tps:,.0f} ({n} x {lay.name}, {b.mechanism} D = {b.draft_len}, "
+             f"batch {b.batch} per instance, {b.tokens_per_s_per_user:.1f} tokens/s/user)" if tps < target_tps
+             else "meets both targets"))
 
 
 def _why(last, best, target_tps, target_user, max_gpus) -> str:
-    if not any(b["feasible"] for b in best.values()):
-        top = max((b["max_user"] for b in best.values()), default=0.0)
+    if not any(b.feasible for b in best.values()):
+        top = max((b.max_user for b in best.values()), default=0.0)
         return (f"no layout reaches {target_user:g} tokens/s/user with its memory fitting (best {top:.1f}), at any "
                 f"GPU count up to {max_gpus}")
-    return f"{max_gpus} GPUs (--max-gpus) fall short: {last['why']}"
+    return f"{max_gpus} GPUs (--max-gpus) fall short: {last.why}"

@@ -12,7 +12,7 @@ an energy term is added only for a price given without power (`kwh_usd`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -20,6 +20,7 @@ import numpy as np
 import yaml
 
 from specplan.core.errors import SpecplanError
+from specplan.core.records import Record
 from specplan.model.memory import kv_bytes_per_seq, routed_expert_bytes, weight_bytes
 from specplan.model.step import attended_keys
 from specplan.model.parallel import Layout, layout_for
@@ -30,31 +31,65 @@ PRICES_YAML = Path(__file__).with_name("prices.yaml")
 OBJECTIVES = ("tokens-per-gpu", "cost", "energy")
 
 
+@dataclass(frozen=True)
+class DevicePrice:
+    """One device's entry of prices.yaml: all-in $/GPU-hour by tier, and the facility PUE."""
+
+    gpu_hour_usd: dict
+    pue: float
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    """prices.yaml: the devices' prices, the default tier and PUE, and where the numbers come from."""
+
+    devices: dict
+    default_tier: str
+    default_pue: float
+    source: str
+
+    @classmethod
+    def parse(cls, raw: dict) -> "PriceTable":
+        """The table from the parsed YAML file (its fields we read)."""
+        devices = {k: DevicePrice(dict(v["gpu_hour_usd"]), float(v["pue"])) for k, v in raw["devices"].items()}
+        return cls(devices, raw["default_tier"], float(raw["default_pue"]), raw["source"])
+
+
 @lru_cache(maxsize=1)
-def price_table() -> dict:
+def price_table() -> PriceTable:
     """The price / PUE defaults (prices.yaml): per hardware id, $/GPU-hour tiers, all-in kW, PUE, sources."""
-    return yaml.load(PRICES_YAML.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when built
+    return PriceTable.parse(yaml.load(PRICES_YAML.read_text(),
+                                      Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))  # libyaml when built
 
 
 def check_tier(tier: str | None) -> None:
     """Refuse a price tier no device has (--price-tier), in one line naming the tiers."""
-    tiers = sorted({k for d in price_table()["devices"].values() for k in d["gpu_hour_usd"]})
+    tiers = sorted({k for d in price_table().devices.values() for k in d.gpu_hour_usd})
     if tier is not None and tier not in tiers:
         raise SpecplanError(f"--price-tier: must be one of {', '.join(tiers)}, got '{tier}'")
 
 
-def prices_for(hw_id: str, tier: str | None = None) -> dict:
+@dataclass(frozen=True)
+class Prices(Record):
+    """A device's default price: all-in $/GPU-hour of the tier, the facility PUE, the tier, and the source."""
+
+    gpu_hour_usd: float
+    pue: float
+    tier: str
+    source: str
+
+
+def prices_for(hw_id: str, tier: str | None = None) -> Prices:
     """{gpu_hour_usd, pue, tier, source} of a device, or a one-line error naming the devices with prices."""
     t = price_table()
-    dev = t["devices"].get(hw_id)
+    dev = t.devices.get(hw_id)
     if dev is None:
-        raise SpecplanError(f"cost: no default $/GPU-hour for hardware '{hw_id}' (have {', '.join(t['devices'])}); "
+        raise SpecplanError(f"cost: no default $/GPU-hour for hardware '{hw_id}' (have {', '.join(t.devices)}); "
                             f"give --gpu-hour-usd")
-    tier = tier or t["default_tier"]
-    if tier not in dev["gpu_hour_usd"]:
-        raise SpecplanError(f"cost: price tier must be one of {', '.join(dev['gpu_hour_usd'])}, got '{tier}'")
-    return {"gpu_hour_usd": float(dev["gpu_hour_usd"][tier]), "pue": float(dev["pue"]), "tier": tier,
-            "source": t["source"]}
+    tier = tier or t.default_tier
+    if tier not in dev.gpu_hour_usd:
+        raise SpecplanError(f"cost: price tier must be one of {', '.join(dev.gpu_hour_usd)}, got '{tier}'")
+    return Prices(float(dev.gpu_hour_usd[tier]), float(dev.pue), tier, t.source)
 
 
 def step_work(model, hw, prec, layout: Layout | None, batch, q_len, context_len, routing: str = "random"):
@@ -142,8 +177,27 @@ def utilization(model, hw, prec, layout, point: OperatingPoint):
     return uc, um
 
 
+@dataclass(frozen=True)
+class Energy(Record):
+    """Energy and cost of operating points (arrays, or floats): board power per GPU (W), J per output token, the
+    facility PUE, output tokens/s per MW with it; with a price, $ per million output tokens, the $/GPU-hour and
+    where it comes from; of a priced point, the compute and memory utilizations (clipped to [0, 1])."""
+
+    power_w_per_gpu: object
+    joules_per_token: object
+    pue: float
+    tokens_per_s_per_mw: object
+    usd_per_mtok: object = None
+    gpu_hour_usd: float | None = None
+    price_source: str | None = None
+    u_compute: object = None
+    u_memory: object = None
+
+    OPTIONAL = ("usd_per_mtok", "gpu_hour_usd", "price_source", "u_compute", "u_memory")
+
+
 def energy_metrics(hw, power, tokens_per_s_per_gpu, *, gpu_hour_usd=None, kwh_usd=None, pue=None,
-                   tier=None) -> dict:
+                   tier=None) -> Energy:
     """J per output token, tokens/s per MW (facility, with PUE), and $ per million output tokens (arrays)."""
     rate = np.asarray(tokens_per_s_per_gpu, dtype=float)
     p = np.asarray(power, dtype=float)
@@ -156,10 +210,9 @@ def energy_metrics(hw, power, tokens_per_s_per_gpu, *, gpu_hour_usd=None, kwh_us
     except SpecplanError:
         if gpu_hour_usd is None:
             price = None
-    pue_v = float(pue if pue is not None else (price["pue"] if price else price_table()["default_pue"]))
-    out = {"power_w_per_gpu": p, "joules_per_token": j_tok, "pue": pue_v,
-           "tokens_per_s_per_mw": np.where(p > 0, rate * 1e6 / (p * pue_v), 0.0)}
-    usd_h = gpu_hour_usd if gpu_hour_usd is not None else (price["gpu_hour_usd"] if price else None)
+    pue_v = float(pue if pue is not None else (price.pue if price else price_table().default_pue))
+    out = Energy(p, j_tok, pue_v, np.where(p > 0, rate * 1e6 / (p * pue_v), 0.0))
+    usd_h = gpu_hour_usd if gpu_hour_usd is not None else (price.gpu_hour_usd if price else None)
     if usd_h is not None:
         with np.errstate(divide="ignore", invalid="ignore"):
             usd = np.where(rate > 0, usd_h / (rate * 3600.0 / 1e6), np.nan)
@@ -168,13 +221,12 @@ def energy_metrics(hw, power, tokens_per_s_per_gpu, *, gpu_hour_usd=None, kwh_us
                 raise SpecplanError("cost: --kwh-usd adds energy to a price given without power: give "
                                     "--gpu-hour-usd too (the default prices are all-in TCO and include power)")
             usd = usd + j_tok * pue_v * kwh_usd / 3.6  # J/tok x 1e6 tok / 3.6e6 J/kWh
-        out["usd_per_mtok"] = usd
-        out["gpu_hour_usd"] = float(usd_h)
-        out["price_source"] = "--gpu-hour-usd" if gpu_hour_usd is not None else f"{price['tier']}: {price['source']}"
+        out = replace(out, usd_per_mtok=usd, gpu_hour_usd=float(usd_h),
+                      price_source="--gpu-hour-usd" if gpu_hour_usd is not None else f"{price.tier}: {price.source}")
     return out
 
 
-def point_energy(model, hw, prec, layout, point: OperatingPoint, **price) -> dict | None:
+def point_energy(model, hw, prec, layout, point: OperatingPoint, **price) -> Energy | None:
     """Power, J/token, tokens/s/MW and $/Mtok of one operating point (arrays broadcast); None without a
     power model for the device. `price`: energy_metrics' price options."""
     if hw.power is None:
@@ -182,8 +234,7 @@ def point_energy(model, hw, prec, layout, point: OperatingPoint, **price) -> dic
     uc, um = utilization(model, hw, prec, layout, point)
     p = power_w(hw.power, uc, um)
     out = energy_metrics(hw, p, point.tokens_per_s_per_gpu, **price)
-    out["u_compute"], out["u_memory"] = np.clip(uc, 0, 1), np.clip(um, 0, 1)
-    return out
+    return replace(out, u_compute=np.clip(uc, 0, 1), u_memory=np.clip(um, 0, 1))
 
 
 def scalars(d: dict | None) -> dict | None:
@@ -193,21 +244,22 @@ def scalars(d: dict | None) -> dict | None:
     return {k: (float(np.asarray(v).reshape(-1)[0]) if isinstance(v, np.ndarray) else v) for k, v in d.items()}
 
 
-def objective_value(objective: str, row: dict) -> float:
+def objective_value(objective: str, row) -> float:
     """The number an objective maximizes: tokens/s/GPU, -$/Mtok, or -J/token (of a row with those fields)."""
     if objective == "tokens-per-gpu":
-        return row["tokens_per_s_per_gpu"]
+        return row.tokens_per_s_per_gpu
     key = {"cost": "usd_per_mtok", "energy": "joules_per_token"}.get(objective)
     if key is None:
         raise SpecplanError(f"objective: must be one of {', '.join(OBJECTIVES)}, got '{objective}'")
-    if row.get(key) is None:
+    value = getattr(row, key)  # the field the objective names
+    if value is None:
         raise SpecplanError(f"objective {objective}: no {key} for this point (hardware without a power model or a "
                             f"price: give --gpu-hour-usd)")
-    return -row[key]
+    return -value
 
 
-def serving_energy(model, hardware, workload, r: dict, draft_len, *, tp=1, dtype=None, kv_dtype=None,
-                   price: dict | None = None) -> dict | None:
+def serving_energy(model, hardware, workload, r, draft_len, *, tp=1, dtype=None, kv_dtype=None,
+                   price: dict | None = None) -> Energy | None:
     """Energy and cost arrays of a `serve` result grid (decode batch, AL and tokens/s/GPU per point); None when
     the device has no power model."""
     from specplan.costs.precision import resolve_precision
@@ -218,21 +270,23 @@ def serving_energy(model, hardware, workload, r: dict, draft_len, *, tp=1, dtype
         return None
     prec = resolve_precision(m, hw, dtype, kv_dtype)
     shape = np.broadcast(np.asarray(r.tokens_per_s_per_gpu), np.asarray(draft_len)).shape
-    get = lambda k: np.broadcast_to(np.asarray(r[k], dtype=float), shape)  # noqa: E731
+    grid = lambda v: np.broadcast_to(np.asarray(v, dtype=float), shape)  # noqa: E731
     lay = tp if isinstance(tp, Layout) else Layout(tp=tp)  # a serving layout (DP attention, EP) as priced
-    point = OperatingPoint(get("tokens_per_s_per_gpu"), np.maximum(get("decode_batch"), 1.0), workload.decode_context,
-                           np.broadcast_to(draft_len, shape), get("acceptance_length"), workload.isl, workload.osl)
+    point = OperatingPoint(grid(r.tokens_per_s_per_gpu), np.maximum(grid(r.decode_batch), 1.0),
+                           workload.decode_context, np.broadcast_to(draft_len, shape), grid(r.acceptance_length),
+                           workload.isl, workload.osl)
     return point_energy(m, hw, prec, lay, point, **(price or {}))
 
 
 ENERGY_KEYS = ("power_w_per_gpu", "joules_per_token", "tokens_per_s_per_mw", "usd_per_mtok")
 
 
-def row_energy(e: dict | None, i, j) -> dict:
-    """The energy fields of grid point (i, j) as floats (empty without a power model)."""
+def row_energy(e: Energy | None, i, j) -> dict:
+    """The energy fields of grid point (i, j) as floats by name (empty without a power model; $/Mtok only with a
+    price), a serving row's energy fields."""
     if e is None:
         return {}
-    return {k: float(np.asarray(e[k])[i, j]) for k in ENERGY_KEYS if k in e}
+    return {k: float(np.asarray(v)[i, j]) for k in ENERGY_KEYS if (v := getattr(e, k)) is not None}
 
 
 def predict_energy(model, hw, prec, layout, baseline: OperatingPoint, speculative: OperatingPoint | None = None,
@@ -242,10 +296,11 @@ def predict_energy(model, hw, prec, layout, baseline: OperatingPoint, speculativ
     speculative entry at D = 0."""
     if hw.power is None:
         return None
-    out = {"baseline": scalars(point_energy(model, hw, prec, layout, baseline, **(price or {})))}
-    if speculative is not None and speculative.draft_len > 0:
-        out["speculative"] = scalars(point_energy(model, hw, prec, layout, speculative, **(price or {})))
-    return out
+    base = scalars(point_energy(model, hw, prec, layout, baseline, **(price or {})))
+    if speculative is None or not speculative.draft_len > 0:
+        return {"baseline": base}
+    return {"baseline": base, "speculative": scalars(point_energy(model, hw, prec, layout, speculative,
+                                                                  **(price or {})))}
 
 
 def annotate_rows(rows, model, hw, prec, layout, context_len, price: dict | None = None) -> None:

@@ -21,6 +21,9 @@ concurrencies (GRID_NOTE).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
+from specplan.core.records import Record
 from specplan.model.parallel import Layout
 from specplan.serving.workload import Workload
 from specplan.planning.options import GridOptions, Ranking
@@ -107,44 +110,72 @@ def _splits(gpus: int, p: Layout, d: Layout) -> list[tuple[int, int, str]]:
     return out
 
 
-def _row(mode, dtype, lay, best, notes, why, gpus) -> dict:
+@dataclass(frozen=True)
+class MoeDeploymentRow(Record):
+    """A search_deployment row of a TEP / DEP layout: mode, dtype, TP, family, its best unit (a ServingRow whose
+    pools drop the prefill layout; None: nothing meets the SLA), notes, why it has no point; the aggregated
+    instance's layout, or the decode layout with (for a best unit) the prefill layout and pools; the unit's
+    replicas on the budget (unit, used and idle GPUs, total concurrency, output tokens/s); its label, and the
+    verdict against the overall best."""
+
+    mode: str
+    dtype: str
+    tp: int
+    family: str
+    fits: bool
+    best: object
+    notes: list
+    why: str
+    layout: str | None = None
+    decode_layout: str | None = None
+    prefill_layout: str | None = None
+    pools: str | None = None
+    replicas: int | None = None
+    unit_gpus: int | None = None
+    gpus_used: int | None = None
+    idle_gpus: int | None = None
+    total_concurrency: float | None = None
+    tokens_per_s: float | None = None
+    label: str | None = None
+    verdict: str | None = None
+
+    OPTIONAL = ("layout", "decode_layout", "prefill_layout", "pools", "replicas", "unit_gpus", "gpus_used",
+                "idle_gpus", "total_concurrency", "tokens_per_s", "verdict")
+
+
+def _row(mode, dtype, lay, best, notes, why, gpus) -> MoeDeploymentRow:
     """A search_deployment row for a layout of this module (layouts in the --layouts grammar), its unit (one
     instance, or one xPyD split) replicated over the budget as recommend_serving.fill_budget does for TP rows."""
     from specplan.model.parallel import parse_layout
 
-    row = {"mode": mode, "dtype": dtype, "tp": lay.tp, "family": family(lay), "fits": True, "best": best,
-           "notes": notes, "why": why}
+    row = MoeDeploymentRow(mode, dtype, lay.tp, family(lay), True, best, notes, why, label=lay.name)
     if mode == "agg":
-        row["layout"], unit, label = lay.name, lay.gpus, lay.name
+        row, unit = replace(row, layout=lay.name), lay.gpus
     else:
-        row["decode_layout"] = lay.name
+        row = replace(row, decode_layout=lay.name)
         if best is None:
-            row["label"] = lay.name
             return row
-        pools, pre = best["pools"].split("@")
+        pools, pre = best.pools.split("@")
         x, y = (int(v) for v in pools[:-1].split("P"))
         unit = x * parse_layout(pre).gpus + y * lay.gpus
-        row.update(prefill_layout=pre, pools=pools)
-        label = f"{pools}: {x} x {pre} + {y} x {lay.name}"
-        best["pools"] = pools
+        best = replace(best, pools=pools)
+        row = replace(row, best=best, prefill_layout=pre, pools=pools, label=f"{pools}: {x} x {pre} + {y} x {lay.name}")
     if best is None:
-        row["label"] = label
         return row
     k = gpus // unit
-    row.update(replicas=k, unit_gpus=unit, gpus_used=k * unit, idle_gpus=gpus - k * unit,
-               total_concurrency=best["concurrency"] * k, tokens_per_s=best["tokens_per_s_per_gpu"] * k * unit,
-               label=f"{k} x {label}" if mode == "agg" or k > 1 else label)
-    return row
+    return replace(row, replicas=k, unit_gpus=unit, gpus_used=k * unit, idle_gpus=gpus - k * unit,
+                   total_concurrency=best.concurrency * k, tokens_per_s=best.tokens_per_s_per_gpu * k * unit,
+                   label=f"{k} x {row.label}" if mode == "agg" or k > 1 else row.label)
 
 
-def moe_layout_rows(model, hw, isl, osl, *, gpus, dtype, modes, engine, sla, search_kw) -> list[dict]:
+def moe_layout_rows(model, hw, isl, osl, *, gpus, modes, engine, sla, drafts, options) -> list[MoeDeploymentRow]:
     """search_deployment rows of the TEP / DEP layouts (aggregated replicas, and disaggregated pools of their own
     prefill and decode layouts) that fit in `gpus` GPUs, each at its best grid concurrency under `sla` (Sla);
-    `search_kw`: recommend_serving's other options (drafts, kv_dtype, ...)."""
+    `drafts`: the speculation priced; `options`: the deployment's other options (ServingOptions: dtype, ...)."""
     from specplan.costs.precision import resolve_precision
-    from specplan.planning.recommend_serving import CONCURRENCIES, recommend_serving
+    from specplan.planning.recommend_serving import CONCURRENCIES, serving_search
 
-    prec = resolve_precision(model, hw, dtype, search_kw.get("kv_dtype"))
+    prec = resolve_precision(model, hw, options.dtype, options.kv_dtype)
     lays = [lay for lay in moe_layouts(model, hw, gpus) if _fits(model, hw, lay, isl, osl, prec)]
     if not lays:
         return []
@@ -157,10 +188,10 @@ def moe_layout_rows(model, hw, isl, osl, *, gpus, dtype, modes, engine, sla, sea
         # instances), not per instance: a DEP-64 instance would otherwise stop at 16 requests a rank
         scale = lay.dp * (1 if pools is None else max(p[1] for p in pools))
         wl = Workload(isl, osl, concurrency=CONCURRENCIES * scale, mode=mode)
-        return recommend_serving(model, hw, wl, tp=lay, engine=engine, dtype=dtype,
-                                 sla=sla, ranking=Ranking(top=1),
-                                 grid=GridOptions(search_concurrency=False, pools=pools, d_by_load=False),
-                                 **search_kw)
+        return serving_search(model, hw, wl, tp=lay, engine=engine, drafts=drafts,
+                              sla=sla, ranking=Ranking(top=1),
+                              grid=GridOptions(search_concurrency=False, pools=pools, d_by_load=False),
+                              options=options)
 
     cands = []  # (mode, layout, pools, recommend result) priced on the grid
     if "agg" in modes:
@@ -178,7 +209,7 @@ def moe_layout_rows(model, hw, isl, osl, *, gpus, dtype, modes, engine, sla, sea
                 if pools:
                     pairs.append((d, pools))
         cands += _unimodal(pairs, lambda d, pools: run("disagg", d, pools), "disagg")
-    return [_row(mode, prec.compute, lay, r["best"], r["notes"] + [GRID_NOTE], r.get("infeasible", ""), gpus)
+    return [_row(mode, prec.compute, lay, r.best, r.notes + [GRID_NOTE], r.infeasible or "", gpus)
             for mode, lay, pools, r in cands]
 
 
@@ -191,7 +222,7 @@ def _unimodal(items, price, mode) -> list:
         if family(lay) == "DEP" and prev is not None and prev[0] == "DEP" and prev[1] == "stop":
             continue
         r = price(lay, pools)
-        v = (r["best"] or {}).get("tokens_per_s_per_gpu", -1.0)
+        v = r.best.tokens_per_s_per_gpu if r.best is not None else -1.0
         if family(lay) == "DEP":
             prev = ("DEP", "stop" if prev is not None and prev[0] == "DEP" and v < prev[2] else "go", v)
         out.append((mode, lay, pools, r))

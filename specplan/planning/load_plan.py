@@ -48,23 +48,24 @@ def usd_per_mtok(usd_per_hour: float, tokens_per_s: float) -> float:
     return usd_per_hour / (tokens_per_s * 3600.0 / 1e6)
 
 
-def device_at_load(r: dict, gpu_hour_usd: float | None) -> DeviceAtLoad:
-    """A DeviceAtLoad from a capacity.search answer and the device's $/GPU-hour (None: no price)."""
-    a = r.get("answer")
+def device_at_load(r, gpu_hour_usd: float | None) -> DeviceAtLoad:
+    """A DeviceAtLoad from a capacity.search answer (CapacityAnswer) and the device's $/GPU-hour (None: no
+    price)."""
+    a = r.answer
     if a is None:
-        return DeviceAtLoad(r["hardware"], None, None, None, None, None, None, gpu_hour_usd, None, None, None,
-                            r.get("infeasible") or r.get("prefill_unreachable") or "no deployment meets the targets")
-    if a["mode"] == "agg":
-        x = r["aggregated"]
-        layout = f"{x['replicas']} x TP {x['tp']}"
-        user, jt = x["tokens_per_s_per_user"], x.get("joules_per_token")
+        return DeviceAtLoad(r.hardware, None, None, None, None, None, None, gpu_hour_usd, None, None, None,
+                            r.infeasible or r.prefill_unreachable or "no deployment meets the targets")
+    if a.mode == "agg":
+        x = r.aggregated
+        layout = f"{x.replicas} x TP {x.tp}"
+        user, jt = x.tokens_per_s_per_user, x.joules_per_token
     else:
-        x = r["best"]
-        layout = f"{x['prefill_gpus']} prefill GPUs + {x['instances']} x {x['layout']} decode"
-        user, jt = x["tokens_per_s_per_user"], None
-    usd_h = None if gpu_hour_usd is None else a["gpus"] * gpu_hour_usd
-    return DeviceAtLoad(r["hardware"], int(a["gpus"]), a["mode"], layout, x["mechanism"], int(x["draft_len"]), user,
-                        gpu_hour_usd, usd_h, None if usd_h is None else usd_per_mtok(usd_h, r["target_tps"]), jt, None)
+        x = r.best
+        layout = f"{x.prefill_gpus} prefill GPUs + {x.instances} x {x.layout} decode"
+        user, jt = x.tokens_per_s_per_user, None
+    usd_h = None if gpu_hour_usd is None else a.gpus * gpu_hour_usd
+    return DeviceAtLoad(r.hardware, int(a.gpus), a.mode, layout, x.mechanism, int(x.draft_len), user,
+                        gpu_hour_usd, usd_h, None if usd_h is None else usd_per_mtok(usd_h, r.target_tps), jt, None)
 
 
 def rank_devices(rows: list[DeviceAtLoad], objective: str) -> list[DeviceAtLoad]:
@@ -94,7 +95,7 @@ def plan_load(model, hardware: list, *, target_tps: float, target_tps_per_user: 
     for hw in hardware:
         r = search(model, hw, load=LoadTarget(target_tps, target_tps_per_user, isl, osl), **search_kw)
         try:
-            price = gpu_hour_usd if gpu_hour_usd is not None else prices_for(r["hardware"], price_tier)["gpu_hour_usd"]
+            price = gpu_hour_usd if gpu_hour_usd is not None else prices_for(r.hardware, price_tier).gpu_hour_usd
         except SpecplanError:
             price = None
         rows.append(device_at_load(r, price))
@@ -103,4 +104,4 @@ def plan_load(model, hardware: list, *, target_tps: float, target_tps_per_user: 
     ranked = rank_devices(rows, objective)
     best = next((x for x in ranked if x.gpus is not None and getattr(x, OBJECTIVE_KEYS[objective]) is not None),
                 None)
-    return LoadPlan(r["model"], isl, osl, target_tps, target_tps_per_user, objective, tuple(ranked), best)
+    return LoadPlan(r.model, isl, osl, target_tps, target_tps_per_user, objective, tuple(ranked), best)

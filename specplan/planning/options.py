@@ -3,7 +3,7 @@ searched, a GPU budget."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 
 @dataclass(frozen=True)
@@ -58,3 +58,22 @@ class LoadTarget:
     isl: int | None = None
     osl: int | None = None
     context_len: int | None = None
+
+
+@dataclass(frozen=True)
+class ServingOptions:
+    """The deployment's options a serving search passes to the serving model as given (None: not given, the
+    model's default): weights and KV dtypes, a disaggregated prefill pool's own layout, and an external draft's
+    model, hardware, dtype and KV budget (tokens)."""
+
+    dtype: str | None = None
+    kv_dtype: str | None = None
+    prefill_layout: object = None
+    draft_model: str | None = None
+    draft_hardware: object = None
+    draft_dtype: str | None = None
+    draft_kv_budget: int | None = None
+
+    def given(self) -> dict:
+        """The options given, by name, as the serving model's keyword arguments (specplan.serving.api.serve)."""
+        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}

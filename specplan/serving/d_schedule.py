@@ -17,12 +17,31 @@ from __future__ import annotations
 
 import numpy as np
 
+from dataclasses import dataclass
+
 from specplan.core.errors import SpecplanError
+from specplan.core.records import Record
 from specplan.serving.api import serve
 from specplan.serving.workload import Workload
 from specplan.speculation.spec import DraftSearch
 
 DEFAULT_EDGES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+@dataclass(frozen=True)
+class DSchedule(Record):
+    """The best D per concurrency band: bands [(lo, hi, concurrency priced, D, tokens/s/GPU, speedup over D = 0)],
+    each band's (TPOT, TTFT) in ms at its D, the schedule in vLLM's [(lo, hi, D)] and TensorRT-LLM's {hi: D} forms
+    (None when it cannot be expressed), notes; `at_best`: a recommendation's point priced with its band's D."""
+
+    bands: list
+    band_tpot_ttft_ms: list
+    vllm: list
+    trtllm: dict | None
+    notes: list
+    at_best: object = None
+
+    OPTIONAL = ("at_best",)
 
 
 def bands_from_edges(edges) -> list[tuple[int, int]]:
@@ -34,7 +53,7 @@ def bands_from_edges(edges) -> list[tuple[int, int]]:
 
 
 def d_schedule(model, hardware, isl: int, osl: int, *, drafts: DraftSearch, edges=DEFAULT_EDGES, tp: int = 1,
-               engine=None, **kw) -> dict:
+               engine=None, **kw) -> DSchedule:
     """Best D per concurrency band (each priced at its geometric-mean concurrency) and the schedule in vLLM's and
     TensorRT-LLM's forms, for the one mechanism of `drafts` (its acceptance, D up to its largest). Keys: bands
     [(lo, hi, concurrency priced, D, tokens/s/GPU, speedup over D = 0)], band_tpot_ttft_ms [(TPOT, TTFT) of each
@@ -69,7 +88,7 @@ def d_schedule(model, hardware, isl: int, osl: int, *, drafts: DraftSearch, edge
     else:
         notes.append(f"no TensorRT-LLM draft_len_schedule: its smallest key must carry max_draft_len, the largest D, "
                      f"but the best D at the smallest batches is {vllm[0][2]} and {top} further up")
-    return {"bands": rows, "band_tpot_ttft_ms": latency, "vllm": vllm, "trtllm": trt, "notes": notes}
+    return DSchedule(rows, latency, vllm, trt, notes)
 
 
 def parse_schedule(text: str, flag: str = "--d-schedule") -> tuple[tuple[int, int, int], ...]:

@@ -258,7 +258,7 @@ EQUIVALENT: dict[tuple[str, str, str], Equivalent] = {
      "t_cap_u = at_whole(cap_u)[1] if workload.osl > 0 else np.full(du.shape, np.nan)"): Equivalent(
         "OSL is a whole number >= 1, so the two differ only at OSL 1, where t_cap's one reader (decode_cap in "
         "_pool_split) takes its `inf` branch (no decode) and never reads it"),
-    (_M + "planning/capacity.py", 'tps = dec // lay.gpus * b["tps"]', 'tps = dec / lay.gpus * b["tps"]'): Equivalent(
+    (_M + "planning/capacity.py", "tps = dec // lay.gpus * b.tps", "tps = dec / lay.gpus * b.tps"): Equivalent(
         "the line runs only for layouts whose GPUs divide the decode GPUs (`dec % lay.gpus` skips the others just "
         "before), where // and / give the same whole number"),
     (_M + "adaptive/policies.py",
@@ -321,8 +321,8 @@ EQUIVALENT: dict[tuple[str, str, str], Equivalent] = {
         "the shortcut for AL = 1 + D only saves the bisection, which converges to the same alpha = 1",
         "alpha within 2^-100 of 1"),
     (_M + "planning/capacity.py",
-     'if best is None or (row["gpus"], -per) < (best["gpus"], -best["tokens_per_s_per_replica"]):',
-     'if best is None or (row["gpus"], -per) <= (best["gpus"], -best["tokens_per_s_per_replica"]):'): Equivalent(
+     "if best is None or (row.gpus, -per) < (best.gpus, -best.tokens_per_s_per_replica):",
+     "if best is None or (row.gpus, -per) <= (best.gpus, -best.tokens_per_s_per_replica):"): Equivalent(
         "< and <= differ only when two TPs give the same GPU count and exactly the same tokens/s per replica",
         "0 in GPUs and tokens/s; at such a float tie the later TP is named"),
     (_M + "speculation/acceptance.py",

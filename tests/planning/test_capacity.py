@@ -131,14 +131,16 @@ def test_unreachable_per_user_target_is_explained():
 def test_the_answer_is_the_fewer_gpus_of_both_modes():
     """answer_of by hand: the aggregated replicas win with fewer GPUs inside the budget; the disaggregated pools on a
     tie or when the replicas are over the budget; None when neither meets the targets."""
+    from types import SimpleNamespace as agg
+
     from specplan.planning.capacity import answer_of
 
-    d = {"gpus": 48}
-    assert answer_of(d, {"gpus": 40, "fits_budget": True}) == {"mode": "agg", "gpus": 40}
-    assert answer_of(d, {"gpus": 48, "fits_budget": True}) == {"mode": "disagg", "gpus": 48}
-    assert answer_of(d, {"gpus": 40, "fits_budget": False}) == {"mode": "disagg", "gpus": 48}
-    assert answer_of(None, {"gpus": 40, "fits_budget": True}) == {"mode": "agg", "gpus": 40}
-    assert answer_of(None, None) is None and answer_of(None, {"gpus": 9, "fits_budget": False}) is None
+    d = agg(gpus=48)
+    assert dict(answer_of(d, agg(gpus=40, fits_budget=True))) == {"mode": "agg", "gpus": 40}
+    assert dict(answer_of(d, agg(gpus=48, fits_budget=True))) == {"mode": "disagg", "gpus": 48}
+    assert dict(answer_of(d, agg(gpus=40, fits_budget=False))) == {"mode": "disagg", "gpus": 48}
+    assert dict(answer_of(None, agg(gpus=40, fits_budget=True))) == {"mode": "agg", "gpus": 40}
+    assert answer_of(None, None) is None and answer_of(None, agg(gpus=9, fits_budget=False)) is None
 
 
 def test_cli_answers_aggregated_when_its_replicas_need_fewer_gpus(cli):

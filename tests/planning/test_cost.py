@@ -95,7 +95,9 @@ def test_dollars_and_megawatts_by_hand():
 
 
 def test_objective_values():
-    row = {"tokens_per_s_per_gpu": 100.0, "usd_per_mtok": 2.0, "joules_per_token": 0.5}
+    from types import SimpleNamespace
+
+    row = SimpleNamespace(tokens_per_s_per_gpu=100.0, usd_per_mtok=2.0, joules_per_token=0.5)
     assert objective_value("tokens-per-gpu", row) == 100.0
     assert objective_value("cost", row) == -2.0 and objective_value("energy", row) == -0.5
     with pytest.raises(SpecplanError):

@@ -103,11 +103,13 @@ def test_grid_frame_keeps_every_priced_point_and_a_refined_point_once():
     """grid_frame: a pricing's points in order (pool by pool, load by load, column by column); a refined point whose
     (mechanism, D, concurrency, pools) an earlier point has is dropped, an unpriced one kept; an unstable point has
     no numbers (NaN). Hand-built blocks, so the expected frame is written out."""
+    from types import SimpleNamespace
+
     from specplan.planning.recommend_serving import _grid_block, grid_frame
 
     tpot = np.array([[0.010, 0.020], [0.030, 0.040]])  # 2 loads x 2 columns
     arr = {"tpot_s": tpot, "ttft_s": tpot * 10, "tokens_per_s_per_user": 1 / tpot, "tokens_per_s_per_gpu": 2 / tpot}
-    get = arr.__getitem__
+    get = SimpleNamespace(**arr)  # the grid's per-point fields, as _GridPoints holds them
     stable = np.array([[True, True], [True, False]])
     yes = np.ones((2, 2), dtype=bool)
     main = _grid_block(("eagle3", np.array([1.0, 2.0]), np.array([[4.0, 4.0], [8.0, 8.0]]), [None, None]), get,

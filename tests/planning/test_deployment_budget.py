@@ -100,14 +100,16 @@ def test_refinement_is_pruned_by_the_upper_neighbours_throughput_by_hand():
 
     conc = np.array([1.0, 2.0, 4.0, 8.0])
     tps = np.array([[10.0, 5.0], [20.0, 15.0], [30.0, 18.0], [40.0, 35.0]])  # tokens/s/GPU per grid point, column
-    found = [{"concurrency": 2.0, "feasible": True, "tokens_per_s_per_gpu": 20.0},   # picked at grid point 1
-             {"concurrency": 4.0, "feasible": True, "tokens_per_s_per_gpu": 15.0}]   # 4 in all = 2 per instance
+    from types import SimpleNamespace as row
+
+    found = [row(concurrency=2.0, feasible=True, tokens_per_s_per_gpu=20.0),   # picked at grid point 1
+             row(concurrency=4.0, feasible=True, tokens_per_s_per_gpu=15.0)]   # 4 in all = 2 per instance
     keep, floor = _worth_refining(found, [(1, 1), (1, 2)], ServingGrid(tokens_per_s_per_gpu=tps), conc,
                                   np.array([1.0, 2.0]), 1, 6, 0.0)
     # best feasible pick: 20 x 6 = 120 tokens/s; column 0 can reach 30 x 6 = 180 (its upper neighbour), column 1
     # only 18 x 6 = 108 < 120 between its neighbours: not refined
     assert floor == 120.0 and keep == [0]
     # an infeasible pick is never refined (a refined row replaces only a feasible one); a floor from before counts
-    keep, floor = _worth_refining([dict(found[0], feasible=False), found[1]], [(1, 1), (1, 2)],
+    keep, floor = _worth_refining([row(**dict(vars(found[0]), feasible=False)), found[1]], [(1, 1), (1, 2)],
                                   ServingGrid(tokens_per_s_per_gpu=tps), conc, np.array([1.0, 2.0]), 1, 6, 100.0)
     assert floor == 100.0 and keep == [1]

@@ -405,5 +405,7 @@ def test_a_saved_serving_answer_keeps_its_dtypes_for_launch(tmp_path):
                           dtype="fp8", kv_dtype="fp8", drafts=DraftSearch(mechanisms=["none"], max_draft_len=16),
                           grid=GridOptions(search_concurrency=True, d_by_load=False))
     assert r["dtype"] == "fp8" and r["kv_dtype"] == "fp8"
-    argv = build("vllm", plan_from_answer(json.loads(json.dumps(r)))).argv
+    from specplan.core.jsonable import to_jsonable
+
+    argv = build("vllm", plan_from_answer(json.loads(json.dumps(to_jsonable(r))))).argv  # as --json saved it
     assert _flag(argv, "--kv-cache-dtype") == "fp8" and _flag(argv, "--quantization") == "fp8"

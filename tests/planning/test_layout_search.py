@@ -1,10 +1,12 @@
 """recommend --gpus for MoE models: TEP / DEP layouts and pools of their own layouts (issue 38)."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from specplan.model.parallel import Layout
 from specplan.planning.layout_search import _splits, _unimodal, family, moe_layout_rows, moe_layouts
-from specplan.planning.options import Sla
+from specplan.planning.options import ServingOptions, Sla
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation.spec import DraftSearch
 
@@ -33,7 +35,7 @@ def test_dep_sizes_stop_once_throughput_falls():
 
     def price(lay, pools):
         seen.append(lay.gpus)
-        return {"best": {"tokens_per_s_per_gpu": val[lay.gpus]}}
+        return SimpleNamespace(best=SimpleNamespace(tokens_per_s_per_gpu=val[lay.gpus]))
 
     out = _unimodal([(Layout(dp=n, ep=n), None) for n in (64, 8, 32, 16)], price, "agg")
     assert seen == [8, 16, 32] and [x[1].gpus for x in out] == [8, 16, 32]
@@ -43,8 +45,8 @@ def test_search_rows_name_their_layouts_and_count_every_gpu():
     """DeepSeek-R1 on 16 H200, no speculation: aggregated DEP / TEP rows and disaggregated rows whose prefill and
     decode layouts differ or not; GPUs used = x |P| + y |D| <= 16; tokens/s/GPU over them."""
     m, hw = load_model("deepseek-r1"), load_hardware("h200-sxm")
-    rows = moe_layout_rows(m, hw, 1024, 1024, gpus=16, dtype="fp8", modes=("agg", "disagg"), engine="sglang",
-                           sla=Sla(), search_kw={"drafts": DraftSearch(["none"])})
+    rows = moe_layout_rows(m, hw, 1024, 1024, gpus=16, modes=("agg", "disagg"), engine="sglang", sla=Sla(),
+                           drafts=DraftSearch(["none"]), options=ServingOptions(dtype="fp8"))
     agg = [r for r in rows if r["mode"] == "agg"]
     dis = [r for r in rows if r["mode"] == "disagg" and r["best"] is not None]
     assert {r["layout"] for r in agg} >= {"dp8ep8", "tp8ep8"}

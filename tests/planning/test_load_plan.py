@@ -20,14 +20,16 @@ def test_usd_per_mtok_closed_form():
 
 
 def test_device_at_load_from_an_aggregated_answer():
-    r = {"hardware": "h100-sxm", "target_tps": 15000.0, "answer": {"mode": "agg", "gpus": 3},
-         "aggregated": {"tp": 1, "replicas": 3, "mechanism": "eagle3", "draft_len": 2, "tokens_per_s_per_user": 50.2,
-                        "joules_per_token": 0.09}}
+    from types import SimpleNamespace as ns
+
+    r = ns(hardware="h100-sxm", target_tps=15000.0, answer=ns(mode="agg", gpus=3),
+           aggregated=ns(tp=1, replicas=3, mechanism="eagle3", draft_len=2, tokens_per_s_per_user=50.2,
+                         joules_per_token=0.09))
     x = device_at_load(r, 1.30)
     assert (x.gpus, x.layout, x.mechanism, x.draft_len) == (3, "3 x TP 1", "eagle3", 2)
     assert x.usd_per_hour == pytest.approx(3.90) and x.usd_per_mtok == pytest.approx(3.90 / 54.0)
-    none = device_at_load({"hardware": "a100-sxm", "target_tps": 15000.0, "answer": None, "infeasible": "too slow"},
-                          1.0)
+    none = device_at_load(ns(hardware="a100-sxm", target_tps=15000.0, answer=None, infeasible="too slow",
+                             prefill_unreachable=None), 1.0)
     assert none.gpus is None and none.why == "too slow"
 
 

@@ -114,7 +114,9 @@ def test_the_deployment_search_stays_within_the_acceptance_data_by_default():
                           drafts=DraftSearch(mechanisms=["eagle3"], acceptance={"eagle3": "0.95,0.95,0.95"}, max_draft_len=8),
                           sla=Sla(max_tpot_ms=5))
     assert r["best"]["best"]["draft_len"] <= 3
-    assert "acceptance data cover D <= 3; larger D not searched" in json.dumps(r)
+    from specplan.core.jsonable import to_jsonable
+
+    assert "acceptance data cover D <= 3; larger D not searched" in json.dumps(to_jsonable(r))
 
 
 def test_batch_candidates_reach_the_search_cap_when_everything_fits():

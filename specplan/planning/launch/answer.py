@@ -43,6 +43,17 @@ def answer_json(r: dict, launch, given: dict) -> dict:
     return out if launch is None else {**out, "launch": launch}
 
 
+def _plain(obj):
+    """An answer with its records (core/records.Record) as dicts, at every depth; numbers as they are."""
+    from collections.abc import Mapping
+
+    if isinstance(obj, Mapping):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_plain(v) for v in obj)
+    return obj
+
+
 def launch_or_error(r: dict, engine, given: dict, json_out: bool):
     """(launch, None), or in text mode (None, the SpecplanError) when the launch cannot be written, so that the
     answer is printed before the one error line (JSON mode raises at once: one document or one error)."""
@@ -60,6 +71,7 @@ def launch_of_answer(r: dict, engine, given: dict) -> dict | None:
         return None
     from specplan.planning.launch.emit import build, engine_notes, plan_from_answer, render
 
+    r = _plain(r)  # a planning answer's records as the JSON objects a saved answer holds
     ident = given.get("identity") or {}
     rest = {k: v for k, v in given.items() if k != "identity"}
     launch = build(engine, plan_from_answer({**{k: v for k, v in ident.items() if k not in r}, **r}, **rest))
