@@ -316,16 +316,28 @@ def annotate_rows(rows, model, hw, prec, layout, context_len, price: dict | None
         x.update({k: float(np.asarray(e[k]).reshape(-1)[0]) for k in ENERGY_KEYS if k in e})
 
 
-def price_options(gpu_hour_usd=None, kwh_usd=None, pue=None, tier=None) -> dict:
+@dataclass(frozen=True)
+class PriceOptions(Record):
+    """The price options given (None: the default): $/GPU-hour, $/kWh added to it, facility PUE, price tier; as a
+    mapping, the given ones by name (energy_metrics' keyword arguments)."""
+
+    gpu_hour_usd: float | None = None
+    kwh_usd: float | None = None
+    pue: float | None = None
+    tier: str | None = None
+
+    OPTIONAL = ("gpu_hour_usd", "kwh_usd", "pue", "tier")
+
+
+def price_options(gpu_hour_usd=None, kwh_usd=None, pue=None, tier=None) -> PriceOptions:
     """The price options given (a $/GPU-hour >= 0, a $/kWh > 0, a PUE > 0, a tier), checked, as this module takes
     them; a GPU-hour may cost 0 (owned GPUs: energy only, with a $/kWh)."""
     check_tier(tier)
-    got = dict(gpu_hour_usd=gpu_hour_usd, kwh_usd=kwh_usd, pue=pue, tier=tier)
-    for k in ("gpu_hour_usd", "kwh_usd", "pue"):
-        if got[k] is not None and not (got[k] >= 0 if k == "gpu_hour_usd" else got[k] > 0):
-            raise SpecplanError(f"--{k.replace('_', '-')}: must be {'>=' if k == 'gpu_hour_usd' else '>'} 0, "
-                                f"got {got[k]:g}")
-    return {k: v for k, v in got.items() if v is not None}
+    for flag, v, at_least_zero in (("gpu-hour-usd", gpu_hour_usd, True), ("kwh-usd", kwh_usd, False),
+                                   ("pue", pue, False)):
+        if v is not None and not (v >= 0 if at_least_zero else v > 0):
+            raise SpecplanError(f"--{flag}: must be {'>=' if at_least_zero else '>'} 0, got {v:g}")
+    return PriceOptions(gpu_hour_usd, kwh_usd, pue, tier)
 
 
 def annotate_recommendation(r: dict, model, hardware, dtype, kv_dtype, price: dict | None) -> None:

@@ -17,10 +17,10 @@ class Sla:
 @dataclass(frozen=True)
 class Ranking:
     """How serving points are ranked: objective (tokens-per-gpu | cost | energy), price options
-    (planning.cost.price_options: gpu_hour_usd, kwh_usd, pue, tier), rows kept (top)."""
+    (planning.cost.PriceOptions: gpu_hour_usd, kwh_usd, pue, tier), rows kept (top)."""
 
     objective: str = "tokens-per-gpu"
-    price: dict | None = None
+    price: object = None
     top: int = 10
 
 
