@@ -131,17 +131,18 @@ def adaptive(
     res = _requests(model, hardware, workload, request_rate, concurrency, requests, isl, osl, acceptance_rate,
                     acceptance_dist, acceptance_drift, names, {**common, "simulator": simulator}, eng, max_ttft_ms,
                     kw)
-    rows = res["policies"]
+    rows = res.policies
     if out:
         from specplan.adaptive.report import write_report
 
         write_report(res, out)
     if json_out:
-        print_json({"mode": "requests", "model": res["model"], "hardware": res["hardware"], "engine": res["engine"],
-                    "requests": res["requests"],
+        print_json({"mode": "requests", "model": res.model, "hardware": res.hardware, "engine": res.engine,
+                    "requests": res.requests,
                     "policies": rows,
-                    "series": {k: {c: v[c] for c in ("t_s", "draft_len", "batch", "al", "tpot_ms")}
-                               for k, v in res["series"].items()}})
+                    "series": {k: {"t_s": v.t_s, "draft_len": v.draft_len, "batch": v.batch, "al": v.al,
+                                   "tpot_ms": v.tpot_ms}
+                               for k, v in res.series.items()}})
         return
     _print_requests(res, tp, mechanism)
 
@@ -176,29 +177,29 @@ def _check_options(max_draft_len, out, isl, osl, concurrency, max_running, graph
             raise SpecplanError(f"{name}: must be >= {low}, got {v}")
 
 
-def _fits(row: dict) -> str:
+def _fits(row) -> str:
     """'yes' / 'no' for a policy row (whether every request's KV fit the memory), '-' for a bound row."""
-    return "-" if "over_capacity" not in row else ("no" if row["over_capacity"] else "yes")
+    return "-" if row.bound else ("no" if row.over_capacity else "yes")
 
 
-def _print_requests(res: dict, tp: int, mechanism: str) -> None:
+def _print_requests(res, tp: int, mechanism: str) -> None:
     """The request-level table of every policy, with the lossy and bound rows explained."""
-    rows = res["policies"]
-    print(f"{res['model']} on {res['hardware']} (tp {tp}), {mechanism}, engine {res['engine']}; {res['requests']} "
-          f"requests ({res['source']})")
+    rows = res.policies
+    print(f"{res.model} on {res.hardware} (tp {tp}), {mechanism}, engine {res.engine}; {res.requests} "
+          f"requests ({res.source})")
     print(table([[_fits(r) if c == "fits" else r.get(c) for c in COLUMNS] for r in rows], list(COLUMNS)))
-    if any(r.get("over_capacity") for r in rows):
-        c = res["costs"]
+    if any(not r.bound and r.over_capacity for r in rows):
+        c = res.costs
         print(f"fits: no: the weights leave {max(c.capacity_bytes - c.fixed_bytes, 0) / 1e9:.1f} GB of "
               f"{c.capacity_bytes / 1e9:.1f} GB per device for the KV cache, less than one request needs; each such "
               f"request runs alone and the times price memory this machine does not have (predict shows the memory; "
               f"more TP or a smaller dtype fits)")
     for r in rows:
-        if r.get("lossy"):
-            print(f"{r['policy']} is lossy: {100 * r['relaxed_token_fraction']:.1f}% of output tokens were accepted "
+        if r.lossy:
+            print(f"{r.policy} is lossy: {100 * r.relaxed_token_fraction:.1f}% of output tokens were accepted "
                   f"only by its relaxed test (α' = α + relax·(1 − α)); not comparable with the lossless rows")
-        if r.get("bound"):
-            print(f"{r['policy']}: bounds of every lossless policy on this seed (TPOT percentiles are lower bounds; "
+        if r.bound:
+            print(f"{r.policy}: bounds of every lossless policy on this seed (TPOT percentiles are lower bounds; "
                   "tokens/s and SLO attainment upper bounds; see docs/adaptive.md)")
 
 
@@ -247,7 +248,7 @@ def _trace(model, hardware, trace, context, names, common, engine, kw, json_out)
 
     res = run_trace(model, hardware, parse_trace(trace), names, context_len=ctx,
                     opts=PolicyOptions(engine=engine, **common), **kw)
-    rows = [{k: v for k, v in r.items() if k != "chosen_d"} for r in res["policies"]]
+    rows = [{k: v for k, v in r.items() if k != "chosen_d"} for r in res.policies]
     if json_out:
         print_json({"mode": "trace", "context_len": ctx, "policies": rows})
         return
