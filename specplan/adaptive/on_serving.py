@@ -129,20 +129,22 @@ class ServingBench:
 def serving_bench(dep, wl: Workload, engine: Engine, d_max: int, opts: tuple) -> ServingBench:
     """Price the step tables once (serving/step_table.py) for `dep` (model/deployment.Deployment) and draw the
     tokens (adaptive's token_uniforms, `seed`); `opts`: (mechanism, seed)."""
+    from specplan.serving.aggregated import StepOptions
     from specplan.serving.sim_serving import request_alpha_al, sim_config
+    from specplan.speculation.spec import Speculation
     from specplan.serving.simulator import SimRequests, TokenDraws
     from specplan.serving.step_table import build_step_table
 
     mechanism, seed = opts
     m, hw, eng, prec, setup, req = serving_setup(dep, wl, engine, mechanism)
-    spec = dict(mechanism=mechanism, draft_len=0.0, acceptance=None, draft_model=None)
+    spec = StepOptions(Speculation(mechanism, 0.0))
     cfg = sim_config(m, hw, req, setup, eng, spec)
     cfg = replace(cfg, running_cap=min(engine.max_running or cfg.running_cap, cfg.running_cap),
                   budget_tokens=int(engine.prefill_budget))
     b_max = max(min(cfg.running_cap, wl.closed_loop or wl.n, wl.n), 1)
     tok_max = max(float(engine.prefill_budget), float(wl.isl.max()) if cfg.kind == "reserve" else 0.0)
     ds = tuple(range(d_max + 1))
-    tabs = tuple(build_step_table(m, hw, setup.tp, eng, prec, {**spec, "draft_len": float(d)}, b_max=b_max,
+    tabs = tuple(build_step_table(m, hw, setup.tp, eng, prec, spec.with_draft_len(float(d)), b_max=b_max,
                                   ctx_max=float((wl.isl + wl.osl).max()), tok_max=tok_max) for d in ds)
     acc = np.column_stack([request_alpha_al(1.0, d, wl.n, seed, alpha=wl.alpha) for d in ds])
     off, u = token_uniforms(wl, seed)
