@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Optional
 
 import typer
@@ -120,17 +121,19 @@ def adaptive(
             raise SpecplanError("--tiers: give either --tiers or --sglang-config")
         sglang_config = tiers_config(parse_tiers(tiers), out)
     kw = dict(tp=tp, draft_model=draft_model, dtype=dtype)
-    common = dict(d_max=max_draft_len, mechanism=mechanism, seed=seed, captured_d=cap, sglang_config=sglang_config,
-                  sglang_initial=sglang_initial, max_tpot_s=None if max_tpot_ms is None else max_tpot_ms / 1e3)
+    from specplan.adaptive.run import PolicyOptions
     from specplan.adaptive.simulator import Engine
 
-    eng = Engine(engine, prefill_budget, max_running, graph_max_bs)
-    if trace is not None:
-        _trace(model, hardware, trace, context, names, common, eng, kw, json_out)
+    opts = PolicyOptions(d_max=max_draft_len, mechanism=mechanism, engine=Engine(engine, prefill_budget, max_running,
+                                                                                 graph_max_bs),
+                         max_tpot_s=None if max_tpot_ms is None else max_tpot_ms / 1e3, seed=seed, captured_d=cap,
+                         sglang_config=sglang_config, sglang_initial=sglang_initial)
+    if trace is not None:  # a trace has no arrivals: no TTFT target
+        _trace(model, hardware, trace, context, names, opts, kw, json_out)
         return
+    opts = replace(opts, max_ttft_s=None if max_ttft_ms is None else max_ttft_ms / 1e3, simulator=simulator)
     res = _requests(model, hardware, workload, request_rate, concurrency, requests, isl, osl, acceptance_rate,
-                    acceptance_dist, acceptance_drift, names, {**common, "simulator": simulator}, eng, max_ttft_ms,
-                    kw)
+                    acceptance_dist, acceptance_drift, names, opts, kw)
     rows = res.policies
     if out:
         from specplan.adaptive.report import write_report
@@ -203,8 +206,7 @@ def _print_requests(res, tp: int, mechanism: str) -> None:
                   "tokens/s and SLO attainment upper bounds; see docs/adaptive.md)")
 
 
-def _requests(model, hardware, workload, rate, conc, n, isl, osl, acc_rate, acc_dist, drift, names, common, engine,
-              max_ttft_ms, kw):
+def _requests(model, hardware, workload, rate, conc, n, isl, osl, acc_rate, acc_dist, drift, names, opts, kw):
     from specplan.adaptive import run_requests
     from specplan.adaptive.workload import build_workload, read_workload_csv, synthetic
     from specplan.core.errors import SpecplanError
@@ -222,35 +224,29 @@ def _requests(model, hardware, workload, rate, conc, n, isl, osl, acc_rate, acc_
             raise SpecplanError(f"{workload}: has an alpha column; drop --acceptance-rate/--acceptance-dist")
         if conc is not None:
             raise SpecplanError("--concurrency: not with --workload (its arrival times are given)")
-        wl = build_workload(arr, i, o, alpha=alpha, dist=dist, drift=drift, seed=common["seed"], source=workload)
+        wl = build_workload(arr, i, o, alpha=alpha, dist=dist, drift=drift, seed=opts.seed, source=workload)
     else:
         if rate is None and conc is None:
             raise SpecplanError("workload: give --workload FILE.csv, --request-rate R or --concurrency C "
                                 "(or --trace segments)")
-        arr, i, o = synthetic(n, isl, osl, rate_per_s=rate, concurrency=conc, seed=common["seed"])
+        arr, i, o = synthetic(n, isl, osl, rate_per_s=rate, concurrency=conc, seed=opts.seed)
         src = f"closed loop, concurrency {conc}" if conc else f"Poisson {rate:g}/s"
-        wl = build_workload(arr, i, o, dist=dist, drift=drift, concurrency=conc, seed=common["seed"],
+        wl = build_workload(arr, i, o, dist=dist, drift=drift, concurrency=conc, seed=opts.seed,
                             source=f"{src}, ISL {isl}, OSL {osl}")
-    from specplan.adaptive.run import PolicyOptions
-
-    opts = PolicyOptions(engine=engine, max_ttft_s=None if max_ttft_ms is None else max_ttft_ms / 1e3, **common)
     return run_requests(model, hardware, wl, names, opts=opts, **kw)
 
 
-def _trace(model, hardware, trace, context, names, common, engine, kw, json_out):
+def _trace(model, hardware, trace, context, names, opts, kw, json_out):
     from specplan.adaptive import parse_trace, run_trace
     from specplan.core.errors import SpecplanError
 
     if context is None:
         raise SpecplanError("--trace: needs --context (the KV tokens of every sequence)")
     ctx = model_context(model, context)
-    from specplan.adaptive.run import PolicyOptions
-
-    res = run_trace(model, hardware, parse_trace(trace), names, context_len=ctx,
-                    opts=PolicyOptions(engine=engine, **common), **kw)
+    res = run_trace(model, hardware, parse_trace(trace), names, context_len=ctx, opts=opts, **kw)
     rows = [{k: v for k, v in r.items() if k != "chosen_d"} for r in res.policies]
     if json_out:
         print_json({"mode": "trace", "context_len": ctx, "policies": rows})
         return
-    print(f"{model} on {hardware} (tp {kw['tp']}), context {ctx}, {common['mechanism']}; trace {trace}")
+    print(f"{model} on {hardware} (tp {kw['tp']}), context {ctx}, {opts.mechanism}; trace {trace}")
     print(table([[r.get(c) for c in TRACE_COLUMNS] for r in rows], list(TRACE_COLUMNS)))
