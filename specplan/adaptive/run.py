@@ -13,6 +13,9 @@ from specplan.adaptive.records import RequestsRun, TraceRun
 from specplan.adaptive.simulator import Engine, simulate
 from specplan.adaptive.workload import Segment, Workload
 from specplan.core.errors import SpecplanError
+from specplan.costs.precision import Dtypes
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import DraftPlacement
 
 BATCH_MAX = 2048  # largest running batch tabulated (as recommend.BATCH_MAX)
 # model / oracle / clairvoyant capture graphs for D = 0..8 unless --captured-d says otherwise: SGLang's largest
@@ -100,16 +103,16 @@ class PolicyOptions:
 
 
 def run_requests(model, hardware, wl: Workload, policies: list[str], *, opts: PolicyOptions = PolicyOptions(),
-                 progress: bool | None = None, costs=None, **kw) -> RequestsRun:
-    """Simulate each policy over the same workload and draws; rows (metrics), time series, and the costs; `kw`:
-    the deployment's options by name (tp, dtype, draft_model, ...), taken once as the objects they describe."""
+                 progress: bool | None = None, costs=None, tp: int = 1, dtypes: Dtypes | None = None,
+                 draft: DraftPlacement | None = None) -> RequestsRun:
+    """Simulate each policy over the same workload and draws; rows (metrics), time series, and the costs; the target
+    on `tp` devices at `dtypes` (None: the checkpoint's), the draft placed by `draft` (None: the mechanism's own)."""
     d_max, mechanism, engine, seed, captured_d = opts.d_max, opts.mechanism, opts.engine, opts.seed, opts.captured_d
     max_tpot_s, max_ttft_s = opts.max_tpot_s, opts.max_ttft_s
     sglang_config, sglang_initial = opts.sglang_config, opts.sglang_initial
     from specplan.adaptive.bounds import lossless_bound_row
-    from specplan.speculation.speedup import options_objects
 
-    dep, spec, _ = options_objects(model, hardware, **kw)
+    dep, draft = Deployment(model, hardware, tp, dtypes=dtypes or Dtypes()), draft or DraftPlacement()
     if d_max < 1:
         raise SpecplanError(f"--max-draft-len: must be >= 1, got {d_max}")
     captured_d = check_captured(captured_d, d_max)
@@ -127,7 +130,7 @@ def run_requests(model, hardware, wl: Workload, policies: list[str], *, opts: Po
         grid = CostGrid(table_d_max(pols, d_max), float(wl.isl.min()), float((wl.isl + wl.osl).max()), int(top),
                         float(wl.isl.mean()), engine.prefill_budget)
         costs = build_costs(model, hardware, grid, mechanism=mechanism, engine=engine.profile, tp=dep.tp,
-                            dtypes=dep.dtypes, draft=spec.draft)
+                            dtypes=dep.dtypes, draft=draft)
     rows, series = [], {}
     bench = None
     if opts.simulator == "serving":
@@ -167,9 +170,10 @@ def _engine_id(profile: str) -> str:
 
 
 def run_trace(model, hardware, segs: list[Segment], policies: list[str], *, context_len: int,
-              opts: PolicyOptions = PolicyOptions(), **kw) -> TraceRun:
+              opts: PolicyOptions = PolicyOptions(), tp: int = 1, dtypes: Dtypes | None = None,
+              draft: DraftPlacement | None = None) -> TraceRun:
     """Simulate each policy over trace segments (iterations at a given batch and α); speedup vs no speculation
-    (`opts.max_ttft_s` does not apply: a trace has no arrivals); `kw` as run_requests takes it."""
+    (`opts.max_ttft_s` does not apply: a trace has no arrivals); `tp`, `dtypes`, `draft` as run_requests takes them."""
     d_max, mechanism, engine, seed, captured_d = opts.d_max, opts.mechanism, opts.engine, opts.seed, opts.captured_d
     max_tpot_s, sglang_config, sglang_initial = opts.max_tpot_s, opts.sglang_config, opts.sglang_initial
     from specplan.adaptive.costs import eager_per_kernel_s
@@ -177,9 +181,8 @@ def run_trace(model, hardware, segs: list[Segment], policies: list[str], *, cont
     from specplan.adaptive.trace import TraceCosts, simulate_trace, trace_costs
     from specplan.profiles.registry import load_engine
     from specplan.model.step import step_time
-    from specplan.speculation.speedup import options_objects
 
-    dep, spec, _ = options_objects(model, hardware, **kw)
+    dtypes = dtypes or Dtypes()
     if d_max < 1:
         raise SpecplanError(f"--max-draft-len: must be >= 1, got {d_max}")
     captured_d = check_captured(captured_d, d_max)
@@ -187,8 +190,8 @@ def run_trace(model, hardware, segs: list[Segment], policies: list[str], *, cont
     pols = _policies(policies, d_max, engine, sglang_config, sglang_initial, mechanism)
     dt = table_d_max(pols, d_max)  # D priced (an SGLang config may go above --max-draft-len)
     table, d1, dev, rho, fits = trace_costs(model, hardware, segs, dt, context_len, mechanism, engine.profile,
-                                            tp=dep.tp, dtypes=dep.dtypes, draft=spec.draft)
-    base = step_time(model, hardware, dep.tp, 1, 1, context_len, precision=dep.dtypes)
+                                            tp=tp, dtypes=dtypes, draft=draft)
+    base = step_time(model, hardware, tp, 1, 1, context_len, precision=dtypes)
     eng = load_engine(engine.profile)
     eager = eager_per_kernel_s(eng) * base.kernels * (1.0 + rho * np.arange(dt + 1))
     costs = TraceCosts(table, d1, eager, dev, fits)

@@ -120,7 +120,10 @@ def adaptive(
         if sglang_config is not None:
             raise SpecplanError("--tiers: give either --tiers or --sglang-config")
         sglang_config = tiers_config(parse_tiers(tiers), out)
-    kw = dict(tp=tp, draft_model=draft_model, dtype=dtype)
+    from specplan.costs.precision import Dtypes
+    from specplan.speculation.spec import DraftPlacement
+
+    kw = dict(tp=tp, dtypes=Dtypes(dtype=dtype), draft=DraftPlacement(draft_model))
     from specplan.adaptive.run import PolicyOptions
     from specplan.adaptive.simulator import Engine
 
