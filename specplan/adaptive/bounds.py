@@ -28,7 +28,8 @@ from dataclasses import replace
 import numpy as np
 
 from specplan.adaptive.costs import StepCosts
-from specplan.adaptive.metrics import PCTS, attainment, finite_or_none
+from specplan.adaptive.metrics import PCTS, attainment
+from specplan.adaptive.records import BoundRow, finite_or_none
 from specplan.adaptive.simulator import thresholds, token_uniforms
 from specplan.adaptive.workload import Workload
 
@@ -105,7 +106,7 @@ def clairvoyant_dp(wl: Workload, costs: StepCosts, seed: int, b_reach: int | Non
 
 def clairvoyant_row(wl: Workload, costs: StepCosts, seed: int, *, max_tpot_s=None, max_ttft_s=None,
                     max_running: int | None = None, prefill_budget: int | None = None,
-                    name: str = "clairvoyant") -> dict:
+                    name: str = "clairvoyant") -> BoundRow:
     """Bounds in the shape of a policy row: TPOT and TTFT percentiles are lower bounds, the rest upper bounds."""
     b_reach = reach_batch(wl, costs, max_running)
     f, g = clairvoyant_dp(wl, costs, seed, b_reach)
@@ -114,24 +115,22 @@ def clairvoyant_row(wl: Workload, costs: StepCosts, seed: int, *, max_tpot_s=Non
     a = wl.arrival_s - float(wl.arrival_s.min()) if wl.closed_loop is None else np.zeros(wl.n)
     dur = max(float(g.sum() + ttft.sum()), float(np.max(a + ttft + f)))
     ok = attainment(tpot, ttft, max_tpot_s, max_ttft_s)
-    out = {"policy": name, "lossy": False, "bound": True}
-    for q in PCTS:
-        x = tpot[np.isfinite(tpot)]
-        out[f"tpot_p{q}_ms"] = 1e3 * float(np.percentile(x, q)) if x.size else float("nan")
-    for q in PCTS:
-        out[f"ttft_p{q}_ms"] = 1e3 * float(np.percentile(ttft, q))
-    out.update({
-        "tokens_per_s_per_gpu": float(wl.osl.sum()) / dur / costs.devices if dur > 0 else float("nan"),
-        "tokens_per_s_per_user": float(np.nanmean(1.0 / tpot)) if np.isfinite(tpot).any() else float("nan"),
-        "slo_attainment": None if ok is None else float(ok.mean()),
-        "mean_draft_len": None,
-        "bound_batch": b_reach,
-    })
-    return finite_or_none(out)
+    x = tpot[np.isfinite(tpot)]
+    tp50, tp90, tp99 = (1e3 * float(np.percentile(x, q)) if x.size else float("nan") for q in PCTS)
+    tf50, tf90, tf99 = (1e3 * float(np.percentile(ttft, q)) for q in PCTS)
+    return finite_or_none(BoundRow(
+        policy=name, lossy=False, bound=True, tpot_p50_ms=tp50, tpot_p90_ms=tp90, tpot_p99_ms=tp99,
+        ttft_p50_ms=tf50, ttft_p90_ms=tf90, ttft_p99_ms=tf99,
+        tokens_per_s_per_gpu=float(wl.osl.sum()) / dur / costs.devices if dur > 0 else float("nan"),
+        tokens_per_s_per_user=float(np.nanmean(1.0 / tpot)) if np.isfinite(tpot).any() else float("nan"),
+        slo_attainment=None if ok is None else float(ok.mean()),
+        mean_draft_len=None,
+        bound_batch=b_reach,
+    ))
 
 
 def lossless_bound_row(wl: Workload, costs: StepCosts, seed: int, engine, *, max_tpot_s=None, max_ttft_s=None,
-                       name: str = "clairvoyant") -> dict:
+                       name: str = "clairvoyant") -> BoundRow:
     """The bound of every lossless policy on `engine`: the clairvoyant bound under the running cap of a speculating
     server and, where the engine lowers its cap when it speculates (SGLang's 48), the bound of the plain (D = 0)
     server under its own cap (fixed:0 runs there); each metric the better of the two."""
@@ -145,10 +144,10 @@ def lossless_bound_row(wl: Workload, costs: StepCosts, seed: int, engine, *, max
     return better_bounds(spec, plain)
 
 
-def better_bounds(a: dict, b: dict) -> dict:
+def better_bounds(a: BoundRow, b: BoundRow) -> BoundRow:
     """Per metric the better of two bound rows: the lower TPOT / TTFT percentiles, the higher throughputs and SLO
     attainment, the larger reachable batch."""
-    out = dict(a)
+    out = {}
     for k, va in a.items():
         vb = b.get(k)
         if not isinstance(vb, (int, float)) or isinstance(vb, bool):
@@ -159,4 +158,4 @@ def better_bounds(a: dict, b: dict) -> dict:
             out[k] = min(va, vb)
         elif k in ("tokens_per_s_per_gpu", "tokens_per_s_per_user", "slo_attainment", "bound_batch"):
             out[k] = max(va, vb)
-    return out
+    return replace(a, **out)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specplan.adaptive.records import GraphCost
 from specplan.core.errors import SpecplanError
 
 N_CTX = 12
@@ -118,17 +119,23 @@ class CostGrid:
     prefill_budget: int
 
 
-def build_costs(model, hardware, grid: CostGrid, *, mechanism: str = "eagle3", engine=None, **kw) -> StepCosts:
+def build_costs(model, hardware, grid: CostGrid, *, mechanism: str = "eagle3", engine=None, tp: int = 1,
+                dtypes=None, draft=None) -> StepCosts:
     """Tabulate step costs over `grid` with one `evaluate` call (and one for memory, one for prefill) under an
     engine profile (specplan/profiles/engine.py): its speculative iteration and draft-step host costs go into
-    `evaluate`, its host time per step and per-kernel launch cost are added to every step here."""
+    `evaluate`, its host time per step and per-kernel launch cost are added to every step here; the target on `tp`
+    devices at `dtypes` (costs/precision.Dtypes; None: the checkpoint's), the draft placed by `draft`
+    (speculation/spec.DraftPlacement; None: the mechanism's own)."""
     d_max, ctx_min, ctx_max, b_max = grid.d_max, grid.ctx_min, grid.ctx_max, grid.b_max
     mean_isl, prefill_budget = grid.mean_isl, grid.prefill_budget
     from specplan.profiles.registry import load_engine, load_hardware, load_model
     from specplan.serving.prefill import mixed_step_s, StepMix
     from specplan.speculation.acceptance import Acceptance
     from specplan.speculation.serving import ServingProfile
-    from specplan.speculation.speedup import evaluate, evaluate_kw
+    from specplan.costs.precision import Dtypes
+    from specplan.model.deployment import Deployment
+    from specplan.speculation.spec import DraftPlacement, Speculation
+    from specplan.speculation.speedup import evaluate
     from specplan.model.step import step_time
     from specplan.speculation.round import round_s
 
@@ -137,14 +144,14 @@ def build_costs(model, hardware, grid: CostGrid, *, mechanism: str = "eagle3", e
     m, eng = load_model(model), load_engine(engine)
     hw = engine_hardware(load_hardware(hardware), eng)  # the engine's kernels (GEMM scales, MoE path's count)
     srv = ServingProfile(eng.spec_iteration_overhead_s, eng.spec_draft_step_overhead_s, f"engine {eng.id}")
-    tp = kw.get("tp", 1)
+    dtypes, draft = dtypes or Dtypes(), draft or DraftPlacement()
     lo, hi = max(float(ctx_min), 1.0), max(float(ctx_max), float(ctx_min) + 1.0)
     ctx = np.unique(np.round(np.geomspace(lo, hi, N_CTX)))
     b = np.arange(1, b_max + 1, dtype=float)
     d = np.arange(d_max + 1, dtype=float)
     acc = Acceptance.from_rate(0.5)  # costs do not depend on acceptance
-    r = evaluate_kw(m, hw, batch=b[:, None, None], context_len=ctx[None, :, None], draft_len=d[None, None, :],
-                 mechanism=mechanism, acceptance=acc, serving=srv, **kw)
+    r = evaluate(Deployment(m, hw, tp, dtypes=dtypes, serving=srv), Speculation(mechanism, d[None, None, :], acc, draft),
+                 batch=b[:, None, None], context_len=ctx[None, :, None])
     prec = r.precision
     base = step_time(m, hw, tp, 1, 1, lo, precision=prec)
     rho = float(np.asarray(r.rho).flat[0])
@@ -157,8 +164,8 @@ def build_costs(model, hardware, grid: CostGrid, *, mechanism: str = "eagle3", e
     iter_s = round_s(graphs_all, gpu, b[:, None, None], d[None, None, :], q, float(base.kernels),
                      base.kernels * rho * d[None, None, :])
     d1 = r.draft_s[:, :, 1] if d_max >= 1 else np.zeros(iter_s.shape[:2])
-    mem = evaluate_kw(m, hw, batch=np.array([[1.0], [2.0]]), context_len=ctx[None, :], draft_len=float(d_max),
-                   mechanism=mechanism, acceptance=acc, **kw).memory_total_bytes
+    mem = evaluate(Deployment(m, hw, tp, dtypes=dtypes), Speculation(mechanism, float(d_max), acc, draft),
+                   batch=np.array([[1.0], [2.0]]), context_len=ctx[None, :]).memory_total_bytes
     per_seq = mem[1] - mem[0]
     fixed = float(np.min(mem[0] - per_seq))
     cap = float(np.asarray(r.memory_capacity_bytes).reshape(-1)[0])
@@ -225,7 +232,7 @@ class GraphSet:
         """Draft lengths with at least one captured graph."""
         return sorted({d for d, _ in self.captured})
 
-    def cost(self, costs: StepCosts, model, tp: int = 1) -> dict:
+    def cost(self, costs: StepCosts, model, tp: int = 1) -> GraphCost:
         """One-time capture seconds and graph memory bytes: each graph runs GRAPH_RUNS times plus GRAPH_HOST_S;
         graphs share one memory pool (SGLang captures the largest batch first), sized by the activations of the
         largest captured (bucket × (1 + D)) tokens (memory.activation_bytes)."""
@@ -233,13 +240,13 @@ class GraphSet:
         from specplan.profiles.registry import load_model
 
         if not self.captured:
-            return {"graphs": 0, "capture_s": 0.0, "memory_bytes": 0.0}
+            return GraphCost(0, 0.0, 0.0)
         mid = len(costs.ctx_grid) // 2
         t = sum(GRAPH_RUNS * float(costs.iter_s[min(bk, costs.b_max) - 1, mid, min(d, costs.d_max)]) + GRAPH_HOST_S
                 for d, bk in self.captured)
         tokens = max(bk * (1 + d) for d, bk in self.captured)
         mem = float(activation_bytes(load_model(model), tp, tokens))
-        return {"graphs": len(self.captured), "capture_s": t, "memory_bytes": mem}
+        return GraphCost(len(self.captured), t, mem)
 
 
 def graphs_for(ds, max_bs: int, slot_steps: dict[int, list[int]] | None = None) -> GraphSet:

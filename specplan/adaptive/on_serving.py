@@ -23,6 +23,7 @@ import numpy as np
 
 from specplan.adaptive.costs import GraphSet
 from specplan.adaptive.policies import Policy, StepView
+from specplan.adaptive.records import SimRun, StepSeries
 from specplan.adaptive.simulator import Engine, token_uniforms
 from specplan.adaptive.workload import Workload
 from specplan.core.errors import SpecplanError
@@ -92,17 +93,18 @@ def eager_extra(eng, tabs) -> tuple:
     return tuple(eager_per_kernel_s(eng) * (t.target_kernels + t.draft_kernels) for t in tabs)
 
 
-def serving_setup(model, hardware, wl: Workload, engine: Engine, mechanism: str, kw: dict):
-    """(model, hardware, engine profile, precision, SimSetup, RequestSet) of the adaptive run on the serving path."""
+def serving_setup(dep, wl: Workload, engine: Engine, mechanism: str):
+    """(model, hardware, engine profile, precision, SimSetup, RequestSet) of the adaptive run on the serving path of
+    `dep` (model/deployment.Deployment: its model, hardware, TP and dtypes)."""
     from specplan.costs.precision import resolve_precision
     from specplan.profiles.registry import load_engine, load_hardware, load_model
     from specplan.serving.arrivals import RequestSet
     from specplan.serving.sim_serving import SimSetup
 
-    m, hw = load_model(model), load_hardware(hardware)
-    prec = resolve_precision(m, hw, kw.get("dtype"), kw.get("kv_dtype"))
+    m, hw = load_model(dep.model), load_hardware(dep.hardware)
+    prec = resolve_precision(m, hw, dep.dtypes.dtype, dep.dtypes.kv_dtype)
     eng = load_engine(engine.profile).for_mechanism(mechanism)
-    tp = kw.get("tp", 1)
+    tp = dep.tp
     setup = SimSetup(tp, eng, prec, mechanism=mechanism)
     closed = wl.closed_loop
     req = RequestSet(wl.isl.astype(float), wl.osl.astype(float), np.zeros(wl.n),
@@ -124,23 +126,25 @@ class ServingBench:
     req: object  # SimRequests
 
 
-def serving_bench(model, hardware, wl: Workload, engine: Engine, d_max: int, opts: tuple, kw: dict) -> ServingBench:
-    """Price the step tables once (serving/step_table.py) and draw the tokens (adaptive's token_uniforms, `seed`);
-    `opts`: (mechanism, seed)."""
+def serving_bench(dep, wl: Workload, engine: Engine, d_max: int, opts: tuple) -> ServingBench:
+    """Price the step tables once (serving/step_table.py) for `dep` (model/deployment.Deployment) and draw the
+    tokens (adaptive's token_uniforms, `seed`); `opts`: (mechanism, seed)."""
+    from specplan.serving.aggregated import StepOptions
     from specplan.serving.sim_serving import request_alpha_al, sim_config
+    from specplan.speculation.spec import Speculation
     from specplan.serving.simulator import SimRequests, TokenDraws
     from specplan.serving.step_table import build_step_table
 
     mechanism, seed = opts
-    m, hw, eng, prec, setup, req = serving_setup(model, hardware, wl, engine, mechanism, kw)
-    spec = dict(mechanism=mechanism, draft_len=0.0, acceptance=None, draft_model=None)
+    m, hw, eng, prec, setup, req = serving_setup(dep, wl, engine, mechanism)
+    spec = StepOptions(Speculation(mechanism, 0.0))
     cfg = sim_config(m, hw, req, setup, eng, spec)
     cfg = replace(cfg, running_cap=min(engine.max_running or cfg.running_cap, cfg.running_cap),
                   budget_tokens=int(engine.prefill_budget))
     b_max = max(min(cfg.running_cap, wl.closed_loop or wl.n, wl.n), 1)
     tok_max = max(float(engine.prefill_budget), float(wl.isl.max()) if cfg.kind == "reserve" else 0.0)
     ds = tuple(range(d_max + 1))
-    tabs = tuple(build_step_table(m, hw, setup.tp, eng, prec, {**spec, "draft_len": float(d)}, b_max=b_max,
+    tabs = tuple(build_step_table(m, hw, setup.tp, eng, prec, spec.with_draft_len(float(d)), b_max=b_max,
                                   ctx_max=float((wl.isl + wl.osl).max()), tok_max=tok_max) for d in ds)
     acc = np.column_stack([request_alpha_al(1.0, d, wl.n, seed, alpha=wl.alpha) for d in ds])
     off, u = token_uniforms(wl, seed)
@@ -149,8 +153,8 @@ def serving_bench(model, hardware, wl: Workload, engine: Engine, d_max: int, opt
 
 
 def simulate_on_serving(bench: ServingBench, wl: Workload, policy: Policy, graphs: GraphSet, *, engine: Engine,
-                        opts: tuple) -> dict:
-    """Run one policy on serving/simulator.py; the dict adaptive/simulator.py `simulate` returns. `opts`:
+                        opts: tuple) -> SimRun:
+    """Run one policy on serving/simulator.py; the SimRun adaptive/simulator.py `simulate` returns. `opts`:
     (TPOT target seconds or None, seed)."""
     from specplan.serving.simulator import simulate
 
@@ -162,11 +166,10 @@ def simulate_on_serving(bench: ServingBench, wl: Workload, policy: Policy, graph
                   policy=ServingPolicy(policy, wl, g, slo_tpot_s, seed), eager_extra_s=eager_extra(eng, bench.tabs))
     run = simulate(bench.tabs, eng, bench.req, cfg)
     s = run.series
-    series = {k: np.asarray(getattr(s, k), dtype=float) for k in ("t_s", "batch", "draft_len", "al", "step_s",
-                                                                  "prefill_tokens")}
-    return {"policy": policy.name, "lossy": False, "arrival_s": run.arrival_s, "first_token_s": run.first_token_s,
-            "finish_s": run.finish_s, "series": series, "relaxed_token_fraction": 0.0,
-            "eager_steps": run.eager_steps, "over_capacity": bool(float((wl.isl + wl.osl).max()) > cfg.kv_tokens)}
+    series = StepSeries(*(np.asarray(v, dtype=float) for v in (s.t_s, s.batch, s.draft_len, s.al, s.step_s,
+                                                               s.prefill_tokens)))
+    return SimRun(policy.name, False, run.arrival_s, run.first_token_s, run.finish_s, series, 0.0, run.eager_steps,
+                  bool(float((wl.isl + wl.osl).max()) > cfg.kv_tokens))
 
 
 def reach_pack(bench: ServingBench, wl: Workload) -> int:

@@ -21,7 +21,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -150,17 +150,36 @@ class AdaSD(Policy):
         return list(range(self.d + 1))
 
 
-def _kv(text: str, arg: str, keys: dict) -> dict:
-    out = dict(keys)
+@dataclass(frozen=True)
+class ModelArgs:
+    """`model:acc=S/time=E/slo=0`: std of the α prediction, relative step-time error, whether to aim at the SLO."""
+
+    acc: float = MODEL_ACC_ERR
+    time: float = 0.0
+    slo: float = 1.0
+
+
+@dataclass(frozen=True)
+class AdaSDArgs:
+    """`adasd:max=D/relax=R`: the most drafts per step and the relaxed test's R."""
+
+    max: float = 7.0
+    relax: float = 0.3
+
+
+def _kv(text: str, arg: str, defaults):
+    """The policy's `k=v/k=v` arguments over `defaults` (ModelArgs or AdaSDArgs), every value a number."""
+    names = [f.name for f in fields(defaults)]
+    given = {}
     for part in (p for p in arg.split("/") if p):
         k, eq, v = part.partition("=")
-        if not eq or k not in keys:
-            raise SpecplanError(f"policy '{text}': expected {'/'.join(f'{x}=V' for x in keys)}, got '{part}'")
+        if not eq or k not in names:
+            raise SpecplanError(f"policy '{text}': expected {'/'.join(f'{x}=V' for x in names)}, got '{part}'")
         try:
-            out[k] = float(v)
+            given[k] = float(v)
         except ValueError:
             raise SpecplanError(f"policy '{text}': {k} must be a number, got '{v}'") from None
-    return out
+    return replace(defaults, **given)
 
 
 def make_policy(text: str, d_max: int, *, sglang_config: str | None = None, sglang_initial: int | None = None,
@@ -176,16 +195,16 @@ def make_policy(text: str, d_max: int, *, sglang_config: str | None = None, sgla
     if name == "sglang":
         return SGLang(text, arg or sglang_config, sglang_initial, cuda_graph_bs or [])
     if name == "model":
-        kv = _kv(text, arg, {"acc": MODEL_ACC_ERR, "time": 0.0, "slo": 1.0})
-        if kv["acc"] < 0 or kv["time"] <= -1 or kv["slo"] not in (0.0, 1.0):
+        kv = _kv(text, arg, ModelArgs())
+        if kv.acc < 0 or kv.time <= -1 or kv.slo not in (0.0, 1.0):
             raise SpecplanError(f"policy '{text}': acc must be >= 0, time > -1, slo 0 or 1")
-        return ModelBased(text, kv["acc"], kv["time"], bool(kv["slo"]))
+        return ModelBased(text, kv.acc, kv.time, bool(kv.slo))
     if name in BOUNDS:
         raise SpecplanError(f"policy '{text}': {name} is a bound, not a policy to run (no arguments)")
     if name == "adasd":
-        kv = _kv(text, arg, {"max": float(min(7, d_max)), "relax": 0.3})
-        if not (0 <= kv["relax"] <= 1) or kv["max"] != int(kv["max"]) or not (1 <= kv["max"] <= d_max):
+        kv = _kv(text, arg, AdaSDArgs(max=float(min(7, d_max))))
+        if not (0 <= kv.relax <= 1) or kv.max != int(kv.max) or not (1 <= kv.max <= d_max):
             raise SpecplanError(f"policy '{text}': relax must be in [0, 1] and max an integer 1..{d_max}")
-        return AdaSD(text, int(kv["max"]), kv["relax"])
+        return AdaSD(text, int(kv.max), kv.relax)
     raise SpecplanError(f"policy: unknown '{text}' (fixed:D, sglang[:CONFIG.json], model[:acc=S/time=E], oracle, "
                         f"adasd[:max=D/relax=R], clairvoyant)")

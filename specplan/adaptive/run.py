@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from specplan.adaptive.costs import CostGrid, build_costs, graphs_for, sglang_graph_batch_sizes
 from specplan.adaptive.metrics import draft_len_series, summarize
 from specplan.adaptive.policies import BOUNDS, SGLang, make_policy
+from specplan.adaptive.records import RequestsRun, TraceRun
 from specplan.adaptive.simulator import Engine, simulate
 from specplan.adaptive.workload import Segment, Workload
 from specplan.core.errors import SpecplanError
 from specplan.costs.precision import Dtypes
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import DraftPlacement
 
 BATCH_MAX = 2048  # largest running batch tabulated (as recommend.BATCH_MAX)
 # model / oracle / clairvoyant capture graphs for D = 0..8 unless --captured-d says otherwise: SGLang's largest
@@ -100,14 +103,16 @@ class PolicyOptions:
 
 
 def run_requests(model, hardware, wl: Workload, policies: list[str], *, opts: PolicyOptions = PolicyOptions(),
-                 progress: bool | None = None, costs=None, **kw) -> dict:
-    """Simulate each policy over the same workload and draws; rows (metrics), time series, and the costs; `kw`:
-    the deployment's options (tp, dtype, ...) for the step costs."""
+                 progress: bool | None = None, costs=None, tp: int = 1, dtypes: Dtypes | None = None,
+                 draft: DraftPlacement | None = None) -> RequestsRun:
+    """Simulate each policy over the same workload and draws; rows (metrics), time series, and the costs; the target
+    on `tp` devices at `dtypes` (None: the checkpoint's), the draft placed by `draft` (None: the mechanism's own)."""
     d_max, mechanism, engine, seed, captured_d = opts.d_max, opts.mechanism, opts.engine, opts.seed, opts.captured_d
     max_tpot_s, max_ttft_s = opts.max_tpot_s, opts.max_ttft_s
     sglang_config, sglang_initial = opts.sglang_config, opts.sglang_initial
     from specplan.adaptive.bounds import lossless_bound_row
 
+    dep, draft = Deployment(model, hardware, tp, dtypes=dtypes or Dtypes()), draft or DraftPlacement()
     if d_max < 1:
         raise SpecplanError(f"--max-draft-len: must be >= 1, got {d_max}")
     captured_d = check_captured(captured_d, d_max)
@@ -124,13 +129,14 @@ def run_requests(model, hardware, wl: Workload, policies: list[str], *, opts: Po
         top = min(engine.max_running, BATCH_MAX, wl.n, wl.closed_loop or BATCH_MAX)
         grid = CostGrid(table_d_max(pols, d_max), float(wl.isl.min()), float((wl.isl + wl.osl).max()), int(top),
                         float(wl.isl.mean()), engine.prefill_budget)
-        costs = build_costs(model, hardware, grid, mechanism=mechanism, engine=engine.profile, **kw)
+        costs = build_costs(model, hardware, grid, mechanism=mechanism, engine=engine.profile, tp=dep.tp,
+                            dtypes=dep.dtypes, draft=draft)
     rows, series = [], {}
     bench = None
     if opts.simulator == "serving":
         from specplan.adaptive.on_serving import serving_bench
 
-        bench = serving_bench(model, hardware, wl, engine, costs.d_max, (mechanism, seed), kw)
+        bench = serving_bench(dep, wl, engine, costs.d_max, (mechanism, seed))
     for p in pols:
         if p in BOUNDS and bench is not None:
             from specplan.adaptive.on_serving import serving_bound_row
@@ -150,12 +156,10 @@ def run_requests(model, hardware, wl: Workload, policies: list[str], *, opts: Po
             res = simulate(wl, costs, p, g, engine=engine, slo_tpot_s=max_tpot_s if not p.lossy else None,
                            seed=seed, progress=progress)
         rows.append(summarize(res, wl.osl, costs.devices, max_tpot_s=max_tpot_s, max_ttft_s=max_ttft_s,
-                              graphs=g.cost(costs, model, kw.get("tp", 1))))
+                              graphs=g.cost(costs, model, dep.tp)))
         series[p.name] = draft_len_series(res, osl=wl.osl)
-    return {"mode": "requests", "model": costs.model_id, "hardware": costs.hardware_id,
-            "engine": _engine_id(engine.profile),
-            "requests": wl.n,
-            "source": wl.source, "policies": rows, "series": series, "costs": costs}
+    return RequestsRun("requests", costs.model_id, costs.hardware_id, _engine_id(engine.profile), wl.n, wl.source,
+                       rows, series, costs)
 
 
 def _engine_id(profile: str) -> str:
@@ -166,9 +170,10 @@ def _engine_id(profile: str) -> str:
 
 
 def run_trace(model, hardware, segs: list[Segment], policies: list[str], *, context_len: int,
-              opts: PolicyOptions = PolicyOptions(), **kw) -> dict:
+              opts: PolicyOptions = PolicyOptions(), tp: int = 1, dtypes: Dtypes | None = None,
+              draft: DraftPlacement | None = None) -> TraceRun:
     """Simulate each policy over trace segments (iterations at a given batch and α); speedup vs no speculation
-    (`opts.max_ttft_s` does not apply: a trace has no arrivals)."""
+    (`opts.max_ttft_s` does not apply: a trace has no arrivals); `tp`, `dtypes`, `draft` as run_requests takes them."""
     d_max, mechanism, engine, seed, captured_d = opts.d_max, opts.mechanism, opts.engine, opts.seed, opts.captured_d
     max_tpot_s, sglang_config, sglang_initial = opts.max_tpot_s, opts.sglang_config, opts.sglang_initial
     from specplan.adaptive.costs import eager_per_kernel_s
@@ -177,15 +182,16 @@ def run_trace(model, hardware, segs: list[Segment], policies: list[str], *, cont
     from specplan.profiles.registry import load_engine
     from specplan.model.step import step_time
 
+    dtypes = dtypes or Dtypes()
     if d_max < 1:
         raise SpecplanError(f"--max-draft-len: must be >= 1, got {d_max}")
     captured_d = check_captured(captured_d, d_max)
     engine = engine.resolved()
     pols = _policies(policies, d_max, engine, sglang_config, sglang_initial, mechanism)
     dt = table_d_max(pols, d_max)  # D priced (an SGLang config may go above --max-draft-len)
-    table, d1, dev, rho, fits = trace_costs(model, hardware, segs, dt, context_len, mechanism, engine.profile, **kw)
-    base = step_time(model, hardware, kw.get("tp", 1), 1, 1, context_len,
-                     precision=Dtypes(dtype=kw.get("dtype"), kv_dtype=kw.get("kv_dtype")))
+    table, d1, dev, rho, fits = trace_costs(model, hardware, segs, dt, context_len, mechanism, engine.profile,
+                                            tp=tp, dtypes=dtypes, draft=draft)
+    base = step_time(model, hardware, tp, 1, 1, context_len, precision=dtypes)
     eng = load_engine(engine.profile)
     eager = eager_per_kernel_s(eng) * base.kernels * (1.0 + rho * np.arange(dt + 1))
     costs = TraceCosts(table, d1, eager, dev, fits)
@@ -197,6 +203,5 @@ def run_trace(model, hardware, segs: list[Segment], policies: list[str], *, cont
         else:
             g = _graphs(p, d_max, engine, captured_d)
         r = simulate_trace(segs, costs, p, g, dt, seed, slo_tpot_s=None if getattr(p, "lossy", False) else max_tpot_s)
-        r["speedup"] = r["tokens_per_s_per_user"] / ref["tokens_per_s_per_user"]
-        rows.append(r)
-    return {"mode": "trace", "policies": rows, "context_len": context_len}
+        rows.append(replace(r, speedup=r.tokens_per_s_per_user / ref.tokens_per_s_per_user))
+    return TraceRun("trace", rows, context_len)

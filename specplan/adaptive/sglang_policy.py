@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -38,8 +39,24 @@ KNOBS = ("candidate_steps", "ema_alpha", "update_interval", "warmup_batches", "d
          "ceiling_coeff")
 
 
-def load_config(path: str | None) -> tuple[dict, dict[int, dict]]:
-    """(whole config, {batch key: slot entry}) from SGLang's JSON or its defaults; one-line errors."""
+@dataclass(frozen=True)
+class SlotConfig:
+    """One batch-size slot of SGLang's config, the top-level knobs merged under it (AdaptiveStepSlot's defaults
+    where neither gives one): candidate steps, EMA weight, update interval and warm-up (batches), hysteresis
+    down / up, EMA ceiling coefficient."""
+
+    candidate_steps: object = None
+    ema_alpha: object = 0.2
+    update_interval: object = 5
+    warmup_batches: object = 10
+    down_hysteresis: object = -0.25
+    up_hysteresis: object = 0.0
+    ceiling_coeff: object = 0
+
+
+def load_config(path: str | None) -> dict[int, SlotConfig]:
+    """{batch key: slot} from SGLang's JSON or its defaults, the top-level knobs merged under every slot; one-line
+    errors."""
     where = path or "sglang default config"
     if path is None:
         cfg = DEFAULT_ADAPTIVE_CONFIG
@@ -52,7 +69,8 @@ def load_config(path: str | None) -> tuple[dict, dict[int, dict]]:
         cfg = read_json(p, "sglang config", mapping=False)
         if not isinstance(cfg, dict):
             raise SpecplanError(f"{path}: expected a JSON object of batch-size keys")
-    entries: dict[int, dict] = {}
+    entries: dict[int, SlotConfig] = {}
+    knobs = {k: v for k, v in cfg.items() if not str(k).isdigit()}
     for key, entry in cfg.items():
         if not str(key).isdigit():
             if key not in KNOBS:
@@ -60,7 +78,7 @@ def load_config(path: str | None) -> tuple[dict, dict[int, dict]]:
             continue
         if not isinstance(entry, dict):
             raise SpecplanError(f"{where}: BS {key}: expected an object with candidate_steps")
-        steps = entry.get("candidate_steps")
+        steps = SlotConfig(**{k: v for k, v in entry.items() if k in KNOBS}).candidate_steps
         if (not isinstance(steps, list) or not steps
                 or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= 256 for s in steps)):
             raise SpecplanError(f"{where}: BS {key}: candidate_steps must be a list of non-negative ints (<= 256), "
@@ -70,30 +88,30 @@ def load_config(path: str | None) -> tuple[dict, dict[int, dict]]:
                 raise SpecplanError(f"{where}: BS {key}: unknown field '{k}' (known: {', '.join(KNOBS)})")
             if k != "candidate_steps" and not isinstance(v, (int, float)):
                 raise SpecplanError(f"{where}: BS {key}: {k} must be a number, got {v!r}")
-        entries[int(key)] = entry
+        entries[int(key)] = SlotConfig(**{**knobs, **entry})
     if not entries:
         raise SpecplanError(f"{where}: needs at least one integer-string BS key, e.g. "
                             '{"1": {"candidate_steps": [1, 3, 7]}}')
-    return cfg, entries
+    return entries
 
 
-def candidate_union(entries: dict[int, dict]) -> list[int]:
+def candidate_union(entries: dict[int, SlotConfig]) -> list[int]:
     """resolve_candidate_steps_from_config: union of every slot's candidate steps."""
-    return sorted({s for e in entries.values() for s in e["candidate_steps"]})
+    return sorted({s for e in entries.values() for s in e.candidate_steps})
 
 
 class AdaptiveStepSlot:
     """SGLang's per-batch-size slot: EMA of accepted drafts, warm-up, update interval, hysteresis."""
 
-    def __init__(self, initial_steps: int, cfg: dict):
-        candidates = sorted(set(cfg["candidate_steps"]))
+    def __init__(self, initial_steps: int, cfg: SlotConfig):
+        candidates = sorted(set(cfg.candidate_steps))
         self.candidate_steps = candidates
-        self.ema_alpha = cfg.get("ema_alpha", 0.2)
-        self.update_interval = cfg.get("update_interval", 5)
-        self.warmup_batches = cfg.get("warmup_batches", 10)
-        self.down_hysteresis = cfg.get("down_hysteresis", -0.25)
-        self.up_hysteresis = cfg.get("up_hysteresis", 0.0)
-        self.ceiling_coeff = cfg.get("ceiling_coeff", 0)
+        self.ema_alpha = cfg.ema_alpha
+        self.update_interval = cfg.update_interval
+        self.warmup_batches = cfg.warmup_batches
+        self.down_hysteresis = cfg.down_hysteresis
+        self.up_hysteresis = cfg.up_hysteresis
+        self.ceiling_coeff = cfg.ceiling_coeff
         if initial_steps in self.candidate_steps:
             self.current_steps = initial_steps
         else:
@@ -162,7 +180,7 @@ class AdaptiveSpeculativeParams:
 
     def __init__(self, initial_steps: int | None = None, cfg_path: str | None = None,
                  cuda_graph_bs: list[int] | None = None):
-        cfg, entries = load_config(cfg_path)
+        entries = load_config(cfg_path)
         if initial_steps is None:
             union = candidate_union(entries)
             initial_steps = union[len(union) // 2]
@@ -171,10 +189,9 @@ class AdaptiveSpeculativeParams:
                                 f"{candidate_union(entries)}")
         self.initial_steps = initial_steps
         self._bs_list = sorted(entries)
-        knobs = {k: v for k, v in cfg.items() if not str(k).isdigit()}
-        self._slots = {bs: AdaptiveStepSlot(initial_steps, {**knobs, **e}) for bs, e in sorted(entries.items())}
+        self._slots = {bs: AdaptiveStepSlot(initial_steps, e) for bs, e in sorted(entries.items())}
         self._cuda_graph_bs = sorted(cuda_graph_bs) if cuda_graph_bs else None
-        self.slot_steps = {bs: sorted(set(e["candidate_steps"])) for bs, e in entries.items()}
+        self.slot_steps = {bs: sorted(set(e.candidate_steps)) for bs, e in entries.items()}
 
     def get_steps_for_batch(self, batch_size: int) -> int:
         """Draft steps the worker activates for a decode batch of this size."""

@@ -18,6 +18,7 @@ import numpy as np
 
 from specplan.adaptive.costs import GraphSet, StepCosts
 from specplan.adaptive.policies import Policy, StepView
+from specplan.adaptive.records import SimRun, StepSeries
 from specplan.adaptive.workload import Workload
 from specplan.core.progress import Progress
 
@@ -173,7 +174,7 @@ def _start(wl: Workload, costs: StepCosts, policy: Policy, graphs: GraphSet, eng
     return _Run(
         wl=wl, costs=costs, policy=policy, engine=engine, closed=wl.closed_loop, arrival=wl.arrival_s.copy(),
         need=costs.seq_bytes(wl.isl + wl.osl),
-        free=costs.capacity_bytes - costs.fixed_bytes - graphs.cost(costs, costs.model_id, costs.tp)["memory_bytes"],
+        free=costs.capacity_bytes - costs.fixed_bytes - graphs.cost(costs, costs.model_id, costs.tp).memory_bytes,
         max_run=min(engine.running_cap(policy.speculates) or costs.b_max, costs.b_max), off=off, u=u, runs=runs,
         loose=loose,
         rng=np.random.default_rng([seed, 5]), eager=np.array([costs.eager_extra_s(d) for d in range(d_max + 1)]),
@@ -290,7 +291,7 @@ def _record(s: _Run, b: int, d: int, tot: int, step_s: float, pf_tokens: int) ->
 
 
 def simulate(wl: Workload, costs: StepCosts, policy: Policy, graphs: GraphSet, *, engine: Engine = Engine(),
-             slo_tpot_s: float | None = None, seed: int = 0, progress: bool | None = None) -> dict:
+             slo_tpot_s: float | None = None, seed: int = 0, progress: bool | None = None) -> SimRun:
     """Run one policy over the workload; per-request times (s), the step time series, and counters."""
     from specplan.profiles.registry import load_engine
 
@@ -319,9 +320,6 @@ def simulate(wl: Workload, costs: StepCosts, policy: Policy, graphs: GraphSet, *
                 _retire(s)
             if done:
                 _join(s, done, bar, t0 + pf_s if apart else s.t)
-    return {
-        "policy": policy.name, "lossy": policy.lossy, "arrival_s": s.arrival, "first_token_s": s.first,
-        "finish_s": s.finish, "series": {k: np.asarray(v, dtype=float) for k, v in s.rec.items()},
-        "relaxed_token_fraction": s.lossy_tokens / max(s.decode_tokens + wl.n, 1),
-        "eager_steps": s.eager_steps, "over_capacity": bool(s.need.max() > s.free),
-    }
+    return SimRun(policy.name, policy.lossy, s.arrival, s.first, s.finish,
+                  StepSeries(*(np.asarray(v, dtype=float) for v in s.rec.values())),
+                  s.lossy_tokens / max(s.decode_tokens + wl.n, 1), s.eager_steps, bool(s.need.max() > s.free))

@@ -18,30 +18,35 @@ from dataclasses import dataclass
 import numpy as np
 
 from specplan.adaptive.costs import GraphSet
-from specplan.adaptive.metrics import finite_or_none
+from specplan.adaptive.records import TraceRow, finite_or_none
 from specplan.adaptive.policies import Policy, StepView
 from specplan.adaptive.workload import Segment
 from specplan.speculation.acceptance import al_from_rate
 
 
 def trace_costs(model, hardware, segs: list[Segment], d_max: int, context_len: int, mechanism: str,
-                engine="sglang", **kw):
+                engine="sglang", *, tp: int = 1, dtypes=None, draft=None):
     """(T[b][D] step seconds per trace batch (D = 0: plain decode), one draft forward per batch, devices, ρ,
     fits[b][D] in memory); the engine's speculative host costs via `evaluate`, its host time and graph launches
-    per step added."""
+    per step added; the target on `tp` devices at `dtypes` (None: the checkpoint's), the draft placed by `draft`
+    (speculation/spec.DraftPlacement; None: the mechanism's own)."""
     from specplan.profiles.registry import load_engine
     from specplan.speculation.acceptance import Acceptance
     from specplan.speculation.serving import ServingProfile
-    from specplan.speculation.speedup import evaluate, evaluate_kw
+    from specplan.costs.precision import Dtypes
+    from specplan.model.deployment import Deployment
     from specplan.model.step import step_time
+    from specplan.speculation.spec import DraftPlacement, Speculation
+    from specplan.speculation.speedup import evaluate
 
     eng = load_engine(engine)
     srv = ServingProfile(eng.spec_iteration_overhead_s, eng.spec_draft_step_overhead_s, f"engine {eng.id}")
     bs = np.array(sorted({s.batch for s in segs}), dtype=float)
     d = np.arange(d_max + 1, dtype=float)
-    r = evaluate_kw(model, hardware, batch=bs[:, None], draft_len=d[None, :], context_len=context_len,
-                 mechanism=mechanism, acceptance=Acceptance.from_rate(0.5), serving=srv, **kw)
-    kern = step_time(model, hardware, kw.get("tp", 1), 1, 1, context_len, precision=r.precision).kernels
+    r = evaluate(Deployment(model, hardware, tp, dtypes=dtypes or Dtypes(), serving=srv),
+                 Speculation(mechanism, d[None, :], Acceptance.from_rate(0.5), draft or DraftPlacement()),
+                 batch=bs[:, None], context_len=context_len)
+    kern = step_time(model, hardware, tp, 1, 1, context_len, precision=r.precision).kernels
     rho0 = float(np.asarray(r.rho).flat[0])
     t = np.where(d[None, :] == 0, r.baseline_step_s, r.iter_s)
     t = t + eng.host_step_s + kern * (1.0 + rho0 * d[None, :]) * eng.graph_launch_s
@@ -94,7 +99,7 @@ class TraceCosts:
 
 
 def simulate_trace(segs: list[Segment], costs: TraceCosts, policy: Policy | str, graphs: GraphSet, d_max: int,
-                   seed: int = 0, slo_tpot_s: float | None = None) -> dict:
+                   seed: int = 0, slo_tpot_s: float | None = None) -> TraceRow:
     """Run one policy (or 'oracle' / 'clairvoyant') over the trace; realized and expected tokens/s/user.
     Adaptive policies and the bounds pick only D that fit in memory (`costs.fits`; when none fits, any D); a fixed
     D that does not fit still runs and the row says `fits: false`."""
@@ -152,14 +157,14 @@ def simulate_trace(segs: list[Segment], costs: TraceCosts, policy: Policy | str,
     total = float(time_s.sum())
     tpot = time_s / tok
     name = policy if isinstance(policy, str) else policy.name
-    out = {"policy": name, "lossy": bool(getattr(policy, "lossy", False)), "bound": isinstance(policy, str),
-           "tokens_per_s_per_user": float(tok.sum()) / total,
-           "expected_tokens_per_s_per_user": float(exp_tok.sum()) / total,
-           "tokens_per_s_per_gpu": float((batch * tok).sum()) / total / devices,
-           "tpot_p50_ms": 1e3 * float(np.percentile(tpot, 50)), "tpot_p90_ms": 1e3 * float(np.percentile(tpot, 90)),
-           "tpot_p99_ms": 1e3 * float(np.percentile(tpot, 99)), "ttft_p50_ms": None,
-           "slo_attainment": None if slo_tpot_s is None else float(np.mean(tpot <= slo_tpot_s)),
-           "mean_draft_len": float(d_seq.mean()), "time_s": total, "fits": all_fit, "chosen_d": d_seq}
-    if out["lossy"]:
-        out["relaxed_token_fraction"] = lossy / float((batch * tok).sum())
-    return finite_or_none(out)
+    lossy_policy = bool(getattr(policy, "lossy", False))
+    return finite_or_none(TraceRow(
+        policy=name, lossy=lossy_policy, bound=isinstance(policy, str),
+        tokens_per_s_per_user=float(tok.sum()) / total,
+        expected_tokens_per_s_per_user=float(exp_tok.sum()) / total,
+        tokens_per_s_per_gpu=float((batch * tok).sum()) / total / devices,
+        tpot_p50_ms=1e3 * float(np.percentile(tpot, 50)), tpot_p90_ms=1e3 * float(np.percentile(tpot, 90)),
+        tpot_p99_ms=1e3 * float(np.percentile(tpot, 99)), ttft_p50_ms=None,
+        slo_attainment=None if slo_tpot_s is None else float(np.mean(tpot <= slo_tpot_s)),
+        mean_draft_len=float(d_seq.mean()), time_s=total, fits=all_fit, chosen_d=d_seq,
+        relaxed_token_fraction=lossy / float((batch * tok).sum()) if lossy_policy else None))

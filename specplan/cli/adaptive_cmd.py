@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Optional
 
 import typer
@@ -119,29 +120,35 @@ def adaptive(
         if sglang_config is not None:
             raise SpecplanError("--tiers: give either --tiers or --sglang-config")
         sglang_config = tiers_config(parse_tiers(tiers), out)
-    kw = dict(tp=tp, draft_model=draft_model, dtype=dtype)
-    common = dict(d_max=max_draft_len, mechanism=mechanism, seed=seed, captured_d=cap, sglang_config=sglang_config,
-                  sglang_initial=sglang_initial, max_tpot_s=None if max_tpot_ms is None else max_tpot_ms / 1e3)
+    from specplan.costs.precision import Dtypes
+    from specplan.speculation.spec import DraftPlacement
+
+    kw = dict(tp=tp, dtypes=Dtypes(dtype=dtype), draft=DraftPlacement(draft_model))
+    from specplan.adaptive.run import PolicyOptions
     from specplan.adaptive.simulator import Engine
 
-    eng = Engine(engine, prefill_budget, max_running, graph_max_bs)
-    if trace is not None:
-        _trace(model, hardware, trace, context, names, common, eng, kw, json_out)
+    opts = PolicyOptions(d_max=max_draft_len, mechanism=mechanism, engine=Engine(engine, prefill_budget, max_running,
+                                                                                 graph_max_bs),
+                         max_tpot_s=None if max_tpot_ms is None else max_tpot_ms / 1e3, seed=seed, captured_d=cap,
+                         sglang_config=sglang_config, sglang_initial=sglang_initial)
+    if trace is not None:  # a trace has no arrivals: no TTFT target
+        _trace(model, hardware, trace, context, names, opts, kw, json_out)
         return
+    opts = replace(opts, max_ttft_s=None if max_ttft_ms is None else max_ttft_ms / 1e3, simulator=simulator)
     res = _requests(model, hardware, workload, request_rate, concurrency, requests, isl, osl, acceptance_rate,
-                    acceptance_dist, acceptance_drift, names, {**common, "simulator": simulator}, eng, max_ttft_ms,
-                    kw)
-    rows = res["policies"]
+                    acceptance_dist, acceptance_drift, names, opts, kw)
+    rows = res.policies
     if out:
         from specplan.adaptive.report import write_report
 
         write_report(res, out)
     if json_out:
-        print_json({"mode": "requests", "model": res["model"], "hardware": res["hardware"], "engine": res["engine"],
-                    "requests": res["requests"],
+        print_json({"mode": "requests", "model": res.model, "hardware": res.hardware, "engine": res.engine,
+                    "requests": res.requests,
                     "policies": rows,
-                    "series": {k: {c: v[c] for c in ("t_s", "draft_len", "batch", "al", "tpot_ms")}
-                               for k, v in res["series"].items()}})
+                    "series": {k: {"t_s": v.t_s, "draft_len": v.draft_len, "batch": v.batch, "al": v.al,
+                                   "tpot_ms": v.tpot_ms}
+                               for k, v in res.series.items()}})
         return
     _print_requests(res, tp, mechanism)
 
@@ -176,34 +183,33 @@ def _check_options(max_draft_len, out, isl, osl, concurrency, max_running, graph
             raise SpecplanError(f"{name}: must be >= {low}, got {v}")
 
 
-def _fits(row: dict) -> str:
+def _fits(row) -> str:
     """'yes' / 'no' for a policy row (whether every request's KV fit the memory), '-' for a bound row."""
-    return "-" if "over_capacity" not in row else ("no" if row["over_capacity"] else "yes")
+    return "-" if row.bound else ("no" if row.over_capacity else "yes")
 
 
-def _print_requests(res: dict, tp: int, mechanism: str) -> None:
+def _print_requests(res, tp: int, mechanism: str) -> None:
     """The request-level table of every policy, with the lossy and bound rows explained."""
-    rows = res["policies"]
-    print(f"{res['model']} on {res['hardware']} (tp {tp}), {mechanism}, engine {res['engine']}; {res['requests']} "
-          f"requests ({res['source']})")
+    rows = res.policies
+    print(f"{res.model} on {res.hardware} (tp {tp}), {mechanism}, engine {res.engine}; {res.requests} "
+          f"requests ({res.source})")
     print(table([[_fits(r) if c == "fits" else r.get(c) for c in COLUMNS] for r in rows], list(COLUMNS)))
-    if any(r.get("over_capacity") for r in rows):
-        c = res["costs"]
+    if any(not r.bound and r.over_capacity for r in rows):
+        c = res.costs
         print(f"fits: no: the weights leave {max(c.capacity_bytes - c.fixed_bytes, 0) / 1e9:.1f} GB of "
               f"{c.capacity_bytes / 1e9:.1f} GB per device for the KV cache, less than one request needs; each such "
               f"request runs alone and the times price memory this machine does not have (predict shows the memory; "
               f"more TP or a smaller dtype fits)")
     for r in rows:
-        if r.get("lossy"):
-            print(f"{r['policy']} is lossy: {100 * r['relaxed_token_fraction']:.1f}% of output tokens were accepted "
+        if r.lossy:
+            print(f"{r.policy} is lossy: {100 * r.relaxed_token_fraction:.1f}% of output tokens were accepted "
                   f"only by its relaxed test (α' = α + relax·(1 − α)); not comparable with the lossless rows")
-        if r.get("bound"):
-            print(f"{r['policy']}: bounds of every lossless policy on this seed (TPOT percentiles are lower bounds; "
+        if r.bound:
+            print(f"{r.policy}: bounds of every lossless policy on this seed (TPOT percentiles are lower bounds; "
                   "tokens/s and SLO attainment upper bounds; see docs/adaptive.md)")
 
 
-def _requests(model, hardware, workload, rate, conc, n, isl, osl, acc_rate, acc_dist, drift, names, common, engine,
-              max_ttft_ms, kw):
+def _requests(model, hardware, workload, rate, conc, n, isl, osl, acc_rate, acc_dist, drift, names, opts, kw):
     from specplan.adaptive import run_requests
     from specplan.adaptive.workload import build_workload, read_workload_csv, synthetic
     from specplan.core.errors import SpecplanError
@@ -221,35 +227,29 @@ def _requests(model, hardware, workload, rate, conc, n, isl, osl, acc_rate, acc_
             raise SpecplanError(f"{workload}: has an alpha column; drop --acceptance-rate/--acceptance-dist")
         if conc is not None:
             raise SpecplanError("--concurrency: not with --workload (its arrival times are given)")
-        wl = build_workload(arr, i, o, alpha=alpha, dist=dist, drift=drift, seed=common["seed"], source=workload)
+        wl = build_workload(arr, i, o, alpha=alpha, dist=dist, drift=drift, seed=opts.seed, source=workload)
     else:
         if rate is None and conc is None:
             raise SpecplanError("workload: give --workload FILE.csv, --request-rate R or --concurrency C "
                                 "(or --trace segments)")
-        arr, i, o = synthetic(n, isl, osl, rate_per_s=rate, concurrency=conc, seed=common["seed"])
+        arr, i, o = synthetic(n, isl, osl, rate_per_s=rate, concurrency=conc, seed=opts.seed)
         src = f"closed loop, concurrency {conc}" if conc else f"Poisson {rate:g}/s"
-        wl = build_workload(arr, i, o, dist=dist, drift=drift, concurrency=conc, seed=common["seed"],
+        wl = build_workload(arr, i, o, dist=dist, drift=drift, concurrency=conc, seed=opts.seed,
                             source=f"{src}, ISL {isl}, OSL {osl}")
-    from specplan.adaptive.run import PolicyOptions
-
-    opts = PolicyOptions(engine=engine, max_ttft_s=None if max_ttft_ms is None else max_ttft_ms / 1e3, **common)
     return run_requests(model, hardware, wl, names, opts=opts, **kw)
 
 
-def _trace(model, hardware, trace, context, names, common, engine, kw, json_out):
+def _trace(model, hardware, trace, context, names, opts, kw, json_out):
     from specplan.adaptive import parse_trace, run_trace
     from specplan.core.errors import SpecplanError
 
     if context is None:
         raise SpecplanError("--trace: needs --context (the KV tokens of every sequence)")
     ctx = model_context(model, context)
-    from specplan.adaptive.run import PolicyOptions
-
-    res = run_trace(model, hardware, parse_trace(trace), names, context_len=ctx,
-                    opts=PolicyOptions(engine=engine, **common), **kw)
-    rows = [{k: v for k, v in r.items() if k != "chosen_d"} for r in res["policies"]]
+    res = run_trace(model, hardware, parse_trace(trace), names, context_len=ctx, opts=opts, **kw)
+    rows = [{k: v for k, v in r.items() if k != "chosen_d"} for r in res.policies]
     if json_out:
         print_json({"mode": "trace", "context_len": ctx, "policies": rows})
         return
-    print(f"{model} on {hardware} (tp {kw['tp']}), context {ctx}, {common['mechanism']}; trace {trace}")
+    print(f"{model} on {hardware} (tp {kw['tp']}), context {ctx}, {opts.mechanism}; trace {trace}")
     print(table([[r.get(c) for c in TRACE_COLUMNS] for r in rows], list(TRACE_COLUMNS)))

@@ -125,9 +125,9 @@ def family_efficiency(hw: HardwareProfile, family=None):
     upd = {k: getattr(family, k) for k in ("tile_rows", "mem_bw_fraction", "compute_fraction", "cta_overhead_s",
                                           "l2_hit_fraction") if getattr(family, k) is not None}
     if family.kv_mem_bw_fraction:
-        upd["kv_mem_bw_fraction"] = {**att.kv_mem_bw_fraction, **family.kv_mem_bw_fraction}
+        upd = {**upd, "kv_mem_bw_fraction": {**att.kv_mem_bw_fraction, **family.kv_mem_bw_fraction}}
     elif "mem_bw_fraction" in upd:
-        upd["kv_mem_bw_fraction"] = {}
+        upd = {**upd, "kv_mem_bw_fraction": {}}
     return att.model_copy(update=upd) if upd else att
 
 

@@ -73,8 +73,7 @@ def resolve_precision(
         w = canonical_dtype(weight_dtype, where="weight_dtype") if weight_dtype else compute
         if w == "fp4" and not weight_dtype:  # fp4 as the device deploys it (MXFP4 on CDNA4, NVFP4 on Blackwell)
             w = hw.fp4_format
-        weights = {m: w for m in MODULES}
-        weights["router"] = compute if compute in ("bf16", "fp16", "fp32") else sixteen
+        weights = {**{m: w for m in MODULES}, "router": compute if compute in ("bf16", "fp16", "fp32") else sixteen}
     else:
         native = canonical_dtype(model.weight_dtype)
         compute = native if native in hw.peak_flops and native in ("bf16", "fp16", "fp8", "fp4", "int8") else sixteen
@@ -85,7 +84,8 @@ def resolve_precision(
             weights = {m: model.dtype_of(m) for m in MODULES}
         if sixteen not in ("bf16", "fp16"):  # 8-bit-only device (Groq 3 LPU): weights served in its format
             weights = {m: (sixteen if d in ("bf16", "fp16", "fp32") else d) for m, d in weights.items()}
-        weights["router"] = model.module_dtypes.get("router", sixteen) if model.module_dtypes else sixteen
+        router = model.module_dtypes.get("router", sixteen) if model.module_dtypes else sixteen
+        weights = {**weights, "router": router}
     if kv_dtype and str(kv_dtype).strip().lower() != KV_AUTO:
         kv = canonical_dtype(kv_dtype, where="kv_dtype")
     elif model.kv_cache_dtype:  # the checkpoint names the KV format it was calibrated for (e.g. NVFP4 + fp8 KV)

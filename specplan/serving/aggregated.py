@@ -27,20 +27,22 @@ the tables; calibration (specplan.validation.serving) refits engine numbers on t
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 import numpy as np
 
 from specplan.core.limits import check_prefill_steps
+from specplan.core.records import Record
 from specplan.model.memory import memory_usage
-from specplan.costs.precision import resolve_precision
+from specplan.costs.precision import Dtypes, resolve_precision
 from specplan.profiles.engine import engine_hardware
 from specplan.profiles.registry import load_engine, load_hardware, load_kernel_family, load_model
 from specplan.serving.grid import ServingGrid
 from specplan.serving.prefill import mixed_step_s, StepMix, prefill_s
 from specplan.serving.workload import Workload
 from specplan.speculation.round import RoundShape, round_gpu_extra_s, round_s
-from specplan.speculation.speedup import evaluate, evaluate_kw
+from specplan.speculation.speedup import evaluate
 from specplan.model.parallel import Layout, attention_tp, dp_ranks, draft_parallelism, instance_call, serving_parallelism
 from specplan.model.deployment import Deployment
 from specplan.model.step import StepKernels, step_time
@@ -74,12 +76,41 @@ def draft_prefill_model(model, mechanism, draft_model=None):
     return round_draft_model(model, mechanism, draft_model)
 
 
-def _decode_iteration_gpu(model, hw, tp, batch, context, eng, spec, prec):
+@dataclass(frozen=True)
+class StepOptions:
+    """What a serving call prices each step with beyond the engine, TP and precision it resolves itself: the
+    Speculation (mechanism, D, acceptance, draft placement, tree, heads), the deployment's source of speculative
+    host costs (None: the engine's) and its kernel choices (attention style, MoE routing)."""
+
+    spec: Speculation = field(default_factory=Speculation)
+    serving: object = None
+    kernels: StepKernels = field(default_factory=StepKernels)
+
+    @property
+    def draft_len(self):
+        return self.spec.draft_len
+
+    @property
+    def mechanism(self) -> str:
+        return self.spec.mechanism
+
+    def with_draft_len(self, d) -> "StepOptions":
+        """The same options at draft length(s) `d`."""
+        return replace(self, spec=replace(self.spec, draft_len=d))
+
+    def evaluate(self, model, hw, tp, eng, prec, *, batch, context_len):
+        """speculation/speedup.evaluate of these options for `model` on `hw` at `tp` (an int or a Layout, as
+        parallel.instance_call takes it) under engine `eng` at the resolved precision `prec`."""
+        t, lay, b = instance_call(tp, batch)  # a Layout's batch is one DP rank's: the instance holds DP x batch
+        dep = Deployment(model, hw, t, dtypes=Dtypes(prec.compute, prec.kv), precision=prec, kernels=self.kernels,
+                         engine=eng, serving=self.serving, **lay)
+        return evaluate(dep, self.spec, batch=b, context_len=context_len)
+
+
+def _decode_iteration_gpu(model, hw, tp, batch, context, eng, spec: StepOptions, prec):
     """evaluate() at `batch`: GPU seconds of one decode (or speculative) iteration, with the spec host costs, at
     the resolved precision `prec` (its per-module weight formats kept: MXFP4 experts stay MXFP4)."""
-    t, lay, b = instance_call(tp, batch)  # a Layout's batch is one DP rank's: the instance holds DP x batch
-    return evaluate_kw(model, hw, tp=t, batch=b, context_len=context, engine=eng, dtype=prec.compute,
-                    kv_dtype=prec.kv, precision=prec, **spec, **lay)
+    return spec.evaluate(model, hw, tp, eng, prec, batch=batch, context_len=context)
 
 
 def decode_graphed(eng, batch) -> np.ndarray:
@@ -146,31 +177,34 @@ _PER_CONFIG = ("iter_gpu_s", "al", "q", "kernels", "chunk_gpu_s", "chunk_tokens"
                "draft_kernels")
 
 
-def gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft=None) -> GpuTables:
+def gpu_tables(model, hw, tp, wl: Workload, eng, spec: StepOptions, prec, b_max, draft=None) -> GpuTables:
     """Price every GPU quantity of aggregated serving once, on up to GRID_POINTS whole decode batches 1 ... b_max
     (geometric); `solve` interpolates linearly in log batch between them. The GPU costs depend on the draft length,
     not on the concurrency: a (concurrency x D) grid is priced once per distinct D and spread back
     (`evaluate_at_b` stays at the distinct D)."""
-    d = np.asarray(spec.get("draft_len", 0), dtype=float)
+    d = np.asarray(spec.draft_len, dtype=float)
     if d.ndim >= 1 and d.size > 1 and only_draft_len_varies(spec):
         du, inv = np.unique(d, return_inverse=True)
         if du.size < d.size:
-            t = _gpu_tables(model, hw, tp, wl, eng, {**spec, "draft_len": du}, prec, b_max, draft)
+            t = _gpu_tables(model, hw, tp, wl, eng, spec.with_draft_len(du), prec, b_max, draft)
             idx = np.asarray(inv).reshape(d.shape)
             return dataclasses.replace(t, **{k: np.asarray(getattr(t, k))[..., idx] for k in _PER_CONFIG
                                  if np.ndim(getattr(t, k)) and np.shape(getattr(t, k))[-1] == du.size})
     return _gpu_tables(model, hw, tp, wl, eng, spec, prec, b_max, draft)
 
 
-def only_draft_len_varies(spec: dict) -> bool:
-    """True when no entry of a speculation spec but draft_len is an array (a per-point tree size, say): then a
-    grid's costs can be priced per distinct draft length."""
-    return not any(k != "draft_len" and isinstance(v, np.ndarray) and v.size > 1 for k, v in spec.items())
+def only_draft_len_varies(spec: StepOptions) -> bool:
+    """True when no option but the draft length is an array (a per-point tree size, say): then a grid's costs can
+    be priced per distinct draft length."""
+    s, dr = spec.spec, spec.spec.draft
+    others = (s.mechanism, s.acceptance, dr.model, dr.hardware, dr.dtype, dr.kv_budget, s.tree_tokens, s.draft_heads,
+              spec.serving, spec.kernels.attention_style, spec.kernels.routing)
+    return not any(isinstance(v, np.ndarray) and v.size > 1 for v in others)
 
 
-def _gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft=None) -> GpuTables:
+def _gpu_tables(model, hw, tp, wl: Workload, eng, spec: StepOptions, prec, b_max, draft=None) -> GpuTables:
     """gpu_tables at the draft lengths `spec` gives, every point priced."""
-    d = np.asarray(spec.get("draft_len", 0), dtype=float)
+    d = np.asarray(spec.draft_len, dtype=float)
     top = max(float(np.ceil(b_max)), 2.0)  # step costs are priced at whole batches, interpolated between
     grid = np.unique(np.round(np.geomspace(1.0, top, GRID_POINTS)))
     b = grid.reshape((-1,) + (1,) * d.ndim) * np.ones((1,) + d.shape)
@@ -212,7 +246,7 @@ def _gpu_tables(model, hw, tp, wl: Workload, eng, spec: dict, prec, b_max, draft
     alone = float(prefill_s(model, hw, tp, wl.isl, precision=prec, engine=eng)) if wl.osl == 1 else 0.0
     it = np.asarray(r.iter_s) + round_gpu_extra_s(model, engine_hardware(hw, eng), tp,
                                                      RoundShape(b, d, q, wl.decode_context),
-                                                     spec.get("mechanism", "none"), draft, eng=eng)
+                                                     spec.mechanism, draft, eng=eng)
     return GpuTables(np.log(grid), np.broadcast_to(it, b.shape),
                      np.asarray(r.acceptance_length)[0], q[0], kernels,
                      np.asarray(chunks).reshape((-1,) + b.shape), np.asarray(tokens).reshape((-1,) + b.shape),
@@ -345,18 +379,17 @@ def state(tab: GpuTables, eng, wl: Workload, b, admission: str = "immediate"):
     return tau, x, ttft
 
 
-def kv_cap_requests(model, hw, tp, wl: Workload, eng, spec: dict, prec, target_only: float):
+def kv_cap_requests(model, hw, tp, wl: Workload, eng, spec: StepOptions, prec, target_only: float):
     """Requests whose whole KV (ISL + OSL) the cache holds beside the weights (`target_only`: the target's alone),
     with the draft's weights and its own KV per request where the mechanism has them (an external draft, an
     EAGLE-3 head, an MTP module: evaluate's max_batch), at each grid point's own D (a float without speculation,
     else an array shaped like draft_len: pricing D = 1 beside D = 32 gave D = 1 the cap of D = 32, 12 % lower)."""
-    d = np.asarray(spec.get("draft_len", 0), dtype=float)
-    if spec.get("mechanism", "none") == "none" or not np.any(d > 0):
+    d = np.asarray(spec.draft_len, dtype=float)
+    if spec.mechanism == "none" or not np.any(d > 0):
         return float(target_only)
     du, inv = (np.unique(d, return_inverse=True) if d.size > 1 and only_draft_len_varies(spec) else (d, None))
-    t, lay, one = instance_call(tp, 1.0)
-    r = evaluate_kw(model, hw, tp=t, batch=one, context_len=float(wl.isl + wl.osl), engine=eng, dtype=prec.compute,
-                 kv_dtype=prec.kv, precision=prec, **{**spec, "draft_len": np.maximum(du, 1.0)}, **lay)
+    r = spec.with_draft_len(np.maximum(du, 1.0)).evaluate(model, hw, tp, eng, prec, batch=1.0,
+                                                           context_len=float(wl.isl + wl.osl))
     mb = np.broadcast_to(np.asarray(r.max_batch, dtype=float), du.shape)  # one evaluate per distinct D
     mb = mb / dp_ranks(tp)  # a Layout: one DP rank's requests (max_batch counts the instance)
     mb = mb if inv is None else mb[np.asarray(inv).reshape(d.shape)]
@@ -383,7 +416,7 @@ def spec_cap_applies(eng, wl: Workload, draft_len, kv_cap) -> np.ndarray:
 
 def _prefill_only(tab: GpuTables, eng, wl: Workload, shape, admission):
     """OSL 1: no decode. Prefill steps alone (engine step of each chunk at batch 1, eager); closed loop
-    C = X·TTFT by bisection on X, open loop X = λ. Returns the solve() dict with TPOT nan (there is none)."""
+    C = X·TTFT by bisection on X, open loop X = λ. Returns solve()'s SteadyState with TPOT nan (there is none)."""
     dp_draft = tab.at(np.ones(shape))[3]
     n_steps = np.ceil(wl.isl / eng.max_num_batched_tokens)
     s = (eng.step_s(tab.prefill_alone_gpu_s / n_steps, 1.0, tab.kernels, False, wl.isl / n_steps) * n_steps
@@ -418,10 +451,9 @@ def _prefill_only(tab: GpuTables, eng, wl: Workload, shape, admission):
         stable = np.isfinite(ttft)
         c = x * np.where(stable, ttft, 0.0)
     nan = np.full(shape, np.nan)
-    return {"tpot_s": nan, "ttft_s": ttft, "ttft_p50_s": ttft, "ttft_p90_s": ttft, "iteration_s": nan,
-            "decode_batch": np.zeros(shape),
-            "requests_per_s": x, "concurrency": c, "stable": stable, "admission_wait_s": np.zeros(shape),
-            "saturation_requests_per_s": cap_x * np.ones(shape)}
+    return SteadyState(tpot_s=nan, ttft_s=ttft, ttft_p50_s=ttft, ttft_p90_s=ttft, iteration_s=nan,
+                       decode_batch=np.zeros(shape), requests_per_s=x, concurrency=c, stable=stable,
+                       admission_wait_s=np.zeros(shape), saturation_requests_per_s=cap_x * np.ones(shape))
 
 
 def _open_loop_batch(tab: GpuTables, eng, wl: Workload, lam, n_d, top, admission, scan: int = 64):
@@ -442,6 +474,27 @@ def _open_loop_batch(tab: GpuTables, eng, wl: Workload, lam, n_d, top, admission
         below = g(mid) > 0.0
         lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
     return np.where(found, hi, top), found
+
+
+@dataclass(frozen=True, eq=False)
+class SteadyState(Record):
+    """The steady state `solve` finds over the tables' grid points (arrays): TPOT, TTFT mean / p50 / p90 and
+    iteration (s), decode batch, requests/s, concurrency, whether it is stable, the admission wait (s), and in an
+    open loop the saturation rate (requests/s)."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("saturation_requests_per_s",)
+
+    tpot_s: np.ndarray
+    ttft_s: np.ndarray
+    ttft_p50_s: np.ndarray
+    ttft_p90_s: np.ndarray
+    iteration_s: np.ndarray
+    decode_batch: np.ndarray
+    requests_per_s: np.ndarray
+    concurrency: np.ndarray
+    stable: np.ndarray
+    admission_wait_s: np.ndarray
+    saturation_requests_per_s: np.ndarray | None = None
 
 
 def saturation_rate(tab: GpuTables, eng, wl: Workload, admission="immediate", kv_cap=None):
@@ -474,7 +527,7 @@ def ttft_p90_s(ttft_mean, wait_mean, u):
     return ttft_quantile_s(ttft_mean, wait_mean, u, 0.9)
 
 
-def solve(tab: GpuTables, eng, wl: Workload, admission: str = "immediate", kv_cap=None) -> dict:
+def solve(tab: GpuTables, eng, wl: Workload, admission: str = "immediate", kv_cap=None) -> SteadyState:
     """Steady state from the tables: closed loop C = B + X·TTFT by bisection on B (B at most the engine's running
     cap; what the loop cannot run or prefill waits in the admission queue, TTFT from Little's law), or open loop
     B = λ·N_d·τ(B) (unstable when λ exceeds the saturation rate)."""
@@ -518,27 +571,17 @@ def solve(tab: GpuTables, eng, wl: Workload, admission: str = "immediate", kv_ca
     w_ok = np.where(np.isfinite(wait), wait, 0.0)
     p90 = np.where(np.isfinite(ttft), ttft_quantile_s(ttft, w_ok, u, 0.9), np.inf)
     p50 = np.where(np.isfinite(ttft), ttft_quantile_s(ttft, w_ok, u, 0.5), np.inf)
-    out = {"tpot_s": tau / tab.al, "ttft_s": ttft, "ttft_p50_s": p50, "ttft_p90_s": p90, "iteration_s": tau,
-           "decode_batch": b,
-           "requests_per_s": x, "concurrency": c, "stable": stable, "admission_wait_s": adm}
-    if wl.concurrency is None:
-        out["saturation_requests_per_s"] = saturation_rate(tab, eng, wl, admission, kv_cap)
-    return out
+    return SteadyState(tpot_s=tau / tab.al, ttft_s=ttft, ttft_p50_s=p50, ttft_p90_s=p90, iteration_s=tau,
+                       decode_batch=b, requests_per_s=x, concurrency=c, stable=stable, admission_wait_s=adm,
+                       saturation_requests_per_s=(saturation_rate(tab, eng, wl, admission, kv_cap)
+                                                  if wl.concurrency is None else None))
 
 
-def step_options(dep: Deployment, spec: Speculation) -> dict:
-    """What a serving call passes to each step's pricing (evaluate_kw) beyond the engine, TP and precision it
-    resolves itself: the draft's placement, the tree and heads of the speculation, the deployment's kernel choices
-    and its host-cost source when they are not the defaults."""
-    out = dict(mechanism=spec.mechanism, draft_len=spec.draft_len, acceptance=spec.acceptance,
-               draft_model=spec.draft.model)
-    extras = dict(draft_hardware=spec.draft.hardware, draft_dtype=spec.draft.dtype,
-                  draft_kv_budget=spec.draft.kv_budget, tree_tokens=spec.tree_tokens, draft_heads=spec.draft_heads,
-                  serving=dep.serving)
-    out.update({k: v for k, v in extras.items() if v is not None})
-    if dep.kernels != StepKernels():
-        out.update(attention_style=dep.kernels.attention_style, routing=dep.kernels.routing)
-    return out
+def step_options(dep: Deployment, spec: Speculation) -> StepOptions:
+    """What a serving call passes to each step's pricing beyond the engine, TP and precision it resolves itself:
+    the speculation, the deployment's host-cost source and its kernel choices (attention style and routing)."""
+    return StepOptions(spec, dep.serving, StepKernels(attention_style=dep.kernels.attention_style,
+                                                      routing=dep.kernels.routing))
 
 
 def aggregated(dep: Deployment, spec: Speculation, workload: Workload, *, admission=None) -> ServingGrid:
@@ -573,7 +616,7 @@ def _instance(dep: Deployment, spec: Speculation, workload: Workload, admission)
     load = np.asarray(workload.concurrency if conc is not None else workload.request_rate, dtype=float)
     d = np.asarray(spec.draft_len, dtype=float)
     d = d * np.ones(np.broadcast(d, load).shape)  # one grid point per load of a sweep
-    spec = {**step_options(dep, spec), "draft_len": d}
+    spec = step_options(dep, spec).with_draft_len(d)
     dpm = draft_prefill_model(m, mechanism, draft_model)
     warm = eng.zero_draft_extend and mechanism != "none"  # the draft runs at D = 0 too (keeps its KV warm)
     draft = None if dpm is None or (np.all(d == 0) and not warm) else (dpm, resolve_precision(dpm, hw, dtype,
@@ -585,15 +628,18 @@ def _instance(dep: Deployment, spec: Speculation, workload: Workload, admission)
     b_max = min(float(np.max(conc)), float(np.max(cap))) if conc is not None else float(np.max(cap))
     tab = gpu_tables(m, hw, tp, workload, eng, spec, prec, b_max, draft)
     out = solve(tab, eng, workload, admission or eng.admission, kv_cap=kv_cap)
-    tpot = out["tpot_s"]
-    x = out["requests_per_s"]
+    tpot = out.tpot_s
+    x = out.requests_per_s
     devices = float(tp.gpus if isinstance(tp, Layout) else tp)
-    lat = out["ttft_s"] + (0.0 if workload.osl == 1 else (workload.osl - 1.0) * tpot)
+    lat = out.ttft_s + (0.0 if workload.osl == 1 else (workload.osl - 1.0) * tpot)
     return ServingGrid(
-        **out, request_latency_s=lat,
+        tpot_s=tpot, ttft_s=out.ttft_s, ttft_p50_s=out.ttft_p50_s, ttft_p90_s=out.ttft_p90_s,
+        iteration_s=out.iteration_s, decode_batch=out.decode_batch, requests_per_s=x, concurrency=out.concurrency,
+        stable=out.stable, admission_wait_s=out.admission_wait_s,
+        saturation_requests_per_s=out.saturation_requests_per_s, request_latency_s=lat,
         tokens_per_s_per_user=1.0 / tpot, tokens_per_s_per_gpu=x * workload.osl / devices,
-        prefill_tokens_per_step=x * workload.isl * out["iteration_s"], acceptance_length=tab.al,
-        fits=np.asarray(kv_cap >= 1) & np.ones(np.shape(out["ttft_s"]), dtype=bool), devices=devices,
+        prefill_tokens_per_step=x * workload.isl * out.iteration_s, acceptance_length=tab.al,
+        fits=np.asarray(kv_cap >= 1) & np.ones(np.shape(out.ttft_s), dtype=bool), devices=devices,
         running_cap=cap, kv_cap_requests=kv_cap, kv_cap_draft=bool(np.any(kv_cap < one.max_batch)),
         spec_cap=spec_cap_applies(eng, workload, d, kv_cap),
         weights_bytes=float(one.weights_bytes),
@@ -624,5 +670,6 @@ def rank_serving(dep: Deployment, spec: Speculation, workload: Workload, *, admi
     eng = load_engine(dep.engine).for_hardware(load_hardware(dep.hardware), tp.tp)
     r = _instance(replace(dep, engine=eng.per_dp_rank(dp)), spec, workload.per_rank(dp), admission)
     counts = {k: np.asarray(v, dtype=float) * dp for k in _PER_RANK_COUNTS if (v := getattr(r, k)) is not None}
-    return replace(r, **counts, tokens_per_s_per_gpu=counts["requests_per_s"] * workload.osl / float(tp.gpus),
+    rate = np.asarray(r.requests_per_s, dtype=float) * dp
+    return replace(r, **counts, tokens_per_s_per_gpu=rate * workload.osl / float(tp.gpus),
                    devices=float(tp.gpus), dp_ranks=dp)

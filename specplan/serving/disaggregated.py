@@ -22,7 +22,7 @@ import numpy as np
 
 from specplan.model.deployment import Deployment
 from specplan.model.memory import kv_bytes_per_token, memory_usage
-from specplan.model.parallel import (Layout, as_layout, attention_tp, dp_ranks, draft_parallelism, instance_call,
+from specplan.model.parallel import (Layout, as_layout, attention_tp, dp_ranks, draft_parallelism,
                                      serving_parallelism)
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_engine, load_hardware, load_model
@@ -34,7 +34,6 @@ from specplan.serving.workload import Workload
 from specplan.speculation.round import RoundShape, round_gpu_extra_s, round_s
 from specplan.profiles.engine import engine_hardware
 from specplan.speculation.spec import Speculation
-from specplan.speculation.speedup import evaluate, evaluate_kw
 
 BISECTION_STEPS = 50
 
@@ -118,7 +117,7 @@ class _Pricing:
     # pools of their own layouts (None: TP-only pools of one TP, priced as always): a decode instance is dp_d
     # DP-attention ranks of gpus_d GPUs (cap, kv_cap and the decode batch are one rank's); a prefill instance dp_p
     # ranks each prefilling its own prompts (s_p per rank), gpus_p GPUs, attention TP tp_p (arrays per column)
-    layouts: dict | None = None
+    layouts: PoolLayouts | None = None
 
     def iteration(self, b):
         """Iteration seconds at decode batch b (priced at max(b, 1)): GPU seconds linear between whole batches,
@@ -184,11 +183,11 @@ def disaggregated_grid(dep: Deployment, spec: Speculation, workload: Workload, p
     conc = None if workload.concurrency is None else np.asarray(workload.concurrency, dtype=float)
     load = np.asarray(workload.concurrency if conc is not None else workload.request_rate, dtype=float)
     d = d * np.ones(np.broadcast_shapes(d.shape, load.shape, xs.shape, ys.shape))  # one grid point per load, pool
-    spec = {**step_options(dep, spec), "draft_len": d}
+    spec = step_options(dep, spec).with_draft_len(d)
     dpm = draft_prefill_model(m, mechanism, draft_model)
     draft = None if dpm is None or np.all(d == 0) else (dpm, resolve_precision(dpm, hw, dtype, kv_dtype))
     layouts = _pool_layouts(m, hw, tp, (prefill_layout, prefill_layouts), xs, (engine, eng), prec, draft, workload.isl)
-    s_p = prefill_instance_s(m, hw, tp, workload.isl, eng, prec, draft) if layouts is None else layouts["s_p"]
+    s_p = prefill_instance_s(m, hw, tp, workload.isl, eng, prec, draft) if layouts is None else layouts.s_p
     kernels = step_kernels(m, hw, tp, eng, prec)
     mem_one = memory_usage(m, hw, attention_tp(tp), 1, workload.isl + workload.osl, prec,
                            layout=tp if isinstance(tp, Layout) else None)
@@ -196,15 +195,14 @@ def disaggregated_grid(dep: Deployment, spec: Speculation, workload: Workload, p
     # the decode table depends on D, not on the concurrency: priced once per distinct D, spread back below
     spread = d.ndim >= 1 and only_draft_len_varies(spec)
     du, inv = np.unique(d, return_inverse=True) if spread else (d, None)
-    spec_u = {**spec, "draft_len": du}
+    spec_u = spec.with_draft_len(du)
     kv_cap_u = kv_cap_requests(m, hw, tp, workload, eng, spec_u, prec, one_max)  # the draft's memory too
     kv_cap = (np.asarray(kv_cap_u)[np.asarray(inv).reshape(d.shape)] if spread and np.ndim(kv_cap_u) else kv_cap_u)
     cap = running_cap(eng, workload, kv_cap, d) * np.ones(d.shape)  # decode batch per instance: engine, KV cache
 
     def at_whole(b):  # the engine's round as in aggregated serving: GPU extras (extend, rejection), round host
-        t, lay, bb = instance_call(tp, b)  # a Layout: b is one DP rank's, the instance holds DP x b
-        r = evaluate_kw(m, hw, tp=t, batch=bb, context_len=workload.decode_context, engine=eng, dtype=prec.compute,
-                     kv_dtype=prec.kv, precision=prec, **spec_u, **lay)
+        # a Layout: b is one DP rank's, the instance holds DP x b (StepOptions.evaluate)
+        r = spec_u.evaluate(m, hw, tp, eng, prec, batch=b, context_len=workload.decode_context)
         q = np.asarray(r.verify_tokens, dtype=float)
         gpu = np.asarray(r.iter_s) + round_gpu_extra_s(m, engine_hardware(hw, eng), tp,
                                                           RoundShape(b, du, q, workload.decode_context), mechanism,
@@ -214,9 +212,9 @@ def disaggregated_grid(dep: Deployment, spec: Speculation, workload: Workload, p
     b_top = float(np.max(conc)) / (dp_d * float(np.min(ys))) if conc is not None else float(np.max(cap))
     b_top = min(max(b_top, 1.0), float(np.max(cap)))
     grid, g_u, r_grid = _decode_tables(at_whole, b_top, du.shape)
-    q_u = np.broadcast_to(np.asarray(r_grid["verify_tokens"], dtype=float)[0], du.shape)
-    kd_u = np.broadcast_to(kernels * np.asarray(r_grid["rho_d"], dtype=float)[0], du.shape)
-    al_u = np.broadcast_to(np.asarray(r_grid["acceptance_length"])[0], du.shape)
+    q_u = np.broadcast_to(np.asarray(r_grid.verify_tokens, dtype=float)[0], du.shape)
+    kd_u = np.broadcast_to(kernels * np.asarray(r_grid.rho_d, dtype=float)[0], du.shape)
+    al_u = np.broadcast_to(np.asarray(r_grid.acceptance_length)[0], du.shape)
     # the decode pool's capacity needs the iteration at the running cap, beyond the table's top when the loop's
     # concurrency is lower: priced there once, exactly (not clamped to the table)
     cap_u = np.ceil(running_cap(eng, workload, kv_cap_u, du)) * np.ones(du.shape)
@@ -297,11 +295,11 @@ def _pool_split(pr: _Pricing, x_pools, y_pools) -> ServingGrid:
         devices = (x_pools + y_pools) * float(pr.tp)
         kv_s = kv_transfer_s(pr.m, pr.hw, pr.tp, wl.isl, pr.prec, devices)
     else:  # pools of their own layouts: instances become DP ranks (prompt servers, decode ranks)
-        devices = x_pools * lays["gpus_p"] + y_pools * float(gpus_of(pr.tp))
-        kv_s = lays["kv_bytes"] / kv_link_bytes_s(pr.hw, devices)
+        devices = x_pools * lays.gpus_p + y_pools * float(gpus_of(pr.tp))
+        kv_s = lays.kv_bytes / kv_link_bytes_s(pr.hw, devices)
         dp_d = dp_ranks(pr.tp)
         x_inst, y_inst = x_pools, y_pools
-        x_pools, y_pools = x_pools * lays["dp_p"], y_pools * dp_d
+        x_pools, y_pools = x_pools * lays.dp_p, y_pools * dp_d
     n_d = np.maximum((wl.osl - 1.0) / al, 1e-9) if wl.osl > 1 else np.zeros(np.shape(al))
     capacity = x_pools / pr.s_p  # requests/s the prefill pool can feed
     b, tau, x = _solve_loop(pr, x_pools, y_pools, n_d, kv_s)
@@ -343,7 +341,18 @@ def gpus_of(tp) -> int:
     return tp.gpus if isinstance(tp, Layout) else int(tp)
 
 
-def _pool_layouts(m, hw, tp, prefill: tuple, xs, engines: tuple, prec, draft, isl) -> dict | None:
+@dataclass(frozen=True)
+class PoolLayouts:
+    """Per pool column (each shaped like x_pools), what a prefill layout of its own changes: seconds per prompt per
+    prefill rank, prefill ranks, prefill GPUs per instance, KV bytes per GPU moved to the decode pool."""
+
+    s_p: np.ndarray
+    dp_p: np.ndarray
+    gpus_p: np.ndarray
+    kv_bytes: np.ndarray
+
+
+def _pool_layouts(m, hw, tp, prefill: tuple, xs, engines: tuple, prec, draft, isl) -> PoolLayouts | None:
     """Per pool column, what a prefill layout of its own changes (None when every pool is TP-only at the decode
     TP: priced as always): seconds per prompt per prefill rank `s_p`, ranks `dp_p`, GPUs `gpus_p`, and the KV bytes
     per GPU moved to the decode pool (`kv_bytes`, the busier side of kv_transfer_s), each shaped like x_pools.
@@ -366,4 +375,4 @@ def _pool_layouts(m, hw, tp, prefill: tuple, xs, engines: tuple, prec, draft, is
         kv = kv_transfer_s(m, hw, attention_tp(p), isl, prec, 1, decode_tp=attention_tp(tp)) * kv_link_bytes_s(hw, 1)
         per[p] = (prefill_instance_s(m, hw, p, isl, e_p, prec, draft), float(dp_p), float(gpus_of(p)), kv)
     cols = np.array([per[p] for p in lays], dtype=float).reshape(xs.shape + (4,))
-    return {k: cols[..., i] for i, k in enumerate(("s_p", "dp_p", "gpus_p", "kv_bytes"))}
+    return PoolLayouts(*(cols[..., i] for i in range(4)))

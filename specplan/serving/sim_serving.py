@@ -18,12 +18,13 @@ import numpy as np
 from specplan.costs.precision import Precision
 from specplan.model.memory import memory_usage
 from specplan.model.parallel import Layout, attention_tp, dp_ranks
-from specplan.serving.aggregated import draft_prefill_model, kv_cap_requests, running_cap
+from specplan.serving.aggregated import StepOptions, draft_prefill_model, kv_cap_requests, running_cap
 from specplan.serving.arrivals import RequestSet
 from specplan.serving.simulator import (SGLANG_NEW_TOKEN_RATIO, SimConfig, SimRequests, SimRun, admission_kind,
                                         simulate)
 from specplan.serving.step_table import build_step_table
 from specplan.serving.workload import Workload
+from specplan.speculation.spec import Speculation
 
 ACCEPTANCE_CONCENTRATION = 20.0  # Beta(α·k, (1 - α)·k) spread of per-request acceptance rates (assumption)
 
@@ -149,7 +150,7 @@ def _rank_share(req: RequestSet, dp: int) -> RequestSet:
                    arrival_s=req.arrival_s[pick], alpha=None if req.alpha is None else req.alpha[pick])
 
 
-def sim_config(model, hw, req: RequestSet, setup: SimSetup, eng, spec: dict) -> SimConfig:
+def sim_config(model, hw, req: RequestSet, setup: SimSetup, eng, spec: StepOptions) -> SimConfig:
     """The engine's limits for the simulation: running cap, token budget, KV tokens (the KV cache's requests of
     mean ISL + OSL beside the weights, the draft's included: kv_cap_requests, times those tokens)."""
     isl_m = max(int(round(float(req.isl.mean()))), 1)
@@ -159,7 +160,7 @@ def sim_config(model, hw, req: RequestSet, setup: SimSetup, eng, spec: dict) -> 
     one = memory_usage(model, hw, attention_tp(tp), 1, isl_m + osl_m, setup.precision,
                        layout=tp if isinstance(tp, Layout) else None)
     kv_req = kv_cap_requests(model, hw, tp, wl, eng, spec, setup.precision, float(one.max_batch) / dp_ranks(tp))
-    cap = int(np.max(running_cap(eng, wl, None, spec["draft_len"])))
+    cap = int(np.max(running_cap(eng, wl, None, spec.draft_len)))
     cap = cap if setup.running_cap is None else min(cap, int(setup.running_cap))
     return SimConfig(cap, int(eng.max_num_batched_tokens), float(np.max(kv_req)) * (isl_m + osl_m),
                      admission_kind(eng), req.clients, req.shared_kv_tokens,
@@ -190,7 +191,8 @@ def simulate_serving(model, hw, req: RequestSet, setup: SimSetup) -> SimSummary:
     eng = setup.engine.for_mechanism(setup.mechanism).per_dp_rank(dp)
     req = _rank_share(req, dp)
     d = float(setup.draft_len if setup.mechanism != "none" else 0)
-    spec = dict(mechanism=setup.mechanism, draft_len=d, acceptance=setup.acceptance, draft_model=setup.draft_model)
+    spec = StepOptions(Speculation.of(mechanism=setup.mechanism, draft_len=d, acceptance=setup.acceptance,
+                                      draft_model=setup.draft_model))
     cfg = sim_config(model, hw, req, setup, eng, spec)
     dpm = draft_prefill_model(model, setup.mechanism, setup.draft_model)
     draft = None if dpm is None or d == 0 else (dpm, resolve_precision(dpm, hw, setup.precision.compute,
@@ -198,7 +200,7 @@ def simulate_serving(model, hw, req: RequestSet, setup: SimSetup) -> SimSummary:
     b_max = min(cfg.running_cap, req.clients or req.n)
     tok_max = max(float(cfg.budget_tokens), float(req.isl.max()) if cfg.kind == "reserve" else 0.0)
     ds, index = schedule_tables(setup, d, cfg.running_cap)
-    tabs = [build_step_table(model, hw, setup.tp, eng, setup.precision, {**spec, "draft_len": float(k)},
+    tabs = [build_step_table(model, hw, setup.tp, eng, setup.precision, spec.with_draft_len(float(k)),
                              b_max=b_max, ctx_max=float((req.isl + req.osl).max()), tok_max=tok_max, draft=draft)
             for k in ds]
     tab = tabs[-1]

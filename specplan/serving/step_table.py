@@ -28,12 +28,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specplan.model.parallel import attention_tp, instance_call
+from specplan.model.parallel import attention_tp
 from specplan.profiles.engine import engine_hardware
 from specplan.profiles.registry import load_kernel_family
 from specplan.serving.prefill import mixed_step_s, StepMix, prefill_attention_s
 from specplan.speculation.round import RoundShape, round_gpu_extra_s
-from specplan.speculation.speedup import evaluate, evaluate_kw
 
 BATCH_POINTS = 40  # geometric decode batches 1 ... b_max (the analytical tables' GRID_POINTS)
 CONTEXT_POINTS = 12  # cached-context grid 0 ... ctx_max (attention is linear in context: linear interpolation)
@@ -110,23 +109,21 @@ def _grid(top: float, n: int, start: float = 1.0) -> np.ndarray:
     return np.unique(np.round(np.geomspace(start, top, n)))
 
 
-def build_step_table(model, hw, tp, eng, prec, spec: dict, *, b_max: float, ctx_max: float, tok_max: float,
+def build_step_table(model, hw, tp, eng, prec, spec, *, b_max: float, ctx_max: float, tok_max: float,
                      draft=None) -> StepTable:
     """Price the StepTable of `model` on `hw` at `tp` (an int or a Layout) under engine `eng`, precision `prec`
-    and speculation `spec` (mechanism, draft_len, acceptance, draft_model: a scalar D), once: batches 1 ... b_max,
+    and step options `spec` (serving/aggregated.StepOptions, a scalar D), once: batches 1 ... b_max,
     contexts 0 ... ctx_max, prompt tokens 1 ... tok_max. `draft`: (draft model, precision) whose extend the round
     runs, as gpu_tables takes it."""
     batches = _grid(b_max, BATCH_POINTS)
     contexts = np.unique(np.round(np.linspace(0.0, max(float(ctx_max), 2.0), CONTEXT_POINTS)))
     tokens = _grid(tok_max, TOKEN_POINTS)
-    d = float(spec.get("draft_len", 0) or 0)
+    d = float(spec.draft_len or 0)
     b2, c2 = batches[:, None], np.maximum(contexts[None, :], 1.0)
-    t, lay, bi = instance_call(tp, b2)
-    r = evaluate_kw(model, hw, tp=t, batch=bi, context_len=c2, engine=eng, dtype=prec.compute, kv_dtype=prec.kv,
-                 precision=prec, **{**spec, "draft_len": d}, **lay)
+    r = spec.with_draft_len(d).evaluate(model, hw, tp, eng, prec, batch=b2, context_len=c2)
     q = float(np.asarray(r.verify_tokens, dtype=float).ravel()[0])
     dec = np.asarray(r.iter_s, dtype=float) * np.ones(b2.shape) + round_gpu_extra_s(
-        model, engine_hardware(hw, eng), tp, RoundShape(b2, d, q, c2), spec.get("mechanism", "none"), draft)
+        model, engine_hardware(hw, eng), tp, RoundShape(b2, d, q, c2), spec.mechanism, draft)
     fam = load_kernel_family(eng.family_id("decode_attention" if q <= 1 else "verify_attention", hw))
     rows = np.concatenate([[0.0], batches])[:, None]
     p = tokens[None, :]

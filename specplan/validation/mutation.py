@@ -194,8 +194,8 @@ EQUIVALENT: dict[tuple[str, str, str], Equivalent] = {
     (_M + "adaptive/bounds.py", "top = costs.b_max if b_reach is None else max(1, min(b_reach, costs.b_max))",
      "top = costs.b_max if b_reach is None else max( 0, min(b_reach, costs.b_max))"): Equivalent(
         "b_reach comes from reach_batch, at least 1 (each of its caps is >= 1), so max(0, .) and max(1, .) agree"),
-    (_M + "adaptive/metrics.py", '"tokens_per_s_per_gpu": tokens / dur / devices if dur > 0 else float("nan"),',
-     '"tokens_per_s_per_gpu": tokens / dur / devices if dur != 0 else float("nan"),'): Equivalent(
+    (_M + "adaptive/metrics.py", 'tokens_per_s_per_gpu=tokens / dur / devices if dur > 0 else float("nan"),',
+     'tokens_per_s_per_gpu=tokens / dur / devices if dur != 0 else float("nan"),'): Equivalent(
         "a run's duration is a difference of sorted event times, never negative: > 0 and != 0 agree"),
     (_M + "adaptive/costs.py", 'rho = float(np.asarray(r.rho).flat[0])',
      'rho = float(np.asarray(r.rho).flat[ 1])'): Equivalent(
@@ -206,7 +206,7 @@ EQUIVALENT: dict[tuple[str, str, str], Equivalent] = {
     (_M + "adaptive/costs.py", "out[:, d] |= (i < len(self.buckets)) & (np.asarray(self.buckets + (0,))[i] == bk)",
      "out[:, d] |= (i <= len(self.buckets)) & (np.asarray(self.buckets + (0,))[i] == bk)"): Equivalent(
         "at i = len(buckets) the padded entry is 0, which equals no batch (>= 1): the extra index adds nothing"),
-    (_M + "adaptive/metrics.py", 'dec = s["batch"] > 0', 'dec = s["batch"] != 0'): Equivalent(
+    (_M + "adaptive/metrics.py", 'dec = s.batch > 0', 'dec = s.batch != 0'): Equivalent(
         "a step's batch is a count, never negative: > 0 and != 0 agree"),
     (_M + "planning/sweep.py",
      "evaluate_kw(model, hw, tp=1, batch=1, context_len=1024, draft_len=max(1, max_d), mechanism=mechanism,",

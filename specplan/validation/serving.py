@@ -16,7 +16,8 @@ import numpy as np
 
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_engine, load_hardware, load_model
-from specplan.serving.aggregated import gpu_tables, solve
+from specplan.serving.aggregated import StepOptions, gpu_tables, solve
+from specplan.speculation.spec import Speculation
 from specplan.serving.workload import Workload
 from specplan.model.step import step_time
 
@@ -116,7 +117,7 @@ class Group:
         self.c = rows["batch"].to_numpy(float)
         self.wl = Workload(int(r0["input_len"]), int(r0["output_len"]), concurrency=self.c,
                            startup_cohort=self.bunched)
-        spec = dict(mechanism="none", draft_len=np.zeros(len(self.c)), acceptance=None, draft_model=None)
+        spec = StepOptions(Speculation("none", np.zeros(len(self.c))))
         self.tables = gpu_tables(self.model, self.hw, self.tp, self.wl, self.engine, spec, self.prec,
                                  float(np.max(self.c)))
         self.decode_only_s = step_time(self.model, self.hw, self.tp, self.c, 1, self.wl.decode_context,

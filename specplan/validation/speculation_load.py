@@ -22,9 +22,10 @@ from specplan.costs.moe import verify_expert_reuse
 from specplan.core.errors import SpecplanError
 from specplan.costs.precision import resolve_precision
 from specplan.profiles.registry import load_engine, load_hardware, load_model
-from specplan.serving.aggregated import draft_prefill_model, gpu_tables, solve
+from specplan.serving.aggregated import StepOptions, draft_prefill_model, gpu_tables, solve
 from specplan.serving.workload import Workload
 from specplan.speculation.acceptance import Acceptance
+from specplan.speculation.spec import Speculation
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "reference" / "speculation_load"
@@ -112,11 +113,11 @@ class Priced:
         self.count = np.array([k for wi in w for k, _ in wi], dtype=float)
         self.levels = levels = np.array([size for wi in w for _, size in wi], dtype=float)
         n = len(levels)  # one table over the loads or wave sizes (closed or open loop)
-        self.spec = dict(mechanism=s["mechanism"], draft_len=np.full(n, d), acceptance=Acceptance.from_length(1.5, d),
-                         draft_model=s.get("draft_model"), draft_dtype=s.get("draft_dtype"))
-        if s.get("tree_tokens"):
-            self.spec["tree_tokens"] = float(s["tree_tokens"])
-        none = dict(mechanism="none", draft_len=np.zeros(n), acceptance=None)
+        self.spec = StepOptions(Speculation.of(
+            mechanism=s["mechanism"], draft_len=np.full(n, d), acceptance=Acceptance.from_length(1.5, d),
+            draft_model=s.get("draft_model"), draft_dtype=s.get("draft_dtype"),
+            tree_tokens=float(s["tree_tokens"]) if s.get("tree_tokens") else None))
+        none = StepOptions(Speculation("none", np.zeros(n)))
         dpm = draft_prefill_model(self.m, s["mechanism"], s.get("draft_model"))
         self.draft = None if dpm is None else (dpm, resolve_precision(dpm, self.hw, s.get("draft_dtype") or
                                                                       s.get("dtype"), None))

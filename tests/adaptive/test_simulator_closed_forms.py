@@ -176,17 +176,20 @@ def test_draft_len_series_windows_by_hand():
     window 1 only the prefill step (left out), window 2 steps 3 and 4 (20 ms at AL 1, 40 ms at AL 4):
     D = (0.02·1 + 0.04·3) / 0.06 = 2.333, AL = (0.02·1 + 0.04·4) / 0.06 = 3, per-token time
     (0.02·0.02 + 0.04·0.01) / 0.06 = 13.33 ms."""
-    from specplan.adaptive.metrics import draft_len_series
+    from types import SimpleNamespace
 
-    series = {"t_s": np.array([1.0, 2.0, 3.0, 4.0]), "batch": np.array([2.0, 0.0, 1.0, 1.0]),
-              "draft_len": np.array([3.0, 0.0, 1.0, 3.0]), "al": np.array([2.0, np.nan, 1.0, 4.0]),
-              "step_s": np.array([0.01, 0.005, 0.02, 0.04])}
-    out = draft_len_series({"series": series}, bins=3)
-    np.testing.assert_allclose(out["t_s"], [2 / 3, 10 / 3])
-    np.testing.assert_allclose(out["draft_len"], [3.0, 0.14 / 0.06])
-    np.testing.assert_allclose(out["batch"], [2.0, 1.0])
-    np.testing.assert_allclose(out["al"], [2.0, 3.0])
-    np.testing.assert_allclose(out["tpot_ms"], [5.0, 1e3 * 0.0008 / 0.06])
+    from specplan.adaptive.metrics import draft_len_series
+    from specplan.adaptive.records import StepSeries
+
+    series = StepSeries(t_s=np.array([1.0, 2.0, 3.0, 4.0]), batch=np.array([2.0, 0.0, 1.0, 1.0]),
+                        draft_len=np.array([3.0, 0.0, 1.0, 3.0]), al=np.array([2.0, np.nan, 1.0, 4.0]),
+                        step_s=np.array([0.01, 0.005, 0.02, 0.04]), prefill_tokens=np.zeros(4))
+    out = draft_len_series(SimpleNamespace(series=series), bins=3)
+    np.testing.assert_allclose(out.t_s, [2 / 3, 10 / 3])
+    np.testing.assert_allclose(out.draft_len, [3.0, 0.14 / 0.06])
+    np.testing.assert_allclose(out.batch, [2.0, 1.0])
+    np.testing.assert_allclose(out.al, [2.0, 3.0])
+    np.testing.assert_allclose(out.tpot_ms, [5.0, 1e3 * 0.0008 / 0.06])
 
 
 def test_admission_reserves_the_whole_output_kv():
@@ -446,13 +449,13 @@ def test_an_engine_without_decode_graphs_runs_every_step_eagerly(tmp_path):
 def test_sglang_zero_step_probe_keeps_a_non_negative_ema():
     """After an interval at 0 steps SGLang probes the smallest positive step; it resets the EMA to target - 1 only
     when the EMA is negative (the start value at 0 steps, -1): an EMA of 0.2 carried from before stays 0.2."""
-    from specplan.adaptive.sglang_policy import AdaptiveStepSlot
+    from specplan.adaptive.sglang_policy import AdaptiveStepSlot, SlotConfig
 
-    s = AdaptiveStepSlot(0, {"candidate_steps": [0, 1, 3], "warmup_batches": 0, "update_interval": 1})
+    s = AdaptiveStepSlot(0, SlotConfig(candidate_steps=[0, 1, 3], warmup_batches=0, update_interval=1))
     s.ema_accept_len = 0.2
     assert s.update(np.zeros(2)) and s.current_steps == 1
     assert s.ema_accept_len == 0.2
-    t = AdaptiveStepSlot(0, {"candidate_steps": [0, 1, 3], "warmup_batches": 0, "update_interval": 1})
+    t = AdaptiveStepSlot(0, SlotConfig(candidate_steps=[0, 1, 3], warmup_batches=0, update_interval=1))
     assert t.ema_accept_len == -1.0 and t.update(np.zeros(2)) and t.ema_accept_len == 0.0
 
 

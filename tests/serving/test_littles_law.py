@@ -22,6 +22,8 @@ from specplan.model.step import step_time
 from specplan.model.deployment import Deployment
 from specplan.costs.precision import Dtypes
 from specplan.speculation.spec import Speculation
+from specplan.serving.aggregated import StepOptions
+from specplan.speculation.spec import Speculation
 
 KV_BYTES_PER_TOKEN_L8B = 32 * 2 * 8 * 128 * 2  # Llama-3.1-8B bf16: layers x (K, V) x kv heads x head dim x bytes
 
@@ -232,7 +234,7 @@ def test_startup_term_adds_c_minus_one_client_times_at_a_fixed_batch():
     eng = load_engine("vllm").model_copy(update={"startup_client_s": 2.5e-3})
     for isl in (1024, 4096):
         wl = Workload(isl, 256, concurrency=c, startup_cohort=True)
-        spec = dict(mechanism="none", draft_len=np.zeros(3), acceptance=None, draft_model=None)
+        spec = StepOptions(Speculation("none", np.zeros(3)))
         tab = gpu_tables(m, hw, 1, wl, eng, spec, prec, 64.0)
         b = np.array([0.5, 6.0, 50.0])
         _, x_on, on = state(tab, eng, wl, b)

@@ -7,6 +7,8 @@ import pytest
 from specplan.profiles.registry import load_engine
 from specplan.serving.workload import Workload
 from specplan.speculation.round import round_s
+from specplan.serving.aggregated import StepOptions
+from specplan.speculation.spec import Speculation
 
 
 def test_an_eager_step_adds_its_prompt_tokens_host_time():
@@ -38,7 +40,7 @@ def test_a_prompt_adds_isl_times_the_per_token_host_time_to_the_engine_time_line
     base = load_engine("trtllm").model_copy(update={"prefill_tokens_s": 0.0, "eager_step_s": 0.05})
     more = base.model_copy(update={"prefill_tokens_s": 1e-5})
     wl = Workload(1024, 64, concurrency=np.array([16.0]))
-    spec = dict(mechanism="none", draft_len=np.zeros(1), acceptance=None, draft_model=None)
+    spec = StepOptions(Speculation("none", np.zeros(1)))
     tab = gpu_tables(m, hw, 8, wl, base, spec, resolve_precision(m, hw, None, None), 16.0)
     b = np.array([1.0, 4.0, 16.0])[:, None]
     it_gpu, chunks, _, _, tokens = tab.at(b)

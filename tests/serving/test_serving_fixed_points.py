@@ -90,12 +90,13 @@ def test_mla_prefill_chunk_decompresses_the_context_and_the_chunk():
 def test_tables_are_priced_per_distinct_d_only_when_nothing_else_varies():
     """only_draft_len_varies: a grid of D alone (scalars beside it) may be priced per distinct D; an array of tree
     sizes (or any other array) beside it may not."""
-    from specplan.serving.aggregated import only_draft_len_varies
+    from specplan.serving.aggregated import StepOptions, only_draft_len_varies
+    from specplan.speculation.spec import Speculation
 
     d = np.array([1.0, 3.0, 3.0])
-    assert only_draft_len_varies({"mechanism": "eagle3", "draft_len": d, "tree_tokens": 8.0})
-    assert not only_draft_len_varies({"mechanism": "eagle3", "draft_len": d, "tree_tokens": np.array([4.0, 8.0, 8.0])})
-    assert not only_draft_len_varies({"acceptance": np.array([0.6, 0.7]), "draft_len": d})
+    assert only_draft_len_varies(StepOptions(Speculation("eagle3", d, tree_tokens=8.0)))
+    assert not only_draft_len_varies(StepOptions(Speculation("eagle3", d, tree_tokens=np.array([4.0, 8.0, 8.0]))))
+    assert not only_draft_len_varies(StepOptions(Speculation(acceptance=np.array([0.6, 0.7]), draft_len=d)))
 
 
 def test_mamba_prefill_chunk_updates_each_layers_state_by_hand():

@@ -9,6 +9,8 @@ from specplan.profiles.engine import engine_hardware
 from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.serving.aggregated import gpu_tables
 from specplan.serving.workload import Workload
+from specplan.serving.aggregated import StepOptions
+from specplan.speculation.spec import Speculation
 
 
 def test_mxfp4_experts_fit_one_h100_in_the_serving_path():
@@ -18,7 +20,7 @@ def test_mxfp4_experts_fit_one_h100_in_the_serving_path():
     prec = resolve_precision(m, hw, None, None)
     assert prec.w("moe") == "mxfp4" and prec.compute == "bf16"
     wl = Workload(isl=128, osl=1024, concurrency=np.array([8.0]))
-    none = dict(mechanism="none", draft_len=np.zeros(1), acceptance=None)
+    none = StepOptions(Speculation("none", np.zeros(1)))
     t = gpu_tables(m, hw, 1, wl, load_engine("sglang"), none, prec, 8.0)
     assert bool(np.all(t.fits))
     # the iteration at batch 8 is the MXFP4 step, well under the 16-bit one (about 20 ms: 2.8 x the bytes)

@@ -22,6 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "fuzz"))
 from harness import run_cli  # noqa: E402
+from specplan.serving.aggregated import StepOptions
+from specplan.speculation.spec import Speculation
 
 
 class ByBatch:
@@ -128,13 +130,13 @@ def test_a_fixed_d_policy_reproduces_predict_simulate_at_that_d():
     req = closed_loop(lengths(1024, None, 64, 0), lengths(256, None, 64, 0), 16, start="together")
     setup = SimSetup(1, eng, prec, mechanism="eagle3", draft_len=3, seed=5)
     want = simulate_serving(m, hw, req, setup)
-    spec = dict(mechanism="eagle3", draft_len=3.0, acceptance=None, draft_model=None)
+    spec = StepOptions(Speculation("eagle3", 3.0))
     cfg = sim_config(m, hw, req, setup, eng, spec)
     from specplan.serving.aggregated import draft_prefill_model
 
     dpm = draft_prefill_model(m, "eagle3", None)
     draft = None if dpm is None else (dpm, resolve_precision(dpm, hw, prec.compute, prec.kv))
-    tabs = [build_step_table(m, hw, 1, eng, prec, {**spec, "draft_len": float(d)}, b_max=16, ctx_max=1280.0,
+    tabs = [build_step_table(m, hw, 1, eng, prec, spec.with_draft_len(float(d)), b_max=16, ctx_max=1280.0,
                              tok_max=float(cfg.budget_tokens), draft=draft if d else None) for d in range(5)]
     drawn = request_alpha(tabs[3].acceptance_length, 3.0, req.n, 5)
     acc = np.column_stack([request_alpha_al(t.acceptance_length, d, req.n, 5, None, drawn) for d, t in enumerate(tabs)])

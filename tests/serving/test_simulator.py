@@ -26,9 +26,11 @@ sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
 from harness import run_cli  # noqa: E402
 from specplan.model.deployment import Deployment
 from specplan.speculation.spec import Speculation
+from specplan.serving.aggregated import StepOptions
+from specplan.speculation.spec import Speculation
 
 M8 = "llama-3.1-8b"
-SPEC0 = dict(mechanism="none", draft_len=0, acceptance=None, draft_model=None)
+SPEC0 = StepOptions(Speculation("none", 0))
 
 
 @pytest.fixture(scope="module")

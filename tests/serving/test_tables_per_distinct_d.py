@@ -12,6 +12,8 @@ from specplan.serving.workload import Workload
 from specplan.speculation.acceptance import Acceptance
 from specplan.model.deployment import Deployment
 from specplan.speculation.spec import Speculation
+from specplan.serving.aggregated import StepOptions
+from specplan.speculation.spec import Speculation
 
 
 def test_aggregated_tables_equal_the_point_by_point_ones():
@@ -20,7 +22,7 @@ def test_aggregated_tables_equal_the_point_by_point_ones():
     conc = np.array([[4.0], [32.0], [96.0]])
     d = np.array([[1.0, 3.0, 5.0]]) * np.ones((3, 1))  # each D repeated over the concurrencies
     wl = Workload(isl=512, osl=256, concurrency=conc)
-    spec = dict(mechanism="eagle3", draft_len=d, acceptance=Acceptance.from_length(2.0, 5), draft_model=None)
+    spec = StepOptions(Speculation("eagle3", d, Acceptance.from_length(2.0, 5)))
     eng = load_engine("vllm")
     fast = gpu_tables(m, hw, 1, wl, eng, spec, prec, 96.0)
     full = _gpu_tables(m, hw, 1, wl, eng, spec, prec, 96.0)
@@ -45,5 +47,5 @@ def test_a_per_point_spec_entry_keeps_point_by_point_pricing():
     from specplan.serving.aggregated import only_draft_len_varies
 
     d = np.array([[1.0, 3.0]]) * np.ones((2, 1))
-    assert only_draft_len_varies({"draft_len": d, "tree_tokens": 8.0, "acceptance": None})
-    assert not only_draft_len_varies({"draft_len": d, "tree_tokens": np.array([[4.0, 8.0], [6.0, 8.0]])})
+    assert only_draft_len_varies(StepOptions(Speculation(draft_len=d, tree_tokens=8.0)))
+    assert not only_draft_len_varies(StepOptions(Speculation(draft_len=d, tree_tokens=np.array([[4.0, 8.0], [6.0, 8.0]]))))

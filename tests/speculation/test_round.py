@@ -23,6 +23,8 @@ from specplan.planning.options import GridOptions, Sla
 from specplan.speculation.spec import DraftSearch
 from specplan.model.deployment import Deployment
 from specplan.speculation.spec import Speculation
+from specplan.serving.aggregated import StepOptions
+from specplan.speculation.spec import Speculation
 
 SRC = {k: "test" for k in ("host_step_s", "host_per_seq_s", "spec_host_per_seq_s", "eager_launch_s",
                            "graph_max_batch", "verify_graph_max_tokens", "draft_graph_max_batch",
@@ -135,9 +137,9 @@ def test_verify_tokens_inside_the_token_budget_and_prefill_interference():
 
     prec = resolve_precision(m, hw, None, None)
     wl = Workload(isl=8192, osl=256, concurrency=1500.0)
-    spec = dict(mechanism="eagle3", draft_len=np.array(3.0), acceptance=Acceptance.from_length(2.5, 3))
+    spec = StepOptions(Speculation("eagle3", np.array(3.0), Acceptance.from_length(2.5, 3)))
     tab = gpu_tables(m, hw, 1, wl, eng, spec, prec, 1500.0)
-    base = gpu_tables(m, hw, 1, wl, eng, dict(mechanism="none", draft_len=np.array(0.0)), prec, 1500.0)
+    base = gpu_tables(m, hw, 1, wl, eng, StepOptions(Speculation("none", np.array(0.0))), prec, 1500.0)
     i = int(np.argmin(np.abs(np.exp(tab.log_b) - 1500.0)))
     assert np.exp(tab.log_b[i]) == pytest.approx(1500.0)
     # 1500 verify rows of 4 tokens leave 8192 - 6000 = 2192 budget tokens: a prompt of 8192 takes 4 steps;

@@ -8,6 +8,8 @@ import pytest
 from specplan.profiles.params import param_counts
 from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.validation.speculation_load import load_setups, scored
+from specplan.serving.aggregated import StepOptions
+from specplan.speculation.spec import Speculation
 
 
 def test_every_scored_setup_has_three_loads_and_profiles():
@@ -108,7 +110,7 @@ def test_a_wave_setup_prices_its_level_as_its_waves():
 
     def x_at(c):
         wl = Workload(isl=st.spec["isl"], osl=st.spec["osl"], concurrency=np.array([float(c)]))
-        tab = gpu_tables(p.m, p.hw, 1, wl, p.eng, dict(mechanism="none", draft_len=np.zeros(1), acceptance=None),
+        tab = gpu_tables(p.m, p.hw, 1, wl, p.eng, StepOptions(Speculation("none", np.zeros(1))),
                          p.prec, float(c))
         return float(np.ravel(solve(tab, p.eng, wl)["requests_per_s"])[0])
 
