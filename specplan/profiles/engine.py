@@ -434,24 +434,23 @@ def engine_hardware(hw: HardwareProfile, engine: "EngineProfile | None") -> Hard
         return hw  # never applied twice, whichever engine asks
     key = (id(hw), id(engine))
     if key not in _ENGINE_HW:
-        eff = {k: v.model_dump() for k, v in hw.efficiency.items()}
+        eff = dict(hw.efficiency)
         for d in sorted(set(engine.gemm_mem_bw_scale) | set(engine.gemm_compute_scale)):
-            blk = dict(eff.get(d, eff["default"]))
-            blk["mem_bw_fraction"] = min(1.0, blk["mem_bw_fraction"] * engine.gemm_mem_bw_scale.get(d, 1.0))
-            blk["compute_max_fraction"] = min(1.0, blk["compute_max_fraction"] * engine.gemm_compute_scale.get(d, 1.0))
-            eff[d] = blk
-        data = hw.model_dump()
+            blk = eff.get(d, eff["default"])
+            eff[d] = blk.model_copy(update={
+                "mem_bw_fraction": min(1.0, blk.mem_bw_fraction * engine.gemm_mem_bw_scale.get(d, 1.0)),
+                "compute_max_fraction": min(1.0, blk.compute_max_fraction * engine.gemm_compute_scale.get(d, 1.0))})
+        allreduce = hw.allreduce
         if engine.allreduce_algorithm:
-            data["allreduce"] = {**data["allreduce"], "algorithm": engine.allreduce_algorithm}
-        if moe_k:
-            data["moe_kernels"] = {**hw.moe_kernels, **moe_k}
-        data["efficiency"] = eff
-        data["sources"] = {**hw.sources, ENGINE_APPLIED: f"engine {engine.id}'s GEMM scales, all-reduce family and "
-                                                         f"MoE kernel counts (engine_profiles/{engine.id}.yaml)"}
+            allreduce = allreduce.model_copy(update={"algorithm": engine.allreduce_algorithm})
+        sources = {**hw.sources, ENGINE_APPLIED: f"engine {engine.id}'s GEMM scales, all-reduce family and "
+                                                 f"MoE kernel counts (engine_profiles/{engine.id}.yaml)"}
         if engine.gemm_mem_bw_scale or engine.gemm_compute_scale:
-            data["sources"]["efficiency"] = (f"{hw.sources.get('efficiency', '')}; GEMM fractions scaled by engine "
-                                             f"{engine.id} (engine_profiles/{engine.id}.yaml)")
+            sources["efficiency"] = (f"{hw.sources.get('efficiency', '')}; GEMM fractions scaled by engine "
+                                     f"{engine.id} (engine_profiles/{engine.id}.yaml)")
+        adjusted = hw.model_copy(update={"efficiency": eff, "allreduce": allreduce,
+                                         "moe_kernels": {**hw.moe_kernels, **moe_k}, "sources": sources})
         if len(_ENGINE_HW) > 256:
             _ENGINE_HW.clear()
-        _ENGINE_HW[key] = (hw, engine, HardwareProfile.model_validate(data))
+        _ENGINE_HW[key] = (hw, engine, HardwareProfile.model_validate(adjusted.model_dump()))
     return _ENGINE_HW[key][2]

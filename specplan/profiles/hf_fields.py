@@ -99,7 +99,6 @@ def flatten_text_config(raw: dict, where: str = "config") -> dict:
         top = {k: v for k, v in raw.items() if k not in ("text_config", "vision_config", "audio_config")}
         merged = dict(top)
         merged.update({k: v for k, v in text.items() if v is not None})
-        merged["_top_model_type"] = raw.get("model_type")
         return merged
     return dict(raw)
 

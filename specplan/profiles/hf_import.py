@@ -15,11 +15,13 @@ hf_layers (family and per-layer layout), hf_blocks (MLA, MoE, MTP, linear attent
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from specplan.core.errors import SpecplanError
 from specplan.core.limits import MAX_CONTEXT
+from specplan.core.records import Record
 from specplan.profiles.hf_blocks import arch_flags, attention_dims, mixer_blocks, moe_block, mtp_block
 from specplan.profiles.hf_fields import HfFields, flatten_text_config, read_json
 from specplan.profiles.hf_layers import (
@@ -64,6 +66,27 @@ def _slug(repo: str) -> str:
 
 
 
+@dataclass(frozen=True, kw_only=True)
+class LayoutFields(Record):
+    """The profile's layer-layout fields: MTP, dense FFN width, MoE and per-layer groups (left out while None)."""
+
+    mtp: dict | None = None
+    ffn_size: int | None = None
+    moe: dict | None = None
+    layer_groups: list | None = None
+    OPTIONAL = ("mtp", "ffn_size", "moe", "layer_groups")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NamingFields(Record):
+    """The profile's architecture name, context limit and notes (left out while None)."""
+
+    architecture: str
+    max_context_len: int | None = None
+    notes: str | None = None
+    OPTIONAL = ("max_context_len", "notes")
+
+
 def hf_config_to_dict(raw: dict, where: str, quant: Path | None = None) -> dict:
     """The ModelProfile fields (a plain dict, not yet validated) for one Hugging Face config mapping."""
     c = HfFields(flatten_text_config(raw, where), where)
@@ -78,62 +101,59 @@ def hf_config_to_dict(raw: dict, where: str, quant: Path | None = None) -> dict:
         raise c.fail("num_key_value_heads", f"must divide num_attention_heads ({nq}), got {nkv}")
     V = c.int("vocab_size")
 
-    d: dict[str, Any] = {"kind": "eagle3_head" if eagle else "model", "num_layers": L, "hidden_size": h}
-    d.update(num_q_heads=nq, num_kv_heads=nkv, vocab_size=V)
-    d.update(attention_dims(c, fam, h, nq))
+    attention = attention_dims(c, fam, h, nq)
     moe = moe_block(c, fam, mt)
     layers = layer_kinds(c, fam, mt, L, moe, h, nq)
     mtp, mtp_note = mtp_block(c, mt, moe)
-    if mtp is not None:
-        d["mtp"] = mtp
-    has_dense = any(x[1] == "dense" for x in layers) or (mtp is not None and mtp["ffn"] == "dense")
+    has_dense = any(x[1] == "dense" for x in layers) or (mtp is not None and mtp.ffn == "dense")
 
+    ffn_size = None
     if fam == "nemotron-nas":  # the most common block's KV heads and FFN width become the model's
-        layers = _common_overrides(d, layers)
+        nkv, ffn_size, layers = _common_overrides(layers, nkv)
     elif has_dense:
-        d["ffn_size"] = c.int("intermediate_size_mlp" if fam == "llama4" else "intermediate_size")
+        ffn_size = c.int("intermediate_size_mlp" if fam == "llama4" else "intermediate_size")
     if moe is not None:
-        lead = leading_dense_layers(layers)
-        if lead:
-            moe["dense_layers"] = lead
-        d["moe"] = moe
-    if not is_default_layout(layers, moe):
-        d["layer_groups"] = layer_groups(layers)
+        moe = replace(moe, dense_layers=leading_dense_layers(layers) or None)
+    groups = None if is_default_layout(layers, moe) else layer_groups(layers)
 
-    mixer_kinds = {x[0] for x in layers} | ({mtp["mixer"]} if mtp is not None else set())
-    d.update(mixer_blocks(c, mixer_kinds))
-    d.update(arch_flags(c, fam, mt, eagle))
+    mixer_kinds = {x[0] for x in layers} | ({mtp.mixer} if mtp is not None else set())
+    mixers = mixer_blocks(c, mixer_kinds)
+    flags = arch_flags(c, fam, mt, eagle)
 
     present = {"attention", "embedding", "lm_head", "mtp"}
     present |= {"linear_attention"} if "linear" in mixer_kinds else set()
     present |= {"mamba"} if "mamba" in mixer_kinds else set()
     present |= {"moe"} if moe is not None else set()
-    present |= {"shared_experts"} if moe is not None and moe.get("shared_expert_ffn_size") else set()
-    present |= {"ffn"} if has_dense or any(x[1] == "linear" for x in layers) or d.get("per_layer_input_size") else set()
-    d.update(weight_fields(c, fam, quant, present, layers, mtp["num_layers"] if mtp else 0))
-    d["architecture"] = str(c.get("model_type") or HfFields(raw, where).get("model_type") or mt)
+    present |= {"shared_experts"} if moe is not None and moe.shared_expert_ffn_size else set()
+    present |= {"ffn"} if has_dense or any(x[1] == "linear" for x in layers) or flags.per_layer_input_size else set()
+    weights = weight_fields(c, quant, present, layers, mtp.num_layers if mtp else 0)
+    architecture = str(c.get("model_type") or HfFields(raw, where).get("model_type") or mt)
     ctx = c.int("max_position_embeddings", "n_positions", default=None)
-    if ctx is not None and not eagle and ctx <= MAX_CONTEXT:  # the serving model refuses longer requests
-        d["max_context_len"] = ctx
-    notes = " ".join(n for n in (fam_note, mtp_note) if n)
-    if notes:
-        d["notes"] = notes
+    if ctx is not None and (eagle or ctx > MAX_CONTEXT):  # the serving model refuses longer requests
+        ctx = None
+    naming = NamingFields(architecture=architecture, max_context_len=ctx,
+                          notes=" ".join(n for n in (fam_note, mtp_note) if n) or None)
+    d: dict[str, Any] = {"kind": "eagle3_head" if eagle else "model", "num_layers": L, "hidden_size": h,
+                         "num_q_heads": nq, "num_kv_heads": nkv, "vocab_size": V}
+    d.update(attention)
+    d.update(LayoutFields(mtp=mtp.as_dict() if mtp else None, ffn_size=ffn_size, moe=moe.as_dict() if moe else None,
+                          layer_groups=groups))
+    for part in (mixers, flags, weights, naming):
+        d.update(part)
     return d
 
 
-def _common_overrides(d: dict, layers: list[tuple]) -> list[tuple]:
-    """Set the model's num_kv_heads and ffn_size to the most common per-layer value; drop overrides equal to it."""
+def _common_overrides(layers: list[tuple], nkv: int) -> tuple[int, int | None, list[tuple]]:
+    """(num_kv_heads, ffn_size, layers): each the most common per-layer value, overrides equal to it dropped."""
     from collections import Counter
 
-    for key, field in (("num_kv_heads", "num_kv_heads"), ("ffn_size", "ffn_size")):
+    names, common = ("num_kv_heads", "ffn_size"), []
+    for key, fallback in zip(names, (nkv, None)):
         values = Counter(dict(x[2]).get(key) for x in layers if key in dict(x[2]))
-        if values:
-            d[field] = values.most_common(1)[0][0]
-    out = []
-    for m, f, extra in layers:
-        kept = tuple((k, v) for k, v in extra if d.get(k) != v)
-        out.append((m, f, kept))
-    return out
+        common.append(values.most_common(1)[0][0] if values else fallback)
+    model = dict(zip(names, common))
+    out = [(m, f, tuple((k, v) for k, v in extra if model.get(k) != v)) for m, f, extra in layers]
+    return common[0], common[1], out
 
 
 def import_hf_config(

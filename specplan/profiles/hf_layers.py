@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from specplan.core.records import Record
+from specplan.profiles.file_record import FileRecord
 from specplan.profiles.hf_fields import HfFields
+
+if TYPE_CHECKING:
+    from specplan.profiles.hf_blocks import MoeBlock
 
 _DENSE = {"llama", "mistral", "qwen3"}
 _QWEN_MOE = {"qwen3_moe"}
@@ -38,6 +46,48 @@ _LAYER_TYPES = {
     "linear_attention": "linear",
     "mamba": "mamba",
 }
+
+
+@dataclass(frozen=True)
+class NasBlock(FileRecord):
+    """One entry of a Nemotron NAS (DeciLM) config's block_configs."""
+
+    attention: Any = None
+    ffn: Any = None
+
+
+@dataclass(frozen=True)
+class NasAttention(FileRecord):
+    """The attention part of a NAS block: skipped, a linear, or GQA with n_heads_in_group query heads per KV head."""
+
+    no_op: Any = None
+    replace_with_linear: Any = None
+    n_heads_in_group: Any = None
+
+
+@dataclass(frozen=True)
+class NasFfn(FileRecord):
+    """The FFN part of a NAS block: skipped, a linear, or an FFN of width multiplier ffn_mult."""
+
+    no_op: Any = None
+    replace_with_linear: Any = None
+    ffn_mult: Any = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayerOverrides(Record):
+    """A layer's own values of model fields (left out while None); a layer's overrides are its sorted items."""
+
+    num_kv_heads: int | None = None
+    ffn_size: int | None = None
+    head_dim: int | None = None
+    k_eq_v: bool | None = None
+    kv_shared: bool | None = None
+    OPTIONAL = ("num_kv_heads", "ffn_size", "head_dim", "k_eq_v", "kv_shared")
+
+    def pairs(self) -> tuple:
+        """The overrides as sorted (field, value) pairs, the form a layer tuple carries."""
+        return tuple(sorted(self.items()))
 
 
 def family_of(c: HfFields, raw: dict) -> tuple[str, str, bool, str]:
@@ -213,29 +263,30 @@ def nas_layers(c: HfFields, h: int, nq: int, L: int) -> list[tuple[str, str, tup
     out = []
     for i, b in enumerate(blocks):
         where = f"block_configs[{i}]"
-        att, ffn = (b.get("attention"), b.get("ffn")) if isinstance(b, dict) else (None, None)
-        if not isinstance(att, dict) or not isinstance(ffn, dict):
+        block = NasBlock.read(b) if isinstance(b, dict) else NasBlock()
+        if not isinstance(block.attention, dict) or not isinstance(block.ffn, dict):
             raise c.fail(where, "expected an object with 'attention' and 'ffn'")
-        extra: dict = {}
-        if att.get("no_op"):
+        att, ffn = NasAttention.read(block.attention), NasFfn.read(block.ffn)
+        kv_heads = ffn_size = None
+        if att.no_op:
             mixer = "none"
-        elif att.get("replace_with_linear"):
+        elif att.replace_with_linear:
             mixer = "attn_linear"
         else:
-            group = att.get("n_heads_in_group")
+            group = att.n_heads_in_group
             if not isinstance(group, int) or group < 1 or nq % group:
                 raise c.fail(f"{where}.attention.n_heads_in_group", f"expected a divisor of {nq} heads, got {group!r}")
-            mixer, extra["num_kv_heads"] = "full", nq // group
-        if ffn.get("no_op"):
+            mixer, kv_heads = "full", nq // group
+        if ffn.no_op:
             kind = "none"
-        elif ffn.get("replace_with_linear"):
+        elif ffn.replace_with_linear:
             kind = "linear"
         else:
-            mult = ffn.get("ffn_mult")
+            mult = ffn.ffn_mult
             if isinstance(mult, bool) or not isinstance(mult, (int, float)) or not 0 < mult <= 1000:
                 raise c.fail(f"{where}.ffn.ffn_mult", f"expected a number in (0, 1000], got {mult!r}")
-            kind, extra["ffn_size"] = "dense", _find_multiple(int(2 * mult * h / 3), 256)
-        out.append((mixer, kind, tuple(sorted(extra.items()))))
+            kind, ffn_size = "dense", _find_multiple(int(2 * mult * h / 3), 256)
+        out.append((mixer, kind, LayerOverrides(num_kv_heads=kv_heads, ffn_size=ffn_size).pairs()))
     return out
 
 
@@ -251,18 +302,16 @@ def gemma_overrides(c: HfFields, mt: str, mixers: list[str], L: int) -> list[tup
                                             "KV-shared layers would be twice as wide)")
     out = []
     for i, m in enumerate(mixers):
-        extra: dict = {}
-        if m == "full":
-            extra["head_dim"] = c.int("global_head_dim", default=512)
-            if k_eq_v:
-                extra["k_eq_v"] = True
-                if c.has("num_global_key_value_heads"):
-                    extra["num_kv_heads"] = c.int("num_global_key_value_heads")
-        if i >= L - n_shared:
-            extra["kv_shared"] = True
-            if c.bool("use_double_wide_mlp", False):
-                extra["ffn_size"] = 2 * c.int("intermediate_size")
-        out.append(tuple(sorted(extra.items())))
+        head_dim = kv_heads = ffn_size = None
+        full, shared = m == "full", i >= L - n_shared
+        if full:
+            head_dim = c.int("global_head_dim", default=512)
+            if k_eq_v and c.has("num_global_key_value_heads"):
+                kv_heads = c.int("num_global_key_value_heads")
+        if shared and c.bool("use_double_wide_mlp", False):
+            ffn_size = 2 * c.int("intermediate_size")
+        out.append(LayerOverrides(num_kv_heads=kv_heads, ffn_size=ffn_size, head_dim=head_dim,
+                                  k_eq_v=True if full and k_eq_v else None, kv_shared=True if shared else None).pairs())
     return out
 
 
@@ -274,7 +323,7 @@ def layer_groups(layers: list[tuple]) -> list[dict]:
     return [{"mixer": m, "ffn": f, "count": n, **dict(x)} for (m, f, x), n in counts.items()]
 
 
-def layer_kinds(c: HfFields, fam: str, mt: str, L: int, moe: dict | None, h: int, nq: int) -> list[tuple]:
+def layer_kinds(c: HfFields, fam: str, mt: str, L: int, moe: MoeBlock | None, h: int, nq: int) -> list[tuple]:
     """(mixer, ffn, overrides) per layer of any supported family."""
     if fam == "nemotron_h":
         layers = nemotron_layers(c, L)
@@ -297,10 +346,10 @@ def leading_dense_layers(layers: list[tuple]) -> int:
     return lead if n_dense == lead else 0
 
 
-def is_default_layout(layers: list[tuple], moe: dict | None) -> bool:
+def is_default_layout(layers: list[tuple], moe: MoeBlock | None) -> bool:
     """True when the profile needs no layer_groups: all full attention, MoE after the leading dense layers."""
     n_dense = sum(1 for x in layers if x[1] == "dense")
     return all(x[0] == "full" and not x[2] for x in layers) and (
         (moe is None and n_dense == len(layers))
-        or (moe is not None and n_dense == moe.get("dense_layers", 0))
+        or (moe is not None and n_dense == (moe.dense_layers or 0))
     )

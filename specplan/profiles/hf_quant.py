@@ -5,11 +5,14 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from specplan.core.dtypes import INT4_GROUP_SIZES, canonical_dtype, dtype_bytes
 from specplan.core.errors import SpecplanError
+from specplan.core.records import Record
+from specplan.profiles.file_record import FileRecord
 from specplan.profiles.hf_fields import HfFields, checked, read_json
 
 # modelopt / hf_quant_config quant_algo values -> weight format
@@ -35,6 +38,71 @@ _QUANT_ALGOS = {
     "int8_sq": "int8",
     "w8a16": "int8",
 }
+
+
+@dataclass(frozen=True)
+class ModeloptQuantization(FileRecord):
+    """The `quantization` block of a modelopt hf_quant_config.json (or one embedded in a quantization_config)."""
+
+    quant_algo: Any = None
+    group_size: Any = None
+    kv_cache_scheme: Any = None
+    kv_cache_quant_algo: Any = None
+    exclude_modules: Any = None
+    quantized_layers: Any = None
+
+
+@dataclass(frozen=True)
+class QuantizedLayer(FileRecord):
+    """One entry of a MIXED_PRECISION checkpoint's quantized_layers."""
+
+    quant_algo: Any = None
+    group_size: Any = None
+
+
+@dataclass(frozen=True)
+class QuantizationConfig(FileRecord):
+    """The embedded `quantization_config` of a config.json (AWQ / GPTQ bits and group size go by two names)."""
+
+    quant_method: Any = None
+    awq_bits: Any = None
+    awq_group_size: Any = None
+    group_size: Any = None
+    quant_algo: Any = None
+    exclude_modules: Any = None
+    modules_to_not_convert: Any = None
+    ignored_layers: Any = None
+    ignore: Any = None
+    config_groups: Any = None
+    kv_cache_scheme: Any = None
+    kv_cache_quant_algo: Any = None
+    quantization: Any = None
+    ALIASES = {"awq_bits": ("bits", "w_bit"), "awq_group_size": ("group_size", "q_group_size")}
+
+
+@dataclass(frozen=True)
+class ConfigGroup(FileRecord):
+    """One compressed-tensors config group (its weight scheme)."""
+
+    weights: Any = None
+
+
+@dataclass(frozen=True)
+class WeightScheme(FileRecord):
+    """A compressed-tensors weight scheme."""
+
+    num_bits: Any = None
+    type: Any = "int"
+    group_size: Any = None
+    symmetric: Any = True
+
+
+@dataclass(frozen=True)
+class KvCacheScheme(FileRecord):
+    """A compressed-tensors / modelopt kv_cache_scheme object."""
+
+    num_bits: Any = None
+    type: Any = "float"
 
 
 def quant_file_for(path: Path) -> Path | None:
@@ -170,15 +238,18 @@ def read_quant_config(
         raise SpecplanError(f"{qpath}: quantization: expected an object")
     where = str(qpath)
     checked(q, where, "quantization" if "quantization" in data else "")  # the part read; `producer` etc. carried
-    kv_field = "kv_cache_scheme" if q.get("kv_cache_scheme") is not None else "kv_cache_quant_algo"
-    kv_dtype = kv_scheme_dtype(q.get(kv_field), where, f"quantization.{kv_field}")
-    algo = q.get("quant_algo")
-    excluded = q.get("exclude_modules") or []
+    mq = ModeloptQuantization.read(q)
+    if mq.kv_cache_scheme is not None:
+        kv_dtype = kv_scheme_dtype(mq.kv_cache_scheme, where, "quantization.kv_cache_scheme")
+    else:
+        kv_dtype = kv_scheme_dtype(mq.kv_cache_quant_algo, where, "quantization.kv_cache_quant_algo")
+    algo = mq.quant_algo
+    excluded = mq.exclude_modules or []
     if not isinstance(excluded, list):
         raise SpecplanError(f"{where}: quantization.exclude_modules: expected a list")
     votes: dict[str, Counter] = {}
     glob_dtype = None
-    listed = q.get("quantized_layers")
+    listed = mq.quantized_layers
     if algo is None:
         raise SpecplanError(f"{where}: quantization.quant_algo: missing field")
     if str(algo).upper() == "MIXED_PRECISION":
@@ -188,17 +259,17 @@ def read_quant_config(
             mod = module_of(name)
             if mod is None:
                 continue
-            a = spec.get("quant_algo") if isinstance(spec, dict) else None
-            if a is None:
+            layer = QuantizedLayer.read(spec) if isinstance(spec, dict) else QuantizedLayer()
+            if layer.quant_algo is None:
                 raise SpecplanError(f"{where}: quantization.quantized_layers.{name}.quant_algo: missing field")
-            fmt = algo_dtype(a, where, f"quantized_layers.{name}.quant_algo", spec.get("group_size"))
+            fmt = algo_dtype(layer.quant_algo, where, f"quantized_layers.{name}.quant_algo", layer.group_size)
             votes.setdefault(mod, Counter())[fmt] += 1
         for name in excluded:
             mod = module_of(str(name).rstrip("*.") or str(name))
             if mod is not None:
                 votes.setdefault(mod, Counter())[base] += 1
     else:
-        glob_dtype = algo_dtype(algo, where, "quantization.quant_algo", q.get("group_size"))
+        glob_dtype = algo_dtype(algo, where, "quantization.quant_algo", mq.group_size)
         matcher = exclusion_matcher([str(p) for p in excluded], where, "quantization.exclude_modules")
         for mod, names in module_instances(layers or [], n_mtp):
             votes.setdefault(mod, Counter())[base if _excluded(names, matcher) else glob_dtype] += 1
@@ -233,10 +304,11 @@ def _per_instance(fmt: str, base: str, ignore: list[str], layers, n_mtp: int, on
     return {mod: max(c.items(), key=lambda kv_: (kv_[1], dtype_bytes(kv_[0])))[0] for mod, c in votes.items()}
 
 
-def _ignore_list(qc: dict, c: HfFields, *fields: str) -> list[str]:
+def _ignore_list(qc: QuantizationConfig, c: HfFields) -> list[str]:
+    """The module patterns of the config's exclusion lists (modules_to_not_convert, ignored_layers, ignore)."""
     out = []
-    for f in fields:
-        v = qc.get(f)
+    for f, v in (("modules_to_not_convert", qc.modules_to_not_convert), ("ignored_layers", qc.ignored_layers),
+                 ("ignore", qc.ignore)):
         if v is None:
             continue
         if not isinstance(v, list):
@@ -251,20 +323,21 @@ def _ignore_list(qc: dict, c: HfFields, *fields: str) -> list[str]:
     return out
 
 
-def _compressed_tensors_format(qc: dict, c: HfFields) -> str:
+def _compressed_tensors_format(qc: QuantizationConfig, c: HfFields) -> str:
     """Weight format of a compressed-tensors config: its (one) config group's weight scheme."""
-    groups = qc.get("config_groups")
+    groups = qc.config_groups
     if not isinstance(groups, dict) or not groups:
         raise c.fail("quantization_config.config_groups", "missing field")
     fmts = set()
     for name, grp in groups.items():
         field = f"quantization_config.config_groups.{name}.weights"
-        w = grp.get("weights") if isinstance(grp, dict) else None
-        if not isinstance(w, dict):
+        raw_w = ConfigGroup.read(grp).weights if isinstance(grp, dict) else None
+        if not isinstance(raw_w, dict):
             raise c.fail(field, "missing field")
-        bits, kind, gs = w.get("num_bits"), str(w.get("type", "int")), w.get("group_size")
+        w = WeightScheme.read(raw_w)
+        bits, kind, gs = w.num_bits, str(w.type), w.group_size
         if bits == 4 and kind == "int":
-            fmts.add(int4_dtype(gs, bool(w.get("symmetric", True)), c.where, f"{field}.group_size"))
+            fmts.add(int4_dtype(gs, bool(w.symmetric), c.where, f"{field}.group_size"))
         elif bits == 4 and kind == "float":
             fmts.add("fp4")  # nvfp4-pack-quantized (fp8 scale per 16)
         elif bits == 8:
@@ -276,21 +349,28 @@ def _compressed_tensors_format(qc: dict, c: HfFields) -> str:
     return fmts.pop()
 
 
+def quantization_config(c: HfFields) -> QuantizationConfig | None:
+    """The embedded `quantization_config`, read once (None when the config has none)."""
+    qc = c.get("quantization_config")
+    if qc is None:
+        return None
+    if not isinstance(qc, dict):
+        raise c.fail("quantization_config", "expected an object")
+    return QuantizationConfig.read(qc)
+
+
 def embedded_quantization(
-    c: HfFields, family: str, base: str, layers: list[tuple] | None = None, n_mtp: int = 0
+    qc: QuantizationConfig | None, c: HfFields, base: str, layers: list[tuple] | None = None, n_mtp: int = 0
 ) -> tuple[str, dict[str, str]]:
     """(weight dtype, module dtypes) from an embedded `quantization_config`.
 
     Every linear module of the model is in the method's format unless the config's exclusion list
     (`modules_to_not_convert`, `ignored_layers`, compressed-tensors `ignore`) covers it; the embedding never is, and
     the LM head is not unless the method says so (fp8 / awq / gptq keep it 16-bit, as transformers does)."""
-    qc = c.get("quantization_config")
     if qc is None:
         return base, {}
-    if not isinstance(qc, dict):
-        raise c.fail("quantization_config", "expected an object")
-    method = str(qc.get("quant_method", "")).lower()
-    ignore = _ignore_list(qc, c, "modules_to_not_convert", "ignored_layers", "ignore")
+    method = str(qc.quant_method if qc.quant_method is not None else "").lower()
+    ignore = _ignore_list(qc, c)
     if method == "mxfp4":
         # gpt-oss: MXFP4 experts; attention, router, embedding and LM head are not converted
         return base, _per_instance("mxfp4", base, ignore, layers, n_mtp, {"moe"}, c.where) if layers else {"moe": "mxfp4"}
@@ -298,10 +378,10 @@ def embedded_quantization(
         fmt = "fp8"
         ignore = ignore + ["lm_head"]
     elif method in ("awq", "gptq"):
-        bits = qc.get("bits", qc.get("w_bit"))
+        bits = qc.awq_bits
         if bits == 4:
             sym = False  # AWQ and GPTQ both store zero points per group (GPTQ its qzeros even when symmetric)
-            fmt = int4_dtype(qc.get("group_size", qc.get("q_group_size")), sym, c.where, "quantization_config.group_size")
+            fmt = int4_dtype(qc.awq_group_size, sym, c.where, "quantization_config.group_size")
         elif bits == 8:
             fmt = "int8"
         else:
@@ -310,13 +390,13 @@ def embedded_quantization(
     elif method == "compressed-tensors":
         fmt = _compressed_tensors_format(qc, c)
     elif method == "modelopt":
-        algo = qc.get("quant_algo")
+        algo = qc.quant_algo
         if algo is None or str(algo).upper() == "MIXED_PRECISION":
             raise c.fail("quantization_config.quant_algo", "mixed precision needs hf_quant_config.json beside config.json")
-        fmt = algo_dtype(algo, c.where, "quantization_config.quant_algo", qc.get("group_size"))
-        ignore = ignore + [str(x) for x in (qc.get("exclude_modules") or [])] + ["lm_head"]
+        fmt = algo_dtype(algo, c.where, "quantization_config.quant_algo", qc.group_size)
+        ignore = ignore + [str(x) for x in (qc.exclude_modules or [])] + ["lm_head"]
     else:
-        raise c.fail("quantization_config.quant_method", f"unsupported quant_method {qc.get('quant_method')!r}")
+        raise c.fail("quantization_config.quant_method", f"unsupported quant_method {qc.quant_method!r}")
     if not layers:
         return fmt, {"embedding": base, "lm_head": base}
     return fmt, _per_instance(fmt, base, ignore, layers, n_mtp, None, c.where)
@@ -330,7 +410,8 @@ def kv_scheme_dtype(scheme: Any, where: str, field: str) -> str | None:
     if scheme is None or scheme == "":
         return None
     if isinstance(scheme, dict):
-        bits, kind = scheme.get("num_bits"), str(scheme.get("type", "float")).lower()
+        s = KvCacheScheme.read(scheme)
+        bits, kind = s.num_bits, str(s.type).lower()
         if bits == 8 and kind == "float":
             return "fp8"
         if bits == 4 and kind == "float":
@@ -342,16 +423,16 @@ def kv_scheme_dtype(scheme: Any, where: str, field: str) -> str | None:
     return algo_dtype(scheme, where, field)
 
 
-def embedded_kv_dtype(c: HfFields) -> str | None:
+def embedded_kv_dtype(qc: QuantizationConfig | None, c: HfFields) -> str | None:
     """The KV-cache dtype an embedded quantization_config declares (`kv_cache_quant_algo`, `kv_cache_scheme`)."""
-    qc = c.get("quantization_config")
-    if not isinstance(qc, dict):
+    if qc is None:
         return None
-    inner = qc.get("quantization") if isinstance(qc.get("quantization"), dict) else {}
-    for src, name, prefix in ((inner, "kv_cache_scheme", "quantization."), (qc, "kv_cache_scheme", ""),
-                              (inner, "kv_cache_quant_algo", "quantization."), (qc, "kv_cache_quant_algo", "")):
-        if src.get(name) is not None:
-            return kv_scheme_dtype(src[name], c.where, f"quantization_config.{prefix}{name}")
+    inner = ModeloptQuantization.read(qc.quantization) if isinstance(qc.quantization, dict) else ModeloptQuantization()
+    for value, field in ((inner.kv_cache_scheme, "quantization.kv_cache_scheme"), (qc.kv_cache_scheme, "kv_cache_scheme"),
+                         (inner.kv_cache_quant_algo, "quantization.kv_cache_quant_algo"),
+                         (qc.kv_cache_quant_algo, "kv_cache_quant_algo")):
+        if value is not None:
+            return kv_scheme_dtype(value, c.where, f"quantization_config.{field}")
     return None
 
 
@@ -363,30 +444,37 @@ def base_dtype(c: HfFields) -> str:
         raise SpecplanError(f"{c.where}: {exc}") from None
 
 
+@dataclass(frozen=True, kw_only=True)
+class WeightFields(Record):
+    """The profile fields a checkpoint's formats set (module_dtypes: only the modules present that differ)."""
+
+    kv_cache_dtype: str | None = None
+    sources: dict | None = None
+    weight_dtype: str
+    module_dtypes: dict | None = None
+    OPTIONAL = ("kv_cache_dtype", "sources", "module_dtypes")
+
 
 def weight_fields(
-    c: HfFields, fam: str, quant: Path | None, present: set[str], layers: list[tuple] | None = None, n_mtp: int = 0
-) -> dict[str, Any]:
+    c: HfFields, quant: Path | None, present: set[str], layers: list[tuple] | None = None, n_mtp: int = 0
+) -> WeightFields:
     """kv_cache_dtype, sources, weight_dtype and module_dtypes (only the modules in `present` that differ)."""
     base = base_dtype(c)
-    weight, modules = embedded_quantization(c, fam, base, layers, n_mtp)
-    d: dict[str, Any] = {}
-    kv_embedded = embedded_kv_dtype(c)
-    if kv_embedded:
-        d["kv_cache_dtype"] = kv_embedded
+    qc = quantization_config(c)
+    weight, modules = embedded_quantization(qc, c, base, layers, n_mtp)
+    kv = embedded_kv_dtype(qc, c) or None
+    sources = None
     if quant is not None:
-        qmods, qglob, kv = read_quant_config(quant, base, layers, n_mtp)
+        qmods, qglob, quant_kv = read_quant_config(quant, base, layers, n_mtp)
         if qglob is not None:
             weight = qglob
             qmods = {**{"embedding": base}, **qmods}  # modelopt never quantizes the embedding
         modules.update(qmods)
-        if kv:
-            d["kv_cache_dtype"] = kv
-        d["sources"] = {"quantization": quant.name}
-    d["weight_dtype"] = weight
-    if modules.get("shared_experts", modules.get("moe", weight)) == modules.get("moe", weight):
+        kv = quant_kv or kv
+        sources = {"quantization": quant.name}
+    moe_fmt = modules.get("moe", weight)
+    if modules.get("shared_experts", moe_fmt) == moe_fmt:
         modules.pop("shared_experts", None)  # same format as the routed experts: dtype_of falls back to moe
     mods = {k: v for k, v in modules.items() if k in present and v != weight}
-    if mods:
-        d["module_dtypes"] = dict(sorted(mods.items()))
-    return d
+    return WeightFields(kv_cache_dtype=kv, sources=sources, weight_dtype=weight,
+                        module_dtypes=dict(sorted(mods.items())) if mods else None)

@@ -27,11 +27,30 @@ counts the embedding and the LM head in full (DeepSeek convention, as in model_c
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from specplan.core.records import Record
 from specplan.profiles.model import ATTENTION_MIXERS, LayerGroup, ModelProfile
 
 # Module keys used by `by_module`, the same keys as ModelProfile.module_dtypes.
 MODULES = ("attention", "linear_attention", "mamba", "ffn", "moe", "shared_experts", "fc", "lm_head", "embedding",
            "other")
+
+
+@dataclass(frozen=True)
+class ParamCounts(Record):
+    """Parameter counts of a profile (see param_counts); by_module maps module keys to their share of `total`."""
+
+    total: int
+    active: int
+    embedding: int
+    lm_head: int
+    non_embedding: int
+    mtp: int
+    mtp_active: int
+    total_with_mtp: int
+    embedding_shared: int
+    by_module: dict[str, int]
 
 
 def _ffn(m: ModelProfile, f: int, width: int | None = None) -> int:
@@ -147,10 +166,9 @@ def _moe(m: ModelProfile, active: bool) -> dict[str, int]:
     shared = _ffn(m, shared_f) if (e.num_shared_experts or e.shared_expert_ffn_size) else 0
     router = h * e.num_experts + (e.num_experts if e.router_bias else 0)
     gate = h if e.shared_expert_gate else 0
-    out = {"moe": experts, "shared_experts": shared, "other": router + gate}
     if e.latent_size:  # LatentMoE: fc1_latent_proj h -> latent, fc2_latent_proj latent -> h
-        out["moe"] += 2 * h * e.latent_size
-    return out
+        experts += 2 * h * e.latent_size
+    return {"moe": experts, "shared_experts": shared, "other": router + gate}
 
 
 def _layer(m: ModelProfile, g: LayerGroup, active: bool, in_dim: int | None = None) -> dict[str, int]:
@@ -187,7 +205,7 @@ def _acc(into: dict[str, int], parts: dict[str, int], times: int = 1) -> None:
         into[k] = into.get(k, 0) + v * times
 
 
-def param_counts(model: ModelProfile) -> dict:
+def param_counts(model: ModelProfile) -> ParamCounts:
     """Parameter counts: total, active, embedding, lm_head, mtp, mtp_active, non_embedding, total_with_mtp, by_module.
 
     `by_module` splits `total` by the module keys of ModelProfile.module_dtypes (plus `fc` for an EAGLE-3 head's
@@ -211,16 +229,17 @@ def param_counts(model: ModelProfile) -> dict:
     for g in m.groups():
         _acc(by, _layer(m, g, False, in_dim), g.count)
         _acc(by_active, _layer(m, g, True, in_dim), g.count)
-    final_norm = {"other": h}
+    norm_other, norm_ffn = h, None
     if m.per_layer_input_size:  # Gemma PLE: table V_ple x (L * d), model projection h -> L * d, its norm
         d = m.per_layer_input_size
-        final_norm = {"other": h + d, "ffn": h * m.num_layers * d}
+        norm_other, norm_ffn = h + d, h * m.num_layers * d
         ple = {"embedding": m.per_layer_vocab_size * m.num_layers * d}
         _acc(by, ple)
         _acc(by_active, ple)
     if m.compressed_attention is not None:  # DeepSeek-V4 hyper-connection head
         hc = m.compressed_attention.hc_mult
-        final_norm["other"] += hc * hc * h + hc + 1
+        norm_other += hc * hc * h + hc + 1
+    final_norm = {"other": norm_other} if norm_ffn is None else {"other": norm_other, "ffn": norm_ffn}
     _acc(by, final_norm)
     _acc(by_active, final_norm)
 
@@ -247,20 +266,20 @@ def param_counts(model: ModelProfile) -> dict:
     return _result(_sum(by), _sum(by_active), by.get("embedding", 0), lm_head, mtp, mtp_active, by, embedding_shared)
 
 
-def _result(total, active, embedding, lm_head, mtp, mtp_active, by, embedding_shared=0) -> dict:
+def _result(total, active, embedding, lm_head, mtp, mtp_active, by, embedding_shared=0) -> ParamCounts:
     head_counted = by.get("lm_head", 0)
-    return {
-        "total": int(total),
-        "active": int(active),
-        "embedding": int(embedding),
-        "lm_head": int(lm_head),
-        "non_embedding": int(total - embedding - head_counted),
-        "mtp": int(mtp),
-        "mtp_active": int(mtp_active),
-        "total_with_mtp": int(total + mtp),
-        "embedding_shared": int(embedding_shared),
-        "by_module": {k: int(v) for k, v in by.items() if v},
-    }
+    return ParamCounts(
+        total=int(total),
+        active=int(active),
+        embedding=int(embedding),
+        lm_head=int(lm_head),
+        non_embedding=int(total - embedding - head_counted),
+        mtp=int(mtp),
+        mtp_active=int(mtp_active),
+        total_with_mtp=int(total + mtp),
+        embedding_shared=int(embedding_shared),
+        by_module={k: int(v) for k, v in by.items() if v},
+    )
 
 
 def module_dtype(model: ModelProfile, key: str) -> str:
@@ -278,9 +297,9 @@ def weight_bytes(model: ModelProfile, include_mtp: bool = True) -> dict:
     from specplan.core.dtypes import dtype_bytes
 
     pc = param_counts(model)
-    out = {k: v * dtype_bytes(module_dtype(model, k)) for k, v in pc["by_module"].items()}
-    if include_mtp and pc["mtp"]:
-        out["mtp"] = pc["mtp"] * dtype_bytes(model.dtype_of("mtp"))
+    out = {k: v * dtype_bytes(module_dtype(model, k)) for k, v in pc.by_module.items()}
+    if include_mtp and pc.mtp:
+        out["mtp"] = pc.mtp * dtype_bytes(model.dtype_of("mtp"))
     out["total"] = sum(out.values())
     return out
 
@@ -291,24 +310,24 @@ def param_summary(model: ModelProfile) -> list[str]:
 
     pc = param_counts(model)
     lines = [
-        f"# parameters: total {pc['total']:,} ({pc['total'] / 1e9:.2f} B), active per token {pc['active']:,} "
-        f"({pc['active'] / 1e9:.2f} B; embedding and LM head counted in both), "
-        f"non-embedding active {(pc['active'] - pc['embedding'] - pc['by_module'].get('lm_head', 0)) / 1e9:.2f} B",
+        f"# parameters: total {pc.total:,} ({pc.total / 1e9:.2f} B), active per token {pc.active:,} "
+        f"({pc.active / 1e9:.2f} B; embedding and LM head counted in both), "
+        f"non-embedding active {(pc.active - pc.embedding - pc.by_module.get('lm_head', 0)) / 1e9:.2f} B",
     ]
-    if pc["mtp"]:
-        lines.append(f"# draft / MTP heads: {pc['mtp']:,} ({pc['mtp'] / 1e9:.2f} B), active {pc['mtp_active'] / 1e9:.2f} B")
-    if pc["embedding_shared"]:
-        lines.append(f"# embedding shared with the target (not counted): {pc['embedding_shared']:,}")
+    if pc.mtp:
+        lines.append(f"# draft / MTP heads: {pc.mtp:,} ({pc.mtp / 1e9:.2f} B), active {pc.mtp_active / 1e9:.2f} B")
+    if pc.embedding_shared:
+        lines.append(f"# embedding shared with the target (not counted): {pc.embedding_shared:,}")
     by_dtype: dict[str, list] = {}
-    for k, v in pc["by_module"].items():
+    for k, v in pc.by_module.items():
         d = module_dtype(model, k)
         by_dtype.setdefault(d, [0.0, []])
         by_dtype[d][0] += v * dtype_bytes(d)
         by_dtype[d][1].append(k)
-    if pc["mtp"]:
+    if pc.mtp:
         d = model.dtype_of("mtp")
         by_dtype.setdefault(d, [0.0, []])
-        by_dtype[d][0] += pc["mtp"] * dtype_bytes(d)
+        by_dtype[d][0] += pc.mtp * dtype_bytes(d)
         by_dtype[d][1].append("mtp")
     parts = [f"{d} {b / 1e9:.2f} GB ({', '.join(mods)})" for d, (b, mods) in sorted(by_dtype.items())]
     lines.append("# weight bytes by dtype (block scales included): " + "; ".join(parts))

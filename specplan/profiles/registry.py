@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -13,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from specplan.core import loader
 from specplan.core.errors import SpecplanError, brief, without_repeat
 from specplan.profiles.engine import EngineProfile, KernelFamily
+from specplan.profiles.file_record import FileRecord
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import ModelProfile
 
@@ -44,15 +46,25 @@ def engine_dir() -> Path:
     return _builtin_dir("engine_profiles")
 
 
+@dataclass(frozen=True)
+class ValidationIssue(FileRecord):
+    """The fields we read of one pydantic error: where (loc), what (msg), the value (input) and its kind (type)."""
+
+    loc: tuple = ()
+    msg: str = "invalid"
+    input: Any = None
+    type: str | None = None
+
+
 def format_validation_error(err: ValidationError, where: str) -> str:
     """One line: file, dotted field path, message and offending value."""
-    e = err.errors()[0]
-    loc = ".".join(str(p) for p in e.get("loc", ())) or "(top level)"
-    msg = e.get("msg", "invalid").removeprefix("Value error, ")
-    val = e.get("input")
+    e = ValidationIssue.read(err.errors()[0])
+    loc = ".".join(str(p) for p in e.loc) or "(top level)"
+    msg = e.msg.removeprefix("Value error, ")
+    val = e.input
     shown = repr(brief(val)) if isinstance(val, str) else brief(val)  # '1' (text) is not 1 (a number)
     got = "" if isinstance(val, dict) or "got" in msg else f", got {shown}"
-    if e.get("type") == "missing":
+    if e.type == "missing":
         got = ""
     head, sep, rest = msg.partition(": ")
     if sep and loc != "(top level)" and without_repeat(loc, head) != loc:  # the validator names its field again
