@@ -249,10 +249,10 @@ def test_memory_binds_when_the_next_d_does_not_fit_and_says_how_many_tokens_veri
 
 def test_marginal_sentence_lists_each_class_of_added_verify_time():
     # D = 3 -> 4 adds 0.2 ms GEMM, 0.1 ms attention, 1 ms recurrent state (each grow x 1e3, 3 decimals)
-    from specplan.speculation.guidelines import marginal_sentence
+    from specplan.speculation.guidelines import Growth, marginal_sentence
 
     step = _step(speedup=np.array([1, 1.5, 1.7, 1.8, 1.75, 1.6]))
-    grow = {"gemm": 2e-4, "attention": 1e-4, "state": 1e-3, "draft": 3e-4}
+    grow = Growth(gemm_s=2e-4, attention_s=1e-4, state_s=1e-3, draft_s=3e-4)
     line = marginal_sentence(3, step, grow, 0.15)
     assert line.startswith("D = 4 adds 0.200 ms GEMM, 0.100 ms attention, 1.000 ms recurrent state of verify and "
                            "0.300 ms of drafting for +0.15 AL (+5.4%): not worth it (speedup 1.750 vs 1.800)"), line
@@ -260,10 +260,10 @@ def test_marginal_sentence_lists_each_class_of_added_verify_time():
 
 def test_marginal_sentence_names_verify_time_outside_the_classes():
     # the verify step grows by 0.6 ms from D = 3 to 4 while GEMM + attention + state grow by 0.4 ms: 0.2 ms other
-    from specplan.speculation.guidelines import marginal_sentence
+    from specplan.speculation.guidelines import Growth, marginal_sentence
 
     step = _step(verify_s=np.array([5.0, 5.1, 5.2, 5.3, 5.9, 6.5]) * 1e-3)
-    grow = {"gemm": 2e-4, "attention": 1e-4, "state": 1e-4, "draft": 3e-4}
+    grow = Growth(gemm_s=2e-4, attention_s=1e-4, state_s=1e-4, draft_s=3e-4)
     line = marginal_sentence(3, step, grow, 0.15)
     assert "0.200 ms GEMM, 0.100 ms attention, 0.100 ms recurrent state, 0.200 ms other of verify" in line, line
 
