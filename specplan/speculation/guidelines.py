@@ -247,12 +247,16 @@ class GuidelinePoint:
     @classmethod
     def of(cls, diag) -> "GuidelinePoint":
         """The point of a diagnostics mapping at one point (a Diagnostics, or the plain numbers planning keeps of
-        it), by field name; a GuidelinePoint as it is."""
-        if isinstance(diag, GuidelinePoint):
-            return diag
-        if not isinstance(diag, Mapping):
-            raise TypeError(f"guideline diagnostics: expected a mapping, got {type(diag).__name__}")
-        return cls(**{f.name: diag[f.name] for f in fields(cls) if f.name in diag})
+        it); a GuidelinePoint as it is."""
+        return diag if isinstance(diag, GuidelinePoint) else _by_name(cls, diag, "guideline diagnostics")
+
+
+def _by_name(cls, answer, what: str):
+    """The frozen dataclass `cls` of the fields a mapping answer carries, by field name (the others keep their
+    defaults): an answer read once at the entry of a function that takes the typed record."""
+    if not isinstance(answer, Mapping):
+        raise TypeError(f"{what}: expected a mapping, got {type(answer).__name__}")
+    return cls(**{f.name: answer[f.name] for f in fields(cls) if f.name in answer})
 
 
 @dataclass(frozen=True)
@@ -414,21 +418,36 @@ def g1_sentence(diag) -> str:
             f"{float(pt.ridge_tokens_effective):.0f} tokens); the dense GEMMs turn {dense}")
 
 
-def mechanism_line(ranked: list[dict]) -> tuple[str, str] | None:
+@dataclass(frozen=True)
+class RankedPoint:
+    """One ranked (mechanism, D) of a search, as Guideline 5 reads it: whether it is feasible, its decode speedup,
+    acceptance length and draft seconds per iteration."""
+
+    mechanism: str
+    draft_len: int
+    feasible: bool = False
+    speedup: float = float("nan")
+    acceptance_length: float = float("nan")
+    draft_s: float = float("nan")
+
+
+def mechanism_line(ranked: list) -> tuple[str, str] | None:
     """Guideline 5, the choice of mechanism: the best feasible row's mechanism against the best feasible row of
-    every other mechanism (None when only one mechanism, or only D = 0, is feasible)."""
-    feasible = [x for x in ranked if x.get("feasible")]
-    if not feasible or feasible[0]["mechanism"] == "none":
+    every other mechanism (None when only one mechanism, or only D = 0, is feasible). `ranked`: the search's rows
+    best first (RankedPoints, or the mappings a search answers with)."""
+    points = [x if isinstance(x, RankedPoint) else _by_name(RankedPoint, x, "ranked row") for x in ranked]
+    feasible = [x for x in points if x.feasible]
+    if not feasible or feasible[0].mechanism == "none":
         return None
     best = feasible[0]
     others = {}
     for x in feasible:
-        if x["mechanism"] not in ("none", best["mechanism"]) and x["mechanism"] not in others:
-            others[x["mechanism"]] = x
+        if x.mechanism not in ("none", best.mechanism) and x.mechanism not in others:
+            others[x.mechanism] = x
     if not others:
         return None
-    rest = "; ".join(f"{m} D = {x['draft_len']}: speedup {x['speedup']:.3f}, AL {x['acceptance_length']:.2f}, "
-                     f"draft {1e3 * x['draft_s']:.3f} ms" for m, x in others.items())
-    return "G5", (f"{best['mechanism']} D = {best['draft_len']} has the best decode speedup here "
-                  f"({best['speedup']:.3f}, AL {best['acceptance_length']:.2f}, draft {1e3 * best['draft_s']:.3f} ms "
+    rest = "; ".join(f"{m} D = {x.draft_len}: speedup {x.speedup:.3f}, AL {x.acceptance_length:.2f}, "
+                     f"draft {1e3 * x.draft_s:.3f} ms" for m, x in others.items())
+    return "G5", (f"{best.mechanism} D = {best.draft_len} has the best decode speedup here "
+                  f"({best.speedup:.3f}, AL {best.acceptance_length:.2f}, draft {1e3 * best.draft_s:.3f} ms "
                   f"per iteration) against {rest}")
