@@ -166,7 +166,7 @@ def low_latency(model, hw, tp, context_len, prec, base_total_s, style="shared", 
     return np.asarray(base_total_s, dtype=float) <= LOW_LATENCY_STEP_RATIO * np.asarray(one, dtype=float)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Diagnostics(Record):
     """The guideline diagnostics per grid point (arrays broadcast to the grid; scalars where they do not vary), in
     the order of the dict answer they replaced (a read-only mapping by field name, as scripts read it): the tile
@@ -401,8 +401,8 @@ def marginal_sentence(d: int, step: "StepCurve", grow: Growth, gain: float, diag
     return (f"D = {nxt} adds {', '.join(parts)} of verify and {1e3 * float(grow.draft_s):.3f} ms of drafting "
             f"for +{gain:.2f} AL (+{100 * gain / al0:.1f}%): not worth it (speedup "
             f"{float(step.speedup[nxt]):.3f} vs {float(step.speedup[d]):.3f})"
-            + ("" if pt is None or pt.gemm_compute_bound_from_d is None else
-               f"; G1 does not bind yet: the GEMMs turn compute-bound only at {d_phrase(pt.gemm_compute_bound_from_d)}"))
+            + ("" if pt is None or pt.gemm_compute_bound_from_d is None else "; G1 does not bind yet: the GEMMs "
+               f"turn compute-bound only at {d_phrase(pt.gemm_compute_bound_from_d)}"))
 
 
 def g1_sentence(diag) -> str:
