@@ -273,3 +273,23 @@ def test_g3_names_the_attention_rows_and_tiles():
     att = np.array([1.0, 1.0, 1.0, 1.0, 2.0, 2.0]) * 1e-3
     g, line = binding_line(3, _step(verify_attention_s=att), _diag(attention_share=0.3))
     assert g == "G3" and line.startswith("attention tiles: G·(1 + D) = 128 rows in 128-row tiles; D = 4 adds"), line
+
+
+def test_growth_names_the_class_that_grows_most_and_state_only_when_priced():
+    from specplan.speculation.guidelines import Growth
+
+    assert Growth(attention_s=1e-4, gemm_s=3e-4, draft_s=2e-4).top() == "gemm"
+    assert Growth(attention_s=1e-4, gemm_s=3e-4, draft_s=2e-4, state_s=4e-4).top() == "state"
+    assert Growth(attention_s=2e-4, gemm_s=2e-4, draft_s=1e-4).top() == "attention"  # a tie: the first class
+
+
+def test_guideline_diagnostics_read_as_the_dict_answer_in_its_key_order():
+    from specplan.speculation.speedup import evaluate_kw
+
+    g = evaluate_kw("llama-3.1-8b", "h100-sxm", batch=8, context_len=1024, draft_len=3, mechanism="eagle3",
+                    acceptance=None, guidelines=True).guidelines
+    assert list(g)[:4] == ["tile_rows", "low_latency", "g_dev", "attention_tile_d"] and list(g)[-1] == "rho_d"
+    # Llama-3.1-8B: 32 query heads over 8 KV heads, G = 4 at TP 1; G2's D = tile rows / G - 1
+    assert g.g_dev == g["g_dev"] == 4
+    assert g.attention_tile_d == g.tile_rows // 4 - 1
+    assert g.gemm_compute_bound_applies_to == "dense GEMMs"
