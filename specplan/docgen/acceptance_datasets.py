@@ -125,10 +125,10 @@ def render() -> str:
     priced = [p for p in profs if p.priced]
     loo, med = _loo_block()
     names: dict[str, list[str]] = {}
-    for v in mapping()["datasets"].values():
-        names.setdefault(v["class"], [])
-        if v["name"] not in names[v["class"]]:
-            names[v["class"]].append(v["name"])
+    for v in mapping().datasets.values():
+        names.setdefault(v.dataset_class, [])
+        if v.name not in names[v.dataset_class]:
+            names[v.dataset_class].append(v.name)
     names.setdefault("long-context", []).extend(["longbench-hotpotqa", "longbench-qasper", "longbench-gov-report"])
     lines = _intro_lines(profs, priced) + [
         "## Classes and the choice",
@@ -138,7 +138,7 @@ def render() -> str:
     ]
     for cls in class_names():
         lines.append(f"| {cls} | {', '.join(names.get(cls, [])) or 'none published'} |")
-    proxies = mapping().get("proxies", {})
+    proxies = mapping().proxies
     lines += [
         "",
         "For a mechanism, the chosen profile ranks: the asked dataset, then any of its class, then the class's "

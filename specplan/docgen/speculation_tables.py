@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from specplan.costs.precision import Dtypes
-from specplan.speculation.spec import DraftSearch
+from specplan.model.deployment import Deployment
+from specplan.speculation.spec import DraftSearch, Speculation
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (reports read reference/ and write docs/)
 
@@ -32,7 +34,7 @@ from specplan.costs.comm import nccl_allreduce_s
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation.acceptance_spec import parse_acceptance
 from specplan.planning.recommend import recommend
-from specplan.speculation.speedup import evaluate, evaluate_kw
+from specplan.speculation.speedup import evaluate
 from specplan.model.step import step_time
 
 DOC = ROOT / "docs" / "speculation.md"
@@ -48,9 +50,40 @@ PRICING_CASES = [
     ("qwen3.5-122b-a10b", "b200", 2, 64, 131072, "fp4", "fp8", 7),
 ]
 
+@dataclass(frozen=True)
+class Question:
+    """A recommend call a section quotes: model, hardware, TP, weight and KV dtypes, context (tokens), batch and
+    the acceptance rate of its drafter."""
+
+    model: str
+    hardware: str
+    tp: int
+    dtype: str
+    kv_dtype: str
+    context_len: int
+    batch: int
+    rate: str
+
+    def deployment(self) -> Deployment:
+        """The deployment it prices."""
+        return Deployment(self.model, self.hardware, tp=self.tp, dtypes=Dtypes(self.dtype, self.kv_dtype))
+
+    def recommend(self, mechanism: str) -> dict:
+        """recommend at the batch with one mechanism at the rate, D up to 32."""
+        return recommend(self.model, self.hardware, tp=self.tp, batch=self.batch, context_len=self.context_len,
+                         dtype=self.dtype, kv_dtype=self.kv_dtype,
+                         drafts=DraftSearch(mechanisms=[mechanism], acceptance={mechanism: self.rate},
+                                            max_draft_len=32))
+
+    def evaluate(self, spec: Speculation, batch=None, guidelines: bool = False):
+        """evaluate at the batch (or `batch`) and context: a SpeedupGrid."""
+        return evaluate(self.deployment(), spec, batch=self.batch if batch is None else batch,
+                        context_len=self.context_len, guidelines=guidelines)
+
+
 # Must-show 3: the recommend call the section quotes
-Q = dict(model="qwen3.5-122b-a10b", hardware="b200", tp=2, dtype="fp4", kv_dtype="fp8", context_len=131072)
-Q_BATCH, Q_RATE = 64, "0.8"
+Q = Question(model="qwen3.5-122b-a10b", hardware="b200", tp=2, dtype="fp4", kv_dtype="fp8", context_len=131072,
+             batch=64, rate="0.8")
 
 
 def gb(x) -> str:
@@ -91,35 +124,31 @@ def _named(guideline: str) -> str:
 
 def qwen128k() -> str:
     """The Must-show 3 paragraph, every number from `recommend` / `evaluate`."""
-    acc = parse_acceptance(Q_RATE)
-    ng = recommend(batch=Q_BATCH,
-                   drafts=DraftSearch(mechanisms=["ngram"], acceptance={"ngram": Q_RATE}, max_draft_len=32), **Q)
-    mt = recommend(batch=Q_BATCH,
-                   drafts=DraftSearch(mechanisms=["mtp"], acceptance={"mtp": Q_RATE}, max_draft_len=32), **Q)
-    g = mt["guidelines"]
-    g_dev, tile_d = int(g["g_dev"]), int(g["attention_tile_d"])
-    e = evaluate_kw(**Q, batch=Q_BATCH, draft_len=np.array([tile_d, tile_d + 1]), mechanism="ngram", acceptance=acc)
-    step_pct = 100 * (float(e.speedup[1]) / float(e.speedup[0]) - 1)
+    acc = parse_acceptance(Q.rate)
+    ng, mt = Q.recommend("ngram"), Q.recommend("mtp")  # recommend's answers, read by key (planning's)
     bs = np.arange(1, 2049, dtype=float)
-    share = evaluate_kw(**Q, batch=bs, draft_len=0, mechanism="none", guidelines=True).guidelines["attention_share"]
-    share = np.broadcast_to(share, bs.shape)
+    diag = Q.evaluate(Speculation(), batch=bs, guidelines=True).guidelines  # G_dev and G2's D as recommend has them
+    g_dev, tile_d = int(diag.g_dev), int(diag.attention_tile_d)
+    e = Q.evaluate(Speculation("ngram", np.array([tile_d, tile_d + 1]), acc))
+    step_pct = 100 * (float(e.speedup[1]) / float(e.speedup[0]) - 1)
+    share = np.broadcast_to(diag.attention_share, bs.shape)
     b70 = bs[share >= 0.70]
-    d1 = evaluate_kw(**Q, batch=bs, draft_len=1, mechanism="mtp", acceptance=acc)
+    d1 = Q.evaluate(Speculation("mtp", 1, acc), batch=bs)
     b_fit = int(bs[np.asarray(d1.fits, bool)].max()) if np.any(d1.fits) else 0
-    m = load_model(Q["model"])
-    kv_seq = float(kv_bytes_per_seq(m, Q["tp"], Q["kv_dtype"], Q["context_len"]))
-    st_seq = state_bytes_per_seq(m, Q["tp"])
+    m = load_model(Q.model)
+    kv_seq = float(kv_bytes_per_seq(m, Q.tp, Q.kv_dtype, Q.context_len))
+    st_seq = state_bytes_per_seq(m, Q.tp)
     b, bn = mt["best"], ng["best"]
     return (
-        f"`specplan recommend --model {Q['model']} --hardware {Q['hardware']} --tp {Q['tp']} --dtype {Q['dtype']} "
-        f"--kv-dtype {Q['kv_dtype']} --context {Q['context_len']} --mechanisms mtp --acceptance mtp={Q_RATE} "
-        f"--batch {Q_BATCH}`: G_dev = {g_dev}, G2 start D = {tile_d}. The verify step steps up at D = {tile_d + 1} "
+        f"`specplan recommend --model {Q.model} --hardware {Q.hardware} --tp {Q.tp} --dtype {Q.dtype} "
+        f"--kv-dtype {Q.kv_dtype} --context {Q.context_len} --mechanisms mtp --acceptance mtp={Q.rate} "
+        f"--batch {Q.batch}`: G_dev = {g_dev}, G2 start D = {tile_d}. The verify step steps up at D = {tile_d + 1} "
         f"(a second 128-row tile: {step_pct:+.0f}% speedup with a free drafter). With a drafter that is free on the "
-        f"GPU (`ngram`, α = {Q_RATE}) recommend picks D = {bn['draft_len']} and names {ng['binding']['guideline']}. "
+        f"GPU (`ngram`, α = {Q.rate}) recommend picks D = {bn['draft_len']} and names {ng['binding']['guideline']}. "
         f"With MTP it picks D = {b['draft_len']} (speedup {b['speedup']:.2f}) and names "
         f"{_named(mt['binding']['guideline'])}: \"{mt['binding']['line']}\". The MTP module is a full-attention layer "
-        f"drafting serially over the {Q['context_len'] // 1024}K-token context. The full-attention kernels are "
-        f"{100 * float(share[Q_BATCH - 1]):.0f}% of the D = 0 step at batch {Q_BATCH}; "
+        f"drafting serially over the {Q.context_len // 1024}K-token context. The full-attention kernels are "
+        f"{100 * float(share[Q.batch - 1]):.0f}% of the D = 0 step at batch {Q.batch}; "
         + (f"70% needs batch ≥ {int(b70.min())}" if b70.size else "no batch up to 2048 reaches 70%")
         + f". The KV is {gb(kv_seq)} GB per sequence per device and the recurrent-state checkpoints "
         f"{st_seq / 1e6:.0f} MB per sequence per device per verified token ({m.state_dtype} state); with MTP at D = 1 the "
@@ -188,24 +217,24 @@ def latency_rule() -> str:
 
     key = lambda r: (r.custom_latency_s, r.nccl_latency_s, r.nccl_latency_per_peer_s)  # noqa: E731
     h100, default = key(load_hardware("h100-sxm").allreduce), key(AllReduceParams())
-    groups: dict[str, list[str]] = {"h100": [], "default": [], "own": []}
+    reuse, schema, own = [], [], []  # GPU ids with H100's latencies, the schema defaults, their own
     for i in HW_IDS:
         h = load_hardware(i)
         if h.kind != "gpu" or i == "h100-sxm":
             continue
         k = key(h.allreduce)
-        groups["h100" if k == h100 else "default" if k == default else "own"].append(f"`{i}`")
-    def who(g: str, one: str, many: str) -> str:
-        return f"{', '.join(groups[g])} " + (one if len(groups[g]) == 1 else many)
+        (reuse if k == h100 else schema if k == default else own).append(f"`{i}`")
+    def who(ids: list[str], one: str, many: str) -> str:
+        return f"{', '.join(ids)} " + (one if len(ids) == 1 else many)
 
     parts = ["All-reduce latencies (each profile's `sources` say where they come from): `h100-sxm` carries its "
              "measured floors"]
-    if groups["h100"]:
-        parts.append(who("h100", "reuses them", "reuse them"))
-    if groups["own"]:
-        parts.append(who("own", "carries its own", "carry their own"))
-    if groups["default"]:
-        parts.append(who("default", "carries", "carry") + f" the schema defaults: custom {default[0] * 1e6:.2f} µs, "
+    if reuse:
+        parts.append(who(reuse, "reuses them", "reuse them"))
+    if own:
+        parts.append(who(own, "carries its own", "carry their own"))
+    if schema:
+        parts.append(who(schema, "carries", "carry") + f" the schema defaults: custom {default[0] * 1e6:.2f} µs, "
                      f"NCCL {default[1] * 1e6:.2f} + {default[2] * 1e6:.2f} · (TP − 1) µs")
     return "; ".join(parts) + "."
 

@@ -11,13 +11,15 @@ of the α implied by their last point; callers that must not extrapolate check `
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
 from specplan.core.errors import SpecplanError
+from specplan.core.records import Record
 
 PROFILE_DIR = Path(__file__).resolve().parents[1] / "data" / "acceptance_profiles"
 
@@ -136,7 +138,9 @@ class Acceptance:
     d_max: float | None = None  # largest D the input covers (None: the closed form holds everywhere)
     source: str = ""
     name: str = ""
-    meta: dict = field(default_factory=dict, compare=False, hash=False)
+    meta: dict = field(default_factory=dict, compare=False, hash=False)  # the profile it came from (a mapping)
+    tree_tokens: int | None = field(default=None, compare=False)  # verified tokens of the tree the AL was measured with
+    heads: int | None = field(default=None, compare=False)  # Medusa heads of the drafter it was measured with
 
     @classmethod
     def from_rate(cls, alpha: float) -> "Acceptance":
@@ -194,9 +198,9 @@ class Acceptance:
             if ds is not None:
                 return ds.acceptance()
         prof = load_profile(name)
-        d, al = zip(*prof["points"])
-        acc = cls.from_table(d, al, source=prof.get("source", ""), name=prof["id"])
-        return cls(**{**acc.__dict__, "meta": prof})
+        d, al = zip(*prof.points)
+        acc = cls.from_table(d, al, source=prof.source or "", name=prof.id)
+        return replace(acc, meta=prof, tree_tokens=prof.tree_tokens, heads=prof.heads)
 
     def al(self, d) -> np.ndarray:
         """AL at draft length(s) D (array), clipped to [1, 1 + D]; 1 at D = 0."""
@@ -301,9 +305,41 @@ def simulate_generation(probs, n_tokens: int = 10_000, seed: int = 0) -> float:
     return made / iters
 
 
+@dataclass(frozen=True)
+class AcceptanceProfile(Record):
+    """An acceptance profile file (specplan/data/acceptance_profiles/<id>.yaml, or a user's YAML): the fields
+    specplan reads, in the files' order; a read-only mapping without the keys a file leaves out."""
+
+    id: str
+    mechanism: str
+    target: str | None = None
+    also_targets: tuple[str, ...] | None = None
+    draft_model: str | None = None
+    workload: str | None = None
+    default: bool | None = None
+    tree_tokens: int | None = None  # verified tokens per sequence of the tree the AL was measured with
+    heads: int | None = None  # Medusa heads of the measured drafter
+    points: tuple[tuple[float, float], ...] = ()  # (D, AL) pairs, AL with the bonus token
+    source: str | None = None
+    notes: str | None = None
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("target", "also_targets", "draft_model", "workload", "default",
+                                           "tree_tokens", "heads", "source", "notes")
+
+    def __post_init__(self):
+        object.__setattr__(self, "points", tuple(tuple(pt) for pt in self.points))
+        if self.also_targets is not None:
+            object.__setattr__(self, "also_targets", tuple(self.also_targets))
+
+    @classmethod
+    def of(cls, data: dict) -> "AcceptanceProfile":
+        """The record of a checked profile file's mapping (keys it does not name are left out)."""
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+
 @lru_cache(maxsize=64)
-def load_profile(name: str) -> dict:
-    """A shipped acceptance profile by id, or a YAML path; one-line error listing the known ids."""
+def load_profile(name: str) -> AcceptanceProfile:
+    """A shipped acceptance profile by id, or a YAML path, parsed once; one-line error listing the known ids."""
     from specplan.core.loader import read_yaml
 
     if len(name) > 255:
@@ -320,7 +356,7 @@ def load_profile(name: str) -> dict:
     for k in ("id", "mechanism"):
         if not isinstance(data[k], str):
             raise SpecplanError(f"{path}: {k}: expected text, got {data[k]!r}"[:300])
-    return data
+    return AcceptanceProfile.of(data)
 
 
 def _check_points(points, where: str) -> None:
@@ -345,7 +381,7 @@ def find_profile(mechanism: str, target: str) -> str | None:
     """Id of the shipped profile for (mechanism, target model), if exactly one default exists; a profile serves its
     `target` and the ids in its `also_targets` (another id of the same checkpoint family, e.g. deepseek-r1)."""
     hits = [i for i in profile_ids()
-            if load_profile(i)["mechanism"] == mechanism and (load_profile(i).get("target") == target or
-                                                             target in (load_profile(i).get("also_targets") or []))]
-    preferred = [i for i in hits if load_profile(i).get("default", False)]
+            if load_profile(i).mechanism == mechanism and (load_profile(i).target == target or
+                                                           target in (load_profile(i).also_targets or ()))]
+    preferred = [i for i in hits if load_profile(i).default]
     return (preferred or hits or [None])[0]

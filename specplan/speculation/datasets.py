@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from specplan.core.errors import SpecplanError
+from specplan.core.records import Record
 from specplan.speculation.acceptance import Acceptance, al_from_rate
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "acceptance_datasets"
@@ -28,6 +31,18 @@ TABLE = DATA_DIR / "acceptance_by_dataset.csv"
 MAPPING = DATA_DIR / "mapping.yaml"
 ALPHA_GRID = np.linspace(0.0, 1.0, 1001)  # the fit's coarse grid of α (then refined to 1e-6)
 _LONGBENCH = re.compile(r"LongBench (\w+) .*context (\d+)K")
+
+
+@dataclass(frozen=True)
+class DatasetMeta(Record):
+    """What an Acceptance built from a dataset profile says about it (a read-only mapping, as a shipped profile's)."""
+
+    id: str
+    dataset_profile: bool
+    rows: tuple[str, ...]
+    tree_tokens: int | None = None
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("tree_tokens",)
 
 
 @dataclass(frozen=True)
@@ -82,13 +97,11 @@ class DatasetProfile:
         """This profile as an Acceptance (closed form of the fitted α, data up to the largest published D)."""
         if not self.priced:
             raise SpecplanError(f"acceptance profile {self.id}: {self.rule()}")
-        meta = {"id": self.id, "dataset_profile": True, "rows": list(self.rows)}
-        if self.tree_tokens is not None:
-            meta["tree_tokens"] = self.tree_tokens
+        meta = DatasetMeta(id=self.id, dataset_profile=True, rows=self.rows, tree_tokens=self.tree_tokens)
         src = (f"{self.id} (acceptance_by_dataset.csv rows {', '.join(self.rows)}; {self.source}, {self.location}; "
                f"{self.rule()}{'; D: ' + self.d_rule if self.d_rule else ''})")
         return Acceptance(kind="rate", alpha=self.alpha, d_max=float(max(self.d)), source=src, name=self.id,
-                          meta=meta)
+                          meta=meta, tree_tokens=self.tree_tokens)
 
 
 def fit_alpha(d, al) -> tuple[float, float]:
@@ -121,12 +134,85 @@ def leave_one_out(d, al) -> np.ndarray:
     return np.array(out)
 
 
+class _Entry(BaseModel):
+    """A frozen part of mapping.yaml, with no unknown fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class DatasetEntry(_Entry):
+    """A raw dataset of the table: its short name and class."""
+
+    name: str
+    dataset_class: str = Field(alias="class")
+
+
+class TargetEntry(_Entry):
+    """A raw target of the table: specplan model id, family and the set-up detail its name carries."""
+
+    model: str
+    family: str
+    variant: str = ""
+
+
+class AssumedDraftLen(_Entry):
+    """The documented default D of a method where a source's rows give none."""
+
+    prefix: str
+    mechanism: str
+    draft_len: float
+    source: str
+
+
+class DatasetMapping(_Entry):
+    """mapping.yaml: dataset classes (with what they hold), their aliases and proxies, raw dataset / target /
+    mechanism names, the model-free mechanisms and the draft-length rule."""
+
+    classes: dict[str, str]
+    class_aliases: dict[str, str] = {}
+    proxies: dict[str, tuple[str, ...]] = {}
+    datasets: dict[str, DatasetEntry]
+    targets: dict[str, TargetEntry]
+    mechanisms: dict[str, str]
+    model_free: tuple[str, ...] = ()
+    assumed_draft_len: tuple[AssumedDraftLen, ...] = ()
+
+
 @lru_cache(maxsize=1)
-def mapping() -> dict:
-    """mapping.yaml: classes, datasets, targets, mechanisms and the draft-length rule."""
+def mapping() -> DatasetMapping:
+    """mapping.yaml: classes, datasets, targets, mechanisms and the draft-length rule (parsed once)."""
     from specplan.core.loader import read_yaml
 
-    return read_yaml(MAPPING, "acceptance dataset mapping")
+    return DatasetMapping.model_validate(read_yaml(MAPPING, "acceptance dataset mapping"))
+
+
+@dataclass(frozen=True)
+class PublishedRow:
+    """One row of acceptance_by_dataset.csv: the columns a profile reads (text as the table has it)."""
+
+    row_id: str
+    target_model: str
+    draft: str
+    mechanism: str
+    draft_len: str
+    tree: str
+    temperature: str
+    dataset: str
+    metric: str
+    value: str
+    per_position_values: str
+    engine: str
+    source_url_or_repo: str
+    location: str
+
+
+def read_table(path: Path = TABLE) -> list[PublishedRow]:
+    """The rows of the published table, each parsed once into a PublishedRow (columns by header name)."""
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        header = next(reader)
+        cols = [header.index(x.name) for x in fields(PublishedRow)]
+        return [PublishedRow(*(r[i] for i in cols)) for r in reader]
 
 
 def _slug(text: str) -> str:
@@ -138,10 +224,10 @@ def _dataset(raw: str) -> tuple[str, str, int | None]:
     lb = _LONGBENCH.match(raw)
     if lb:
         return f"longbench-{lb.group(1).replace('_', '-')}", "long-context", int(lb.group(2)) * 1024
-    known = mapping()["datasets"].get(raw)
+    known = mapping().datasets.get(raw)
     if known is None:
         raise SpecplanError(f"{MAPPING}: datasets: no entry for the table's dataset '{raw}'")
-    return known["name"], known["class"], None
+    return known.name, known.dataset_class, None
 
 
 def _shape(tree: str, d: float | None) -> tuple[str, int | None]:
@@ -166,60 +252,58 @@ def _temperature(raw: str) -> str:
     return raw.split(" ")[0] if raw else "not stated"
 
 
-def _points(row: dict) -> list[tuple[float, float]]:
+def _points(row: PublishedRow) -> list[tuple[float, float]]:
     """(D, AL) pairs of a row: per-position values give one per position; an acceptance rate α at D gives 1 + α
     (its D is 1 in every such row); no D: none."""
-    if not row["draft_len"]:
+    if not row.draft_len:
         return []
-    d = float(row["draft_len"])
-    v = float(row["value"])
-    if row["per_position_values"]:
-        p = np.cumsum([float(x) for x in row["per_position_values"].split(";")])
+    d = float(row.draft_len)
+    v = float(row.value)
+    if row.per_position_values:
+        p = np.cumsum([float(x) for x in row.per_position_values.split(";")])
         return [(float(i + 1), 1.0 + float(x)) for i, x in enumerate(p)]
-    if row["metric"] == "alpha":
+    if row.metric == "alpha":
         return [(d, float(al_from_rate(v, d)))]
     return [(d, v)]
 
 
 def _assumed_d(prefix: str, mechanism: str) -> tuple[float | None, str]:
-    for r in mapping().get("assumed_draft_len", []):
-        if r["prefix"] == prefix and r["mechanism"] == mechanism:
-            return float(r["draft_len"]), r["source"]
+    for r in mapping().assumed_draft_len:
+        if r.prefix == prefix and r.mechanism == mechanism:
+            return float(r.draft_len), r.source
     return None, ""
 
 
-def _mechanism(row: dict) -> str:
-    if row["mechanism"] == "other" and "dspark" in row["draft"].lower():
+def _mechanism(row: PublishedRow) -> str:
+    if row.mechanism == "other" and "dspark" in row.draft.lower():
         return "dspark"
-    return mapping()["mechanisms"][row["mechanism"]]
+    return mapping().mechanisms[row.mechanism]
 
 
-def _group_key(row: dict) -> tuple:
-    shape, tokens = _shape(row["tree"], None)
-    if row["mechanism"] == "ngram" and shape == "not stated":
+def _group_key(row: PublishedRow) -> tuple:
+    shape, tokens = _shape(row.tree, None)
+    if row.mechanism == "ngram" and shape == "not stated":
         shape = "chain"  # prompt lookup proposes one copied run: a chain by construction
-    return (row["row_id"].split("-")[0], row["target_model"], row["draft"], row["mechanism"], row["dataset"],
-            shape, tokens, _temperature(row["temperature"]))
+    return (row.row_id.split("-")[0], row.target_model, row.draft, row.mechanism, row.dataset,
+            shape, tokens, _temperature(row.temperature))
 
 
 @lru_cache(maxsize=1)
 def dataset_profiles() -> tuple[DatasetProfile, ...]:
     """Every acceptance profile of the published table (read once)."""
-    with open(TABLE, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    groups: dict[tuple, list[dict]] = {}
-    for r in rows:
+    groups: dict[tuple, list[PublishedRow]] = {}
+    for r in read_table():
         groups.setdefault(_group_key(r), []).append(r)
     out, seen = [], {}
     for key, rs in groups.items():
         prefix, target_raw, draft, mech_raw, ds_raw, shape, tokens, temp = key
-        tgt = mapping()["targets"].get(target_raw)
+        tgt = mapping().targets.get(target_raw)
         if tgt is None:
             raise SpecplanError(f"{MAPPING}: targets: no entry for the table's target '{target_raw}'")
         mech = _mechanism(rs[0])
         name, cls, ctx = _dataset(ds_raw)
         pts = [p for r in rs for p in _points(r)]
-        unplaced = tuple(float(r["value"]) for r in rs if not r["draft_len"])
+        unplaced = tuple(float(r.value) for r in rs if not r.draft_len)
         d_rule = ""
         if not pts:
             d_assumed, d_rule = _assumed_d(prefix, mech)
@@ -229,18 +313,18 @@ def dataset_profiles() -> tuple[DatasetProfile, ...]:
         alpha = rms = None
         if pts:
             alpha, rms = fit_alpha([p[0] for p in pts], [p[1] for p in pts])
-        base = "-".join(x for x in (mech, tgt["model"], _slug(tgt.get("variant", "")) if tgt.get("variant") else "",
+        base = "-".join(x for x in (mech, tgt.model, _slug(tgt.variant) if tgt.variant else "",
                                     name, f"{ctx // 1024}k" if ctx else "", prefix,
                                     shape.replace(" ", "") + (str(tokens) if tokens else ""), f"t{temp}"
                                     if temp != "not stated" else "") if x)
         n = seen.get(base, 0)
         seen[base] = n + 1
         out.append(DatasetProfile(
-            id=base if n == 0 else f"{base}-{_slug(draft)[:24]}", mechanism=mech, target=tgt["model"],
-            family=tgt["family"], variant=tgt.get("variant", ""), draft=draft, dataset=name, dataset_raw=ds_raw,
+            id=base if n == 0 else f"{base}-{_slug(draft)[:24]}", mechanism=mech, target=tgt.model,
+            family=tgt.family, variant=tgt.variant, draft=draft, dataset=name, dataset_raw=ds_raw,
             dataset_class=cls, context_tokens=ctx, shape=shape, tree_tokens=tokens, temperature=temp,
-            engine=rs[0]["engine"], source=rs[0]["source_url_or_repo"], location=rs[0]["location"],
-            rows=tuple(r["row_id"] for r in rs), d=tuple(p[0] for p in pts), al=tuple(p[1] for p in pts),
+            engine=rs[0].engine, source=rs[0].source_url_or_repo, location=rs[0].location,
+            rows=tuple(r.row_id for r in rs), d=tuple(p[0] for p in pts), al=tuple(p[1] for p in pts),
             unplaced_al=unplaced, d_rule=d_rule, alpha=alpha, fit_rms_pct=rms))
     ids = [p.id for p in out]
     if len(set(ids)) != len(ids):
@@ -255,7 +339,7 @@ def dataset_profile(profile_id: str) -> DatasetProfile | None:
 
 def class_names() -> list[str]:
     """The dataset classes (chat, code, math, ...)."""
-    return list(mapping()["classes"])
+    return list(mapping().classes)
 
 
 def dataset_names() -> list[str]:
@@ -276,8 +360,8 @@ def parse_dataset(text: str, where: str = "--dataset") -> DatasetQuery:
     """A dataset name (humaneval, mt-bench, ...) or a class (chat, code, math, summarization, long-context,
     agentic); one line naming the known ones otherwise."""
     t = str(text).strip().lower()
-    t = mapping().get("class_aliases", {}).get(t, t)
-    if t in mapping()["classes"]:
+    t = mapping().class_aliases.get(t, t)
+    if t in mapping().classes:
         return DatasetQuery(text=str(text), dataset=None, dataset_class=t)
     hit = [p for p in dataset_profiles() if p.dataset == t]
     if not hit:
@@ -293,7 +377,7 @@ def _shape_rank(p: DatasetProfile) -> int:
 @lru_cache(maxsize=1)
 def _dataset_order() -> dict[str, int]:
     """Short dataset name -> its place in mapping.yaml (the class's lead dataset first)."""
-    return {n: i for i, n in enumerate(dict.fromkeys(v["name"] for v in mapping()["datasets"].values()))}
+    return {n: i for i, n in enumerate(dict.fromkeys(v.name for v in mapping().datasets.values()))}
 
 
 def _dataset_rank(p: DatasetProfile) -> int:
@@ -334,8 +418,8 @@ def choose(model_id: str, mechanism: str, query: DatasetQuery, family: str | Non
     in mapping.yaml's order (MT-Bench first for chat, HumanEval for code, ...); chains and blocks before trees;
     more published D; T = 0 before unstated before T > 0; more rows; then id. Only priced profiles."""
     fam = family if family is not None else _family_of(model_id)
-    free = mechanism in mapping().get("model_free", [])
-    classes = [query.dataset_class] + list(mapping().get("proxies", {}).get(query.dataset_class, []))
+    free = mechanism in mapping().model_free
+    classes = [query.dataset_class] + list(mapping().proxies.get(query.dataset_class, ()))
     best, best_key = None, None
     for p in dataset_profiles():
         if p.mechanism != mechanism or not p.priced:
@@ -372,7 +456,7 @@ def choose(model_id: str, mechanism: str, query: DatasetQuery, family: str | Non
 
 def _family_of(model_id: str) -> str | None:
     """The family of a model id from the table's targets (None when the table does not name it)."""
-    fams = {t["model"]: t["family"] for t in mapping()["targets"].values()}
+    fams = {t.model: t.family for t in mapping().targets.values()}
     if model_id in fams:
         return fams[model_id]
     head = re.match(r"([a-z]+-?\d*(?:\.\d+)?)", model_id)

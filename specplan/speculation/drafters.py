@@ -117,10 +117,8 @@ def _single_layer(model: ModelProfile, mixer: str, ffn: str, count: int = 1, **u
 
 
 def _uniform_precision(prec: Precision, weight: str, lm_head: str | None = None) -> Precision:
-    w = {m: weight for m in MODULES}
-    w["router"] = prec.w("router")
-    w["lm_head"] = lm_head or weight
-    return Precision(compute=prec.compute, kv=prec.kv, weights=w)
+    own = {"router": prec.w("router"), "lm_head": lm_head or weight}  # the target's router; the LM head given
+    return Precision(compute=prec.compute, kv=prec.kv, weights={m: own.get(m, weight) for m in MODULES})
 
 
 def _lm_head_bytes(model: ModelProfile, tp: int, prec: Precision) -> float:

@@ -96,7 +96,7 @@ def profile_tree_tokens(acc: Acceptance | None, draft_len):
     """Verified tokens of the tree an acceptance profile was measured with (its `tree_tokens` at its depth, the
     profile's largest D), or None for a chain profile. At another D the tree is taken as pruned or grown
     proportionally: 1 + (T − 1)·D / depth, at least 1 + D (an assumption: the same nodes per depth)."""
-    t = (acc.meta or {}).get("tree_tokens") if acc is not None else None
+    t = acc.tree_tokens if acc is not None else None
     if t is None:
         return None
     depth = float(acc.d_max or max(acc.table_d or (1.0,)))
@@ -112,7 +112,7 @@ def _tree_notes(acc: Acceptance | None, d, q) -> list[str]:
         short = (d_b > 0) & (q_b < t_b)
         if not np.any(short):
             return []
-        return [f"the AL ({acc.source}) was measured with tree verification of {int((acc.meta or {})['tree_tokens'])} "
+        return [f"the AL ({acc.source}) was measured with tree verification of {int(acc.tree_tokens)} "
                 f"tokens at D = {acc.d_max:g}, but the verify step is priced with {int(np.min(q_b[short]))} "
                 f"(a chain is 1 + D): the AL is the tree's, so the speedup is overstated; drop --tree-tokens to price "
                 f"the profile's tree"]
@@ -254,12 +254,14 @@ def evaluate(dep: Deployment, spec: Speculation = Speculation(), *, batch=1, con
     out = _result_arrays(b, d, q, al, (base, ver), (verify_s, draft_s, iter_s, base_t, iter_t), mem,
                          (fits, dev_base, dev_t, dev_d), dc, hw)
     out = {k: np.broadcast_to(np.asarray(v, dtype=float if k != "fits" else bool), shape) for k, v in out.items()}
+    diag = None
     if guidelines:
         from specplan.speculation.guidelines import diagnostics
 
-        out["guidelines"] = diagnostics(m, hw, tp, lay.per_rank_batch(b), ctx, d, prec, (base, ver), dc.rho,
-                                        StepKernels(attention_style=attention_style, routing=routing))
-    return SpeedupGrid(**out, precision=prec, **_notes(dc, acc, d, q, engine, mechanism, m.moe is not None))
+        diag = diagnostics(m, hw, tp, lay.per_rank_batch(b), ctx, d, prec, (base, ver), dc.rho,
+                           StepKernels(attention_style=attention_style, routing=routing))
+    return SpeedupGrid(**out, guidelines=diag, precision=prec,
+                       **_notes(dc, acc, d, q, engine, mechanism, m.moe is not None))
 
 
 def _draft_input(dep: Deployment, spec: Speculation, target: tuple, grid: tuple, acc) -> DraftInput:
@@ -267,8 +269,7 @@ def _draft_input(dep: Deployment, spec: Speculation, target: tuple, grid: tuple,
     (batch, D, context) and the draft's placement and heads (the acceptance profile's heads by default)."""
     m, hw, lay, prec = target
     b, d, ctx = grid
-    heads = spec.draft_heads if spec.draft_heads is not None else (None if acc is None else
-                                                                    (acc.meta or {}).get("heads"))
+    heads = spec.draft_heads if spec.draft_heads is not None else (None if acc is None else acc.heads)
     return DraftInput(m, hw, lay.tp, prec, b, d, ctx, dtype=dep.dtypes.dtype, kv_dtype=dep.dtypes.kv_dtype,
                       layout=lay, draft_model=None if spec.draft.model is None else load_model(spec.draft.model),
                       draft_hardware=None if spec.draft.hardware is None else load_hardware(spec.draft.hardware),

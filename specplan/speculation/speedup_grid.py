@@ -51,7 +51,7 @@ class SpeedupGrid(FieldMapping):
     verify_gemm_s: np.ndarray
     memory_capacity_bytes: np.ndarray
     max_batch: np.ndarray
-    guidelines: dict | None = None
+    guidelines: object = None  # guidelines.Diagnostics when asked
     precision: object = None
     notes: list = field(default_factory=list)
     acceptance_source: str = ""

@@ -170,8 +170,8 @@ EQUIVALENT: dict[tuple[str, str, str], Equivalent] = {
      "return DraftCost(t, _active(d) * np.ones_like(t), fixed_bytes=fixed, per_seq_bytes=per_seq,",
      "return DraftCost(t, _active(d) / np.ones_like(t), fixed_bytes=fixed, per_seq_bytes=per_seq,"): Equivalent(
         "x * ones and x / ones broadcast to the same shape with the same values"),
-    (_M + "speculation/guidelines.py", "cb = int(np.asarray(diag[key]).reshape(-1)[0])",
-     "cb = int(np.asarray(diag[key]).reshape(-1)[ -1])"): Equivalent(
+    (_M + "speculation/guidelines.py", "cb = int(np.asarray(cb).reshape(-1)[0])",
+     "cb = int(np.asarray(cb).reshape(-1)[ -1])"): Equivalent(
         "the compute-bound D depends on the batch only, and the diagnostics g1_near gets hold one batch (recommend "
         "indexes its row, predict prices one batch): the first and last elements are the same number"),
     (_M + "serving/aggregated.py",

@@ -155,3 +155,16 @@ def test_acceptance_profile_points_need_a_whole_d_in_1_to_256(pt):
     with pytest.raises(SpecplanError, match=r"D must be a whole number in \[1, 256\]"):
         _check_points([pt], "points")
     _check_points([[3, 300.0]], "points")  # an AL out of range is the table's check, not this one
+
+
+def test_a_profile_file_is_parsed_once_into_a_record_of_its_fields():
+    # medusa-vicuna-7b-specbench.yaml states tree_tokens: 64 (63 nodes + root) and heads: 5; it names no draft_model
+    p = load_profile("medusa-vicuna-7b-specbench")
+    assert (p.mechanism, p.target, p.tree_tokens, p.heads, p.default) == ("medusa", "vicuna-7b", 64, 5, True)
+    assert p.draft_model is None and "draft_model" not in p and p.get("draft_model", "-") == "-"
+    assert p["points"] == p.points and all(len(pt) == 2 for pt in p.points)
+    acc = Acceptance.from_profile("medusa-vicuna-7b-specbench")
+    assert (acc.tree_tokens, acc.heads) == (64, 5) and acc.meta is p
+    # a chain profile carries neither
+    chain = Acceptance.from_profile("eagle3-llama-3.1-8b-mtbench")
+    assert (chain.tree_tokens, chain.heads) == (None, None)

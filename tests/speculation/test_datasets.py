@@ -190,3 +190,16 @@ def test_pareto_dataset_uses_the_profile(tmp_path):
     assert al3 == pytest.approx([float(dataset_profile(pid).acceptance().al(3))])
     # SpecBundle HumanEval s3k1n4: AL 3.34 at D 3; the 2-point fit reproduces it within its RMS error
     assert al3[0] == pytest.approx(3.34, rel=dataset_profile(pid).fit_rms_pct / 100 * 2)
+
+
+def test_mapping_file_is_parsed_once_into_typed_entries():
+    from specplan.speculation.datasets import mapping, read_table
+
+    m = mapping()
+    # mapping.yaml: "HumanEval": {name: humaneval, class: code}; Qwen3-4B (thinking enabled) names a variant
+    assert (m.datasets["HumanEval"].name, m.datasets["HumanEval"].dataset_class) == ("humaneval", "code")
+    assert m.targets["Qwen3-4B (thinking enabled)"].variant == "thinking on" and m.targets["Qwen3-8B"].variant == ""
+    assert m.model_free == ("ngram",) and m.proxies["agentic"] == ("code", "summarization")
+    assert [(r.prefix, r.draft_len) for r in m.assumed_draft_len][-1] == ("angelslim", 2.0)
+    rows = read_table()
+    assert len(rows) == 597 and rows[0].row_id == "eagle3paper-T0-v13b-sps-mtbench" and rows[0].value == "2.27"

@@ -42,7 +42,7 @@ def test_medusa_draft_is_d_passes_of_resblock_and_head():
 def test_a_tree_scaled_to_another_depth_keeps_one_node_per_depth():
     """A profile's tree is rescaled as 1 + (T − 1)·D / depth, but never below 1 + D (the root and one node a depth):
     T = 4 at depth 6 gives 4 at D = 6 by proportion, floored at 7."""
-    acc = Acceptance(kind="rate", alpha=0.7, d_max=6.0, meta={"tree_tokens": 4})
+    acc = Acceptance(kind="rate", alpha=0.7, d_max=6.0, tree_tokens=4)
     assert float(profile_tree_tokens(acc, 6)) == 7.0
     assert float(profile_tree_tokens(acc, 3)) == 4.0  # round(1 + 3·3/6) = round(2.5) = 2 -> floor 4
 

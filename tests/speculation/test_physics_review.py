@@ -249,10 +249,10 @@ def test_memory_binds_when_the_next_d_does_not_fit_and_says_how_many_tokens_veri
 
 def test_marginal_sentence_lists_each_class_of_added_verify_time():
     # D = 3 -> 4 adds 0.2 ms GEMM, 0.1 ms attention, 1 ms recurrent state (each grow x 1e3, 3 decimals)
-    from specplan.speculation.guidelines import marginal_sentence
+    from specplan.speculation.guidelines import Growth, marginal_sentence
 
     step = _step(speedup=np.array([1, 1.5, 1.7, 1.8, 1.75, 1.6]))
-    grow = {"gemm": 2e-4, "attention": 1e-4, "state": 1e-3, "draft": 3e-4}
+    grow = Growth(gemm_s=2e-4, attention_s=1e-4, state_s=1e-3, draft_s=3e-4)
     line = marginal_sentence(3, step, grow, 0.15)
     assert line.startswith("D = 4 adds 0.200 ms GEMM, 0.100 ms attention, 1.000 ms recurrent state of verify and "
                            "0.300 ms of drafting for +0.15 AL (+5.4%): not worth it (speedup 1.750 vs 1.800)"), line
@@ -260,10 +260,10 @@ def test_marginal_sentence_lists_each_class_of_added_verify_time():
 
 def test_marginal_sentence_names_verify_time_outside_the_classes():
     # the verify step grows by 0.6 ms from D = 3 to 4 while GEMM + attention + state grow by 0.4 ms: 0.2 ms other
-    from specplan.speculation.guidelines import marginal_sentence
+    from specplan.speculation.guidelines import Growth, marginal_sentence
 
     step = _step(verify_s=np.array([5.0, 5.1, 5.2, 5.3, 5.9, 6.5]) * 1e-3)
-    grow = {"gemm": 2e-4, "attention": 1e-4, "state": 1e-4, "draft": 3e-4}
+    grow = Growth(gemm_s=2e-4, attention_s=1e-4, state_s=1e-4, draft_s=3e-4)
     line = marginal_sentence(3, step, grow, 0.15)
     assert "0.200 ms GEMM, 0.100 ms attention, 0.100 ms recurrent state, 0.200 ms other of verify" in line, line
 
@@ -273,3 +273,23 @@ def test_g3_names_the_attention_rows_and_tiles():
     att = np.array([1.0, 1.0, 1.0, 1.0, 2.0, 2.0]) * 1e-3
     g, line = binding_line(3, _step(verify_attention_s=att), _diag(attention_share=0.3))
     assert g == "G3" and line.startswith("attention tiles: G·(1 + D) = 128 rows in 128-row tiles; D = 4 adds"), line
+
+
+def test_growth_names_the_class_that_grows_most_and_state_only_when_priced():
+    from specplan.speculation.guidelines import Growth
+
+    assert Growth(attention_s=1e-4, gemm_s=3e-4, draft_s=2e-4).top() == "gemm"
+    assert Growth(attention_s=1e-4, gemm_s=3e-4, draft_s=2e-4, state_s=4e-4).top() == "state"
+    assert Growth(attention_s=2e-4, gemm_s=2e-4, draft_s=1e-4).top() == "attention"  # a tie: the first class
+
+
+def test_guideline_diagnostics_read_as_the_dict_answer_in_its_key_order():
+    from specplan.speculation.speedup import evaluate_kw
+
+    g = evaluate_kw("llama-3.1-8b", "h100-sxm", batch=8, context_len=1024, draft_len=3, mechanism="eagle3",
+                    acceptance=None, guidelines=True).guidelines
+    assert list(g)[:4] == ["tile_rows", "low_latency", "g_dev", "attention_tile_d"] and list(g)[-1] == "rho_d"
+    # Llama-3.1-8B: 32 query heads over 8 KV heads, G = 4 at TP 1; G2's D = tile rows / G - 1
+    assert g.g_dev == g["g_dev"] == 4
+    assert g.attention_tile_d == g.tile_rows // 4 - 1
+    assert g.gemm_compute_bound_applies_to == "dense GEMMs"
