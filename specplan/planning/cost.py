@@ -248,19 +248,6 @@ def predict_energy(model, hw, prec, layout, baseline: OperatingPoint, speculativ
     return out
 
 
-def annotate_rows(rows, model, hw, prec, layout, context_len, price: dict | None = None) -> None:
-    """Add power, J/token, tokens/s/MW and $/Mtok to recommend rows (mechanism, draft_len, batch, AL, tok/s/GPU)."""
-    if hw.power is None:
-        return
-    for x in rows:
-        if x is None:
-            continue
-        point = OperatingPoint(x["tokens_per_s_per_gpu"], x["batch"], context_len, x["draft_len"],
-                               x["acceptance_length"])
-        e = point_energy(model, hw, prec, layout, point, **(price or {}))
-        x.update({k: float(np.asarray(e[k]).reshape(-1)[0]) for k in ENERGY_KEYS if k in e})
-
-
 def price_options(gpu_hour_usd=None, kwh_usd=None, pue=None, tier=None) -> dict:
     """The price options given (a $/GPU-hour >= 0, a $/kWh > 0, a PUE > 0, a tier), checked, as this module takes
     them; a GPU-hour may cost 0 (owned GPUs: energy only, with a $/kWh)."""
@@ -271,14 +258,3 @@ def price_options(gpu_hour_usd=None, kwh_usd=None, pue=None, tier=None) -> dict:
             raise SpecplanError(f"--{k.replace('_', '-')}: must be {'>=' if k == 'gpu_hour_usd' else '>'} 0, "
                                 f"got {got[k]:g}")
     return {k: v for k, v in got.items() if v is not None}
-
-
-def annotate_recommendation(r: dict, model, hardware, dtype, kv_dtype, price: dict | None) -> None:
-    """Power, J/token, tokens/s/MW and $/Mtok on a step recommendation's rows (decode steps at its context)."""
-    from specplan.costs.precision import resolve_precision
-    from specplan.profiles.registry import load_hardware, load_model
-
-    m, hw = load_model(model), load_hardware(hardware)
-    lay = Layout(**{k: r["layout"][k] for k in ("tp", "dp", "ep", "pp")})
-    rows = [r.get("best")] + list(r.get("per_mechanism") or []) + list(r.get("runners_up") or []) + list(r["ranked"])
-    annotate_rows(rows, m, hw, resolve_precision(m, hw, dtype, kv_dtype), lay, r["context_len"], price)
