@@ -297,8 +297,8 @@ def why_lost(x, best) -> str:
         (-np.log(x.iter_s / best.iter_s),
          f"iteration {1e3 * x.iter_s:.2f} vs {1e3 * best.iter_s:.2f} ms (draft {1e3 * x.draft_s:.2f} vs "
          f"{1e3 * best.draft_s:.2f})"),
-        # tok/s/GPU divides by the target devices
-        (-np.log(x.target_devices / best.target_devices), f"{x.target_devices} vs {best.target_devices} target devices"),
+        (-np.log(x.target_devices / best.target_devices),  # tok/s/GPU divides by the target devices
+         f"{x.target_devices} vs {best.target_devices} target devices"),
     ]
     hurt = sorted((f for f in factors[1:] if f[0] < -1e-3), key=lambda f: f[0])[:2]
     why = ", ".join(t for _, t in hurt)

@@ -63,7 +63,8 @@ def admission_note(r, decode_batch: float, wait_ms: float, i: int = 0) -> str:
 class ServingPoint(Record):
     """One configuration's serving numbers at one load (ms, tokens/s): TPOT None for OSL 1 (no decode), the
     latencies and throughputs None when unstable; the saturation rate (open loop), a note, the admission wait and
-    the prefill pool's busy fraction where they apply, the pools (disaggregated); the simulator's TTFT p99 and summary where it answered.
+    the prefill pool's busy fraction where they apply, the pools (disaggregated); the simulator's TTFT p99 and
+    summary where it answered.
     `note_after`: the key the note follows in the mapping (where the old dict answer wrote it), not a key itself."""
 
     tpot_ms: float | None
