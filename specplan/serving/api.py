@@ -209,7 +209,7 @@ def serving_summary(model, hardware, workload: Workload, *, mechanism="none", dr
     rb = serve(model, hardware, workload, **kw)
     rs = None if mechanism == "none" else serve(model, hardware, workload, mechanism=mechanism, draft_len=draft_len,
                                                 acceptance=acceptance, **kw)
-    engine = load_engine(kw.get("engine")).id
+    engine = load_engine(options_objects(model, hardware, **kw)[0].engine).id
     loads = np.asarray(workload.concurrency if workload.concurrency is not None else workload.request_rate,
                        dtype=float).reshape(-1)
     closed = workload.concurrency is not None
