@@ -376,12 +376,12 @@ def near_best(feasible: list, best, within: float = NEAR_BEST) -> list[NearBest]
 
 def _row(mech, d, r, i, j, feasible, bs) -> StepRow:
     at = lambda v: float(v[i, j])  # noqa: E731
-    mb = at(r.max_batch)
+    max_batch = None if not np.isfinite(at(r.max_batch)) else int(min(at(r.max_batch), 1e9))
     return StepRow(mech, d, int(bs[i]), feasible, at(r.acceptance_length), at(r.speedup),
                    at(r.tokens_per_s_per_user), at(r.tokens_per_s_per_gpu), at(r.iter_s), at(r.draft_s),
                    at(r.verify_s), at(r.memory_total_bytes), at(r.rho_d), at(r.rho_time),
-                   at(r.tokens_per_s_per_device), None if not np.isfinite(mb) else int(min(mb, 1e9)),
-                   int(round(at(r.target_devices))), int(round(at(r.draft_devices))))
+                   at(r.tokens_per_s_per_device), max_batch, int(round(at(r.target_devices))),
+                   int(round(at(r.draft_devices))))
 
 
 def _memory_notes(mech: str, d: np.ndarray, r, bs: np.ndarray) -> list[str]:
