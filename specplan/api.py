@@ -1,20 +1,73 @@
-"""Python API used by the CLI and notebooks: one call per question, plain dicts and DataFrames out."""
+"""Python API used by the CLI and notebooks: one call per question, typed records and DataFrames out."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from specplan.core.errors import SpecplanError
+from specplan.core.records import Record
 from specplan.core.limits import MAX_BATCH, MAX_CONTEXT, MAX_Q_LEN, MAX_TP, check_int
 from specplan.model.memory import DEFAULT_RESERVE, check_reserve, memory_usage
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.model.step import CLASSES, StepKernels, step_time
 from specplan.costs.precision import Dtypes
+from specplan.planning.predict import LayoutNumbers
 
 
 def _positive_int(name: str, value, low: int = 1, high: int | None = None) -> int:
     """`value` as an int in [low, high] (bounds of specplan.core.limits), else a one-line error."""
     return check_int(value, name, low, high)
+
+
+@dataclass(frozen=True)
+class StepPrecision(Record):
+    """The formats a step is priced in: compute, KV cache and weights."""
+
+    compute: str
+    kv: str
+    weights: str
+
+
+@dataclass(frozen=True)
+class StepMemory(Record):
+    """Memory per device (GB) of one step: weights, KV cache, recurrent state, activations, total, usable capacity,
+    the reserve kept free, whether it fits and the largest batch that does (None on an LPU, which counts chips)."""
+
+    weights_gb: float
+    kv_cache_gb: float
+    state_gb: float
+    activations_gb: float
+    total_gb: float
+    capacity_gb: float
+    reserve: float
+    fits: bool
+    max_batch: int | None
+    chips: int | None = None
+    OPTIONAL = ("chips",)
+
+
+@dataclass(frozen=True)
+class StepSummary(Record):
+    """One decode step: where (model, hardware, TP, layout, devices), the batch, q_len and context, precision,
+    G_dev, the step (ms), its breakdown (ms) and regime by kernel class (tables by class), kernels, memory."""
+
+    model: str
+    hardware: str
+    tp: int
+    layout: LayoutNumbers
+    devices: int
+    batch: int
+    q_len: int
+    context_len: int
+    precision: StepPrecision
+    g_dev: float
+    step_ms: float
+    breakdown_ms: dict
+    regimes: dict
+    kernels_per_step: int
+    memory: StepMemory
 
 
 def step_summary(
@@ -28,10 +81,10 @@ def step_summary(
     kernels: StepKernels = StepKernels(),
     reserve: float = DEFAULT_RESERVE,
     layout=None,
-) -> dict:
-    """One decode step as a dict: step_ms, breakdown_ms and regimes by kernel class, memory (GB, fits, max batch)
-    per GPU; `layout` (specplan.model.parallel: TP, DP, EP, PP) places the `batch` sequences (default TP only);
-    `dtypes` as named (None: the checkpoint's), `kernels`: attention style and MoE routing."""
+) -> StepSummary:
+    """One decode step: step_ms, breakdown_ms and regimes by kernel class, memory (GB, fits, max batch) per GPU;
+    `layout` (specplan.model.parallel: TP, DP, EP, PP) places the `batch` sequences (default TP only); `dtypes` as
+    named (None: the checkpoint's), `kernels`: attention style and MoE routing."""
     from specplan.model.parallel import layout_for
 
     _positive_int("tp", tp, 1, MAX_TP)
@@ -45,64 +98,110 @@ def step_summary(
     hw = load_hardware(hardware)
     r = step_time(m, hw, tp, batch, q_len, context_len, layout=lay, precision=dtypes, kernels=kernels)
     mem = memory_usage(m, hw, tp, batch, context_len, r.precision, q_len=q_len, reserve=reserve, layout=lay)
-    memory = {
-        "weights_gb": mem.weights_bytes / 1e9,
-        "kv_cache_gb": float(mem.kv_bytes) / 1e9,
-        "state_gb": float(mem.state_bytes) / 1e9,
-        "activations_gb": float(mem.activation_bytes) / 1e9,
-        "total_gb": float(mem.total_bytes) / 1e9,
-        "capacity_gb": mem.capacity_bytes / 1e9,
-        "reserve": reserve,
-        "fits": bool(mem.fits),
-        "max_batch": int(mem.max_batch),
-    }
-    if hw.kind == "lpu":  # SRAM-only: the deployment grows to as many chips as weights + KV + state need
-        memory.update({"fits": True, "max_batch": None, "chips": int(r.devices)})
-    return {
-        "model": m.id,
-        "hardware": hw.id,
-        "tp": tp,
-        "layout": {"tp": lay.tp, "dp": lay.dp, "ep": lay.ep, "pp": lay.pp, "expert_tp": lay.expert_tp,
-                   "gpus": lay.gpus, "name": lay.name},
-        "devices": int(r.devices),
-        "batch": batch,
-        "q_len": q_len,
-        "context_len": context_len,
-        "precision": {"compute": r.precision.compute, "kv": r.precision.kv, "weights": r.precision.weights},
-        "g_dev": m.g_dev(tp),
-        "step_ms": float(r.total_s) * 1e3,
-        "breakdown_ms": {c: float(r.breakdown_s[c]) * 1e3 for c in CLASSES},
-        "regimes": {c: str(r.regime(c)) for c in CLASSES},
-        "kernels_per_step": r.kernels,
-        "memory": memory,
-    }
+    lpu = hw.kind == "lpu"  # SRAM-only: the deployment grows to as many chips as weights + KV + state need
+    memory = StepMemory(mem.weights_bytes / 1e9, float(mem.kv_bytes) / 1e9, float(mem.state_bytes) / 1e9,
+                        float(mem.activation_bytes) / 1e9, float(mem.total_bytes) / 1e9, mem.capacity_bytes / 1e9,
+                        reserve, True if lpu else bool(mem.fits), None if lpu else int(mem.max_batch),
+                        int(r.devices) if lpu else None)
+    return StepSummary(
+        m.id, hw.id, tp, LayoutNumbers.of(lay), int(r.devices), batch, q_len, context_len,
+        StepPrecision(r.precision.compute, r.precision.kv, r.precision.weights), m.g_dev(tp),
+        float(r.total_s) * 1e3, {c: float(r.breakdown_s[c]) * 1e3 for c in CLASSES},
+        {c: str(r.regime(c)) for c in CLASSES}, r.kernels, memory)
 
 
-def profiles_table() -> dict:
-    """Built-in hardware and model profiles as two lists of summary dicts."""
+@dataclass(frozen=True)
+class HardwareRow(Record):
+    """A hardware profile in a line: id, name, kind, 16-bit TFLOPS ('-' without), dtypes, memory (GB, TB/s)."""
+
+    id: str
+    name: str
+    kind: str
+    tflops_16bit: object
+    dtypes: str
+    mem_gb: float
+    mem_bw_tb_s: float
+
+
+@dataclass(frozen=True)
+class ModelRow(Record):
+    """A model profile in a line: id, kind, layers, hidden size, query and KV heads, G, features, MTP layers and
+    weight dtypes."""
+
+    id: str
+    kind: str
+    layers: int
+    hidden: int
+    q_heads: int
+    kv_heads: int
+    G: float
+    features: str
+    mtp: int
+    weights: str
+
+
+@dataclass(frozen=True)
+class AcceptanceRow(Record):
+    """A shipped acceptance profile in a line: id, mechanism, target model, draft, dataset, D range, whether it is
+    the default, its source in a few words."""
+
+    id: str
+    mechanism: str
+    model: str
+    draft: str
+    dataset: str
+    D: str
+    default: bool
+    source: str
+
+
+@dataclass(frozen=True)
+class EngineRow(Record):
+    """An engine profile in a line: id, name, version, host step (ms), CUDA-graph batch, fitted fields, source."""
+
+    id: str
+    name: str
+    version: str
+    host_step_ms: float
+    graph_max_batch: object
+    fitted: str
+    source: str
+
+
+@dataclass(frozen=True)
+class ProfilesTable(Record):
+    """The built-in profiles as four lists of rows: hardware, models, acceptance, engines."""
+
+    hardware: list
+    models: list
+    acceptance: list
+    engines: list
+
+
+def _tflops_16bit(h):
+    """The 16-bit peak (TFLOPS: bf16, else fp16), '-' for a device without one (peak_flops: a table by dtype)."""
+    if "bf16" not in h.peak_flops and "fp16" not in h.peak_flops:
+        return "-"
+    return (h.peak_flops.get("bf16") or h.peak_flops.get("fp16")) / 1e12
+
+
+def profiles_table() -> ProfilesTable:
+    """Built-in hardware and model profiles, shipped acceptance and engine profiles as lists of summary rows."""
     from specplan.profiles.registry import hardware_ids, model_ids
 
     hws = []
     for i in hardware_ids():
         h = load_hardware(i)
-        hws.append({
-            "id": h.id, "name": h.name, "kind": h.kind,
-            "tflops_16bit": ((h.peak_flops.get("bf16") or h.peak_flops.get("fp16")) / 1e12
-                             if ("bf16" in h.peak_flops or "fp16" in h.peak_flops) else "-"),
-            "dtypes": ",".join(sorted(h.peak_flops)),
-            "mem_gb": h.mem_capacity_bytes / 1e9, "mem_bw_tb_s": h.mem_bandwidth_bytes_s / 1e12,
-        })
+        hws.append(HardwareRow(h.id, h.name, h.kind, _tflops_16bit(h), ",".join(sorted(h.peak_flops)),
+                               h.mem_capacity_bytes / 1e9, h.mem_bandwidth_bytes_s / 1e12))
     models = []
     for i in model_ids():
         m = load_model(i)
         kinds = sorted({g.mixer for g in m.groups()} | ({"moe"} if m.moe else set()) | ({"mla"} if m.mla else set()))
-        models.append({
-            "id": m.id, "kind": m.kind, "layers": m.num_layers, "hidden": m.hidden_size,
-            "q_heads": m.num_q_heads, "kv_heads": m.num_kv_heads, "G": m.g_dev(1),
-            "features": ",".join(k for k in kinds if k != "none"), "mtp": m.mtp.num_layers if m.mtp else 0,
-            "weights": _weights_label(m),
-        })
-    return {"hardware": hws, "models": models, "acceptance": acceptance_table(), "engines": engine_table()}
+        models.append(ModelRow(m.id, m.kind, m.num_layers, m.hidden_size, m.num_q_heads, m.num_kv_heads, m.g_dev(1),
+                               ",".join(k for k in kinds if k != "none"), m.mtp.num_layers if m.mtp else 0,
+                               _weights_label(m)))
+    return ProfilesTable(hws, models, acceptance_table(), engine_table())
 
 
 def brief_source(text: str, n: int = 70) -> str:
@@ -116,24 +215,23 @@ def brief_source(text: str, n: int = 70) -> str:
     return head if len(head) <= n else head[: n - 1] + "…"
 
 
-def acceptance_table() -> list[dict]:
-    """Shipped acceptance profiles, one summary dict each: mechanism, target model, draft, dataset, D range,
-    source."""
+def acceptance_table() -> list[AcceptanceRow]:
+    """Shipped acceptance profiles, one row each: mechanism, target model, draft, dataset, D range, source (each
+    profile is read as its YAML file gives it)."""
     from specplan.speculation.acceptance import load_profile, profile_ids
 
     out = []
     for i in profile_ids():
         p = load_profile(i)
         ds = [int(d) for d, _ in p["points"]]
-        out.append({"id": i, "mechanism": p["mechanism"], "model": p.get("target", "-"),
-                    "draft": p.get("draft_model", "-"), "dataset": p.get("workload", "-"),
-                    "D": f"{min(ds)}-{max(ds)}" if len(ds) > 1 else str(ds[0]),
-                    "default": bool(p.get("default", False)), "source": brief_source(p.get("source", ""))})
+        out.append(AcceptanceRow(i, p["mechanism"], p.get("target", "-"), p.get("draft_model", "-"),
+                                 p.get("workload", "-"), f"{min(ds)}-{max(ds)}" if len(ds) > 1 else str(ds[0]),
+                                 bool(p.get("default", False)), brief_source(p.get("source", ""))))
     return out
 
 
-def engine_table() -> list[dict]:
-    """Built-in engine profiles, one summary dict each: name, version, host step, CUDA-graph batch, the fields
+def engine_table() -> list[EngineRow]:
+    """Built-in engine profiles, one row each: name, version, host step, CUDA-graph batch, the fields
     fitted by `specplan validate-serving`, and where the numbers come from."""
     from specplan.profiles.registry import engine_ids, load_engine
 
@@ -142,12 +240,11 @@ def engine_table() -> list[dict]:
         e = load_engine(i)
         fitted = sorted(k for k, v in e.sources.items() if "fitted" in v)
         serving_fit = any("validate-serving" in e.sources.get(k, "") for k in fitted)
-        out.append({"id": e.id, "name": e.name, "version": e.version or "-",
-                    "host_step_ms": round(1e3 * float(getattr(e, "host_step_s", 0.0) or 0.0), 3),
-                    "graph_max_batch": getattr(e, "graph_max_batch", "-"),
-                    "fitted": ",".join(fitted) or "-",
-                    "source": (f"{len(e.sources)} fields sourced in engine_profiles/{e.id}.yaml"
-                               + ("; host numbers fitted by specplan validate-serving" if serving_fit else ""))})
+        host_ms = round(1e3 * float(getattr(e, "host_step_s", 0.0) or 0.0), 3)
+        out.append(EngineRow(e.id, e.name, e.version or "-", host_ms, getattr(e, "graph_max_batch", "-"),
+                             ",".join(fitted) or "-",
+                             f"{len(e.sources)} fields sourced in engine_profiles/{e.id}.yaml"
+                             + ("; host numbers fitted by specplan validate-serving" if serving_fit else "")))
     return out
 
 

@@ -65,6 +65,7 @@ def predict(
     from specplan.speculation.acceptance_spec import cli_acceptance, one_acceptance
     from specplan.planning.predict import predict_serving, predict_serving_sweep, predict_step
     from specplan.planning.simulate import sim_request, simulate_into, trace_workload
+    from specplan.speculation.speedup import options_objects
     from specplan.serving.workload import workload_from_options
 
     from specplan.cli.dataset_option import dataset_acceptance
@@ -103,7 +104,8 @@ def predict(
         return
     if wl is not None:
         r = predict_serving(model, hardware, wl, tp=tp_s, **kw)
-        r = simulate_into(r, model, hardware, wl, sim, tp_s, kw) if sim is not None else r
+        if sim is not None:
+            r = simulate_into(r, wl, sim, *options_objects(model, hardware, tp=tp_s, **kw)[:2])
     else:
         if batch is None or context is None:
             raise SpecplanError("predict: give --batch and --context, or --isl and --osl with --concurrency or "

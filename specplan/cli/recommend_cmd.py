@@ -204,12 +204,12 @@ def _recommend_step(model, hardware, layout: tuple, kw: dict, price, emit, json_
     """recommend without a workload: the best (mechanism, D) over batches at one context (planning.recommend),
     annotated with energy and cost, printed or as JSON, with the --emit launch."""
     from specplan.cli.recommend_render import print_recommendation
-    from specplan.planning.cost import annotate_recommendation
     from specplan.planning.launch.answer import answer_json, launch_or_error
-    from specplan.planning.recommend import recommend as run
+    from specplan.costs.precision import Dtypes
+    from specplan.planning.recommend import priced, recommend as run
 
-    r = run(model, hardware, tp=layout[0], layout=cli_layout(*layout), **kw)
-    annotate_recommendation(r, model, hardware, kw["dtype"], kw["kv_dtype"], price)
+    r = priced(run(model, hardware, tp=layout[0], layout=cli_layout(*layout), **kw), model, hardware,
+               Dtypes(kw["dtype"], kw["kv_dtype"]), price)
     given = dict(hardware=hardware, kv_dtype=kw["kv_dtype"], dtype=kw["dtype"], draft_model=kw["draft_model"],
                  identity=ident)
     launch, err = launch_or_error(r, emit, given, json_out)

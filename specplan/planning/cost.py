@@ -303,19 +303,6 @@ def predict_energy(model, hw, prec, layout, baseline: OperatingPoint, speculativ
                                                                   **(price or {})))}
 
 
-def annotate_rows(rows, model, hw, prec, layout, context_len, price: dict | None = None) -> None:
-    """Add power, J/token, tokens/s/MW and $/Mtok to recommend rows (mechanism, draft_len, batch, AL, tok/s/GPU)."""
-    if hw.power is None:
-        return
-    for x in rows:
-        if x is None:
-            continue
-        point = OperatingPoint(x["tokens_per_s_per_gpu"], x["batch"], context_len, x["draft_len"],
-                               x["acceptance_length"])
-        e = point_energy(model, hw, prec, layout, point, **(price or {}))
-        x.update({k: float(np.asarray(e[k]).reshape(-1)[0]) for k in ENERGY_KEYS if k in e})
-
-
 @dataclass(frozen=True)
 class PriceOptions(Record):
     """The price options given (None: the default): $/GPU-hour, $/kWh added to it, facility PUE, price tier; as a
@@ -338,14 +325,3 @@ def price_options(gpu_hour_usd=None, kwh_usd=None, pue=None, tier=None) -> Price
         if v is not None and not (v >= 0 if at_least_zero else v > 0):
             raise SpecplanError(f"--{flag}: must be {'>=' if at_least_zero else '>'} 0, got {v:g}")
     return PriceOptions(gpu_hour_usd, kwh_usd, pue, tier)
-
-
-def annotate_recommendation(r: dict, model, hardware, dtype, kv_dtype, price: dict | None) -> None:
-    """Power, J/token, tokens/s/MW and $/Mtok on a step recommendation's rows (decode steps at its context)."""
-    from specplan.costs.precision import resolve_precision
-    from specplan.profiles.registry import load_hardware, load_model
-
-    m, hw = load_model(model), load_hardware(hardware)
-    lay = Layout(**{k: r["layout"][k] for k in ("tp", "dp", "ep", "pp")})
-    rows = [r.get("best")] + list(r.get("per_mechanism") or []) + list(r.get("runners_up") or []) + list(r["ranked"])
-    annotate_rows(rows, m, hw, resolve_precision(m, hw, dtype, kv_dtype), lay, r["context_len"], price)

@@ -119,15 +119,14 @@ def frontier_sets(fits, draft_len, mech_codes, user, gpu, mech_names) -> dict[st
     def front(sel):
         return sel[frontier_indices(u[sel], g[sel])] if sel.size else sel
 
-    out = {"baseline": front(np.flatnonzero(fits & (d == 0)))}
+    baseline = front(np.flatnonzero(fits & (d == 0)))
     spec = fits & (d >= 1)
     per = {}
     for c in np.unique(codes[spec]):
         per[f"mechanism:{mech_names[int(c)]}"] = front(np.flatnonzero(spec & (codes == c)))
-    out["speculation"] = front(np.sort(np.concatenate(list(per.values())))) if per else np.zeros(0, np.int64)
-    out.update(dict(sorted(per.items())))
-    out["overall"] = front(np.sort(np.concatenate([out["baseline"], out["speculation"]])))
-    return out
+    speculation = front(np.sort(np.concatenate(list(per.values())))) if per else np.zeros(0, np.int64)
+    overall = front(np.sort(np.concatenate([baseline, speculation])))
+    return {"baseline": baseline, "speculation": speculation, **dict(sorted(per.items())), "overall": overall}
 
 
 OVERALL = "overall"  # the scope of the frontier over the whole grid

@@ -1,175 +1,312 @@
-"""`predict` one speculative configuration: the point as a plain dict (step times, AL, speedup, memory, the
+"""`predict` one speculative configuration: the point as a typed record (step times, AL, speedup, memory, the
 binding guideline), and with a workload the serving numbers too (the CLI's predict calls these)."""
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
 import numpy as np
 
 from specplan.core.errors import SpecplanError
+from specplan.core.records import Record
 from specplan.costs.precision import resolve_precision
 from specplan.model.parallel import layout_for
 from specplan.planning.cost import OperatingPoint, predict_energy
 from specplan.speculation.spec import Speculation
 from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.speculation.guidelines import StepCurve, binding_line
-from specplan.speculation.speedup import evaluate, evaluate_kw
+from specplan.model.deployment import Deployment
+from specplan.speculation.speedup import evaluate, options_objects
 
 
 def _f(x) -> float:
     return float(np.asarray(x).reshape(-1)[0])
 
 
-def predict_summary(model, hardware, *, tp=1, batch=1, context_len=1024, mechanism="none", draft_len=0,
-                    acceptance=None, **kw) -> dict:
-    """One point as a dict: baseline and speculative step (ms), AL, speedup, throughputs, memory, guidelines."""
-    if mechanism != "none" and draft_len < 1:
-        raise SpecplanError(f"draft length: mechanism {mechanism} needs --draft-len >= 1, got {draft_len}")
-    model, hardware = load_model(model), load_hardware(hardware)  # resolved once, passed down as profiles
-    hw = hardware
-    r = evaluate_kw(model, hardware, tp=tp, batch=batch, context_len=context_len, draft_len=draft_len,
-                 mechanism=mechanism, acceptance=acceptance, guidelines=True, **kw)
-    g = r.guidelines
-    diag = {k: (v.item() if isinstance(v, np.ndarray) and v.size == 1 else v) for k, v in g.items()}
+@dataclass(frozen=True)
+class LayoutNumbers(Record):
+    """A Layout as plain numbers for --json: TP, DP, EP, PP, expert TP, GPUs and its name."""
+
+    tp: int
+    dp: int
+    ep: int
+    pp: int
+    expert_tp: int
+    gpus: int
+    name: str
+
+    @classmethod
+    def of(cls, lay) -> "LayoutNumbers":
+        """The numbers of Layout `lay`."""
+        return cls(lay.tp, lay.dp, lay.ep, lay.pp, lay.expert_tp, lay.gpus, lay.name)
+
+
+@dataclass(frozen=True)
+class Binding(Record):
+    """A guideline that binds (or the choice it explains) and its one-line reason."""
+
+    guideline: str
+    line: str
+
+
+@dataclass(frozen=True)
+class PrecisionNames(Record):
+    """The compute and KV-cache formats a point is priced in."""
+
+    compute: str
+    kv: str
+
+
+@dataclass(frozen=True)
+class BaselineStep(Record):
+    """The D = 0 step as the engine runs it (ms) and its throughputs."""
+
+    step_ms: float
+    tokens_per_s_per_user: float
+    tokens_per_s_per_gpu: float
+
+
+@dataclass(frozen=True)
+class SpeculativeStep(Record):
+    """The speculative iteration as the engine runs it, and its draft and verify GPU times (ms)."""
+
+    step_ms: float
+    draft_ms: float
+    verify_ms: float
+
+
+@dataclass(frozen=True)
+class Devices(Record):
+    """Devices the target and the draft take."""
+
+    target: float
+    draft: float
+
+
+@dataclass(frozen=True)
+class PointMemory(Record):
+    """Memory per device (GB) and whether it fits; an SRAM-only chip's count and SRAM (GB) on an LPU."""
+
+    total_gb: float
+    state_gb: float
+    capacity_gb: float
+    fits: bool
+    chips: int | None = None
+    chip_sram_gb: float | None = None
+    OPTIONAL = ("chips", "chip_sram_gb")
+
+
+@dataclass(frozen=True)
+class PredictAnswer(Record):
+    """One predicted point: where (model, hardware, layout, batch, context), what (mechanism, D, verified tokens,
+    precision, acceptance source), the baseline and speculative steps, AL, speedup, break-even AL, ρ, throughputs,
+    devices, memory, the guideline diagnostics and the binding one, energy (None without a power model), notes;
+    with a workload the serving answer (serving/api)."""
+
+    model: str
+    hardware: str
+    hardware_kind: str
+    tp: int
+    layout: LayoutNumbers
+    batch: int
+    context_len: int
+    mechanism: str
+    draft_len: int
+    verify_tokens: float
+    precision: PrecisionNames
+    acceptance_source: str
+    baseline: BaselineStep
+    speculative: SpeculativeStep
+    acceptance_length: float
+    speedup: float
+    break_even_al: float
+    rho: float
+    rho_d: float
+    rho_time: float
+    tokens_per_s_per_user: float
+    tokens_per_s_per_gpu: float
+    tokens_per_s_per_device: float
+    devices: Devices
+    memory: PointMemory
+    guidelines: dict
+    binding: Binding
+    energy: dict | None
+    notes: list
+    serving: object = None
+    OPTIONAL = ("serving",)
+
+
+@dataclass(frozen=True)
+class PredictSweep(Record):
+    """The serving model at each of a workload's loads (`serving`: a ServingSweep), with the model, precision,
+    acceptance source and notes of the step at the lowest load's decode batch."""
+
+    model: str
+    hardware: str
+    tp: int
+    mechanism: str
+    draft_len: int
+    verify_tokens: float
+    precision: PrecisionNames
+    acceptance_source: str
+    notes: list
+    serving: object
+
+    @classmethod
+    def of(cls, r: PredictAnswer, serving) -> "PredictSweep":
+        """The sweep's head from predicted point `r`, and the serving answers."""
+        return cls(r.model, r.hardware, r.tp, r.mechanism, r.draft_len, r.verify_tokens, r.precision,
+                   r.acceptance_source, r.notes, serving)
+
+
+def _objects(model, hardware, tp, spec: Speculation, kw: dict) -> tuple[Deployment, Speculation]:
+    """predict's options by name (dtype, kv_dtype, layout, engine, draft_model, ...) as the Deployment and the
+    Speculation they describe (`spec`: mechanism, D and acceptance)."""
+    dep, sp, _ = options_objects(model, hardware, tp=tp, mechanism=spec.mechanism, draft_len=spec.draft_len,
+                                 acceptance=spec.acceptance, **kw)
+    return dep, sp
+
+
+def _diagnostics(r) -> dict:
+    """The evaluation's guideline diagnostics as plain numbers (a table by guideline name), with ρ_time."""
+    diag = {k: (v.item() if isinstance(v, np.ndarray) and v.size == 1 else v) for k, v in r.guidelines.items()}
     diag = {k: (np.asarray(v).reshape(-1)[0].item() if isinstance(v, np.ndarray) else v) for k, v in diag.items()}
-    diag["rho_time"] = _f(r.rho_time)
-    guideline, line = _predict_binding(model, hardware, (tp, batch, context_len),
-                                       Speculation(mechanism, draft_len, acceptance), (diag, r), kw)
-    diag["binding"] = guideline
-    diag["binding_line"] = line
-    prec = r.precision
-    lpu = hw.kind == "lpu"
-    dev_t, dev_d = _f(r.target_devices), _f(r.draft_devices)
-    memory = {"total_gb": _f(r.memory_total_bytes) / 1e9, "state_gb": _f(r.memory_state_bytes) / 1e9,
-              "capacity_gb": _f(r.memory_capacity_bytes) / 1e9, "fits": bool(np.asarray(r.fits).all())}
-    if lpu:  # SRAM-only chips: the deployment takes as many chips as its bytes need
-        memory.update({"chips": int(dev_t + (dev_d if draft_hardware_is_same(kw) else 0)),
-                       "chip_sram_gb": hw.mem_capacity_bytes / 1e9})
+    return {**diag, "rho_time": _f(r.rho_time)}
+
+
+def _memory(r, hw, spec: Speculation) -> PointMemory:
+    """Memory per device of evaluation `r`; on SRAM-only chips the deployment takes as many chips as its bytes need."""
+    fits = bool(np.asarray(r.fits).all())
+    chips = sram = None
+    if hw.kind == "lpu":
+        chips = int(_f(r.target_devices) + (_f(r.draft_devices) if spec.draft.hardware is None else 0))
+        sram = hw.mem_capacity_bytes / 1e9
+    return PointMemory(_f(r.memory_total_bytes) / 1e9, _f(r.memory_state_bytes) / 1e9,
+                       _f(r.memory_capacity_bytes) / 1e9, fits, chips, sram)
+
+
+def _notes(r, model, hw, dep: Deployment, at: tuple, fits: bool) -> list[str]:
+    """The evaluation's notes, the engine's extra step time where it matters, and why an MLA model does not fit;
+    `at`: (TP, context)."""
+    tp, context_len = at
     notes = list(r.notes)
-    base_s = _f(r.engine_baseline_step_s)
-    extra = [(name, 1e3 * (_f(r[e]) - _f(r[g]))) for name, e, g in (
-        ("baseline", "engine_baseline_step_s", "baseline_step_s"), ("speculative", "engine_iter_s", "iter_s"))]
+    extra = [("baseline", 1e3 * (_f(r.engine_baseline_step_s) - _f(r.baseline_step_s))),
+             ("speculative", 1e3 * (_f(r.engine_iter_s) - _f(r.iter_s)))]
     if any(ms > 0.01 * 1e3 * _f(r.iter_s) for _, ms in extra):
         notes.append("iter ms is the engine's step, the GPU's draft + verify plus host, launch and eager time (" +
                      ", ".join(f"{n} +{ms:.2f} ms" for n, ms in extra) + "), what the speedup and throughputs use")
-    if not memory["fits"]:
-        why = mla_tp_note(model, hw, tp, context_len, prec, kw.get("layout"))
+    if not fits:
+        why = mla_tp_note(model, hw, tp, context_len, r.precision, dep.layout)
         if why:
             notes.append(why)
-    return {
-        "model": model.id, "hardware": hw.id, "hardware_kind": hw.kind, "tp": tp,
-        "layout": layout_dict(layout_for(tp, kw.get("layout"))), "batch": batch,
-        "context_len": context_len, "mechanism": mechanism, "draft_len": draft_len,
-        "verify_tokens": _f(r.verify_tokens),
-        "precision": {"compute": prec.compute, "kv": prec.kv},
-        "acceptance_source": r.acceptance_source,
+    return notes
+
+
+def predict_summary(model, hardware, *, tp=1, batch=1, context_len=1024, mechanism="none", draft_len=0,
+                    acceptance=None, **kw) -> PredictAnswer:
+    """One point: baseline and speculative step (ms), AL, speedup, throughputs, memory, guidelines; `kw`: the
+    deployment's and the draft's options by name (dtype, kv_dtype, layout, engine, draft_model, ...)."""
+    if mechanism != "none" and draft_len < 1:
+        raise SpecplanError(f"draft length: mechanism {mechanism} needs --draft-len >= 1, got {draft_len}")
+    model, hw = load_model(model), load_hardware(hardware)  # resolved once, passed down as profiles
+    dep, spec = _objects(model, hw, tp, Speculation(mechanism, draft_len, acceptance), kw)
+    r = evaluate(dep, spec, batch=batch, context_len=context_len, guidelines=True)
+    diag = _diagnostics(r)
+    guideline, line = _predict_binding(dep, spec, (batch, context_len), (diag, r))
+    diag = {**diag, "binding": guideline, "binding_line": line}
+    prec = r.precision
+    memory = _memory(r, hw, spec)
+    base_s = _f(r.engine_baseline_step_s)
+    lay = layout_for(tp, dep.layout)
+    return PredictAnswer(
+        model.id, hw.id, hw.kind, tp, LayoutNumbers.of(lay), batch, context_len, mechanism, draft_len,
+        _f(r.verify_tokens), PrecisionNames(prec.compute, prec.kv), r.acceptance_source,
         # the steps as the engine runs them (host, launches, graphs: equal to the GPU steps without an engine), the
         # times the speedup and throughputs use; draft and verify stay GPU seconds
-        "baseline": {"step_ms": 1e3 * base_s,
-                     "tokens_per_s_per_user": 1.0 / base_s,
-                     "tokens_per_s_per_gpu": batch / (base_s * _f(r.baseline_devices))},
-        "speculative": {"step_ms": 1e3 * _f(r.engine_iter_s), "draft_ms": 1e3 * _f(r.draft_s),
-                        "verify_ms": 1e3 * _f(r.verify_s)},
-        "acceptance_length": _f(r.acceptance_length),
-        "speedup": _f(r.speedup),
-        "break_even_al": _f(r.break_even_al),
-        "rho": _f(r.rho), "rho_d": _f(r.rho_d), "rho_time": _f(r.rho_time),
-        "tokens_per_s_per_user": _f(r.tokens_per_s_per_user),
-        "tokens_per_s_per_gpu": _f(r.tokens_per_s_per_gpu),
-        "tokens_per_s_per_device": _f(r.tokens_per_s_per_device),
-        "devices": {"target": dev_t, "draft": dev_d},
-        "memory": memory,
-        "guidelines": diag,
-        "binding": {"guideline": guideline, "line": line},
-        "energy": predict_energy(model, hw, prec, layout_for(tp, kw.get("layout")),
-                                 OperatingPoint(batch / (base_s * _f(r.baseline_devices)), batch, context_len),
-                                 OperatingPoint(_f(r.tokens_per_s_per_gpu), batch, context_len, draft_len,
-                                                _f(r.acceptance_length))),
-        "notes": notes,
-    }
+        BaselineStep(1e3 * base_s, 1.0 / base_s, batch / (base_s * _f(r.baseline_devices))),
+        SpeculativeStep(1e3 * _f(r.engine_iter_s), 1e3 * _f(r.draft_s), 1e3 * _f(r.verify_s)),
+        _f(r.acceptance_length), _f(r.speedup), _f(r.break_even_al), _f(r.rho), _f(r.rho_d), _f(r.rho_time),
+        _f(r.tokens_per_s_per_user), _f(r.tokens_per_s_per_gpu), _f(r.tokens_per_s_per_device),
+        Devices(_f(r.target_devices), _f(r.draft_devices)), memory, diag, Binding(guideline, line),
+        predict_energy(model, hw, prec, lay, OperatingPoint(batch / (base_s * _f(r.baseline_devices)), batch,
+                                                            context_len),
+                       OperatingPoint(_f(r.tokens_per_s_per_gpu), batch, context_len, draft_len,
+                                      _f(r.acceptance_length))),
+        _notes(r, model, hw, dep, (tp, context_len), memory.fits))
 
 
-def predict_step(model, hardware, *, batch=1, mechanism="none", engine=None, **kw) -> dict:
+def predict_step(model, hardware, *, batch=1, mechanism="none", engine=None, **kw) -> PredictAnswer:
     """predict_summary at a batch the user gives (predict's step path), plus the engine's line when that batch exceeds
     the running cap the engine sets when it speculates (spec_cap_note: SGLang's 48 without --max-running-requests)."""
     r = predict_summary(model, hardware, batch=batch, mechanism=mechanism, engine=engine, **kw)
     if engine is not None and mechanism != "none":
         from specplan.speculation.round import spec_cap_note
 
-        r["notes"] = r["notes"] + spec_cap_note(load_engine(engine), batch)
+        return dataclasses.replace(r, notes=r.notes + spec_cap_note(load_engine(engine), batch))
     return r
 
 
 def predict_serving(model, hardware, workload, *, tp=1, mechanism="none", draft_len=0, acceptance=None,
-                    engine=None, **kw) -> dict:
-    """predict_summary at the derived decode batch and context (ISL + OSL/2), plus r['serving'] (serving/api).
+                    engine=None, **kw) -> PredictAnswer:
+    """predict_summary at the derived decode batch and context (ISL + OSL/2), with its `serving` answer (serving/api).
     kw 'layout' (a Layout beyond TP: data-parallel attention, EP) is the (decode) instances' layout, kw
     'prefill_layout' a disaggregated prefill pool's own (docs/serving.md)."""
-    srv = _serving_summary(model, hardware, workload, tp, mechanism, draft_len, acceptance, engine, kw)
+    dep, spec = _objects(model, hardware, tp, Speculation(mechanism, draft_len, acceptance), dict(kw, engine=engine))
+    srv = _serving_summary(workload, dep, spec)
     kw = {k: v for k, v in kw.items() if k != "prefill_layout"}  # the step below is the decode instance's
-    batch = max(1, int(round(srv["baseline"]["decode_batch"])))
+    batch = max(1, int(round(srv.baseline.decode_batch)))
     r = predict_summary(model, hardware, tp=tp, batch=batch, context_len=int(round(workload.decode_context)),
                         mechanism=mechanism, draft_len=draft_len, acceptance=acceptance, engine=engine, **kw)
-    r["serving"] = srv
-    if r["energy"] is not None:  # serving rates, decode batches and one prefill per request
-        hw = load_hardware(hardware)
-        sp = srv.get("speculative")
-        wl, b = workload, srv["baseline"]
-        base = OperatingPoint(b["tokens_per_s_per_gpu"], b["decode_batch"], wl.decode_context, isl=wl.isl, osl=wl.osl)
-        spec = None if not sp else OperatingPoint(sp["tokens_per_s_per_gpu"], sp["decode_batch"], wl.decode_context,
-                                                  draft_len, sp["acceptance_length"], wl.isl, wl.osl)
-        r["serving"]["energy"] = predict_energy(
-            load_model(model), hw, resolve_precision(load_model(model), hw, kw.get("dtype"), kw.get("kv_dtype")),
-            layout_for(tp, kw.get("layout")), base, spec)
-    return r
+    if r.energy is not None:  # serving rates, decode batches and one prefill per request
+        m, hw = load_model(model), load_hardware(hardware)
+        sp, b, wl = srv.speculative, srv.baseline, workload
+        base = OperatingPoint(b.tokens_per_s_per_gpu, b.decode_batch, wl.decode_context, isl=wl.isl, osl=wl.osl)
+        spec_point = None if not sp else OperatingPoint(sp.tokens_per_s_per_gpu, sp.decode_batch, wl.decode_context,
+                                                        draft_len, sp.acceptance_length, wl.isl, wl.osl)
+        srv = dataclasses.replace(srv, energy=predict_energy(
+            m, hw, resolve_precision(m, hw, dep.dtypes.dtype, dep.dtypes.kv_dtype), layout_for(tp, dep.layout),
+            base, spec_point))
+    return dataclasses.replace(r, serving=srv)
 
 
-def _serving_summary(model, hardware, workload, tp, mechanism, draft_len, acceptance, engine, kw) -> dict:
-    """serving/api.serving_summary with the predict options the serving model takes (dtype, kv_dtype, draft_model)."""
+def _serving_summary(workload, dep: Deployment, spec: Speculation):
+    """serving/api.serving_summary with the predict options the serving model takes (dtype, kv_dtype, draft_model,
+    a disaggregated prefill pool's layout), each pool's layout named where one goes beyond TP."""
     from specplan.serving.api import serving_summary
 
-    keep = {k: kw[k] for k in ("dtype", "kv_dtype", "draft_model") if kw.get(k) is not None}
-    if kw.get("prefill_layout") is not None:
-        keep["prefill_layout"] = kw["prefill_layout"]
-    lay = layout_for(tp, kw.get("layout"))  # a layout beyond TP is priced per DP rank; TP alone as before
-    srv = serving_summary(model, hardware, workload, tp=lay if kw.get("layout") is not None else tp, engine=engine,
-                          mechanism=mechanism, draft_len=draft_len, acceptance=acceptance, **keep)
-    if kw.get("layout") is None and kw.get("prefill_layout") is None:  # TP only: the answer as it always was
+    tp, layout, pre = dep.tp, dep.layout, dep.prefill_layout
+    lay = layout_for(tp, layout)  # a layout beyond TP is priced per DP rank; TP alone as before
+    srv = serving_summary(dep.model, dep.hardware, workload, tp=lay if layout is not None else tp, engine=dep.engine,
+                          mechanism=spec.mechanism, draft_len=spec.draft_len, acceptance=spec.acceptance,
+                          dtype=dep.dtypes.dtype, kv_dtype=dep.dtypes.kv_dtype, draft_model=spec.draft.model,
+                          prefill_layout=pre)
+    if layout is None and pre is None:  # TP only: the answer as it always was
         return srv
     if workload.mode == "disagg":  # each pool's layout, in the grammar of --layouts
-        srv["decode_layout"] = lay.name
-        srv["prefill_layout"] = layout_for(1, kw.get("prefill_layout") or lay).name
-    else:
-        srv["layout"] = lay.name
-    return srv
-
-
-SWEEP_KEYS = ("model", "hardware", "tp", "mechanism", "draft_len", "verify_tokens", "precision", "acceptance_source",
-              "notes")
+        return dataclasses.replace(srv, decode_layout=lay.name, prefill_layout=layout_for(1, pre or lay).name)
+    return dataclasses.replace(srv, layout=lay.name)
 
 
 def predict_serving_sweep(model, hardware, workload, *, tp=1, mechanism="none", draft_len=0, acceptance=None,
-                          engine=None, **kw) -> dict:
-    """The serving model at each of the workload's loads (one vectorized pass: r['serving']['points']), with the
+                          engine=None, **kw) -> PredictSweep:
+    """The serving model at each of the workload's loads (one vectorized pass: r.serving.points), with the
     model, precision, acceptance source and notes of the step at the lowest load's decode batch."""
-    srv = _serving_summary(model, hardware, workload, tp, mechanism, draft_len, acceptance, engine, kw)
+    dep, spec = _objects(model, hardware, tp, Speculation(mechanism, draft_len, acceptance), dict(kw, engine=engine))
+    srv = _serving_summary(workload, dep, spec)
     kw = {k: v for k, v in kw.items() if k != "prefill_layout"}  # the step below is the decode instance's
     loads = workload.concurrency if workload.concurrency is not None else workload.request_rate
-    low = srv["points"][int(np.argmin(np.asarray(loads, dtype=float)))]  # the lowest load, wherever it is listed
-    batch = max(1, int(round(low["baseline"]["decode_batch"])))
+    low = srv.points[int(np.argmin(np.asarray(loads, dtype=float)))]  # the lowest load, wherever it is listed
+    batch = max(1, int(round(low.baseline.decode_batch)))
     r = predict_summary(model, hardware, tp=tp, batch=batch, context_len=int(round(workload.decode_context)),
                         mechanism=mechanism, draft_len=draft_len, acceptance=acceptance, engine=engine, **kw)
-    return {**{k: r[k] for k in SWEEP_KEYS}, "serving": srv}
+    return PredictSweep.of(r, srv)
 
 
-def draft_hardware_is_same(kw: dict) -> bool:
-    """True when the draft (if any) runs on the target's hardware (no --draft-hardware)."""
-    return kw.get("draft_hardware") is None
-
-
-def _predict_binding(model, hardware, at: tuple, spec: Speculation, found: tuple, kw):
+def _predict_binding(dep: Deployment, spec: Speculation, at: tuple, found: tuple):
     """The shared binding rule (`guidelines.binding_line`) at the predicted D: the curve D = 0 ... D + 1. `at`:
-    (TP, batch, context); `found`: (the guideline diagnostics, the evaluation at the predicted D)."""
-    tp, batch, context_len = at
+    (batch, context); `found`: (the guideline diagnostics, the evaluation at the predicted D)."""
+    batch, context_len = at
     mechanism, draft_len, acceptance = spec.mechanism, spec.draft_len, spec.acceptance
     diag, r = found
     if mechanism == "none" or draft_len < 1:
@@ -177,27 +314,20 @@ def _predict_binding(model, hardware, at: tuple, spec: Speculation, found: tuple
     if mechanism == "medusa":
         from specplan.speculation.drafters import medusa_heads
 
-        acc = acceptance if acceptance is not None else None
-        heads = medusa_heads(None if kw.get("draft_model") is None else load_model(kw["draft_model"]),
-                             kw.get("draft_heads") or (None if acc is None else (acc.meta or {}).get("heads")))
+        heads = medusa_heads(None if spec.draft.model is None else load_model(spec.draft.model),
+                             spec.draft_heads or (None if acceptance is None else (acceptance.meta or {}).get("heads")))
         if draft_len + 1 > heads:
             return "range", f"D = {draft_len + 1} needs more than the drafter's {heads} Medusa heads"
     ds = np.arange(0, draft_len + 2)
-    kw2 = dict(kw)
-    if kw2.get("tree_tokens") is not None:  # one more depth needs at least one more verified token
-        kw2["tree_tokens"] = np.maximum(float(kw2["tree_tokens"]) + (ds - draft_len), 1 + ds)
+    tree = spec.tree_tokens
+    if tree is not None:  # one more depth needs at least one more verified token
+        tree = np.maximum(float(tree) + (ds - draft_len), 1 + ds)
     try:
-        c = evaluate_kw(model, hardware, tp=tp, batch=batch, context_len=context_len, draft_len=ds,
-                     mechanism=mechanism, acceptance=acceptance, **kw2)
+        c = evaluate(dep, dataclasses.replace(spec, draft_len=ds, tree_tokens=tree), batch=batch,
+                     context_len=context_len)
     except SpecplanError:  # e.g. D + 1 exceeds the Medusa heads: no next D to compare with
         return "range", f"D = {draft_len + 1} is not available for {mechanism}"
     return binding_line(draft_len, StepCurve.of(c), diag, r.acceptance_d_max, extrapolate=True)
-
-
-def layout_dict(lay) -> dict:
-    """A Layout as plain numbers for --json."""
-    return {"tp": lay.tp, "dp": lay.dp, "ep": lay.ep, "pp": lay.pp, "expert_tp": lay.expert_tp, "gpus": lay.gpus,
-            "name": lay.name}
 
 
 def mla_tp_note(m, hw, tp: int, context_len, prec, layout=None) -> str | None:

@@ -23,6 +23,7 @@ import numpy as np
 
 from specplan.core.errors import SpecplanError
 from specplan.costs.precision import resolve_precision
+from specplan.model.deployment import Deployment
 from specplan.model.parallel import Layout
 from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.serving.arrivals import (RequestSet, closed_loop, from_trace, lengths, open_loop, parse_length_dist,
@@ -31,6 +32,7 @@ from specplan.serving.sim_serving import SimSetup, SimSummary, simulate_serving
 from specplan.serving.d_schedule import parse_schedule
 from specplan.serving.traces import read_trace
 from specplan.serving.workload import Workload
+from specplan.speculation.spec import Speculation
 
 DEFAULT_ROUNDS = 10  # closed loop: requests = rounds x clients (genai-perf's common --request-count C x 10)
 MIN_REQUESTS = 200
@@ -127,48 +129,54 @@ def request_set(req: SimRequest, wl: Workload) -> RequestSet:
     return rs if req.prefix_hit is None else with_prefix_hit(rs, req.prefix_hit)
 
 
-def _block(s: SimSummary) -> dict:
-    """The serving-block keys the simulator fills (milliseconds, tokens/s)."""
+def _simulated(point, s: SimSummary):
+    """A serving point (serving/api.ServingPoint) with the values the simulator gives (milliseconds, tokens/s)."""
     ms = lambda v: None if v is None or not math.isfinite(v) else v * 1e3  # noqa: E731
-    return {"ttft_ms": ms(s.ttft_p50_s), "ttft_p50_ms": ms(s.ttft_p50_s), "ttft_p90_ms": ms(s.ttft_p90_s),
-            "ttft_p99_ms": ms(s.ttft_p99_s), "tpot_ms": ms(s.tpot_mean_s), "request_latency_ms": ms(s.e2e_mean_s),
-            "tokens_per_s_per_user": None if not s.tpot_mean_s > 0 else 1.0 / s.tpot_mean_s,
-            "tokens_per_s_per_gpu": s.tokens_per_s_per_gpu, "decode_batch": s.mean_decoding,
-            "requests_per_s": s.requests_per_s, "acceptance_length": s.acceptance_length,
-            "simulated": {k: v for k, v in dataclasses.asdict(s).items()}}
+    return dataclasses.replace(
+        point, ttft_ms=ms(s.ttft_p50_s), ttft_p50_ms=ms(s.ttft_p50_s), ttft_p90_ms=ms(s.ttft_p90_s),
+        ttft_p99_ms=ms(s.ttft_p99_s), tpot_ms=ms(s.tpot_mean_s), request_latency_ms=ms(s.e2e_mean_s),
+        tokens_per_s_per_user=None if not s.tpot_mean_s > 0 else 1.0 / s.tpot_mean_s,
+        tokens_per_s_per_gpu=s.tokens_per_s_per_gpu, decode_batch=s.mean_decoding, requests_per_s=s.requests_per_s,
+        acceptance_length=s.acceptance_length, simulated=dataclasses.asdict(s))
 
 
-def simulate_into(r: dict, model, hardware, wl: Workload, req: SimRequest, tp, kw: dict) -> dict:
-    """predict's serving answer `r` with its baseline (and speculative) blocks filled by the simulator."""
+def _arrivals(rs: RequestSet, req: SimRequest) -> str:
+    """How the simulated requests arrive, in words."""
+    return ("trace " + rs.source if rs.source else
+            f"closed loop, {rs.clients} clients starting together (later rounds settled)" if rs.clients
+            else "open loop, Poisson" if not req.arrival_cv or req.arrival_cv == 1.0
+            else f"open loop, gamma gaps at cv {req.arrival_cv:g}")
+
+
+def simulate_into(r, wl: Workload, req: SimRequest, dep: Deployment, spec: Speculation):
+    """predict's serving answer `r` (planning/predict.PredictAnswer) with its baseline (and speculative) points
+    answered by the simulator, for deployment `dep` (its instance's TP or layout, engine, dtypes) and speculation
+    `spec`."""
     if wl.mode != "agg":
         raise SpecplanError("--simulate: the simulator serves aggregated deployments (--mode agg)")
-    m, hw = load_model(model), load_hardware(hardware)
-    prec = resolve_precision(m, hw, kw.get("dtype"), kw.get("kv_dtype"))
-    lay = kw.get("layout")
-    tp = lay if isinstance(lay, Layout) else tp
-    eng = load_engine(kw.get("engine"))
+    m, hw = load_model(dep.model), load_hardware(dep.hardware)
+    prec = resolve_precision(m, hw, dep.dtypes.dtype, dep.dtypes.kv_dtype)
+    tp = dep.layout if isinstance(dep.layout, Layout) else dep.tp
+    eng = load_engine(dep.engine)
     rs = request_set(req, wl)
-    srv = r["serving"]
-    if req.d_schedule is not None and not srv.get("speculative"):
+    srv = r.serving
+    if req.d_schedule is not None and not srv.speculative:
         raise SpecplanError("--d-schedule: a draft-length schedule needs speculation (--mechanism and --draft-len)")
     base = SimSetup(tp, eng, prec, seed=req.seed, kv_offload=req.kv_offload)
-    srv["baseline"].update(_block(simulate_serving(m, hw, rs, base)))
-    if srv.get("speculative"):
-        sp = dataclasses.replace(base, mechanism=kw.get("mechanism", "none"), draft_len=int(kw.get("draft_len", 0)),
-                                 acceptance=kw.get("acceptance"), draft_model=kw.get("draft_model"),
+    b, s = _simulated(srv.baseline, simulate_serving(m, hw, rs, base)), srv.speculative
+    up_tpot, up_tput = srv.speedup_tpot, srv.speedup_throughput
+    if s:
+        sp = dataclasses.replace(base, mechanism=spec.mechanism, draft_len=int(spec.draft_len),
+                                 acceptance=spec.acceptance, draft_model=spec.draft.model,
                                  d_schedule=() if req.d_schedule is None else parse_schedule(req.d_schedule))
-        srv["speculative"].update(_block(simulate_serving(m, hw, rs, sp)))
-        b, s = srv["baseline"], srv["speculative"]
-        if b.get("tpot_ms") and s.get("tpot_ms"):
-            srv["speedup_tpot"] = b["tpot_ms"] / s["tpot_ms"]
-        if b.get("tokens_per_s_per_gpu") and s.get("tokens_per_s_per_gpu"):
-            srv["speedup_throughput"] = s["tokens_per_s_per_gpu"] / b["tokens_per_s_per_gpu"]
-    srv["method"] = "simulated"
-    srv["requests_simulated"] = rs.n
-    if req.kv_offload:
-        srv["kv_offload"] = f"cached prefixes in host memory, loaded at {hw.host_link_bandwidth_bytes_s / 1e9:g} GB/s"
-    srv["arrivals"] = ("trace " + rs.source if rs.source else
-                       f"closed loop, {rs.clients} clients starting together (later rounds settled)" if rs.clients
-                       else "open loop, Poisson" if not req.arrival_cv or req.arrival_cv == 1.0
-                       else f"open loop, gamma gaps at cv {req.arrival_cv:g}")
-    return r
+        s = _simulated(s, simulate_serving(m, hw, rs, sp))
+        if b.tpot_ms and s.tpot_ms:
+            up_tpot = b.tpot_ms / s.tpot_ms
+        if b.tokens_per_s_per_gpu and s.tokens_per_s_per_gpu:
+            up_tput = s.tokens_per_s_per_gpu / b.tokens_per_s_per_gpu
+    offload = (f"cached prefixes in host memory, loaded at {hw.host_link_bandwidth_bytes_s / 1e9:g} GB/s"
+               if req.kv_offload else None)
+    srv = dataclasses.replace(srv, baseline=b, speculative=s, speedup_tpot=up_tpot, speedup_throughput=up_tput,
+                              method="simulated", requests_simulated=rs.n, kv_offload=offload,
+                              arrivals=_arrivals(rs, req))
+    return dataclasses.replace(r, serving=srv)

@@ -379,8 +379,8 @@ def _evaluate_combos(m, combos, b, ctx, d, points, names, common, chunk_points, 
     return out, (hw_c, mech_c, lay_c)
 
 
-def _write_chunk(out: dict, sl: slice, shape: tuple, bb, ctx, c: _Combo, r: dict) -> None:
-    """Copy one evaluate result (shape batch x context x D) into the preallocated columns at `sl`."""
+def _write_chunk(out: dict, sl: slice, shape: tuple, bb, ctx, c: _Combo, r) -> None:
+    """Copy one evaluate result (a SpeedupGrid, shape batch x context x D) into the preallocated columns at `sl`."""
     out["batch"][sl] = np.repeat(bb, ctx.size * c.drafts.size)
     out["context_len"][sl] = np.tile(np.repeat(ctx, c.drafts.size), bb.size)
     out["draft_len"][sl] = np.tile(c.drafts, bb.size * ctx.size)
@@ -392,7 +392,7 @@ def _write_chunk(out: dict, sl: slice, shape: tuple, bb, ctx, c: _Combo, r: dict
             np.multiply(r[key], scale, out=dst, casting="unsafe")
         else:
             np.copyto(dst, r[key], casting="unsafe")
-    np.copyto(out["fits"][sl].reshape(shape), r["fits"])
+    np.copyto(out["fits"][sl].reshape(shape), r.fits)
 
 
 def _as_table(out: dict, codes: tuple, names: tuple, as_frame: bool):

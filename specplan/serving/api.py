@@ -1,9 +1,13 @@
-"""One serving configuration as plain numbers: baseline and speculative serving at the same load (CLI JSON)."""
+"""One serving configuration as typed records: baseline and speculative serving at the same load (CLI JSON)."""
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
 import numpy as np
 
+from specplan.core.records import Record
 from specplan.serving.aggregated import aggregated
 from specplan.serving.disaggregated import disaggregated
 from specplan.serving.workload import Workload
@@ -33,104 +37,191 @@ def _at(v, i: int):
     return a[i if a.size > 1 else 0]
 
 
-def admission_note(r: dict, point: dict, wait_ms: float, i: int = 0) -> str:
-    """Why a closed loop's requests wait before their prefill (load i): the running cap (the KV cache's room for
-    ISL + OSL tokens per request beside the weights, max_num_seqs, or the engine's lower cap under speculation) or
-    a saturated prefill; `wait_ms` of the TTFT."""
+def admission_note(r, decode_batch: float, wait_ms: float, i: int = 0) -> str:
+    """Why a closed loop's requests wait before their prefill (load i of ServingGrid `r`, at that decode batch):
+    the running cap (the KV cache's room for ISL + OSL tokens per request beside the weights, max_num_seqs, or the
+    engine's lower cap under speculation) or a saturated prefill; `wait_ms` of the TTFT."""
     cap = float(_at(r.running_cap, i))
-    if point["decode_batch"] >= cap - 0.5:
-        kv = float(_at(r.get("kv_cap_requests", np.inf), i))
+    if decode_batch >= cap - 0.5:
+        kv = float(_at(np.inf if r.kv_cap_requests is None else r.kv_cap_requests, i))
         beside = "beside the target's and the draft's weights, with the draft's KV" if r.kv_cap_draft else \
             "beside the weights"
-        if bool(_at(r.get("spec_cap", False), i)):
+        if bool(_at(False if r.spec_cap is None else r.spec_cap, i)):
             why = ("the engine's cap when speculating, spec_max_num_seqs: SGLang's default unless "
                    "--max-running-requests is set, as specplan's launch files do")
         elif kv <= cap:
             why = f"the KV cache holds {cap:g} requests of ISL + OSL tokens {beside}"
         else:
             why = f"the engine's max_num_seqs is {cap:g}"
-        where = " per decode instance" if "pools" in r else ""
+        where = " per decode instance" if r.pools is not None else ""
         return (f"at most {cap:g} requests run at once{where} ({why}); the others wait for admission, "
                 f"{wait_ms:.0f} ms of the TTFT")
     return f"the prefill is saturated: requests wait {wait_ms:.0f} ms for admission (part of the TTFT)"
 
 
-def _point(r: dict, workload: Workload | None = None, i: int = 0) -> dict:
-    """One configuration's numbers (ms, tokens/s) at load i of the result; TPOT is None for OSL 1 (no decode),
+@dataclass(frozen=True)
+class ServingPoint(Record):
+    """One configuration's serving numbers at one load (ms, tokens/s): TPOT None for OSL 1 (no decode), the
+    latencies and throughputs None when unstable; the saturation rate (open loop), a note, the admission wait and
+    the prefill pool's busy fraction where they apply, the pools (disaggregated); the simulator's TTFT p99 and
+    summary where it answered.
+    `note_after`: the key the note follows in the mapping (where the old dict answer wrote it), not a key itself."""
+
+    tpot_ms: float | None
+    ttft_ms: float | None
+    ttft_p50_ms: float | None
+    ttft_p90_ms: float | None
+    request_latency_ms: float | None
+    tokens_per_s_per_user: float | None
+    tokens_per_s_per_gpu: float | None
+    decode_batch: float | None
+    requests_per_s: float | None
+    acceptance_length: float | None
+    fits: bool
+    stable: bool
+    saturation_requests_per_s: float | None = None
+    admission_wait_ms: float | None = None
+    prefill_utilization: float | None = None
+    note: str | None = None
+    pools: str | None = None
+    ttft_p99_ms: float | None = None
+    simulated: dict | None = None
+    note_after: str = "stable"
+    OPTIONAL = ("saturation_requests_per_s", "admission_wait_ms", "prefill_utilization", "note", "pools",
+                "ttft_p99_ms", "simulated")
+
+    def _names(self) -> list[str]:
+        names = [k for k in super()._names() if k not in ("note", "note_after")]
+        if self.note is not None:
+            after = self.note_after
+            if after == "stable" and self.saturation_requests_per_s is not None:
+                after = "saturation_requests_per_s"
+            names.insert(names.index(after) + 1, "note")
+        return names
+
+
+def _joined(*notes) -> str | None:
+    """The notes given, joined by '; ' (None: none)."""
+    return "; ".join(n for n in notes if n) or None
+
+
+def _point(r, workload: Workload | None = None, i: int = 0) -> ServingPoint:
+    """One configuration's numbers (ms, tokens/s) at load i of ServingGrid `r`; TPOT is None for OSL 1 (no decode),
     TTFT None when unstable, with `note` saying why (open loop: arrivals exceed the saturation rate)."""
-    def f(k):
-        v = float(_at(r[k], i))
-        return None if not np.isfinite(v) else v
+    def f(v):
+        v = None if v is None else float(_at(v, i))
+        return None if v is None or not np.isfinite(v) else v
 
-    ms = lambda k: None if f(k) is None else 1e3 * f(k)  # noqa: E731
+    ms = lambda v: None if f(v) is None else 1e3 * f(v)  # noqa: E731
     stable = bool(_at(r.stable, i))
-    out = {"tpot_ms": ms("tpot_s") if stable else None, "ttft_ms": ms("ttft_s") if stable else None,
-           "ttft_p50_ms": ms("ttft_p50_s") if stable and "ttft_p50_s" in r else None,
-           "ttft_p90_ms": ms("ttft_p90_s") if stable and "ttft_p90_s" in r else None,
-           "request_latency_ms": ms("request_latency_s") if stable else None,
-           "tokens_per_s_per_user": f("tokens_per_s_per_user") if stable else None,
-           "tokens_per_s_per_gpu": f("tokens_per_s_per_gpu") if stable else None,
-           "decode_batch": f("decode_batch"), "requests_per_s": f("requests_per_s"),
-           "acceptance_length": f("acceptance_length"), "fits": bool(_at(r.fits, i)), "stable": stable}
-    if "saturation_requests_per_s" in r:
-        out["saturation_requests_per_s"] = f("saturation_requests_per_s")
-    if workload is not None and workload.osl == 1:
-        out["note"] = "OSL 1: the prefill makes the only token, so there is no TPOT"
-    if not stable and "running_cap" in r:  # an overloaded engine runs at its cap (the open loop's B only bounds it)
-        out["decode_batch"] = min(out["decode_batch"], float(_at(r.running_cap, i)))
-    wait = f("admission_wait_s") if "admission_wait_s" in r else None
-    if stable and wait and "running_cap" in r and out["fits"]:
-        out["admission_wait_ms"] = 1e3 * wait
+    fits = bool(_at(r.fits, i))
+    sat = f(r.saturation_requests_per_s)
+    note, after = ("OSL 1: the prefill makes the only token, so there is no TPOT"
+                   if workload is not None and workload.osl == 1 else None), "stable"
+    batch = f(r.decode_batch)
+    if not stable and r.running_cap is not None:  # an overloaded engine runs at its cap (the open loop's B bounds it)
+        batch = min(batch, float(_at(r.running_cap, i)))
+    wait = f(r.admission_wait_s) if r.admission_wait_s is not None else None
+    wait_ms = None
+    if stable and wait and r.running_cap is not None and fits:
+        wait_ms = 1e3 * wait
         if wait >= NOTE_WAIT_S:
-            out["note"] = "; ".join(n for n in (out.get("note"), admission_note(r, out, 1e3 * wait, i)) if n)
-    if stable and "prefill_utilization" in r:  # disaggregated: the prefill pool's busy fraction
-        rho = f("prefill_utilization")
-        out["prefill_utilization"] = rho
-        if rho is not None and rho >= PREFILL_NOTE_UTIL:
-            out["note"] = "; ".join(n for n in (out.get("note"), (
-                f"the prefill pool is {100 * rho:.0f} % busy: most of the TTFT is the wait for it (more prefill "
-                f"instances, --pools, would shorten it)")) if n)
+            after = after if note else "admission_wait_ms"
+            note = _joined(note, admission_note(r, batch, wait_ms, i))
+    rho = f(r.prefill_utilization) if stable and r.prefill_utilization is not None else None
+    if rho is not None and rho >= PREFILL_NOTE_UTIL:  # disaggregated: the prefill pool's busy fraction
+        after = after if note else "prefill_utilization"
+        note = _joined(note, f"the prefill pool is {100 * rho:.0f} % busy: most of the TTFT is the wait for it "
+                             f"(more prefill instances, --pools, would shorten it)")
     if not stable:
-        sat = out.get("saturation_requests_per_s")
-        out["note"] = (f"unstable: arrivals ({f('requests_per_s'):.4g} req/s) exceed capacity "
-                       f"{sat:.4g} req/s" if sat is not None else "unstable: arrivals exceed capacity")
-    if "pools" in r:
-        out["pools"] = f"{r.pools[0]}P{r.pools[1]}D"
-    return out
+        after = after if note else "stable"
+        note = (f"unstable: arrivals ({f(r.requests_per_s):.4g} req/s) exceed capacity "
+                f"{sat:.4g} req/s" if sat is not None else "unstable: arrivals exceed capacity")
+    return ServingPoint(
+        ms(r.tpot_s) if stable else None, ms(r.ttft_s) if stable else None,
+        ms(r.ttft_p50_s) if stable and r.ttft_p50_s is not None else None,
+        ms(r.ttft_p90_s) if stable and r.ttft_p90_s is not None else None,
+        ms(r.request_latency_s) if stable else None, f(r.tokens_per_s_per_user) if stable else None,
+        f(r.tokens_per_s_per_gpu) if stable else None, batch, f(r.requests_per_s), f(r.acceptance_length),
+        fits, stable, sat, wait_ms, rho, note, None if r.pools is None else f"{r.pools[0]}P{r.pools[1]}D",
+        note_after=after)
 
 
-def _compare(base: dict, sp: dict) -> dict:
-    """TPOT and throughput speedups of a speculative point over its baseline at the same load (None: undefined)."""
-    ok = lambda k: base[k] is not None and sp[k] is not None  # noqa: E731
-    return {"speedup_tpot": base["tpot_ms"] / sp["tpot_ms"] if ok("tpot_ms") else None,
-            "speedup_throughput": (sp["tokens_per_s_per_gpu"] / base["tokens_per_s_per_gpu"]
-                                   if ok("tokens_per_s_per_gpu") else None)}
+def _speedup(num, den) -> float | None:
+    """num / den, None when either is undefined (a TPOT or throughput speedup at the same load)."""
+    return num / den if num is not None and den is not None else None
+
+
+@dataclass(frozen=True)
+class ServingAnswer(Record):
+    """The serving model at one load: mode, engine, ISL, OSL, the load (concurrency or request rate), the baseline
+    point, the pools (disaggregated), the speculative point and its speedups (TPOT, throughput; keys present
+    whenever a speculative point is), the pools' layouts, energy (predict), and what the simulator adds."""
+
+    mode: str
+    engine: str
+    isl: int
+    osl: int
+    concurrency: float | None = None
+    request_rate: float | None = None
+    baseline: ServingPoint | None = None
+    pools: str | None = None
+    speculative: ServingPoint | None = None
+    speedup_tpot: float | None = None
+    speedup_throughput: float | None = None
+    decode_layout: str | None = None
+    prefill_layout: str | None = None
+    layout: str | None = None
+    energy: dict | None = None
+    method: str | None = None
+    requests_simulated: int | None = None
+    kv_offload: str | None = None
+    arrivals: str | None = None
+    OPTIONAL = ("concurrency", "request_rate", "pools", "speculative", "decode_layout", "prefill_layout", "layout",
+                "energy", "method", "requests_simulated", "kv_offload", "arrivals")
+
+    def _names(self) -> list[str]:
+        return [k for k in super()._names() if self.speculative is not None or not k.startswith("speedup_")]
+
+
+@dataclass(frozen=True)
+class ServingSweep(Record):
+    """The serving model at several loads: mode, engine, ISL, OSL, a ServingAnswer per load, the pools' layouts."""
+
+    mode: str
+    engine: str
+    isl: int
+    osl: int
+    points: list
+    decode_layout: str | None = None
+    prefill_layout: str | None = None
+    layout: str | None = None
+    OPTIONAL = ("decode_layout", "prefill_layout", "layout")
 
 
 def serving_summary(model, hardware, workload: Workload, *, mechanism="none", draft_len=0, acceptance=None,
-                    **kw) -> dict:
-    """{'mode', 'engine', 'isl', 'osl', 'concurrency' | 'request_rate', 'baseline': {...}, and with a mechanism
-    'speculative': {...}, 'speedup_tpot', 'speedup_throughput'} (ms, tokens/s). With several concurrencies
-    (an array workload.concurrency, priced in one vectorized pass): {'mode', 'engine', 'isl', 'osl', 'points':
-    [that dict per concurrency]}."""
+                    **kw) -> ServingAnswer | ServingSweep:
+    """A ServingAnswer (baseline and, with a mechanism, speculative serving at the workload's load; ms, tokens/s);
+    with several loads (an array workload.concurrency or request_rate, priced in one vectorized pass) a
+    ServingSweep of them."""
     from specplan.profiles.registry import load_engine
 
     rb = serve(model, hardware, workload, **kw)
     rs = None if mechanism == "none" else serve(model, hardware, workload, mechanism=mechanism, draft_len=draft_len,
                                                 acceptance=acceptance, **kw)
-    head = {"mode": workload.mode, "engine": load_engine(kw.get("engine")).id, "isl": workload.isl,
-            "osl": workload.osl}
+    engine = load_engine(options_objects(model, hardware, **kw)[0].engine).id
     loads = np.asarray(workload.concurrency if workload.concurrency is not None else workload.request_rate,
                        dtype=float).reshape(-1)
+    closed = workload.concurrency is not None
     points = []
     for i, load in enumerate(loads):  # one entry per load of the already priced arrays (formatting only)
-        base = _point(rb, workload, i)
-        out = dict(head, **({"concurrency": float(load)} if workload.concurrency is not None
-                            else {"request_rate": float(load)}), baseline=base)
-        if "pools" in base:
-            out["pools"] = base.pop("pools")
-        if rs is not None:
-            out["speculative"] = _point(rs, workload, i)
-            out.update(_compare(base, out["speculative"]))
-        points.append(out)
-    return points[0] if len(points) == 1 else dict(head, points=points)
+        base = _point(rb, workload, i)  # its pools move up to the answer (the speculative point keeps its own)
+        sp = None if rs is None else _point(rs, workload, i)
+        points.append(ServingAnswer(
+            workload.mode, engine, workload.isl, workload.osl, float(load) if closed else None,
+            None if closed else float(load), dataclasses.replace(base, pools=None), base.pools, sp,
+            None if sp is None else _speedup(base.tpot_ms, sp.tpot_ms),
+            None if sp is None else _speedup(sp.tokens_per_s_per_gpu, base.tokens_per_s_per_gpu)))
+    if len(points) == 1:
+        return points[0]
+    return ServingSweep(workload.mode, engine, workload.isl, workload.osl, points)

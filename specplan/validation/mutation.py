@@ -160,10 +160,8 @@ EQUIVALENT: dict[tuple[str, str, str], Equivalent] = {
         "np.unique gives the same grid for every top (tests/serving/test_littles_law.py "
         "test_disaggregated_decode_table_holds_every_whole_batch_up_to_64 checks the grid at 63-64)"),
     (_M + "planning/recommend.py",
-     '"max_batch": None if not np.isfinite(float(r["max_batch"][i, j])) else int(min(float(r["max_batch"][i, j]), '
-     '1e9)),',
-     '"max_batch": None if not np.isfinite(float(r["max_batch"][i, j])) else int(min(float(r["max_batch"][i, j]), '
-     '999999999.0)),'): Equivalent(
+     "max_batch = None if not np.isfinite(at(r.max_batch)) else int(min(at(r.max_batch), 1e9))",
+     "max_batch = None if not np.isfinite(at(r.max_batch)) else int(min(at(r.max_batch), 999999999.0))"): Equivalent(
         "a cap of 1e9 or 999,999,999 on the largest batch: batches are bounded by 2^24 (core/limits.py MAX_BATCH) and "
         "memory, so the cap never binds"),
     (_M + "speculation/drafters.py",
@@ -353,11 +351,11 @@ EQUIVALENT: dict[tuple[str, str, str], Equivalent] = {
      "for _ in range(BISECTION_STEPS + 9):  # C = B + X·TTFT, increasing in B"): Equivalent(
         "40 or 39 halvings of [0, min(C, cap)]: B to within C·2^-39 either way",
         "relative 1e-11 in every output (the tests' tolerances are 1e-9 and up)"),
-    (_M + "planning/recommend.py", 'state = float(r["memory_state_bytes"][i, j]) / 1e9',
-     'state = float(r["memory_state_bytes"][i, j]) / 999999999.0'): Equivalent(
+    (_M + "planning/recommend.py", "state = float(r.memory_state_bytes[i, j]) / 1e9",
+     "state = float(r.memory_state_bytes[i, j]) / 999999999.0"): Equivalent(
         "GB printed to one decimal", "relative 1e-9 (the JSON answer carries it; the text rounds it away)"),
-    (_M + "planning/recommend.py", 'cap = float(r["memory_capacity_bytes"].reshape(-1)[0]) / 1e9',
-     'cap = float(r["memory_capacity_bytes"].reshape(-1)[ 1]) / 1e9'): Equivalent(
+    (_M + "planning/recommend.py", "cap = float(r.memory_capacity_bytes.reshape(-1)[0]) / 1e9",
+     "cap = float(r.memory_capacity_bytes.reshape(-1)[ 1]) / 1e9"): Equivalent(
         "the usable capacity per device is one number broadcast over the grid: every element is the same",
         "0 on a grid of two points or more; a one-point grid (one batch, D = 0 only) raises IndexError"),
     (_M + "speculation/drafters.py", "fixed += MARKOV_HEAD_GEMMS * h * h / tp * dtype_bytes(w)",

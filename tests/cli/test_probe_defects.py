@@ -168,4 +168,4 @@ def test_a_zero_d_array_reserve_is_a_float_in_the_answer():
     from specplan.api import step_summary
 
     r = step_summary("llama-3.1-8b", "h100-sxm", reserve=np.array(0.1))
-    assert type(r["memory"]["reserve"]) is float and json.dumps(r["memory"])
+    assert type(r.memory.reserve) is float and json.dumps(r.memory.as_dict())  # plain types, no numpy

@@ -234,22 +234,34 @@ def test_recommend_shows_the_best_of_each_mechanism():
     assert "G2 vs the choice: D = 6 < 31" in out  # G = 32/8 = 4 -> 128/4 - 1 = 31
 
 
+def _step_row(**given):
+    """A recommend row (planning/recommend.StepRow) with the fields a test names, the others zero."""
+    from dataclasses import fields
+
+    from specplan.planning.recommend import StepRow
+
+    zero = {f.name: 0 for f in fields(StepRow) if f.name not in StepRow.OPTIONAL}
+    return StepRow(**{**zero, "mechanism": "none", "feasible": True, **given})
+
+
 def test_why_lost_splits_the_throughput_ratio():
     from specplan.planning.recommend import why_lost
 
-    best = {"mechanism": "eagle3", "batch": 50, "acceptance_length": 4.0, "iter_s": 0.02, "draft_s": 0.004,
-            "target_devices": 1, "tokens_per_s_per_gpu": 50 * 4.0 / 0.02}
-    x = dict(best, mechanism="dflash", batch=40, acceptance_length=3.0, tokens_per_s_per_gpu=40 * 3.0 / 0.02)
+    from dataclasses import replace
+
+    best = _step_row(mechanism="eagle3", batch=50, acceptance_length=4.0, iter_s=0.02, draft_s=0.004,
+                     target_devices=1, tokens_per_s_per_gpu=50 * 4.0 / 0.02)
+    x = replace(best, mechanism="dflash", batch=40, acceptance_length=3.0, tokens_per_s_per_gpu=40 * 3.0 / 0.02)
     # 40 * 3 / (50 * 4) = 0.6 -> 40 % fewer tokens/s/GPU, from AL and (as a consequence) batch
     assert why_lost(x, best) == "-40.0%: AL 3.00 vs 4.00; so batch 40 vs 50"
     # a loser that runs a larger batch: its batch is not a reason (it helps): 60 x 3 / (50 x 4) = 0.9
-    y = dict(best, mechanism="dflash", batch=60, acceptance_length=3.0, tokens_per_s_per_gpu=60 * 3.0 / 0.02)
+    y = replace(best, mechanism="dflash", batch=60, acceptance_length=3.0, tokens_per_s_per_gpu=60 * 3.0 / 0.02)
     assert why_lost(y, best) == "-10.0%: AL 3.00 vs 4.00"
     # the same batch: only the AL
-    z = dict(best, mechanism="dflash", acceptance_length=3.0, tokens_per_s_per_gpu=50 * 3.0 / 0.02)
+    z = replace(best, mechanism="dflash", acceptance_length=3.0, tokens_per_s_per_gpu=50 * 3.0 / 0.02)
     assert why_lost(z, best) == "-25.0%: AL 3.00 vs 4.00"
     # a slower iteration at the same batch and AL: 0.02 / 0.025 = 0.8
-    it = dict(best, mechanism="dflash", iter_s=0.025, draft_s=0.006, tokens_per_s_per_gpu=50 * 4.0 / 0.025)
+    it = replace(best, mechanism="dflash", iter_s=0.025, draft_s=0.006, tokens_per_s_per_gpu=50 * 4.0 / 0.025)
     assert why_lost(it, best) == "-20.0%: iteration 25.00 vs 20.00 ms (draft 6.00 vs 4.00)"
 
 
@@ -478,13 +490,13 @@ def test_best_of_each_mechanism_is_its_row_of_most_tokens_per_gpu():
     # the per-mechanism table shows, for each mechanism, its feasible (D, batch) of most tokens/s/GPU
     from specplan.planning.recommend import best_per_mechanism
 
-    rows = [{"mechanism": m, "draft_len": d, "batch": 8, "acceptance_length": al, "iter_s": 0.01, "draft_s": 0.001,
-             "target_devices": 1, "tokens_per_s_per_gpu": t}
+    rows = [_step_row(mechanism=m, draft_len=d, batch=8, acceptance_length=al, iter_s=0.01, draft_s=0.001,
+                      target_devices=1, tokens_per_s_per_gpu=t)
             for m, d, al, t in (("eagle3", 4, 3.0, 900.0), ("ngram", 3, 2.0, 800.0), ("eagle3", 6, 3.2, 700.0),
                                 ("ngram", 5, 2.1, 600.0), ("none", 0, 1.0, 300.0))]
     out = best_per_mechanism(rows, rows[0], ["eagle3", "ngram"])
-    assert [(x["mechanism"], x["draft_len"]) for x in out] == [("eagle3", 4), ("ngram", 3), ("none", 0)]
-    assert out[0]["why_lost"] == "best"
+    assert [(x.mechanism, x.draft_len) for x in out] == [("eagle3", 4), ("ngram", 3), ("none", 0)]
+    assert out[0].why_lost == "best"
 
 
 def test_gpus_for_a_load_takes_a_one_token_prompt():
@@ -611,7 +623,7 @@ def test_a_ttft_target_below_one_prompts_prefill_is_said():
 def test_near_best_lists_runners_up_within_two_percent_with_their_gap():
     from specplan.planning.recommend import near_best
 
-    rows = [{"mechanism": "eagle3", "draft_len": d, "batch": 8, "tokens_per_s_per_gpu": t}
+    rows = [_step_row(mechanism="eagle3", draft_len=d, batch=8, tokens_per_s_per_gpu=t)
             for d, t in ((6, 1000.0), (5, 990.0), (7, 985.0), (4, 970.0))]
     out = near_best(rows, rows[0])
-    assert [(x["draft_len"], round(x["below_best_pct"], 9)) for x in out] == [(5, 1.0), (7, 1.5)]
+    assert [(x.draft_len, round(x.below_best_pct, 9)) for x in out] == [(5, 1.0), (7, 1.5)]

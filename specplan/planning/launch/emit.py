@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -108,7 +109,7 @@ def plan_from_answer(answer: dict, **given) -> dict:
     _check_dtypes(given, {"dtype": "--dtype", "kv_dtype": "--kv-dtype"})  # the flags, whatever the answer says
     if isinstance(answer.get("counts"), list) and "answer" in answer:  # recommend --target-tps (GPUs for a load)
         answer = _capacity_answer(answer)
-    best = answer.get("best", answer) if isinstance(answer.get("best", answer), dict) else None
+    best = answer.get("best", answer) if isinstance(answer.get("best", answer), Mapping) else None  # a record too
     if best is None:
         raise SpecplanError("launch: the answer has no best configuration (recommend found none that fits)")
     if isinstance(best.get("best"), dict):  # recommend --gpus: the best layout, its serving point under "best"
@@ -169,7 +170,7 @@ def plan_from_answer(answer: dict, **given) -> dict:
 def _layout_fields(lay) -> dict:
     """{tp, dp, ep, pp} of an answer's layout: a dict as given, a spelling in the --layouts grammar ('dp8ep8'),
     else {} (a display string such as '4 x TP 8': the answer's tp field holds it)."""
-    if isinstance(lay, dict):
+    if isinstance(lay, Mapping):  # a dict or a record (planning/predict.LayoutNumbers)
         return lay
     if isinstance(lay, str):
         from specplan.model.parallel import parse_layout
