@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specplan.adaptive.records import CudaGraphs, GraphCost, PolicyRow, SimRun, WindowSeries, finite_or_none
+from specplan.adaptive.records import CudaGraphs, GraphCost, PolicyRow, PolicyRun, WindowSeries, finite_or_none
 
 PCTS = (50, 90, 99)
 
@@ -23,7 +23,7 @@ def _pct(x: np.ndarray, q: float) -> float:
     return float(np.percentile(x, q)) if x.size else float("nan")
 
 
-def request_times(res: SimRun, osl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def request_times(res: PolicyRun, osl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(TPOT seconds, TTFT seconds) per request; TPOT is NaN where OSL = 1."""
     ttft = res.first_token_s - res.arrival_s
     tpot = np.where(osl > 1, (res.finish_s - res.first_token_s) / np.maximum(osl - 1, 1), np.nan)
@@ -43,7 +43,7 @@ def attainment(tpot: np.ndarray, ttft: np.ndarray | None, max_tpot_s: float | No
     return ok
 
 
-def summarize(res: SimRun, osl: np.ndarray, devices: float, *, max_tpot_s=None, max_ttft_s=None,
+def summarize(res: PolicyRun, osl: np.ndarray, devices: float, *, max_tpot_s=None, max_ttft_s=None,
               graphs: GraphCost | None = None) -> PolicyRow:
     """The per-policy row (times in ms)."""
     tpot, ttft = request_times(res, osl)
@@ -94,7 +94,7 @@ def window_medians(t_s: np.ndarray, x: np.ndarray, edges: np.ndarray) -> np.ndar
     return np.where(n > 0, 0.5 * (v[lo] + v[hi]), np.nan)
 
 
-def draft_len_series(res: SimRun, bins: int = 200, osl: np.ndarray | None = None) -> WindowSeries:
+def draft_len_series(res: PolicyRun, bins: int = 200, osl: np.ndarray | None = None) -> WindowSeries:
     """D, batch, AL and per-token step time averaged over `bins` equal time windows (for plots and JSON); with
     `osl`, also request_tpot_p50_ms: the median TPOT_i (the table's per-request TPOT) of the requests that
     finish in each window."""

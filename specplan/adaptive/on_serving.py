@@ -23,7 +23,7 @@ import numpy as np
 
 from specplan.adaptive.costs import GraphSet
 from specplan.adaptive.policies import Policy, StepView
-from specplan.adaptive.records import SimRun, StepSeries
+from specplan.adaptive.records import PolicyRun, StepSeries
 from specplan.adaptive.simulator import Engine, token_uniforms
 from specplan.adaptive.workload import Workload
 from specplan.core.errors import SpecplanError
@@ -153,8 +153,8 @@ def serving_bench(dep, wl: Workload, engine: Engine, d_max: int, opts: tuple) ->
 
 
 def simulate_on_serving(bench: ServingBench, wl: Workload, policy: Policy, graphs: GraphSet, *, engine: Engine,
-                        opts: tuple) -> SimRun:
-    """Run one policy on serving/simulator.py; the SimRun adaptive/simulator.py `simulate` returns. `opts`:
+                        opts: tuple) -> PolicyRun:
+    """Run one policy on serving/simulator.py; the PolicyRun adaptive/simulator.py `simulate` returns. `opts`:
     (TPOT target seconds or None, seed)."""
     from specplan.serving.simulator import simulate
 
@@ -168,7 +168,7 @@ def simulate_on_serving(bench: ServingBench, wl: Workload, policy: Policy, graph
     s = run.series
     series = StepSeries(*(np.asarray(v, dtype=float) for v in (s.t_s, s.batch, s.draft_len, s.al, s.step_s,
                                                                s.prefill_tokens)))
-    return SimRun(policy.name, False, run.arrival_s, run.first_token_s, run.finish_s, series, 0.0, run.eager_steps,
+    return PolicyRun(policy.name, False, run.arrival_s, run.first_token_s, run.finish_s, series, 0.0, run.eager_steps,
                   bool(float((wl.isl + wl.osl).max()) > cfg.kv_tokens))
 
 

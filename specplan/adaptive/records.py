@@ -26,7 +26,7 @@ class StepSeries(Record):
 
 
 @dataclass(frozen=True, eq=False)
-class SimRun(Record):
+class PolicyRun(Record):
     """One policy simulated over a workload: per-request arrival, first-token and finish times (s), the step
     series, the share of output tokens accepted only by a lossy policy's relaxed test, the steps run without a
     CUDA graph, and whether some request's KV did not fit the memory."""

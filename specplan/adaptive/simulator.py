@@ -18,7 +18,7 @@ import numpy as np
 
 from specplan.adaptive.costs import GraphSet, StepCosts
 from specplan.adaptive.policies import Policy, StepView
-from specplan.adaptive.records import SimRun, StepSeries
+from specplan.adaptive.records import PolicyRun, StepSeries
 from specplan.adaptive.workload import Workload
 from specplan.core.progress import Progress
 
@@ -291,7 +291,7 @@ def _record(s: _Run, b: int, d: int, tot: int, step_s: float, pf_tokens: int) ->
 
 
 def simulate(wl: Workload, costs: StepCosts, policy: Policy, graphs: GraphSet, *, engine: Engine = Engine(),
-             slo_tpot_s: float | None = None, seed: int = 0, progress: bool | None = None) -> SimRun:
+             slo_tpot_s: float | None = None, seed: int = 0, progress: bool | None = None) -> PolicyRun:
     """Run one policy over the workload; per-request times (s), the step time series, and counters."""
     from specplan.profiles.registry import load_engine
 
@@ -320,6 +320,6 @@ def simulate(wl: Workload, costs: StepCosts, policy: Policy, graphs: GraphSet, *
                 _retire(s)
             if done:
                 _join(s, done, bar, t0 + pf_s if apart else s.t)
-    return SimRun(policy.name, policy.lossy, s.arrival, s.first, s.finish,
+    return PolicyRun(policy.name, policy.lossy, s.arrival, s.first, s.finish,
                   StepSeries(*(np.asarray(v, dtype=float) for v in s.rec.values())),
                   s.lossy_tokens / max(s.decode_tokens + wl.n, 1), s.eager_steps, bool(s.need.max() > s.free))

@@ -58,7 +58,7 @@ class ServingRow(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class ServingAnswer(Record):
+class ServingSearch(Record):
     """recommend_serving's answer: the search's inputs (model, engine, mode, ISL, OSL, TP or layout, the pools'
     own layouts, hardware, objective, SLA in ms), the ranked rows, notes, the best row and the best without
     speculation (None: none meets the SLA), the pareto grid's blocks (with keep_grid), the dtypes as given;
@@ -122,7 +122,7 @@ LEGACY_OPTIONS = frozenset(("mechanisms", "acceptance", "max_draft_len", "extrap
 
 def recommend_serving(model, hardware, workload, *, tp=1, engine=None, drafts: DraftSearch | None = None,
                       sla: Sla = Sla(), ranking: Ranking = Ranking(), grid: GridOptions = GridOptions(),
-                      **kw) -> ServingAnswer:
+                      **kw) -> ServingSearch:
     """Rank (mechanism, D) of `drafts` by their best tokens/s/GPU (or lowest $/Mtok or J/token:
     `ranking.objective`) over the concurrency (and pools) grid under the SLA; disaggregated without workload.pools
     searches `grid.pools` (default every xPyD with x, y in POOL_SIZES); rows carry power, J/token, tokens/s/MW and
@@ -141,7 +141,7 @@ def recommend_serving(model, hardware, workload, *, tp=1, engine=None, drafts: D
 
 def serving_search(model, hardware, workload, *, tp=1, engine=None, drafts: DraftSearch | None = None,
                    sla: Sla = Sla(), ranking: Ranking = Ranking(), grid: GridOptions = GridOptions(),
-                   options: ServingOptions = ServingOptions()) -> ServingAnswer:
+                   options: ServingOptions = ServingOptions()) -> ServingSearch:
     """recommend_serving with the deployment's other options as a ServingOptions."""
     from specplan.planning.cost import OBJECTIVES
 
@@ -208,7 +208,7 @@ def serving_search(model, hardware, workload, *, tp=1, engine=None, drafts: Draf
     if (d_by_load and best is not None and best.mechanism != "none" and workload.mode == "agg"
             and workload.request_rate is None):
         d_sched = serving_d_schedule(ctx, best, acceptance.get(best.mechanism), d_top[best.mechanism])
-    return ServingAnswer(
+    return ServingSearch(
         model=m.id, engine=eng.id, mode=workload.mode, isl=workload.isl, osl=workload.osl, tp=getattr(tp, "tp", tp),
         layout=tp.name if hasattr(tp, "dp") else None,  # a Layout beyond TP
         prefill_layout=None if pre is None else getattr(pre, "name", pre),
