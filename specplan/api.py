@@ -7,13 +7,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from specplan.core.errors import SpecplanError
-from specplan.core.records import Record
+from specplan.core.records import Record, record
 from specplan.core.limits import MAX_BATCH, MAX_CONTEXT, MAX_Q_LEN, MAX_TP, check_int
 from specplan.model.memory import DEFAULT_RESERVE, check_reserve, memory_usage
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.model.step import CLASSES, StepKernels, step_time
 from specplan.costs.precision import Dtypes
-from specplan.planning.predict import LayoutNumbers
+from specplan.planning.answer_parts import LayoutNumbers
 
 
 def _positive_int(name: str, value, low: int = 1, high: int | None = None) -> int:
@@ -21,7 +21,7 @@ def _positive_int(name: str, value, low: int = 1, high: int | None = None) -> in
     return check_int(value, name, low, high)
 
 
-@dataclass(frozen=True)
+@record
 class StepPrecision(Record):
     """The formats a step is priced in: compute, KV cache and weights."""
 
@@ -30,7 +30,7 @@ class StepPrecision(Record):
     weights: str
 
 
-@dataclass(frozen=True)
+@record
 class StepMemory(Record):
     """Memory per device (GB) of one step: weights, KV cache, recurrent state, activations, total, usable capacity,
     the reserve kept free, whether it fits and the largest batch that does (None on an LPU, which counts chips)."""
@@ -48,7 +48,7 @@ class StepMemory(Record):
     OPTIONAL = ("chips",)
 
 
-@dataclass(frozen=True)
+@record
 class StepSummary(Record):
     """One decode step: where (model, hardware, TP, layout, devices), the batch, q_len and context, precision,
     G_dev, the step (ms), its breakdown (ms) and regime by kernel class (tables by class), kernels, memory."""
@@ -110,7 +110,7 @@ def step_summary(
         {c: str(r.regime(c)) for c in CLASSES}, r.kernels, memory)
 
 
-@dataclass(frozen=True)
+@record
 class HardwareRow(Record):
     """A hardware profile in a line: id, name, kind, 16-bit TFLOPS ('-' without), dtypes, memory (GB, TB/s)."""
 
@@ -123,7 +123,7 @@ class HardwareRow(Record):
     mem_bw_tb_s: float
 
 
-@dataclass(frozen=True)
+@record
 class ModelRow(Record):
     """A model profile in a line: id, kind, layers, hidden size, query and KV heads, G, features, MTP layers and
     weight dtypes."""
@@ -140,7 +140,7 @@ class ModelRow(Record):
     weights: str
 
 
-@dataclass(frozen=True)
+@record
 class AcceptanceRow(Record):
     """A shipped acceptance profile in a line: id, mechanism, target model, draft, dataset, D range, whether it is
     the default, its source in a few words."""
@@ -155,7 +155,7 @@ class AcceptanceRow(Record):
     source: str
 
 
-@dataclass(frozen=True)
+@record
 class EngineRow(Record):
     """An engine profile in a line: id, name, version, host step (ms), CUDA-graph batch, fitted fields, source."""
 
@@ -168,7 +168,7 @@ class EngineRow(Record):
     source: str
 
 
-@dataclass(frozen=True)
+@record
 class ProfilesTable(Record):
     """The built-in profiles as four lists of rows: hardware, models, acceptance, engines."""
 

@@ -9,10 +9,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from specplan.core.records import Record
+from specplan.core.records import Record, record
 
 
-@dataclass(frozen=True, eq=False)
+@record(eq=False)
 class StepSeries(Record):
     """One simulated run's steps: start time (s), decode batch, D that ran, tokens per sequence (AL), step seconds,
     prompt tokens prefilled in the step (arrays over the steps)."""
@@ -25,7 +25,7 @@ class StepSeries(Record):
     prefill_tokens: np.ndarray
 
 
-@dataclass(frozen=True, eq=False)
+@record(eq=False)
 class PolicyRun(Record):
     """One policy simulated over a workload: per-request arrival, first-token and finish times (s), the step
     series, the share of output tokens accepted only by a lossy policy's relaxed test, the steps run without a
@@ -42,7 +42,7 @@ class PolicyRun(Record):
     over_capacity: bool
 
 
-@dataclass(frozen=True)
+@record
 class GraphCost(Record):
     """CUDA graphs a policy captures: their count, one-time capture seconds and memory bytes."""
 
@@ -51,7 +51,7 @@ class GraphCost(Record):
     memory_bytes: float
 
 
-@dataclass(frozen=True)
+@record
 class CudaGraphs(Record):
     """The CUDA graphs of a policy row (JSON): count, capture seconds, memory (GB)."""
 
@@ -60,7 +60,7 @@ class CudaGraphs(Record):
     memory_gb: float
 
 
-@dataclass(frozen=True)
+@record
 class PolicyRow(Record):
     """The per-policy metrics of a request-level run (times in ms; docs in adaptive/metrics.py); a lossy policy's
     relaxed token share and the CUDA graphs only where known."""
@@ -93,7 +93,7 @@ class PolicyRow(Record):
     cuda_graphs: CudaGraphs | None = None
 
 
-@dataclass(frozen=True)
+@record
 class BoundRow(Record):
     """The oracle / clairvoyant bound of a request-level run in the shape of a policy row: TPOT and TTFT percentiles
     (ms) lower bounds, tokens/s and SLO attainment upper bounds, and the largest batch the run can reach."""
@@ -114,7 +114,7 @@ class BoundRow(Record):
     bound_batch: int
 
 
-@dataclass(frozen=True)
+@record
 class TraceRow(Record):
     """One policy (or bound) over trace segments: realized and expected tokens/s/user, tokens/s/GPU, TPOT
     percentiles (ms), SLO attainment, mean D, seconds, whether every D fit, the D per iteration; a lossy
@@ -141,7 +141,7 @@ class TraceRow(Record):
     speedup: float | None = None
 
 
-@dataclass(frozen=True, eq=False)
+@record(eq=False)
 class WindowSeries(Record):
     """A run's steps averaged over equal time windows (for plots, CSV and JSON): window mid time (s), D, decode
     batch, AL, step time / AL (ms), and the median TPOT (ms) of the requests finishing in the window where asked."""
@@ -156,7 +156,7 @@ class WindowSeries(Record):
     request_tpot_p50_ms: np.ndarray | None = None
 
 
-@dataclass(frozen=True, eq=False)
+@record(eq=False)
 class RequestsRun(Record):
     """Policies compared over one request workload: the model, hardware and engine ids, the requests and where
     they came from, a row per policy, the window series per simulated policy, and the step costs (StepCosts)."""
@@ -172,7 +172,7 @@ class RequestsRun(Record):
     costs: object
 
 
-@dataclass(frozen=True, eq=False)
+@record(eq=False)
 class TraceRun(Record):
     """Policies compared over trace segments: a row per policy and the context (tokens)."""
 

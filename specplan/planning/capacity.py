@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from specplan.core.errors import SpecplanError
-from specplan.core.records import Record
+from specplan.core.records import Record, record
 from specplan.core.limits import MAX_GPUS, check_int
 from specplan.model.parallel import Layout, as_layout
 from specplan.costs.precision import Dtypes
@@ -35,7 +35,7 @@ from specplan.speculation.spec import DraftSearch
 BATCH_MAX = 4096  # largest decode batch per instance searched
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class AggregatedReplicas(Record):
     """GPUs for the load as identical aggregated replicas of one TP: GPUs, TP, replicas, the replica's mechanism,
     D, concurrency, output tokens/s, TPOT and TTFT (ms), tokens/s/user, whether they fit the GPU budget, J/token at
@@ -57,7 +57,7 @@ class AggregatedReplicas(Record):
     smaller_fails: str | None = None
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class InstanceBest(Record):
     """The best instance of one layout: its GPUs, output tokens/s, whether any configuration meets the tokens/s/user
     target with its memory fitting, the most tokens/s/user that fits; for a feasible one its mechanism, D, batch,
@@ -79,7 +79,7 @@ class InstanceBest(Record):
                 "memory_gb")
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class CountRow(Record):
     """The best total output rate at one GPU count: its prefill and decode GPUs, whether it meets the target, the
     tokens/s; the decode layout, its instances and the instance's configuration (InstanceBest's); why (not) met."""
@@ -104,7 +104,7 @@ class CountRow(Record):
                 "acceptance_length", "iter_ms", "memory_gb")
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class LoadAnswer(Record):
     """The GPU-count search's pick: the mode (agg: aggregated replicas; disagg: the pools) and its GPUs."""
 
@@ -112,7 +112,7 @@ class LoadAnswer(Record):
     gpus: int
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class CapacityAnswer(Record):
     """GPUs for a load: the model, device, engine, the targets, the GPU counts searched (up to max_gpus, whole nodes
     of node_gpus), the lengths or context, the prefill pool (GPUs, s per request), each count's best (counts), each

@@ -20,7 +20,7 @@ import numpy as np
 import yaml
 
 from specplan.core.errors import SpecplanError
-from specplan.core.records import Record
+from specplan.core.records import Record, record
 from specplan.model.memory import kv_bytes_per_seq, routed_expert_bytes, weight_bytes
 from specplan.model.step import attended_keys
 from specplan.model.parallel import Layout, layout_for
@@ -69,7 +69,7 @@ def check_tier(tier: str | None) -> None:
         raise SpecplanError(f"--price-tier: must be one of {', '.join(tiers)}, got '{tier}'")
 
 
-@dataclass(frozen=True)
+@record
 class Prices(Record):
     """A device's default price: all-in $/GPU-hour of the tier, the facility PUE, the tier, and the source."""
 
@@ -177,7 +177,7 @@ def utilization(model, hw, prec, layout, point: OperatingPoint):
     return uc, um
 
 
-@dataclass(frozen=True)
+@record
 class Energy(Record):
     """Energy and cost of operating points (arrays, or floats): board power per GPU (W), J per output token, the
     facility PUE, output tokens/s per MW with it; with a price, $ per million output tokens, the $/GPU-hour and
@@ -303,7 +303,7 @@ def predict_energy(model, hw, prec, layout, baseline: OperatingPoint, speculativ
                                                                   **(price or {})))}
 
 
-@dataclass(frozen=True)
+@record
 class PriceOptions(Record):
     """The price options given (None: the default): $/GPU-hour, $/kWh added to it, facility PUE, price tier; as a
     mapping, the given ones by name (energy_metrics' keyword arguments)."""

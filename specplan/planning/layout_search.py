@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from specplan.core.records import Record
+from specplan.core.records import Record, record
 from specplan.model.parallel import Layout
 from specplan.serving.workload import Workload
 from specplan.planning.options import GridOptions, Ranking
@@ -110,7 +110,7 @@ def _splits(gpus: int, p: Layout, d: Layout) -> list[tuple[int, int, str]]:
     return out
 
 
-@dataclass(frozen=True)
+@record
 class MoeDeploymentRow(Record):
     """A search_deployment row of a TEP / DEP layout: mode, dtype, TP, family, its best unit (a ServingRow whose
     pools drop the prefill layout; None: nothing meets the SLA), notes, why it has no point; the aggregated

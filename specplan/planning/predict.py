@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specplan.core.errors import SpecplanError
-from specplan.core.records import Record
+from specplan.core.records import Record, record
 from specplan.costs.precision import resolve_precision
 from specplan.model.parallel import layout_for
 from specplan.planning.cost import OperatingPoint, predict_energy
@@ -18,39 +18,14 @@ from specplan.profiles.registry import load_engine, load_hardware, load_model
 from specplan.speculation.guidelines import StepCurve, binding_line
 from specplan.model.deployment import Deployment
 from specplan.speculation.speedup import evaluate, options_objects
+from specplan.planning.answer_parts import Binding, LayoutNumbers, mla_tp_note
 
 
 def _f(x) -> float:
     return float(np.asarray(x).reshape(-1)[0])
 
 
-@dataclass(frozen=True)
-class LayoutNumbers(Record):
-    """A Layout as plain numbers for --json: TP, DP, EP, PP, expert TP, GPUs and its name."""
-
-    tp: int
-    dp: int
-    ep: int
-    pp: int
-    expert_tp: int
-    gpus: int
-    name: str
-
-    @classmethod
-    def of(cls, lay) -> "LayoutNumbers":
-        """The numbers of Layout `lay`."""
-        return cls(lay.tp, lay.dp, lay.ep, lay.pp, lay.expert_tp, lay.gpus, lay.name)
-
-
-@dataclass(frozen=True)
-class Binding(Record):
-    """A guideline that binds (or the choice it explains) and its one-line reason."""
-
-    guideline: str
-    line: str
-
-
-@dataclass(frozen=True)
+@record
 class PrecisionNames(Record):
     """The compute and KV-cache formats a point is priced in."""
 
@@ -58,7 +33,7 @@ class PrecisionNames(Record):
     kv: str
 
 
-@dataclass(frozen=True)
+@record
 class BaselineStep(Record):
     """The D = 0 step as the engine runs it (ms) and its throughputs."""
 
@@ -67,7 +42,7 @@ class BaselineStep(Record):
     tokens_per_s_per_gpu: float
 
 
-@dataclass(frozen=True)
+@record
 class SpeculativeStep(Record):
     """The speculative iteration as the engine runs it, and its draft and verify GPU times (ms)."""
 
@@ -76,7 +51,7 @@ class SpeculativeStep(Record):
     verify_ms: float
 
 
-@dataclass(frozen=True)
+@record
 class Devices(Record):
     """Devices the target and the draft take."""
 
@@ -84,7 +59,7 @@ class Devices(Record):
     draft: float
 
 
-@dataclass(frozen=True)
+@record
 class PointMemory(Record):
     """Memory per device (GB) and whether it fits; an SRAM-only chip's count and SRAM (GB) on an LPU."""
 
@@ -97,7 +72,7 @@ class PointMemory(Record):
     OPTIONAL = ("chips", "chip_sram_gb")
 
 
-@dataclass(frozen=True)
+@record
 class PredictAnswer(Record):
     """One predicted point: where (model, hardware, layout, batch, context), what (mechanism, D, verified tokens,
     precision, acceptance source), the baseline and speculative steps, AL, speedup, break-even AL, ρ, throughputs,
@@ -137,7 +112,7 @@ class PredictAnswer(Record):
     OPTIONAL = ("serving",)
 
 
-@dataclass(frozen=True)
+@record
 class PredictSweep(Record):
     """The serving model at each of a workload's loads (`serving`: a ServingSweep), with the model, precision,
     acceptance source and notes of the step at the lowest load's decode batch."""
@@ -328,23 +303,3 @@ def _predict_binding(dep: Deployment, spec: Speculation, at: tuple, found: tuple
     except SpecplanError:  # e.g. D + 1 exceeds the Medusa heads: no next D to compare with
         return "range", f"D = {draft_len + 1} is not available for {mechanism}"
     return binding_line(draft_len, StepCurve.of(c), diag, r.acceptance_d_max, extrapolate=True)
-
-
-def mla_tp_note(m, hw, tp: int, context_len, prec, layout=None) -> str | None:
-    """Why an MLA model does not fit under TP: the latent KV is replicated on every TP rank; the largest batch."""
-    lay = layout_for(tp, layout)
-    if m.mla is None or lay.tp <= 1 or hw.kind == "lpu":
-        return None
-    from specplan.model.memory import memory_usage
-
-    mem = memory_usage(m, hw, lay.tp, 1, context_len, prec, layout=lay)
-    if mem.weights_bytes >= mem.capacity_bytes:  # the weights alone: the KV layout is not the reason
-        return (f"{m.id} does not fit: its weights take {mem.weights_bytes / 1e9:.1f} GB per device at {lay.name}, "
-                f"over the {mem.capacity_bytes / 1e9:.1f} GB usable, before any KV cache (more devices, or "
-                f"lower-precision weights)")
-    mb = int(min(float(mem.max_batch), 1e9))
-    fit = (f"the largest batch that fits at context {int(context_len):,} is {mb} (D = 0)" if mb >= 1 else
-           f"not even batch 1 fits at context {int(context_len):,} (D = 0)")
-    return (f"{m.id} uses MLA: its latent KV cache is replicated on every one of the {lay.tp} TP ranks of a DP "
-            f"rank (TP splits heads, not the shared latent), so TP does not shrink the KV per device; "
-            f"data-parallel attention (--dp N --tp 1 --ep N) holds it once per sequence; {fit}")

@@ -7,14 +7,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specplan.core.records import Record
+from specplan.core.records import Record, record
 from specplan.costs.precision import Dtypes
 from specplan.speculation.acceptance_spec import parse_acceptance
 from specplan.core.errors import SpecplanError
 from specplan.core.limits import DRAFT_LEN_LIMIT, MAX_BATCH, MAX_CONTEXT, MAX_TP, check_int
 from specplan.model.parallel import Layout, layout_for
 from specplan.planning.cost import OperatingPoint, PriceOptions
-from specplan.planning.predict import Binding, LayoutNumbers, mla_tp_note
+from specplan.planning.answer_parts import Binding, LayoutNumbers, mla_tp_note
 from specplan.profiles.registry import load_hardware, load_model
 from specplan.speculation.acceptance import Acceptance, find_profile
 from specplan.speculation.guidelines import StepCurve, binding_line, g1_sentence, mechanism_line
@@ -86,7 +86,7 @@ def _engine_notes(engine, shown: list) -> list:
     return unfitted_note(eng) + ([] if top_b is None else spec_cap_note(eng, top_b))
 
 
-@dataclass(frozen=True)
+@record
 class StepRow(Record):
     """One (mechanism, D) of a step recommendation at its best batch: whether it qualifies, AL, speedup,
     tokens/s per user, per GPU and per device, iteration, draft and verify times (s), memory (bytes), ρ, the largest
@@ -119,7 +119,7 @@ class StepRow(Record):
     OPTIONAL = ("why_lost", "power_w_per_gpu", "joules_per_token", "tokens_per_s_per_mw", "usd_per_mtok")
 
 
-@dataclass(frozen=True)
+@record
 class NearBest(Record):
     """A runner-up the model cannot rank apart from the best: its (mechanism, D, batch) and how far below (%)."""
 
@@ -129,7 +129,7 @@ class NearBest(Record):
     below_best_pct: float
 
 
-@dataclass(frozen=True)
+@record
 class GuidelineSummary(Record):
     """The guideline diagnostics at the chosen batch as plain numbers, with guideline 1 in words."""
 
@@ -150,7 +150,7 @@ class GuidelineSummary(Record):
     g1_line: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class StepRecommendation(Record):
     """recommend's step answer: where (model, hardware, TP and layout, context), what was asked (batch or a
     tokens/s/user target, mechanisms), the rows ranked by tokens/s/GPU, notes and memory limits, and the best row

@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 
 from specplan.core.errors import SpecplanError
-from specplan.core.records import Record
+from specplan.core.records import Record, record
 from specplan.profiles.registry import load_engine, load_model
 from specplan.speculation.acceptance_spec import parse_acceptance
 from specplan.planning.recommend import _draft_range, _mechanisms
@@ -27,7 +27,7 @@ UNIT_INSTANCES = 8  # recommend --gpus: most instances in one disaggregated unit
 # x + y <= 8, 28 units); the budget is filled with replicas of the best unit
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class ServingRow(Record):
     """One searched configuration (mechanism, D, pools) at its best concurrency under the SLA (or, where none meets
     it, its lowest TPOT): whether it meets the SLA, TPOT and TTFT (ms), tokens/s per user and per GPU, AL, the
@@ -57,7 +57,7 @@ class ServingRow(Record):
     OPTIONAL = ("power_w_per_gpu", "joules_per_token", "tokens_per_s_per_mw", "usd_per_mtok", "note")
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class ServingSearch(Record):
     """recommend_serving's answer: the search's inputs (model, engine, mode, ISL, OSL, TP or layout, the pools'
     own layouts, hardware, objective, SLA in ms), the ranked rows, notes, the best row and the best without
@@ -90,7 +90,7 @@ class ServingSearch(Record):
     OPTIONAL = ("layout", "prefill_layout", "decode_layout", "infeasible", "d_by_load")
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class AtBest(Record):
     """A recommendation's concurrency priced with the D its band gets (tokens/s/GPU, TPOT and TTFT in ms), beside
     its own fixed D's numbers."""
@@ -500,14 +500,20 @@ def _rank(rows: list, objective: str, top: int):
                   reverse=True)
     # the best configuration without speculation, and every row's throughput over it (the speedup a user buys)
     base = next((x for x in rows if x.feasible and x.mechanism == "none"), None)
-    rows = [dataclasses.replace(x, speedup_vs_none=(x.tokens_per_s_per_gpu / base.tokens_per_s_per_gpu
-                                                    if base is not None and x.feasible else None)) for x in rows]
+    rows = [_with_speedup(x, base) for x in rows]
     feasible = [x for x in rows if x.feasible]
     base = next((x for x in feasible if x.mechanism == "none"), None)
     ranked = rows[:top]
     if base is not None and top and base not in ranked:
         ranked = ranked + [base]  # the no-speculation row is always shown
     return rows, feasible, base, ranked
+
+
+def _with_speedup(x, base):
+    """Row `x` with its throughput over the baseline row `base` (None: infeasible or no baseline); `x` itself
+    where that is what it already says (most rows of a search: infeasible ones, rebuilt for nothing)."""
+    s = x.tokens_per_s_per_gpu / base.tokens_per_s_per_gpu if base is not None and x.feasible else None
+    return x if s is None and x.speedup_vs_none is None else dataclasses.replace(x, speedup_vs_none=s)
 
 
 def _infeasible(rows: list, max_ttft_ms, max_tpot_ms) -> str:
@@ -547,7 +553,7 @@ def tp_candidates(model, gpus: int, gpus_per_node: int) -> list[int]:
     return out
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class DeploymentRow(Record):
     """One (mode, dtype, TP) of the deployment search: whether one request fits beside the weights, its best unit
     (a ServingRow; None: nothing meets the SLA), the search's notes, why it has no point; for a best unit, its
@@ -579,7 +585,7 @@ class DeploymentRow(Record):
         return "TP"
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class DeploymentSearch(Record):
     """search_deployment's answer: the model, device and engine, ISL and OSL, the GPU budget and GPUs per node,
     the SLA (ms), every layout row, the best row overall and per mode (and per layout family for an MoE model),
@@ -603,7 +609,7 @@ class DeploymentSearch(Record):
     OPTIONAL = ("best_by_family",)
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class DeviceBest(Record):
     """One device's best serving point (None: none meets the SLA) and its search's notes."""
 
@@ -612,7 +618,7 @@ class DeviceBest(Record):
     notes: list
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class DeviceComparison(Record):
     """recommend over several devices: the model, the objective, the devices ranked (those without a point last),
     the best one."""

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from specplan.core.records import Record
+from specplan.core.records import Record, record
 from specplan.profiles.hf_fields import HfFields
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class MoeBlock(Record):
     """The profile's `moe` fields read from a config (optional ones left out while None)."""
 
@@ -29,7 +29,7 @@ class MoeBlock(Record):
                 "topk_group", "hash_layers", "latent_size", "dense_layers")
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class MtpBlock(Record):
     """The profile's `mtp` fields: MTP layers and the mixer and FFN kind of each."""
 
@@ -38,7 +38,7 @@ class MtpBlock(Record):
     ffn: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class MixerFields(Record):
     """The profile fields of the mixer kinds present (sliding window, chunk, linear attention, Mamba, state dtype)."""
 
@@ -50,7 +50,7 @@ class MixerFields(Record):
     OPTIONAL = ("sliding_window", "chunk_size", "linear_attention", "mamba", "state_dtype")
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class ArchFlags(Record):
     """Small architecture fields of the profile (tied embeddings, gates, norms, biases, sinks, draft vocabulary)."""
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from specplan.core.errors import SpecplanError
 from specplan.core.limits import MAX_CONTEXT
-from specplan.core.records import Record
+from specplan.core.records import Record, record
 from specplan.profiles.hf_blocks import arch_flags, attention_dims, mixer_blocks, moe_block, mtp_block
 from specplan.profiles.hf_fields import HfFields, flatten_text_config, read_json
 from specplan.profiles.hf_layers import (
@@ -66,7 +66,7 @@ def _slug(repo: str) -> str:
 
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class LayoutFields(Record):
     """The profile's layer-layout fields: MTP, dense FFN width, MoE and per-layer groups (left out while None)."""
 
@@ -77,7 +77,7 @@ class LayoutFields(Record):
     OPTIONAL = ("mtp", "ffn_size", "moe", "layer_groups")
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class NamingFields(Record):
     """The profile's architecture name, context limit and notes (left out while None)."""
 

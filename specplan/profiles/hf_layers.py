@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from specplan.core.records import Record
+from specplan.core.records import Record, record
 from specplan.profiles.file_record import FileRecord
 from specplan.profiles.hf_fields import HfFields
 
@@ -74,7 +74,7 @@ class NasFfn(FileRecord):
     ffn_mult: Any = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class LayerOverrides(Record):
     """A layer's own values of model fields (left out while None); a layer's overrides are its sorted items."""
 

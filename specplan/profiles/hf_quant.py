@@ -11,7 +11,7 @@ from typing import Any
 
 from specplan.core.dtypes import INT4_GROUP_SIZES, canonical_dtype, dtype_bytes
 from specplan.core.errors import SpecplanError
-from specplan.core.records import Record
+from specplan.core.records import Record, record
 from specplan.profiles.file_record import FileRecord
 from specplan.profiles.hf_fields import HfFields, checked, read_json
 
@@ -444,7 +444,7 @@ def base_dtype(c: HfFields) -> str:
         raise SpecplanError(f"{c.where}: {exc}") from None
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class WeightFields(Record):
     """The profile fields a checkpoint's formats set (module_dtypes: only the modules present that differ)."""
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specplan.core.records import Record
+from specplan.core.records import Record, record
 from specplan.profiles.model import ATTENTION_MIXERS, LayerGroup, ModelProfile
 
 # Module keys used by `by_module`, the same keys as ModelProfile.module_dtypes.
@@ -37,7 +37,7 @@ MODULES = ("attention", "linear_attention", "mamba", "ffn", "moe", "shared_exper
            "other")
 
 
-@dataclass(frozen=True)
+@record
 class ParamCounts(Record):
     """Parameter counts of a profile (see param_counts); by_module maps module keys to their share of `total`."""
 

@@ -33,7 +33,7 @@ from typing import ClassVar
 import numpy as np
 
 from specplan.core.limits import check_prefill_steps
-from specplan.core.records import Record
+from specplan.core.records import Record, record
 from specplan.model.memory import memory_usage
 from specplan.costs.precision import Dtypes, resolve_precision
 from specplan.profiles.engine import engine_hardware
@@ -476,7 +476,7 @@ def _open_loop_batch(tab: GpuTables, eng, wl: Workload, lam, n_d, top, admission
     return np.where(found, hi, top), found
 
 
-@dataclass(frozen=True, eq=False)
+@record(eq=False)
 class SteadyState(Record):
     """The steady state `solve` finds over the tables' grid points (arrays): TPOT, TTFT mean / p50 / p90 and
     iteration (s), decode batch, requests/s, concurrency, whether it is stable, the admission wait (s), and in an

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specplan.core.records import Record
+from specplan.core.records import Record, record
 from specplan.serving.aggregated import aggregated
 from specplan.serving.disaggregated import disaggregated
 from specplan.serving.workload import Workload
@@ -59,7 +59,7 @@ def admission_note(r, decode_batch: float, wait_ms: float, i: int = 0) -> str:
     return f"the prefill is saturated: requests wait {wait_ms:.0f} ms for admission (part of the TTFT)"
 
 
-@dataclass(frozen=True)
+@record
 class ServingPoint(Record):
     """One configuration's serving numbers at one load (ms, tokens/s): TPOT None for OSL 1 (no decode), the
     latencies and throughputs None when unstable; the saturation rate (open loop), a note, the admission wait and
@@ -152,7 +152,7 @@ def _speedup(num, den) -> float | None:
     return num / den if num is not None and den is not None else None
 
 
-@dataclass(frozen=True)
+@record
 class ServingAnswer(Record):
     """The serving model at one load: mode, engine, ISL, OSL, the load (concurrency or request rate), the baseline
     point, the pools (disaggregated), the speculative point and its speedups (TPOT, throughput; keys present
@@ -184,7 +184,7 @@ class ServingAnswer(Record):
         return [k for k in super()._names() if self.speculative is not None or not k.startswith("speedup_")]
 
 
-@dataclass(frozen=True)
+@record
 class ServingSweep(Record):
     """The serving model at several loads: mode, engine, ISL, OSL, a ServingAnswer per load, the pools' layouts."""
 

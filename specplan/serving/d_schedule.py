@@ -20,7 +20,7 @@ import numpy as np
 from dataclasses import dataclass
 
 from specplan.core.errors import SpecplanError
-from specplan.core.records import Record
+from specplan.core.records import Record, record
 from specplan.serving.api import serve
 from specplan.serving.workload import Workload
 from specplan.speculation.spec import DraftSearch
@@ -28,7 +28,7 @@ from specplan.speculation.spec import DraftSearch
 DEFAULT_EDGES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
-@dataclass(frozen=True)
+@record
 class DSchedule(Record):
     """The best D per concurrency band: bands [(lo, hi, concurrency priced, D, tokens/s/GPU, speedup over D = 0)],
     each band's (TPOT, TTFT) in ms at its D, the schedule in vLLM's [(lo, hi, D)] and TensorRT-LLM's {hi: D} forms

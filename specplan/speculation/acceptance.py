@@ -19,7 +19,7 @@ from typing import ClassVar
 import numpy as np
 
 from specplan.core.errors import SpecplanError
-from specplan.core.records import Record
+from specplan.core.records import Record, record
 
 PROFILE_DIR = Path(__file__).resolve().parents[1] / "data" / "acceptance_profiles"
 
@@ -305,7 +305,7 @@ def simulate_generation(probs, n_tokens: int = 10_000, seed: int = 0) -> float:
     return made / iters
 
 
-@dataclass(frozen=True)
+@record
 class AcceptanceProfile(Record):
     """An acceptance profile file (specplan/data/acceptance_profiles/<id>.yaml, or a user's YAML): the fields
     specplan reads, in the files' order; a read-only mapping without the keys a file leaves out."""

@@ -23,7 +23,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from specplan.core.errors import SpecplanError
-from specplan.core.records import Record
+from specplan.core.records import Record, record
 from specplan.speculation.acceptance import Acceptance, al_from_rate
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "acceptance_datasets"
@@ -33,7 +33,7 @@ ALPHA_GRID = np.linspace(0.0, 1.0, 1001)  # the fit's coarse grid of α (then re
 _LONGBENCH = re.compile(r"LongBench (\w+) .*context (\d+)K")
 
 
-@dataclass(frozen=True)
+@record
 class DatasetMeta(Record):
     """What an Acceptance built from a dataset profile says about it (a read-only mapping, as a shipped profile's)."""
 

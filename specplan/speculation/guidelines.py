@@ -23,7 +23,7 @@ import numpy as np
 from specplan.costs.gemm import compute_dtype_for
 from specplan.costs.moe import per_expert_m
 from specplan.core.dtypes import dtype_bytes
-from specplan.core.records import Record
+from specplan.core.records import Record, record
 from specplan.costs.precision import Precision
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import ModelProfile
@@ -166,7 +166,7 @@ def low_latency(model, hw, tp, context_len, prec, base_total_s, style="shared", 
     return np.asarray(base_total_s, dtype=float) <= LOW_LATENCY_STEP_RATIO * np.asarray(one, dtype=float)
 
 
-@dataclass(frozen=True, eq=False)
+@record(eq=False)
 class Diagnostics(Record):
     """The guideline diagnostics per grid point (arrays broadcast to the grid; scalars where they do not vary), in
     the order of the dict answer they replaced (a read-only mapping by field name, as scripts read it): the tile

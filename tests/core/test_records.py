@@ -32,3 +32,40 @@ def test_optional_field_present_in_declaration_order_and_nested():
         r["tpot"]
     with pytest.raises(FrozenInstanceError):
         r.tpot_s = 3.0
+
+
+def test_record_decorator_behaves_as_dataclass_frozen():
+    """@record writes no per-class methods but compares, hashes and prints as @dataclass(frozen=True) does."""
+    from dataclasses import field, replace
+
+    from specplan.core.records import record
+
+    class Base(Record):
+        a: int
+        b: object = None
+        c: int = field(default=0, compare=False, repr=False)
+
+    ours = record(type("Ours", (Base,), {"__annotations__": dict(Base.__annotations__)}))
+    theirs = dataclass(frozen=True)(type("Ours", (Base,), {"__annotations__": dict(Base.__annotations__)}))
+    for args in [(1,), (1, "x"), (1, (2, 3), 7)]:
+        x, y = ours(*args), theirs(*args)
+        assert repr(x) == repr(y) == repr(theirs(*args))
+        assert hash(x) == hash(y)
+        assert x == ours(*args) and not (x != ours(*args))
+    assert ours(1, c=1) == ours(1, c=2)  # c takes no part in equality
+    assert ours(1, "x") != ours(2, "x") and ours(1) != theirs(1)  # other values, other classes
+    assert replace(ours(1, "x"), a=5) == ours(5, "x")
+    with pytest.raises(FrozenInstanceError):
+        ours(1).a = 2
+    with pytest.raises(TypeError):  # a list field cannot be hashed, as with dataclass
+        hash(ours(1, [1]))
+
+
+def test_record_without_eq_keeps_the_mapping_comparison():
+    from specplan.core.records import record
+
+    @record(eq=False)
+    class R(Record):
+        a: int
+
+    assert R(1) == {"a": 1} and R(1) != R(2)  # Mapping's __eq__, as @dataclass(frozen=True, eq=False) left it

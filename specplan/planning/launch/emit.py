@@ -170,7 +170,7 @@ def plan_from_answer(answer: dict, **given) -> dict:
 def _layout_fields(lay) -> dict:
     """{tp, dp, ep, pp} of an answer's layout: a dict as given, a spelling in the --layouts grammar ('dp8ep8'),
     else {} (a display string such as '4 x TP 8': the answer's tp field holds it)."""
-    if isinstance(lay, Mapping):  # a dict or a record (planning/predict.LayoutNumbers)
+    if isinstance(lay, Mapping):  # a dict or a record (planning/answer_parts.LayoutNumbers)
         return lay
     if isinstance(lay, str):
         from specplan.model.parallel import parse_layout
