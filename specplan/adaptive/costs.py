@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specplan.core.records import record
 from specplan.adaptive.records import GraphCost
 from specplan.core.errors import SpecplanError
 
@@ -106,7 +107,7 @@ def eager_per_kernel_s(eng) -> float:
     return EAGER_LAUNCH_S if (eng.cuda_graphs_decode and eng.graph_max_batch > 0) else 0.0
 
 
-@dataclass(frozen=True)
+@record
 class CostGrid:
     """The ranges a step-cost table covers: the largest D, the cached context from ctx_min to ctx_max (tokens), the
     largest decode batch, the mean prompt (tokens) and the prefill token budget per step."""
@@ -194,7 +195,7 @@ def sglang_graph_batch_sizes(max_bs: int) -> list[int]:
     return bs
 
 
-@dataclass(frozen=True)
+@record
 class GraphSet:
     """CUDA graphs captured per (D, batch bucket). A step of batch B pads to the next captured bucket; a
     (D, bucket) pair not captured — or B above the largest bucket — runs eagerly (SGLang's can_run_graph

@@ -17,10 +17,11 @@ run + 1), SGLang's draft-extend at D = 0, and `--trace` segments.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
+from specplan.core.records import record
 from specplan.adaptive.costs import GraphSet
 from specplan.adaptive.policies import Policy, StepView
 from specplan.adaptive.records import PolicyRun, StepSeries
@@ -113,7 +114,7 @@ def serving_setup(dep, wl: Workload, engine: Engine, mechanism: str):
     return m, hw, eng, prec, setup, req
 
 
-@dataclass(frozen=True)
+@record
 class ServingBench:
     """What every policy of one run shares on the serving path: the engine profile, its limits, the step tables of
     D = 0 .. d_max, each request's mean accepted tokens per D, and the per-token draws."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from specplan.core.records import record
 from specplan.core.errors import SpecplanError
 from specplan.speculation.acceptance import al_from_per_position
 
@@ -150,7 +151,7 @@ class AdaSD(Policy):
         return list(range(self.d + 1))
 
 
-@dataclass(frozen=True)
+@record
 class ModelArgs:
     """`model:acc=S/time=E/slo=0`: std of the α prediction, relative step-time error, whether to aim at the SLO."""
 
@@ -159,7 +160,7 @@ class ModelArgs:
     slo: float = 1.0
 
 
-@dataclass(frozen=True)
+@record
 class AdaSDArgs:
     """`adasd:max=D/relax=R`: the most drafts per step and the relaxed test's R."""
 

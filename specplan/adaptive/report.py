@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from specplan.core.records import record
 from specplan.adaptive.records import RequestsRun, WindowSeries
 
 SUMMARY = ("policy", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms", "ttft_p50_ms", "ttft_p99_ms",
@@ -142,7 +142,7 @@ def write_report(res: RequestsRun, out_dir, title: str = "", plot_stem=None) -> 
     return paths
 
 
-@dataclass(frozen=True)
+@record
 class Example:
     """The committed example's run: requests, arrival rate and α ramped from start to end, ISL / OSL, seed, model,
     hardware, SLO (ms) and policies."""

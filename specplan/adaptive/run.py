@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 import numpy as np
 
+from specplan.core.records import record
 from specplan.adaptive.costs import CostGrid, build_costs, graphs_for, sglang_graph_batch_sizes
 from specplan.adaptive.metrics import draft_len_series, summarize
 from specplan.adaptive.policies import BOUNDS, SGLang, make_policy
@@ -84,7 +85,7 @@ def check_work(model, wl: Workload, engine: Engine) -> None:
     check_prefill_steps(wl.isl.max(), engine.prefill_budget, "--prefill-budget (engine max_num_batched_tokens)")
 
 
-@dataclass(frozen=True)
+@record
 class PolicyOptions:
     """How the policies are run: the largest D, the mechanism, the engine's scheduling (simulator.Engine), the SLO
     (seconds per output token, to first token), the seed of the draws, the D values with captured graphs (None:

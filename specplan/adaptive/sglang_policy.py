@@ -20,11 +20,11 @@ from __future__ import annotations
 import bisect
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from specplan.core.records import record
 from specplan.core.errors import SpecplanError
 
 SOURCE = "sglang 0.5.23, sglang/srt/speculative/adaptive_spec_params.py"
@@ -39,7 +39,7 @@ KNOBS = ("candidate_steps", "ema_alpha", "update_interval", "warmup_batches", "d
          "ceiling_coeff")
 
 
-@dataclass(frozen=True)
+@record
 class SlotConfig:
     """One batch-size slot of SGLang's config, the top-level knobs merged under it (AdaptiveStepSlot's defaults
     where neither gives one): candidate steps, EMA weight, update interval and warm-up (batches), hysteresis

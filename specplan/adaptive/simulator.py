@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specplan.core.records import record
 from specplan.adaptive.costs import GraphSet, StepCosts
 from specplan.adaptive.policies import Policy, StepView
 from specplan.adaptive.records import PolicyRun, StepSeries
@@ -26,7 +27,7 @@ UNLIMITED_GRAPH_BS = 2048  # an engine with decode graphs but no stated largest 
 PF_EMA = 0.95  # smoothing of the mean prefill seconds per step that the SLO test adds to a decode step
 
 
-@dataclass(frozen=True)
+@record
 class Engine:
     """Engine profile (specplan/profiles/engine.py) and scheduler limits; None takes the profile's value:
     chunked-prefill token budget per step (max_num_batched_tokens), largest running batch (max_num_seqs; the

@@ -13,10 +13,9 @@ Both price steps without eager launches or SGLang's draft-extend, which only add
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from specplan.core.records import record
 from specplan.adaptive.costs import GraphSet
 from specplan.adaptive.records import TraceRow, finite_or_none
 from specplan.adaptive.policies import Policy, StepView
@@ -85,7 +84,7 @@ def dinkelbach(gain: np.ndarray, cost: np.ndarray, weight: np.ndarray | None = N
     return d, lam
 
 
-@dataclass(frozen=True)
+@record
 class TraceCosts:
     """What a trace's iterations cost, priced once (trace_costs): seconds per (batch, D) (`table`), the first
     draft step's (`draft1`), the eager launch seconds per D, the devices per instance, and which D fit in memory

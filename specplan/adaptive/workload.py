@@ -11,17 +11,18 @@ Bad input is one line naming the row and column (rows count data rows from 1, th
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 import numpy as np
 
+from specplan.core.records import record
 from specplan.core.errors import SpecplanError
 from specplan.serving.traces import MAX_OUTPUT_TOKENS, MAX_REQUESTS, REQUIRED, check_sizes  # noqa: F401  one reader
 from specplan.speculation.acceptance import check_rate
 
 
-@dataclass(frozen=True)
+@record
 class Workload:
     """Requests in arrival order: arrival seconds, input and output tokens, acceptance rate per request."""
 
@@ -174,7 +175,7 @@ def write_workload_csv(path: str | Path, cols: dict[str, np.ndarray]) -> None:
         w.writerows(zip(*(cols[c].tolist() for c in names)))
 
 
-@dataclass(frozen=True)
+@record
 class Segment:
     """`--trace` shorthand: `iterations` target iterations at acceptance rate `alpha` with `batch` sequences."""
 

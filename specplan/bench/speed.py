@@ -23,8 +23,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
+
+from specplan.core.records import record
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "performance.md"
@@ -40,7 +41,7 @@ MOE_SEARCH = ("recommend", "--model", "deepseek-r1", "--isl", "4096", "--osl", "
               "--max-tpot-ms", "50", "--mechanisms", "mtp", "--json", "--hardware")
 
 
-@dataclass(frozen=True)
+@record
 class Command:
     """One timed command: a name, its argv after `specplan` (OUT: a fresh output folder), the issue's budget."""
 
@@ -74,7 +75,7 @@ COMMANDS = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class Timing:
     """CPU and wall seconds of one command (the fewest of its runs), and what --timings printed."""
 

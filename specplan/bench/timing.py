@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
 from typing import Any, Callable
+
+from specplan.core.records import record
 
 if __package__:
     from .torch_env import require_torch
@@ -25,7 +26,7 @@ else:  # loaded from the bench folder on sys.path (device_run.py)
 _FLUSH_CACHE: dict[tuple[str, int], Any] = {}
 
 
-@dataclass(frozen=True)
+@record
 class TimingPlan:
     """How each benchmark case is timed: repetitions (None: 20 on CUDA, 5 on CPU), warm-up runs, bytes of the L2
     flush buffer (None: the device's L2), CUDA-graph capture, a time.monotonic() deadline after which no case

@@ -21,10 +21,9 @@ tiles per KV head) and re-reads K/V per tile (the `reread` style), instead of pa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from specplan.core.records import record
 from specplan.costs.roofline import KernelCost, roofline
 from specplan.core.dtypes import canonical_dtype, dtype_bytes
 from specplan.profiles.hardware import HardwareProfile
@@ -53,7 +52,7 @@ def attention_math_dtype(hw: HardwareProfile, kv_dtype: str, compute_dtype: str)
     return kv if kv in hw.peak_flops else canonical_dtype(compute_dtype)
 
 
-@dataclass(frozen=True)
+@record
 class AttentionHeads:
     """The heads one attention kernel runs on one device: query heads, KV heads, the K head width (MLA: the latent
     + rope width), the V width (None: as K's), and whether the KV is MLA's latent (one shared KV head, K and V views

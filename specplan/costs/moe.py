@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
 
 import numpy as np
 
+from specplan.core.records import record
 from specplan.costs.gemm import compute_dtype_for, gemm_flops, soft_corner
 from specplan.costs.roofline import KernelCost, roofline
 from specplan.core.dtypes import dtype_bytes
@@ -87,7 +87,7 @@ def per_expert_m(tokens, num_experts: int, top_k: int, routing: str = "random") 
     return np.asarray(tokens, dtype=float) * top_k / np.maximum(t, 1e-30)
 
 
-@dataclass(frozen=True)
+@record
 class RankRouting:
     """One token's routing seen from one EP rank (exact, under uniformly random routing)."""
 
@@ -275,7 +275,7 @@ def grouped_gemm_compute_s(hw: HardwareProfile, dtype: str, fraction: float, exp
     return np.where(np.asarray(rows, dtype=float) > 0, out, 0.0)
 
 
-@dataclass(frozen=True)
+@record
 class ExpertLayer:
     """A routed-expert layer's shape: hidden size in, each expert's FFN size, experts, experts per token, gated
     (gate, up, down: three matrices) or not, DeepSeek's group limit (n_group groups, topk_group of them per token)."""
@@ -289,7 +289,7 @@ class ExpertLayer:
     topk_group: int = 1
 
 
-@dataclass(frozen=True)
+@record
 class MoeKernel:
     """How an engine runs the MoE layer: its kernel launches (None: MOE_KERNELS) and fp8 block-scaled weights (a
     DeepSeek-style checkpoint: the profile's fp8_block fraction)."""

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from specplan.core.records import record
 from specplan.core.dtypes import canonical_dtype
 from specplan.profiles.hardware import HardwareProfile
 from specplan.profiles.model import ModelProfile
@@ -14,7 +15,7 @@ MODULES = ("attention", "linear_attention", "mamba", "fc", "ffn", "moe", "shared
            "mtp")
 
 
-@dataclass(frozen=True)
+@record
 class Precision:
     """compute: activation/math dtype of GEMMs; kv: KV-cache dtype; weights: module -> weight dtype;
     state: dtype of the recurrent state of linear-attention / Mamba layers (the conv state is 16-bit)."""
@@ -29,7 +30,7 @@ class Precision:
         return self.weights.get(module, self.compute)
 
 
-@dataclass(frozen=True)
+@record
 class Dtypes:
     """Dtypes as a user names them (None: the checkpoint's declared format, else 16-bit), before
     resolve_precision turns them into a Precision for one model on one device."""

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
+
+from specplan.core.records import record
 
 # Regime codes (kept as small ints in arrays; names for display).
 MEMORY, COMPUTE, OVERHEAD = 0, 1, 2
 REGIME_NAMES = {MEMORY: "memory", COMPUTE: "compute", OVERHEAD: "overhead"}
 
 
-@dataclass(frozen=True)
+@record
 class KernelCost:
     """Seconds of one kernel (per launch) split into its roofline terms; arrays broadcast together."""
 

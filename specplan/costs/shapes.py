@@ -5,12 +5,11 @@ One list serves the step time (M = tokens), the weight memory (N * K * bytes) an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from specplan.core.records import record
 from specplan.profiles.model import ATTENTION_MIXERS, LayerGroup, ModelProfile
 
 
-@dataclass(frozen=True)
+@record
 class GemmShape:
     """y[M, n] = x[M, k] W[n, k]^T; `module` selects the weight dtype; per-device shapes under TP."""
 

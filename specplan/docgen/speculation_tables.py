@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from specplan.core.records import record
 from specplan.costs.precision import Dtypes
 from specplan.model.deployment import Deployment
 from specplan.speculation.spec import DraftSearch, Speculation
@@ -50,7 +50,7 @@ PRICING_CASES = [
     ("qwen3.5-122b-a10b", "b200", 2, 64, 131072, "fp4", "fp8", 7),
 ]
 
-@dataclass(frozen=True)
+@record
 class Question:
     """A recommend call a section quotes: model, hardware, TP, weight and KV dtypes, context (tokens), batch and
     the acceptance rate of its drafter."""

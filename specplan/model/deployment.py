@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from specplan.core.records import record
 from specplan.costs.precision import Dtypes
 from specplan.model.parallel import Layout
 from specplan.model.step import StepKernels
 
 
-@dataclass(frozen=True)
+@record
 class Deployment:
     """A model on devices: the model and hardware (profiles, or ids resolved where priced), the instance's TP or a
     Layout (DP attention, EP, PP), the dtypes as a user names them and optionally the resolved Precision (it wins

@@ -34,14 +34,14 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 
+from specplan.core.records import record
 from specplan.core.errors import SpecplanError
 
 AXES = ("tp", "dp", "ep", "pp")
 
 
-@dataclass(frozen=True)
+@record
 class Layout:
     """TP within one DP rank, DP attention ranks, EP expert ranks, PP stages (all >= 1)."""
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from specplan.core.records import record
 from specplan.costs.attention import AttentionHeads, attention_cost, recurrent_state_cost
 from specplan.costs.comm import allgather_cost, allreduce_cost, p2p_cost
 from specplan.costs.gemm import elementwise_cost, gemm_cost, gemm_costs
@@ -34,7 +35,7 @@ ACT_BYTES = 2.0  # activations between kernels are 16-bit
 LOGITS_BYTES = ACT_BYTES  # logits leave the LM head in the activation dtype (vLLM 0.33.0 LogitsProcessor._apply_head)
 
 
-@dataclass(frozen=True)
+@record
 class StepKernels:
     """How a step's kernels are chosen: attention over a shared prefix ('shared') or re-read per query
     ('reread'), MoE routing (random | balanced | eplb | skew:F), the all-reduce algorithm (None: the hardware's
@@ -49,7 +50,7 @@ class StepKernels:
     lpu_chips: int | None = None
 
 
-@dataclass(frozen=True)
+@record
 class _StepAt:
     """One step's shape on one GPU: the model, the device, the layout, the precision, the DP rank's sequences `b`,
     tokens per sequence `q`, context `ctx`, and the sequences of every DP rank `b_moe` (the routed experts')."""

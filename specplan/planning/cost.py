@@ -12,7 +12,7 @@ an energy term is added only for a price given without power (`kwh_usd`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -31,7 +31,7 @@ PRICES_YAML = Path(__file__).with_name("prices.yaml")
 OBJECTIVES = ("tokens-per-gpu", "cost", "energy")
 
 
-@dataclass(frozen=True)
+@record
 class DevicePrice:
     """One device's entry of prices.yaml: all-in $/GPU-hour by tier, and the facility PUE."""
 
@@ -39,7 +39,7 @@ class DevicePrice:
     pue: float
 
 
-@dataclass(frozen=True)
+@record
 class PriceTable:
     """prices.yaml: the devices' prices, the default tier and PUE, and where the numbers come from."""
 
@@ -141,7 +141,7 @@ def power_w(spec, u_compute, u_memory) -> np.ndarray:
     return spec.idle_w + (spec.tdp_w - spec.idle_w) * frac
 
 
-@dataclass(frozen=True)
+@record
 class OperatingPoint:
     """Where a deployment runs (numbers or broadcast arrays): output tokens/s per GPU, the decode batch, D, the
     acceptance length AL, the decode context (tokens), and the request lengths (prefill work counted when given)."""

@@ -4,14 +4,13 @@ aggregated replicas of the best unit, or disaggregated pools) and ranked by the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from specplan.core.records import record
 from specplan.core.errors import SpecplanError
 
 OBJECTIVE_KEYS = {"cost": "usd_per_mtok", "energy": "joules_per_token", "tokens-per-gpu": "gpus"}
 
 
-@dataclass(frozen=True)
+@record
 class DeviceAtLoad:
     """One device's answer for the load: whole GPUs, the deployment, and what it costs per hour and per Mtok."""
 
@@ -29,7 +28,7 @@ class DeviceAtLoad:
     why: str | None
 
 
-@dataclass(frozen=True)
+@record
 class LoadPlan:
     """The devices ranked for one load (best first; those that cannot serve it last)."""
 

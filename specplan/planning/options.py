@@ -3,10 +3,12 @@ searched, a GPU budget."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
+
+from specplan.core.records import record
 
 
-@dataclass(frozen=True)
+@record
 class Sla:
     """Latency targets in milliseconds (None: no target): time to first token, time per output token."""
 
@@ -14,7 +16,7 @@ class Sla:
     max_tpot_ms: float | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Ranking:
     """How serving points are ranked: objective (tokens-per-gpu | cost | energy), price options
     (planning.cost.PriceOptions: gpu_hour_usd, kwh_usd, pue, tier), rows kept (top)."""
@@ -24,7 +26,7 @@ class Ranking:
     top: int = 10
 
 
-@dataclass(frozen=True)
+@record
 class GridOptions:
     """How a serving search walks its grid: search the concurrency (None: when the workload gives no load), keep
     every point (the pareto grid), the xPyD pools searched (None: all), the best D per concurrency band for the
@@ -37,7 +39,7 @@ class GridOptions:
     budget: int | None = None
 
 
-@dataclass(frozen=True)
+@record
 class DeploymentSpace:
     """The deployments recommend --gpus searches: the GPU budget, the largest TP (GPUs per node; None: the
     hardware's scale-up domain), the dtypes (None: the checkpoint's) and the modes (agg, disagg)."""
@@ -48,7 +50,7 @@ class DeploymentSpace:
     modes: tuple = ("agg", "disagg")
 
 
-@dataclass(frozen=True)
+@record
 class LoadTarget:
     """A load to serve: output tokens/s in all, tokens/s each user sees, and its request lengths (ISL and OSL), or
     a fixed decode context instead (tokens)."""
@@ -60,7 +62,7 @@ class LoadTarget:
     context_len: int | None = None
 
 
-@dataclass(frozen=True)
+@record
 class ServingOptions:
     """The deployment's options a serving search passes to the serving model as given (None: not given, the
     model's default): weights and KV dtypes, a disaggregated prefill pool's own layout, and an external draft's

@@ -219,7 +219,7 @@ def serving_search(model, hardware, workload, *, tp=1, engine=None, drafts: Draf
         infeasible=None if feasible else _infeasible(rows, max_ttft_ms, max_tpot_ms), d_by_load=d_sched)
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class _Ctx:
     """One serving search's fixed inputs: the model and device (profiles or ids), the workload, the layout (a TP
     or a Layout), the engine profile, the deployment's other options (dtype, kv_dtype, ...), the SLA
@@ -411,7 +411,7 @@ def _pool_rows(ctx: _Ctx, rows: list, grid: list | None, cols: tuple, r, e, conc
             **row_energy(e, i, j)))
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class _GridPoints:
     """The serving result's per-point fields a search reads, as float arrays over the grid's (loads, columns)."""
 

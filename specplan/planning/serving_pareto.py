@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass
+
+from specplan.core.records import record
 
 
-@dataclass(frozen=True)
+@record
 class ServingPareto:
     """A serving grid (pandas, one row per configuration), its frontier (overall and per device and mode), the energy
     frontier (None without a power model), the TPs swept per device, and CPU seconds per phase."""

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
+from specplan.core.records import record
 from specplan.core.errors import SpecplanError
 from specplan.costs.precision import resolve_precision
 from specplan.model.deployment import Deployment
@@ -38,7 +38,7 @@ DEFAULT_ROUNDS = 10  # closed loop: requests = rounds x clients (genai-perf's co
 MIN_REQUESTS = 200
 
 
-@dataclass(frozen=True)
+@record
 class SimRequest:
     """What the user asked the simulator for (None / False where not given)."""
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specplan.core.records import record
 from specplan.core.errors import SpecplanError
 from specplan.core.limits import (DRAFT_LEN_LIMIT, MAX_BATCH, MAX_BATCH_POINTS, MAX_CONTEXT, MAX_GRID_POINTS, MAX_TP,
                              check_int, check_ints)
@@ -229,7 +230,7 @@ class _Combo:
     acceptance: object
 
 
-@dataclass(frozen=True)
+@record
 class SweepAxes:
     """The grid's axes besides mechanism and D's range: batch values (None: 1 ... batch_max in batch_points steps,
     batch_max default the largest that fits at the smallest context), the D values (None: 0 ... the largest D of the

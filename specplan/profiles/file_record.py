@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import ClassVar
 
+from specplan.core.records import record
 
-@dataclass(frozen=True)
+
+@record
 class FileRecord:
     """Base of a frozen record of one block of a foreign document; undeclared fields of the block are ignored."""
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from specplan.core.records import Record, record
@@ -48,7 +47,7 @@ _LAYER_TYPES = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class NasBlock(FileRecord):
     """One entry of a Nemotron NAS (DeciLM) config's block_configs."""
 
@@ -56,7 +55,7 @@ class NasBlock(FileRecord):
     ffn: Any = None
 
 
-@dataclass(frozen=True)
+@record
 class NasAttention(FileRecord):
     """The attention part of a NAS block: skipped, a linear, or GQA with n_heads_in_group query heads per KV head."""
 
@@ -65,7 +64,7 @@ class NasAttention(FileRecord):
     n_heads_in_group: Any = None
 
 
-@dataclass(frozen=True)
+@record
 class NasFfn(FileRecord):
     """The FFN part of a NAS block: skipped, a linear, or an FFN of width multiplier ffn_mult."""
 

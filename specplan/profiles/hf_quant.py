@@ -5,7 +5,6 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,7 @@ _QUANT_ALGOS = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class ModeloptQuantization(FileRecord):
     """The `quantization` block of a modelopt hf_quant_config.json (or one embedded in a quantization_config)."""
 
@@ -52,7 +51,7 @@ class ModeloptQuantization(FileRecord):
     quantized_layers: Any = None
 
 
-@dataclass(frozen=True)
+@record
 class QuantizedLayer(FileRecord):
     """One entry of a MIXED_PRECISION checkpoint's quantized_layers."""
 
@@ -60,7 +59,7 @@ class QuantizedLayer(FileRecord):
     group_size: Any = None
 
 
-@dataclass(frozen=True)
+@record
 class QuantizationConfig(FileRecord):
     """The embedded `quantization_config` of a config.json (AWQ / GPTQ bits and group size go by two names)."""
 
@@ -80,14 +79,14 @@ class QuantizationConfig(FileRecord):
     ALIASES = {"awq_bits": ("bits", "w_bit"), "awq_group_size": ("group_size", "q_group_size")}
 
 
-@dataclass(frozen=True)
+@record
 class ConfigGroup(FileRecord):
     """One compressed-tensors config group (its weight scheme)."""
 
     weights: Any = None
 
 
-@dataclass(frozen=True)
+@record
 class WeightScheme(FileRecord):
     """A compressed-tensors weight scheme."""
 
@@ -97,7 +96,7 @@ class WeightScheme(FileRecord):
     symmetric: Any = True
 
 
-@dataclass(frozen=True)
+@record
 class KvCacheScheme(FileRecord):
     """A compressed-tensors / modelopt kv_cache_scheme object."""
 

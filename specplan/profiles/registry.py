@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -11,6 +10,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from specplan.core.records import record
 from specplan.core import loader
 from specplan.core.errors import SpecplanError, brief, without_repeat
 from specplan.profiles.engine import EngineProfile, KernelFamily
@@ -46,7 +46,7 @@ def engine_dir() -> Path:
     return _builtin_dir("engine_profiles")
 
 
-@dataclass(frozen=True)
+@record
 class ValidationIssue(FileRecord):
     """The fields we read of one pydantic error: where (loc), what (msg), the value (input) and its kind (type)."""
 

@@ -76,7 +76,7 @@ def draft_prefill_model(model, mechanism, draft_model=None):
     return round_draft_model(model, mechanism, draft_model)
 
 
-@dataclass(frozen=True)
+@record
 class StepOptions:
     """What a serving call prices each step with beyond the engine, TP and precision it resolves itself: the
     Speculation (mechanism, D, acceptance, draft placement, tree, heads), the deployment's source of speculative

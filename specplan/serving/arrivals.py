@@ -11,10 +11,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
+from specplan.core.records import record
 from specplan.core.errors import SpecplanError
 from specplan.core.limits import MAX_CONTEXT
 from specplan.serving.traces import Trace, cached_prefix_tokens, check_sizes, shared_prefix_tokens
@@ -22,7 +23,7 @@ from specplan.serving.traces import Trace, cached_prefix_tokens, check_sizes, sh
 LENGTH_DISTS = {"fixed": 1, "uniform": 2, "normal": 2, "lognormal": 2, "exponential": 1}
 
 
-@dataclass(frozen=True)
+@record
 class RequestSet:
     """Requests to simulate: prompt / output tokens, cached prefix tokens, arrival seconds (None: closed loop of
     `clients`), per-request acceptance rates (None: drawn), shared-prefix KV tokens, where they came from."""

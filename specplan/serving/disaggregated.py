@@ -16,10 +16,11 @@ unstable when Î» exceeds the saturation rate. tokens/s/GPU counts both pools: XÂ
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
+from specplan.core.records import record
 from specplan.model.deployment import Deployment
 from specplan.model.memory import kv_bytes_per_token, memory_usage
 from specplan.model.parallel import (Layout, as_layout, attention_tp, dp_ranks, draft_parallelism,
@@ -90,7 +91,7 @@ def disaggregated(dep: Deployment, spec: Speculation, workload: Workload) -> Ser
     return disaggregated_pools(dep, spec, workload, [workload.pools or (1, 1)])[0]
 
 
-@dataclass(frozen=True)
+@record
 class _Pricing:
     """What every pool split of one disaggregated evaluation shares: the model on its devices, the workload, the
     prefill seconds per prompt, the running cap and the decode iteration table (iteration s on whole batches)."""
@@ -341,7 +342,7 @@ def gpus_of(tp) -> int:
     return tp.gpus if isinstance(tp, Layout) else int(tp)
 
 
-@dataclass(frozen=True)
+@record
 class PoolLayouts:
     """Per pool column (each shaped like x_pools), what a prefill layout of its own changes: seconds per prompt per
     prefill rank, prefill ranks, prefill GPUs per instance, KV bytes per GPU moved to the decode pool."""

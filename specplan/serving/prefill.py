@@ -37,10 +37,9 @@ element per token). Units: tokens are counts, contexts are tokens, results are s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from specplan.core.records import record
 from specplan.core.limits import check_prefill_steps
 from specplan.core.unique import on_unique
 from specplan.costs.attention import AttentionHeads, attention_cost, recurrent_state_cost
@@ -141,7 +140,7 @@ def _families(engine: EngineProfile | None, hw=None):
     return eng, load_kernel_family(eng.family_id("prefill_attention", hw))
 
 
-@dataclass(frozen=True)
+@record
 class StepMix:
     """What one engine step runs: `decode_batch` sequences x `q_len` tokens over `decode_context` cached tokens,
     plus a prefill chunk of `prefill_tokens` tokens (split evenly over `prefill_seqs` prompts) after

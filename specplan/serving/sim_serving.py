@@ -11,10 +11,11 @@ or of the arrivals (every DP-th request); requests/s and tokens/s come back for 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
+from specplan.core.records import record
 from specplan.costs.precision import Precision
 from specplan.model.memory import memory_usage
 from specplan.model.parallel import Layout, attention_tp, dp_ranks
@@ -29,7 +30,7 @@ from specplan.speculation.spec import Speculation
 ACCEPTANCE_CONCENTRATION = 20.0  # Beta(α·k, (1 - α)·k) spread of per-request acceptance rates (assumption)
 
 
-@dataclass(frozen=True)
+@record
 class SimSetup:
     """How to serve: layout, engine profile, precision, speculation, seed, SLA, requests left out as warm-up."""
 
@@ -49,7 +50,7 @@ class SimSetup:
     d_schedule: tuple = ()  # ((lo, hi, D), ...) by batch size, vLLM's form (serving/d_schedule.py); () = draft_len
 
 
-@dataclass(frozen=True)
+@record
 class SimSummary:
     """Percentiles (seconds) over the scored requests, throughput (per second), Little's-law integrals."""
 

@@ -67,10 +67,10 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
 
 import numpy as np
 
+from specplan.core.records import record
 from specplan.core.errors import SpecplanError
 from specplan.serving.step_table import StepTable
 from specplan.speculation.round import round_s
@@ -89,7 +89,7 @@ def admission_kind(eng) -> str:
     return "budget" if eng.chunked_prefill else "reserve"
 
 
-@dataclass(frozen=True)
+@record
 class SimRequests:
     """Requests in release order: prompt / output / cached-prefix tokens, accepted tokens per iteration, and
     arrival seconds (open loop; None in a closed loop, where `clients` release them)."""
@@ -101,7 +101,7 @@ class SimRequests:
     arrival_s: np.ndarray | None = None
 
 
-@dataclass(frozen=True)
+@record
 class TokenDraws:
     """Per-token acceptance draws shared by every policy: uniform u[offsets[i] + p] of request i's output position
     p, its acceptance rate alpha[i], and the draft length of each step table (ds[j])."""
@@ -115,7 +115,7 @@ class TokenDraws:
     osl: np.ndarray | None = None  # output tokens per request (the drift's span); needed with a drift
 
 
-@dataclass(frozen=True)
+@record
 class PolicyView:
     """What a per-step policy sees before a step: the scheduled batch, the decoding requests (ids, output
     position), and the decode step's seconds for each table (eager where no graph is captured)."""
@@ -127,7 +127,7 @@ class PolicyView:
     prefill_s: float = 0.0  # exponential mean of prompt seconds per decode step (what a request's TPOT carries)
 
 
-@dataclass(frozen=True)
+@record
 class StepSeries:
     """One row per engine step: start s, decode rows, D that ran, accepted tokens per row, seconds, prompt tokens."""
 
@@ -139,7 +139,7 @@ class StepSeries:
     prefill_tokens: np.ndarray
 
 
-@dataclass(frozen=True)
+@record
 class SimConfig:
     """One engine's limits for the simulation: running cap, step token budget, KV tokens, scheduler kind."""
 
@@ -160,7 +160,7 @@ class SimConfig:
     eager_extra_s: tuple = ()  # seconds an eager decode step adds per table beyond round_s's eager pricing
 
 
-@dataclass(frozen=True)
+@record
 class SimRun:
     """Per-request times (seconds) of one simulation, and time-integrated counts for Little's law."""
 

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from dataclasses import dataclass
 
 import numpy as np
 
+from specplan.core.records import record
 from specplan.model.parallel import attention_tp
 from specplan.profiles.engine import engine_hardware
 from specplan.profiles.registry import load_kernel_family
@@ -39,7 +39,7 @@ CONTEXT_POINTS = 12  # cached-context grid 0 ... ctx_max (attention is linear in
 TOKEN_POINTS = 28  # prompt-token grid 1 ... the largest chunk (geometric)
 
 
-@dataclass(frozen=True)
+@record
 class StepTable:
     """GPU seconds of engine steps on grids of decode batch, context and prompt tokens (see the module doc)."""
 

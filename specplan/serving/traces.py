@@ -14,11 +14,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from specplan.core.records import record
 from specplan.core.errors import SpecplanError, brief
 
 MAX_REQUESTS = 1_000_000  # a trace beyond this is refused: the simulators' work is bounded
@@ -28,7 +28,7 @@ OPTIONAL = ("alpha", "prefix_id", "prefix_len", "hash_ids")
 BLOCK_TOKENS = 512  # tokens per `hash_ids` block (Mooncake's traces: FAST'25 artifact README, block size 512)
 
 
-@dataclass(frozen=True)
+@record
 class Trace:
     """A trace's columns in row order (tokens as int64, seconds as float); optional ones None when absent."""
 

@@ -18,10 +18,10 @@ concurrency 0, a pools string that does not parse).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import numpy as np
 
+from specplan.core.records import record
 from specplan.core.errors import SpecplanError, brief
 from specplan.core.limits import MAX_CONTEXT, REQUEST_RATE, check_number
 
@@ -45,7 +45,7 @@ def _whole_at_least_one(v) -> bool:
     return v >= 1 and (isinstance(v, int) or float(v).is_integer())
 
 
-@dataclass(frozen=True)
+@record
 class Workload:
     """Request lengths (tokens), load (concurrency or requests/s) and serving mode."""
 

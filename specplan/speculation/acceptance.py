@@ -11,7 +11,7 @@ of the α implied by their last point; callers that must not extrapolate check `
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import ClassVar
@@ -126,7 +126,7 @@ def _pchip(x: np.ndarray, y: np.ndarray, xq: np.ndarray) -> np.ndarray:
     return np.where((q >= x[0]) & (q <= x[-1]), out, np.nan)
 
 
-@dataclass(frozen=True)
+@record
 class Acceptance:
     """How many tokens one target iteration produces, as a function of the draft length D."""
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from functools import lru_cache
 from pathlib import Path
 from typing import ClassVar
@@ -45,7 +45,7 @@ class DatasetMeta(Record):
     OPTIONAL: ClassVar[tuple[str, ...]] = ("tree_tokens",)
 
 
-@dataclass(frozen=True)
+@record
 class DatasetProfile:
     """One acceptance profile from the published table: its rows, set-up and fitted AL(D)."""
 
@@ -186,7 +186,7 @@ def mapping() -> DatasetMapping:
     return DatasetMapping.model_validate(read_yaml(MAPPING, "acceptance dataset mapping"))
 
 
-@dataclass(frozen=True)
+@record
 class PublishedRow:
     """One row of acceptance_by_dataset.csv: the columns a profile reads (text as the table has it)."""
 
@@ -347,7 +347,7 @@ def dataset_names() -> list[str]:
     return sorted({p.dataset for p in dataset_profiles()})
 
 
-@dataclass(frozen=True)
+@record
 class DatasetQuery:
     """What --dataset asked for: a class or one dataset (by short name), and its class."""
 
@@ -388,7 +388,7 @@ def _temp_rank(p: DatasetProfile) -> int:
     return {"0": 0, "not stated": 1}.get(p.temperature, 2)
 
 
-@dataclass(frozen=True)
+@record
 class Choice:
     """The profile chosen for one mechanism, and what was borrowed to get it."""
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from specplan.core.records import record
 from specplan.costs.gemm import gemm_cost
 from specplan.core.dtypes import dtype_bytes
 from specplan.core.errors import SpecplanError
@@ -354,7 +355,7 @@ def load_draft_hardware(ref) -> HardwareProfile | None:
 HEAD_MECHANISMS = ("eagle3", "dflash", "dspark")  # drafts priced from the target's shape when no profile is given
 
 
-@dataclass(frozen=True)
+@record
 class DraftRef:
     """A --draft-model as given: the profile the pricing reads (None: built from the target's shape), the Hugging
     Face repo a launch names, and a note when the draft was not found as a profile."""

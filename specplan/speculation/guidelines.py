@@ -105,7 +105,7 @@ def moe_compute_bound_from_d(batch, m_ridge: float, num_experts: int, top_k: int
     return np.where(never, NEVER, hi).astype(int)
 
 
-@dataclass(frozen=True)
+@record
 class G1Targets:
     """Guideline 1: the compute-bound D (per batch) and ridges (GEMM-M tokens, effective and spec-sheet) of the
     bulk of the weights (`applies_to`: 'experts' for MoE models, else 'dense GEMMs') and of the dense GEMMs."""
@@ -227,7 +227,7 @@ def diagnostics(model, hw, tp, batch, context_len, draft_len, prec, steps: tuple
     )
 
 
-@dataclass(frozen=True)
+@record
 class GuidelinePoint:
     """The diagnostics the binding rule reads at one point (one batch): G_dev, G2's D, the attention share of the
     D = 0 step, the tile rows, G4's low-latency regime and Guideline 1's compute-bound D and effective ridges
@@ -259,7 +259,7 @@ def _by_name(cls, answer, what: str):
     return cls(**{f.name: answer[f.name] for f in fields(cls) if f.name in answer})
 
 
-@dataclass(frozen=True)
+@record
 class StepCurve:
     """One mechanism at one batch over D (index = D): verify seconds by kernel class, draft seconds, acceptance
     length and speedup; optionally the recurrent-state and whole verify seconds, whether each D fits and its
@@ -287,7 +287,7 @@ class StepCurve:
 G1_NEAR = 1  # G1 is named when a GEMM class is compute-bound at D + G1_NEAR (its compute-bound D <= D + G1_NEAR)
 
 
-@dataclass(frozen=True)
+@record
 class Growth:
     """What one more drafted token adds per step (s): verify attention, verify GEMMs, drafting and (None: not
     priced) the verify step's recurrent-state traffic."""
@@ -418,7 +418,7 @@ def g1_sentence(diag) -> str:
             f"{float(pt.ridge_tokens_effective):.0f} tokens); the dense GEMMs turn {dense}")
 
 
-@dataclass(frozen=True)
+@record
 class RankedPoint:
     """One ranked (mechanism, D) of a search, as Guideline 5 reads it: whether it is feasible, its decode speedup,
     acceptance length and draft seconds per iteration."""

@@ -23,10 +23,9 @@ Every function takes arrays that broadcast (batch, verify tokens, draft length) 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from specplan.core.records import record
 from specplan.core.unique import on_unique
 from specplan.costs.gemm import elementwise_cost, gemm_cost
 from specplan.model.step import step_time
@@ -187,7 +186,7 @@ def tree_width(eng, draft_len, q) -> np.ndarray:
     return np.where(q > 1 + d, float(k) if k else spread, 1.0)
 
 
-@dataclass(frozen=True)
+@record
 class RoundShape:
     """One speculative round's grid (numbers or broadcast arrays): sequences, draft length D, verified tokens per
     sequence (1 + D for a chain, more for a tree), cached context tokens."""

@@ -16,12 +16,11 @@ docs/eagle3_llama8b_validation.md by scripts/eagle3_sweep_report.py), and any en
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from specplan.core.records import record
 from specplan.core.errors import SpecplanError
 
 
-@dataclass(frozen=True)
+@record
 class ServingProfile:
     """Two engine parameters (seconds) with the source of their values."""
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from specplan.core.records import record
 
 
-@dataclass(frozen=True)
+@record
 class DraftPlacement:
     """Where an external draft model runs: its model (id, YAML or profile; None: the mechanism's own), its hardware
     (None: the target's devices), its dtype (None: the target's) and the KV tokens it reads (None: all)."""
@@ -16,7 +18,7 @@ class DraftPlacement:
     kv_budget: int | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Speculation:
     """One speculative configuration: the mechanism ("none": no drafter), its draft length D (a number or an array
     to broadcast), its acceptance (an Acceptance, a spec `parse_acceptance` reads, or None: the shipped profile),
@@ -38,7 +40,7 @@ class Speculation:
                                                                     draft_kv_budget), tree_tokens, draft_heads)
 
 
-@dataclass(frozen=True)
+@record
 class DraftSearch:
     """The speculation a search prices: mechanisms (None: those with acceptance data), acceptance by mechanism
     ({mechanism: spec as `parse_acceptance` reads it}), the largest D searched, and whether D may go past the range

@@ -37,11 +37,11 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from specplan.core.records import record
 from specplan.model.parallel import Layout
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ KOH_GRID_S = np.round(np.arange(8.0, 24.01, 1.0), 1) * 1e-6  # MI300X per-kernel
 KOH_HARDWARE = "mi300x"  # the device whose per-kernel time is fitted on its rows
 
 
-@dataclass(frozen=True)
+@record
 class IxRow:
     """One InferenceX row as specplan prices it, with its measured numbers."""
 
@@ -202,7 +202,7 @@ def held_out_fits(rows: list[IxRow], by_value: dict[float, dict]) -> dict[str, f
     return {s: fit_on_user_rate([r for r in rows if r.setup != s], by_value) for s in setups}
 
 
-@dataclass(frozen=True)
+@record
 class Fits:
     """What is fitted on the rows: the MTP acceptance rate and the MI300X per-kernel time, on all rows and per
     left-out setup (the value each setup is scored with), and the profile's per-kernel time (the unfitted case)."""
@@ -215,7 +215,7 @@ class Fits:
     profile_pred: dict[str, tuple[float, float, float]]  # MI300X rows at the profile's per-kernel time
 
 
-@dataclass(frozen=True)
+@record
 class Scored:
     """Measured and out-of-sample predicted numbers of one row; alpha is the MTP rate it was scored with."""
 

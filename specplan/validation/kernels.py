@@ -6,12 +6,12 @@ Metrics per group: rows, MAPE (mean APE), median APE, p90 APE.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from specplan.core.records import record
 from specplan.bench.calibrate import fallback_attention_rows
 from specplan.bench.families import attention_kv_bytes, check_measured, detect_family, predict_table
 from specplan.core.dtypes import canonical_dtype
@@ -19,7 +19,7 @@ from specplan.core.errors import SpecplanError
 from specplan.profiles.hardware import HardwareProfile
 
 
-@dataclass(frozen=True)
+@record
 class Filters:
     """Row filters of `specplan validate` (None = no filter)."""
 

@@ -32,6 +32,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from specplan.core.records import record
 from specplan.core.errors import SpecplanError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,7 +134,7 @@ OPERATORS: tuple[str, ...] = (
        "core/ZeroIterationForLoop")
 )
 
-@dataclass(frozen=True)
+@record
 class Equivalent:
     """Why a survivor is no gap in the tests: `why`, the argument that no input tells the mutant from the code;
     with `tolerance`, where some input does, by how much at most ("equivalent within tolerance")."""
@@ -366,7 +367,7 @@ EQUIVALENT: dict[tuple[str, str, str], Equivalent] = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class Site:
     """One mutant: module, cosmic-ray operator, occurrence of that operator in the module, line (1-based)."""
 

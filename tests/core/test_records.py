@@ -69,3 +69,20 @@ def test_record_without_eq_keeps_the_mapping_comparison():
         a: int
 
     assert R(1) == {"a": 1} and R(1) != R(2)  # Mapping's __eq__, as @dataclass(frozen=True, eq=False) left it
+
+
+def test_record_keeps_a_class_own_methods_as_dataclass_does():
+    from specplan.core.records import record
+
+    @record
+    class Own:
+        a: int
+
+        def __repr__(self):
+            return "own"
+
+        def __eq__(self, other):
+            return True
+
+    assert repr(Own(1)) == "own" and Own(1) == Own(2)
+    assert hash(Own(1)) == hash((1,))  # eq without hash in the body: dataclass writes the field hash, so do we
