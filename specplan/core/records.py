@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import ClassVar
 
 
@@ -58,13 +59,21 @@ def _value_eq(self, other):
     """Equal when of the same class with equal compared fields (dataclass's eq: tuples of the fields)."""
     if other.__class__ is not self.__class__:
         return NotImplemented
-    names = self.__class__._compared
-    return tuple(getattr(self, n) for n in names) == tuple(getattr(other, n) for n in names)
+    key = self.__class__._compared
+    return key(self) == key(other)
 
 
 def _value_hash(self) -> int:
     """Hash of the hashed fields (dataclass's hash of a frozen class with eq)."""
-    return hash(tuple(getattr(self, n) for n in self.__class__._hashed))
+    return hash(self.__class__._hashed(self))
+
+
+def _tuple_of(names: tuple):
+    """A function of an object giving the tuple of its attributes `names` (operator.attrgetter, always a tuple)."""
+    if len(names) == 1:
+        get = attrgetter(names[0])
+        return lambda x: (get(x),)
+    return attrgetter(*names) if names else (lambda x: ())
 
 
 def _fields_repr(self) -> str:
@@ -89,8 +98,8 @@ def record(cls=None, *, eq: bool = True, kw_only: bool = False):
         if not own_repr:
             c.__repr__ = _fields_repr
         if eq:
-            c._compared = tuple(f.name for f in fs if f.compare)
-            c._hashed = tuple(f.name for f in fs if (f.compare if f.hash is None else f.hash))
+            c._compared = _tuple_of(tuple(f.name for f in fs if f.compare))
+            c._hashed = _tuple_of(tuple(f.name for f in fs if (f.compare if f.hash is None else f.hash)))
             if not own_eq:
                 c.__eq__ = _value_eq
             if not explicit_hash:
