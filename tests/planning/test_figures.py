@@ -20,7 +20,8 @@ def test_lower_envelope_by_hand():
 
 def test_energy_figure_panels_devices_and_rows_a_log_axis_shows():
     df = pd.DataFrame({"hardware": ["a", "a", "b", "b"], "draft_len": [0, 2, 0, 2],
-                       "meets_sla": [True, True, True, False], "tokens_per_s_per_user": [10.0, 20.0, np.nan, 30.0], "joules_per_token": [1.0, 0.5, 2.0, 0.1]})
+                       "meets_sla": [True, True, True, False], "tokens_per_s_per_user": [10.0, 20.0, np.nan, 30.0],
+                       "joules_per_token": [1.0, 0.5, 2.0, 0.1]})
     ef = energy_figure(df)
     assert ef.devices == ("a", "b") and [p.column for p in ef.panels] == ["joules_per_token"]
     p = ef.panels[0]
