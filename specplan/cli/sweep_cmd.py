@@ -32,12 +32,14 @@ def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, f
 
     model: the target's profile (or id); hardware: {id: profile} of the swept devices, so profiles loaded
     from YAML paths are never looked up again by id. The heat map and the breakdown show the device, TP,
-    context and batch of the best frontier point (`plots.best_setup`); their titles say so, or that nothing
-    fits. timings: filled with the CPU seconds of the tables and of the figures. d_max: {mechanism: the largest D
-    its acceptance data covers} (the heat map hatches the D beyond it)."""
+    context and batch of the best frontier point (`planning.frontier.best_setup`; every figure's numbers come from
+    `planning.figures`); their titles say so, or that nothing fits. timings: filled with the CPU seconds of the
+    tables and of the figures. d_max: {mechanism: the largest D its acceptance data covers} (the heat map hatches
+    the D beyond it)."""
     import time
 
-    from specplan.planning.frontier import best_at, interactivity_levels
+    from specplan.planning import figures as F
+    from specplan.planning.frontier import best_at, best_setup, interactivity_levels
     from specplan.core.io import atomic_write_text
     from specplan.profiles.registry import load_hardware, load_model
     from specplan.planning.sweep import columns_doc
@@ -63,36 +65,38 @@ def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, f
 
     m = load_model(model)
     hws = dict(hardware or {})
-    best = P.best_setup(df, front, per)
-    hw_id, tp, ctx, batch = best["hardware"], best["tp"], best["context_len"], best["batch"]
+    best = best_setup(df, front, per)
+    hw_id, tp, ctx, batch = best.hardware, best.tp, best.context_len, best.batch
     hw = hws.get(hw_id) or load_hardware(hw_id)
     unit = "tok/s/GPU" if per == "gpu" else "tok/s/device"
-    where = (f"best frontier point ({unit}): B = {batch}, D = {best['draft_len']}" if best["fits"]
+    where = (f"best frontier point ({unit}): B = {batch}, D = {best.draft_len}" if best.fits
              else "DOES NOT FIT in memory (no feasible point)")
     ctxs = ", ".join(f"{int(c):,}" for c in sorted(df["context_len"].unique()))
     devs = ", ".join(str(h) for h in df["hardware"].unique())
     title = (f"{m.id} on {devs}, context {ctxs} tokens\nthroughput vs interactivity"  # 2 lines: no clipping
              + (f"\nacceptance: {acceptance_label}" if acceptance_label else ""))
     if "frontier" in figures:
-        written += P.save_figure(P.plot_frontier(df, per=per, title=title), outdir / "frontier", formats=formats)
+        written += P.save_figure(P.plot_frontier(F.frontier_figure(df, per), title=title), outdir / "frontier",
+                                 formats=formats)
     if "heatmap" in figures:
         written += _heatmap(P, df, best, hw_id, tp, ctx, where, outdir, formats,
-                            (d_max or {}).get(best["mechanism"]))
+                            (d_max or {}).get(best.mechanism))
     if "tiles" in figures:
         swept_ctx = tuple(int(c) for c in sorted(df["context_len"].unique()))[:3]  # the grid's contexts
         others = [str(h) for h in df["hardware"].unique() if str(h) != hw_id]
         tiles_title = (f"Decode attention with speculation on {hw_id} (the best point's device"
                        + (f"; also swept: {', '.join(others)}" if others else "") + ")\n"
                        "128-row tiles: runtime steps at G(1+D) = k x 128")
-        written += P.save_figure(P.plot_attention_tiles(hw, head_dim=m.head_dim,
-                                                        kv_heads=max(1, m.heads_per_device(tp)[1]),
-                                                        contexts=swept_ctx, title=tiles_title),
-                                 outdir / "attention_tiles", formats=formats)
+        tiles = F.attention_tiles(hw, head_dim=m.head_dim, kv_heads=max(1, m.heads_per_device(tp)[1]),
+                                  contexts=swept_ctx)
+        written += P.save_figure(P.plot_attention_tiles(tiles, title=tiles_title), outdir / "attention_tiles",
+                                 formats=formats)
     if "acceptance" in figures:
         written += P.save_figure(P.plot_acceptance(df, acceptance=acceptance), outdir / "acceptance", formats=formats)
     if "breakdown" in figures:
         ds = sorted(int(x) for x in df["draft_len"].unique())  # every D of the grid, bars at their true D
-        br = P.plot_breakdown(m, hw, tp, batch=batch, context_len=ctx, draft_lens=ds, layout=best.get("layout"))
+        br = P.plot_breakdown(F.step_breakdown(m, hw, tp, batch=batch, context_len=ctx, draft_lens=ds,
+                                               layout=best.layout))
         ax = br.axes[0]
         ax.set_title(f"{ax.get_title()}\n({where})")
         written += P.save_figure(br, outdir / "breakdown", formats=formats)
@@ -104,10 +108,10 @@ def write_pareto(df, front, outdir: Path, model, hardware: dict | None = None, f
 def _heatmap(P, df, best, hw_id, tp, ctx, where, outdir, formats, d_max=None) -> list[Path]:
     """The speedup heat map of the best frontier point's device, TP, context (and layout)."""
     sub = df[(df["hardware"] == hw_id) & (df["tp"] == tp) & (df["context_len"] == ctx)]
-    lay = best.get("layout")
+    lay = best.layout
     if lay is not None and "layout" in sub:  # several layouts may share a TP (tp8, tp8ep8): keep the best one's
         sub = sub[sub["layout"] == lay]
-    heat = P.plot_speedup_heatmap(sub, hardware=hw_id, mechanism=best["mechanism"], tp=tp, context_len=ctx,
+    heat = P.plot_speedup_heatmap(sub, hardware=hw_id, mechanism=best.mechanism, tp=tp, context_len=ctx,
                                   d_max=d_max)
     ax = heat.axes[0]
     ax.set_title(f"{ax.get_title()}\n({where})")
@@ -358,11 +362,13 @@ def _serving_pareto(model, hardware: list, wl, tps: list[int] | None, modes: lis
         written += P.save_figure(fig, outdir / "serving_frontier", formats=formats)
     if "energy" in figures and "joules_per_token" in df:
         from specplan import plots as P
+        from specplan.planning.figures import energy_figure
         from specplan.plots.cost_plot import plot_energy_frontier
 
         title = (f"{m.id} on {', '.join(h.id for h in hws)}, ISL {wl.isl}, OSL {wl.osl}: energy and cost per "
                  f"output token")
-        written += P.save_figure(plot_energy_frontier(df, title), outdir / FIGURES["energy"], formats=formats)
+        written += P.save_figure(plot_energy_frontier(energy_figure(df), title), outdir / FIGURES["energy"],
+                                 formats=formats)
     if timings:
         print(f"timings (CPU s): serving grid {sp.grid_cpu_s:.2f}, frontier {sp.frontier_cpu_s:.2f}, tables {t3 - t2:.2f}, "
               f"figures {time.process_time() - t3:.2f} (matplotlib's import counted in figures)")

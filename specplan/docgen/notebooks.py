@@ -76,7 +76,7 @@ assert np.ceil(peak / (1 + 7)) == np.ceil(np.ceil(peak) / 8)"""),
 
 One KV head serves G·(1 + D) query rows; the kernel works in 128-row tiles, so D = 128/G − 1 rides free
 (G2) and past it the runtime steps each time G·(1 + D) crosses a multiple of 128 (G3: prefer those D)."""),
-    new_code_cell("""from specplan.plots import attention_tile_curves
+    new_code_cell("""from specplan.planning.figures import attention_tile_curves
 
 groups = (4, 8, 16, 32, 64)
 d, curves = attention_tile_curves(HW, groups=groups, context_len=32768, batch=8, head_dim=128, kv_heads=8,

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from specplan.core.errors import SpecplanError
+from specplan.core.records import Record, record
 
 PER = {"gpu": "tok_s_gpu", "device": "tok_s_device"}  # throughput column ranked by each `per`
 
@@ -218,6 +219,45 @@ def interactivity_levels(front, n: int = 12, set_name: str = "overall") -> np.nd
     raw = np.geomspace(max(lo, 1e-6), hi, n)
     mag = 10.0 ** np.floor(np.log10(raw))
     return np.unique(np.floor(raw / mag * 2) / 2 * mag)
+
+
+def lower_envelope(user, value) -> tuple[np.ndarray, np.ndarray]:
+    """Points (tok/s/user ascending) of the lowest `value` reachable at or above each tok/s/user."""
+    u, v = np.asarray(user, dtype=float), np.asarray(value, dtype=float)
+    order = np.argsort(-u, kind="stable")  # from the fastest user down: running minimum of the value
+    best = np.minimum.accumulate(v[order])
+    keep = np.r_[True, best[1:] < best[:-1]]
+    return u[order][keep][::-1], best[keep][::-1]
+
+
+@record
+class BestSetup(Record):
+    """The best frontier point's device, TP, context, layout, batch, D, mechanism (None at D = 0); fits False: none."""
+
+    hardware: str
+    tp: int
+    context_len: int
+    layout: str | None
+    batch: int
+    draft_len: int
+    mechanism: str | None
+    fits: bool
+
+
+def best_setup(df, front, per: str = "gpu") -> BestSetup:
+    """Highest throughput `per` on the speculation (else overall) frontier; no fit: first device, batch 16, D = 0."""
+    col = throughput_column(per)
+    front = overall(front)
+    for name in ("speculation", "overall"):
+        f = front[front["set"] == name]
+        if not f.empty:
+            r = f.loc[f[col].idxmax()]
+            d = int(r["draft_len"])
+            return BestSetup(str(r["hardware"]), int(r["tp"]), int(r["context_len"]),
+                             str(r["layout"]) if "layout" in r else None, int(r["batch"]), d,
+                             str(r["mechanism"]) if d > 0 else None, True)
+    return BestSetup(str(df["hardware"].iloc[0]), int(df["tp"].min()), int(df["context_len"].min()), None, 16, 0,
+                     None, False)
 
 
 SERVING_BY = ("hardware", "mode")  # the serving frontier's scopes besides the overall one

@@ -12,21 +12,16 @@ CLASS_COLORS = {"gemm": "#4C72B0", "attention": "#DD8452", "state": "#DA8BC3", "
                 "communication": "#C44E52", "overhead": "#937860"}
 
 
-def plot_breakdown(model, hw, tp=1, batch=8, context_len=8192, draft_lens=(0, 1, 2, 3, 4, 7, 8, 15, 16),
-                   title=None, **kw):
-    """Figure 5: step time of the target by kernel class as D grows (q_len = 1 + D), stacked bars."""
-    from specplan.profiles.registry import load_hardware, load_model
-    from specplan.model.step import CLASSES, step_time
-
-    m, h = load_model(model), load_hardware(hw)
-    d = np.asarray(draft_lens)
-    r = step_time(m, h, tp, batch, 1 + d, context_len, **kw)
+def plot_breakdown(b, title=None):
+    """Figure 5: step time of the target by kernel class as D grows (q_len = 1 + D), stacked bars
+    (`planning.figures.StepBreakdown`)."""
+    d = b.draft_len
     fig, ax = _figure(max(7.6, 0.22 * d.size + 2), 4.8, margins=(0.62, 0.1, 0.5, 0.16))
     x = d.astype(float)  # bars at their true D (gaps in the list stay gaps)
     width = 0.7 * (float(np.min(np.diff(np.unique(d)))) if d.size > 1 else 1.0)
     bottom = np.zeros(d.size)
-    for c in CLASSES:  # Rectangles added as artists: ax.bar's per-bar data-limit update is most of its cost
-        v = np.broadcast_to(r.breakdown_s[c], d.shape) * 1e3
+    for c, t_s in b.breakdown_s.items():  # Rectangles as artists: ax.bar's per-bar data-limit update costs most
+        v = np.broadcast_to(t_s, d.shape) * 1e3
         if not np.any(v > 0):
             continue
         label = c
@@ -43,8 +38,8 @@ def plot_breakdown(model, hw, tp=1, batch=8, context_len=8192, draft_lens=(0, 1,
         tick_marks(ax, x, "x", gid="draft-len-ticks")
     ax.set_xlabel("draft length D (verified tokens per sequence = 1 + D)")
     ax.set_ylabel("target step time (ms)")
-    ax.set_title(title or f"Step-time breakdown: {m.id} on {h.id}, TP {tp}, B = {batch}, "
-                          f"context {context_len:,}")
+    ax.set_title(title or f"Step-time breakdown: {b.model_id} on {b.hardware_id}, TP {b.tp}, B = {b.batch}, "
+                          f"context {b.context_len:,}")
     ax.legend(fontsize=8, loc="upper left", title="kernel class", title_fontsize=8)
     ax.set_ylim(0, bottom.max() * 1.35 if bottom.max() > 0 else 1)
     ax.grid(True, axis="y", alpha=0.3)

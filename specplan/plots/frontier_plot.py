@@ -1,5 +1,5 @@
 """Figure 1: tokens/s per GPU against tokens/s per user, with and without speculation, frontier points
-labelled 'mechanism (B, D, TP)'; `best_setup`, the point the heat map and the breakdown show."""
+labelled 'mechanism (B, D, TP)' (the curves: `planning.figures.frontier_figure`)."""
 
 from __future__ import annotations
 
@@ -27,36 +27,24 @@ def _label_candidates(spec, col: str, n: int) -> list[int]:
     return list(dict.fromkeys(ends + middle[::2] + middle[1::2]))  # spread: ends, every other, then the rest
 
 
-def plot_frontier(df, title: str | None = None, max_labels: int = 8, label_hardware: bool | None = None,
-                  per: str = "gpu"):
-    """Figure 1: frontier with (solid) and without (dashed) speculation for each device (each device and
-    context when several contexts are swept); up to `max_labels` points per curve labelled 'mechanism (B, D,
-    TP)', placed inside the axes without overlaps.
-    per: throughput per target GPU ('gpu') or per device, draft devices included ('device')."""
-    from specplan.planning.frontier import frontier, throughput_column
-
-    col = throughput_column(per)
-
-    ctxs = sorted(int(c) for c in df["context_len"].unique())
-    # One pair of curves per device, and per (device, context) when several contexts are swept: context is
-    # the workload's, so each keeps its own frontier (as frontier.csv's scopes do).
-    groups = [(str(h), c) for h in df["hardware"].unique() for c in (ctxs if len(ctxs) > 1 else [None])]
+def plot_frontier(ff, title: str | None = None, max_labels: int = 8, label_hardware: bool | None = None):
+    """Figure 1: frontier with (solid) and without (dashed) speculation for each curve pair of `ff`
+    (`planning.figures.FrontierFigure`: each device, or device and context); up to `max_labels` points per curve
+    labelled 'mechanism (B, D, TP)', placed inside the axes without overlaps; throughput per target GPU or per
+    device (draft devices included) as `ff.per` says."""
+    col, per, groups = ff.throughput_column, ff.per, ff.curves
     extra_in = 0.15 * max(0, len(groups) - 2)  # one legend row per curve pair past two
     fig, ax = _figure(8.8, 6.2 + extra_in, margins=(0.8, 0.15, 1.12 + extra_in, 0.16))
     colors = matplotlib.colormaps["tab10"]
     labelled = []
-    for i, (h, c_len) in enumerate(groups):
-        sub = df[df["hardware"] == h] if c_len is None else df[(df["hardware"] == h) & (df["context_len"] == c_len)]
-        f = frontier(sub, sets=["baseline", "overall"], per=per)
-        base = f[f["set"] == "baseline"]
-        spec = f[f["set"] == "overall"]
+    for i, cv in enumerate(groups):
+        base, spec, name = cv.baseline, cv.speculation, cv.name
         c = colors(i % 10)
-        name = h if c_len is None else f"{h}, context {c_len:,}"
         ax.plot(base["tok_s_user"], base[col], "--", color=c, lw=1.3, alpha=0.8,
                 label=f"{name}: without speculation (D = 0)")
         ax.plot(spec["tok_s_user"], spec[col], "-", color=c, lw=2.0, marker="o", ms=3,
                 label=f"{name}: with speculation (best D)")
-        labelled.append((name, spec.reset_index(drop=True), c))
+        labelled.append((name, spec, c))
     if any(not x.empty for _, x, _ in labelled):
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -81,24 +69,3 @@ def plot_frontier(df, title: str | None = None, max_labels: int = 8, label_hardw
         log_minor_marks(ax)  # limits are final: cheap minor ticks (labels placed against these limits)
     place_labels(fig, ax, items, avoid=[leg], per_group=max_labels)
     return fig
-
-
-def best_setup(df, front, per: str = "gpu") -> dict:
-    """Device, TP, context, batch and mechanism of the best frontier point (highest throughput `per` on the
-    speculation frontier, else the overall one) for the heat map and breakdown; `fits` False (first device,
-    smallest TP, context and batch 16) when no point fits."""
-    from specplan.planning.frontier import overall, throughput_column
-
-    col = throughput_column(per)
-    front = overall(front)
-    for name in ("speculation", "overall"):
-        f = front[front["set"] == name]
-        if not f.empty:
-            r = f.loc[f[col].idxmax()]
-            return {"hardware": str(r["hardware"]), "tp": int(r["tp"]), "context_len": int(r["context_len"]),
-                    "layout": str(r["layout"]) if "layout" in r else None,
-                    "batch": int(r["batch"]), "draft_len": int(r["draft_len"]),
-                    "mechanism": str(r["mechanism"]) if int(r["draft_len"]) > 0 else None, "fits": True}
-    return {"hardware": str(df["hardware"].iloc[0]), "tp": int(df["tp"].min()), "layout": None,
-            "context_len": int(df["context_len"].min()), "batch": 16, "draft_len": 0, "mechanism": None,
-            "fits": False}

@@ -12,36 +12,25 @@ from specplan import plots as P
 from specplan.study import spec as study
 
 
-def write_study_plots(st, scenarios, grids, fronts, outdir: Path) -> list[str]:
-    """Write the study's figures named in `st.plots` into `outdir`; return the paths written (a serving study:
-    its serving frontier, one colour per variant and device)."""
-    if study.is_serving(st):
-        return _serving_study_plot(st, scenarios, fronts[0], outdir) if "frontier" in st.plots else []
+def write_study_plots(st, scenarios, figs, outdir: Path) -> list[str]:
+    """Write the study's figures named in `st.plots` into `outdir` from their numbers (`planning.figures.
+    StudyFigures`); return the paths written (a serving study: its serving frontier, one colour per variant and
+    device)."""
+    if figs.serving_front is not None:
+        return _serving_study_plot(st, scenarios, figs.serving_front, outdir) if "frontier" in st.plots else []
     written = []
     if "frontier" in st.plots:
-        written += P.save_figure(plot_frontier_variants(st, scenarios, grids, fronts), outdir / "frontier_variants")
-    per_batch = []
-    for sc, df in zip(scenarios, grids):
-        fit = df[df["fits"] & (df["draft_len"] >= 1)]
-        if fit.empty:
-            continue
-        ctx = st.summary_context if st.summary_context is not None else int(df["context_len"].min())
-        fit = fit[fit["context_len"] == ctx]
-        idx = fit.groupby("batch")["speedup"].idxmax()
-        per_batch.append((sc["name"], fit.loc[idx.to_numpy()].sort_values("batch"), ctx))
+        written += P.save_figure(plot_frontier_variants(st, scenarios, figs.fronts, figs.device_fronts),
+                                 outdir / "frontier_variants")
+    per_batch = figs.per_batch
     for key in ("speedup", "recommended_d"):
         if key not in st.plots or not per_batch:
             continue
-        fig = (plot_recommended_d(st, scenarios, grids, per_batch) if key == "recommended_d"
+        fig = (plot_recommended_d(st, scenarios, figs.d_limits, per_batch) if key == "recommended_d"
                else plot_best_speedup(st, per_batch))
         written += P.save_figure(fig, outdir / key)
-    if "attention" in st.plots:
-        sc = scenarios[0]
-        gs = sorted({s["model"].group_size for s in scenarios})
-        m = sc["model"]
-        fig = P.plot_attention_tiles(sc["hardware"][0], groups=tuple(gs), head_dim=m.head_dim,
-                                     kv_heads=max(1, min(s["model"].num_kv_heads for s in scenarios)))
-        written += P.save_figure(fig, outdir / "attention_tiles")
+    if figs.tiles is not None:
+        written += P.save_figure(P.plot_attention_tiles(figs.tiles), outdir / "attention_tiles")
     return [str(p) for p in written]
 
 
@@ -80,21 +69,19 @@ def _devices_phrase(fr, sc) -> str:
     return f"{rng('target_devices')} target + {rng('draft_devices')} {where} {unit}"
 
 
-def plot_frontier_variants(st, scenarios, grids, fronts):
-    """Frontier of every variant; when some variant drafts on other devices (e.g. LPU chips), a second panel
-    counts them (tokens/s per device) and the legend says how many each variant spends."""
-    from specplan.planning.frontier import frontier
-
-    extra = any(int(df["draft_devices"].max()) > 0 for df in grids)
+def plot_frontier_variants(st, scenarios, fronts, device_fronts=None):
+    """Frontier of every variant (`fronts`, per target GPU); when some variant drafts on other devices (e.g. LPU
+    chips), a second panel counts them (`device_fronts`: tokens/s per device) and the legend says how many each
+    variant spends."""
+    extra = device_fronts is not None
     fig, axes = P._figure(13.0 if extra else 8.4, 5.6, ncols=2 if extra else 1)
     axes = list(axes) if extra else [axes]
     cm = P.matplotlib.colormaps["tab10"]
     for k, ax in enumerate(axes):
-        per = "gpu" if k == 0 else "device"
         col = "tok_s_gpu" if k == 0 else "tok_s_device"
         drawn = 0
-        for i, (sc, df, fr) in enumerate(zip(scenarios, grids, fronts)):
-            f = fr if k == 0 else frontier(df, sets=["baseline", "overall"], per=per)
+        for i, (sc, fr) in enumerate(zip(scenarios, fronts)):
+            f = fr if k == 0 else device_fronts[i]
             b, s = f[f["set"] == "baseline"], f[f["set"] == "overall"]
             drawn += len(b) + len(s)
             ax.plot(b["tok_s_user"], b[col], "--", color=cm(i % 10), lw=1.2, alpha=0.8)
@@ -120,10 +107,10 @@ def plot_frontier_variants(st, scenarios, grids, fronts):
     return fig
 
 
-def plot_recommended_d(st, scenarios, grids, per_batch):
+def plot_recommended_d(st, scenarios, d_limits, per_batch):
     """Recommended D against batch, one panel per variant (shared axes, whole D at its true value: no offsets);
-    a dotted reference at D = tile/G − 1 for the variant's G; points at the largest D searched are ringed and
-    named as at the search limit."""
+    a dotted reference at D = tile/G − 1 for the variant's G; points at the largest D searched (`d_limits`, one per
+    variant) are ringed and named as at the search limit."""
     import numpy as np
 
     n = len(per_batch)
@@ -142,7 +129,7 @@ def plot_recommended_d(st, scenarios, grids, per_batch):
         k = names.index(name)
         c = cm(k % 10)
         ax.plot(s["batch"], s["draft_len"], marker="o", ms=5, color=c, lw=1.6, drawstyle="steps-mid")
-        top = int(grids[k]["draft_len"].max())
+        top = d_limits[k]
         d_top = max(d_top, top)
         at = s[s["draft_len"] >= top]
         if not at.empty:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from specplan.planning.figures import serving_study_figures, study_figures
 from specplan.planning.frontier import envelope, frontier
 from specplan.core.io import atomic_write_text
 
@@ -216,8 +217,9 @@ def markdown(summary: dict) -> str:
 def write_outputs(st, scenarios, grids, outdir: Path, plot=None) -> dict:
     """Write results.csv/.parquet, frontier.csv, summary.md/.json; return the summary.
 
-    `plot(st, scenarios, grids, fronts, outdir)` writes the figures and returns their paths (listed in the
-    summary); this layer draws none itself (`specplan.plots.study_plots.write_study_plots` is the one the CLI uses).
+    `plot(st, scenarios, figs, outdir)` draws the figures' numbers (`planning.figures.study_figures`) and returns
+    their paths (listed in the summary); this layer draws none itself (`specplan.plots.study_plots.write_study_plots`
+    is the one the CLI uses).
     """
     import pandas as pd
 
@@ -232,7 +234,8 @@ def write_outputs(st, scenarios, grids, outdir: Path, plot=None) -> dict:
     write_table(allg, outdir / "results", parquet=True)
     write_table(allf, outdir / "frontier", parquet=False)
     summary = summarize(st, scenarios, grids, fronts)
-    summary["plots"] = [Path(p).name for p in (plot(st, scenarios, grids, fronts, outdir) if plot else [])]
+    figs = study_figures(st, scenarios, grids, fronts) if plot else None
+    summary["plots"] = [Path(p).name for p in (plot(st, scenarios, figs, outdir) if plot else [])]
     atomic_write_text(outdir / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     atomic_write_text(outdir / "summary.md", markdown(summary))
     return summary
@@ -325,8 +328,8 @@ def serving_markdown(summary: dict) -> str:
 
 
 def write_serving_outputs(st, scenarios, grids, outdir: Path, plot=None) -> dict:
-    """A serving study's serving_results.csv, serving_frontier.csv, summary.md/.json; `plot(st, front, outdir)`
-    (figures) as in write_outputs. Returns the summary."""
+    """A serving study's serving_results.csv, serving_frontier.csv, summary.md/.json; `plot(st, scenarios, figs,
+    outdir)` (figures: `planning.figures.serving_study_figures`) as in write_outputs. Returns the summary."""
     import pandas as pd
 
     from specplan.planning.frontier import serving_frontier
@@ -337,7 +340,8 @@ def write_serving_outputs(st, scenarios, grids, outdir: Path, plot=None) -> dict
     atomic_write_text(outdir / "serving_results.csv", allg.to_csv(index=False))  # as pareto's serving_grid.csv
     atomic_write_text(outdir / "serving_frontier.csv", front.to_csv(index=False))
     summary = summarize_serving(st, scenarios, grids)
-    summary["plots"] = [Path(p).name for p in (plot(st, scenarios, grids, [front], outdir) if plot else [])]
+    figs = serving_study_figures(front) if plot else None
+    summary["plots"] = [Path(p).name for p in (plot(st, scenarios, figs, outdir) if plot else [])]
     atomic_write_text(outdir / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     atomic_write_text(outdir / "summary.md", serving_markdown(summary))
     return summary

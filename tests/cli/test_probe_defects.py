@@ -94,11 +94,12 @@ def test_a_price_tier_no_device_has_is_refused():
 def test_the_energy_figure_of_an_osl_one_grid_draws_without_a_traceback(tmp_path):
     """pareto --osl 1 --figures energy crashed in savefig ('Data cannot be log-scaled'): tokens/s/user is NaN."""
     from specplan import plots as P
+    from specplan.planning.figures import energy_figure
     from specplan.plots.cost_plot import plot_energy_frontier
 
     df = pd.DataFrame({"meets_sla": [True, True], "draft_len": [0, 2], "tokens_per_s_per_user": [np.nan, np.nan],
                        "joules_per_token": [1.0, 2.0], "usd_per_mtok": [3.0, 4.0]})
-    out = P.save_figure(plot_energy_frontier(df, "osl 1"), tmp_path / "energy", formats=("png",))
+    out = P.save_figure(plot_energy_frontier(energy_figure(df), "osl 1"), tmp_path / "energy", formats=("png",))
     assert out[0].stat().st_size > 0
 
 

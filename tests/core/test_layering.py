@@ -90,6 +90,44 @@ def test_no_lower_layer_imports_a_higher_one():
     assert _violations() == []
 
 
+# Folders a figure module may not import (issue 37: plots draw what planning computed; they compute nothing). The
+# layers allow them (plots sits above planning); this narrower rule keeps plots/ to core/, study/ and itself.
+DRAW_ONLY = {"plots": ("planning", "model", "costs", "speculation", "serving", "profiles")}
+
+
+def _computing_imports(pkg: Path = PKG) -> list[str]:
+    """Imports of a computing folder by a draw-only folder (DRAW_ONLY), at any depth, relative and by string too."""
+    bad = []
+    for room, banned in DRAW_ONLY.items():
+        for path in sorted((pkg / room).rglob("*.py")):
+            rel = path.relative_to(pkg.parent).with_suffix("")
+            bad += [f"{rel} imports {t}: {room}/ draws, {_room(t)}/ computes" for t in _imports(path, pkg)
+                    if _room(t) in banned]
+    return bad
+
+
+def test_plots_import_no_computing_layer():
+    """plots/ receives numbers (planning/figures.py, the grid and frontier tables) and imports none of the folders
+    that compute them."""
+    assert _computing_imports() == []
+
+
+def test_the_draw_only_rule_catches_a_plot_that_computes(tmp_path):
+    """A planted plots module importing planning inside a function, costs relatively and profiles by string is
+    reported three times; importing core and another plots module is not."""
+    source = ("import importlib\nfrom specplan.core.io import atomic_write_bytes\nfrom .canvas import _figure\n\n"
+              "def f(df):\n    from specplan.planning.frontier import frontier\n"
+              "    from ..costs.attention import attention_time_s\n"
+              "    return importlib.import_module('specplan.profiles.registry')\n")
+    fake = tmp_path / "specplan" / "plots"
+    fake.mkdir(parents=True)
+    (fake / "bad.py").write_text(source)
+    assert _computing_imports(tmp_path / "specplan") == [
+        "specplan/plots/bad imports specplan.planning.frontier: plots/ draws, planning/ computes",
+        "specplan/plots/bad imports specplan.costs.attention: plots/ draws, costs/ computes",
+        "specplan/plots/bad imports specplan.profiles.registry: plots/ draws, profiles/ computes"]
+
+
 def test_every_folder_has_a_place_in_the_layers():
     rooms = {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     rooms |= {p.stem for p in PKG.glob("*.py") if p.stem != "__init__"}

@@ -79,16 +79,16 @@ def test_pareto_per_device(tmp_path):
 
 
 def test_pareto_plots_use_the_best_frontier_point(small_grid):
-    from specplan import plots as P
+    from specplan.planning.frontier import best_setup
 
     front = frontier(small_grid)
-    s = P.best_setup(small_grid, front)
+    s = best_setup(small_grid, front)
     spec = front[front["set"] == "speculation"]
     r = spec.loc[spec["tok_s_gpu"].idxmax()]
     assert (s["hardware"], s["tp"], s["context_len"], s["batch"]) == (str(r["hardware"]), int(r["tp"]),
                                                                       int(r["context_len"]), int(r["batch"]))
     assert s["fits"] and s["batch"] != 16
-    none = P.best_setup(small_grid.assign(fits=False), frontier(small_grid.assign(fits=False)))
+    none = best_setup(small_grid.assign(fits=False), frontier(small_grid.assign(fits=False)))
     assert none["fits"] is False
 
 

@@ -291,7 +291,9 @@ def _boxes(fig, texts):
 def test_frontier_labels_five_per_device_inside_and_disjoint(small_grid):
     from specplan import plots as P
 
-    fig = P.plot_frontier(small_grid, title="t")
+    from specplan.planning.figures import frontier_figure
+
+    fig = P.plot_frontier(frontier_figure(small_grid), title="t")
     ax = fig.axes[0]
     fig.draw_without_rendering()
     frame = ax.get_window_extent(fig.canvas.get_renderer())
@@ -316,7 +318,9 @@ def test_breakdown_has_every_d_at_its_true_position():
     from specplan import plots as P
 
     ds = [0, 1, 2, 3, 5, 9, 16, 31]
-    fig = P.plot_breakdown("llama-3.1-8b", "h100-sxm", 1, 8, 8192, draft_lens=ds)
+    from specplan.planning.figures import step_breakdown
+
+    fig = P.plot_breakdown(step_breakdown("llama-3.1-8b", "h100-sxm", 1, 8, 8192, draft_lens=ds))
     ax = fig.axes[0]
     centres = sorted({round(p.get_x() + p.get_width() / 2, 6) for p in ax.patches})
     assert centres == ds
@@ -351,7 +355,9 @@ def test_colorbar_ticks_closed_form():
 def test_attention_tile_lines_that_coincide_stay_visible():
     from specplan import plots as P
 
-    fig = P.plot_attention_tiles("h100-sxm")
+    from specplan.planning.figures import attention_tiles
+
+    fig = P.plot_attention_tiles(attention_tiles("h100-sxm"))
     for ax in fig.axes:
         lines = [ln for ln in ax.get_lines() if ln.get_label().startswith("G = ")]
         assert len(lines) == 8 and len(ax.get_legend().get_texts()) == 8
@@ -407,7 +413,7 @@ def test_study_recommended_d_panels_whole_d_reference_lines_and_search_limit():
     for sc, df in zip(scs, grids):
         fit = df[df["fits"] & (df["draft_len"] >= 1)]
         per_batch.append((sc["name"], fit.loc[fit.groupby("batch")["speedup"].idxmax().to_numpy()], 2048))
-    fig = SP.plot_recommended_d(st, scs, grids, per_batch)
+    fig = SP.plot_recommended_d(st, scs, [int(g["draft_len"].max()) for g in grids], per_batch)
     axes = [ax for ax in fig.axes if ax.get_visible()]
     assert [ax.get_title() for ax in axes] == ["base", "G 8", "same"]
     for ax, (_, s, _) in zip(axes, per_batch):
@@ -428,8 +434,11 @@ def test_study_frontier_shows_the_lpu_chips_it_spends():
                                      "max_draft_len": 3, "context": [8192], "draft_model": "qwen3.5-35b-a3b",
                                      "mechanisms": {"external": 0.8}},
              "variants": [{"name": "on LPU", "draft_hardware": "groq-3-lpu"}]}
+    from specplan.planning.frontier import frontier
+
     st, scs, grids, fronts, SP = _study_figs(study)
-    fig = SP.plot_frontier_variants(st, scs, grids, fronts)
+    fig = SP.plot_frontier_variants(st, scs, fronts, [frontier(g, sets=["baseline", "overall"], per="device")
+                                                      for g in grids])
     assert len(fig.axes) == 2  # per target GPU, and per device with the draft's chips counted
     assert "draft devices counted" in fig.axes[1].get_ylabel()
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]

@@ -10,6 +10,7 @@ pytest.importorskip("matplotlib", reason="matplotlib is not installed: the figur
                     "(a dependency of specplan: pip install -e .)")
 
 from specplan import plots as P  # noqa: E402
+from specplan.planning import figures as F  # noqa: E402
 
 UNIT = re.compile(r"\(.+\)")
 
@@ -29,14 +30,15 @@ def _check(fig):
 
 
 def test_all_five_figures(small_grid):
-    figs = [P.plot_frontier(small_grid), P.plot_speedup_heatmap(small_grid), P.plot_attention_tiles("h100-sxm"),
-            P.plot_acceptance(small_grid), P.plot_breakdown("llama-3.1-8b", "h100-sxm", 1, 8, 8192)]
+    figs = [P.plot_frontier(F.frontier_figure(small_grid)), P.plot_speedup_heatmap(small_grid),
+            P.plot_attention_tiles(F.attention_tiles("h100-sxm")), P.plot_acceptance(small_grid),
+            P.plot_breakdown(F.step_breakdown("llama-3.1-8b", "h100-sxm", 1, 8, 8192))]
     for f in figs:
         _check(f)
 
 
 def test_frontier_labels_do_not_overlap(small_grid):
-    fig = P.plot_frontier(small_grid, max_labels=30)
+    fig = P.plot_frontier(F.frontier_figure(small_grid), max_labels=30)
     r = fig.canvas.get_renderer()
     ax = fig.axes[0]
     boxes = [t.get_window_extent(r) for t in ax.texts]
@@ -50,7 +52,7 @@ def test_frontier_labels_do_not_overlap(small_grid):
 def test_attention_tiles_step_at_128_rows():
     import numpy as np
 
-    d, curves = P.attention_tile_curves("h100-sxm", groups=(8,), context_len=32768, batch=64)
+    d, curves = F.attention_tile_curves("h100-sxm", groups=(8,), context_len=32768, batch=64)
     t = curves[8]
     # G(1+D) <= 128 up to D = 15: flat while memory-bound; the 129th row (D = 16) adds a tile.
     assert t[16] > t[15]
@@ -80,6 +82,7 @@ def test_energy_frontier_tells_devices_apart_over_a_binned_grid():
     matplotlib.use("Agg")
     import pandas as pd
 
+    from specplan.planning.figures import energy_figure
     from specplan.plots.cost_plot import plot_energy_frontier
 
     import numpy as np
@@ -90,7 +93,7 @@ def test_energy_frontier_tells_devices_apart_over_a_binned_grid():
                        "draft_len": np.where(np.arange(n) % 4 < 2, 0, 3), "meets_sla": True,
                        "tokens_per_s_per_user": rng.uniform(20, 500, n), "joules_per_token": rng.uniform(0.05, 2, n),
                        "usd_per_mtok": rng.uniform(0.02, 1, n)})
-    fig = plot_energy_frontier(df)
+    fig = plot_energy_frontier(energy_figure(df))
     for ax in fig.axes:
         labels = [t.get_text() for t in ax.get_legend().get_texts()]
         assert labels == ["b200, no speculation", "b200, speculative", "h100-sxm, no speculation",

@@ -12,16 +12,17 @@ pytest.importorskip("matplotlib", reason="matplotlib is not installed: the figur
                     "(a dependency of specplan: pip install -e .)")
 
 from specplan import plots as P  # noqa: E402
+from specplan.planning import figures as F  # noqa: E402
 
 
 
 
 def _figures(small_grid):
-    return {"frontier": P.plot_frontier(small_grid), "heatmap": P.plot_speedup_heatmap(small_grid),
-            "tiles": P.plot_attention_tiles("h100-sxm"), "tiles_b200": P.plot_attention_tiles(
-                "b200", head_dim=256, kv_heads=1, groups=(4, 8, 16, 32)),
+    return {"frontier": P.plot_frontier(F.frontier_figure(small_grid)), "heatmap": P.plot_speedup_heatmap(small_grid),
+            "tiles": P.plot_attention_tiles(F.attention_tiles("h100-sxm")), "tiles_b200": P.plot_attention_tiles(
+                F.attention_tiles("b200", head_dim=256, kv_heads=1, groups=(4, 8, 16, 32))),
             "acceptance": P.plot_acceptance(small_grid),
-            "breakdown": P.plot_breakdown("llama-3.1-8b", "h100-sxm", 1, 8, 8192)}
+            "breakdown": P.plot_breakdown(F.step_breakdown("llama-3.1-8b", "h100-sxm", 1, 8, 8192))}
 
 
 def test_every_log_axis_has_tick_labels_and_no_legend_covers_a_line(small_grid, figure_checks):
@@ -33,7 +34,7 @@ def test_every_log_axis_has_tick_labels_and_no_legend_covers_a_line(small_grid, 
 
 def test_attention_tiles_runtime_axis_has_several_labels():
     """The left panel spans less than two decades: 1-2-5 labels, not one '100'."""
-    fig = P.plot_attention_tiles("b200", head_dim=256, kv_heads=1)
+    fig = P.plot_attention_tiles(F.attention_tiles("b200", head_dim=256, kv_heads=1))
     fig.canvas.draw()
     a1 = fig.axes[0]
     lo, hi = a1.get_ylim()
@@ -141,9 +142,9 @@ def test_study_figures_label_log_axes_and_keep_legends_off_lines(figure_checks):
     for sc, df in zip(scs, grids):
         fit = df[df["fits"] & (df["draft_len"] >= 1)]
         per_batch.append((sc["name"], fit.loc[fit.groupby("batch")["speedup"].idxmax().to_numpy()], 8192))
-    figs = {"frontier_variants": SP.plot_frontier_variants(st, scs, grids, [frontier(g) for g in grids]),
+    figs = {"frontier_variants": SP.plot_frontier_variants(st, scs, [frontier(g) for g in grids]),
             "speedup": SP.plot_best_speedup(st, per_batch),
-            "recommended_d": SP.plot_recommended_d(st, scs, grids, per_batch)}
+            "recommended_d": SP.plot_recommended_d(st, scs, [int(g["draft_len"].max()) for g in grids], per_batch)}
     for name, fig in figs.items():
         assert unlabelled_log_axes(fig) == [], name
         assert legend_over_line(fig) == [], name
