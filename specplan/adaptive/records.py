@@ -10,19 +10,7 @@ from typing import ClassVar
 import numpy as np
 
 from specplan.core.records import Record, record
-
-
-@record(eq=False)
-class StepSeries(Record):
-    """One simulated run's steps: start time (s), decode batch, D that ran, tokens per sequence (AL), step seconds,
-    prompt tokens prefilled in the step (arrays over the steps)."""
-
-    t_s: np.ndarray
-    batch: np.ndarray
-    draft_len: np.ndarray
-    al: np.ndarray
-    step_s: np.ndarray
-    prefill_tokens: np.ndarray
+from specplan.serving.simulator import StepSeries  # one run's steps, the serving simulator's record
 
 
 @record(eq=False)

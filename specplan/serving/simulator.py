@@ -70,7 +70,7 @@ from collections import deque
 
 import numpy as np
 
-from specplan.core.records import record
+from specplan.core.records import Record, record
 from specplan.core.errors import SpecplanError
 from specplan.serving.step_table import StepTable
 from specplan.speculation.round import round_s
@@ -127,9 +127,10 @@ class PolicyView:
     prefill_s: float = 0.0  # exponential mean of prompt seconds per decode step (what a request's TPOT carries)
 
 
-@record
-class StepSeries:
-    """One row per engine step: start s, decode rows, D that ran, accepted tokens per row, seconds, prompt tokens."""
+@record(eq=False)
+class StepSeries(Record):
+    """One simulated run's steps (arrays over the steps): start time (s), decode batch, D that ran, tokens per
+    sequence (AL), step seconds, prompt tokens prefilled in the step."""
 
     t_s: np.ndarray
     batch: np.ndarray
