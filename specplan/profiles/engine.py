@@ -368,8 +368,10 @@ class EngineProfile(_Frozen):
     def host_s(self, batch, prompt_tokens=0.0) -> np.ndarray:
         """Scheduler host seconds of one step: host_step_s + batch x host_per_seq_s + prompt_tokens x
         prefill_tokens_s (the prompt tokens the step carries)."""
-        return (self.host_step_s + np.asarray(batch, dtype=float) * self.host_per_seq_s
-                + np.asarray(prompt_tokens, dtype=float) * self.prefill_tokens_s)
+        host = self.host_step_s + np.asarray(batch, dtype=float) * self.host_per_seq_s
+        if isinstance(prompt_tokens, (int, float)) and prompt_tokens == 0 and isinstance(self.prefill_tokens_s, float):
+            return host  # the prompt term is a scalar zero (a decode step): the same numbers, one array op fewer
+        return host + np.asarray(prompt_tokens, dtype=float) * self.prefill_tokens_s
 
     def combine_s(self, gpu_s, host_s, launches_s, overlap) -> np.ndarray:
         """Seconds of a step from its GPU, host and launch seconds: max(gpu, host + launches) where `overlap`, else

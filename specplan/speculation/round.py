@@ -248,16 +248,42 @@ def round_s(eng, gpu_s, batch, draft_len, q, target_kernels, draft_kernels, eage
     b = np.asarray(batch, dtype=float)
     d = np.asarray(draft_len, dtype=float)
     spec = d > 0
-    g_t = verify_graphed(eng, b, q) & (not eager)
-    g_d = eng.graphed(b, eng.draft_graph_max_batch or eng.graph_max_batch) & (not eager)
+    g_t = verify_graphed(eng, b, q)
+    g_d = eng.graphed(b, eng.draft_graph_max_batch or eng.graph_max_batch)
+    if eager:
+        g_t, g_d = g_t & False, g_d & False
     # eager_step_s is the per-step work of a step carrying a prompt chunk (fitted on TensorRT-LLM's context
     # steps): a decode or verify step above the captured sizes pays its kernels' eager launches only
     launches = (np.asarray(target_kernels, dtype=float) * eng.launch_s(g_t)
-                + np.asarray(draft_kernels, dtype=float) * eng.launch_s(g_d)
-                + (eng.eager_step_s if eager else 0.0))
-    host = eng.host_s(b, prompt_tokens) + round_host_s(eng, b, d)
+                + np.asarray(draft_kernels, dtype=float) * eng.launch_s(g_d))
+    if eager:
+        launches = launches + eng.eager_step_s
+    # the array work below is skipped where it adds a scalar zero (the same numbers: a round is called thousands
+    # of times per search on grids of thousands of points)
+    host = eng.host_s(b, prompt_tokens)
+    if not (_zero(eng.spec_round_host_s) and _zero(eng.spec_host_per_seq_s)):
+        host = host + round_host_s(eng, b, d)
+    if bool(eng.spec_overlap) == bool(eng.overlap_scheduler):
+        return _combine_one(eng, gpu_s, host, launches, bool(eng.spec_overlap), spec.shape)
     overlap = np.where(spec, bool(eng.spec_overlap), bool(eng.overlap_scheduler))
     return eng.combine_s(gpu_s, host, launches, overlap)
+
+
+def _zero(v) -> bool:
+    """True for a scalar zero (a profile number or an option); an array is never taken as zero here."""
+    return isinstance(v, (int, float)) and v == 0
+
+
+def _combine_one(eng, gpu_s, host, launches, overlap: bool, spec_shape: tuple) -> np.ndarray:
+    """EngineProfile.combine_s where every point overlaps alike: the one branch np.where would pick, broadcast to
+    the shape the draft lengths give (as np.where(spec, overlap, overlap) would)."""
+    if overlap:
+        step = np.maximum(gpu_s, host + launches)
+    else:
+        step = host + np.maximum(gpu_s, launches)
+    if np.broadcast_shapes(np.shape(step), spec_shape) != np.shape(step):
+        step = step + np.zeros(spec_shape)
+    return step if _zero(eng.step_gap_s) else step + eng.step_gap_s
 
 
 def round_draft_model(model, mechanism, draft_model=None):
