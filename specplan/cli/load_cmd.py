@@ -8,18 +8,6 @@ from dataclasses import asdict
 import typer
 
 from specplan.cli.output import print_json, table
-from specplan.core.errors import SpecplanError
-
-
-def load_targets(request_rate, target_total, target_user, max_tpot_ms, osl) -> tuple[float, float]:
-    """(output tokens/s, tokens/s/user) of a load: --request-rate x OSL or --target-tps; --target-tps-per-user or
-    1000 / --max-tpot-ms."""
-    total = request_rate * osl if request_rate is not None else target_total
-    user = target_user if target_user is not None else (1e3 / max_tpot_ms if max_tpot_ms else None)
-    if user is None:
-        raise SpecplanError("recommend at a load (--request-rate / --target-tps): give --max-tpot-ms or "
-                            "--target-tps-per-user (the per-user rate each replica must hold)")
-    return total, user
 
 
 def _cell(x, fmt: str) -> str:

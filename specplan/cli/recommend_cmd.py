@@ -288,16 +288,17 @@ def _recommend_at_load(model, hw_list, isl, osl, request_rate, target_total, tar
                        kw, objective, gpu_hour_usd, price_tier, json_out) -> None:
     """recommend --request-rate R (or --target-tps over several devices or by cost/energy): the GPUs each device
     needs for the load, priced and ranked (specplan.planning.load_plan)."""
-    from specplan.cli.load_cmd import load_targets, print_load_plan
+    from specplan.cli.load_cmd import print_load_plan
+    from specplan.planning.options import LoadTarget
     from specplan.planning.load_plan import plan_load
     from specplan.planning.recommend import default_mechanisms
 
     from specplan.costs.precision import Dtypes
 
-    total, user = load_targets(request_rate, target_total, target_user, max_tpot_ms, osl)
+    load = LoadTarget.of_load(request_rate, target_total, target_user, max_tpot_ms, isl, osl)
     mechs = kw["mechanisms"] or default_mechanisms(model, kw["acceptance"], kw["draft_model"])
     drafts = DraftSearch([m for m in mechs if m != "none"], kw["acceptance"], kw["max_draft_len"])
-    plan = plan_load(model, hw_list, target_tps=total, target_tps_per_user=user, isl=isl, osl=osl,
+    plan = plan_load(model, hw_list, target_tps=load.tps, target_tps_per_user=load.tps_per_user, isl=isl, osl=osl,
                      objective="cost" if objective == "cost" else objective, gpu_hour_usd=gpu_hour_usd,
                      price_tier=price_tier, max_ttft_ms=max_ttft_ms, drafts=drafts,
                      dtypes=Dtypes(kw["dtype"], kw["kv_dtype"]), engine=kw["engine"], max_gpus=kw["max_gpus"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+from specplan.core.errors import SpecplanError
 from specplan.core.records import record
 
 
@@ -60,6 +61,17 @@ class LoadTarget:
     isl: int | None = None
     osl: int | None = None
     context_len: int | None = None
+
+    @classmethod
+    def of_load(cls, request_rate, target_tps, target_tps_per_user, max_tpot_ms, isl: int, osl: int) -> "LoadTarget":
+        """The load of `recommend --request-rate R` (R x OSL output tokens/s) or `--target-tps T`, each user at
+        --target-tps-per-user or at 1000 / --max-tpot-ms tokens/s."""
+        total = request_rate * osl if request_rate is not None else target_tps
+        user = target_tps_per_user if target_tps_per_user is not None else (1e3 / max_tpot_ms if max_tpot_ms else None)
+        if user is None:
+            raise SpecplanError("recommend at a load (--request-rate / --target-tps): give --max-tpot-ms or "
+                                "--target-tps-per-user (the per-user rate each replica must hold)")
+        return cls(total, user, isl, osl)
 
 
 @record

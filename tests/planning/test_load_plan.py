@@ -67,3 +67,17 @@ def test_must_show_2_one_command_over_three_devices():
     assert any(d["mechanism"] != "none" for d in devs)  # speculation considered: EAGLE-3's shipped profile
     h100 = next(d for d in devs if d["hardware"] == "h100-sxm")
     assert h100["gpus"] > 1  # one H100 cannot hold 15,000 tok/s at 50 tok/s/user: replicas
+
+
+def test_load_target_of_the_options_by_hand():
+    """--request-rate R gives R x OSL output tokens/s; a user's rate is --target-tps-per-user or 1000 / --max-tpot-ms."""
+    import pytest
+
+    from specplan.core.errors import SpecplanError
+    from specplan.planning.options import LoadTarget
+
+    lt = LoadTarget.of_load(20.0, None, None, 20.0, 1024, 256)
+    assert (lt.tps, lt.tps_per_user, lt.isl, lt.osl) == (5120.0, 50.0, 1024, 256)
+    assert LoadTarget.of_load(None, 20000.0, 40.0, 20.0, 1024, 256).tps_per_user == 40.0  # the explicit rate wins
+    with pytest.raises(SpecplanError, match="--max-tpot-ms or --target-tps-per-user"):
+        LoadTarget.of_load(None, 20000.0, None, None, 1024, 256)
