@@ -60,6 +60,8 @@ def gemm_cost(
         nbytes = nbytes + np.asarray(m, dtype=float) * k * (ACT_QUANT_READ_BYTES + dtype_bytes(hw.fp4_format))
     # eff_c = max * f / (f + half)  =>  t_c = (f + half) / (peak * max); zero-size GEMMs cost nothing.
     compute_s = np.where(flops > 0, (flops + eff.compute_half_flops) / (peak * eff.compute_max_fraction), 0.0)
+    if eff.compute_half_n:  # an engine's kernels slower at few output columns (EngineProfile.gemm_compute_half_n)
+        compute_s = compute_s * (1.0 + eff.compute_half_n / np.maximum(np.asarray(n, dtype=float), 1.0))
     memory_s = nbytes / (hw.mem_bandwidth_bytes_s * eff.mem_bw_fraction)
     compute_s, memory_s = soft_corner(compute_s, memory_s, eff.roofline_sharpness)
     k_lat = np.where(flops > 0, eff.k_latency_s * np.asarray(k, dtype=float), 0.0)

@@ -199,6 +199,9 @@ class EngineProfile(_Frozen):
     # GEMM kernels (the H100 profile is fitted on TensorRT-LLM's); {} = the hardware's own fractions
     gemm_mem_bw_scale: dict[str, float] = Field(default_factory=dict)
     gemm_compute_scale: dict[str, float] = Field(default_factory=dict)
+    # per compute dtype: output columns N at which the engine's GEMM compute rate halves (KernelEfficiency
+    # compute_half_n: t_c x (1 + half_n / N)); {} = no N dependence
+    gemm_compute_half_n: dict[str, float] = Field(default_factory=dict)
     # per GPU generation (HardwareProfile.generation), the kernel families the engine picks there instead of the
     # ones above, e.g. {blackwell: {decode_attention: flashinfer}} (FlashAttention-3 does not run on Blackwell)
     attention_by_generation: dict[str, dict[Literal["decode_attention", "verify_attention", "prefill_attention",
@@ -281,7 +284,8 @@ class EngineProfile(_Frozen):
                    "max_num_seqs", "spec_max_num_seqs", "prefill_tokens_s", "spec_iteration_overhead_s",
                    "spec_draft_step_overhead_s",
                    "spec_host_per_seq_s", "verify_graph_max_tokens", "draft_graph_max_batch", "graph_max_batch",
-                   "startup_client_s", "gemm_mem_bw_scale", "gemm_compute_scale", "moe_kernels", "allreduce_eager_s",
+                   "startup_client_s", "gemm_mem_bw_scale", "gemm_compute_scale", "gemm_compute_half_n", "moe_kernels",
+                   "allreduce_eager_s",
                    "graph_batch_sizes", "spec_topk", "spec_round_host_s", "spec_round_host_by_mechanism", "tree_mask_full",
                    "tree_draft_prefix_per_candidate")
         missing = [k for k in numeric if getattr(self, k) and k not in self.sources]
@@ -431,23 +435,25 @@ def engine_hardware(hw: HardwareProfile, engine: "EngineProfile | None") -> Hard
     changes none of them (or is None), or when `hw` already carries an engine's changes (sources ENGINE_APPLIED)."""
     moe_k = engine.moe_kernels.get(hw.generation, {}) if engine is not None and hw.generation else {}
     if engine is None or ENGINE_APPLIED in hw.sources or not (
-            engine.gemm_mem_bw_scale or engine.gemm_compute_scale or moe_k or (
+            engine.gemm_mem_bw_scale or engine.gemm_compute_scale or engine.gemm_compute_half_n or moe_k or (
             engine.allreduce_algorithm and engine.allreduce_algorithm != hw.allreduce.algorithm)):
         return hw  # never applied twice, whichever engine asks
     key = (id(hw), id(engine))
     if key not in _ENGINE_HW:
         eff = dict(hw.efficiency)
-        for d in sorted(set(engine.gemm_mem_bw_scale) | set(engine.gemm_compute_scale)):
+        scaled = set(engine.gemm_mem_bw_scale) | set(engine.gemm_compute_scale) | set(engine.gemm_compute_half_n)
+        for d in sorted(scaled):
             blk = eff.get(d, eff["default"])
             eff[d] = blk.model_copy(update={
                 "mem_bw_fraction": min(1.0, blk.mem_bw_fraction * engine.gemm_mem_bw_scale.get(d, 1.0)),
-                "compute_max_fraction": min(1.0, blk.compute_max_fraction * engine.gemm_compute_scale.get(d, 1.0))})
+                "compute_max_fraction": min(1.0, blk.compute_max_fraction * engine.gemm_compute_scale.get(d, 1.0)),
+                "compute_half_n": engine.gemm_compute_half_n.get(d, blk.compute_half_n)})
         allreduce = hw.allreduce
         if engine.allreduce_algorithm:
             allreduce = allreduce.model_copy(update={"algorithm": engine.allreduce_algorithm})
         sources = {**hw.sources, ENGINE_APPLIED: f"engine {engine.id}'s GEMM scales, all-reduce family and "
                                                  f"MoE kernel counts (engine_profiles/{engine.id}.yaml)"}
-        if engine.gemm_mem_bw_scale or engine.gemm_compute_scale:
+        if engine.gemm_mem_bw_scale or engine.gemm_compute_scale or engine.gemm_compute_half_n:
             sources["efficiency"] = (f"{hw.sources.get('efficiency', '')}; GEMM fractions scaled by engine "
                                      f"{engine.id} (engine_profiles/{engine.id}.yaml)")
         adjusted = hw.model_copy(update={"efficiency": eff, "allreduce": allreduce,

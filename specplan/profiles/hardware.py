@@ -47,6 +47,9 @@ class KernelEfficiency(_Frozen):
     # Seconds per element of the reduction dimension K added to a GEMM (the serial K loop of a CTA: latency of
     # its load -> MMA pipeline that bandwidth does not hide); 0 = none.
     k_latency_s: float = Field(0.0, ge=0, le=MAX_TIME_S)
+    # Output columns N at which a GEMM's compute rate is half its saturation level (t_c x (1 + half_n / N): a
+    # kernel whose CTAs cover few output columns keeps fewer tiles in flight); 0 = no N dependence.
+    compute_half_n: float = Field(0.0, ge=0, le=1.0e6)
 
 
 class AttentionEfficiency(_Frozen):

@@ -133,3 +133,15 @@ def test_fa3_does_not_run_on_blackwell():
         eng = load_engine(e)
         assert all(eng.family_id(r, b200) != "fa3" for r in ("decode_attention", "verify_attention",
                                                                "prefill_attention", "mla_attention"))
+
+
+def test_compute_half_n_doubles_compute_at_n_equal_half(h100):
+    """An efficiency block with compute_half_n = N prices the compute term twice the plain one (1 + N / N)."""
+    e = h100.kernel_eff("bf16")
+    blk = e.model_copy(update={"compute_half_n": 4096.0})
+    slow = h100.model_copy(update={"efficiency": {**h100.efficiency, "bf16": blk}})
+    plain, half = gemm_cost(h100, 8192, 4096, 8192), gemm_cost(slow, 8192, 4096, 8192)
+    f = 2 * 8192 * 4096 * 8192
+    comp = (f + e.compute_half_flops) / (989.4e12 * e.compute_max_fraction)
+    assert e.compute_half_n == 0.0  # shipped profiles carry no N dependence
+    assert float(half.compute_s) >= 2 * comp * (1 - 1e-9) > float(plain.compute_s) * 1.5
