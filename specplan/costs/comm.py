@@ -9,7 +9,15 @@ Algorithms, selectable per hardware profile (`allreduce.algorithm`):
 - `oneshot` (TensorRT-LLM's custom kernels, its AUTO strategy): one-shot up to `oneshot_max_bytes` (1 MB on H100:
   the TRT-LLM rows of reference/measured/allreduce_h100_a100.csv.gz follow the one-shot line there, 22.8-26 us at
   TP 8 and 1 MB, where two-shot would be 12.5 us), the NCCL ring beyond (never below the one-shot time at the limit).
-- `nccl` (ring): nccl_latency + (TP-1) * nccl_latency_per_peer + 2 (TP-1)/TP * bytes / (link * nccl_fraction).
+- `nccl`: NCCL's ring all-reduce, priced as NCCL picks its protocol (profiles with `nccl_ll_max_bw_bytes_s`):
+  the cheapest of LL, LL128 and Simple, each latency_p + 2 (TP-1)/TP * bytes / busBw_p, with
+      busBw_Simple = link * nccl_fraction   (the one fitted number),
+      busBw_LL128  = 0.92 * busBw_Simple,   busBw_LL = min(llMaxBw, 0.5 * busBw_Simple)
+  (NVIDIA/nccl src/tuning/ring.cc and src/tuning/cost_model.cc at 1fc949c5: ncclTuningRingModelInit), and
+  latency_LL = the measured floor nccl_latency + (TP-1) * nccl_latency_per_peer, the other protocols' the floor plus
+  NCCL's own modelled difference to LL (baseLat + 2 (TP-1) hwLat over NVLink, below). Profiles without the LL cap
+  (RCCL on MI300X-class meshes, where NCCL's constants are not the library's) keep one ring:
+  nccl_latency + (TP-1) * nccl_latency_per_peer + 2 (TP-1)/TP * bytes / (link * nccl_fraction).
 The family is the engine's (`EngineProfile.allreduce_algorithm`: trtllm oneshot, vLLM / SGLang custom), else the
 hardware profile's.
 `link` is the per-direction scale-up bandwidth a device can use for a TP group: the full figure behind a switch
@@ -70,11 +78,66 @@ def nccl_model_allreduce_latency_s(ranks: int, protocol: str = "LL") -> float:
     return (NCCL_RING_BASE_LAT_US[protocol] + steps * NCCL_RING_NVLINK_HW_LAT_US[protocol]) * 1e-6
 
 
-def nccl_terms(hw: HardwareProfile, nbytes, tp: int) -> tuple[np.ndarray, np.ndarray]:
-    """(latency s, transfer s) of a ring all-reduce."""
+# NCCL's ring bus-bandwidth factors relative to Simple (NVIDIA/nccl src/tuning/ring.cc at 1fc949c5,
+# ncclTuningRingModelInit: LL busBw = min(llMaxBw, 0.5 x busBw); LL128 busBw = min(0.92 x busBw, nChannels x
+# perChMaxRingLL128Bw)). The LL128 per-channel cap (36.7 GB/s Hopper, 20.0 Ampere, src/tuning/cost_model.cc
+# perChMaxRingLL128Bws) is left out: it needs NCCL's channel count, and at the 12+ ring channels NCCL builds on an
+# HGX NVSwitch board it lies above 0.92 x the link.
+NCCL_PROTOCOLS = ("LL", "LL128", "Simple")
+NCCL_RING_BW_FACTOR = {"LL": 0.5, "LL128": 0.92, "Simple": 1.0}
+
+
+def nccl_protocol_latency_s(hw: HardwareProfile, tp, protocol: str) -> np.ndarray:
+    """Latency (s) of NCCL's ring all-reduce with `protocol` over `tp` devices: the profile's measured floor
+    (nccl_latency_s + (tp-1) nccl_latency_per_peer_s, the LL protocol's) plus NCCL's modelled difference between
+    `protocol` and LL (nccl_model_allreduce_latency_s)."""
+    p = hw.allreduce
+    tp = np.asarray(tp, dtype=float)
+    floor = p.nccl_latency_s + (tp - 1) * p.nccl_latency_per_peer_s
+    extra_us = (NCCL_RING_BASE_LAT_US[protocol] - NCCL_RING_BASE_LAT_US["LL"]
+                + 2 * (tp - 1) * (NCCL_RING_NVLINK_HW_LAT_US[protocol] - NCCL_RING_NVLINK_HW_LAT_US["LL"]))
+    return floor + extra_us * 1e-6
+
+
+def nccl_protocol_bus_bw_bytes_s(hw: HardwareProfile, tp, protocol: str) -> np.ndarray:
+    """Bus bandwidth (bytes/s) of NCCL's ring all-reduce with `protocol`: link x nccl_bw_fraction for Simple,
+    0.92 x that for LL128, min(llMaxBw, 0.5 x that) for LL (src/tuning/ring.cc)."""
+    p = hw.allreduce
+    simple = link_bandwidth_bytes_s(hw, tp) * p.nccl_bw_fraction
+    bw = NCCL_RING_BW_FACTOR[protocol] * np.asarray(simple, dtype=float)
+    if protocol == "LL":
+        bw = np.minimum(bw, p.nccl_ll_max_bw_bytes_s)
+    return bw
+
+
+def nccl_protocol_terms(hw: HardwareProfile, nbytes, tp) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(latency s, transfer s, protocol index into NCCL_PROTOCOLS) of NCCL's ring all-reduce at the protocol
+    NCCL's cost model picks: the least latency + 2 (tp-1)/tp x bytes / busBw over LL, LL128, Simple."""
+    nbytes = np.asarray(nbytes, dtype=float)
+    tp = np.asarray(tp, dtype=float)
+    lat = np.stack([np.broadcast_to(nccl_protocol_latency_s(hw, tp, q), nbytes.shape) for q in NCCL_PROTOCOLS])
+    xfer = np.stack([np.broadcast_to(2.0 * (tp - 1) / tp * nbytes / nccl_protocol_bus_bw_bytes_s(hw, tp, q),
+                                     nbytes.shape) for q in NCCL_PROTOCOLS])
+    pick = np.argmin(lat + xfer, axis=0)
+    take = lambda a: np.take_along_axis(a, pick[None], axis=0)[0]  # noqa: E731
+    return take(lat), take(xfer), pick
+
+
+def nccl_protocol(hw: HardwareProfile, nbytes, tp) -> np.ndarray:
+    """Name of the protocol (LL, LL128, Simple) NCCL's cost model picks for each message (profiles with the LL cap)."""
+    return np.asarray(NCCL_PROTOCOLS)[nccl_protocol_terms(hw, nbytes, tp)[2]]
+
+
+def nccl_terms(hw: HardwareProfile, nbytes, tp) -> tuple[np.ndarray, np.ndarray]:
+    """(latency s, transfer s) of NCCL's ring all-reduce: the cheapest protocol when the profile has NCCL's LL
+    cap, else one ring at nccl_bw_fraction."""
     p = hw.allreduce
     nbytes = np.asarray(nbytes, dtype=float)
-    lat = np.full(nbytes.shape, p.nccl_latency_s + (tp - 1) * p.nccl_latency_per_peer_s)
+    if p.nccl_ll_max_bw_bytes_s is not None:
+        lat, xfer, _ = nccl_protocol_terms(hw, nbytes, tp)
+        return lat, xfer
+    lat = np.broadcast_to(p.nccl_latency_s + (np.asarray(tp, dtype=float) - 1) * p.nccl_latency_per_peer_s,
+                          nbytes.shape).astype(float)
     return lat, 2.0 * (tp - 1) / tp * nbytes / (link_bandwidth_bytes_s(hw, tp) * p.nccl_bw_fraction)
 
 

@@ -88,6 +88,10 @@ class AllReduceParams(_Frozen):
     nccl_latency_s: float = Field(4.65e-6, ge=0, le=MAX_TIME_S)  # base latency
     nccl_latency_per_peer_s: float = Field(1.55e-6, ge=0, le=MAX_TIME_S)  # added per extra device in the ring
     nccl_bw_fraction: float = Field(0.75, ge=MIN_FRACTION, le=1)
+    # NCCL's LL-protocol bus-bandwidth cap for the GPU generation on one node (llMaxBws, bytes/s); set: the NCCL
+    # all-reduce is the cheapest of NCCL's ring protocols LL / LL128 / Simple (costs/comm.py nccl_terms) and
+    # nccl_bw_fraction is Simple's fraction of the link; None: one ring at nccl_bw_fraction (RCCL, no NCCL source)
+    nccl_ll_max_bw_bytes_s: float | None = Field(None, gt=0, le=MAX_BYTES)
 
 
 class AllToAllParams(_Frozen):

@@ -440,8 +440,82 @@ def _allreduce_section(hw, md, fit_record, nums) -> tuple[HardwareProfile, dict]
     scatter_plot(pr, OUT / "allreduce_h100.png", "H100 all-reduce, fitted on TRT-LLM + NCCL 2.29.2")
     eng_md, fit_record["allreduce_engine"] = allreduce_engine_section(hw, rtest)
     md += eng_md
+    md += nccl_protocol_section(r, train, hw, fit_record)
     nums["ar_eager_engine"] = f"{fit_record['allreduce_engine']['eager_median_after']:.1f}"
     return hw, bound_stats
+
+
+def _one_ring(hw: HardwareProfile) -> HardwareProfile:
+    """hw with the NCCL all-reduce priced as one ring at nccl_bw_fraction (no protocol choice)."""
+    return hw.model_copy(update={"allreduce": hw.allreduce.model_copy(update={"nccl_ll_max_bw_bytes_s": None})})
+
+
+def _nccl_rows(pred: pd.DataFrame) -> pd.DataFrame:
+    """NCCL rows of a prediction table with a message-size band (<= 64 KB, <= 8 MB, > 8 MB) for the tables."""
+    p = pred[pred["kernel"] == "NCCL"].copy()
+    p["size"] = np.select([p["message_bytes"] <= 65536, p["message_bytes"] <= 8e6], ["≤ 64 KB", "64 KB–8 MB"], "> 8 MB")
+    return p
+
+
+def nccl_protocol_section(r: pd.DataFrame, train: pd.DataFrame, hw: HardwareProfile, fit_record: dict) -> list[str]:
+    """NCCL all-reduce priced as NCCL picks its protocol (LL / LL128 / Simple) against one ring at one fraction:
+    H100 held-out NCCL 2.27.3 rows, the same with each GPU count left out of the fraction's fit, and A100."""
+    nccl_train = train[train["kernel"] == "NCCL"]
+    ring = fit_allreduce(nccl_train, _one_ring(hw), fit_latency=False)[0]  # the one-ring form's own fit
+    h_test = r[(r["device"] == H100) & (r["framework"] == "nccl 2.27.3")]
+    before, after = _nccl_rows(predict_table(h_test, ring)), _nccl_rows(predict_table(h_test, hw))
+    lines = ["## NCCL all-reduce: NCCL's protocol choice (LL / LL128 / Simple) against one ring", "",
+             f"`before`: one ring, latency floor + 2 (n − 1)/n × bytes / (link × {ring.allreduce.nccl_bw_fraction:.3f}) "
+             f"(that form's own fit on the same rows). `after`: the cheapest of NCCL's ring protocols, each latency + "
+             f"2 (n − 1)/n × bytes / busBw, busBw Simple = link × {hw.allreduce.nccl_bw_fraction:.3f} (fitted), "
+             f"LL128 = 0.92 × Simple, LL = min({hw.allreduce.nccl_ll_max_bw_bytes_s / 1e9:.1f} GB/s, 0.5 × Simple) "
+             "(NVIDIA/nccl src/tuning/ring.cc, cost_model.cc at 1fc949c5); LL's latency = the measured floor, "
+             "LL128's and Simple's = the floor + NCCL's modelled difference to LL (baseLat + 2 (n − 1) hwLat). "
+             "Fitted on the NCCL 2.29.2 H100 rows, scored on the held-out NCCL 2.27.3 rows.", "",
+             "| rows | n | median APE % before | after | MAPE % before | after |", "|---|---|---|---|---|---|"]
+
+    def line(label, b, a):
+        mb, ma = metrics(b["ape_pct"]), metrics(a["ape_pct"])
+        lines.append(f"| {label} | {mb['rows']} | {mb['median_ape']:.1f} | {ma['median_ape']:.1f} | "
+                     f"{mb['mape']:.1f} | {ma['mape']:.1f} |")
+        return {"before": mb, "after": ma}
+
+    rec = {"h100_all": line("H100 NCCL 2.27.3, all", before, after)}
+    for n in sorted(before["num_gpus"].unique()):
+        line(f"H100 NCCL 2.27.3, {n} GPUs", before[before["num_gpus"] == n], after[after["num_gpus"] == n])
+    for band in ("≤ 64 KB", "64 KB–8 MB", "> 8 MB"):
+        line(f"H100 NCCL 2.27.3, {band}", before[before["size"] == band], after[after["size"] == band])
+    # each GPU count left out of the fraction's fit (both forms refitted on the 2.29.2 rows of the other counts)
+    lo_b, lo_a = [], []
+    for n in sorted(nccl_train["num_gpus"].unique()):
+        tr = nccl_train[nccl_train["num_gpus"] != n]
+        te = h_test[h_test["num_gpus"] == n]
+        lo_b.append(_nccl_rows(predict_table(te, fit_allreduce(tr, ring, fit_latency=False)[0])))
+        lo_a.append(_nccl_rows(predict_table(te, fit_allreduce(tr, hw, fit_latency=False)[0])))
+    rec["h100_gpu_count_left_out"] = line("H100 NCCL 2.27.3, its GPU count left out of the fit",
+                                          pd.concat(lo_b), pd.concat(lo_a))
+    # A100: never fitted; carries h100's Simple fraction and NCCL's Ampere LL cap (before: the profile's old one ring)
+    a100 = load_hardware("a100-sxm-80gb")
+    a_rows = r[(r["device"] == "a100-sxm-80gb") & (r["kernel"] == "NCCL")]
+    a_before = a100.model_copy(update={"allreduce": a100.allreduce.model_copy(
+        update={"nccl_ll_max_bw_bytes_s": None, "nccl_bw_fraction": AllReduceParams().nccl_bw_fraction})})
+    ab, aa = _nccl_rows(predict_table(a_rows, a_before)), _nccl_rows(predict_table(a_rows, a100))
+    rec["a100_all"] = line(f"A100 NCCL 2.27.3, all (not fitted; before: one ring at the schema's "
+                           f"{AllReduceParams().nccl_bw_fraction:.2f})", ab, aa)
+    for n in sorted(ab["num_gpus"].unique()):
+        line(f"A100, {n} GPUs", ab[ab["num_gpus"] == n], aa[aa["num_gpus"] == n])
+    from specplan.costs.comm import nccl_allreduce_s, nccl_protocol
+    mib = 2.0 ** 20
+    sizes = {"8 KiB": 8192, "1 MiB": mib, "8 MiB": 8 * mib, "128 MiB": 128 * mib, "512 MiB": 512 * mib}
+    picks = ", ".join(f"{k}: {nccl_protocol(hw, b, 8)} {float(nccl_allreduce_s(hw, b, 8)) * 1e6:.1f} µs"
+                      for k, b in sizes.items())
+    lines += ["", f"H100, 8 GPUs, protocol picked and time: {picks}. Largest residual: at 8 GPUs and ≥ 64 MiB the "
+              "measured bus bandwidth (406–445 GB/s) is above any ring protocol's at this fraction (2 and 4 GPUs reach "
+              "318–350 GB/s), which one link fraction cannot follow; NCCL's NVLink SHARP (NVLS) algorithm on NVSwitch "
+              "is not modelled.", ""]
+    fit_record["allreduce_nccl_protocols"] = {**rec, "one_ring_fraction": ring.allreduce.nccl_bw_fraction,
+                                              "simple_fraction": hw.allreduce.nccl_bw_fraction}
+    return lines
 
 
 def _validation_only_sections(hw, md, fit_record, nums, bound_stats) -> None:
