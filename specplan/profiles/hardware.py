@@ -205,6 +205,9 @@ class HardwareProfile(_Frozen):
     # kernels one MoE layer launches besides the router GEMM, per expert weight format: set from the serving
     # engine's profile (EngineProfile.moe_kernels, profiles/engine.py engine_hardware); {} = costs/moe.py MOE_KERNELS
     moe_kernels: dict[str, int] = Field(default_factory=dict)
+    # per expert weight format: the row-tile rule of the serving engine's MoE kernel (EngineProfile.moe_block_m, set
+    # by engine_hardware; costs/moe.py MOE_BLOCK_M_RULES); {} = the fitted tile shapes of `moe`
+    moe_block_m: dict[str, str] = Field(default_factory=dict)
     power: PowerSpec | None = None  # None: no power model for this device (energy and power not reported)
     sources: dict[str, str] = Field(default_factory=dict)
     notes: str = ""
