@@ -361,7 +361,8 @@ def moe_experts_cost(
     frac = hw.moe.compute_fraction.get(key)
     if frac is not None:  # the profile's grouped-GEMM block: tiles per expert, waves over the SMs
         tile_rows = None
-        if kernel.block_m == "triton_kernels":  # matmul_ogs's block_m from all rows of the layer (tokens x top-k)
+        if kernel.block_m == "triton_kernels" and ep == 1:  # matmul_ogs's block_m from the layer's tokens x top-k
+            # rows (SGLang runs triton_kernels only at ep_size 1: srt/server_args.py; other EP layouts another path)
             tile_rows = triton_kernels_block_m(np.asarray(tokens, dtype=float) * top_k, num_experts)
         compute_s = grouped_gemm_compute_s(hw, c, frac, touched, n_rows, ((mats - 1.0) * f, hidden), (hidden, f),
                                            tile_rows=tile_rows)

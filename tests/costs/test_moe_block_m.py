@@ -57,6 +57,10 @@ def test_moe_layer_prices_the_triton_kernels_tile():
     small_tk = moe_experts_cost(hw, 64.0, layer, "mxfp4", "bf16", kernel=MoeKernel(13, block_m="triton_kernels"))
     small_fit = moe_experts_cost(hw, 64.0, layer, "mxfp4", "bf16", kernel=MoeKernel(13))
     assert float(small_tk.time_s) < float(small_fit.time_s)  # fewer padded rows, the same weights read
+    # SGLang runs triton_kernels only at ep_size 1 (srt/server_args.py): under EP the fitted tiles stay
+    ep2 = moe_experts_cost(hw, 640.0, layer, "mxfp4", "bf16", ep=2, kernel=MoeKernel(13, block_m="triton_kernels"))
+    assert float(ep2.time_s) == float(moe_experts_cost(hw, 640.0, layer, "mxfp4", "bf16", ep=2,
+                                                       kernel=MoeKernel(13)).time_s)
 
 
 def test_sglang_0_5_12_runs_mxfp4_experts_with_the_rule_on_hopper_only():
