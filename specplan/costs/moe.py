@@ -36,7 +36,7 @@ from specplan.costs.gemm import compute_dtype_for, gemm_flops, soft_corner
 from specplan.costs.roofline import KernelCost, roofline
 from specplan.core.dtypes import dtype_bytes
 from specplan.core.errors import SpecplanError
-from specplan.profiles.hardware import HardwareProfile
+from specplan.profiles.hardware import MOE_BLOCK_M_RULES, HardwareProfile  # noqa: F401 (re-exported)
 
 
 # Sequence locality of expert choices in a verify step (issue 19): the q = 1 + D tokens one sequence verifies are
@@ -54,9 +54,8 @@ VERIFY_EXPERT_REUSE = 0.0
 MOE_KERNELS = 3
 
 
-# Row-tile rules of engines' MoE kernels that pick their tile from the batch (EngineProfile.moe_block_m):
-# "triton_kernels": triton_kernels_block_m.
-MOE_BLOCK_M_RULES = ("triton_kernels",)
+# Row-tile rules of engines' MoE kernels that pick their tile from the batch (EngineProfile.moe_block_m,
+# profiles/hardware.py MOE_BLOCK_M_RULES): "triton_kernels": triton_kernels_block_m.
 
 
 def triton_kernels_block_m(rows, num_experts: int) -> np.ndarray:

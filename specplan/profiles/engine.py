@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from specplan.core.dtypes import canonical_dtype
 from specplan.core.limits import MAX_BATCH
-from specplan.profiles.hardware import (GENERATIONS, MAX_TIME_S, MIN_FRACTION, HardwareProfile, kv_fractions,
-                                        moe_kernel_counts)  # the hardware profiles' bounds
+from specplan.profiles.hardware import (GENERATIONS, MAX_TIME_S, MIN_FRACTION, MOE_BLOCK_M_RULES, HardwareProfile,
+                                        kv_fractions, moe_kernel_counts)  # the hardware profiles' bounds
 
 GEMM_SCALE_RANGE = (0.2, 5.0)  # an engine's GEMM kernels run at 1/5 to 5x the fitted fractions; beyond is a typo
 
@@ -292,8 +292,6 @@ class EngineProfile(_Frozen):
     @field_validator("moe_block_m")
     @classmethod
     def _moe_block_m(cls, v: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
-        from specplan.costs.moe import MOE_BLOCK_M_RULES
-
         out = {}
         for gen, per in v.items():
             if gen not in GENERATIONS:
@@ -323,7 +321,8 @@ class EngineProfile(_Frozen):
                    "startup_client_s", "gemm_mem_bw_scale", "gemm_compute_scale", "gemm_compute_half_n", "moe_kernels",
                    "allreduce_eager_s",
                    "graph_batch_sizes", "spec_topk", "spec_round_host_s", "spec_round_host_by_mechanism", "tree_mask_full",
-                   "tree_draft_prefix_per_candidate", "rejection_passes", "rejection_passes_by_mechanism", "moe_block_m")
+                   "tree_draft_prefix_per_candidate", "rejection_passes", "rejection_passes_by_mechanism",
+                   "moe_block_m")
         missing = [k for k in numeric if getattr(self, k) and k not in self.sources]
         if missing:
             raise ValueError(f"sources: every number needs a source; missing for {', '.join(missing)}")
@@ -486,8 +485,9 @@ ENGINE_APPLIED = "engine_applied"  # the sources key an engine-adjusted hardware
 
 def engine_hardware(hw: HardwareProfile, engine: "EngineProfile | None") -> HardwareProfile:
     """`hw` with the engine's GEMM scales applied to its per-dtype GEMM efficiencies (fractions capped at 1), the
-    engine's all-reduce family, its MoE kernel counts and MoE row-tile rules on `hw`'s generation set; `hw` itself when the engine
-    changes none of them (or is None), or when `hw` already carries an engine's changes (sources ENGINE_APPLIED)."""
+    engine's all-reduce family, its MoE kernel counts and MoE row-tile rules on `hw`'s generation set; `hw` itself
+    when the engine changes none of them (or is None), or when `hw` already carries an engine's changes (sources
+    ENGINE_APPLIED)."""
     moe_k = engine.moe_kernels.get(hw.generation, {}) if engine is not None and hw.generation else {}
     moe_bm = engine.moe_block_m.get(hw.generation, {}) if engine is not None and hw.generation else {}
     if engine is None or ENGINE_APPLIED in hw.sources or not (

@@ -99,6 +99,9 @@ class AllToAllParams(_Frozen):
     scaleout_bw_fraction: float = Field(0.86, ge=MIN_FRACTION, le=1)  # of scaleout_bandwidth_bytes_s
 
 
+# row-tile rules of engine MoE kernels that pick their tile from the batch (EngineProfile.moe_block_m; priced in
+# costs/moe.py: "triton_kernels" = triton_kernels_block_m)
+MOE_BLOCK_M_RULES = ("triton_kernels",)
 MOE_FORMATS = ("bf16", "fp16", "fp8", "fp8_block", "fp4")  # keys of MoEGroupedEfficiency.compute_fraction
 
 

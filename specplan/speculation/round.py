@@ -212,8 +212,9 @@ class RoundShape:
 def round_gpu_extra_s(model, hw, tp, shape: RoundShape, mechanism, draft=None, sampling=None, eng=None) -> np.ndarray:
     """GPU seconds of one speculative round beyond drafter + verify: draft extend (EAGLE / MTP / draft model),
     tree draft width and top-k, rejection sampling (`sampling`, default the engine's verification, else
-    probabilistic; at the engine's counted passes where it has them, rejection_passes). `draft` = (draft ModelProfile, Precision) or None. At D = 0 an engine that keeps its draft
-    warm (zero_draft_extend) still runs the draft's one-position extend."""
+    probabilistic; at the engine's counted passes where it has them, rejection_passes). `draft` = (draft
+    ModelProfile, Precision) or None. At D = 0 an engine that keeps its draft warm (zero_draft_extend) still runs
+    the draft's one-position extend."""
     d = np.asarray(shape.draft_len, dtype=float)
     q = np.asarray(shape.verify_tokens, dtype=float)
     b = np.asarray(shape.batch, dtype=float)

@@ -1,5 +1,5 @@
-"""The row tile of an engine's MoE kernel picked from the batch (EngineProfile.moe_block_m): SGLang 0.5.12 runs gpt-oss's
-MXFP4 experts on Hopper through triton_kernels' matmul_ogs, whose block_m follows the mean rows per expert
+"""The row tile of an engine's MoE kernel picked from the batch (EngineProfile.moe_block_m): SGLang 0.5.12 runs
+gpt-oss's MXFP4 experts on Hopper through triton_kernels' matmul_ogs, whose block_m follows the mean rows per expert
 (costs/moe.py triton_kernels_block_m); a verify of many tokens per sequence pays its padded rows in compute."""
 
 import math
