@@ -28,7 +28,8 @@ Pools = Annotated[Optional[str], typer.Option(
 StartupCohort = Annotated[bool, typer.Option(
     "--startup-cohort", help="A benchmark whose clients all start at once (to reproduce such runs): predict at one "
                              "--concurrency simulates it request by request (the first round together); recommend, "
-                             "pareto and a concurrency list add C - 1 x the engine's startup_client_s to TTFT. Off: "
+                             "pareto and a concurrency list add (C - 1) x the engine's startup_prefill_frac x one prompt's "
+                             "service time (plus C - 1 x startup_client_s) to TTFT. Off: "
                              "steady traffic.")]
 PrefillLayout = Annotated[Optional[str], typer.Option(
     "--prefill-layout", help="Disaggregated (--mode disagg): the prefill instances' layout, in the grammar of "

@@ -9,7 +9,7 @@ percentile, throughput, goodput and the request count (serving/sim_serving.py); 
 "simulated". A closed loop's clients start together (as benchmarks run them), its later rounds taken from the
 settled loop (`benchmark_run`: docs/validation/serving.md shows real loops do not stay in lockstep).
 `--startup-cohort` (a benchmark whose clients start together) is that closed loop: at one concurrency the simulator
-answers it, in place of the analytical start-up term (C - 1)·startup_client_s (which recommend, sweep and a
+answers it, in place of the analytical start-up term (C - 1)·startup_prefill_frac·(one prompt's service) (which recommend, sweep and a
 concurrency list still add).
 """
 

@@ -198,6 +198,10 @@ class EngineProfile(_Frozen):
     # over a run) when a benchmark starts all clients at once; only where asked (Workload.startup_cohort,
     # --startup-cohort); fitted on TTFT of such runs (docs/validation/serving.md)
     startup_client_s: float = Field(0.0, ge=0, le=MAX_TIME_S)
+    # the same start-up bunching in units of the engine's own prompt service time (aggregated.prompt_service_s: the
+    # engine seconds one prompt takes): each of the other C - 1 clients adds this fraction of one prompt's service
+    # to a request's TTFT (averaged over a run), so the wait grows with the prompt; added to startup_client_s
+    startup_prefill_frac: float = Field(0.0, ge=0, le=10.0)
     decode_attention: str = "default"  # kernel family ids (engine_profiles/kernels/)
     verify_attention: str = "default"
     prefill_attention: str = "prefill-default"
@@ -318,7 +322,7 @@ class EngineProfile(_Frozen):
                    "max_num_seqs", "spec_max_num_seqs", "prefill_tokens_s", "spec_iteration_overhead_s",
                    "spec_draft_step_overhead_s",
                    "spec_host_per_seq_s", "verify_graph_max_tokens", "draft_graph_max_batch", "graph_max_batch",
-                   "startup_client_s", "gemm_mem_bw_scale", "gemm_compute_scale", "gemm_compute_half_n", "moe_kernels",
+                   "startup_client_s", "startup_prefill_frac", "gemm_mem_bw_scale", "gemm_compute_scale", "gemm_compute_half_n", "moe_kernels",
                    "allreduce_eager_s",
                    "graph_batch_sizes", "spec_topk", "spec_round_host_s", "spec_round_host_by_mechanism", "tree_mask_full",
                    "tree_draft_prefix_per_candidate", "rejection_passes", "rejection_passes_by_mechanism",

@@ -15,8 +15,9 @@ and launch cost. TTFT = queueing + prefill service: half an iteration to the nex
 wait on the prefill (busy fraction u = X·(t_iter/k + ΔP) with k prompts per step: prefill_utilization), and, with the engine's
 `admission: next_departure`, the wait for a request slot to free (1/X: the slot of a finishing request frees
 only after its successor arrived, as in the TRT-LLM benchmark runs where max batch = concurrency), and in a
-closed loop, only where asked (Workload.startup_cohort), the start-up term (C - 1)·startup_client_s of a
-benchmark whose clients all start at once (fitted on TTFT, docs/validation/serving.md). Closed
+closed loop, only where asked (Workload.startup_cohort), the start-up term (C - 1)·(startup_client_s +
+startup_prefill_frac·(t_iter/k + ΔP)) of a benchmark whose clients all start at once (fitted on TTFT,
+docs/validation/serving.md). Closed
 loop: C = B + X·TTFT is solved for B by bisection (vectorized over the grid). TPOT = τ / AL.
 
 Two stages: `gpu_tables` prices every GPU quantity once on a geometric grid of decode batches (one vectorized
@@ -335,12 +336,15 @@ def prompt_service_s(eng, wl: Workload, decode_tokens, t_it, d_p):
     return t_it / k + d_p
 
 
-def _cohort_s(eng, wl: Workload):
-    """The opt-in start-up term (Workload.startup_cohort), seconds: (C - 1)·startup_client_s, what the other
-    clients of a benchmark that starts all of them at once add to a request's TTFT (0 unless opted in)."""
-    if wl.concurrency is None or not wl.startup_cohort or not np.any(eng.startup_client_s):  # (K, 1) in a fit
+def _cohort_s(eng, wl: Workload, prompt_s=0.0):
+    """The opt-in start-up term (Workload.startup_cohort), seconds: (C - 1)·(startup_client_s +
+    startup_prefill_frac·`prompt_s`), what the other clients of a benchmark that starts all of them at once add to a
+    request's TTFT (0 unless opted in); `prompt_s` is the engine seconds one prompt takes (prompt_service_s)."""
+    if wl.concurrency is None or not wl.startup_cohort or not (np.any(eng.startup_client_s)
+                                                               or np.any(eng.startup_prefill_frac)):  # (K, 1) in a fit
         return 0.0
-    return eng.startup_client_s * np.maximum(np.asarray(wl.concurrency, dtype=float) - 1.0, 0.0)
+    per_client = eng.startup_client_s + eng.startup_prefill_frac * np.asarray(prompt_s, dtype=float)
+    return per_client * np.maximum(np.asarray(wl.concurrency, dtype=float) - 1.0, 0.0)
 
 
 def step_terms(tab: GpuTables, eng, b):
@@ -372,7 +376,7 @@ def state(tab: GpuTables, eng, wl: Workload, b, admission: str = "immediate"):
     ttft = _queue_wait_s(tau, u, service, p_s, others, decoding_share(wl, b)) + service
     if eng.ttft_includes_first_decode:
         ttft = ttft + tau
-    ttft = ttft + _cohort_s(eng, wl)
+    ttft = ttft + _cohort_s(eng, wl, p_s)
     if admission == "next_departure" and wl.concurrency is not None:
         # the slot frees only at the next departure: one request always waits (none with a single client)
         ttft = ttft + np.minimum(others, 1.0) / np.maximum(x, 1e-300)

@@ -7,7 +7,7 @@
         mode          "agg" (prefill chunks share engine steps with decoding) | "disagg" (prefill and decode pools)
         pools         (prefill instances x, decode instances y) for disagg, from "xPyD" (None: searched by
                       recommend / pareto; 1P1D where one configuration is evaluated)
-        startup_cohort  opt-in (default off): add the engine's start-up term (C - 1)·`startup_client_s` to a
+        startup_cohort  opt-in (default off): add the engine's start-up term (C - 1)·`startup_prefill_frac`·(one prompt's service) to a
                       closed loop's TTFT, the start-up bunching of a benchmark whose C clients send their first requests together
                       (docs/serving.md); planning leaves it off
 

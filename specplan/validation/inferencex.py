@@ -10,7 +10,7 @@ nothing fitted but one number of the MI300X rows.
 
 MI300X SGLang rows: the per-kernel time of the serving stack (hardware profile field kernel_overhead_s, which prices
 everything per kernel on this stack: HIP graph replay of each kernel node, small-kernel latency floors) sets the
-step time at small batch (about 1,100 kernels per DeepSeek-R1 step at TP 8). The profile's 11.2 us was fitted on the
+step time at small batch (about 1,100 kernels per DeepSeek-R1 step at TP 8). The profile's 10.0 us (11.2 us before session 19) was fitted on the
 SGLang 0.4.10 baselines of the LMSYS MI300X MTP blog (reference/speculation_load, setup s4-dsv3-mtp-random-sglang) at
 ISL / OSL 1024 / 1024; that blog's client (`sglang.bench_serving --dataset-name random --random-input 1024
 --random-output 1024`, no --random-range-ratio) draws the input uniformly from 1..1024 and the output from 0..1024

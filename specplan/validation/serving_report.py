@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specplan.validation.serving import FITTED, RANGES, TARGETS, calibrate, scores
+from specplan.validation.serving import FITTED, RANGES, STARTUP_NAMES, TARGETS, calibrate, scores
 
 CMD = "specplan validate-serving -o docs/validation"
 
@@ -44,12 +44,12 @@ def serving_markdown(res: dict) -> str:
              "TensorRT-LLM (its per-kernel launch held at the PyTorch eager figure, so that the fit carries from 8B to "
              "70B) with prefill_tokens_s per prompt token the step carries and step_gap_s, the GPU idle per step "
              "its overlap scheduler does not hide (specplan/validation/serving.py `FIT_NAMES`); then "
-             "`startup_client_s` on TTFT (soft-L1 on log TTFT). Every other engine number is a sourced default (engine_profiles/*.yaml).",
+             "the start-up term's `startup_prefill_frac` on TTFT (Cauchy loss on log TTFT). Every other engine number is a sourced default (engine_profiles/*.yaml).",
              "- **Out of sample (the headline):** for each (TP, ISL x OSL) group of a framework, the numbers are refit "
              "on the framework's other groups and the group is predicted with that fit (the fold fits start from the "
              "all-row fit's numbers, and converge to their own optimum). NIM's rows are never fitted on: they are "
              "scored with the TensorRT-LLM fit, with immediate admission (their TTFT does not grow with OSL) and "
-             "without the start-up term (C - 1)·`startup_client_s`: that term is the start-up bunching of a benchmark whose C clients "
+             "without the start-up term (C - 1)·`startup_prefill_frac`·(one prompt's service time): that term is the start-up bunching of a benchmark whose C clients "
              "all start at once, a property of the aiconfigurator harness (fitted on both engines' runs from it), "
              "absent from NIM's table (specplan/validation/serving.py `bunched_start` states the reasoning; "
              "inferred from the data, not from a harness source).",
@@ -62,7 +62,7 @@ def serving_markdown(res: dict) -> str:
              "(max_num_seqs, and the requests whose KV the cache holds); the M/D/1 prefill wait is capped at the "
              "C - 1 other prompts; requests the loop cannot place (running cap reached, prefill saturated) wait for "
              "admission, their wait from Little's law (C = B + X·TTFT holds at every row). The start-up term "
-             "((C - 1)·`startup_client_s`) is opt-in: on for the rows whose harness starts all clients together (see the "
+             "((C - 1)·`startup_prefill_frac`·(one prompt's service time)) is opt-in: on for the rows whose harness starts all clients together (see the "
              "section below), off in planning.",
              "- **In sample:** the shipped engine numbers are the all-row fit; scores with them are in-sample.",
              "- The aiconfigurator TensorRT-LLM runs are scored with `admission: next_departure` (their TTFT grows "
@@ -105,9 +105,15 @@ def _startup_term_section(outs, off) -> list[str]:
     lines = ["", "## TTFT with and without the start-up term", "",
              "Every TensorRT-LLM and vLLM row comes from the aiconfigurator harness, whose C clients send their "
              "first requests together; the scores above switch on the opt-in start-up term for those rows "
-             "(`Workload.startup_cohort`, (C - 1) x the engine's `startup_client_s`), and NIM's rows are scored without it. "
-             "The CLI leaves it off (planning is for steady traffic; `--startup-cohort` turns it on). Beside: the "
-             "same out-of-sample fits with the term off, what a planning prediction gives on these rows.", "",
+             "(`Workload.startup_cohort`), and NIM's rows are scored without it. The term is (C - 1) x the engine's "
+             "`startup_prefill_frac` x the engine seconds one prompt takes (`aggregated.prompt_service_s`: t_it / k + "
+             "ΔP): in a round whose prompts arrive together each waits for the others' prefill, so the wait per "
+             "other client grows with the prompt and with the engine's per-prompt host work (issue 39). Until "
+             "session 19 it was a flat (C - 1) x `startup_client_s` (still a field, now 0 in both profiles); with "
+             "vLLM's fp8 GEMMs priced by shape (frameworks.md) the two forms score, out of sample: flat "
+             "TensorRT-LLM 9.0 %, vLLM 12.6 %; per prompt 7.5 %, 12.7 %. The CLI leaves it off (planning is for "
+             "steady traffic; `--startup-cohort` turns it on). Beside: the same out-of-sample fits with the term "
+             "off, what a planning prediction gives on these rows.", "",
              "| framework | rows with the term | TTFT median, term on (scored) | TTFT median, term off | "
              "TTFT bias on / off | TPOT median on / off |", "|---|---|---|---|---|---|"]
     for fw in sorted(outs["framework"].unique()):
@@ -124,17 +130,17 @@ def _fitted_numbers(res: dict) -> list[str]:
     lines = []
     lines += ["", "Bias = median predicted/measured TPOT. The decode-only column is `specplan step` at batch = "
               "concurrency and context ISL + OSL/2 (no prefill, no engine costs).", "",
-              "## Fitted engine numbers", "", "| engine | fit | " + " | ".join(FITTED) + " | startup_client_s |",
-              "|---|---|" + "---|" * (len(FITTED) + 1)]
+              "## Fitted engine numbers", "", "| engine | fit | " + " | ".join(FITTED + STARTUP_NAMES) + " |",
+              "|---|---|" + "---|" * (len(FITTED) + len(STARTUP_NAMES))]
     for e, p in res["full"].items():
-        lines.append(f"| {e} | all rows (shipped) | " + " | ".join(f"{p[k]:.3g}" for k in FITTED)
-                     + f" | {p['startup_client_s']:.3g} |")
+        lines.append(f"| {e} | all rows (shipped) | " + " | ".join(f"{p[k]:.3g}" for k in FITTED + STARTUP_NAMES)
+                     + " |")
         folds = [v for g, v in ((g, res["held"].get(id(g))) for g in res["groups"]) if v is not None
                  and g.engine.id == e]
         if folds:
             lines.append(f"| {e} | {len(folds)} leave-group-out folds, min-max | " + " | ".join(
-                f"{min(f[k] for f in folds):.3g}-{max(f[k] for f in folds):.3g}" for k in FITTED)
-                + f" | {min(f['startup_client_s'] for f in folds):.3g}-{max(f['startup_client_s'] for f in folds):.3g} |")
+                f"{min(f[k] for f in folds):.3g}-{max(f[k] for f in folds):.3g}" for k in FITTED + STARTUP_NAMES)
+                + " |")
     from specplan.profiles.registry import load_engine
 
     for e, p in res["full"].items():

@@ -1,7 +1,7 @@
 """The H100 serving rows scored by the request-level simulator (issue 39): the benchmark harness simulated.
 
 Two harnesses, both with the row group's out-of-sample engine fit (validation/serving.py `calibrate`), no start-up
-term (startup_client_s 0) and the engines' own schedulers (serving/simulator.py):
+term (startup_client_s and startup_prefill_frac 0) and the engines' own schedulers (serving/simulator.py):
 
 - `together`: the literal closed loop: C clients start together at t = 0 and each sends its next request the
   moment its last one ends, 10 x C requests (genai-perf's common `--request-count` of 10 x the concurrency: an
@@ -57,7 +57,8 @@ def simulate_rows(gs, params_of, harness: str = "benchmark"):
 
     out = []
     for g in gs:
-        eng = fitted_engine(g.engine, params_of(g)).model_copy(update={"startup_client_s": 0.0})
+        eng = fitted_engine(g.engine, params_of(g)).model_copy(update={"startup_client_s": 0.0,
+                                                                       "startup_prefill_frac": 0.0})
         got = np.array([_row(g, eng, int(c), harness) for c in g.rows["batch"].to_numpy(int)])
         x = g.rows.copy()
         x["pred_tpot_ms"], x["pred_ttft_ms"] = got[:, 0], got[:, 1]
@@ -155,7 +156,7 @@ def _why_it_misses(sims: dict) -> list[str]:
              "simulated loop that stays in lockstep (`together`) and one that never bunches (`steady`), and "
              "the gap to `steady` grows with C (table above). Neither engine's scheduler, as simulated from its "
              "code, thins the cohorts a together start forms: with equal lengths the prompts prefilled in one "
-             "step finish in one step and come back together. Tried (this session, not shipped): a serial "
+             "step finish in one step and come back together. Tried (session 17, not shipped): a serial "
              "front-end of 2-10 ms per request before the scheduler (tokenization, HTTP) leaves vLLM's "
              "`together` C = 4 / 16 / 64 TTFT at 346 / 1077 / 1692 ms (measured 121 / 253 / 415, Llama-3.3-70B "
              "TP 2, 1024 / 1024): the next step gathers the spread-out prompts again; first sends at random "
@@ -173,23 +174,30 @@ def _why_it_misses(sims: dict) -> list[str]:
              "throughput pins TTFT: with C + 1 clients on C slots, TTFT = (C + 1) / C x the slot's holding time "
              "- the decode. The measured TTFT and TPOT put that holding time 20-30 ms above decode + prefill + "
              "the overlap's extra step at C = 8 (Llama-3.1-8B, TP 1 and TP 8 alike: host side), which is the "
-             "C 8-64 bias below 1. Tried (this session, not shipped): a fitted request path before the scheduler "
+             "C 8-64 bias below 1. Tried (session 17, numbers of the time, not shipped): a fitted request path before the scheduler "
              "(0-60 ms, each group left out: TensorRT-LLM 21 ms, vLLM 0) moves TensorRT-LLM's TTFT median only "
              "13.5 -> 12.6 % (all rows 14.6 -> 14.2 %), because the wait for a slot absorbs it; the same 21 ms "
              "added after the simulation would give 8.2 % (all rows 10.0 %), i.e. the missing time holds the slot. "
              "What TensorRT-LLM 1.0 does in it (request set-up, response handling, the finished request's "
              "release) was not found in its code.",
-             f"- **vLLM's fp8 prefill is priced high.** vLLM 0.24.0's measured fp8 GEMMs at the Llama-3.3-70B "
-             f"TP 2 shapes run at {gem} of the model's time (measured / predicted, median of the shapes; "
-             "reference/measured/gemm_h100_a100.csv.gz), because engine vllm's `gemm_compute_scale.fp8` (0.716, "
-             "fitted on M <= 4096 over all shapes, slow mid-M tiles of small N included) scales the compute "
-             "ceiling of every shape; the GEMMs of a 70B prompt's prefill come out 30-40 % slow, which is most of vLLM's "
-             "TTFT bias above 1 and its ISL-8192 rows' 30-40 % (a single vLLM prefill of 8192 tokens at TP 2 is "
-             "priced 853 ms against 738 ms measured for the whole TTFT at C = 4). Tried (this session, "
-             "not shipped): this report with vllm's `gemm_compute_scale.fp8` at 1.0 (TensorRT-LLM's fp8 rate, "
-             "what those shapes' rows show), everything refitted: simulated `benchmark` TTFT vLLM 16.6 -> 9.5 % "
-             "(bias 0.94), all rows 14.6 -> 12.3 %; vLLM TPOT 5.4 -> 4.2 % simulated, 7.3 -> 4.7 % analytical "
-             "(all rows 4.1 -> 3.7 %); the analytical vLLM TTFT 9.1 -> 20.0 % (its start-up term had been fitted "
-             "over the slow prefill). A shape-aware vLLM fp8 GEMM efficiency is kernel work (issue 41's "
-             "`validate-kernels`, `frameworks.md`), not changed here."]
+             f"- **vLLM's fp8 prefill, priced by shape (session 19).** vLLM 0.24.0's measured fp8 GEMMs are slow "
+             "where few output columns are in flight and barely at wide N (docs/notes/issue39_fp8_gemm.md); one "
+             "`gemm_compute_scale.fp8` over all shapes (0.716 until session 19) priced the GEMMs of a 70B prompt's "
+             "prefill 30-40 % slow. Engine vllm's fp8 compute term now runs at 0.951 of the ceiling times "
+             "(1 + 1375 / N) (`gemm_compute_half_n`, fitted with the two scales on even (N, K) groups and taken "
+             "because it lowers the odd groups' median APE 12.7 -> 10.1 %, docs/validation/frameworks.md): the "
+             f"Llama-3.3-70B TP 2 shapes run at {gem} of the model's time (measured / predicted, median of the "
+             "shapes; 0.72-0.77 before), and vLLM's simulated `benchmark` TTFT median went 16.6 -> 7.4 % (all rows "
+             "14.6 -> 12.4 %), its analytical TPOT median 7.3 -> 5.0 %. The analytical vLLM TTFT went the other way "
+             "(9.1 -> 12.7 %, 12.6 % with the flat start-up term): its ISL-8192 rows are predicted 20-60 % high, "
+             "at TP 4 and 8 most, and already above the measured TTFT at C = 4 without any start-up term, where "
+             "the ISL-1024 rows are mostly low (to -33 % at TP 2); a start-up term of either form fitted on the other "
+             "groups cannot serve both. The 8192-token prefill is still priced high: the wide-and-deep GEMMs stay 15-20 % slow, "
+             "and its all-reduces (8192 x 8192 bf16, 128 MiB, 160 per prompt) go to NCCL (vLLM's custom kernel "
+             "stops at 8 MB), which the ring model prices at 814 us at TP 8 and 693 us at TP 4 against 579 and 613 "
+             "us measured (NCCL 2.29.2, reference/measured/allreduce_h100_a100.csv.gz; at TP 8 the rows' bus "
+             "bandwidth, 2 x 7/8 x 134 MB / 579 us = 405 GB/s, is 0.90 of the 450 GB/s link where the ring's "
+             "fitted fraction is 0.654: NCCL's large-message path, NVLink SHARP likely, not read in its code), "
+             "about 37 ms of a TP 8 prompt. A large-message NCCL term is "
+             "kernel work on the hardware profile, not changed here."]
     return lines

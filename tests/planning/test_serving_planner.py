@@ -90,16 +90,16 @@ def test_must_show_1_recommend_searches_tp_replicas_and_modes_in_one_command():
 
 
 def test_recommend_gpus_emits_the_launch_of_its_answer():
-    """--emit with --gpus: the answer's launch (it used to print nothing); with vLLM 0.34's async scheduling
-    (engine_profiles/vllm.yaml, issue 40; the synchronous vllm-0.10 picked 2P2D x TP 2) the best is 2 aggregated
-    TP-4 replicas of 66 sequences, so the vLLM command is one replica's and says so."""
+    """--emit with --gpus: the answer's launch (it used to print nothing). With vLLM's fp8 GEMMs priced by shape
+    (gemm_compute_half_n, session 19: faster prefill; before it 2 aggregated TP-4 replicas won) the best is 2P2D x TP 2,
+    so the vLLM command is one decode instance's and says the prefill pool needs a disaggregated deployment."""
     p = run("recommend", "--model", "llama-3.3-70b", "--hardware", "h200-sxm", "--dtype", "fp8", "--engine", "vllm",
             "--isl", "2048", "--osl", "512", "--max-ttft-ms", "1000", "--max-tpot-ms", "30", "--gpus", "8",
             "--emit", "vllm")
     assert p.returncode == 0, p.stderr
-    assert "answer: agg 2 x TP 4" in p.stdout
-    assert "vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size 4 --max-num-seqs 66" in p.stdout
-    assert "# note: the answer runs 2 replicas of this server" in p.stdout
+    assert "answer: disagg 2P2D x TP 2" in p.stdout
+    assert "vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size 2 --max-num-seqs 56" in p.stdout
+    assert "this command is one decode instance (max batch 56 each)" in p.stdout
 
 
 def test_serving_table_always_has_the_no_speculation_row_and_the_speedup_over_it():

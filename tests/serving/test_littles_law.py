@@ -231,7 +231,7 @@ def test_startup_term_adds_c_minus_one_client_times_at_a_fixed_batch():
     m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
     prec = resolve_precision(m, hw, None, None)
     c = np.array([1.0, 8.0, 64.0])
-    eng = load_engine("vllm").model_copy(update={"startup_client_s": 2.5e-3})
+    eng = load_engine("vllm").model_copy(update={"startup_client_s": 2.5e-3, "startup_prefill_frac": 0.0})
     for isl in (1024, 4096):
         wl = Workload(isl, 256, concurrency=c, startup_cohort=True)
         spec = StepOptions(Speculation("none", np.zeros(3)))
@@ -245,6 +245,39 @@ def test_startup_term_adds_c_minus_one_client_times_at_a_fixed_batch():
     r = aggregated(Deployment(m, hw, engine=eng), Speculation(), Workload(1024, 256, concurrency=c,
                                                                           startup_cohort=True))
     np.testing.assert_allclose(r["requests_per_s"] * r["request_latency_s"], c, rtol=1e-2)
+
+
+def test_startup_prefill_frac_adds_c_minus_one_fractions_of_a_prompts_service_at_a_fixed_batch():
+    # The start-up term in units of one prompt's engine service time: (C - 1) x startup_prefill_frac x (t_it / k +
+    # dP), k = the prompts one step's leftover budget holds ((budget - decode rows) / ISL, chunked prefill), so the
+    # wait per other client grows with the prompt; it adds to the flat startup_client_s, and nothing without
+    # --startup-cohort. t_it and dP are the engine's round and what one prompt adds to it (step_terms).
+    import dataclasses
+
+    from specplan.profiles.registry import load_engine
+    from specplan.serving.aggregated import gpu_tables, state, step_terms
+
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    prec = resolve_precision(m, hw, None, None)
+    c = np.array([1.0, 8.0, 64.0])
+    b = np.array([0.5, 6.0, 50.0])
+    eng = load_engine("vllm").model_copy(update={"startup_client_s": 0.0, "startup_prefill_frac": 0.25})
+    assert eng.chunked_prefill and eng.mixed_prefill
+    per_other = {}
+    for isl in (1024, 4096):
+        wl = Workload(isl, 256, concurrency=c, startup_cohort=True)
+        tab = gpu_tables(m, hw, 1, wl, eng, StepOptions(Speculation("none", np.zeros(3))), prec, 64.0)
+        t_it, d_p, _ = step_terms(tab, eng, b)
+        k = (eng.max_num_batched_tokens - b) / isl  # one token per decoding request
+        prompt_s = t_it / k + d_p
+        _, x_on, on = state(tab, eng, wl, b)
+        _, x_off, off = state(tab, eng, dataclasses.replace(wl, startup_cohort=False), b)
+        np.testing.assert_allclose(on - off, (c - 1.0) * 0.25 * prompt_s, rtol=1e-9, atol=1e-15)
+        np.testing.assert_array_equal(x_on, x_off)
+        both = eng.model_copy(update={"startup_client_s": 2.5e-3})
+        np.testing.assert_allclose(state(tab, both, wl, b)[2] - on, (c - 1.0) * 2.5e-3, rtol=1e-9, atol=1e-15)
+        per_other[isl] = (on - off)[2] / 63.0
+    assert per_other[4096] > 3.0 * per_other[1024]  # a four times longer prompt: about four times the wait
 
 
 def test_disaggregated_decode_iteration_is_the_engines_round():

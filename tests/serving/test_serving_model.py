@@ -246,6 +246,32 @@ def test_nim_group_ignores_the_startup_term():
     np.testing.assert_allclose(a, b, rtol=1e-12)
 
 
+def test_nim_group_ignores_the_prefill_startup_term_too():
+    from specplan.validation.serving import groups, load_rows
+
+    d = load_rows()
+    (g,) = groups(d[d["framework"].str.startswith("NIM")])
+    a = g.predict(g.engine.model_copy(update={"startup_prefill_frac": 0.5}))["ttft_s"]
+    b = g.predict(g.engine.model_copy(update={"startup_prefill_frac": 0.0, "startup_client_s": 0.0}))["ttft_s"]
+    np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_fit_startup_recovers_a_known_prefill_fraction():
+    """Rows whose measured TTFT is the model's own at startup_prefill_frac 0.07 (host numbers held): the Cauchy fit
+    of the engine's start-up number returns 0.07 (the flat startup_client_s held at 0 while it does)."""
+    from specplan.validation.serving import fit_startup, fitted_names, groups, load_rows, startup_name
+
+    d = load_rows()
+    d = d[d["framework"].str.startswith("vLLM") & (d["tp"] == 4) & (d["input_len"] == 1024)]
+    gs = groups(d)
+    assert startup_name(gs[0].engine) == "startup_prefill_frac"
+    truth = {"startup_prefill_frac": 0.07, "startup_client_s": 0.0}
+    for g in gs:
+        g.rows = g.rows.assign(ttft_ms=g.predict(g.engine.model_copy(update=truth))["ttft_s"] * 1e3)
+    host = [getattr(gs[0].engine, k) for k in fitted_names(gs[0].engine)]
+    assert fit_startup(gs, host) == pytest.approx(0.07, abs=2e-4)
+
+
 @pytest.mark.parametrize("text, pools", [("1P1D", (1, 1)), ("2P3D", (2, 3)), (" 4p1d ", (4, 1)), ("10P2D", (10, 2))])
 def test_pools_parse_any_whole_counts(text, pools):
     from specplan.serving.workload import parse_pools

@@ -76,6 +76,27 @@ def test_gemm_scales_recovered_from_closed_form(hw):
     assert got == pytest.approx((s_m, s_c), rel=1e-3)
 
 
+def test_gemm_half_n_recovered_from_closed_form(hw):
+    """The same closed form with the compute term times (1 + half_n / N) (fp8, compute-bound rows at several N):
+    the three-number fit returns s_m, s_c and half_n; the two-number fit cannot (it has no N dependence)."""
+    e = hw.kernel_eff("fp8")
+    s_m, s_c, half = 0.9, 0.95, 1400.0
+    rows = []
+    for m in (1, 16, 256, 1024, 2048, 4096):
+        for n, k in ((1024, 8192), (2048, 4096), (4096, 4096), (8192, 2048), (28672, 8192)):
+            mem = (m * k + n * k + m * n * 2) / (hw.mem_bandwidth_bytes_s * e.mem_bw_fraction * s_m)
+            comp = (2 * m * n * k + e.compute_half_flops) / (hw.peak("fp8") * e.compute_max_fraction * s_c)
+            comp = comp * (1 + half / n)
+            p = e.roofline_sharpness
+            t = hw.kernel_overhead_s + e.k_latency_s * k + (comp ** p + mem ** p) ** (1 / p)
+            rows.append(dict(device="h100-sxm", dtype="fp8", m=m, n=n, k=k, time_us=t * 1e6, framework="synthetic",
+                             kernel="k"))
+    df = pd.DataFrame(rows)
+    assert fit_gemm_scale(df, hw, "fp8", half_n=True) == pytest.approx((s_m, s_c, half), rel=2e-3)
+    two = fit_gemm_scale(df, hw, "fp8")
+    assert len(two) == 2 and abs(two[1] / s_c - 1) > 0.02  # one compute scale over all N is not the truth
+
+
 def _held_out(df: pd.DataFrame, keys) -> np.ndarray:
     """Odd-numbered sorted shape groups (written here independently of framework_fit.fit_half)."""
     shapes = sorted({tuple(r) for r in df[list(keys)].itertuples(index=False)})
@@ -128,7 +149,12 @@ def test_shipped_yamls_equal_the_half_fits(hw):
     res = framework_fits(pd.read_csv(MEAS / "gemm_h100_a100.csv.gz"),
                          pd.read_csv(MEAS / "attention_decode_h100_a100.csv.gz"), hw, load_kernel_family("fa3"))
     checks = shipped_check(res)
-    assert len(checks) == 12 and all(c["ok"] for c in checks), [c for c in checks if not c["ok"]]
+    assert len(checks) == 16 and all(c["ok"] for c in checks), [c for c in checks if not c["ok"]]
+    # the fit's own choice: half_n where it lowers the held-out median by MIN_GAIN_PCT (vLLM and SGLang fp8)
+    assert {(g["engine"], g["dtype"]) for g in res["gemm"] if g["half_n"]} == {("vllm", "fp8"), ("sglang", "fp8")}
+    for g in res["gemm"]:
+        gain = g["scales_only"]["median_ape"] - g["tried_half_n"]["held_out"]["median_ape"]
+        assert g["half_n"] == (gain >= 0.5), (g["engine"], g["dtype"], gain)
     assert "1x1x64" in res["attention"]["fitted_on"]["shape_groups"]  # group 0 is fitted on, group 1 held out
     assert "1x1x128" not in res["attention"]["fitted_on"]["shape_groups"]
 
