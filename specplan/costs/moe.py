@@ -36,7 +36,7 @@ from specplan.costs.gemm import compute_dtype_for, gemm_flops, soft_corner
 from specplan.costs.roofline import KernelCost, roofline
 from specplan.core.dtypes import dtype_bytes
 from specplan.core.errors import SpecplanError
-from specplan.profiles.hardware import HardwareProfile
+from specplan.profiles.hardware import MOE_BLOCK_M_RULES, HardwareProfile  # noqa: F401 (re-exported)
 
 
 # Sequence locality of expert choices in a verify step (issue 19): the q = 1 + D tokens one sequence verifies are
@@ -52,6 +52,23 @@ VERIFY_EXPERT_REUSE = 0.0
 # reference/measured/moe_h100_a100.csv.gz at <= 8 tokens take a median 9-18 us more than this count prices
 # (TensorRT-LLM's gated cutlass 9-14, vLLM's Triton 16-18).
 MOE_KERNELS = 3
+
+
+# Row-tile rules of engines' MoE kernels that pick their tile from the batch (EngineProfile.moe_block_m,
+# profiles/hardware.py MOE_BLOCK_M_RULES): "triton_kernels": triton_kernels_block_m.
+
+
+def triton_kernels_block_m(rows, num_experts: int) -> np.ndarray:
+    """Rows per tile (block_m) triton_kernels' matmul_ogs picks on NVIDIA GPUs for a ragged (routed) MoE GEMM of
+    `rows` token-expert rows over `num_experts` experts (triton-lang/triton python/triton_kernels/triton_kernels/
+    matmul_ogs_details/opt_flags.py make_default_opt_flags_nvidia, the version that reads routing_data.expt_hist,
+    the RoutingData SGLang 0.5.12 builds: srt/layers/moe/topk.py, 'triton_kernels 3.6.0'): tokens per expert
+    t = max(1, rows // num_experts); t <= 64 (ragged, 'likely memory bound'): max(16, min(next_pow2(2 t), 64)),
+    else max(16, min(next_pow2(t), 128))."""
+    t = np.maximum(1.0, np.floor(np.asarray(rows, dtype=float) / float(num_experts)))
+    ragged = np.clip(2.0 ** np.ceil(np.log2(2.0 * t)), 16.0, 64.0)
+    dense = np.clip(2.0 ** np.ceil(np.log2(t)), 16.0, 128.0)
+    return np.where(t <= 64.0, ragged, dense)
 
 
 @contextmanager
@@ -250,7 +267,8 @@ def rank_rows(tokens, num_experts: int, top_k: int, ep: int = 1, routing: str = 
     return np.minimum(n * min(top_k, r.experts), mean + _max_quantile(ep, g) * np.sqrt(n * r.var_rows))
 
 
-def grouped_gemm_compute_s(hw: HardwareProfile, dtype: str, fraction: float, experts, rows, *gemms) -> np.ndarray:
+def grouped_gemm_compute_s(hw: HardwareProfile, dtype: str, fraction: float, experts, rows, *gemms,
+                           tile_rows=None) -> np.ndarray:
     """Compute seconds of a fused MoE layer's grouped GEMMs on one rank: `experts` touched experts share `rows`
     token-expert rows (rows per expert m = rows / experts); each GEMM (N outputs, K reduction) cuts every expert's
     m x N output into ceil(m / r) x ceil(N / c) tiles of r x c outputs, which run in waves of one tile per SM, each
@@ -258,16 +276,18 @@ def grouped_gemm_compute_s(hw: HardwareProfile, dtype: str, fraction: float, exp
     (hw.moe.tile_rows x tile_cols: the kernels' autotuned tactics):
         t = sum over GEMMs of min over (r, c) of ceil(tiles / SMs) x 2 r c K / (peak / SMs x fraction).
     Few rows per expert pay for a whole tile (padding) and few experts per rank leave SMs idle (the last wave):
-    the grouped GEMM's own efficiency curve in rows per expert and experts per rank."""
+    the grouped GEMM's own efficiency curve in rows per expert and experts per rank. `tile_rows`: the rows per tile
+    the engine's kernel picks (an array that broadcasts with `rows`, MoeKernel.block_m) instead of hw.moe.tile_rows."""
     e = np.asarray(experts, dtype=float)
     m = np.asarray(rows, dtype=float) / np.maximum(e, 1e-30)
     g = hw.moe
     sms = float(hw.sm_count or 1)
     per_sm = hw.peak(dtype) / sms * fraction
-    out = np.zeros(np.broadcast(e, m).shape)
+    rows_choices = g.tile_rows if tile_rows is None else [np.asarray(tile_rows, dtype=float)]
+    out = np.zeros(np.broadcast(e, m, *rows_choices).shape)
     for n_out, k in gemms:  # each GEMM at the faster of the tile shapes (the kernels' autotuned tactics)
         best = np.full(out.shape, np.inf)
-        for tr in g.tile_rows:
+        for tr in rows_choices:
             for tc in g.tile_cols:
                 tiles = e * np.ceil(m / tr) * math.ceil(n_out / tc)
                 best = np.minimum(best, np.ceil(tiles / sms) * 2.0 * tr * tc * k / per_sm)
@@ -291,11 +311,12 @@ class ExpertLayer:
 
 @record
 class MoeKernel:
-    """How an engine runs the MoE layer: its kernel launches (None: MOE_KERNELS) and fp8 block-scaled weights (a
-    DeepSeek-style checkpoint: the profile's fp8_block fraction)."""
+    """How an engine runs the MoE layer: its kernel launches (None: MOE_KERNELS), fp8 block-scaled weights (a
+    DeepSeek-style checkpoint: the profile's fp8_block fraction) and the row-tile rule of its grouped GEMM."""
 
     kernels: int | None = None
     block_scaled: bool = False
+    block_m: str | None = None  # the kernel's row-tile rule (MOE_BLOCK_M_RULES); None: hw.moe.tile_rows
 
 
 def moe_experts_cost(
@@ -338,7 +359,12 @@ def moe_experts_cost(
     key = "fp8_block" if block_scaled and c == "fp8" else c
     frac = hw.moe.compute_fraction.get(key)
     if frac is not None:  # the profile's grouped-GEMM block: tiles per expert, waves over the SMs
-        compute_s = grouped_gemm_compute_s(hw, c, frac, touched, n_rows, ((mats - 1.0) * f, hidden), (hidden, f))
+        tile_rows = None
+        if kernel.block_m == "triton_kernels" and ep == 1:  # matmul_ogs's block_m from the layer's tokens x top-k
+            # rows (SGLang runs triton_kernels only at ep_size 1: srt/server_args.py; other EP layouts another path)
+            tile_rows = triton_kernels_block_m(np.asarray(tokens, dtype=float) * top_k, num_experts)
+        compute_s = grouped_gemm_compute_s(hw, c, frac, touched, n_rows, ((mats - 1.0) * f, hidden), (hidden, f),
+                                           tile_rows=tile_rows)
     else:
         # Grouped GEMMs: the experts run side by side in two kernels (gate_up, down), so the small-GEMM term
         # (compute_half_flops, see costs/gemm.py) is paid once per kernel, not once per expert.

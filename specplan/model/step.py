@@ -253,7 +253,8 @@ def _layer_group(acc, at: _StepAt, g: LayerGroup, k: StepKernels, fam):
         layer = ExpertLayer(moe.latent_size or h, moe.expert_ffn_size, moe.num_experts, moe.top_k, model.gated_ffn,
                             moe.n_group, moe.topk_group)
         cost = moe_experts_cost(hw, at.b_moe * q, layer, prec.w("moe"), prec.compute, k.routing, lay.expert_tp,
-                                lay.ep, distinct=distinct_tokens(at.b_moe, q), kernel=MoeKernel(n_k))
+                                lay.ep, distinct=distinct_tokens(at.b_moe, q),
+                                kernel=MoeKernel(n_k, block_m=hw.moe_block_m.get(prec.w("moe"))))
         acc.add("moe", cost.scaled(n), n_k * n)
         if lay.dp > 1:  # DP attention: tokens reach their experts' EP ranks and come back by all-to-all
             disp, comb = moe_alltoall_costs(model, hw, lay, tokens / tp, n, k.routing)

@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from specplan.core.dtypes import canonical_dtype
 from specplan.core.limits import MAX_BATCH
-from specplan.profiles.hardware import (GENERATIONS, MAX_TIME_S, MIN_FRACTION, HardwareProfile, kv_fractions,
-                                        moe_kernel_counts)  # the hardware profiles' bounds
+from specplan.profiles.hardware import (GENERATIONS, MAX_TIME_S, MIN_FRACTION, MOE_BLOCK_M_RULES, HardwareProfile,
+                                        kv_fractions, moe_kernel_counts)  # the hardware profiles' bounds
 
 GEMM_SCALE_RANGE = (0.2, 5.0)  # an engine's GEMM kernels run at 1/5 to 5x the fitted fractions; beyond is a typo
 
@@ -176,6 +176,16 @@ class EngineProfile(_Frozen):
     # rejection as the engine verifies: "probabilistic" (rejection sampling over target and draft probabilities) or
     # "exact" (greedy / exact match of the draft against the target's own sample: one pass over the logits)
     verification: Literal["probabilistic", "exact"] = "probabilistic"
+    # full-vocabulary fp32 passes of the verify's sampling, per rejection mode ("greedy", "probabilistic"): [passes
+    # per verified row (B x q rows), passes per request (B rows) net of the plain sampler's] where counted in the
+    # engine's code; {} = speculation/round.py REJECTION_PASSES (p per verified row, -p per request)
+    rejection_passes: dict[str, list[float]] = Field(default_factory=dict)
+    # rejection_passes of the mechanisms whose verify samples in other code (SGLang's DFlash), set by for_mechanism
+    rejection_passes_by_mechanism: dict[str, dict[str, list[float]]] = Field(default_factory=dict)
+    # per GPU generation, per expert weight format: the engine's MoE kernel picks its row tile from the batch
+    # ("triton_kernels": triton_kernels matmul_ogs opt_flags, costs/moe.py triton_kernels_block_m) instead of the
+    # hardware's fitted tile shapes (hw.moe.tile_rows); set on the hardware by engine_hardware
+    moe_block_m: dict[str, dict[str, str]] = Field(default_factory=dict)
     # defaults the engine picks from the GPU and the launch's TP (EngineProfile.for_hardware); they fill only the
     # fields the YAML (or a caller) leaves unset, so an explicit top-level value always wins
     hardware_defaults: list[HardwareDefault] = Field(default_factory=list)
@@ -273,6 +283,30 @@ class EngineProfile(_Frozen):
                 raise ValueError(f"moe_kernels.{gen}: a GPU generation, one of {', '.join(GENERATIONS)}")
         return {gen: moe_kernel_counts(per, f"moe_kernels.{gen}") for gen, per in v.items()}
 
+    @field_validator("rejection_passes")
+    @classmethod
+    def _rejection_passes(cls, v: dict[str, list[float]]) -> dict[str, list[float]]:
+        return rejection_pass_table(v, "rejection_passes")
+
+    @field_validator("rejection_passes_by_mechanism")
+    @classmethod
+    def _rejection_passes_by_mechanism(cls, v: dict[str, dict[str, list[float]]]) -> dict:
+        return {m: rejection_pass_table(t, f"rejection_passes_by_mechanism.{m}") for m, t in v.items()}
+
+    @field_validator("moe_block_m")
+    @classmethod
+    def _moe_block_m(cls, v: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+        out = {}
+        for gen, per in v.items():
+            if gen not in GENERATIONS:
+                raise ValueError(f"moe_block_m.{gen}: a GPU generation, one of {', '.join(GENERATIONS)}")
+            out[gen] = {}
+            for k, rule in per.items():
+                if rule not in MOE_BLOCK_M_RULES:
+                    raise ValueError(f"moe_block_m.{gen}.{k}: one of {', '.join(MOE_BLOCK_M_RULES)}, got {rule!r}")
+                out[gen][canonical_dtype(k, where=f"moe_block_m.{gen}.{k}")] = rule
+        return out
+
     @model_validator(mode="before")
     @classmethod
     def _renamed(cls, data):
@@ -291,7 +325,8 @@ class EngineProfile(_Frozen):
                    "startup_client_s", "startup_prefill_frac", "gemm_mem_bw_scale", "gemm_compute_scale", "gemm_compute_half_n", "moe_kernels",
                    "allreduce_eager_s",
                    "graph_batch_sizes", "spec_topk", "spec_round_host_s", "spec_round_host_by_mechanism", "tree_mask_full",
-                   "tree_draft_prefix_per_candidate")
+                   "tree_draft_prefix_per_candidate", "rejection_passes", "rejection_passes_by_mechanism",
+                   "moe_block_m")
         missing = [k for k in numeric if getattr(self, k) and k not in self.sources]
         if missing:
             raise ValueError(f"sources: every number needs a source; missing for {', '.join(missing)}")
@@ -310,12 +345,15 @@ class EngineProfile(_Frozen):
     def for_mechanism(self, mechanism: str) -> "EngineProfile":
         """This engine as it runs `mechanism`: with spec_overlap off where the engine turns its overlap scheduler off
         for that mechanism (spec_sync_mechanisms) or for tree drafts (spec_sync_tree with spec_topk > 1), and with
-        the mechanism's own round launches (spec_round_host_by_mechanism), else itself. Only the speculative rounds
+        the mechanism's own round launches (spec_round_host_by_mechanism) and verify sampling passes
+        (rejection_passes_by_mechanism), else itself. Only the speculative rounds
         change: steps priced by step_s (a prefill-only step, OSL 1, a disaggregated prefill pool) keep
         overlap_scheduler, as the baseline server's launch has it."""
         upd: dict = {}
         if mechanism in self.spec_round_host_by_mechanism:
             upd["spec_round_host_s"] = float(self.spec_round_host_by_mechanism[mechanism])
+        if mechanism in self.rejection_passes_by_mechanism:
+            upd["rejection_passes"] = {**self.rejection_passes, **self.rejection_passes_by_mechanism[mechanism]}
         tree_sync = self.spec_sync_tree and (self.spec_topk or 1) > 1 and mechanism != "none"
         if self.spec_overlap and (mechanism in self.spec_sync_mechanisms or tree_sync):
             upd["spec_overlap"] = False
@@ -420,6 +458,22 @@ _SYNC_ENGINES: dict = {}  # (id(engine), mechanism or 'launched') -> (engine, it
 SYNC_CACHE_MAX = 256  # entries kept before the cache starts again (a caller passing fresh engine copies)
 
 
+def rejection_pass_table(v: dict, where: str) -> dict[str, list[float]]:
+    """{rejection mode: [passes per verified row, passes per request]}: modes greedy / probabilistic, row passes
+    >= 0 and row + request >= 0 (a verify of one token per request costs nothing beyond the plain sampler)."""
+    out = {}
+    for mode, pair in v.items():
+        if mode not in ("greedy", "probabilistic"):
+            raise ValueError(f"{where}.{mode}: a rejection mode, greedy or probabilistic")
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise ValueError(f"{where}.{mode}: [passes per verified row, passes per request], got {pair!r}")
+        row, req = float(pair[0]), float(pair[1])
+        if not (0.0 <= row <= 1000.0) or row + req < 0.0 or abs(req) > 1000.0:
+            raise ValueError(f"{where}.{mode}: needs 0 <= row passes <= 1000 and row + request passes >= 0, got {pair}")
+        out[mode] = [row, req]
+    return out
+
+
 def _adjusted(eng: "EngineProfile", key: str, update: dict) -> "EngineProfile":
     """`eng` with `update` applied, one copy per (engine, key) while the cache holds it (the entry keeps `eng`
     alive, so its id cannot name another engine)."""
@@ -435,11 +489,13 @@ ENGINE_APPLIED = "engine_applied"  # the sources key an engine-adjusted hardware
 
 def engine_hardware(hw: HardwareProfile, engine: "EngineProfile | None") -> HardwareProfile:
     """`hw` with the engine's GEMM scales applied to its per-dtype GEMM efficiencies (fractions capped at 1), the
-    engine's all-reduce family and its MoE kernel counts on `hw`'s generation set; `hw` itself when the engine
-    changes none of them (or is None), or when `hw` already carries an engine's changes (sources ENGINE_APPLIED)."""
+    engine's all-reduce family, its MoE kernel counts and MoE row-tile rules on `hw`'s generation set; `hw` itself
+    when the engine changes none of them (or is None), or when `hw` already carries an engine's changes (sources
+    ENGINE_APPLIED)."""
     moe_k = engine.moe_kernels.get(hw.generation, {}) if engine is not None and hw.generation else {}
+    moe_bm = engine.moe_block_m.get(hw.generation, {}) if engine is not None and hw.generation else {}
     if engine is None or ENGINE_APPLIED in hw.sources or not (
-            engine.gemm_mem_bw_scale or engine.gemm_compute_scale or engine.gemm_compute_half_n or moe_k or (
+            engine.gemm_mem_bw_scale or engine.gemm_compute_scale or engine.gemm_compute_half_n or moe_k or moe_bm or (
             engine.allreduce_algorithm and engine.allreduce_algorithm != hw.allreduce.algorithm)):
         return hw  # never applied twice, whichever engine asks
     key = (id(hw), id(engine))
@@ -461,7 +517,8 @@ def engine_hardware(hw: HardwareProfile, engine: "EngineProfile | None") -> Hard
             sources["efficiency"] = (f"{hw.sources.get('efficiency', '')}; GEMM fractions scaled by engine "
                                      f"{engine.id} (engine_profiles/{engine.id}.yaml)")
         adjusted = hw.model_copy(update={"efficiency": eff, "allreduce": allreduce,
-                                         "moe_kernels": {**hw.moe_kernels, **moe_k}, "sources": sources})
+                                         "moe_kernels": {**hw.moe_kernels, **moe_k},
+                                         "moe_block_m": {**hw.moe_block_m, **moe_bm}, "sources": sources})
         if len(_ENGINE_HW) > 256:
             _ENGINE_HW.clear()
         _ENGINE_HW[key] = (hw, engine, HardwareProfile.model_validate(adjusted.model_dump()))

@@ -103,6 +103,9 @@ class AllToAllParams(_Frozen):
     scaleout_bw_fraction: float = Field(0.86, ge=MIN_FRACTION, le=1)  # of scaleout_bandwidth_bytes_s
 
 
+# row-tile rules of engine MoE kernels that pick their tile from the batch (EngineProfile.moe_block_m; priced in
+# costs/moe.py: "triton_kernels" = triton_kernels_block_m)
+MOE_BLOCK_M_RULES = ("triton_kernels",)
 MOE_FORMATS = ("bf16", "fp16", "fp8", "fp8_block", "fp4")  # keys of MoEGroupedEfficiency.compute_fraction
 
 
@@ -209,6 +212,9 @@ class HardwareProfile(_Frozen):
     # kernels one MoE layer launches besides the router GEMM, per expert weight format: set from the serving
     # engine's profile (EngineProfile.moe_kernels, profiles/engine.py engine_hardware); {} = costs/moe.py MOE_KERNELS
     moe_kernels: dict[str, int] = Field(default_factory=dict)
+    # per expert weight format: the row-tile rule of the serving engine's MoE kernel (EngineProfile.moe_block_m, set
+    # by engine_hardware; costs/moe.py MOE_BLOCK_M_RULES); {} = the fitted tile shapes of `moe`
+    moe_block_m: dict[str, str] = Field(default_factory=dict)
     power: PowerSpec | None = None  # None: no power model for this device (energy and power not reported)
     sources: dict[str, str] = Field(default_factory=dict)
     notes: str = ""

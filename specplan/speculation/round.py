@@ -64,15 +64,27 @@ def verify_graphed(eng, batch, q) -> np.ndarray:
     return eng.graphed(b, 0) & (b <= cap)
 
 
-def rejection_s(hw, batch, q, vocab, tp=1, sampling="probabilistic") -> np.ndarray:
+def rejection_s(hw, batch, q, vocab, tp=1, sampling="probabilistic", passes=None) -> np.ndarray:
     """GPU seconds of rejection sampling over batch x q fp32 target logits (vocab / tp columns per device)
-    beyond the plain sampler's batch x 1 read: memory-bound passes (REJECTION_PASSES)."""
+    beyond the plain sampler's batch x 1 rows: memory-bound passes, REJECTION_PASSES per verified row beyond the
+    first, or `passes` = (per verified row, per request net of the plain sampler) where the engine's code counts
+    them (EngineProfile.rejection_passes): batch x (q x row + request) full-vocabulary rows."""
     b = np.asarray(batch, dtype=float)
     q = np.asarray(q, dtype=float)
-    passes = REJECTION_PASSES[sampling]
-    nbytes = b * np.maximum(q - 1.0, 0.0) * float(vocab) * LOGIT_BYTES * passes
+    if passes is None:
+        nbytes = b * np.maximum(q - 1.0, 0.0) * float(vocab) * LOGIT_BYTES * REJECTION_PASSES[sampling]
+    else:
+        row, req = float(passes[0]), float(passes[1])
+        nbytes = b * np.maximum(q * row + req, 0.0) * float(vocab) * LOGIT_BYTES
     t = elementwise_cost(hw, np.maximum(nbytes, 1.0)).time_s
     return np.where(q > 1, t, 0.0)
+
+
+def engine_rejection_passes(eng, sampling):
+    """The engine's counted (per verified row, per request) passes for `sampling`, or None (REJECTION_PASSES)."""
+    table = getattr(eng, "rejection_passes", None) if eng is not None else None
+    pair = table.get(sampling) if table else None
+    return None if pair is None else (float(pair[0]), float(pair[1]))
 
 
 def tree_topk_s(hw, batch, width, steps, draft_vocab) -> np.ndarray:
@@ -200,8 +212,9 @@ class RoundShape:
 def round_gpu_extra_s(model, hw, tp, shape: RoundShape, mechanism, draft=None, sampling=None, eng=None) -> np.ndarray:
     """GPU seconds of one speculative round beyond drafter + verify: draft extend (EAGLE / MTP / draft model),
     tree draft width and top-k, rejection sampling (`sampling`, default the engine's verification, else
-    probabilistic). `draft` = (draft ModelProfile, Precision) or None. At D = 0 an engine that keeps its draft
-    warm (zero_draft_extend) still runs the draft's one-position extend."""
+    probabilistic; at the engine's counted passes where it has them, rejection_passes). `draft` = (draft
+    ModelProfile, Precision) or None. At D = 0 an engine that keeps its draft warm (zero_draft_extend) still runs
+    the draft's one-position extend."""
     d = np.asarray(shape.draft_len, dtype=float)
     q = np.asarray(shape.verify_tokens, dtype=float)
     b = np.asarray(shape.batch, dtype=float)
@@ -209,7 +222,8 @@ def round_gpu_extra_s(model, hw, tp, shape: RoundShape, mechanism, draft=None, s
     spec = d > 0
     if sampling is None:
         sampling = "greedy" if getattr(eng, "verification", "probabilistic") == "exact" else "probabilistic"
-    t = rejection_s(hw, b, q, model.vocab_size, attention_tp(tp), sampling)  # per DP rank under a Layout
+    t = rejection_s(hw, b, q, model.vocab_size, attention_tp(tp), sampling,  # per DP rank under a Layout
+                    engine_rejection_passes(eng, sampling))
     zero = np.zeros(np.broadcast(b, d, q).shape)
     if eng is not None and eng.tree_mask_full:
         t = t + np.where(q > 1 + d, tree_mask_s(model, hw, tp, b, q, context), 0.0)

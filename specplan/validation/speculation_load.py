@@ -356,7 +356,9 @@ left out. So engine_profiles/*.yaml keep spec_host_per_seq_s at 0 and costs/moe.
 0, and `predict` / `recommend` say in one line that the round's host time is not fitted. The round's sourced
 parts (graphs per verify size, draft extend, rejection, tree width, masked tree verify, verify rows in the token
 budget, the kernel each engine version verifies MLA with, the launches SGLang's v1 EAGLE round issues outside its
-graphs, the full tree mask and the tree draft's per-candidate prefix reads) are in every prediction."""
+graphs, the full tree mask and the tree draft's per-candidate prefix reads, the verify's sampling passes where
+an engine version's code counts them, the row tile of an MoE kernel that picks it from the batch) are in every
+prediction."""
 
 
 def _every_row_lines(res: dict) -> list[str]:
