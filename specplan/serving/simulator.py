@@ -33,6 +33,30 @@ Admission, per engine, from the engine profile's flags (`admission_kind`):
   prompts (enable_chunked_prefill false by default) share the step with the decode rows within max_num_tokens,
   up to max_batch_size requests.
 
+TensorRT-LLM's request life, step by step, as its PyTorch executor runs it (tensorrt_llm/_torch/pyexecutor/
+py_executor.py and executor_request_queue.py of mid-2025, the ExecutorRequestQueue code next to 1.0.0rc3, read
+through the search tool; issue 39 audit, session 19). Each iteration of `_executor_loop_overlap`: `_fetch_new_requests`,
+`_schedule`, `prepare_resources`, `_forward_step` (launch step j), `_update_requests(previous batch)` (waits for
+step j - 1, adds its tokens, marks the finished), `_sample_async`, `_update_request_states` (a prompt done -> generation),
+`_process_previous_batch` -> `_handle_responses` (responses of step j - 1's tokens; a final one ->
+`_terminate_request` -> `resource_manager.free_resources`, out of active_requests).
+- Fetch: `fetch_new_requests(len(active_requests))` takes up to max_num_active_requests (get_max_num_sequences:
+  pp_size x max_batch_size) - active; with no active request it blocks (`_get_from_request_queue`, timeout None) and
+  returns the one request that woke it: an idle engine's first step holds one prompt (`blocked` here), the rest
+  join the next fetch. Simulated so.
+- Scheduled: in the iteration that fetched it; that fetch runs while step j - 1 is on the GPU, right after step
+  j - 2's responses: a request arriving during step n joins step n + 2 (`seen` below). Simulated so.
+- Context step a: the prompt whole (no chunking) beside the decode rows within max_num_tokens. Simulated so.
+- First token: sampled in step a, added and answered in iteration a + 1 (py_decoding_iter 1), i.e. at step a's
+  end. Simulated so (`first_token_s`, the first decode row in step a + 1).
+- Last token (step n): the request is scheduled into step n + 1 before `_update_requests` marks it finished, then
+  answered and terminated in iteration n + 1: slot and KV free for the schedule of step n + 2
+  (finished_slot_steps 1). Simulated so (`draining`).
+- Next request of that client: it is sent on the last token's response, which `_handle_responses` emits after step
+  n + 1 was launched and just before the loop fetches for step n + 2: it joins step n + 3 at the earliest (`answer`;
+  until session 19 the simulator let it join step n + 2). Its transit (HTTP, tokenization, IPC) is not in the
+  executor's code and not simulated.
+
 The prompt's first token is sampled at the end of the step that computes its last prompt token (TTFT); the
 remaining OSL - 1 tokens come from decode iterations, `accepted_tokens` per iteration (1 without speculation: a
 speculative request's acceptance length, drawn per request by the caller). A draft-length schedule (vLLM
@@ -212,6 +236,9 @@ class _Engine:
         self.pending: deque = deque()  # arrived, not yet visible to the scheduler (overlap: the next batch is set)
         self.overlap = bool(eng.overlap_scheduler)
         self.step_start = 0.0  # when the last step began: an overlap scheduler set the next batch then
+        self.pyexec = cfg.kind == "reserve"  # TensorRT-LLM's PyExecutor request fetch (_fetch_new_requests)
+        self.answer = np.zeros(n, dtype=bool)  # sent by a client on its last token's response (closed loop)
+        self.blocked = self.pyexec  # PyExecutor idle: its fetch blocks until one request comes (it starts so)
         self.prefilling: list = []  # admitted, prompt not finished (FCFS)
         self.running: list = []  # decoding
         self.t = 0.0
@@ -269,8 +296,21 @@ class _Engine:
                     keep.append((i, f))
             self.draining = keep
         seen = self.step_start if self.overlap else t
-        while self.pending and self.arr[self.pending[0]] <= seen + 1e-12:
+        if self.blocked:  # idle PyExecutor: the fetch that blocked returns the first request alone
+            if self.pending and self.arr[self.pending[0]] <= t + 1e-12:
+                self.waiting.append(self.pending.popleft())
+                self.blocked = False
+            return
+        while self.pending and self._seen(self.pending[0], seen):
             self.waiting.append(self.pending.popleft())
+
+    def _seen(self, i: int, seen: float) -> bool:
+        """Whether request i is in the queue when the schedule that fetched at `seen` ran: arrived by then, or, for
+        a PyExecutor request a client sent on the response of its previous request's last token (released at that
+        step's end), strictly before: the fetch at that boundary ran right after the response was handled."""
+        if self.answer[i]:
+            return self.arr[i] < seen - 1e-12
+        return self.arr[i] <= seen + 1e-12
 
     def _next_arrival(self) -> float:
         """When the next request arrives (or arrived, still pending)."""
@@ -443,6 +483,7 @@ def _finish(s: _Engine, i: int, t: float) -> None:
         s._free(i)
     s.done += 1
     if s.cfg.clients is not None and s.next_release < s.n:
+        s.answer[s.next_release] = s.pyexec
         s._release(t)
 
 
@@ -651,6 +692,7 @@ def _turn(s: _Engine) -> None:
     if not math.isfinite(t_a):
         raise SpecplanError("simulator: requests wait that the engine can never admit (the KV cache holds none "
                             "of them)")
+    s.blocked = s.pyexec and not s.waiting and t_a > s.t + 1e-12  # empty queue, nothing active: the fetch waits
     _tick(s, max(t_a - s.t, 0.0), 0)  # idle: the next schedule sees every request arrived by then
 
 

@@ -277,26 +277,58 @@ def test_startup_cohort_is_answered_by_the_simulator(h100_8b):
     assert plain.get("method") != "simulated"
 
 
-def test_trtllm_reserves_whole_prompts_within_its_token_budget(h100_8b):
-    """3 TensorRT-LLM clients start together with 4096-token prompts: max_num_tokens 8192 holds two whole prompts in
-    step 1 (no context chunking); the third waits and rides step 2 beside the first two's decode rows. Its TTFT is
-    the two steps, hand-priced (mixed_step_s, EngineProfile.step_s, speculation.round.round_s), the first two's
-    the first step alone."""
+def _trt_steps(h100_8b, eng, b_max, ctx_max):
+    """Hand pricing of TensorRT-LLM steps on Llama-3.1-8B TP 1: a prompt step alone, a mixed step (decode rows
+    beside whole prompts), a decode step (graph replay), from the analytical model's own functions."""
     m, hw, prec = h100_8b
+    k = step_kernels(m, hw, 1, eng, prec)
+    tab = build_step_table(m, hw, 1, eng, prec, SPEC0, b_max=b_max, ctx_max=ctx_max, tok_max=8192)
+
+    def alone(tokens, seqs=1):
+        gpu = float(mixed_step_s(m, hw, 1, StepMix(0, 0, tokens, 0, prefill_seqs=seqs), precision=prec, engine=eng))
+        return float(eng.step_s(gpu, seqs, k, False, tokens))
+
+    def mixed(b, ctx, tokens):
+        gpu = float(mixed_step_s(m, hw, 1, StepMix(b, ctx, tokens, 0), precision=prec, engine=eng))
+        return float(round_s(eng, gpu, b + 1, 0, 1, k, 0, eager=True, prompt_tokens=tokens))
+
+    def decode(b, ctx):
+        return float(round_s(eng, float(tab.decode_s(b, ctx)), b, 0, 1, k, 0))
+
+    return tab, alone, mixed, decode
+
+
+def test_trtllm_reserves_whole_prompts_within_its_token_budget(h100_8b):
+    """3 TensorRT-LLM clients start together with 4096-token prompts. The idle PyExecutor's fetch blocks on the empty
+    queue and returns the first request alone (executor_request_queue `_get_from_request_queue`: timeout None while
+    no request is active, one `request_queue.get`), so step 1 prefills prompt 1 alone; the next fetch takes the
+    other two, and max_num_tokens 8192 holds prompt 2 beside prompt 1's decode row but not prompt 3 (8193 tokens; no
+    context chunking): prompt 3 rides step 3. TTFT: step 1; steps 1 + 2; steps 1 + 2 + 3, hand-priced."""
     eng = load_engine("trtllm")
     req = closed_loop(lengths(4096, None, 3, 0), lengths(64, None, 3, 0), 3, "together")
-    k = step_kernels(m, hw, 1, eng, prec)
-    s1 = float(eng.step_s(float(mixed_step_s(m, hw, 1, StepMix(0, 0, 8192, 0, prefill_seqs=2), precision=prec,
-                                             engine=eng)),
-                          2, k, False, 8192))
-    g2 = float(mixed_step_s(m, hw, 1, StepMix(2, 4096, 4096, 0), precision=prec, engine=eng))
-    s2 = float(round_s(eng, g2, 3, 0, 1, k, 0, eager=True, prompt_tokens=4096))
-    tab = build_step_table(m, hw, 1, eng, prec, SPEC0, b_max=3, ctx_max=4096 + 64, tok_max=8192)
+    tab, alone, mixed, _ = _trt_steps(h100_8b, eng, 3, 4096 + 64)
+    s1, s2, s3 = alone(4096), mixed(1, 4096, 4096), mixed(2, 4096.5, 4096)
     run_ = simulate(tab, eng, SimRequests(req.isl, req.osl, req.cached_tokens, np.ones(3)),
                     SimConfig(2048, 8192, 1e9, admission_kind(eng), clients=3))
     ttft = run_.first_token_s - run_.arrival_s
-    assert ttft[:2] == pytest.approx([s1, s1], rel=0.02)
-    assert ttft[2] == pytest.approx(s1 + s2, rel=0.03)
+    assert ttft == pytest.approx([s1, s1 + s2, s1 + s2 + s3], rel=0.02)
+
+
+def test_trtllm_answers_its_clients_last_token_then_fetches(h100_8b):
+    """TensorRT-LLM's overlap loop (py_executor.py `_executor_loop_overlap`: fetch, schedule, launch step n + 1,
+    `_update_requests` of step n, `_handle_responses`) sends a request's last token (step n) while step n + 1 runs
+    and fetches right after: the client's next request cannot be in that fetch (step n + 2's) and joins step n + 3.
+    Two clients: A (64 / 2) and B (64 / 40). Step 1: A's prompt alone (the idle fetch returns one request); step 2:
+    B's prompt beside A's decode row, A's last token; steps 3 and 4: B decodes (A's slot frees after step 3); step 5:
+    A's next prompt beside B's row. Its TTFT is steps 3 + 4 + 5 (vLLM's rule would give steps 3 + 4)."""
+    eng = load_engine("trtllm")
+    req = closed_loop(lengths(64, None, 3, 0), np.array([2, 40, 2]), 2, "together")
+    tab, _, mixed, decode = _trt_steps(h100_8b, eng, 3, 64 + 40)
+    run_ = simulate(tab, eng, SimRequests(req.isl, req.osl, req.cached_tokens, np.ones(3)),
+                    SimConfig(2048, 8192, 1e9, admission_kind(eng), clients=2))
+    assert run_.arrival_s[2] == pytest.approx(run_.finish_s[0])
+    hand = decode(1, 64) + decode(1, 65) + mixed(1, 66, 64)
+    assert run_.first_token_s[2] - run_.arrival_s[2] == pytest.approx(hand, rel=0.02)
 
 
 def test_kv_offload_adds_the_host_link_copy_of_the_hit_to_ttft():
