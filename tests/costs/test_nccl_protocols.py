@@ -70,6 +70,18 @@ def test_a100_uses_amperes_ll_cap():
     assert bw == min(87.7e9, 0.5 * 300e9 * p.nccl_bw_fraction) == 87.7e9
 
 
+@pytest.mark.parametrize("hw_id", ["b200", "gb200", "b300", "gb300"])
+def test_blackwell_uses_its_ll_cap_and_prices_ll_at_1_mib_by_hand(hw_id):
+    """NCCL's Blackwell llMaxBws (2 x Hopper's 141 GB/s, cost_model.cc) caps LL below half of Simple's bus bandwidth on
+    NVLink 5 (900 GB/s per direction x 0.771 / 2 = 347 GB/s): at 1 MiB over 8 GPUs LL costs its floor
+    (4.36 + 7 x 1.60 us) + 2 x 7/8 x 1 MiB / 282 GB/s = 15.56 + 6.51 = 22.07 us."""
+    hw = load_hardware(hw_id)
+    assert hw.allreduce.nccl_ll_max_bw_bytes_s == 282e9
+    assert float(comm.nccl_protocol_bus_bw_bytes_s(hw, 8, "LL")) == 282e9
+    by_hand = 4.36e-6 + 7 * 1.60e-6 + 2 * 7 / 8 * MIB / 282e9
+    assert float(comm.nccl_allreduce_s(hw, MIB, 8)) == pytest.approx(by_hand, rel=1e-9)
+
+
 def test_array_gpu_counts_match_scalar_calls(h100):
     """predict_allreduce prices rows of mixed GPU counts in one call: the same numbers as one call per count."""
     b = np.array([8192.0, 4 * MIB, 256 * MIB, 8192.0, 4 * MIB, 256 * MIB])
