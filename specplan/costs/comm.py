@@ -322,8 +322,10 @@ def p2p_cost(hw: HardwareProfile, nbytes, scaleout: bool = False) -> KernelCost:
 
 def allgather_cost(hw: HardwareProfile, shard_bytes, tp: int) -> KernelCost:
     """One NCCL ring all-gather of `shard_bytes` per device (each device receives the other TP-1 shards):
-    latency = the ring's nccl_latency_s + (TP-1) x nccl_latency_per_peer_s (the all-reduce's, an upper bound for
-    a one-pass ring), transfer = (TP-1) x shard / (link x nccl_bw_fraction); zero when tp == 1.
+    latency = the ring all-reduce's (an upper bound for a one-pass ring), transfer = (TP-1) x shard / busBw; zero
+    when tp == 1. Where the profile has NCCL's LL cap, at the protocol NCCL picks (the least latency + transfer over
+    LL, LL128, Simple: the ring's protocol bandwidths of src/tuning/ring.cc apply to every ring collective, as in
+    nccl_protocol_terms); else one ring at link x nccl_bw_fraction.
 
     Used for the vocabulary-parallel LM head: vLLM 0.33.0 LogitsProcessor._gather_logits calls
     tensor_model_parallel_all_gather (Platform.use_all_gather() is True and the CUDA platform keeps it), so every
@@ -333,6 +335,12 @@ def allgather_cost(hw: HardwareProfile, shard_bytes, tp: int) -> KernelCost:
         return roofline(np.zeros_like(shard), np.zeros_like(shard), np.zeros_like(shard))
     _check_tp(hw, tp)
     p = hw.allreduce
-    lat = np.full(shard.shape, p.nccl_latency_s + (tp - 1) * p.nccl_latency_per_peer_s)
-    xfer = (tp - 1) * shard / (link_bandwidth_bytes_s(hw, tp) * p.nccl_bw_fraction)
-    return roofline(np.zeros_like(xfer), xfer, lat)
+    if p.nccl_ll_max_bw_bytes_s is None:
+        lat = np.full(shard.shape, p.nccl_latency_s + (tp - 1) * p.nccl_latency_per_peer_s)
+        xfer = (tp - 1) * shard / (link_bandwidth_bytes_s(hw, tp) * p.nccl_bw_fraction)
+        return roofline(np.zeros_like(xfer), xfer, lat)
+    lats = np.stack([np.broadcast_to(nccl_protocol_latency_s(hw, tp, q), shard.shape) for q in NCCL_PROTOCOLS])
+    xfers = np.stack([(tp - 1) * shard / nccl_protocol_bus_bw_bytes_s(hw, tp, q) for q in NCCL_PROTOCOLS])
+    pick = np.argmin(lats + xfers, axis=0)[None]
+    xfer = np.take_along_axis(xfers, pick, axis=0)[0]
+    return roofline(np.zeros_like(xfer), xfer, np.take_along_axis(lats, pick, axis=0)[0])
