@@ -110,17 +110,25 @@ def nccl_protocol_bus_bw_bytes_s(hw: HardwareProfile, tp, protocol: str) -> np.n
     return bw
 
 
-def nccl_protocol_terms(hw: HardwareProfile, nbytes, tp) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(latency s, transfer s, protocol index into NCCL_PROTOCOLS) of NCCL's ring all-reduce at the protocol
-    NCCL's cost model picks: the least latency + 2 (tp-1)/tp x bytes / busBw over LL, LL128, Simple."""
-    nbytes = np.asarray(nbytes, dtype=float)
+def nccl_cheapest_protocol(hw: HardwareProfile, wire_bytes, tp) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(latency s, transfer s, protocol index into NCCL_PROTOCOLS) of a ring collective whose devices each move
+    `wire_bytes` along the ring, at the protocol NCCL's cost model picks: the least latency + wire_bytes / busBw
+    over LL, LL128, Simple (the ring's protocol bandwidths, src/tuning/ring.cc, hold for every ring collective)."""
+    wire_bytes = np.asarray(wire_bytes, dtype=float)
     tp = np.asarray(tp, dtype=float)
-    lat = np.stack([np.broadcast_to(nccl_protocol_latency_s(hw, tp, q), nbytes.shape) for q in NCCL_PROTOCOLS])
-    xfer = np.stack([np.broadcast_to(2.0 * (tp - 1) / tp * nbytes / nccl_protocol_bus_bw_bytes_s(hw, tp, q),
-                                     nbytes.shape) for q in NCCL_PROTOCOLS])
+    lat = np.stack([np.broadcast_to(nccl_protocol_latency_s(hw, tp, q), wire_bytes.shape) for q in NCCL_PROTOCOLS])
+    xfer = np.stack([np.broadcast_to(wire_bytes / nccl_protocol_bus_bw_bytes_s(hw, tp, q), wire_bytes.shape)
+                     for q in NCCL_PROTOCOLS])
     pick = np.argmin(lat + xfer, axis=0)
     take = lambda a: np.take_along_axis(a, pick[None], axis=0)[0]  # noqa: E731
     return take(lat), take(xfer), pick
+
+
+def nccl_protocol_terms(hw: HardwareProfile, nbytes, tp) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(latency s, transfer s, protocol index into NCCL_PROTOCOLS) of NCCL's ring all-reduce of `nbytes`: each
+    device moves 2 (tp-1)/tp x bytes (nccl_cheapest_protocol)."""
+    tp = np.asarray(tp, dtype=float)
+    return nccl_cheapest_protocol(hw, 2.0 * (tp - 1) / tp * np.asarray(nbytes, dtype=float), tp)
 
 
 def nccl_protocol(hw: HardwareProfile, nbytes, tp) -> np.ndarray:
@@ -324,8 +332,7 @@ def allgather_cost(hw: HardwareProfile, shard_bytes, tp: int) -> KernelCost:
     """One NCCL ring all-gather of `shard_bytes` per device (each device receives the other TP-1 shards):
     latency = the ring all-reduce's (an upper bound for a one-pass ring), transfer = (TP-1) x shard / busBw; zero
     when tp == 1. Where the profile has NCCL's LL cap, at the protocol NCCL picks (the least latency + transfer over
-    LL, LL128, Simple: the ring's protocol bandwidths of src/tuning/ring.cc apply to every ring collective, as in
-    nccl_protocol_terms); else one ring at link x nccl_bw_fraction.
+    LL, LL128, Simple: nccl_cheapest_protocol); else one ring at link x nccl_bw_fraction.
 
     Used for the vocabulary-parallel LM head: vLLM 0.33.0 LogitsProcessor._gather_logits calls
     tensor_model_parallel_all_gather (Platform.use_all_gather() is True and the CUDA platform keeps it), so every
@@ -339,8 +346,5 @@ def allgather_cost(hw: HardwareProfile, shard_bytes, tp: int) -> KernelCost:
         lat = np.full(shard.shape, p.nccl_latency_s + (tp - 1) * p.nccl_latency_per_peer_s)
         xfer = (tp - 1) * shard / (link_bandwidth_bytes_s(hw, tp) * p.nccl_bw_fraction)
         return roofline(np.zeros_like(xfer), xfer, lat)
-    lats = np.stack([np.broadcast_to(nccl_protocol_latency_s(hw, tp, q), shard.shape) for q in NCCL_PROTOCOLS])
-    xfers = np.stack([(tp - 1) * shard / nccl_protocol_bus_bw_bytes_s(hw, tp, q) for q in NCCL_PROTOCOLS])
-    pick = np.argmin(lats + xfers, axis=0)[None]
-    xfer = np.take_along_axis(xfers, pick, axis=0)[0]
-    return roofline(np.zeros_like(xfer), xfer, np.take_along_axis(lats, pick, axis=0)[0])
+    lat, xfer, _ = nccl_cheapest_protocol(hw, (tp - 1) * shard, tp)
+    return roofline(np.zeros_like(xfer), xfer, lat)
