@@ -54,8 +54,20 @@ step j - 1, adds its tokens, marks the finished), `_sample_async`, `_update_requ
   (finished_slot_steps 1). Simulated so (`draining`).
 - Next request of that client: it is sent on the last token's response, which `_handle_responses` emits after step
   n + 1 was launched and just before the loop fetches for step n + 2: it joins step n + 3 at the earliest (`answer`;
-  until session 19 the simulator let it join step n + 2). Its transit (HTTP, tokenization, IPC) is not in the
-  executor's code and not simulated.
+  until session 19 the simulator let it join step n + 2). Its transit (HTTP, tokenization, IPC) is not simulated.
+- Outside the loop (session 20, trtllm-serve's path read through the search tool, mid-2025 versions next to
+  1.0.0rc3: serve.py, executor/worker.py, proxy.py, ipc.py, py_executor.py; docs/notes/issue39_trt_serving_path.md):
+  no polling period or batching interval lies on the way. The worker's response thread waits on the executor's
+  condition variable (`await_responses(timeout=100 ms)` is only the wait's cap; `_enqueue_responses` notifies),
+  sends each iteration's responses as one ZMQ message (FusedIpcQueue, fuse_message False), the proxy's dispatch
+  thread blocks on the ZMQ receive and wakes the asyncio loop; `stream_interval` (PyTorchConfig, default 1) answers
+  every iteration; detokenization and the OpenAI chunk run in the server process (trtllm-serve
+  --num_postprocess_workers default 0); a new request is tokenized there, sent over ZMQ, received by rank 0's worker
+  thread (blocking) and put on the executor's queue. At TP > 1 every iteration broadcasts the fetched requests
+  (`_broadcast_new_requests`) and the cancelled ids (`_handle_cancelled_requests`) over MPI: per-step host work, in
+  the fitted host numbers. None of these hops states a time. With C + 1 clients on C slots the first and the last
+  token take the same response path (it cancels out of TTFT) and a client's round trip is absorbed by the wait for a
+  slot while it is shorter than the slot's turnover H / C (40-260 ms on the TensorRT-LLM rows): not simulated.
 
 The prompt's first token is sampled at the end of the step that computes its last prompt token (TTFT); the
 remaining OSL - 1 tokens come from decode iterations, `accepted_tokens` per iteration (1 without speculation: a
