@@ -156,36 +156,69 @@ def fit_attention(df: pd.DataFrame, hw: HardwareProfile, per_kv_dtype: bool = Tr
     return out, {"rows": int(len(df)), "fallback_rows_excluded": int(fb.sum()), "kv_dtypes": kvs}
 
 
+def custom_kernel_rows(df: pd.DataFrame, hw: HardwareProfile) -> np.ndarray:
+    """Boolean mask of the non-NCCL all-reduce rows the custom kernel itself carries: the row's family from its
+    kernel name (families.allreduce_row_families: TRTLLM one-shot, else custom) and a message within that kernel's
+    reach (oneshot_max_bytes, custom_max_bytes); the rows beyond run NCCL, so they never fit the kernel's numbers."""
+    from specplan.bench.families import allreduce_row_families
+
+    nbytes = _allreduce_bytes(df)
+    fam, _ = allreduce_row_families(df["kernel"], None, hw)
+    limit = np.where(fam == "oneshot", hw.allreduce.oneshot_max_bytes, hw.allreduce.custom_max_bytes)
+    return (fam != "nccl") & (nbytes <= limit)
+
+
+def _allreduce_bytes(df: pd.DataFrame) -> np.ndarray:
+    """Message bytes of all-reduce rows."""
+    from specplan.core.dtypes import dtype_bytes
+
+    return df["message_elems"].to_numpy(float) * df["dtype"].map(lambda d: dtype_bytes(canonical_dtype(str(d)))).to_numpy(float)
+
+
+def _custom_log_resid(df: pd.DataFrame, hw: HardwareProfile) -> np.ndarray:
+    """log(predicted / measured) of custom-kernel rows, each priced as its kernel's family (graphed)."""
+    from specplan.bench.families import allreduce_row_families
+    from specplan.costs.comm import allreduce_time_s
+
+    nbytes, tp = _allreduce_bytes(df), df["num_gpus"].to_numpy(int)
+    fam, _ = allreduce_row_families(df["kernel"], None, hw)
+    t = np.zeros(len(df))
+    for f in np.unique(fam):
+        for n in np.unique(tp):
+            sel = (fam == f) & (tp == n)
+            t[sel] = allreduce_time_s(hw, nbytes[sel], int(n), str(f))
+    return np.log(np.maximum(t * 1e6, 1e-3) / df["time_us"].to_numpy(float))
+
+
 def fit_allreduce(df: pd.DataFrame, hw: HardwareProfile, fit_latency: bool = True) -> tuple[HardwareProfile, dict]:
-    """Fit custom/NCCL latencies (us; kept when not fit_latency) and bandwidth fractions on all-reduce rows."""
+    """Fit custom/NCCL latencies (us; kept when not fit_latency) and bandwidth fractions on all-reduce rows, each
+    kernel on its own rows: NCCL's on the NCCL rows, the custom kernel's on the rows it carries itself
+    (custom_kernel_rows, priced as their kernel runs them), so neither moves when the other's rows change."""
     df = df[df["num_gpus"] <= hw.scaleup_domain] if hw.scaleup_domain > 1 else df
-    nccl = df["kernel"].astype(str).str.upper() == "NCCL"
-    p = hw.allreduce
-    names = []
-    x0, lo, hi = [], [], []
-    if (~nccl).any():
-        names += ["custom_bw_fraction"] + (["custom_latency_s"] if fit_latency else [])
-        x0 += [p.custom_bw_fraction, p.custom_latency_s * 1e6]
-        lo += [0.01, 0.0]
-        hi += [1.0, 50.0]
+    nccl = (df["kernel"].astype(str).str.upper() == "NCCL").to_numpy()
+    custom = custom_kernel_rows(df, hw)
+
+    def fit_group(hw: HardwareProfile, rows: pd.DataFrame, names: list[str], lo: list[float], hi: list[float],
+                  resid) -> HardwareProfile:
+        p = hw.allreduce
+        x0 = [getattr(p, n) * 1e6 if n.endswith("_s") else getattr(p, n) for n in names]
+
+        def build(x) -> HardwareProfile:
+            blk = p.model_dump()
+            for n, v in zip(names, x):
+                blk[n] = v * 1e-6 if n.endswith("_s") else v
+            return _update(hw, allreduce=blk)
+
+        return build(_solve(lambda x: resid(rows, build(x)), x0, lo, hi))
+
     if nccl.any():
-        names += ["nccl_bw_fraction"] + (["nccl_latency_s", "nccl_latency_per_peer_s"] if fit_latency else [])
-        x0 += [p.nccl_bw_fraction, p.nccl_latency_s * 1e6, p.nccl_latency_per_peer_s * 1e6]
-        lo += [0.01, 0.0, 0.0]
-        hi += [1.0, 100.0, 50.0]
-    keep = [i for i, n in enumerate(["custom_bw_fraction", "custom_latency_s"] * bool((~nccl).any())
-                                    + ["nccl_bw_fraction", "nccl_latency_s", "nccl_latency_per_peer_s"] * bool(nccl.any()))
-            if n in names]
-    x0, lo, hi = [x0[i] for i in keep], [lo[i] for i in keep], [hi[i] for i in keep]
-
-    def build(x) -> HardwareProfile:
-        blk = p.model_dump()
-        for n, v in zip(names, x):
-            blk[n] = v * 1e-6 if n.endswith("_s") else v
-        return _update(hw, allreduce=blk)
-
-    x = _solve(lambda x: _log_resid(df, build(x), "allreduce"), x0, lo, hi)
-    return build(x), {"rows": int(len(df))}
+        names = ["nccl_bw_fraction"] + (["nccl_latency_s", "nccl_latency_per_peer_s"] if fit_latency else [])
+        hw = fit_group(hw, df[nccl], names, [0.01, 0.0, 0.0][:len(names)], [1.0, 100.0, 50.0][:len(names)],
+                       lambda rows, h: _log_resid(rows, h, "allreduce"))
+    if custom.any():
+        names = ["custom_bw_fraction"] + (["custom_latency_s"] if fit_latency else [])
+        hw = fit_group(hw, df[custom], names, [0.01, 0.0][:len(names)], [1.0, 50.0][:len(names)], _custom_log_resid)
+    return hw, {"rows": int(len(df)), "nccl_rows": int(nccl.sum()), "custom_kernel_rows": int(custom.sum())}
 
 
 FITTERS = {"gemm": fit_gemm, "attention": fit_attention, "allreduce": fit_allreduce}

@@ -4,8 +4,9 @@ Algorithms, selectable per hardware profile (`allreduce.algorithm`):
 - `custom` (the serving engines' custom all-reduce kernels, vLLM / SGLang / TRT-LLM): the cheaper of
   one-shot (every device reads the other TP-1 buffers: latency + (TP-1) * bytes / (link * fraction)) and
   two-shot (reduce-scatter + all-gather: 2 * latency + 2 (TP-1)/TP * bytes / (link * fraction)), up to
-  `custom_max_bytes` (the kernel's buffer); beyond it the engines call NCCL, priced as the larger of the ring
-  and two-shot so that time never falls as messages grow.
+  `custom_max_bytes` (the kernel's buffer); beyond it the engines call NCCL, priced as NCCL (below), its time
+  never below the custom kernel's at the buffer's limit, so that time never falls as messages grow (as `oneshot`).
+  custom_bw_fraction is the custom kernel's own: fitted on rows the kernel carries, never on those beyond it.
 - `oneshot` (TensorRT-LLM's custom kernels, its AUTO strategy): one-shot up to `oneshot_max_bytes` (1 MB on H100:
   the TRT-LLM rows of reference/measured/allreduce_h100_a100.csv.gz follow the one-shot line there, 22.8-26 us at
   TP 8 and 1 MB, where two-shot would be 12.5 us), the NCCL ring beyond (never below the one-shot time at the limit).
@@ -150,19 +151,24 @@ def nccl_terms(hw: HardwareProfile, nbytes, tp) -> tuple[np.ndarray, np.ndarray]
 
 
 def custom_terms(hw: HardwareProfile, nbytes, tp: int) -> tuple[np.ndarray, np.ndarray]:
-    """(latency s, transfer s) of the engines' custom all-reduce (one-shot / two-shot / NCCL beyond the buffer)."""
+    """(latency s, transfer s) of the engines' custom all-reduce: the cheaper of one-shot and two-shot up to
+    custom_max_bytes, NCCL beyond (its transfer raised, where needed, to the custom time at the limit)."""
     p = hw.allreduce
     nbytes = np.asarray(nbytes, dtype=float)
     bw = link_bandwidth_bytes_s(hw, tp) * p.custom_bw_fraction
-    one = (np.full(nbytes.shape, p.custom_latency_s), (tp - 1) * nbytes / bw)
-    two = (np.full(nbytes.shape, 2.0 * p.custom_latency_s), 2.0 * (tp - 1) / tp * nbytes / bw)
-    ring = nccl_terms(hw, nbytes, tp)
-    use_one = one[0] + one[1] <= two[0] + two[1]
-    small = tuple(np.where(use_one, a, b) for a, b in zip(one, two))
-    use_ring = ring[0] + ring[1] >= two[0] + two[1]
-    large = tuple(np.where(use_ring, a, b) for a, b in zip(ring, two))
+
+    def one_or_two(b):
+        one = (np.full(np.shape(b), p.custom_latency_s), (tp - 1) * b / bw)
+        two = (np.full(np.shape(b), 2.0 * p.custom_latency_s), 2.0 * (tp - 1) / tp * b / bw)
+        use_one = one[0] + one[1] <= two[0] + two[1]
+        return tuple(np.where(use_one, a, c) for a, c in zip(one, two))
+
+    small = one_or_two(nbytes)
+    at_limit = sum(one_or_two(np.asarray(p.custom_max_bytes, dtype=float)))
+    ring_lat, ring_xfer = nccl_terms(hw, nbytes, tp)
+    ring_xfer = np.maximum(ring_xfer, at_limit - ring_lat)
     fits_buffer = nbytes <= p.custom_max_bytes
-    return tuple(np.where(fits_buffer, a, b) for a, b in zip(small, large))
+    return np.where(fits_buffer, small[0], ring_lat), np.where(fits_buffer, small[1], ring_xfer)
 
 
 def oneshot_terms(hw: HardwareProfile, nbytes, tp: int) -> tuple[np.ndarray, np.ndarray]:

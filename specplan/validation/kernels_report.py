@@ -420,12 +420,15 @@ def _allreduce_section(hw, md, fit_record, nums) -> tuple[HardwareProfile, dict]
     floors = allreduce_latency_floors(train)  # latencies from the fit rows' own small-message floors only
     hw = hw.model_copy(update={"allreduce": hw.allreduce.model_copy(update=floors)})
     hw, rinfo = fit_allreduce(train, hw, fit_latency=False)
-    fit_record["allreduce"] = {"fitted_on": "bandwidth fractions on TRT-LLM custom all-reduce (all 3 versions) + NCCL 2.29.2 H100 rows; latencies = the small-message floors of the same rows (held out: vLLM / SGLang custom, NCCL 2.27.3)",
+    fit_record["allreduce"] = {"fitted_on": "bandwidth fractions each on its own kernel's rows: nccl_bw_fraction on the NCCL 2.29.2 H100 rows alone, custom_bw_fraction on the TRTLLM-kernel rows the one-shot kernel carries itself (messages <= oneshot_max_bytes, priced one-shot; calibrate.custom_kernel_rows); latencies = the small-message floors of the same TRTLLM + NCCL 2.29.2 rows (held out: vLLM / SGLang custom, NCCL 2.27.3)",
                                **hw.allreduce.model_dump(), **rinfo}
     rtest = rh[~rh.index.isin(train.index)]
     pr = predict_table(rtest, hw)
     md += ["## All-reduce (H100, 2-8 GPUs)", "", f"Fitted on {len(train)} TRT-LLM custom + NCCL 2.29.2 rows (bandwidth "
-           f"fractions by least squares; latencies = those rows' small-message floors: custom "
+           f"fractions by least squares, each kernel on its own rows: NCCL's on the {rinfo['nccl_rows']} NCCL 2.29.2 "
+           f"rows, the custom kernel's on the {rinfo['custom_kernel_rows']} TRTLLM rows it carries itself, messages "
+           f"≤ {hw.allreduce.oneshot_max_bytes / 1e6:.2f} MB priced one-shot as TensorRT-LLM runs them, never on the "
+           f"rows beyond, which run NCCL; latencies = those rows' small-message floors: custom "
            f"{hw.allreduce.custom_latency_s * 1e6:.2f} µs, NCCL {hw.allreduce.nccl_latency_s * 1e6:.2f} + "
            f"{hw.allreduce.nccl_latency_per_peer_s * 1e6:.2f} × (GPUs − 1) µs); scored on {len(rtest)} vLLM / SGLang "
            f"custom (graph and eager) and NCCL 2.27.3 rows, held out for every parameter.", ""]

@@ -219,10 +219,10 @@ def _why_it_misses(sims: dict) -> list[str]:
              "groups cannot serve both. The 8192-token prefill is still priced high: the wide-and-deep GEMMs stay 15-20 % slow, "
              "and its all-reduces (8192 x 8192 bf16, 128 MiB, 160 per prompt) go to NCCL (vLLM's custom kernel "
              "stops at 8 MB). Since NCCL's all-reduce is priced as NCCL picks its ring protocol (costs/comm.py "
-             "nccl_terms: Simple at 0.771 of the link for such messages) they cost 733 us at TP 8 and 608 us at TP 4 "
+             "nccl_terms: Simple at 0.745 of the link for such messages) they cost 757 us at TP 8 and 628 us at TP 4 "
              "(one ring at 0.654 before: 814 and 693) against 579 and 613 us measured (NCCL 2.29.2, "
              "reference/measured/allreduce_h100_a100.csv.gz); at TP 8 the rows' bus bandwidth, 2 x 7/8 x 134 MB / "
              "579 us = 405 GB/s, is 0.90 of the 450 GB/s link, above any ring protocol at the fraction that 2 and 4 "
-             "GPUs need (NCCL's NVLink SHARP algorithm on NVSwitch, not modelled): about 25 ms of a TP 8 prompt "
+             "GPUs need (NCCL's NVLink SHARP algorithm on NVSwitch, not modelled): about 28 ms of a TP 8 prompt "
              "(37 ms before)."]
     return lines

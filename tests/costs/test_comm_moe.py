@@ -131,12 +131,11 @@ def test_engine_allreduce_family_follows_its_rows_at_1mb_tp8(h100, engine, kerne
     hw = engine_hardware(h100, load_engine(engine))
     measured = _measured_us(kernel, 8, 524288)  # 1 MiB of bf16
     predicted = float(allreduce_time_s(hw, 524288 * 2, 8)) * 1e6
-    # within 31 %: the custom family's bandwidth is fitted on the TRT-LLM rows, so the vLLM / SGLang rows stay held
-    # out (their two-stage kernel is 13.5-17.5 us here, the model 12.1); before issue 22 TRT-LLM was priced 12.5 too.
-    # Was 30 % with the model at 12.5 us: since the NCCL all-reduce is priced per protocol, the TRT-LLM rows above
-    # the custom buffer (priced max(NCCL, two-shot)) refit custom_bw_fraction 0.651 -> 0.689, and SGLang's row
-    # (17.35 us) sits 30.0 % above the 12.1 us model
-    assert predicted == pytest.approx(measured, rel=0.31), (engine, measured, predicted)
+    # within 28 %: the custom family's bandwidth is fitted on the TRT-LLM rows, so the vLLM / SGLang rows stay held
+    # out (their two-stage kernel is 13.5-17.5 us here, the model 12.6: SGLang's 17.35 us is 27 % above it); before
+    # issue 22 TRT-LLM was priced 12.5 too. custom_bw_fraction is fitted on TRT-LLM's one-shot rows alone (0.635);
+    # session 19's joint fit with the NCCL rows gave 0.689 and 12.1 us here (SGLang 30 % above)
+    assert predicted == pytest.approx(measured, rel=0.28), (engine, measured, predicted)
 
 
 def test_oneshot_family_by_hand(h100):
