@@ -62,12 +62,21 @@ def gemm_cost(
     compute_s = np.where(flops > 0, (flops + eff.compute_half_flops) / (peak * eff.compute_max_fraction), 0.0)
     if eff.compute_half_n:  # an engine's kernels slower at few output columns (EngineProfile.gemm_compute_half_n)
         compute_s = compute_s * (1.0 + eff.compute_half_n / np.maximum(np.asarray(n, dtype=float), 1.0))
+    if eff.large_tile_min_m:  # the engine's larger-tile kernel at large M and K (EngineProfile.gemm_large_tile)
+        compute_s = compute_s / large_tile_factor(m, k, eff)
     memory_s = nbytes / (hw.mem_bandwidth_bytes_s * eff.mem_bw_fraction)
     compute_s, memory_s = soft_corner(compute_s, memory_s, eff.roofline_sharpness)
     k_lat = np.where(flops > 0, eff.k_latency_s * np.asarray(k, dtype=float), 0.0)
     quant = eff.quant_overhead_s if (activation_quant and c in LOW_PRECISION) else 0.0
     overhead = hw.kernel_overhead_s + quant + k_lat
     return roofline(compute_s, memory_s, overhead).scaled(count)
+
+
+def large_tile_factor(m, k, eff) -> np.ndarray:
+    """Compute-rate multiplier of each GEMM: eff.large_tile_compute_scale where M >= large_tile_min_m and
+    K >= large_tile_min_k (the kernel the engine dispatches there), else 1."""
+    big = (np.asarray(m, dtype=float) >= eff.large_tile_min_m) & (np.asarray(k, dtype=float) >= eff.large_tile_min_k)
+    return np.where(big, eff.large_tile_compute_scale, 1.0)
 
 
 def gemm_costs(hw: HardwareProfile, m, nk, weight_dtypes, compute_dtype: str = "bf16",

@@ -102,6 +102,15 @@ class HardwareDefault(_Frozen):
                 and tp >= self.min_tp and (self.below_tp is None or tp < self.below_tp))
 
 
+class GemmTileSwitch(_Frozen):
+    """Where an engine's GEMM dispatch runs a larger-tile kernel (M >= min_m and K >= min_k, the thresholds read in
+    its code) and that kernel's compute rate relative to the engine's GEMM fit elsewhere (compute_scale, fitted)."""
+
+    min_m: int = Field(ge=1, le=1 << 30)
+    min_k: int = Field(ge=1, le=1 << 30)
+    compute_scale: float = Field(ge=GEMM_SCALE_RANGE[0], le=GEMM_SCALE_RANGE[1])
+
+
 class EngineProfile(_Frozen):
     """A serving engine's costs beyond the roofline (seconds, tokens), each with its source."""
 
@@ -216,6 +225,9 @@ class EngineProfile(_Frozen):
     # per compute dtype: output columns N at which the engine's GEMM compute rate halves (KernelEfficiency
     # compute_half_n: t_c x (1 + half_n / N)); {} = no N dependence
     gemm_compute_half_n: dict[str, float] = Field(default_factory=dict)
+    # per compute dtype: the larger-tile kernel the engine dispatches at large M and K and its compute scale
+    # (KernelEfficiency large_tile_*); {} = one kernel family at every M
+    gemm_large_tile: dict[str, GemmTileSwitch] = Field(default_factory=dict)
     # per GPU generation (HardwareProfile.generation), the kernel families the engine picks there instead of the
     # ones above, e.g. {blackwell: {decode_attention: flashinfer}} (FlashAttention-3 does not run on Blackwell)
     attention_by_generation: dict[str, dict[Literal["decode_attention", "verify_attention", "prefill_attention",
@@ -243,6 +255,11 @@ class EngineProfile(_Frozen):
                 raise ValueError(f"{info.field_name}.{k}: must be in [{lo:g}, {hi:g}], got {val}")
             out[canonical_dtype(k, where=f"{info.field_name}.{k}")] = float(val)
         return out
+
+    @field_validator("gemm_large_tile")
+    @classmethod
+    def _gemm_large_tile(cls, v: dict, info) -> dict:
+        return {canonical_dtype(k, where=f"{info.field_name}.{k}"): t for k, t in v.items()}
 
     @field_validator("decode_attention", "verify_attention", "prefill_attention", "mla_attention",
                      "mla_verify_attention")
@@ -322,7 +339,7 @@ class EngineProfile(_Frozen):
                    "max_num_seqs", "spec_max_num_seqs", "prefill_tokens_s", "spec_iteration_overhead_s",
                    "spec_draft_step_overhead_s",
                    "spec_host_per_seq_s", "verify_graph_max_tokens", "draft_graph_max_batch", "graph_max_batch",
-                   "startup_client_s", "startup_prefill_frac", "gemm_mem_bw_scale", "gemm_compute_scale", "gemm_compute_half_n", "moe_kernels",
+                   "startup_client_s", "startup_prefill_frac", "gemm_mem_bw_scale", "gemm_compute_scale", "gemm_compute_half_n", "gemm_large_tile", "moe_kernels",
                    "allreduce_eager_s",
                    "graph_batch_sizes", "spec_topk", "spec_round_host_s", "spec_round_host_by_mechanism", "tree_mask_full",
                    "tree_draft_prefix_per_candidate", "rejection_passes", "rejection_passes_by_mechanism",
@@ -495,25 +512,30 @@ def engine_hardware(hw: HardwareProfile, engine: "EngineProfile | None") -> Hard
     moe_k = engine.moe_kernels.get(hw.generation, {}) if engine is not None and hw.generation else {}
     moe_bm = engine.moe_block_m.get(hw.generation, {}) if engine is not None and hw.generation else {}
     if engine is None or ENGINE_APPLIED in hw.sources or not (
-            engine.gemm_mem_bw_scale or engine.gemm_compute_scale or engine.gemm_compute_half_n or moe_k or moe_bm or (
+            engine.gemm_mem_bw_scale or engine.gemm_compute_scale or engine.gemm_compute_half_n
+            or engine.gemm_large_tile or moe_k or moe_bm or (
             engine.allreduce_algorithm and engine.allreduce_algorithm != hw.allreduce.algorithm)):
         return hw  # never applied twice, whichever engine asks
     key = (id(hw), id(engine))
     if key not in _ENGINE_HW:
         eff = dict(hw.efficiency)
-        scaled = set(engine.gemm_mem_bw_scale) | set(engine.gemm_compute_scale) | set(engine.gemm_compute_half_n)
+        scaled = (set(engine.gemm_mem_bw_scale) | set(engine.gemm_compute_scale) | set(engine.gemm_compute_half_n)
+                  | set(engine.gemm_large_tile))
         for d in sorted(scaled):
             blk = eff.get(d, eff["default"])
+            tile = engine.gemm_large_tile.get(d)
             eff[d] = blk.model_copy(update={
                 "mem_bw_fraction": min(1.0, blk.mem_bw_fraction * engine.gemm_mem_bw_scale.get(d, 1.0)),
                 "compute_max_fraction": min(1.0, blk.compute_max_fraction * engine.gemm_compute_scale.get(d, 1.0)),
-                "compute_half_n": engine.gemm_compute_half_n.get(d, blk.compute_half_n)})
+                "compute_half_n": engine.gemm_compute_half_n.get(d, blk.compute_half_n),
+                **({"large_tile_min_m": tile.min_m, "large_tile_min_k": tile.min_k,
+                    "large_tile_compute_scale": tile.compute_scale} if tile else {})})
         allreduce = hw.allreduce
         if engine.allreduce_algorithm:
             allreduce = allreduce.model_copy(update={"algorithm": engine.allreduce_algorithm})
         sources = {**hw.sources, ENGINE_APPLIED: f"engine {engine.id}'s GEMM scales, all-reduce family and "
                                                  f"MoE kernel counts (engine_profiles/{engine.id}.yaml)"}
-        if engine.gemm_mem_bw_scale or engine.gemm_compute_scale or engine.gemm_compute_half_n:
+        if engine.gemm_mem_bw_scale or engine.gemm_compute_scale or engine.gemm_compute_half_n or engine.gemm_large_tile:
             sources["efficiency"] = (f"{hw.sources.get('efficiency', '')}; GEMM fractions scaled by engine "
                                      f"{engine.id} (engine_profiles/{engine.id}.yaml)")
         adjusted = hw.model_copy(update={"efficiency": eff, "allreduce": allreduce,

@@ -50,6 +50,12 @@ class KernelEfficiency(_Frozen):
     # Output columns N at which a GEMM's compute rate is half its saturation level (t_c x (1 + half_n / N): a
     # kernel whose CTAs cover few output columns keeps fewer tiles in flight); 0 = no N dependence.
     compute_half_n: float = Field(0.0, ge=0, le=1.0e6)
+    # Where the kernel's dispatch switches to a larger output tile (M >= large_tile_min_m and K >= large_tile_min_k,
+    # e.g. vLLM's SM90 fp8 256x128 cooperative kernel), its compute term is divided by large_tile_compute_scale;
+    # large_tile_min_m 0 = no switch.
+    large_tile_min_m: int = Field(0, ge=0, le=1 << 30)
+    large_tile_min_k: int = Field(0, ge=0, le=1 << 30)
+    large_tile_compute_scale: float = Field(1.0, ge=0.1, le=10.0)
 
 
 class AttentionEfficiency(_Frozen):

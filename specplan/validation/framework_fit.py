@@ -8,7 +8,11 @@ its and SGLang's CUTLASS fp8 GEMMs slower at mid M), the engine carries its own 
 - per engine and compute dtype, gemm_mem_bw_scale and gemm_compute_scale (EngineProfile), fitted on that
   framework's rows; shipped only where they lower the held-out median APE; and, fitted with them,
   gemm_compute_half_n (a compute rate that falls with few output columns N: t_c x (1 + half_n / N)), shipped only
-  where it lowers the held-out median APE further (the same MIN_GAIN_PCT rule).
+  where it lowers the held-out median APE further (the same MIN_GAIN_PCT rule);
+- per engine and compute dtype where the engine's code dispatches a larger-tile kernel at large M and K
+  (EngineProfile.gemm_large_tile: the thresholds are read in its code), that kernel's compute scale, fitted on the
+  rows in its range (M >= min_m and K >= min_k, outside the M <= 4096 rows above) with the numbers above held; shipped
+  by the same MIN_GAIN_PCT rule.
 
 Split (deterministic, by shape): attention rows are grouped by (n_q_heads, n_kv_heads, head_dim), GEMM rows by
 (N, K); the groups are sorted and numbered 0, 1, 2, ...; even-numbered groups are fitted on, odd-numbered ones are
@@ -23,7 +27,7 @@ import pandas as pd
 
 from specplan.bench.calibrate import _solve, fallback_attention_rows
 from specplan.bench.families import attention_kv_bytes, predict_table
-from specplan.profiles.engine import EngineProfile, KernelFamily, engine_hardware
+from specplan.profiles.engine import GEMM_SCALE_RANGE, EngineProfile, GemmTileSwitch, KernelFamily, engine_hardware
 from specplan.profiles.hardware import HardwareProfile
 
 ATTN_SHAPE = ("n_q_heads", "n_kv_heads", "head_dim")
@@ -59,10 +63,14 @@ def attention_rows(df: pd.DataFrame, hw: HardwareProfile) -> pd.DataFrame:
     return d[(attention_kv_bytes(d) > hw.l2_bytes) & ~fallback_attention_rows(d)]
 
 
-def gemm_rows(df: pd.DataFrame, hw: HardwareProfile) -> pd.DataFrame:
-    """Layer-like GEMM rows of `hw`'s device: N, K >= 1024, M <= 4096, measured >= 5 us."""
+def gemm_rows(df: pd.DataFrame, hw: HardwareProfile, large: GemmTileSwitch | None = None) -> pd.DataFrame:
+    """Layer-like GEMM rows of `hw`'s device: N, K >= 1024, M <= 4096, measured >= 5 us; with `large`, the rows in
+    that kernel's range instead (M >= large.min_m, K >= large.min_k)."""
     d = df[df["device"] == hw.id] if "device" in df else df
-    return d[(d["n"] >= 1024) & (d["k"] >= 1024) & (d["m"] <= 4096) & (d["time_us"] >= 5)]
+    d = d[(d["n"] >= 1024) & (d["k"] >= 1024) & (d["time_us"] >= 5)]
+    if large is not None:
+        return d[(d["m"] >= large.min_m) & (d["k"] >= large.min_k)]
+    return d[d["m"] <= 4096]
 
 
 def _log_resid(p: pd.DataFrame) -> np.ndarray:
@@ -112,6 +120,61 @@ def fit_gemm_scale(df: pd.DataFrame, hw: HardwareProfile, dtype: str, half_n: bo
     x = _solve(lambda x: _log_resid(predict_table(df, engine_hardware(hw, scaled_engine(base, dtype, *x)), "gemm")),
                x0, lo, hi)
     return tuple(float(v) for v in x)
+
+
+def with_large_tile(engine: EngineProfile, dtype: str, tile: GemmTileSwitch, scale: float) -> EngineProfile:
+    """`engine` with the larger-tile kernel `tile` of one compute dtype at compute scale `scale`."""
+    return engine.model_copy(update={"gemm_large_tile": {
+        **engine.gemm_large_tile, dtype: tile.model_copy(update={"compute_scale": float(scale)})}})
+
+
+def fit_large_tile_scale(df: pd.DataFrame, hw: HardwareProfile, engine: EngineProfile, dtype: str,
+                         tile: GemmTileSwitch) -> float:
+    """The larger-tile kernel's compute_scale of one compute dtype, fitted by robust least squares on log time of
+    rows in its range with `engine`'s other GEMM numbers held."""
+    lo, hi = GEMM_SCALE_RANGE
+    x = _solve(lambda x: _log_resid(predict_table(df, engine_hardware(hw, with_large_tile(engine, dtype, tile, x[0])),
+                                                  "gemm")), [1.0], [lo], [hi])
+    return float(x[0])
+
+
+def fit_large_tile_numbers(gemm: pd.DataFrame, hw: HardwareProfile, fitted: list[dict]) -> list[dict]:
+    """Per engine and dtype whose shipped YAML names a larger-tile kernel (gemm_large_tile): its compute_scale
+    fitted on the even (N, K) groups of that framework's rows in the kernel's range, with the engine's fitted
+    (or, if not shipped, the TRT-LLM) GEMM numbers held; scored on the odd groups before (scale 1) and after;
+    `ship` = the held-out median APE goes down by MIN_GAIN_PCT points or more."""
+    from specplan.profiles.registry import load_engine
+
+    out = []
+    for g in fitted:
+        tile = load_engine(g["engine"]).gemm_large_tile.get(g["dtype"])
+        if tile is None:
+            continue
+        f, d = g["engine"], g["dtype"]
+        base = _bare_engine(f)
+        if g["ship"]:
+            v = g["values"]
+            base = scaled_engine(base, d, v[f"gemm_mem_bw_scale.{d}"], v[f"gemm_compute_scale.{d}"],
+                                 v.get(f"gemm_compute_half_n.{d}"))
+        rows = gemm_rows(gemm, hw, tile)
+        r = rows[(framework_of(rows) == f).to_numpy() & (rows["dtype"].astype(str) == d).to_numpy()]
+        fit = fit_half(r, GEMM_SHAPE)
+        held = r[~fit]
+        x = fit_large_tile_scale(r[fit], hw, base, d, tile)
+        b, a = (scores(predict_table(held, engine_hardware(hw, with_large_tile(base, d, tile, s)), "gemm"))
+                for s in (1.0, x))
+        by_m = {int(m): {"before": scores(predict_table(held[held["m"] == m], engine_hardware(
+                    hw, with_large_tile(base, d, tile, 1.0)), "gemm")),
+                         "after": scores(predict_table(held[held["m"] == m], engine_hardware(
+                    hw, with_large_tile(base, d, tile, x)), "gemm"))} for m in sorted(held["m"].unique())}
+        out.append({"engine": f, "dtype": d, "min_m": tile.min_m, "min_k": tile.min_k,
+                    "values": {f"gemm_large_tile.{d}.compute_scale": x},
+                    "fitted_on": {"rows": int(fit.sum()), "framework": sorted(r["framework"].unique()),
+                                  "shape_groups": len(_groups_text(r[fit], GEMM_SHAPE))},
+                    "held_out": {"rows": int((~fit).sum()), "shape_groups": len(_groups_text(held, GEMM_SHAPE)),
+                                 "before": b, "after": a, "by_m": by_m},
+                    "ship": a["median_ape"] <= b["median_ape"] - MIN_GAIN_PCT})
+    return out
 
 
 def scores(p: pd.DataFrame) -> dict:
@@ -181,7 +244,9 @@ def fit_gemm_numbers(gemm: pd.DataFrame, hw: HardwareProfile) -> list[dict]:
 
 def framework_fits(gemm: pd.DataFrame, attn: pd.DataFrame, hw: HardwareProfile, family: KernelFamily) -> dict:
     """Every per-framework number: {'attention': {...}, 'gemm': [...]} (see fit_attention_numbers / fit_gemm_numbers)."""
-    return {"device": hw.id, "attention": fit_attention_numbers(attn, hw, family), "gemm": fit_gemm_numbers(gemm, hw)}
+    fitted = fit_gemm_numbers(gemm, hw)
+    return {"device": hw.id, "attention": fit_attention_numbers(attn, hw, family), "gemm": fitted,
+            "large_tile": fit_large_tile_numbers(gemm, hw, fitted)}
 
 
 def _m(x: dict) -> str:
@@ -248,8 +313,34 @@ def report_markdown(res: dict, tables: dict) -> str:
                   f"{_m(g['scales_only'])} | {_m(h['after'])} |")
     md += ["", "(N, K) groups fitted on (the same even-numbered list for every framework and dtype that has them): "
            + ", ".join(res["gemm"][0]["fitted_on"]["shape_groups"]) + ".", ""]
+    md += large_tile_markdown(res.get("large_tile", []))
     md += tables.get("shipped", [])
     return "\n".join(md) + "\n"
+
+
+def large_tile_markdown(fits: list[dict]) -> list[str]:
+    """frameworks.md's section on the larger-tile kernels (gemm_large_tile): range, fitted scale, held-out scores."""
+    if not fits:
+        return []
+    md = ["## GEMM: the larger-tile kernel an engine dispatches at large M and K (gemm_large_tile)", "",
+          "Where an engine's code dispatches another kernel at large M and K (vLLM's SM90 fp8 dispatch: M >= 8192 and "
+          "K >= 6144 run a 256x128x128 cooperative tile instead of the 128x128x128 ping-pong default, "
+          "csrc/quantization/w8a8/cutlass/c3x/scaled_mm_sm90_fp8_dispatch.cuh in vLLM 0.24.0 and 0.34.0), its "
+          "compute term is divided by `compute_scale`, fitted on the even (N, K) groups of the framework's rows in "
+          "that range (rows the M <= 4096 fits above never see) with the engine's numbers above held, scored on the "
+          f"odd ones; shipped where the held-out median APE goes down by {MIN_GAIN_PCT:g} points or more. "
+          "Before = the same engine numbers without the switch (scale 1).", "",
+          "| engine / dtype | range | fitted on | compute_scale | held-out rows | before: MAPE / median / p90 % · "
+          "meas/pred | after | shipped? |", "|---|---|---|---|---|---|---|---|"]
+    for g in fits:
+        h = g["held_out"]
+        md.append(f"| {g['engine']} {g['dtype']} | M >= {g['min_m']}, K >= {g['min_k']} | {g['fitted_on']['rows']} "
+                  f"rows of {', '.join(g['fitted_on']['framework'])}, {g['fitted_on']['shape_groups']} (N, K) groups | "
+                  f"{list(g['values'].values())[0]:.4g} | {h['rows']} ({h['shape_groups']} groups) | {_m(h['before'])} "
+                  f"| {_m(h['after'])} | {'yes' if g['ship'] else '**no**'} |")
+        for m, v in h["by_m"].items():
+            md.append(f"| - at M = {m} | | | | {v['before']['rows']} | {_m(v['before'])} | {_m(v['after'])} | |")
+    return md + [""]
 
 
 SHIPPED_RTOL = 2e-3  # YAML numbers are the fit rounded to 4 significant digits
@@ -274,6 +365,14 @@ def shipped_check(res: dict) -> list[dict]:
             ok = have is None if v is None else (have is not None and abs(have / v - 1) <= SHIPPED_RTOL)
             out.append({"where": f"engine_profiles/{eng.id}.yaml", "number": k, "fitted": v, "shipped": have,
                         "ok": ok})
+    for g in res.get("large_tile", []):
+        k = next(iter(g["values"]))
+        v = g["values"][k] if g["ship"] else None
+        tile = load_engine(g["engine"]).gemm_large_tile.get(g["dtype"])
+        have = tile.compute_scale if tile is not None else None
+        ok = have is None if v is None else (have is not None and abs(have / v - 1) <= SHIPPED_RTOL)
+        out.append({"where": f"engine_profiles/{g['engine']}.yaml", "number": k, "fitted": v, "shipped": have,
+                    "ok": ok})
     return out
 
 

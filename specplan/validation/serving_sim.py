@@ -216,7 +216,8 @@ def _why_it_misses(sims: dict) -> list[str]:
              "(9.1 -> 12.7 %, 12.6 % with the flat start-up term): its ISL-8192 rows are predicted 20-60 % high, "
              "at TP 4 and 8 most, and already above the measured TTFT at C = 4 without any start-up term, where "
              "the ISL-1024 rows are mostly low (to -33 % at TP 2); a start-up term of either form fitted on the other "
-             "groups cannot serve both. The 8192-token prefill is still priced high: the wide-and-deep GEMMs stay 15-20 % slow, "
+             "groups cannot serve both. The 8192-token prefill was priced high: its wide-and-deep GEMMs stayed 15-20 % slow "
+             "(session 20, below), "
              "and its all-reduces (8192 x 8192 bf16, 128 MiB, 160 per prompt) go to NCCL (vLLM's custom kernel "
              "stops at 8 MB). Since NCCL's all-reduce is priced as NCCL picks its ring protocol (costs/comm.py "
              "nccl_terms: Simple at 0.745 of the link for such messages) they cost 757 us at TP 8 and 628 us at TP 4 "
@@ -224,5 +225,22 @@ def _why_it_misses(sims: dict) -> list[str]:
              "reference/measured/allreduce_h100_a100.csv.gz); at TP 8 the rows' bus bandwidth, 2 x 7/8 x 134 MB / "
              "579 us = 405 GB/s, is 0.90 of the 450 GB/s link, above any ring protocol at the fraction that 2 and 4 "
              "GPUs need (NCCL's NVLink SHARP algorithm on NVSwitch, not modelled): about 28 ms of a TP 8 prompt "
-             "(37 ms before)."]
+             "(37 ms before).",
+             "- **vLLM's larger-tile fp8 kernel (session 20).** Those wide-and-deep GEMMs (M 8192; qkv and gate/up, "
+             "K 8192) run another kernel: vLLM's SM90 fp8 dispatch sends m >= 8192 with k >= 6144 to a 256x128x128 "
+             "cooperative tile instead of the 128x128x128 ping-pong default (scaled_mm_sm90_fp8_dispatch.cuh in "
+             "vllm 0.24.0 and 0.34.0; 0.10.0 had no such branch), and the vLLM fp8 kernel rows in that range run at "
+             "0.72 (M 8192) and 0.77 (M 16384) of the M <= 4096 fit's time, where the rows at M 8192 with K < 6144 "
+             "run at a median 0.91. Priced at its own compute scale (`gemm_large_tile`, 1.339, fitted on the even (N, K) "
+             "groups of those rows: held-out median APE 35.8 -> 6.2 %, docs/validation/frameworks.md), it took "
+             "vLLM's analytical TTFT median 12.9 -> 11.0 % (ISL 8192 at TP 2: +18 ... +27 % -> -5 ... +4 %; TP 4: "
+             "+25 ... +38 % -> +6 ... +18 %; TP 8: +42 ... +51 % -> +30 ... +38 %), its TPOT median 5.0 -> 4.5 % "
+             "(host numbers refitted: host_step_s 0.688 -> 0.762 ms, host_per_seq_s 33.5 -> 35.8 us) and its "
+             "simulated `benchmark` TTFT 7.4 -> 6.2 % (all rows 12.4 -> 11.5 %). TP 8 stays high on its "
+             "all-reduces: NCCL enables NVLink SHARP above two GPUs (src/transport/nvls.cc ncclNvlsInit: off at "
+             "gpuCount <= 2) and prices it by the NVLS graph's per-channel bandwidths and channel count "
+             "(src/tuning/nvls.cc at 1fc949c5: min(2 x nvlsEfficiency 0.85 x bwIntra x (nCh - 1) / nCh, bwInter) x "
+             "nCh), numbers NCCL's topology search finds at run time, not constants in its code; the measured "
+             "rows run ring-like at TP 4 (0.78 of the link's bus bandwidth at 512 MiB, as the fitted Simple ring's "
+             "0.771) and at 0.99 at TP 8, so one rate for both needs a fitted NVLS number (not shipped)."]
     return lines

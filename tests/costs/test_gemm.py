@@ -145,3 +145,39 @@ def test_compute_half_n_doubles_compute_at_n_equal_half(h100):
     comp = (f + e.compute_half_flops) / (989.4e12 * e.compute_max_fraction)
     assert e.compute_half_n == 0.0  # shipped profiles carry no N dependence
     assert float(half.compute_s) >= 2 * comp * (1 - 1e-9) > float(plain.compute_s) * 1.5
+
+
+def test_large_tile_switch_divides_compute_only_in_its_range(h100):
+    """A large-tile switch at M >= 8192, K >= 6144 with scale 1.25 prices the compute term 1/1.25 of the plain one
+    there (M 8192, K 8192: 2 x 8192 x 8192 x 8192 FLOPs, compute-bound), and leaves M 8191 or K 6143 alone."""
+    e = h100.kernel_eff("fp8").model_copy(update={"roofline_sharpness": 0.0})  # the hard max: compute_s unmixed
+    blk = e.model_copy(update={"large_tile_min_m": 8192, "large_tile_min_k": 6144, "large_tile_compute_scale": 1.25})
+    fast = h100.model_copy(update={"efficiency": {**h100.efficiency, "fp8": blk}})
+    h100 = h100.model_copy(update={"efficiency": {**h100.efficiency, "fp8": e}})
+    f = 2 * 8192 * 8192 * 8192
+    comp = (f + e.compute_half_flops) / (1978.9e12 * e.compute_max_fraction)  # H100 SXM dense fp8 peak
+    assert float(gemm_cost(h100, 8192, 8192, 8192, "fp8", "fp8").compute_s) == pytest.approx(comp, rel=1e-9)
+    assert float(gemm_cost(fast, 8192, 8192, 8192, "fp8", "fp8").compute_s) == pytest.approx(comp / 1.25, rel=1e-9)
+    for m, k in ((8191, 8192), (8192, 6143)):
+        assert float(gemm_cost(fast, m, 8192, k, "fp8", "fp8").compute_s) == pytest.approx(
+            float(gemm_cost(h100, m, 8192, k, "fp8", "fp8").compute_s), rel=1e-12)
+    got = gemm_cost(fast, np.array([4096.0, 8192.0, 16384.0]), 8192, 8192, "fp8", "fp8").compute_s
+    plain = gemm_cost(h100, np.array([4096.0, 8192.0, 16384.0]), 8192, 8192, "fp8", "fp8").compute_s
+    assert list(np.round(plain / got, 12)) == [1.0, 1.25, 1.25]
+    assert load_hardware("h100-sxm").kernel_eff("fp8").large_tile_min_m == 0  # an engine sets it (gemm_large_tile)
+
+
+def test_vllm_large_tile_switch_is_vllm_dispatch_thresholds(h100):
+    """vllm.yaml's switch sits where vLLM's SM90 fp8 dispatch picks its 256x128 cooperative kernel (m >= 8192 and
+    k >= 6144, scaled_mm_sm90_fp8_dispatch.cuh, vllm 0.24.0 / 0.34.0); the engine-adjusted H100 block carries it."""
+    from specplan.profiles.engine import engine_hardware
+    from specplan.profiles.registry import load_engine
+
+    eng = load_engine("vllm")
+    tile = eng.gemm_large_tile["fp8"]
+    assert (tile.min_m, tile.min_k) == (8192, 6144)
+    blk = engine_hardware(h100, eng).kernel_eff("fp8")
+    assert (blk.large_tile_min_m, blk.large_tile_min_k, blk.large_tile_compute_scale) == (8192, 6144,
+                                                                                          tile.compute_scale)
+    assert load_engine("vllm-0.10").gemm_large_tile == eng.gemm_large_tile  # inherited (extends: vllm)
+    assert not load_engine("sglang").gemm_large_tile and not load_engine("trtllm").gemm_large_tile

@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specplan.validation.framework_fit import fit_attention_family, fit_gemm_scale, framework_fits, shipped_check
+from specplan.validation.framework_fit import (fit_attention_family, fit_gemm_scale, fit_large_tile_scale,
+                                               framework_fits, shipped_check)
 from specplan.costs.gemm import gemm_cost
 from specplan.core.errors import SpecplanError
 from specplan.profiles.engine import engine_hardware
@@ -97,6 +98,42 @@ def test_gemm_half_n_recovered_from_closed_form(hw):
     assert len(two) == 2 and abs(two[1] / s_c - 1) > 0.02  # one compute scale over all N is not the truth
 
 
+def test_large_tile_scale_recovered_from_closed_form(hw):
+    """Rows at M >= 8192 and K >= 6144 whose compute term is the closed form over 1.3 (an engine with no other GEMM
+    numbers, fp8): the one-number fit returns 1.3."""
+    from specplan.profiles.engine import GemmTileSwitch
+
+    e, s_t = hw.kernel_eff("fp8"), 1.3
+    rows = []
+    for m in (8192, 16384):
+        for n, k in ((1024, 8192), (4096, 6144), (8192, 8192), (28672, 8192), (8192, 14336)):
+            mem = (m * k + n * k + m * n * 2) / (hw.mem_bandwidth_bytes_s * e.mem_bw_fraction)
+            comp = (2 * m * n * k + e.compute_half_flops) / (hw.peak("fp8") * e.compute_max_fraction * s_t)
+            p = e.roofline_sharpness
+            t = hw.kernel_overhead_s + e.k_latency_s * k + (comp ** p + mem ** p) ** (1 / p)
+            rows.append(dict(device="h100-sxm", dtype="fp8", m=m, n=n, k=k, time_us=t * 1e6, framework="synthetic",
+                             kernel="k"))
+    tile = GemmTileSwitch(min_m=8192, min_k=6144, compute_scale=1.0)
+    got = fit_large_tile_scale(pd.DataFrame(rows), hw, load_engine("ideal"), "fp8", tile)
+    assert got == pytest.approx(s_t, rel=1e-3)
+
+
+def test_vllm_large_tile_beats_no_switch_on_held_out_rows(hw):
+    """Held-out vLLM fp8 rows at M >= 8192 and K >= 6144 (odd (N, K) groups): the shipped switch's median APE is
+    well below the same engine without it (the 256x128 kernel runs about 1.3x faster than the M <= 4096 fit)."""
+    g = pd.read_csv(MEAS / "gemm_h100_a100.csv.gz")
+    g = g[(g.device == "h100-sxm") & g.framework.str.startswith("vllm ") & (g.dtype == "fp8")]
+    g = g[(g.n >= 1024) & (g.k >= 6144) & (g.m >= 8192) & (g.time_us >= 5)]
+    g = g[_held_out(g, ("n", "k"))]
+    assert len(g) > 100
+    eng = load_engine("vllm")
+    m, n, k = g.m.to_numpy(), g.n.to_numpy(), g.k.to_numpy()
+    off = engine_hardware(hw, eng.model_copy(update={"gemm_large_tile": {}}))
+    before = _median_ape(g.time_us.to_numpy(), gemm_cost(off, m, n, k, "fp8", "fp8").time_s)
+    after = _median_ape(g.time_us.to_numpy(), gemm_cost(engine_hardware(hw, eng), m, n, k, "fp8", "fp8").time_s)
+    assert before > 25.0 and after < 10.0, (before, after)
+
+
 def _held_out(df: pd.DataFrame, keys) -> np.ndarray:
     """Odd-numbered sorted shape groups (written here independently of framework_fit.fit_half)."""
     shapes = sorted({tuple(r) for r in df[list(keys)].itertuples(index=False)})
@@ -149,7 +186,8 @@ def test_shipped_yamls_equal_the_half_fits(hw):
     res = framework_fits(pd.read_csv(MEAS / "gemm_h100_a100.csv.gz"),
                          pd.read_csv(MEAS / "attention_decode_h100_a100.csv.gz"), hw, load_kernel_family("fa3"))
     checks = shipped_check(res)
-    assert len(checks) == 16 and all(c["ok"] for c in checks), [c for c in checks if not c["ok"]]
+    assert len(checks) == 17 and all(c["ok"] for c in checks), [c for c in checks if not c["ok"]]
+    assert [(g["engine"], g["dtype"], g["ship"]) for g in res["large_tile"]] == [("vllm", "fp8", True)]
     # the fit's own choice: half_n where it lowers the held-out median by MIN_GAIN_PCT (vLLM and SGLang fp8)
     assert {(g["engine"], g["dtype"]) for g in res["gemm"] if g["half_n"]} == {("vllm", "fp8"), ("sglang", "fp8")}
     for g in res["gemm"]:
@@ -188,6 +226,9 @@ def test_engine_gemm_scale_closed_form_and_no_engine_unchanged(hw):
     ("gemm_compute_scale: {bf16: 9.0}\nsources: {gemm_compute_scale: me}\n", "gemm_compute_scale.bf16"),
     ("gemm_mem_bw_scale: {bf17: 1.0}\nsources: {gemm_mem_bw_scale: me}\n", "bf17"),
     ("gemm_mem_bw_scale: {bf16: 1.05}\n", "gemm_mem_bw_scale"),  # a number without a source
+    ("gemm_large_tile: {fp8: {min_m: 8192, min_k: 6144, compute_scale: 9.0}}\nsources: {gemm_large_tile: me}\n",
+     "compute_scale"),
+    ("gemm_large_tile: {fp8: {min_m: 8192, min_k: 6144, compute_scale: 1.3}}\n", "gemm_large_tile"),
 ])
 def test_bad_gemm_scale_is_one_line(tmp_path, body, needle):
     p = tmp_path / "bad.yaml"
