@@ -295,6 +295,15 @@ def grouped_gemm_compute_s(hw: HardwareProfile, dtype: str, fraction: float, exp
     return np.where(np.asarray(rows, dtype=float) > 0, out, 0.0)
 
 
+def tile_fraction(hw: HardwareProfile, key: str, triton: bool) -> float | None:
+    """The full grouped-GEMM tile's fraction of the dense peak for MoE format `key`: a Triton kernel's
+    (hw.moe.triton_compute_fraction, fitted on Triton fused-MoE rows) where `triton` and the profile has one, else
+    hw.moe.compute_fraction's (TensorRT-LLM's cutlass rows); None: the dense-GEMM rule."""
+    if triton and key in hw.moe.triton_compute_fraction:
+        return float(hw.moe.triton_compute_fraction[key])
+    return hw.moe.compute_fraction.get(key)
+
+
 @record
 class ExpertLayer:
     """A routed-expert layer's shape: hidden size in, each expert's FFN size, experts, experts per token, gated
@@ -357,11 +366,13 @@ def moe_experts_cost(
     a_bytes = n_rows * (hidden * dtype_bytes(c) * 2 + mats * f * 2.0) + n_rows * hidden * 2.0
     flops = gemm_flops(n_rows, mats * f, hidden)
     key = "fp8_block" if block_scaled and c == "fp8" else c
-    frac = hw.moe.compute_fraction.get(key)
+    # matmul_ogs picks its block_m from the layer's tokens x top-k rows (SGLang runs triton_kernels only at ep_size
+    # 1: srt/server_args.py; other EP layouts another path)
+    tk = kernel.block_m == "triton_kernels" and ep == 1
+    frac = tile_fraction(hw, key, tk)
     if frac is not None:  # the profile's grouped-GEMM block: tiles per expert, waves over the SMs
         tile_rows = None
-        if kernel.block_m == "triton_kernels" and ep == 1:  # matmul_ogs's block_m from the layer's tokens x top-k
-            # rows (SGLang runs triton_kernels only at ep_size 1: srt/server_args.py; other EP layouts another path)
+        if tk:
             tile_rows = triton_kernels_block_m(np.asarray(tokens, dtype=float) * top_k, num_experts)
         compute_s = grouped_gemm_compute_s(hw, c, frac, touched, n_rows, ((mats - 1.0) * f, hidden), (hidden, f),
                                            tile_rows=tile_rows)

@@ -119,11 +119,15 @@ class MoEGroupedEfficiency(_Frozen):
     """Grouped-GEMM compute of a fused MoE layer (costs/moe.py): each expert's rows are cut into tiles of
     tile_rows x tile_cols outputs (the faster of the shapes listed: the kernels' autotuned tactics), the tiles run
     in waves over the SMs, and a full tile computes at compute_fraction of the dense peak of its format. fp8_block: fp8 weights with 128-wide block scales (DeepSeek,
-    Qwen fp8 checkpoints); a format not listed keeps the dense-GEMM efficiency (the rule before this block)."""
+    Qwen fp8 checkpoints); a format not listed keeps the dense-GEMM efficiency (the rule before this block).
+    triton_compute_fraction: the full tile's fraction of a Triton grouped-GEMM kernel, per format of its MMA (fitted
+    on Triton fused-MoE rows), for the engine kernels a row-tile rule names (MOE_BLOCK_M_RULES: triton_kernels'
+    matmul_ogs); a format not listed there keeps compute_fraction."""
 
     tile_rows: list[int] = Field(default_factory=lambda: [32], min_length=1, max_length=8)
     tile_cols: list[int] = Field(default_factory=lambda: [128], min_length=1, max_length=8)
     compute_fraction: dict[str, float] = Field(default_factory=dict)
+    triton_compute_fraction: dict[str, float] = Field(default_factory=dict)
 
     @field_validator("tile_rows", "tile_cols")
     @classmethod
@@ -132,14 +136,14 @@ class MoEGroupedEfficiency(_Frozen):
             raise ValueError(f"{info.field_name}: tile sizes in 1 ... 4096, got {v}")
         return v
 
-    @field_validator("compute_fraction")
+    @field_validator("compute_fraction", "triton_compute_fraction")
     @classmethod
-    def _fractions(cls, v: dict[str, float]) -> dict[str, float]:
+    def _fractions(cls, v: dict[str, float], info) -> dict[str, float]:
         for k, val in v.items():
             if k not in MOE_FORMATS:
-                raise ValueError(f"compute_fraction.{k}: a MoE weight format, one of {', '.join(MOE_FORMATS)}")
+                raise ValueError(f"{info.field_name}.{k}: a MoE weight format, one of {', '.join(MOE_FORMATS)}")
             if not (MIN_FRACTION <= val <= 1):
-                raise ValueError(f"compute_fraction.{k}: must be in [{MIN_FRACTION:g}, 1], got {val}")
+                raise ValueError(f"{info.field_name}.{k}: must be in [{MIN_FRACTION:g}, 1], got {val}")
         return v
 
 

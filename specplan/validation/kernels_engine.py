@@ -5,7 +5,8 @@ Called by `specplan validate-kernels` (kernels_report.main) after the H100 fit:
   eager rows at messages <= 64 KB; scored with every framework version left out of its own floor;
 - MoE: the grouped-GEMM compute fractions (HardwareProfile.moe) are fitted on the TRT-LLM rows priced as
   TensorRT-LLM runs them (its MoE kernel counts), scored with each model shape (hidden, inter, experts, top-k) left
-  out of the fit; vLLM rows are never fitted on.
+  out of the fit; the Triton kernels' bf16 fraction (moe.triton_compute_fraction) on vLLM's Triton bf16 rows, scored
+  the same way; the vLLM rows of the tables stay priced as vLLM's profile runs them (the cutlass fractions).
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ def moe_engine_section(hw: HardwareProfile, moe: pd.DataFrame) -> tuple[Hardware
     rows = after.assign(fmt=moe_format(moe["dtype"]).to_numpy(), before=before["ape_pct"].to_numpy(),
                         after=after["ape_pct"].to_numpy(), loo=loo.reindex(moe.index).to_numpy())
     rows["loo"] = rows["loo"].fillna(rows["after"])  # vLLM rows: never fitted on, out of sample as they are
+    fitted, tri_md, tri_rec = triton_fraction_section(fitted, moe)
     fr = fitted.moe.compute_fraction
     md = ["## MoE priced with its grouped-GEMM block and each engine's kernels (`specplan validate --engine auto`)", "",
           f"Grouped-GEMM compute (costs/moe.py grouped_gemm_compute_s): every expert's rows cut into "
@@ -99,9 +101,49 @@ def moe_engine_section(hw: HardwareProfile, moe: pd.DataFrame) -> tuple[Hardware
     overall = {k: float(np.median(rows[k])) for k in ("before", "after", "loo")}
     md += [f"All {len(rows)} H100 MoE rows: median APE {overall['before']:.1f} % before, {overall['after']:.1f} % "
            f"after, {overall['loo']:.1f} % out of sample; MAPE {rows['before'].mean():.1f} / {rows['after'].mean():.1f}"
-           f" / {rows['loo'].mean():.1f} %.", ""]
+           f" / {rows['loo'].mean():.1f} %.", ""] + tri_md
     rec = {"compute_fraction": fr, "tile_rows": fitted.moe.tile_rows, "tile_cols": fitted.moe.tile_cols,
+           "triton_compute_fraction": dict(fitted.moe.triton_compute_fraction), "triton": tri_rec,
            "fitted_on": f"{len(train)} TensorRT-LLM rows of reference/measured/moe_h100_a100.csv.gz priced with "
                         f"engine trtllm's MoE kernel counts; {info['formats']}",
            "median_ape": overall, "mape": {k: float(rows[k].mean()) for k in ("before", "after", "loo")}}
     return fitted, md, rec
+
+
+TRITON_MOE_KERNEL = "vllm_unquantizedfusedmoe_triton_tritonexperts"  # vLLM's Triton fused-MoE kernel, bf16 weights
+
+
+def fit_triton_fraction(rows: pd.DataFrame, hw: HardwareProfile) -> float:
+    """The bf16 full-tile fraction of a Triton grouped-GEMM MoE kernel: fit_moe_grouped on Triton fused-MoE rows
+    priced as vLLM runs them (its MoE kernel counts, the profile's tile shape)."""
+    fitted, _ = fit_moe_grouped(rows, hw, load_engine("vllm"))
+    return float(fitted.moe.compute_fraction["bf16"])
+
+
+def triton_fraction_section(hw: HardwareProfile, moe: pd.DataFrame) -> tuple[HardwareProfile, list[str], dict]:
+    """(hw with moe.triton_compute_fraction bf16, markdown, record): the fraction fitted on vLLM's Triton bf16
+    fused-MoE rows; those rows scored at the cutlass fraction and at the Triton one with their model shape left out."""
+    tri = moe[(moe["kernel"] == TRITON_MOE_KERNEL) & (moe_format(moe["dtype"]) == "bf16").to_numpy()]
+    frac = fit_triton_fraction(tri, hw)
+    vllm = load_engine("vllm")
+    shape = tri[MOE_SHAPE_COLUMNS].astype(str).agg("_".join, axis=1)
+    loo = pd.Series(np.nan, index=tri.index)
+    for s in shape.unique():
+        held = (shape == s).to_numpy()
+        f = fit_triton_fraction(tri[~held], hw)
+        part = hw.model_copy(update={"moe": hw.moe.model_copy(
+            update={"compute_fraction": {**hw.moe.compute_fraction, "bf16": f}})})
+        loo[tri.index[held]] = predict_table(tri[held], part, engine=vllm)["ape_pct"].to_numpy()
+    cut = predict_table(tri, hw, engine=vllm)
+    rows = cut.assign(cutlass=cut["ape_pct"].to_numpy(), loo=loo.to_numpy())
+    out = hw.model_copy(update={"moe": hw.moe.model_copy(update={"triton_compute_fraction": {"bf16": frac}})})
+    md = [f"Triton grouped GEMMs (`moe.triton_compute_fraction`, costs/moe.py tile_fraction): a full tile at {frac:.3f} "
+          f"of the bf16 dense peak, fitted on the {len(tri)} vLLM Triton fused-MoE rows ({TRITON_MOE_KERNEL}, bf16) "
+          f"priced as vLLM runs them; used for the engine MoE kernels a row-tile rule names (triton_kernels' "
+          f"matmul_ogs: SGLang 0.5.12's MXFP4 experts on Hopper), whose MMA runs in bf16. Those rows at the cutlass "
+          f"fraction and at the Triton one fitted with their model shape left out ({shape.nunique()} shapes):", ""]
+    md += _table(rows, ["regime"], {"median APE % cutlass fraction": "cutlass", "Triton fraction, shape left out": "loo"})
+    rec = {"bf16": frac, "rows": int(len(tri)), "fitted_on": f"{len(tri)} vLLM 0.24.0 rows of "
+           f"reference/measured/moe_h100_a100.csv.gz ({TRITON_MOE_KERNEL}, bf16) priced with engine vllm's MoE kernel "
+           f"counts", "median_ape": {"cutlass": float(np.median(rows["cutlass"])), "loo": float(np.median(rows["loo"]))}}
+    return out, md, rec

@@ -347,7 +347,7 @@ READING = """What is written into the profiles, and why not the rest: none of th
 setup left out they make the predictions worse than the sourced model (Summary). The SGLang step host numbers
 that the baseline columns ask for stand for time these harnesses spend outside the roofline, and the harnesses
 disagree: the SpecForge Qwen3-30B-A3B baselines run 1.3-5.3 x slower than the model's (more so at larger
-batch), the SpecDrift gpt-oss-120b baselines 1.05-1.3 x (its request list run in waves), so a host number fitted on one misprices the other
+batch), the SpecDrift gpt-oss-120b baselines 1.03-1.25 x (its request list run in waves), so a host number fitted on one misprices the other
 (and would make an SGLang Llama-3.1-8B step at batch 64 take tens of milliseconds). The verify expert reuse,
 where it is picked, stands in for MoE kernel time the model does not hold, not for measured routing locality
 (consecutive-token reuse published for MoE routers is small: Mixtral of Experts, arXiv 2401.04088, Sec. 5).
@@ -357,8 +357,8 @@ left out. So engine_profiles/*.yaml keep spec_host_per_seq_s at 0 and costs/moe.
 parts (graphs per verify size, draft extend, rejection, tree width, masked tree verify, verify rows in the token
 budget, the kernel each engine version verifies MLA with, the launches SGLang's v1 EAGLE round issues outside its
 graphs, the full tree mask and the tree draft's per-candidate prefix reads, the verify's sampling passes where
-an engine version's code counts them, the row tile of an MoE kernel that picks it from the batch) are in every
-prediction."""
+an engine version's code counts them, the row tile of an MoE kernel that picks it from the batch and the
+Triton tile rate such a kernel computes at) are in every prediction."""
 
 
 def _every_row_lines(res: dict) -> list[str]:

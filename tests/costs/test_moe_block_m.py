@@ -74,3 +74,63 @@ def test_sglang_0_5_12_runs_mxfp4_experts_with_the_rule_on_hopper_only():
         EngineProfile.model_validate({**d, "moe_block_m": {"hopper": {"mxfp4": "cutlass"}}})
     with pytest.raises(ValueError, match="missing for moe_block_m"):
         EngineProfile.model_validate({**d, "sources": {k: v for k, v in d["sources"].items() if k != "moe_block_m"}})
+
+
+def test_triton_kernels_tiles_run_at_the_triton_fraction_by_hand():
+    """The layer above at 640 tokens as triton_kernels runs it: (44 + 23) waves of 64 x 128 tiles, each
+    2 x 64 x 128 x 2880 FLOP at 0.302 of an SM's bf16 share (h100-sxm moe.triton_compute_fraction, fitted on vLLM's
+    Triton fused-MoE rows) where the cutlass rows' 0.600 priced it before: 1.40 ms against 0.70 ms of grouped-GEMM
+    compute, and the layer (compute-bound over its 0.62 ms of reads) 1.69 x as long."""
+    from specplan.costs.moe import tile_fraction
+
+    hw = load_hardware("h100-sxm")
+    assert hw.moe.triton_compute_fraction == {"bf16": 0.302} and hw.moe.compute_fraction["bf16"] == 0.600
+    assert hw.peak("bf16") == pytest.approx(989.4e12, rel=1e-6) and hw.sm_count == 132
+    hand = (44 + 23) * 2.0 * 64 * 128 * 2880 / (989.4e12 / 132 * 0.302)
+    assert hand == pytest.approx(1.397e-3, rel=1e-3)
+    got = grouped_gemm_compute_s(hw, "bf16", tile_fraction(hw, "bf16", True), 128.0, 2560.0, (5760, 2880),
+                                 (2880, 2880), tile_rows=64.0)
+    assert float(got) == pytest.approx(hand, rel=1e-6)
+    layer = ExpertLayer(2880, 2880, 128, 4)
+    cutlass = hw.model_copy(update={"moe": hw.moe.model_copy(update={"triton_compute_fraction": {}})})
+    tk = moe_experts_cost(hw, 640.0, layer, "mxfp4", "bf16", kernel=MoeKernel(13, block_m="triton_kernels"))
+    before = moe_experts_cost(cutlass, 640.0, layer, "mxfp4", "bf16", kernel=MoeKernel(13, block_m="triton_kernels"))
+    assert float(tk.compute_s) > float(tk.memory_s) and float(before.compute_s) > float(before.memory_s)
+    # the soft roofline corner adds a little to each compute term (the grouped-GEMM parts are 0.600 / 0.302 apart)
+    assert hand < float(tk.compute_s) < 1.05 * hand
+    assert hand * 0.302 / 0.600 < float(before.compute_s) < 1.2 * hand * 0.302 / 0.600
+    assert float(tk.time_s / before.time_s) == pytest.approx(1.69, abs=0.01)
+
+
+def test_tile_fraction_falls_back_to_the_cutlass_fraction():
+    """Only a kernel a row-tile rule names takes the Triton fraction, and only for a format it lists (fp8 keeps the
+    cutlass rows' 0.484); the same kernel under EP (SGLang's other path) keeps the cutlass fractions."""
+    from specplan.costs.moe import tile_fraction
+
+    hw = load_hardware("h100-sxm")
+    assert tile_fraction(hw, "bf16", True) == 0.302
+    assert tile_fraction(hw, "bf16", False) == 0.600
+    assert tile_fraction(hw, "fp8", True) == 0.484
+    assert tile_fraction(hw, "fp4", True) is None  # no fitted fraction: the dense-GEMM rule
+    assert load_hardware("a100-sxm-80gb").moe.triton_compute_fraction == {}
+
+
+def test_triton_fraction_is_validated():
+    from specplan.profiles.hardware import MoEGroupedEfficiency
+
+    with pytest.raises(ValueError, match="triton_compute_fraction.mxfp9: a MoE weight format"):
+        MoEGroupedEfficiency(triton_compute_fraction={"mxfp9": 0.3})
+    with pytest.raises(ValueError, match=r"triton_compute_fraction.bf16: must be in"):
+        MoEGroupedEfficiency(triton_compute_fraction={"bf16": 1.5})
+
+
+def test_h100_triton_fraction_is_the_kernel_reports_fit():
+    """hardware_profiles/h100-sxm.yaml holds the fraction `specplan validate-kernels` fits on vLLM's Triton rows
+    (docs/validation/h100_fit.json moe.triton_compute_fraction), rounded to 3 digits; h200-sxm carries it."""
+    import json
+    from pathlib import Path
+
+    fit = json.loads((Path(__file__).resolve().parents[2] / "docs" / "validation" / "h100_fit.json").read_text())
+    got = fit["moe"]["triton_compute_fraction"]["bf16"]
+    assert load_hardware("h100-sxm").moe.triton_compute_fraction["bf16"] == pytest.approx(got, abs=5e-4)
+    assert load_hardware("h200-sxm").moe.triton_compute_fraction == load_hardware("h100-sxm").moe.triton_compute_fraction
