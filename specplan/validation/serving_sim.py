@@ -232,15 +232,15 @@ def _why_it_misses(sims: dict) -> list[str]:
              "vllm 0.24.0 and 0.34.0; 0.10.0 had no such branch), and the vLLM fp8 kernel rows in that range run at "
              "0.72 (M 8192) and 0.77 (M 16384) of the M <= 4096 fit's time, where the rows at M 8192 with K < 6144 "
              "run at a median 0.91. Priced at its own compute scale (`gemm_large_tile`, 1.339, fitted on the even (N, K) "
-             "groups of those rows: held-out median APE 35.8 -> 6.2 %, docs/validation/frameworks.md), it took "
-             "vLLM's analytical TTFT median 12.9 -> 11.0 % (ISL 8192 at TP 2: +18 ... +27 % -> -5 ... +4 %; TP 4: "
-             "+25 ... +38 % -> +6 ... +18 %; TP 8: +42 ... +51 % -> +30 ... +38 %), its TPOT median 5.0 -> 4.5 % "
-             "(host numbers refitted: host_step_s 0.688 -> 0.762 ms, host_per_seq_s 33.5 -> 35.8 us) and its "
-             "simulated `benchmark` TTFT 7.4 -> 6.2 % (all rows 12.4 -> 11.5 %). TP 8 stays high on its "
+             "groups of those rows: held-out median APE 35.8 -> 6.2 %, docs/validation/frameworks.md), with the all-reduce fit of "
+             "the same session (each kernel on its own rows) it took vLLM's analytical TTFT median 12.9 -> 10.8 % (ISL 8192 "
+             "at TP 2: +18 ... +27 % -> -6 ... +3 %; TP 4: +25 ... +38 % -> +5 ... +16 %; TP 8: +42 ... +51 % -> "
+             "+30 ... +37 %), its TPOT median 5.0 -> 4.4 % (host numbers refitted: host_step_s 0.688 -> 0.750 ms, "
+             "host_per_seq_s 33.5 -> 34.8 us) and its simulated `benchmark` TTFT 7.4 -> 6.3 % (all rows 12.4 -> 11.4 %). TP 8 stays high on its "
              "all-reduces: NCCL enables NVLink SHARP above two GPUs (src/transport/nvls.cc ncclNvlsInit: off at "
              "gpuCount <= 2) and prices it by the NVLS graph's per-channel bandwidths and channel count "
              "(src/tuning/nvls.cc at 1fc949c5: min(2 x nvlsEfficiency 0.85 x bwIntra x (nCh - 1) / nCh, bwInter) x "
              "nCh), numbers NCCL's topology search finds at run time, not constants in its code; the measured "
-             "rows run ring-like at TP 4 (0.78 of the link's bus bandwidth at 512 MiB, as the fitted Simple ring's "
-             "0.771) and at 0.99 at TP 8, so one rate for both needs a fitted NVLS number (not shipped)."]
+             "rows run ring-like at TP 4 (0.78 of the link's bus bandwidth at 512 MiB, near the fitted Simple ring's "
+             "0.745) and at 0.99 at TP 8, so one rate for both needs a fitted NVLS number (not shipped)."]
     return lines
