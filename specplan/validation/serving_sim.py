@@ -224,8 +224,8 @@ def _why_it_misses(sims: dict) -> list[str]:
              "(one ring at 0.654 before: 814 and 693) against 579 and 613 us measured (NCCL 2.29.2, "
              "reference/measured/allreduce_h100_a100.csv.gz); at TP 8 the rows' bus bandwidth, 2 x 7/8 x 134 MB / "
              "579 us = 405 GB/s, is 0.90 of the 450 GB/s link, above any ring protocol at the fraction that 2 and 4 "
-             "GPUs need (NCCL's NVLink SHARP algorithm on NVSwitch, not modelled): about 28 ms of a TP 8 prompt "
-             "(37 ms before).",
+             "GPUs need (NCCL's NVLink SHARP algorithm on NVSwitch, priced since session 20, below): about 28 ms of a "
+             "TP 8 prompt (37 ms before).",
              "- **vLLM's larger-tile fp8 kernel (session 20).** Those wide-and-deep GEMMs (M 8192; qkv and gate/up, "
              "K 8192) run another kernel: vLLM's SM90 fp8 dispatch sends m >= 8192 with k >= 6144 to a 256x128x128 "
              "cooperative tile instead of the 128x128x128 ping-pong default (scaled_mm_sm90_fp8_dispatch.cuh in "
@@ -242,5 +242,22 @@ def _why_it_misses(sims: dict) -> list[str]:
              "(src/tuning/nvls.cc at 1fc949c5: min(2 x nvlsEfficiency 0.85 x bwIntra x (nCh - 1) / nCh, bwInter) x "
              "nCh), numbers NCCL's topology search finds at run time, not constants in its code; the measured "
              "rows run ring-like at TP 4 (0.78 of the link's bus bandwidth at 512 MiB, as the fitted Simple ring's "
-             "0.771) and at 0.99 at TP 8, so one rate for both needs a fitted NVLS number (not shipped)."]
+             "0.771) and at 0.99 at TP 8, so one rate for both needs a fitted NVLS number (next item).",
+             "- **NCCL's NVLink SHARP all-reduce (session 20).** The measured NCCL 2.29.2 rows at 8 GPUs show it: "
+             "the half-precision messages of 64-512 MiB run 12-23 % faster than the int8 messages of the same bytes, "
+             "which NVLS cannot reduce (src/include/device.h ncclNvlsSupported: half, bfloat16, float and 32/64-bit "
+             "integers), and at <= 32 MiB as fast (NCCL still on its rings). NCCL's all-reduce is now the cheaper of "
+             "its rings and NVLS on NVSwitch profiles above 2 GPUs (costs/comm.py nvls_terms): nvls_latency_s + "
+             "(1 + 1/n) x bytes (each GPU sends its buffer into the switch's reduction and 1/n into its multicast) at "
+             "the Simple ring's fraction x nvlsEfficiency 0.85 (Hopper) x 15/16 (src/tuning/nvls.cc at 1fc949c5, 16 "
+             "NVLS channels); the one new number, nvls_latency_s 38.5 us, is fitted with nccl_bw_fraction (0.745 -> "
+             "0.723: the TP 8 half rows no longer pull the ring up) on the NCCL 2.29.2 rows; held-out NCCL 2.27.3 "
+             "bandwidth regime 10.7 -> 8.8 %, latency 8.7 -> 8.7 % (docs/validation/README.md). A 128 MiB prefill "
+             "all-reduce costs 621 us at TP 8 (757 before, 579 measured) and 647 us at TP 4 (rings; 628 before, 613 "
+             "measured). vLLM's analytical TTFT median 10.8 -> 8.6 % (ISL 8192 at TP 8: +30 ... +37 % -> +21 ... "
+             "+29 %, still high: its GEMMs; ISL 1024 at TP 8, C 32 / 64: +9 ... +22 % -> -0 ... +13 %; at C 4 / 8 -2 ... -13 % -> -9 ... -19 %), "
+             "TensorRT-LLM's 7.9 -> 7.2 %, all rows 8.7 -> 7.6 %; TPOT all rows 3.7 -> 4.0 % (p90 9.1 -> 9.4 %), "
+             "vLLM's 4.4 -> 4.7 %, with the host numbers refitted (vLLM host_step_s 0.750 -> 0.764 ms, "
+             "host_per_seq_s 34.8 -> 37.1 us; TensorRT-LLM host_step_s 2.10 -> 2.07 ms, host_per_seq_s 3.3 -> "
+             "4.9 us); simulated `benchmark` TTFT vLLM 6.3 -> 6.1 %, all rows 11.4 -> 12.4 %."]
     return lines
