@@ -213,8 +213,10 @@ def fit_allreduce(df: pd.DataFrame, hw: HardwareProfile, fit_latency: bool = Tru
 
     if nccl.any():
         names = ["nccl_bw_fraction"] + (["nccl_latency_s", "nccl_latency_per_peer_s"] if fit_latency else [])
-        hw = fit_group(hw, df[nccl], names, [0.01, 0.0, 0.0][:len(names)], [1.0, 100.0, 50.0][:len(names)],
-                       lambda rows, h: _log_resid(rows, h, "allreduce"))
+        lo, hi = [0.01, 0.0, 0.0][:len(names)], [1.0, 100.0, 50.0][:len(names)]
+        if hw.allreduce.nvls:  # NVLS's latency (us), fitted with the rings' numbers on the same NCCL rows
+            names, lo, hi = names + ["nvls_latency_s"], lo + [0.0], hi + [500.0]
+        hw = fit_group(hw, df[nccl], names, lo, hi, lambda rows, h: _log_resid(rows, h, "allreduce"))
     if custom.any():
         names = ["custom_bw_fraction"] + (["custom_latency_s"] if fit_latency else [])
         hw = fit_group(hw, df[custom], names, [0.01, 0.0][:len(names)], [1.0, 50.0][:len(names)], _custom_log_resid)

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from specplan.costs.attention import AttentionHeads, attention_cost, recurrent_state_cost
-from specplan.costs.comm import allreduce_time_s, custom_allreduce_s, eager_allreduce_s, nccl_allreduce_s
+from specplan.costs.comm import (NCCL_NVLS_DTYPES, allreduce_time_s, custom_allreduce_s, eager_allreduce_s,
+                                 nccl_allreduce_s)
 from specplan.costs.gemm import LOW_PRECISION, compute_dtype_for, elementwise_cost, gemm_cost
 from specplan.costs.moe import ExpertLayer, MoeKernel, moe_experts_cost
 from specplan.costs.roofline import REGIME_NAMES
@@ -277,11 +278,12 @@ def predict_allreduce(df: pd.DataFrame, hw: HardwareProfile, engine=None) -> pd.
     dt = _dtype_col(df["dtype"])
     nbytes = df["message_elems"].to_numpy(float) * dt.map(dtype_bytes).to_numpy()
     tp = df["num_gpus"].to_numpy(float)
+    nvls_ok = dt.isin(NCCL_NVLS_DTYPES).to_numpy()  # NCCL runs NVLS on these dtypes only (costs/comm.py)
     p = hw.allreduce
     if engine is None:
         nccl = (df["kernel"].astype(str).str.upper() == "NCCL").to_numpy()
         fam = np.where(nccl, "nccl", "custom")
-        t = np.where(nccl, nccl_allreduce_s(hw, nbytes, tp), custom_allreduce_s(hw, nbytes, tp))
+        t = np.where(nccl, nccl_allreduce_s(hw, nbytes, tp, nvls_ok), custom_allreduce_s(hw, nbytes, tp, nvls_ok))
         eager = np.zeros(len(df), dtype=bool)
         notes: list[str] = []
     else:
@@ -291,8 +293,9 @@ def predict_allreduce(df: pd.DataFrame, hw: HardwareProfile, engine=None) -> pd.
         for f in np.unique(fam):
             for n in np.unique(tp):
                 sel = (fam == f) & (tp == n)
-                t[sel] = np.where(eager[sel], eager_allreduce_s(hw, nbytes[sel], int(n), f, engine.allreduce_eager_s),
-                                  allreduce_time_s(hw, nbytes[sel], int(n), f))
+                t[sel] = np.where(eager[sel], eager_allreduce_s(hw, nbytes[sel], int(n), f, engine.allreduce_eager_s,
+                                                                nvls_ok[sel]),
+                                  allreduce_time_s(hw, nbytes[sel], int(n), f, nvls_ok[sel]))
     lat = np.where(fam == "nccl", p.nccl_latency_s + (tp - 1) * p.nccl_latency_per_peer_s, p.custom_latency_s)
     if engine is not None:
         lat = np.where(eager, np.maximum(lat, engine.allreduce_eager_s), lat)

@@ -19,6 +19,9 @@ Algorithms, selectable per hardware profile (`allreduce.algorithm`):
   NCCL's own modelled difference to LL (baseLat + 2 (TP-1) hwLat over NVLink, below). Profiles without the LL cap
   (RCCL on MI300X-class meshes, where NCCL's constants are not the library's) keep one ring:
   nccl_latency + (TP-1) * nccl_latency_per_peer + 2 (TP-1)/TP * bytes / (link * nccl_fraction).
+  On profiles with `allreduce.nvls` (NVSwitch with multicast) above 2 GPUs, for the dtypes NVLS reduces, the NCCL
+  all-reduce is the cheaper of those rings and NVLink SHARP (nvls_terms): nvls_latency + (1 + 1/TP) * bytes /
+  (link * nccl_fraction * nvls_efficiency * 15/16) (src/tuning/nvls.cc, src/transport/nvls.cc).
 The family is the engine's (`EngineProfile.allreduce_algorithm`: trtllm oneshot, vLLM / SGLang custom), else the
 hardware profile's.
 `link` is the per-direction scale-up bandwidth a device can use for a TP group: the full figure behind a switch
@@ -132,12 +135,53 @@ def nccl_protocol_terms(hw: HardwareProfile, nbytes, tp) -> tuple[np.ndarray, np
     return nccl_cheapest_protocol(hw, 2.0 * (tp - 1) / tp * np.asarray(nbytes, dtype=float), tp)
 
 
+def nccl_algorithm(hw: HardwareProfile, nbytes, tp, nvls_ok=True) -> np.ndarray:
+    """Name of what NCCL's all-reduce runs, as priced by nccl_terms: NVLS, else the ring protocol (nccl_protocol)."""
+    ring = nccl_ring_terms(hw, nbytes, tp)
+    nv = nvls_terms(hw, nbytes, tp)
+    take = nvls_active(hw, tp, nvls_ok) & (nv[0] + nv[1] < ring[0] + ring[1])
+    return np.where(take, "NVLS", nccl_protocol(hw, nbytes, tp))
+
+
 def nccl_protocol(hw: HardwareProfile, nbytes, tp) -> np.ndarray:
     """Name of the protocol (LL, LL128, Simple) NCCL's cost model picks for each message (profiles with the LL cap)."""
     return np.asarray(NCCL_PROTOCOLS)[nccl_protocol_terms(hw, nbytes, tp)[2]]
 
 
-def nccl_terms(hw: HardwareProfile, nbytes, tp) -> tuple[np.ndarray, np.ndarray]:
+# NCCL's NVLink SHARP (NVLS) all-reduce (NVIDIA/nccl src/transport/nvls.cc ncclNvlsInit: enabled when the device
+# reports multicast support, i.e. an NVSwitch of the Hopper generation or later, and the node has more than two
+# GPUs; src/include/device.h ncclNvlsSupported: sum over float16 / bfloat16 / float32 / float64 / int32 / int64
+# only, so int8 and fp8 messages stay on the rings). Each device reduce-scatters through the switch
+# (multimem.ld_reduce: it sends its whole buffer, receives 1/n reduced) and all-gathers through it (multimem.st:
+# it sends 1/n, receives the whole buffer): (1 + 1/n) x bytes each way, against the ring's 2 (n - 1)/n.
+NCCL_NVLS_DTYPES = ("fp32", "bf16", "fp16")  # the canonical dtypes (core/dtypes.py) among ncclNvlsSupported's
+NCCL_NVLS_CHANNELS = 16  # src/transport/nvls.cc NCCL_NVLS_NCHANNELS default; NCCL prices NVLS at (nCh - 1)/nCh
+
+
+def nvls_active(hw: HardwareProfile, tp, nvls_ok=True) -> np.ndarray:
+    """Whether NCCL may run NVLS for an all-reduce over `tp` devices: the profile's `nvls`, more than two devices,
+    and `nvls_ok` (the message's dtype is one NVLS reduces)."""
+    return np.asarray(bool(hw.allreduce.nvls) & (np.asarray(tp, dtype=float) > 2) & np.asarray(nvls_ok, dtype=bool))
+
+
+def nvls_bus_bw_bytes_s(hw: HardwareProfile, tp) -> np.ndarray:
+    """Per-device bytes/s of NCCL's NVLS all-reduce: link x nccl_bw_fraction x nvls_efficiency x (nCh - 1)/nCh
+    (src/tuning/nvls.cc at 1fc949c5: the NVLS graph bandwidth x nvlsEfficiency x (nChannels - 1)/nChannels)."""
+    p = hw.allreduce
+    return (link_bandwidth_bytes_s(hw, np.asarray(tp, dtype=float)) * p.nccl_bw_fraction * p.nvls_efficiency
+            * (NCCL_NVLS_CHANNELS - 1) / NCCL_NVLS_CHANNELS)
+
+
+def nvls_terms(hw: HardwareProfile, nbytes, tp) -> tuple[np.ndarray, np.ndarray]:
+    """(latency s, transfer s) of NCCL's NVLS all-reduce: nvls_latency_s plus (1 + 1/tp) x bytes at
+    nvls_bus_bw_bytes_s."""
+    nbytes = np.asarray(nbytes, dtype=float)
+    tp = np.asarray(tp, dtype=float)
+    xfer = (1.0 + 1.0 / tp) * nbytes / nvls_bus_bw_bytes_s(hw, tp)
+    return np.full(np.shape(xfer), hw.allreduce.nvls_latency_s), xfer
+
+
+def nccl_ring_terms(hw: HardwareProfile, nbytes, tp) -> tuple[np.ndarray, np.ndarray]:
     """(latency s, transfer s) of NCCL's ring all-reduce: the cheapest protocol when the profile has NCCL's LL
     cap, else one ring at nccl_bw_fraction."""
     p = hw.allreduce
@@ -150,7 +194,19 @@ def nccl_terms(hw: HardwareProfile, nbytes, tp) -> tuple[np.ndarray, np.ndarray]
     return lat, 2.0 * (tp - 1) / tp * nbytes / (link_bandwidth_bytes_s(hw, tp) * p.nccl_bw_fraction)
 
 
-def custom_terms(hw: HardwareProfile, nbytes, tp: int) -> tuple[np.ndarray, np.ndarray]:
+def nccl_terms(hw: HardwareProfile, nbytes, tp, nvls_ok=True) -> tuple[np.ndarray, np.ndarray]:
+    """(latency s, transfer s) of NCCL's all-reduce: the rings (nccl_ring_terms), or NVLS where NCCL may run it
+    (nvls_active) and it is the cheaper."""
+    lat, xfer = nccl_ring_terms(hw, nbytes, tp)
+    use = nvls_active(hw, tp, nvls_ok)
+    if not use.any():
+        return lat, xfer
+    nv_lat, nv_xfer = nvls_terms(hw, nbytes, tp)
+    take = use & (nv_lat + nv_xfer < lat + xfer)
+    return np.where(take, nv_lat, lat), np.where(take, nv_xfer, xfer)
+
+
+def custom_terms(hw: HardwareProfile, nbytes, tp: int, nvls_ok=True) -> tuple[np.ndarray, np.ndarray]:
     """(latency s, transfer s) of the engines' custom all-reduce: the cheaper of one-shot and two-shot up to
     custom_max_bytes, NCCL beyond (its transfer raised, where needed, to the custom time at the limit)."""
     p = hw.allreduce
@@ -165,29 +221,29 @@ def custom_terms(hw: HardwareProfile, nbytes, tp: int) -> tuple[np.ndarray, np.n
 
     small = one_or_two(nbytes)
     at_limit = sum(one_or_two(np.asarray(p.custom_max_bytes, dtype=float)))
-    ring_lat, ring_xfer = nccl_terms(hw, nbytes, tp)
+    ring_lat, ring_xfer = nccl_terms(hw, nbytes, tp, nvls_ok)
     ring_xfer = np.maximum(ring_xfer, at_limit - ring_lat)
     fits_buffer = nbytes <= p.custom_max_bytes
     return np.where(fits_buffer, small[0], ring_lat), np.where(fits_buffer, small[1], ring_xfer)
 
 
-def oneshot_terms(hw: HardwareProfile, nbytes, tp: int) -> tuple[np.ndarray, np.ndarray]:
+def oneshot_terms(hw: HardwareProfile, nbytes, tp: int, nvls_ok=True) -> tuple[np.ndarray, np.ndarray]:
     """(latency s, transfer s) of TensorRT-LLM's all-reduce: one-shot up to oneshot_max_bytes, then the NCCL ring
     (its transfer raised, where needed, to the one-shot transfer at the limit, so time never falls as bytes grow)."""
     p = hw.allreduce
     nbytes = np.asarray(nbytes, dtype=float)
     bw = link_bandwidth_bytes_s(hw, tp) * p.custom_bw_fraction
     one = (np.full(nbytes.shape, p.custom_latency_s), (tp - 1) * nbytes / bw)
-    ring_lat, ring_xfer = nccl_terms(hw, nbytes, tp)
+    ring_lat, ring_xfer = nccl_terms(hw, nbytes, tp, nvls_ok)
     at_limit = p.custom_latency_s + (tp - 1) * p.oneshot_max_bytes / bw
     ring_xfer = np.maximum(ring_xfer, at_limit - ring_lat)
     small = nbytes <= p.oneshot_max_bytes
     return np.where(small, one[0], ring_lat), np.where(small, one[1], ring_xfer)
 
 
-def nccl_allreduce_s(hw: HardwareProfile, nbytes, tp: int) -> np.ndarray:
-    """Ring all-reduce seconds for a message of `nbytes` over `tp` devices."""
-    return sum(nccl_terms(hw, nbytes, tp))
+def nccl_allreduce_s(hw: HardwareProfile, nbytes, tp: int, nvls_ok=True) -> np.ndarray:
+    """NCCL all-reduce seconds for a message of `nbytes` over `tp` devices (nccl_terms)."""
+    return sum(nccl_terms(hw, nbytes, tp, nvls_ok))
 
 
 def oneshot_allreduce_s(hw: HardwareProfile, nbytes, tp: int) -> np.ndarray:
@@ -195,9 +251,9 @@ def oneshot_allreduce_s(hw: HardwareProfile, nbytes, tp: int) -> np.ndarray:
     return sum(oneshot_terms(hw, nbytes, tp))
 
 
-def custom_allreduce_s(hw: HardwareProfile, nbytes, tp: int) -> np.ndarray:
+def custom_allreduce_s(hw: HardwareProfile, nbytes, tp: int, nvls_ok=True) -> np.ndarray:
     """Custom all-reduce seconds (one-shot or two-shot; NCCL beyond `custom_max_bytes`)."""
-    return sum(custom_terms(hw, nbytes, tp))
+    return sum(custom_terms(hw, nbytes, tp, nvls_ok))
 
 
 def _check_tp(hw: HardwareProfile, tp: int) -> None:
@@ -205,7 +261,7 @@ def _check_tp(hw: HardwareProfile, tp: int) -> None:
         raise SpecplanError(f"tp: {tp} exceeds the scale-up domain of {hw.id} ({hw.scaleup_domain} devices)")
 
 
-def allreduce_terms(hw: HardwareProfile, nbytes, tp: int, algorithm: str | None = None):
+def allreduce_terms(hw: HardwareProfile, nbytes, tp: int, algorithm: str | None = None, nvls_ok=True):
     """(latency s, transfer s) of one all-reduce; zeros when tp == 1. `algorithm` overrides the profile's."""
     nbytes = np.asarray(nbytes, dtype=float)
     if tp == 1:
@@ -213,17 +269,18 @@ def allreduce_terms(hw: HardwareProfile, nbytes, tp: int, algorithm: str | None 
     _check_tp(hw, tp)
     algo = algorithm or hw.allreduce.algorithm
     if algo == "custom":
-        return custom_terms(hw, nbytes, tp)
+        return custom_terms(hw, nbytes, tp, nvls_ok)
     if algo == "nccl":
-        return nccl_terms(hw, nbytes, tp)
+        return nccl_terms(hw, nbytes, tp, nvls_ok)
     if algo == "oneshot":
-        return oneshot_terms(hw, nbytes, tp)
+        return oneshot_terms(hw, nbytes, tp, nvls_ok)
     raise SpecplanError(f"allreduce algorithm: must be 'custom', 'oneshot' or 'nccl', got '{algo}'")
 
 
-def allreduce_time_s(hw: HardwareProfile, nbytes, tp: int, algorithm: str | None = None) -> np.ndarray:
+def allreduce_time_s(hw: HardwareProfile, nbytes, tp: int, algorithm: str | None = None,
+                     nvls_ok=True) -> np.ndarray:
     """All-reduce seconds; 0 when tp == 1."""
-    return sum(allreduce_terms(hw, nbytes, tp, algorithm))
+    return sum(allreduce_terms(hw, nbytes, tp, algorithm, nvls_ok))
 
 
 def allreduce_cost(hw: HardwareProfile, nbytes, tp: int, count: float = 1.0, algorithm: str | None = None) -> KernelCost:
@@ -232,7 +289,8 @@ def allreduce_cost(hw: HardwareProfile, nbytes, tp: int, count: float = 1.0, alg
     return roofline(np.zeros_like(xfer), xfer, lat).scaled(count)
 
 
-def eager_allreduce_s(hw: HardwareProfile, nbytes, tp: int, algorithm: str | None, dispatch_s: float) -> np.ndarray:
+def eager_allreduce_s(hw: HardwareProfile, nbytes, tp: int, algorithm: str | None, dispatch_s: float,
+                      nvls_ok=True) -> np.ndarray:
     """Seconds of one all-reduce issued outside a CUDA graph: the host's dispatch of the call (`dispatch_s`, an
     engine's EngineProfile.allreduce_eager_s: the custom op's Python/C++ dispatch, the copy's and the kernel's
     launches) or the GPU's side, whichever is longer (the host runs ahead of the GPU once the GPU is the slower).
@@ -244,7 +302,7 @@ def eager_allreduce_s(hw: HardwareProfile, nbytes, tp: int, algorithm: str | Non
     if tp == 1:
         return np.zeros_like(nbytes)
     algo = algorithm or hw.allreduce.algorithm
-    gpu = allreduce_time_s(hw, nbytes, tp, algo)
+    gpu = allreduce_time_s(hw, nbytes, tp, algo, nvls_ok)
     if algo == "custom":
         gpu = gpu + 2.0 * nbytes / (hw.mem_bandwidth_bytes_s * hw.kernel_eff("default").mem_bw_fraction)
     return np.maximum(float(dispatch_s), gpu)

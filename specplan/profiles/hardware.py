@@ -98,6 +98,13 @@ class AllReduceParams(_Frozen):
     # all-reduce is the cheapest of NCCL's ring protocols LL / LL128 / Simple (costs/comm.py nccl_terms) and
     # nccl_bw_fraction is Simple's fraction of the link; None: one ring at nccl_bw_fraction (RCCL, no NCCL source)
     nccl_ll_max_bw_bytes_s: float | None = Field(None, gt=0, le=MAX_BYTES)
+    # NVLink SHARP (NCCL's NVLS algorithm): true where NCCL enables it (an NVSwitch with multicast, Hopper and
+    # later; NCCL turns it off at <= 2 GPUs): the NCCL all-reduce is then the cheaper of the rings and NVLS, whose
+    # devices each move (1 + 1/n) x bytes at nccl_bw_fraction x nvls_efficiency (NCCL's nvlsEfficiency for the
+    # GPU generation) x 15/16 of the link, after nvls_latency_s (costs/comm.py nvls_terms)
+    nvls: bool = False
+    nvls_efficiency: float = Field(0.85, ge=MIN_FRACTION, le=1)
+    nvls_latency_s: float = Field(25.0e-6, ge=0, le=MAX_TIME_S)
 
 
 class AllToAllParams(_Frozen):

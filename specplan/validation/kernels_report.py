@@ -420,7 +420,7 @@ def _allreduce_section(hw, md, fit_record, nums) -> tuple[HardwareProfile, dict]
     floors = allreduce_latency_floors(train)  # latencies from the fit rows' own small-message floors only
     hw = hw.model_copy(update={"allreduce": hw.allreduce.model_copy(update=floors)})
     hw, rinfo = fit_allreduce(train, hw, fit_latency=False)
-    fit_record["allreduce"] = {"fitted_on": "bandwidth fractions each on its own kernel's rows: nccl_bw_fraction on the NCCL 2.29.2 H100 rows alone, custom_bw_fraction on the TRTLLM-kernel rows the one-shot kernel carries itself (messages <= oneshot_max_bytes, priced one-shot; calibrate.custom_kernel_rows); latencies = the small-message floors of the same TRTLLM + NCCL 2.29.2 rows (held out: vLLM / SGLang custom, NCCL 2.27.3)",
+    fit_record["allreduce"] = {"fitted_on": "bandwidth fractions each on its own kernel's rows: nccl_bw_fraction (with nvls_latency_s where the profile has nvls) on the NCCL 2.29.2 H100 rows alone, custom_bw_fraction on the TRTLLM-kernel rows the one-shot kernel carries itself (messages <= oneshot_max_bytes, priced one-shot; calibrate.custom_kernel_rows); latencies = the small-message floors of the same TRTLLM + NCCL 2.29.2 rows (held out: vLLM / SGLang custom, NCCL 2.27.3)",
                                **hw.allreduce.model_dump(), **rinfo}
     rtest = rh[~rh.index.isin(train.index)]
     pr = predict_table(rtest, hw)
@@ -449,8 +449,9 @@ def _allreduce_section(hw, md, fit_record, nums) -> tuple[HardwareProfile, dict]
 
 
 def _one_ring(hw: HardwareProfile) -> HardwareProfile:
-    """hw with the NCCL all-reduce priced as one ring at nccl_bw_fraction (no protocol choice)."""
-    return hw.model_copy(update={"allreduce": hw.allreduce.model_copy(update={"nccl_ll_max_bw_bytes_s": None})})
+    """hw with the NCCL all-reduce priced as one ring at nccl_bw_fraction (no protocol choice, no NVLS)."""
+    return hw.model_copy(update={"allreduce": hw.allreduce.model_copy(update={"nccl_ll_max_bw_bytes_s": None,
+                                                                               "nvls": False})})
 
 
 def _nccl_rows(pred: pd.DataFrame) -> pd.DataFrame:
@@ -473,7 +474,12 @@ def nccl_protocol_section(r: pd.DataFrame, train: pd.DataFrame, hw: HardwareProf
              f"2 (n − 1)/n × bytes / busBw, busBw Simple = link × {hw.allreduce.nccl_bw_fraction:.3f} (fitted), "
              f"LL128 = 0.92 × Simple, LL = min({hw.allreduce.nccl_ll_max_bw_bytes_s / 1e9:.1f} GB/s, 0.5 × Simple) "
              "(NVIDIA/nccl src/tuning/ring.cc, cost_model.cc at 1fc949c5); LL's latency = the measured floor, "
-             "LL128's and Simple's = the floor + NCCL's modelled difference to LL (baseLat + 2 (n − 1) hwLat). "
+             "LL128's and Simple's = the floor + NCCL's modelled difference to LL (baseLat + 2 (n − 1) hwLat); "
+             "above 2 GPUs on NVSwitch the cheaper of those rings and NVLink SHARP (NVLS) for half / bfloat16 / "
+             f"float messages (int8 stays on the rings): {hw.allreduce.nvls_latency_s * 1e6:.1f} µs (fitted) + "
+             f"(1 + 1/n) × bytes / (link × {hw.allreduce.nccl_bw_fraction:.3f} × nvlsEfficiency "
+             f"{hw.allreduce.nvls_efficiency:.2f} × 15/16) (src/tuning/nvls.cc at 1fc949c5, src/transport/nvls.cc; "
+             "costs/comm.py nvls_terms). "
              "Fitted on the NCCL 2.29.2 H100 rows, scored on the held-out NCCL 2.27.3 rows.", "",
              "| rows | n | median APE % before | after | MAPE % before | after |", "|---|---|---|---|---|---|"]
 
@@ -507,15 +513,17 @@ def nccl_protocol_section(r: pd.DataFrame, train: pd.DataFrame, hw: HardwareProf
                            f"{AllReduceParams().nccl_bw_fraction:.2f})", ab, aa)
     for n in sorted(ab["num_gpus"].unique()):
         line(f"A100, {n} GPUs", ab[ab["num_gpus"] == n], aa[aa["num_gpus"] == n])
-    from specplan.costs.comm import nccl_allreduce_s, nccl_protocol
+    from specplan.costs.comm import nccl_algorithm, nccl_allreduce_s
     mib = 2.0 ** 20
     sizes = {"8 KiB": 8192, "1 MiB": mib, "8 MiB": 8 * mib, "128 MiB": 128 * mib, "512 MiB": 512 * mib}
-    picks = ", ".join(f"{k}: {nccl_protocol(hw, b, 8)} {float(nccl_allreduce_s(hw, b, 8)) * 1e6:.1f} µs"
+    picks = ", ".join(f"{k}: {nccl_algorithm(hw, b, 8)} {float(nccl_allreduce_s(hw, b, 8)) * 1e6:.1f} µs"
                       for k, b in sizes.items())
-    lines += ["", f"H100, 8 GPUs, protocol picked and time: {picks}. Largest residual: at 8 GPUs and ≥ 64 MiB the "
-              "measured bus bandwidth (406–445 GB/s) is above any ring protocol's at this fraction (2 and 4 GPUs reach "
-              "318–350 GB/s), which one link fraction cannot follow; NCCL's NVLink SHARP (NVLS) algorithm on NVSwitch "
-              "is not modelled.", ""]
+    lines += ["", f"H100, 8 GPUs, half precision, algorithm / protocol picked and time: {picks}. At 8 GPUs and "
+              "≥ 64 MiB the measured half-precision rows run 12–23 % faster than the int8 rows of the same bytes "
+              "(406–445 GB/s of bus bandwidth, above any ring protocol; int8 cannot use NVLS), at ≤ 32 MiB as fast "
+              "(NCCL still on its rings there, while this price takes NVLS from about 8 MiB: the half rows at 8–32 MiB "
+              "are priced 5–9 % low, the int8 ones on the rings 12–22 % high). Until session 20 NVLS was not priced "
+              "and the 8-GPU half rows at ≥ 64 MiB were 25–35 % high.", ""]
     fit_record["allreduce_nccl_protocols"] = {**rec, "one_ring_fraction": ring.allreduce.nccl_bw_fraction,
                                               "simple_fraction": hw.allreduce.nccl_bw_fraction}
     return lines

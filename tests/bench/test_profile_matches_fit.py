@@ -18,6 +18,7 @@ def test_h100_profile_equals_the_committed_fit():
     assert h.attention.cta_overhead_s == pytest.approx(fit["attention"]["cta_overhead_s"], rel=0.01)
     for k in ("custom_bw_fraction", "nccl_bw_fraction"):
         assert getattr(h.allreduce, k) == pytest.approx(fit["allreduce"][k], abs=0.002), k
+    assert h.allreduce.nvls and h.allreduce.nvls_latency_s == pytest.approx(fit["allreduce"]["nvls_latency_s"], rel=0.01)
     # latencies: the fit rows' own small-message floors (TRT-LLM custom, NCCL 2.29.2), not the held-out rows'
     for k in ("custom_latency_s", "nccl_latency_s", "nccl_latency_per_peer_s"):
         assert getattr(h.allreduce, k) == pytest.approx(fit["allreduce"][k], rel=0.01), k

@@ -1,4 +1,5 @@
-"""NCCL all-reduce priced as NCCL picks its ring protocol (costs/comm.py nccl_terms), each term by hand.
+"""NCCL all-reduce priced as NCCL picks its ring protocol (costs/comm.py nccl_terms), each term by hand. The messages
+are priced as int8 (nvls_ok=False), which NCCL keeps on the rings (NVLS: tests/costs/test_nvls.py).
 
 Constants by hand from NVIDIA/nccl at 1fc949c5: src/tuning/cost_model.cc (Ring baseLat LL 6.6 / LL128 14.0 /
 Simple 8.4 us; NVLink hwLat 0.6 / 1.9 / 3.4 us per step; llMaxBws Hopper one node 141.0 GB/s, Ampere 87.7) and
@@ -24,7 +25,7 @@ def test_simple_at_512_mib_tp8_by_hand(h100):
     lat = floor + ((8.4 - 6.6) + 14 * (3.4 - 0.6)) * 1e-6  # + 1.8 + 39.2 us
     xfer = 2 * 7 / 8 * 512 * MIB / (450e9 * p.nccl_bw_fraction)
     assert comm.nccl_protocol(h100, 512 * MIB, 8) == "Simple"
-    assert float(comm.nccl_allreduce_s(h100, 512 * MIB, 8)) == pytest.approx(lat + xfer, rel=1e-12)
+    assert float(comm.nccl_allreduce_s(h100, 512 * MIB, 8, nvls_ok=False)) == pytest.approx(lat + xfer, rel=1e-12)
     assert lat == pytest.approx(56.56e-6, abs=0.05e-6)  # 15.56 + 41.0 us
 
 
@@ -45,13 +46,13 @@ def test_ll128_in_between_by_hand(h100):
     assert comm.nccl_protocol(h100, b, 8) == "LL128"
     want = (p.nccl_latency_s + 7 * p.nccl_latency_per_peer_s + (7.4 + 14 * 1.3) * 1e-6
             + 1.75 * b / (0.92 * 450e9 * p.nccl_bw_fraction))
-    assert float(comm.nccl_allreduce_s(h100, b, 8)) == pytest.approx(want, rel=1e-12)
+    assert float(comm.nccl_allreduce_s(h100, b, 8, nvls_ok=False)) == pytest.approx(want, rel=1e-12)
 
 
 def test_protocol_is_the_cheapest_and_time_grows(h100):
     b = np.geomspace(512, 512 * MIB, 41)
     for tp in (2, 4, 8):
-        t = comm.nccl_allreduce_s(h100, b, tp)
+        t = comm.nccl_allreduce_s(h100, b, tp, nvls_ok=False)
         each = [comm.nccl_protocol_latency_s(h100, tp, q)
                 + 2 * (tp - 1) / tp * b / comm.nccl_protocol_bus_bw_bytes_s(h100, tp, q) for q in comm.NCCL_PROTOCOLS]
         assert np.allclose(t, np.min(each, axis=0), rtol=1e-12)
