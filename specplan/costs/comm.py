@@ -139,7 +139,7 @@ def nccl_algorithm(hw: HardwareProfile, nbytes, tp, nvls_ok=True) -> np.ndarray:
     """Name of what NCCL's all-reduce runs, as priced by nccl_terms: NVLS, else the ring protocol (nccl_protocol)."""
     ring = nccl_ring_terms(hw, nbytes, tp)
     nv = nvls_terms(hw, nbytes, tp)
-    take = nvls_active(hw, tp, nvls_ok) & (nv[0] + nv[1] < ring[0] + ring[1])
+    take = nvls_active(hw, tp, nvls_ok) & nvls_reaches(hw, nbytes) & (nv[0] + nv[1] < ring[0] + ring[1])
     return np.where(take, "NVLS", nccl_protocol(hw, nbytes, tp))
 
 
@@ -162,6 +162,11 @@ def nvls_active(hw: HardwareProfile, tp, nvls_ok=True) -> np.ndarray:
     """Whether NCCL may run NVLS for an all-reduce over `tp` devices: the profile's `nvls`, more than two devices,
     and `nvls_ok` (the message's dtype is one NVLS reduces)."""
     return np.asarray(bool(hw.allreduce.nvls) & (np.asarray(tp, dtype=float) > 2) & np.asarray(nvls_ok, dtype=bool))
+
+
+def nvls_reaches(hw: HardwareProfile, nbytes) -> np.ndarray:
+    """Whether a message of `nbytes` is large enough for NCCL to pick NVLS (allreduce.nvls_min_bytes, as measured)."""
+    return np.asarray(nbytes, dtype=float) >= hw.allreduce.nvls_min_bytes
 
 
 def nvls_bus_bw_bytes_s(hw: HardwareProfile, tp) -> np.ndarray:
@@ -202,7 +207,7 @@ def nccl_terms(hw: HardwareProfile, nbytes, tp, nvls_ok=True) -> tuple[np.ndarra
     if not use.any():
         return lat, xfer
     nv_lat, nv_xfer = nvls_terms(hw, nbytes, tp)
-    take = use & (nv_lat + nv_xfer < lat + xfer)
+    take = use & nvls_reaches(hw, nbytes) & (nv_lat + nv_xfer < lat + xfer)
     return np.where(take, nv_lat, lat), np.where(take, nv_xfer, xfer)
 
 

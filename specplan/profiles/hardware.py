@@ -105,6 +105,9 @@ class AllReduceParams(_Frozen):
     nvls: bool = False
     nvls_efficiency: float = Field(0.85, ge=MIN_FRACTION, le=1)
     nvls_latency_s: float = Field(25.0e-6, ge=0, le=MAX_TIME_S)
+    # the smallest message NCCL runs with NVLS (its own cost model picks the rings below; the threshold it reaches
+    # depends on the NVLS graph's runtime bandwidths, so it is read off measured rows: hardware profile sources)
+    nvls_min_bytes: float = Field(0.0, ge=0, le=MAX_BYTES)
 
 
 class AllToAllParams(_Frozen):
