@@ -207,7 +207,13 @@ def nccl_terms(hw: HardwareProfile, nbytes, tp, nvls_ok=True) -> tuple[np.ndarra
     if not use.any():
         return lat, xfer
     nv_lat, nv_xfer = nvls_terms(hw, nbytes, tp)
-    take = use & nvls_reaches(hw, nbytes) & (nv_lat + nv_xfer < lat + xfer)
+    reach = nvls_reaches(hw, nbytes)
+    take = use & reach & (nv_lat + nv_xfer < lat + xfer)
+    # below nvls_min_bytes NCCL stays on its rings, but a message is never priced above a larger one: at most NVLS's
+    # price at the threshold (as the custom kernels beyond their buffer, custom_terms)
+    t_lat, t_xfer = nvls_terms(hw, hw.allreduce.nvls_min_bytes, tp)
+    cap = use & ~reach & (t_lat + t_xfer < lat + xfer)
+    lat, xfer = np.where(cap, t_lat, lat), np.where(cap, t_xfer, xfer)
     return np.where(take, nv_lat, lat), np.where(take, nv_xfer, xfer)
 
 

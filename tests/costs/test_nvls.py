@@ -87,7 +87,12 @@ def test_nvls_starts_where_the_measured_half_rows_leave_the_int8_rows():
     assert (ratio[ratio.index >= t] <= 0.95).all() and len(ratio[ratio.index >= t]) == 5
     below = t - 1
     nv = float(sum(comm.nvls_terms(h, below, 8)))
+    at = float(sum(comm.nvls_terms(h, t, 8)))
     ring = float(sum(comm.nccl_ring_terms(h, below, 8)))
-    assert nv < ring  # NVLS by hand would be cheaper, but NCCL has not switched yet
-    assert float(comm.nccl_allreduce_s(h, below, 8)) == pytest.approx(ring, rel=1e-12)
-    assert comm.nccl_algorithm(h, t, 8) == "NVLS"
+    assert nv < at < ring  # NVLS by hand would be cheaper, but NCCL has not switched yet
+    # on the rings, priced never above the larger message's NVLS price at the threshold
+    assert float(comm.nccl_allreduce_s(h, below, 8)) == pytest.approx(at, rel=1e-12)
+    assert comm.nccl_algorithm(h, below, 8) != "NVLS" and comm.nccl_algorithm(h, t, 8) == "NVLS"
+    half = 16 * MIB  # the rings, cheaper than NVLS at the threshold: priced as they are
+    assert float(comm.nccl_allreduce_s(h, half, 8)) == pytest.approx(float(sum(comm.nccl_ring_terms(h, half, 8))),
+                                                                     rel=1e-12)
