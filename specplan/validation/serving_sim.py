@@ -225,8 +225,13 @@ def _why_it_misses(sims: dict) -> list[str]:
              "reference/measured/allreduce_h100_a100.csv.gz); at TP 8 the rows' bus bandwidth, 2 x 7/8 x 134 MB / "
              "579 us = 405 GB/s, is 0.90 of the 450 GB/s link, above any ring protocol at the fraction that 2 and 4 "
              "GPUs need (NCCL's NVLink SHARP algorithm on NVSwitch, priced since session 20, below): about 28 ms of a "
-             "TP 8 prompt (37 ms before).",
-             "- **vLLM's larger-tile fp8 kernel (session 20).** Those wide-and-deep GEMMs (M 8192; qkv and gate/up, "
+             "TP 8 prompt (37 ms before)."]
+    return lines + _session20_prefill()
+
+
+def _session20_prefill() -> list[str]:
+    """Session 20's two prefill items (vLLM's larger-tile fp8 kernel, NCCL's NVLS), with their before -> after."""
+    return ["- **vLLM's larger-tile fp8 kernel (session 20).** Those wide-and-deep GEMMs (M 8192; qkv and gate/up, "
              "K 8192) run another kernel: vLLM's SM90 fp8 dispatch sends m >= 8192 with k >= 6144 to a 256x128x128 "
              "cooperative tile instead of the 128x128x128 ping-pong default (scaled_mm_sm90_fp8_dispatch.cuh in "
              "vllm 0.24.0 and 0.34.0; 0.10.0 had no such branch), and the vLLM fp8 kernel rows in that range run at "
@@ -260,4 +265,3 @@ def _why_it_misses(sims: dict) -> list[str]:
              "9.1 -> 9.4 %), with the host numbers refitted (vLLM host_step_s 0.750 -> 0.764 ms, host_per_seq_s "
              "34.8 -> 36.1 us; TensorRT-LLM host_per_seq_s 3.3 -> 4.8 us); simulated `benchmark` TTFT all rows "
              "11.4 -> 12.0 %, vLLM 6.3 -> 5.6 %, TensorRT-LLM 13.3 -> 13.1 %."]
-    return lines
