@@ -269,10 +269,7 @@ def allreduce_latency_floors(df: pd.DataFrame, max_bytes: float = 8192.0) -> dic
     and GPU count): custom_latency_s = median of the custom-kernel floors; nccl_latency_s and
     nccl_latency_per_peer_s = least-squares line of the NCCL floors against (GPUs - 1). Keys absent when the rows
     have no such kernel."""
-    from specplan.core.dtypes import dtype_bytes
-
-    nbytes = df["message_elems"].astype(float) * df["dtype"].map(lambda d: dtype_bytes(canonical_dtype(str(d))))
-    small = df[nbytes <= max_bytes]
+    small = df[_allreduce_bytes(df) <= max_bytes]
     floors = small.groupby(["framework", "kernel", "num_gpus"])["time_us"].min().reset_index()
     nccl = floors["kernel"].astype(str).str.upper() == "NCCL"
     out: dict = {}
@@ -294,11 +291,8 @@ def fit_allreduce_eager(df: pd.DataFrame, max_bytes: float = EAGER_FLOOR_MAX_BYT
     """{engine: allreduce_eager_s} from eager all-reduce rows ('eager' in the kernel name): the median time of an
     engine's rows at messages <= `max_bytes` (seconds), where the host's dispatch, not the GPU, sets the time;
     the engine is the framework cell's first word. Engines without such rows are absent."""
-    from specplan.core.dtypes import dtype_bytes
-
     eager = df[df["kernel"].astype(str).str.lower().str.contains("eager", regex=False)]
-    width = np.array([dtype_bytes(canonical_dtype(str(d))) for d in eager["dtype"]], dtype=float)
-    small = eager[eager["message_elems"].to_numpy(float) * width <= max_bytes]
+    small = eager[_allreduce_bytes(eager) <= max_bytes]
     engine = small["framework"].astype(str).str.strip().str.split().str[0].str.lower()
     return {str(e): float(np.median(g["time_us"])) * 1e-6 for e, g in small.groupby(engine)}
 

@@ -137,9 +137,7 @@ def nccl_protocol_terms(hw: HardwareProfile, nbytes, tp) -> tuple[np.ndarray, np
 
 def nccl_algorithm(hw: HardwareProfile, nbytes, tp, nvls_ok=True) -> np.ndarray:
     """Name of what NCCL's all-reduce runs, as priced by nccl_terms: NVLS, else the ring protocol (nccl_protocol)."""
-    ring = nccl_ring_terms(hw, nbytes, tp)
-    nv = nvls_terms(hw, nbytes, tp)
-    take = nvls_active(hw, tp, nvls_ok) & nvls_reaches(hw, nbytes) & (nv[0] + nv[1] < ring[0] + ring[1])
+    take = nvls_taken(hw, nbytes, tp, nvls_ok, sum(nccl_ring_terms(hw, nbytes, tp)))
     return np.where(take, "NVLS", nccl_protocol(hw, nbytes, tp))
 
 
@@ -167,6 +165,12 @@ def nvls_active(hw: HardwareProfile, tp, nvls_ok=True) -> np.ndarray:
 def nvls_reaches(hw: HardwareProfile, nbytes) -> np.ndarray:
     """Whether a message of `nbytes` is large enough for NCCL to pick NVLS (allreduce.nvls_min_bytes, as measured)."""
     return np.asarray(nbytes, dtype=float) >= hw.allreduce.nvls_min_bytes
+
+
+def nvls_taken(hw: HardwareProfile, nbytes, tp, nvls_ok, ring_s) -> np.ndarray:
+    """Where NCCL runs NVLS: it may (nvls_active), the message reaches nvls_min_bytes, and NVLS is cheaper than
+    the rings' `ring_s` seconds."""
+    return nvls_active(hw, tp, nvls_ok) & nvls_reaches(hw, nbytes) & (sum(nvls_terms(hw, nbytes, tp)) < ring_s)
 
 
 def nvls_bus_bw_bytes_s(hw: HardwareProfile, tp) -> np.ndarray:
@@ -207,12 +211,11 @@ def nccl_terms(hw: HardwareProfile, nbytes, tp, nvls_ok=True) -> tuple[np.ndarra
     if not use.any():
         return lat, xfer
     nv_lat, nv_xfer = nvls_terms(hw, nbytes, tp)
-    reach = nvls_reaches(hw, nbytes)
-    take = use & reach & (nv_lat + nv_xfer < lat + xfer)
+    take = nvls_taken(hw, nbytes, tp, nvls_ok, lat + xfer)
     # below nvls_min_bytes NCCL stays on its rings, but a message is never priced above a larger one: at most NVLS's
     # price at the threshold (as the custom kernels beyond their buffer, custom_terms)
     t_lat, t_xfer = nvls_terms(hw, hw.allreduce.nvls_min_bytes, tp)
-    cap = use & ~reach & (t_lat + t_xfer < lat + xfer)
+    cap = use & ~nvls_reaches(hw, nbytes) & (t_lat + t_xfer < lat + xfer)
     lat, xfer = np.where(cap, t_lat, lat), np.where(cap, t_xfer, xfer)
     return np.where(take, nv_lat, lat), np.where(take, nv_xfer, xfer)
 
